@@ -1,0 +1,316 @@
+"""The command line (typer): parse flags, build the world, call, render, exit.
+
+Only this module knows about typer. Errors from the layers below are :class:`SpurinvError`s that
+carry their exit status; with ``--json`` even a failure prints an envelope on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from spurinv import __version__, documents, exitcode, locations
+from spurinv.errors import ConfigError, SpurinvError, StateError, UsageError
+from spurinv.log import Log
+from spurinv.root import Root, RootError
+
+app = typer.Typer(
+    name="spurinv",
+    help="Keep the cluster controller honest about what hardware this node really has.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+config_app = typer.Typer(help="Write or show the configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+RootOption = Annotated[str, typer.Option("--root", help="Filesystem root to read the node from (a mounted host: /host).")]
+StateOption = Annotated[
+    str | None, typer.Option("--state", help="State file (default: $SPURINV_STATE, $STATE_DIRECTORY/state.json, /var/lib/spurinv/state.json).")
+]
+ConfigOption = Annotated[
+    str | None, typer.Option("--config", help="Config file (default: $SPURINV_CONFIG, /etc/spurinv/config.toml).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+
+def _emit_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(documents.dumps(document) + "\n")
+
+
+def _fail(command: str, error: SpurinvError, as_json: bool) -> typer.Exit:
+    if as_json:
+        _emit_json(documents.envelope(command, error.exit_code, {"error": {"code": error.code, "message": error.message}}))
+    Log(os.environ).error(error.message)
+    return typer.Exit(error.exit_code)
+
+
+def _root(path: str) -> Root:
+    try:
+        return Root(path)
+    except RootError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _config(flag: str | None, overrides: dict[str, Any] | None = None) -> tuple[Any, dict[str, str], str]:
+    from spurinv import config as config_module
+
+    path, explicit = locations.config_path(flag, dict(os.environ))
+    cleaned = {key: value for key, value in (overrides or {}).items() if value is not None}
+    loaded, origins = config_module.load(path, explicit, cleaned)
+    return loaded, origins, path
+
+
+@app.command()
+def discover(
+    root: RootOption = "/",
+    as_json: JsonOption = False,
+    output: Annotated[str, typer.Option("--format", help="table, json or slurm (slurm.conf + gres.conf lines).")] = "table",
+    config_file: ConfigOption = None,
+    node: Annotated[str | None, typer.Option("--node", help="Node name for --format slurm (default: config, then hostname).")] = None,
+) -> None:
+    """Print what this node has: devices, CPUs, memory, and each source's status."""
+    if as_json:
+        output = "json"
+    if output not in ("table", "json", "slurm"):
+        raise _fail("discover", UsageError(f"--format {output}: expected table, json or slurm"), False)
+    try:
+        loaded, _origins, _path = _config(config_file)
+        target = _root(root)
+    except SpurinvError as error:
+        raise _fail("discover", error, output == "json") from None
+    from spurinv import render
+    from spurinv.discovery import discover as run_discovery
+    from spurinv.model import Discovery
+
+    raw = run_discovery(
+        target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci), topology=True
+    )
+    code = exitcode.OK if raw["ok"] else exitcode.IOERR
+    if output == "json":
+        _emit_json(documents.discover_document(raw, target.path, code))
+        raise typer.Exit(code)
+    result = Discovery.model_validate(raw)
+    if output == "slurm":
+        if result.inventory is None:
+            render.discover(render.console(stderr=True), result, target.path)
+            raise typer.Exit(code)
+        from spurinv import slurmconf
+        from spurinv.sources.host import read_numa_cpus
+
+        name = node or loaded.node_name(os.uname().nodename)
+        sys.stdout.write(slurmconf.render(result.inventory, name, read_numa_cpus(target)))
+        raise typer.Exit(code)
+    render.discover(render.console(), result, target.path)
+    raise typer.Exit(code)
+
+
+@app.command()
+def refresh(
+    root: RootOption = "/",
+    state: StateOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Read, decide and print the requests; send nothing, write nothing.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse a corrupt state file (exit 65) instead of moving it aside.")] = False,
+    accept: Annotated[str | None, typer.Option("--accept", help="Accept a suspicious reading with this fingerprint (≥ 8 hex digits).")] = None,
+    metrics_file: Annotated[str | None, typer.Option("--metrics-file", help="Write node_exporter textfile metrics here.")] = None,
+    controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
+    node: Annotated[str | None, typer.Option("--node", help="Override node.name.")] = None,
+    api: Annotated[str | None, typer.Option("--api", help='Override controller.api ("auto", "slurm/v0.0.42").')] = None,
+    confirm_interval: Annotated[float | None, typer.Option("--confirm-interval", help="Override policy.confirm_interval (seconds; 0 = next tick).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when nothing changed.")] = False,
+) -> None:
+    """Discover, confirm with the previous reading, and converge the controller."""
+    from spurinv.refresh import Options, World, run
+
+    environ = dict(os.environ)
+    try:
+        overrides = {"controller.url": controller_url, "node.name": node, "controller.api": api, "policy.confirm_interval": confirm_interval}
+        loaded, _origins, path = _config(config_file, overrides)
+        options = Options(
+            state_path=locations.state_path(state, environ),
+            config=loaded,
+            config_identity=locations.identity(path),
+            metrics_file=metrics_file or loaded.metrics.file or None,
+            metrics_flag=metrics_file,
+            dry_run=dry_run,
+            strict=strict,
+            accept=accept,
+        )
+        document = run(World(_root(root), environ, log=Log(environ, quiet=quiet)), options)
+    except SpurinvError as error:
+        raise _fail("refresh", error, as_json) from None
+    if as_json:
+        _emit_json(document.model_dump(mode="json"))
+    elif not (quiet and document.exit_code == 0 and document.outcome.kind == "unchanged"):
+        from spurinv import render
+
+        render.refresh(render.console(), document)
+    raise typer.Exit(document.exit_code)
+
+
+@app.command()
+def diff(
+    root: RootOption = "/",
+    state: StateOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 when the node differs from the baseline (as git diff).")] = False,
+) -> None:
+    """Show what differs from the reported baseline and from the last reading. Read-only."""
+    from spurinv import state as state_file
+    from spurinv.classify import compare
+    from spurinv.discovery import discover as run_discovery
+    from spurinv.model import Discovery
+
+    path = locations.state_path(state, dict(os.environ))
+    try:
+        loaded, _origins, _cfg = _config(config_file)
+        target = _root(root)
+        try:
+            saved = state_file.load(path) or state_file.State()
+        except (state_file.Corrupt, state_file.NewerSchema) as exc:
+            raise StateError(str(exc), exitcode.DATAERR) from None
+    except SpurinvError as error:
+        raise _fail("diff", error, as_json) from None
+    except OSError as exc:
+        raise _fail("diff", StateError(str(exc), exitcode.IOERR), as_json) from None
+    raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
+    result = Discovery.model_validate(raw)
+    current = result.inventory
+    baseline = saved.baseline.inventory if saved.baseline else None
+    latest = saved.latest.inventory if saved.latest else None
+    vs_baseline = compare(baseline, current) if current is not None and baseline is not None else None
+    vs_latest = compare(latest, current) if current is not None and latest is not None else None
+    different = current is None or baseline is None or (vs_baseline is not None and not vs_baseline.empty)
+    code = exitcode.IOERR if current is None else (exitcode.DIFFERENT if exit_code and different else exitcode.OK)
+    if as_json:
+        _emit_json(documents.envelope("diff", code, {
+            "state_file": path,
+            "discovery_ok": result.ok,
+            "errors": [error.model_dump() for error in result.errors],
+            "current": current.fingerprint if current else None,
+            "baseline": baseline.fingerprint if baseline else None,
+            "different": different,
+            "vs_baseline": vs_baseline.model_dump(mode="json") if vs_baseline else None,
+            "vs_latest_reading": vs_latest.model_dump(mode="json") if vs_latest else None,
+        }))
+        raise typer.Exit(code)
+    from spurinv import render
+
+    out = render.console()
+    if current is None:
+        render.discover(out, result, target.path)
+        raise typer.Exit(code)
+    render.diff(out, f"against the reported baseline ({baseline.fingerprint[:12] if baseline else 'none yet'})", vs_baseline)
+    render.diff(out, f"against the last reading ({latest.fingerprint[:12] if latest else 'none yet'})", vs_latest)
+    raise typer.Exit(code)
+
+
+@app.command()
+def status(state: StateOption = None, as_json: JsonOption = False) -> None:
+    """What the state file says, without discovering: readings, baseline, pending change, last decision."""
+    from spurinv import state as state_file
+    from spurinv.refresh import status_raw
+
+    path = locations.state_path(state, dict(os.environ))
+    try:
+        try:
+            raw = status_raw(path)
+        except (state_file.Corrupt, state_file.NewerSchema) as exc:
+            raise StateError(str(exc), exitcode.DATAERR) from None
+    except SpurinvError as error:
+        raise _fail("status", error, as_json) from None
+    except OSError as exc:
+        raise _fail("status", StateError(str(exc), exitcode.IOERR), as_json) from None
+    document = documents.status_document(raw, path)
+    if as_json:
+        _emit_json(document)
+    else:
+        from spurinv import render
+
+        render.status(render.console(), document)
+    raise typer.Exit(0)
+
+
+@config_app.command("init")
+def config_init(
+    path: Annotated[str, typer.Argument(help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented default configuration."""
+    from spurinv import config as config_module
+
+    text = config_module.render_default()
+    if path == "-":
+        sys.stdout.write(text)
+        raise typer.Exit(0)
+    if os.path.exists(path) and not force:
+        raise _fail("config", ConfigError(f"{path} exists; use --force to overwrite it"), False)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise _fail("config", ConfigError(f"cannot write {path}: {exc.strerror}"), False) from None
+    sys.stderr.write(f"wrote {path}\n")
+
+
+@config_app.command("show")
+def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Print the effective configuration and where each value came from."""
+    try:
+        loaded, origins, path = _config(config_file)
+    except SpurinvError as error:
+        raise _fail("config", error, as_json) from None
+    flat = {
+        f"{section}.{key}": list(value) if isinstance(value, tuple) else value
+        for section, values in loaded.model_dump().items()
+        for key, value in values.items()
+    }
+    if as_json:
+        _emit_json(documents.envelope("config", 0, {"file": path, "values": flat, "origins": origins}))
+    else:
+        from spurinv import render
+
+        render.config_show(render.console(), flat, origins)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    sys.stdout.write(f"spurinv {__version__}\n")
+
+
+def run(args: list[str]) -> int:
+    """Run the typer app; map usage errors to 64 (EX_USAGE) and crashes to 70 (EX_SOFTWARE)."""
+    from typer.exceptions import TyperException
+
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="spurinv", standalone_mode=False)
+    except TyperException as exc:
+        if exc.exit_code == 2:
+            sys.stderr.write(f"spurinv: usage: {exc.format_message()} (see spurinv --help)\n")
+            return exitcode.USAGE
+        sys.stderr.write(f"spurinv: {exc.format_message()}\n")
+        return exitcode.USAGE
+    except typer.Abort:
+        sys.stderr.write("spurinv: aborted\n")
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: say so in one line, trace only on request
+        if os.environ.get("SPURINV_DEBUG"):
+            raise
+        sys.stderr.write(f"spurinv: internal error: {type(exc).__name__}: {exc} (set SPURINV_DEBUG=1 for a traceback)\n")
+        return exitcode.SOFTWARE
+    return result if isinstance(result, int) else 0
+
+
+__all__ = ["app", "run"]

@@ -1,0 +1,276 @@
+"""The controller client: the only module that imports ``requests``.
+
+Speaks the Slurm-compatible REST API (slurmrestd's ``/slurm/v0.0.4x/…``; spur's gateway mirrors
+it read-only). Every call is bounded: connect and read timeouts, a whole-request deadline (a
+server dripping bytes cannot hold a run), a maximum body size, and no redirects — a redirect
+would carry the token to wherever the server says (issue #7). One request per concern, no retry
+loop inside a run: the timer is the retry loop, with backoff kept in the state file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from spurinv.config import ControllerSection
+from spurinv.errors import ConfigError, ControllerError
+from spurinv.nodeview import NodeView, extra_fingerprint, gres_agrees, parse_node, slurm_errors
+
+MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
+PROBE_VERSIONS = ("slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42", "slurm/v0.0.41", "slurm/v0.0.40",
+                  "slurm/v0.0.39", "slurm/v0.0.38", "api/v1")  # fmt: skip
+AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentication error
+UNKNOWN_NODE = 2018
+_NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
+
+
+class _Deadline(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Abort the block after ``seconds`` of wall time (SIGALRM; main thread only, else a no-op).
+
+    requests' timeouts bound each socket read, not a server that sends one byte per read.
+    """
+    try:
+        previous = signal.signal(signal.SIGALRM, _raise_deadline)
+    except ValueError:  # not the main thread: the socket timeouts still apply
+        yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _raise_deadline(_signum: int, _frame: object) -> None:
+    raise _Deadline
+
+
+def is_loopback(url: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and localhost."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+class Request:
+    """One request as sent (or, in a dry run, as it would be sent): for reports and tests."""
+
+    def __init__(self, method: str, path: str, body: dict[str, Any] | None, status: int | None = None) -> None:
+        self.method = method
+        self.path = path
+        self.body = body
+        self.status = status
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
+
+    def line(self) -> str:
+        body = f" {json.dumps(self.body, sort_keys=True)}" if self.body is not None else ""
+        status = f" → {self.status}" if self.status is not None else ""
+        return f"{self.method} {self.path}{body}{status}"
+
+
+class RegisterResult:
+    """What a re-registration achieved, as read back from the controller."""
+
+    def __init__(self, applied: bool, view: NodeView, error: str | None) -> None:
+        self.applied = applied
+        self.view = view
+        self.error = error
+
+
+class Controller:
+    """A client for one node on one controller."""
+
+    def __init__(
+        self,
+        settings: ControllerSection,
+        node: str,
+        token: str | None,
+        *,
+        api: str | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        if token and urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url):
+            if not settings.allow_plain_http_token:
+                raise ConfigError(
+                    f"refusing to send the token over plain HTTP to {urlsplit(settings.url).hostname}; "
+                    "use https:// or set controller.allow_plain_http_token = true"
+                )
+        self.settings = settings
+        self.node = node
+        self.api = api if api else (None if settings.api == "auto" else settings.api)
+        self.session = session or requests.Session()
+        self.session.trust_env = False  # no proxies or .netrc credentials from the environment
+        self.session.headers.update(self._auth_headers(token))
+        self.sent: list[Request] = []
+
+    def _auth_headers(self, token: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "spurinv"}
+        if self.settings.auth == "slurm-jwt" and token:
+            headers["X-SLURM-USER-NAME"] = self.settings.user
+            headers["X-SLURM-USER-TOKEN"] = token
+        elif self.settings.auth == "bearer" and token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    # --- transport -------------------------------------------------------------------------
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble."""
+        url = self.settings.url + path
+        record = Request(method, path, body)
+        self.sent.append(record)
+        timeout = self.settings.timeout
+        verify: bool | str = self.settings.ca_file or self.settings.verify
+        try:
+            with deadline(timeout):
+                response = self.session.request(
+                    method,
+                    url,
+                    json=body,
+                    timeout=(min(timeout, 3.0), timeout),
+                    allow_redirects=False,
+                    stream=True,
+                    verify=verify,
+                )
+                try:
+                    data = self._read(response)
+                finally:
+                    response.close()
+        except _Deadline:
+            raise ControllerError("unreachable", f"{method} {path}: no complete answer within {timeout:g} s") from None
+        except requests.exceptions.SSLError as exc:
+            raise ControllerError("unreachable", f"{method} {path}: TLS error: {_first_line(exc)}") from None
+        except requests.exceptions.Timeout:
+            raise ControllerError("unreachable", f"{method} {path}: timed out after {timeout:g} s") from None
+        except requests.exceptions.RequestException as exc:
+            raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
+        record.status = response.status_code
+        if 300 <= response.status_code < 400:
+            where = response.headers.get("Location", "?")
+            raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")
+        parsed = None
+        if data:
+            try:
+                parsed = json.loads(data)
+            except ValueError:
+                parsed = None
+        return response.status_code, parsed
+
+    def _read(self, response: requests.Response) -> bytes:
+        declared = response.headers.get("Content-Length")
+        if declared and declared.isdigit() and int(declared) > MAX_BODY:
+            raise ControllerError("protocol", f"response of {declared} bytes exceeds {MAX_BODY}")
+        chunks = []
+        total = 0
+        for chunk in response.iter_content(65536):
+            total += len(chunk)
+            if total > MAX_BODY:
+                raise ControllerError("protocol", f"response exceeds {MAX_BODY} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _fail(self, method: str, path: str, status: int, body: Any) -> ControllerError:
+        """Map an unsuccessful answer to an error kind (slurm/NOTES.md §8 item 6)."""
+        errors = slurm_errors(body)
+        numbers = {number for number, _ in errors}
+        text = "; ".join(message for _, message in errors if message) or f"HTTP {status}"
+        where = f"{method} {path}: HTTP {status}"
+        if status in (401, 403, 511) or numbers & AUTH_ERRORS:
+            return ControllerError("auth", f"{where}: authentication or permission refused ({text})")
+        if status in (404, 405) and method == "POST":
+            return ControllerError("read-only", f"{where}: the gateway has no node write route (read-only gateway)")
+        if UNKNOWN_NODE in numbers or (status == 404 and method == "GET"):
+            return ControllerError("unknown-node", f"{where}: the controller does not know node {self.node!r}")
+        if status >= 500 and errors and any(number not in (None, -1, 0) for number in numbers):
+            return ControllerError("refused", f"{where}: {text}")
+        if status >= 500:
+            return ControllerError("unreachable", f"{where}: controller error ({text})")
+        return ControllerError("protocol", f"{where}: {text}")
+
+    # --- API --------------------------------------------------------------------------------
+    def node_path(self) -> str:
+        assert self.api is not None
+        return f"/{self.api}/node/{self.node}"
+
+    def detect(self) -> NodeView | None:
+        """Find the API version (``api = "auto"``): ``/openapi/v3``, else probe newest first.
+
+        Returns the node view when probing already fetched it (one request saved).
+        """
+        if self.api is not None:
+            return None
+        status, spec = self._call("GET", "/openapi/v3")
+        if status == 200 and isinstance(spec, dict) and isinstance(spec.get("paths"), dict):
+            versions = [
+                (int(match.group(2)), match.group(1))
+                for path, operations in spec["paths"].items()
+                if (match := _NODE_PATH.match(path)) and isinstance(operations, dict) and "get" in operations
+            ]
+            if versions:
+                self.api = max(versions)[1]
+                return None
+        for version in PROBE_VERSIONS:
+            status, body = self._call("GET", f"/{version}/node/{self.node}")
+            if status == 404 and not slurm_errors(body) and not _mentions_node(body):
+                continue
+            self.api = version
+            if status == 200:
+                return parse_node(body, self.node)
+            raise self._fail("GET", f"/{version}/node/{self.node}", status, body)
+        raise ControllerError("protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")")
+
+    def view(self) -> NodeView:
+        """``GET …/node/{name}`` as a NodeView."""
+        fetched = self.detect()
+        if fetched is not None:
+            return fetched
+        status, body = self._call("GET", self.node_path())
+        if status != 200:
+            raise self._fail("GET", self.node_path(), status, body)
+        return parse_node(body, self.node)
+
+    def post(self, body: dict[str, Any]) -> None:
+        """``POST …/node/{name}``; success is 200 with no errors."""
+        if self.api is None:
+            self.detect()
+        status, answer = self._call("POST", self.node_path(), body)
+        if status != 200 or slurm_errors(answer) and any(n not in (None, 0) for n, _ in slurm_errors(answer)):
+            raise self._fail("POST", self.node_path(), status, answer)
+
+    def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
+        """Re-register the inventory, then read it back: Slurm answers 200 to a GPU type change
+        it silently does not apply (NOTES.md §5.1), so only the read-back says "applied"."""
+        try:
+            self.post(body)
+        except ControllerError as exc:
+            if exc.kind != "refused":
+                raise
+            return RegisterResult(False, self.view(), exc.message)
+        after = self.view()
+        problems = []
+        if "gres" in body and not gres_agrees(after.gres, models):
+            problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
+        if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
+            problems.append("extra does not carry the new fingerprint")
+        return RegisterResult(not problems, after, "; ".join(problems) or None)
+
+
+def _mentions_node(body: Any) -> bool:
+    return isinstance(body, dict) and ("nodes" in body or "node" in body)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]

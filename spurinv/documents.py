@@ -1,0 +1,127 @@
+"""The JSON documents spurinv prints, built from plain dicts. Stdlib only.
+
+``discover --json`` and ``status --json`` run from the lean entry point (no pydantic, no typer),
+and the full CLI prints the very same documents by calling these functions, so there is one
+builder per document. Their shapes are pinned by :mod:`spurinv.report`'s models (which also
+generate the JSON Schemas in ``schemas/``) and by contract tests.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+FORMAT_VERSION = 1  # of every JSON document spurinv prints
+SCHEMA_VERSION = 1  # of the state file
+KEEP_READINGS = 2
+
+
+def now_text() -> str:
+    """The current UTC time as ``2026-12-02T18:00:00Z`` (whole seconds, as pydantic writes it)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def envelope(command: str, exit_code: int, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The common frame: format version, command, ok, exit code, then the command's fields."""
+    return {"format_version": FORMAT_VERSION, "command": command, "ok": exit_code == 0, "exit_code": exit_code, **body}
+
+
+def dumps(document: Mapping[str, Any]) -> str:
+    """Serialise a document for stdout (sorted keys, so output is stable)."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -> dict[str, Any]:
+    """``discover --json``: the discovery result, framed."""
+    return envelope("discover", exit_code, {
+        "root": root,
+        "discovery_ok": discovery["ok"],
+        "inventory": discovery["inventory"],
+        "sources": discovery["sources"],
+        "errors": discovery["errors"],
+        "flags": discovery["flags"],
+    })
+
+
+def _counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for device in (inventory or {}).get("devices", []):
+        counts[device["model"]] = counts.get(device["model"], 0) + 1
+    return counts
+
+
+def _reading_summary(reading: Mapping[str, Any]) -> dict[str, Any]:
+    inventory = reading.get("inventory")
+    return {
+        "taken_at": reading.get("taken_at"),
+        "ok": bool(reading.get("ok")),
+        "fingerprint": reading.get("fingerprint"),
+        "devices": len(inventory["devices"]) if inventory else None,
+        "models": _counts(inventory),
+        "cpus": inventory["cpus"] if inventory else None,
+        "memory_mb": inventory["memory_mb"] if inventory else None,
+        "errors": list(reading.get("errors") or []),
+        "flags": list(reading.get("flags") or []),
+    }
+
+
+def attention(state: Mapping[str, Any]) -> list[str]:
+    """What an operator should know, in plain words (also shown by ``status``)."""
+    notes = []
+    if state.get("refusal"):
+        notes.append(
+            "the controller refused or did not apply the new inventory "
+            f"({state['refusal'].get('error')}); update its configuration: see `spurinv discover --format slurm`"
+        )
+    drain = state.get("drain")
+    if drain:
+        notes.append(f"spurinv drained this node ({drain.get('cause')}): {drain.get('reason')}")
+    backoff = state.get("backoff")
+    if backoff:
+        notes.append(f"controller backoff ({backoff.get('kind')}) until {backoff.get('next_attempt')}: {backoff.get('error')}")
+    if int(state.get("consecutive_failures") or 0) > 0:
+        notes.append(f"discovery failed {state['consecutive_failures']} time(s) in a row")
+    return notes
+
+
+def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any]:
+    """``status --json`` from the raw state document (None: no state file yet)."""
+    if state is None:
+        return envelope("status", 0, {
+            "state_file": path, "exists": False, "node": None, "readings": [], "baseline": None,
+            "pending": None, "last_decision": None, "drain": None, "refusal": None, "backoff": None,
+            "api": None, "consecutive_failures": 0, "controller_errors": 0, "last_success": None,
+            "errors": [], "attention": [],
+        })
+    readings = [_reading_summary(reading) for reading in state.get("readings") or []]
+    baseline = state.get("baseline")
+    latest = readings[-1] if readings else None
+    return envelope("status", 0, {
+        "state_file": path,
+        "exists": True,
+        "node": state.get("node"),
+        "readings": readings,
+        "baseline": {
+            "fingerprint": baseline["inventory"]["fingerprint"],
+            "since": baseline["since"],
+            "source": baseline["source"],
+            "devices": len(baseline["inventory"]["devices"]),
+            "models": _counts(baseline["inventory"]),
+        } if baseline else None,
+        "pending": state.get("pending"),
+        "last_decision": state.get("last"),
+        "drain": state.get("drain"),
+        "refusal": state.get("refusal"),
+        "backoff": state.get("backoff"),
+        "api": state.get("api"),
+        "consecutive_failures": int(state.get("consecutive_failures") or 0),
+        "controller_errors": int(state.get("controller_errors") or 0),
+        "last_success": state.get("last_success"),
+        "errors": latest["errors"] if latest else [],
+        "attention": attention(state),
+    })

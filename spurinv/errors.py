@@ -1,0 +1,67 @@
+"""Typed errors that carry their exit status; only the CLI turns them into messages."""
+
+from __future__ import annotations
+
+from spurinv import exitcode
+
+
+class SpurinvError(Exception):
+    """Base class: ``code`` is a stable identifier for JSON output, ``exit_code`` from sysexits."""
+
+    exit_code = exitcode.SOFTWARE
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(SpurinvError):
+    exit_code = exitcode.USAGE
+    code = "usage"
+
+
+class ConfigError(SpurinvError):
+    exit_code = exitcode.CONFIG
+    code = "config"
+
+
+class TokenError(SpurinvError):
+    """The controller token is missing or its file is unsafe."""
+
+    exit_code = exitcode.NOPERM
+    code = "token"
+
+
+class StateError(SpurinvError):
+    """The state file cannot be used (newer schema, corrupt in strict mode, unwritable)."""
+
+    code = "state"
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class LockError(SpurinvError):
+    exit_code = exitcode.TEMPFAIL
+    code = "locked"
+
+
+class ControllerError(SpurinvError):
+    """A controller call failed; ``kind`` decides the exit status and the backoff."""
+
+    KINDS = {
+        "unreachable": exitcode.UNAVAILABLE,
+        "read-only": exitcode.UNAVAILABLE,
+        "unknown-node": exitcode.NOHOST,
+        "auth": exitcode.NOPERM,
+        "refused": exitcode.PROTOCOL,
+        "protocol": exitcode.PROTOCOL,
+    }
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.code = f"controller-{kind}"
+        self.exit_code = self.KINDS[kind]

@@ -1,0 +1,29 @@
+"""The fingerprint of the schedulable set: what the controller schedules against.
+
+It covers node CPUs and memory and, per device, the identity and the fields a scheduler cares
+about. Render minors, card numbers, CDI names and XGMI peers are left out: render minors are
+reused across modes and driver reloads (ROCm/k8s-gpu-dra-driver#83), and none of them changes
+what can be scheduled. Devices are sorted by identity first, so the order in which the kernel
+lists directories never matters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from spurinv.records import Device
+
+VERSION = 1  # bump when the projection changes, so every node re-confirms once
+SCHEDULABLE = ("id", "vendor", "model", "pci_device", "memory_mb", "partition", "numa_node", "unique_id")
+
+
+def fingerprint(cpus: int, memory_mb: int, devices: Iterable[Device]) -> str:
+    """Return the hex SHA-256 of the schedulable projection."""
+    rows = sorted(([device[key] for key in SCHEDULABLE] for device in devices), key=lambda row: str(row[0]))  # type: ignore[literal-required]
+    blob = json.dumps([VERSION, cpus, memory_mb, rows], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,0 +1,121 @@
+"""The console entry point: a lean front door, then the full CLI.
+
+Three invocations are served without importing typer, pydantic, rich or requests, because they
+run often and the interpreter plus those imports would cost more than the work (issue #6):
+
+* ``spurinv refresh`` on a timer tick where nothing changed (:mod:`spurinv.tick`);
+* ``spurinv status --json`` (scripts);
+* ``spurinv discover --json`` when no config file exists (the config needs validation).
+
+Only plain ``--opt value`` / ``--opt=value`` forms of a few options are recognised here; any
+other argument, any error, or a situation the fast path cannot settle falls through to
+:func:`spurinv.cli.run`, which produces the same output the slow way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+LEAN = {
+    "refresh": frozenset({"--root", "--state", "--config", "--metrics-file"}),
+    "status": frozenset({"--state", "--json"}),
+    "discover": frozenset({"--root", "--json"}),
+}
+FLAGS = frozenset({"--json"})
+
+
+def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
+    """Return (command, options) when ``argv`` is something the lean path understands."""
+    if not argv or argv[0] not in LEAN:
+        return None
+    allowed = LEAN[argv[0]]
+    options: dict[str, str] = {}
+    words = list(argv[1:])
+    while words:
+        word = words.pop(0)
+        name, equals, value = word.partition("=")
+        if name not in allowed or name in options:
+            return None
+        if name in FLAGS:
+            if equals:
+                return None
+            options[name] = "1"
+            continue
+        if not equals:
+            if not words or words[0].startswith("-"):
+                return None
+            value = words.pop(0)
+        if not value:
+            return None
+        options[name] = value
+    if argv[0] in ("status", "discover") and "--json" not in options:
+        return None
+    return argv[0], options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run spurinv; return the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    lean = lean_options(args)
+    if lean is not None:
+        code = _lean(*lean)
+        if code is not None:
+            return code
+    from spurinv.cli import run
+
+    return run(args)
+
+
+def _lean(command: str, options: dict[str, str]) -> int | None:
+    environ = dict(os.environ)
+    if command == "refresh":
+        from spurinv import tick
+
+        return tick.run(options, environ)
+    if command == "status":
+        return _status(options, environ)
+    return _discover(options, environ)
+
+
+def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
+    import json
+
+    from spurinv import documents, locations, store
+
+    path = locations.state_path(options.get("--state"), environ)
+    try:
+        data = store.read(path)
+        state = json.loads(data) if data is not None else None
+    except (store.StoreError, ValueError):
+        return None  # the full CLI explains the problem
+    if state is not None and (not isinstance(state, dict) or state.get("schema_version") != documents.SCHEMA_VERSION):
+        return None
+    try:
+        text = documents.dumps(documents.status_document(state, path))
+    except (KeyError, TypeError, AttributeError):
+        return None
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+def _discover(options: dict[str, str], environ: dict[str, str]) -> int | None:
+    from spurinv import documents, exitcode, locations
+    from spurinv.discovery import discover
+    from spurinv.root import Root, RootError
+
+    config_file, explicit = locations.config_path(None, environ)
+    if explicit or os.path.exists(config_file):
+        return None
+    try:
+        root = Root(options.get("--root", "/"))
+    except RootError:
+        return None
+    result = discover(root, topology=True)
+    code = exitcode.OK if result["ok"] else exitcode.IOERR
+    sys.stdout.write(documents.dumps(documents.discover_document(result, root.path, code)) + "\n")
+    return code

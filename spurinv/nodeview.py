@@ -1,0 +1,249 @@
+"""The controller's view of one node, whatever the dialect, and GRES strings. Pure.
+
+Dialects (slurm/NOTES.md §4, spur.md §3):
+* Slurm ≤ 22.05 (v0.0.38): ``state`` is a lower-case base state, flags in ``state_flags``;
+* Slurm ≥ 23.02 (v0.0.39+): ``state`` is a list, base state first, then flags (``["IDLE","DRAIN"]``);
+* spur's gateway: ``state`` is a display word (``idle``, ``drained``, ``draining`` …), no GRES.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from spurinv.errors import ControllerError
+
+BUSY_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+# spur's node display words (spur-core node.rs) → (base state, flags)
+SPUR_WORDS = {
+    "drained": ("IDLE", ("DRAIN",)),
+    "draining": ("ALLOCATED", ("DRAIN",)),
+    "suspended": ("IDLE", ("SUSPENDED",)),
+}
+_SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "(S:0,1)"
+
+
+class NodeView(BaseModel):
+    """What the controller says about the node."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    dialect: str
+    base: str
+    flags: tuple[str, ...] = ()
+    reason: str = ""
+    reason_set_by: str | None = None
+    alloc_cpus: int = 0
+    alloc_memory: int = 0
+    gres: str | None = None
+    gres_used: str | None = None
+    extra: str | None = None
+
+    @property
+    def drained(self) -> bool:
+        """DRAIN is set (drained or draining); decided from the flag, never from the reason."""
+        return "DRAIN" in self.flags
+
+    @property
+    def idle(self) -> bool:
+        """No allocated CPUs, memory or GRES, and not ALLOCATED/MIXED/COMPLETING."""
+        return (
+            self.base not in BUSY_STATES
+            and "COMPLETING" not in self.flags
+            and self.alloc_cpus == 0
+            and self.alloc_memory == 0
+            and used_count(self.gres_used or "") == 0
+        )
+
+    def state_text(self) -> str:
+        """``IDLE+DRAIN``."""
+        return "+".join((self.base, *self.flags))
+
+    def busy_text(self) -> str:
+        """What keeps the node busy, for people: ``2 CPUs, gpu:mi300x:2 allocated``."""
+        parts = [f"{self.alloc_cpus} CPUs"] if self.alloc_cpus else []
+        if self.alloc_memory:
+            parts.append(f"{self.alloc_memory} MB")
+        if used_count(self.gres_used or ""):
+            parts.append(self.gres_used or "")
+        return ", ".join(parts) + " allocated" if parts else self.base.lower()
+
+
+def slurm_errors(body: object) -> list[tuple[int | None, str]]:
+    """``[(error_number, message)]`` from a Slurm error body (``errno`` on 22.05)."""
+    if not isinstance(body, dict) or not isinstance(body.get("errors"), list):
+        return []
+    result = []
+    for error in body["errors"]:
+        if isinstance(error, dict):
+            number = error.get("error_number", error.get("errno"))
+            message = error.get("description") or error.get("error") or ""
+            detail = error.get("error")
+            if detail and detail != message and detail != "No error":
+                message = f"{message}: {detail}" if message else str(detail)
+            result.append((number if isinstance(number, int) else None, str(message)))
+    return result
+
+
+def parse_node(body: object, name: str) -> NodeView:
+    """Parse a ``GET …/node/{name}`` body; raise ControllerError("unknown-node" / "protocol")."""
+    if not isinstance(body, dict):
+        raise ControllerError("protocol", "node response is not a JSON object")
+    nodes = body.get("nodes")
+    if nodes is None and isinstance(body.get("node"), dict):
+        nodes = [body["node"]]
+    if nodes is None or nodes == []:
+        # 22.05 answers 500 with error 2018; 24.11+ answers 200 with no nodes and an error
+        # "Failure to query node X" (error_number 0): NOTES.md §4.
+        errors = slurm_errors(body)
+        if errors or nodes == []:
+            detail = errors[0][1] if errors else "no such node"
+            raise ControllerError("unknown-node", f"the controller does not know node {name!r} ({detail})")
+        raise ControllerError("protocol", "node response has no 'nodes'")
+    if not isinstance(nodes, list):
+        raise ControllerError("protocol", "'nodes' is not a list")
+    node = next((n for n in nodes if isinstance(n, dict) and n.get("name") == name), None)
+    if node is None:
+        raise ControllerError("unknown-node", f"the controller does not list node {name!r}")
+    try:
+        return _view(node, name)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ControllerError("protocol", f"node {name!r} has an unexpected shape: {exc}") from None
+
+
+def _view(node: dict[str, Any], name: str) -> NodeView:
+    state = node.get("state")
+    if isinstance(state, list):
+        words = [str(word).upper() for word in state]
+        dialect, base, flags = "slurm-v0.0.39+", (words[0] if words else "UNKNOWN"), tuple(words[1:])
+    elif isinstance(state, str) and "state_flags" in node:
+        dialect, base = "slurm-v0.0.38", state.upper()
+        flags = tuple(str(flag).upper() for flag in node.get("state_flags") or [])
+    elif isinstance(state, str):
+        dialect = "spur"
+        base, flags = SPUR_WORDS.get(state.lower(), (state.upper(), ()))
+    else:
+        raise ValueError(f"state is {type(state).__name__}")
+    return NodeView(
+        name=name,
+        dialect=dialect,
+        base=base,
+        flags=flags,
+        reason=str(node.get("reason") or ""),
+        reason_set_by=node.get("reason_set_by_user") or None,
+        alloc_cpus=int(node.get("alloc_cpus") or 0),
+        alloc_memory=int(node.get("alloc_memory") or 0),
+        gres=node["gres"] if isinstance(node.get("gres"), str) else None,
+        gres_used=node["gres_used"] if isinstance(node.get("gres_used"), str) else None,
+        extra=node["extra"] if isinstance(node.get("extra"), str) else None,
+    )
+
+
+class Gres(BaseModel):
+    """One GRES entry: ``gpu:mi300x:8(S:0-1)``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: str | None
+    count: int
+    text: str
+
+
+def parse_gres(text: str) -> list[Gres]:
+    """Split a Slurm GRES string into entries (commas inside ``(S:0,1)`` do not split)."""
+    entries = []
+    for raw in _SPLIT.split(text.strip()):
+        item = raw.strip()
+        if not item or item == "(null)":
+            continue
+        core = item.split("(", 1)[0]
+        parts = core.split(":")
+        count = 1
+        if len(parts) > 1 and parts[-1].isdigit():
+            count = int(parts.pop())
+        entries.append(Gres(name=parts[0], type=parts[1] if len(parts) > 1 else None, count=count, text=item))
+    return entries
+
+
+def used_count(text: str) -> int:
+    """Total count in a ``gres_used`` string: ``gpu:mi300x:2(IDX:0-1),fpga:0`` → 2."""
+    return sum(entry.count for entry in parse_gres(text))
+
+
+def gpu_counts(text: str) -> dict[str | None, int]:
+    """GPU counts by type in a GRES string (``None`` for untyped)."""
+    counts: dict[str | None, int] = {}
+    for entry in parse_gres(text):
+        if entry.name == "gpu" and entry.count:
+            counts[entry.type] = counts.get(entry.type, 0) + entry.count
+    return counts
+
+
+def rebuild_gres(current: str, models: dict[str, int]) -> str:
+    """The complete GRES string for the node: GPU entries rebuilt from ``models``, the rest kept.
+
+    A GRES left out of an update is set to 0 by Slurm (NOTES.md §5.1: ``{"gres":"fpga:4"}``
+    zeroed the GPUs), so every other entry is sent back exactly as listed. The controller's
+    typing convention is kept: untyped ``gpu:4`` stays untyped (a type change is silently not
+    applied by Slurm anyway).
+    """
+    entries = parse_gres(current)
+    gpus = [entry for entry in entries if entry.name == "gpu"]
+    typed = any(entry.type for entry in gpus) or not gpus
+    if typed:
+        rebuilt = [f"gpu:{model}:{count}" for model, count in sorted(models.items()) if count]
+    else:
+        total = sum(models.values())
+        rebuilt = [f"gpu:{total}"] if total else []
+    result: list[str] = []
+    for entry in entries:
+        if entry.name != "gpu":
+            result.append(entry.text.split("(", 1)[0])
+        elif rebuilt:
+            result.extend(rebuilt)
+            rebuilt = []
+    result.extend(rebuilt)
+    return ",".join(result)
+
+
+def gres_agrees(current: str | None, models: dict[str, int]) -> bool:
+    """Does the controller's GPU GRES say what the inventory says?"""
+    if current is None:
+        return False
+    counts = gpu_counts(current)
+    if None in counts and len(counts) == 1:
+        return counts[None] == sum(models.values())
+    return counts == {model: count for model, count in models.items() if count}
+
+
+def merge_extra(current: str | None, ours: dict[str, Any]) -> str | None:
+    """Put our record under ``"spurinv"`` in the node's ``extra`` JSON, keeping other keys.
+
+    Returns None when ``extra`` holds someone else's non-JSON text: we do not overwrite it.
+    """
+    if not current:
+        return json.dumps({"spurinv": ours}, sort_keys=True, separators=(",", ":"))
+    try:
+        data = json.loads(current)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    data["spurinv"] = ours
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def extra_fingerprint(extra: str | None) -> str | None:
+    """The fingerprint we recorded in ``extra``, if any."""
+    try:
+        data = json.loads(extra or "")
+    except ValueError:
+        return None
+    record = data.get("spurinv") if isinstance(data, dict) else None
+    value = record.get("fingerprint") if isinstance(record, dict) else None
+    return value if isinstance(value, str) else None

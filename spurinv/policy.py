@@ -1,0 +1,234 @@
+"""The policy: ``decide(outcome, view, state, settings, now) → action`` and ``settle``. Pure.
+
+The table (issue #4; #834 review, yansun1996):
+
+==================  ==========================  ============================================
+outcome             controller view              action
+==================  ==========================  ============================================
+discovery-failed    —                            none (nothing may be acted on)
+change-pending      —                            none (wait for a second identical reading)
+suspicious          —                            hold; drain only with drain_on_suspicious
+unchanged           our drain on                 resume (``{"state":["RESUME"]}`` only)
+unchanged           otherwise                    none, and no request at all
+change-confirmed    no baseline, gres agrees     adopt the reading as the baseline
+change-confirmed    idle                         register (complete gres + extra), read back
+change-confirmed    busy                         drain with ``spurinv: <diff>``; register later
+change-confirmed    refused before               drain if not drained; retry after backoff
+any                 drain not ours               never resumed, never overwritten
+==================  ==========================  ============================================
+
+"Ours" = DRAIN flag set and the reason equal to the one the state file says we set (NHC's
+leader convention made exact: slurm/NOTES.md §7–8). ``decide`` is called repeatedly within a
+run, each time with the state and view as updated by :func:`settle`, until it returns a
+terminal action; each non-terminal action is one request (or none).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from spurinv import exitcode
+from spurinv.classify import Kind, Outcome
+from spurinv.model import Inventory
+from spurinv.nodeview import NodeView, gres_agrees, merge_extra, rebuild_gres
+from spurinv.state import Backoff, Baseline, Drain, Refusal, State
+
+PREFIX = "spurinv:"
+MAX_REASON = 240
+SLURM_HINT = "update the controller config: spurinv discover --format slurm"
+
+
+class Do(StrEnum):
+    """Action kinds; the values are the documented JSON strings."""
+
+    NONE = "none"
+    HOLD = "hold"
+    BACKOFF = "backoff"
+    READ_VIEW = "read-view"
+    ADOPT = "adopt"
+    OBSERVE = "observe"
+    FORGET_DRAIN = "forget-drain"
+    REGISTER = "register"
+    DRAIN = "drain"
+    RESUME = "resume"
+
+
+TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
+WRITES = frozenset({Do.REGISTER, Do.DRAIN, Do.RESUME})
+
+
+class Settings(BaseModel):
+    """The part of the configuration the policy reads."""
+
+    model_config = ConfigDict(frozen=True)
+
+    observe: bool
+    drain_on_suspicious: bool = False
+    backoff_initial: int = 60
+    backoff_max: int = 3600
+
+
+class Action(BaseModel):
+    """One step: what to do, why, and (for writes) the exact request body."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Do
+    reason: str
+    body: dict[str, Any] | None = None
+    cause: str | None = None
+    exit_code: int = exitcode.OK
+
+
+def drain_reason(text: str) -> str:
+    """``spurinv: <text>`` on one line, short enough for ``sinfo -R``."""
+    line = " ".join(f"{PREFIX} {text}".split())
+    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 1] + "…"
+
+
+def ours(view: NodeView, state: State) -> bool:
+    """Is the node drained by us? DRAIN set and exactly the reason we recorded."""
+    return view.drained and state.drain is not None and view.reason == state.drain.reason
+
+
+def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Settings, now: datetime) -> Action:
+    """Return the next step for this run."""
+    if outcome.kind == Kind.DISCOVERY_FAILED:
+        return Action(kind=Do.NONE, reason=f"{outcome.reason}; nothing may be acted on", exit_code=exitcode.IOERR)
+    if outcome.kind == Kind.CHANGE_PENDING:
+        return Action(kind=Do.NONE, reason=outcome.reason)
+    current = state.latest.inventory if state.latest else None
+    if settings.observe:
+        if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
+            summary = outcome.diff.summary() if outcome.diff else current.summary()
+            return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
+        if outcome.kind == Kind.SUSPICIOUS:
+            return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
+        return Action(kind=Do.NONE, reason="unchanged (observe mode)")
+
+    needs_view = (
+        outcome.kind == Kind.CHANGE_CONFIRMED
+        or (outcome.kind == Kind.SUSPICIOUS and settings.drain_on_suspicious)
+        or (outcome.kind == Kind.UNCHANGED and state.drain is not None)
+    )
+    if not needs_view:
+        if outcome.kind == Kind.SUSPICIOUS:
+            return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
+        return Action(kind=Do.NONE, reason="unchanged; no controller request needed")
+    if view is None:
+        if state.backoff is not None and now < state.backoff.next_attempt:
+            when = state.backoff.next_attempt.strftime("%H:%M:%S")
+            return Action(kind=Do.BACKOFF, reason=f"backing off until {when} UTC after: {state.backoff.error}", exit_code=exitcode.TEMPFAIL)
+        return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
+
+    drained_by_us = ours(view, state)
+    if state.drain is not None and not drained_by_us:
+        what = "the node was resumed" if not view.drained else f"the reason is now {view.reason!r}"
+        return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
+    foreign = view.drained and not drained_by_us
+
+    if outcome.kind == Kind.UNCHANGED:
+        if drained_by_us:
+            return Action(kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain", body={"state": ["RESUME"]})
+        return Action(kind=Do.NONE, reason="unchanged")
+
+    if outcome.kind == Kind.SUSPICIOUS:
+        if view.drained:
+            return Action(kind=Do.HOLD, reason=f"{outcome.reason}; node already drained")
+        reason = drain_reason(f"suspicious reading: {outcome.reason}")
+        return Action(kind=Do.DRAIN, reason=outcome.reason, body={"state": ["DRAIN"], "reason": reason}, cause="suspicious")
+
+    # change-confirmed
+    assert current is not None and outcome.diff is not None
+    models = current.gpu_counts()
+    if state.baseline is None and gres_agrees(view.gres, models):
+        return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
+    summary = outcome.diff.summary()
+    if not view.idle:
+        if drained_by_us:
+            return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
+        if foreign:
+            return Action(kind=Do.HOLD, reason=f"busy and drained by someone else ({view.reason!r}); not touching it")
+        body = {"state": ["DRAIN"], "reason": drain_reason(f"{summary}; re-registers when idle")}
+        return Action(kind=Do.DRAIN, reason=f"busy ({view.busy_text()}); draining so jobs finish first", body=body, cause="busy")
+    refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
+    if refusal is not None:
+        if not view.drained:
+            body = {"state": ["DRAIN"], "reason": drain_reason(f"controller refused {summary}; {SLURM_HINT}")}
+            return Action(kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused")
+        if state.backoff is not None and now < state.backoff.next_attempt:
+            when = state.backoff.next_attempt.strftime("%H:%M:%S")
+            return Action(
+                kind=Do.HOLD,
+                reason=f"the controller refused the update ({refusal.error}); an operator must update its configuration; retry at {when} UTC",
+                exit_code=exitcode.PROTOCOL,
+            )
+    return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}", body=register_body(view, current))
+
+
+def register_body(view: NodeView, inventory: Inventory) -> dict[str, Any]:
+    """The complete ``gres`` (GPUs rebuilt, everything else kept) and our record in ``extra``."""
+    body: dict[str, Any] = {"gres": rebuild_gres(view.gres or "", inventory.gpu_counts())}
+    extra = merge_extra(view.extra, {"fingerprint": inventory.fingerprint, "inventory": inventory.summary()})
+    if extra is not None:
+        body["extra"] = extra
+    return body
+
+
+def backoff_seconds(failures: int, settings: Settings, kind: str) -> int:
+    """Exponential, bounded; authentication errors back off four times harder."""
+    factor = 4 if kind == "auth" else 1
+    return int(min(settings.backoff_max, settings.backoff_initial * factor * (2 ** max(0, failures - 1))))
+
+
+def with_backoff(state: State, kind: str, error: str, settings: Settings, now: datetime) -> State:
+    """Record a controller error: backoff grows with consecutive failures."""
+    failures = (state.backoff.failures if state.backoff else 0) + 1
+    delay = backoff_seconds(failures, settings, kind)
+    backoff = Backoff(kind=kind, failures=failures, next_attempt=now + timedelta(seconds=delay), error=error)  # type: ignore[arg-type]
+    return state.model_copy(update={"backoff": backoff, "controller_errors": state.controller_errors + 1, "steady": None})
+
+
+def settle(
+    state: State,
+    action: Action,
+    now: datetime,
+    *,
+    applied: bool = True,
+    error: str | None = None,
+    settings: Settings | None = None,
+) -> State:
+    """Return the state after ``action`` (``applied`` False: the controller refused it)."""
+    current = state.latest.inventory if state.latest else None
+    if action.kind in (Do.ADOPT, Do.OBSERVE) and current is not None:
+        baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")
+        return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
+    if action.kind == Do.FORGET_DRAIN:
+        return state.model_copy(update={"drain": None})
+    if action.kind == Do.REGISTER and current is not None:
+        if applied:
+            baseline = Baseline(inventory=current, since=now, source="registered")
+            update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}
+            return state.model_copy(update=update)
+        refused = state.model_copy(update={"refusal": Refusal(fingerprint=current.fingerprint, at=now, error=error or "refused")})
+        return with_backoff(refused, "refused", error or "refused", settings or Settings(observe=False), now)
+    if action.kind == Do.DRAIN and action.body is not None:
+        drain = Drain(reason=action.body["reason"], set_at=now, cause=action.cause or "busy", fingerprint=current.fingerprint if current else None)  # type: ignore[arg-type]
+        return state.model_copy(update={"drain": drain})
+    if action.kind == Do.RESUME:
+        return state.model_copy(update={"drain": None, "backoff": None})
+    return state
+
+
+def expected_view(view: NodeView, action: Action) -> NodeView:
+    """The view after a successful drain or resume, without another GET."""
+    if action.kind == Do.DRAIN and action.body is not None:
+        flags = tuple(dict.fromkeys((*view.flags, "DRAIN")))
+        return view.model_copy(update={"flags": flags, "reason": action.body["reason"]})
+    if action.kind == Do.RESUME:
+        return view.model_copy(update={"flags": tuple(f for f in view.flags if f != "DRAIN")})
+    return view

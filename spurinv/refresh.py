@@ -1,0 +1,369 @@
+"""``spurinv refresh``: discover → record → classify → decide → act → save. The full path.
+
+The order inside one locked run: load the state (a corrupt file is moved aside), discover,
+record the reading (keeping two), classify, optionally take the confirming second reading after
+``confirm_interval``, then ask the policy for steps until it says stop, performing each step's
+single request. The baseline only moves on an adoption or a verified registration. The state is
+written once, atomically, at the end (never in a dry run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from spurinv import documents, exitcode, metrics, store
+from spurinv import state as state_file
+from spurinv.classify import Kind, Outcome, classify
+from spurinv.config import Config, read_token
+from spurinv.discovery import discover
+from spurinv.errors import ControllerError, LockError, StateError, UsageError
+from spurinv.log import Log
+from spurinv.model import Discovery, Reading
+from spurinv.policy import TERMINAL, WRITES, Action, Do, Settings, decide, expected_view, settle, with_backoff
+from spurinv.report import RefreshDocument, Step
+from spurinv.root import Root
+from spurinv.state import Api, Decision, State, Steady
+from spurinv.tick import steady_key
+
+if TYPE_CHECKING:
+    from spurinv.controller import Controller
+    from spurinv.nodeview import NodeView
+
+MAX_STEPS = 8
+
+
+class World:
+    """What a run needs from outside: the root, the environment, a clock, a way to wait, a log."""
+
+    def __init__(
+        self,
+        root: Root,
+        environ: dict[str, str],
+        *,
+        clock: Callable[[], datetime] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        hostname: str | None = None,
+        log: Log | None = None,
+        session_factory: Callable[[], object] | None = None,
+    ) -> None:
+        self.root = root
+        self.environ = environ
+        self.clock = clock or (lambda: datetime.now(UTC).replace(microsecond=0))
+        self.sleep = sleep
+        self.hostname = hostname or os.uname().nodename
+        self.log = log or Log(environ)
+        self.session_factory = session_factory
+
+
+class Options:
+    """The run's choices (from flags and config)."""
+
+    def __init__(
+        self,
+        *,
+        state_path: str,
+        config: Config,
+        config_identity: str,
+        metrics_file: str | None = None,
+        metrics_flag: str | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+        accept: str | None = None,
+    ) -> None:
+        self.state_path = state_path
+        self.config = config
+        self.config_identity = config_identity
+        self.metrics_file = metrics_file
+        self.metrics_flag = metrics_flag
+        self.dry_run = dry_run
+        self.strict = strict
+        self.accept = accept
+
+
+def load_state(path: str, strict: bool, now: datetime, log: Log) -> tuple[State, list[str]]:
+    """Load the state; move a corrupt file aside (``--strict``: refuse with exit 65)."""
+    notes: list[str] = []
+    try:
+        loaded = state_file.load(path)
+    except state_file.NewerSchema as exc:
+        raise StateError(f"{exc}; refusing to touch it", exitcode.DATAERR) from None
+    except (state_file.Corrupt, store.StoreError) as exc:
+        if isinstance(exc, store.StoreError) and "symlink" in str(exc):
+            raise StateError(str(exc), exitcode.CANTCREAT) from None
+        if strict:
+            raise StateError(f"{exc} (--strict)", exitcode.DATAERR) from None
+        moved = store.quarantine(path, state_file.stamp(now))
+        message = f"corrupt state file: {exc}; moved aside to {moved}; starting afresh"
+        log.error(message)
+        notes.append(message)
+        loaded = None
+    return loaded or State(), notes
+
+
+def _remove_leftovers(path: str) -> None:
+    """Temporary files of killed runs (we hold the lock, so none is being written)."""
+    for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
+        with contextlib.suppress(OSError):
+            os.unlink(leftover)
+
+
+@contextlib.contextmanager
+def _locked(path: str, timeout: float) -> Iterator[None]:
+    lock = store.Lock(path, timeout, "refresh")
+    try:
+        lock.acquire()
+    except store.LockHeld as exc:
+        raise LockError(str(exc)) from None
+    except store.StoreError as exc:
+        raise StateError(str(exc), exitcode.CANTCREAT) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _take_reading(world: World, config: Config) -> Reading:
+    raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
+    return Reading.of(Discovery.model_validate(raw), world.clock())
+
+
+def run(world: World, options: Options) -> RefreshDocument:
+    """One refresh; raise SpurinvError for problems that prevent a document."""
+    started = time.perf_counter()
+    with _locked(options.state_path, options.config.state.lock_timeout):
+        return _run(world, options, started)
+
+
+def _run(world: World, options: Options, started: float) -> RefreshDocument:
+    config = options.config
+    now = world.clock()
+    state, notes = load_state(options.state_path, options.strict, now, world.log)
+    if not options.dry_run:
+        _remove_leftovers(options.state_path)
+    node = config.node_name(world.hostname)
+    settings = Settings(
+        observe=config.observe,
+        drain_on_suspicious=config.policy.drain_on_suspicious,
+        backoff_initial=config.policy.backoff_initial,
+        backoff_max=config.policy.backoff_max,
+    )
+    # An observed baseline was never told to a controller: with one configured, start as if
+    # there were no baseline, so the first confirmed reading is compared with its view.
+    def classify_now(current: State, reading: Reading) -> Outcome:
+        baseline = current.baseline
+        if baseline is not None and baseline.source == "observed" and not config.observe:
+            baseline = None
+        return classify(baseline.inventory if baseline else None, current.latest, reading, current.accepted)
+
+    reading = _take_reading(world, config)
+    if options.accept:
+        state = _accept(state, reading, options.accept)
+    outcome = classify_now(state, reading)
+    state = state.record(reading).model_copy(update={"node": node})
+    if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and not options.dry_run:
+        world.log.info(f"change seen ({outcome.diff.summary() if outcome.diff else ''}); re-reading in {config.policy.confirm_interval:g} s")
+        world.sleep(config.policy.confirm_interval)
+        reading = _take_reading(world, config)
+        outcome = classify_now(state, reading)
+        state = state.record(reading)
+
+    steps: list[Step] = []
+    view: NodeView | None = None
+    client: Controller | None = None
+    exit_code = exitcode.OK
+    action = Action(kind=Do.NONE, reason="")
+    for _ in range(MAX_STEPS):
+        outcome = classify_now(state.model_copy(update={"readings": state.readings[:-1]}), reading)
+        action = decide(outcome, view, state, settings, world.clock())
+        if action.kind in TERMINAL:
+            steps.append(Step(action=action.kind.value, reason=action.reason))
+            exit_code = exit_code or action.exit_code
+            break
+        try:
+            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN):
+                steps.append(Step(action=action.kind.value, reason=action.reason))
+                state = settle(state, action, world.clock())
+                continue
+            if client is None:
+                client = _client(world, config, node, state)
+            if action.kind == Do.READ_VIEW:
+                view = client.view()
+                steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+                state = _remember_api(state, client, config, world.clock())
+                continue
+            assert view is not None and action.body is not None
+            view, state, step, refused = _write(client, action, view, state, settings, options.dry_run, world.clock())
+            steps.append(step)
+            if refused:
+                exit_code = exitcode.PROTOCOL
+        except ControllerError as exc:
+            steps.append(Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True, error=exc.message))
+            world.log.error(exc.message)
+            state = with_backoff(state, exc.kind, exc.message, settings, world.clock())
+            exit_code = exc.exit_code
+            break
+
+    final = classify_now(state.model_copy(update={"readings": state.readings[:-1]}), reading)
+    state = _finish(state, final, action, exit_code, steps, options, world, node, client)
+    if not options.dry_run:
+        _save(options.state_path, state)
+        metrics_file = options.metrics_file
+        if metrics_file:
+            raw = state.model_dump(mode="json")
+            metrics.write(metrics_file, metrics.render(raw, time.perf_counter() - started, node, _version()))
+    if final.kind == Kind.DISCOVERY_FAILED:
+        exit_code = exit_code or exitcode.IOERR
+    return RefreshDocument(
+        format_version=1,
+        command="refresh",
+        ok=exit_code == 0,
+        exit_code=exit_code,
+        node=node,
+        mode="observe" if config.observe else "controller",
+        dry_run=options.dry_run,
+        state_file=options.state_path,
+        controller=config.controller.url or None,
+        reading_ok=reading.ok,
+        fingerprint=reading.fingerprint,
+        inventory=reading.inventory.summary() if reading.inventory else None,
+        outcome=final if final.kind != Kind.UNCHANGED or not steps else outcome,
+        steps=steps,
+        requests=[request.as_dict() for request in client.sent] if client else [],
+        errors=list(reading.errors),
+        notes=notes,
+    )
+
+
+def _accept(state: State, reading: Reading, prefix: str) -> State:
+    fingerprint = reading.fingerprint or ""
+    if len(prefix) < 8 or not fingerprint.startswith(prefix):
+        raise UsageError(f"--accept {prefix}: the current reading's fingerprint is {fingerprint[:12] or 'unknown (discovery failed)'}")
+    return state.model_copy(update={"accepted": fingerprint})
+
+
+def _client(world: World, config: Config, node: str, state: State) -> Controller:
+    from spurinv.controller import Controller
+
+    token = read_token(config.controller, world.environ)
+    cached = state.api.version if state.api and state.api.url == config.controller.url else None
+    session = world.session_factory() if world.session_factory else None
+    return Controller(config.controller, node, token, api=cached, session=session)  # type: ignore[arg-type]
+
+
+def _remember_api(state: State, client: Controller, config: Config, now: datetime) -> State:
+    if client.api and (state.api is None or state.api.version != client.api or state.api.url != config.controller.url):
+        return state.model_copy(update={"api": Api(url=config.controller.url, version=client.api, detected_at=now)})
+    return state
+
+
+def _last(client: Controller | None) -> str | None:
+    return client.sent[-1].line() if client and client.sent else None
+
+
+def _write(
+    client: Controller, action: Action, view: NodeView, state: State, settings: Settings, dry_run: bool, now: datetime
+) -> tuple[NodeView, State, Step, bool]:
+    """Perform (or, in a dry run, describe) one write; return the new view and state."""
+    assert action.body is not None and state.latest is not None and state.latest.inventory is not None
+    inventory = state.latest.inventory
+    if dry_run:
+        from spurinv.controller import Request
+
+        line = Request("POST", client.node_path(), action.body).line()
+        step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
+        after = view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
+        return after, settle(state, action, now, settings=settings), step, False
+    if action.kind == Do.REGISTER:
+        result = client.register(action.body, inventory.gpu_counts(), inventory.fingerprint)
+        step = Step(
+            action=action.kind.value,
+            reason=action.reason,
+            request=client.sent[-2].line() if len(client.sent) > 1 else _last(client),
+            sent=True,
+            error=None if result.applied else result.error,
+        )
+        return result.view, settle(state, action, now, applied=result.applied, error=result.error, settings=settings), step, not result.applied
+    client.post(action.body)
+    step = Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
+    return expected_view(view, action), settle(state, action, now, settings=settings), step, False
+
+
+def _finish(
+    state: State,
+    outcome: Outcome,
+    action: Action,
+    exit_code: int,
+    steps: list[Step],
+    options: Options,
+    world: World,
+    node: str,
+    client: Controller | None,
+) -> State:
+    """Record the decision and, when nothing is outstanding, the fast path's memo."""
+    config = options.config
+    decision = Decision(
+        at=world.clock(),
+        outcome=outcome.kind.value,
+        action=steps[-1].action if steps else action.kind.value,
+        reason=steps[-1].reason if steps else action.reason,
+        exit_code=exit_code,
+        requests=len(client.sent) if client else 0,
+    )
+    steady = None
+    quiet = (
+        outcome.kind == Kind.UNCHANGED
+        and exit_code == 0
+        and state.drain is None
+        and state.refusal is None
+        and state.backoff is None
+        and state.pending is None
+        and state.baseline is not None
+        and (config.observe or state.baseline.source != "observed")
+    )
+    if quiet and outcome.fingerprint:
+        steady = Steady(
+            fingerprint=outcome.fingerprint,
+            key=steady_key(world.root.path, options.config_identity, options.metrics_flag),
+            cdi_dirs=config.discovery.cdi_dirs,
+            ignore_pci=config.discovery.ignore_pci,
+            metrics_file=options.metrics_file,
+            node=node,
+        )
+    return state.model_copy(update={"last": decision, "steady": steady})
+
+
+def _save(path: str, state: State) -> None:
+    import errno
+
+    try:
+        state_file.save(path, state)
+    except store.StoreError as exc:
+        code = exitcode.IOERR if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG) else exitcode.CANTCREAT
+        raise StateError(f"{exc}; the previous state file is untouched", code) from None
+
+
+def _version() -> str:
+    from spurinv import __version__
+
+    return __version__
+
+
+def status_raw(path: str) -> dict[str, object] | None:
+    """The raw state document, validated first (``status`` uses the lean builder on it)."""
+    data = store.read(path)
+    if data is None:
+        return None
+    state_file.parse(data, path)
+    import json
+
+    raw: dict[str, object] = json.loads(data)
+    return raw
+
+
+__all__ = ["Options", "World", "documents", "run", "status_raw"]

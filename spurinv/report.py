@@ -1,0 +1,116 @@
+"""Models of the JSON documents spurinv prints. They pin the shapes (contract tests validate the
+lean builders in :mod:`spurinv.documents` against them) and generate ``schemas/*.json``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from spurinv.classify import Outcome
+from spurinv.model import Inventory, Problem, SourceStatus
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: Literal[1]
+    command: str
+    ok: bool
+    exit_code: int
+
+
+class DiscoverDocument(_Document):
+    """``spurinv discover --json``."""
+
+    command: Literal["discover"]
+    root: str
+    discovery_ok: bool
+    inventory: Inventory | None
+    sources: dict[str, SourceStatus]
+    errors: list[Problem]
+    flags: list[Problem]
+
+
+class ReadingSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    taken_at: str
+    ok: bool
+    fingerprint: str | None
+    devices: int | None
+    models: dict[str, int]
+    cpus: int | None
+    memory_mb: int | None
+    errors: list[Problem]
+    flags: list[Problem]
+
+
+class BaselineSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fingerprint: str
+    since: str
+    source: Literal["observed", "adopted", "registered"]
+    devices: int
+    models: dict[str, int]
+
+
+class StatusDocument(_Document):
+    """``spurinv status --json``: what the state file says, without discovering."""
+
+    command: Literal["status"]
+    state_file: str
+    exists: bool
+    node: str | None
+    readings: list[ReadingSummary]
+    baseline: BaselineSummary | None
+    pending: dict[str, Any] | None
+    last_decision: dict[str, Any] | None
+    drain: dict[str, Any] | None
+    refusal: dict[str, Any] | None
+    backoff: dict[str, Any] | None
+    api: dict[str, Any] | None
+    consecutive_failures: int
+    controller_errors: int
+    last_success: str | None
+    errors: list[Problem]
+    attention: list[str]
+
+
+class Step(BaseModel):
+    """One step of a refresh: the policy's action, and the request it sent (or would send)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str
+    reason: str
+    request: str | None = None
+    sent: bool = False
+    error: str | None = None
+
+
+class RefreshDocument(_Document):
+    """``spurinv refresh --json`` (also the model behind the human rendering)."""
+
+    command: Literal["refresh"]
+    node: str
+    mode: Literal["observe", "controller"]
+    dry_run: bool
+    state_file: str
+    controller: str | None
+    reading_ok: bool
+    fingerprint: str | None
+    inventory: str | None
+    outcome: Outcome
+    steps: list[Step]
+    requests: list[dict[str, Any]]
+    errors: list[Problem]
+    notes: list[str]
+
+
+class ErrorDocument(_Document):
+    """Any command that failed before producing its own document (pipx's rule: once JSON is
+    asked for, even a failure is an envelope)."""
+
+    error: dict[str, str]

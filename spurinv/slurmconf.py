@@ -1,0 +1,31 @@
+"""What Slurm's configuration must say for this node (``spurinv discover --format slurm``). Pure.
+
+Slurm accepts a GPU count change only through slurm.conf/gres.conf, a reconfigure and a slurmd
+restart (slurm/NOTES.md §5.2), so when it refuses our update this is the text an operator needs:
+the ``NodeName=`` line in ``slurmd -C``'s style, with the GPUs, and one gres.conf line per device.
+"""
+
+from __future__ import annotations
+
+from spurinv.model import Inventory
+
+
+def render(inventory: Inventory, node: str, numa_cpus: dict[int, str]) -> str:
+    """Return slurm.conf and gres.conf lines for ``inventory``."""
+    counts = inventory.gpu_counts()
+    gres = ",".join(f"gpu:{model}:{count}" for model, count in sorted(counts.items()))
+    lines = [
+        "# slurm.conf — this node as spurinv sees it (compare `slurmd -C`)",
+        f"NodeName={node} CPUs={inventory.cpus} RealMemory={inventory.memory_mb}" + (f" Gres={gres}" if gres else ""),
+        "",
+        "# gres.conf — one line per device; Cores= is the device's NUMA node CPU list",
+    ]
+    for device in inventory.devices:
+        if device.device_node is None:
+            continue
+        cores = numa_cpus.get(device.numa_node) if device.numa_node is not None else None
+        line = f"NodeName={node} Name=gpu Type={device.model} File={device.device_node}"
+        lines.append(line + (f" Cores={cores}" if cores else "") + f"  # {device.id}")
+    if not inventory.devices:
+        lines.append("# (no GPUs)")
+    return "\n".join(lines) + "\n"

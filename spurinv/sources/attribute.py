@@ -1,0 +1,144 @@
+"""Reading sysfs/procfs attributes, and the small pure parsers for their formats.
+
+Reads are bounded and never follow a symlink at the last component (``O_NOFOLLOW``): sysfs
+attributes are regular files, so a symlink, a directory or a dangling link where a file should
+be is a failed read, never "absent". Every failure is a :class:`ReadError` naming the path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+MAX_ATTRIBUTE = 1 << 20  # sysfs attributes are at most a page; CDI specs and /proc files are small too
+
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+
+
+class ReadError(Exception):
+    """A file that should be readable could not be read or parsed."""
+
+    def __init__(self, path: str, reason: str, errno_: int | None = None) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.errno = errno_
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "is a symlink (or a symlink loop), expected a regular file"
+    return exc.strerror or str(exc)
+
+
+def read_bytes(path: str, limit: int = MAX_ATTRIBUTE) -> bytes:
+    """Return the contents of ``path``; raise ReadError on any failure or if it exceeds ``limit``."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        raise ReadError(path, _reason(exc), exc.errno) from None
+    try:
+        chunks = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise ReadError(path, f"larger than {limit} bytes")
+            chunks.append(chunk)
+    except OSError as exc:
+        raise ReadError(path, _reason(exc), exc.errno) from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_text(path: str, limit: int = MAX_ATTRIBUTE) -> str:
+    """Return ``path`` decoded as UTF-8; raise ReadError when unreadable or not text."""
+    data = read_bytes(path, limit)
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise ReadError(path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def read_optional(path: str) -> str | None:
+    """Return ``path``'s text, or None when it does not exist (an optional attribute).
+
+    ENODATA counts as absent too: some sysfs attributes exist but have nothing to say
+    (procfs ``class_drm_amdgpu.go`` skips such cards the same way).
+    """
+    try:
+        return read_text(path)
+    except ReadError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENODATA):
+            return None
+        raise
+
+
+def parse_int(text: str, path: str, *, base: int = 10, bits: int = 64, signed: bool = False) -> int:
+    """Parse one integer attribute (``"0x1002\\n"``, ``"-1\\n"``); raise ReadError if malformed."""
+    word = text.strip()
+    try:
+        value = int(word, base)
+    except ValueError:
+        raise ReadError(path, f"not an integer: {word[:40]!r}") from None
+    low = -(1 << (bits - 1)) if signed else 0
+    high = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    if not low <= value <= high:
+        raise ReadError(path, f"value out of range: {word[:40]}")
+    return value
+
+
+def parse_properties(text: str, path: str) -> dict[str, int]:
+    """Parse a KFD ``properties`` file: one ``key value`` pair per line, unsigned decimal.
+
+    Any malformed line fails the whole file (spur's ``split_once(' ')?`` silently dropped the
+    node instead: spur.md §5 item 4). 64-bit values such as ``unique_id`` can exceed 2^63.
+    """
+    result: dict[str, int] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line:
+            continue
+        key, sep, value = line.partition(" ")
+        if not sep or not key or not value.isdigit() or not value.isascii():
+            raise ReadError(path, f"line {number}: expected 'key <decimal>', got {line[:60]!r}")
+        if key in result:
+            raise ReadError(path, f"line {number}: duplicate key {key!r}")
+        parsed = int(value)
+        if parsed >= 1 << 64:
+            raise ReadError(path, f"line {number}: {key} overflows 64 bits")
+        result[key] = parsed
+    if not result:
+        raise ReadError(path, "empty")
+    return result
+
+
+def parse_cpulist(text: str, path: str) -> list[int]:
+    """Parse a kernel cpulist (``"0-63,128-191\\n"``) into sorted CPU numbers."""
+    word = text.strip()
+    if not word:
+        raise ReadError(path, "empty CPU list")
+    cpus: set[int] = set()
+    for part in word.split(","):
+        first, sep, last = part.partition("-")
+        if not first.isdigit() or (sep and not last.isdigit()):
+            raise ReadError(path, f"bad CPU range {part[:40]!r}")
+        low = int(first)
+        high = int(last) if sep else low
+        if high < low or high > 1 << 20:
+            raise ReadError(path, f"bad CPU range {part[:40]!r}")
+        cpus.update(range(low, high + 1))
+    return sorted(cpus)
+
+
+def parse_keyed_lines(text: str, separator: str = ":") -> dict[str, str]:
+    """Split ``Key: value`` lines (meminfo, NVIDIA ``information``, uevent with ``=``)."""
+    result: dict[str, str] = {}
+    for line in text.split("\n"):
+        key, sep, value = line.partition(separator)
+        if sep and key.strip():
+            result.setdefault(key.strip(), value.strip())
+    return result

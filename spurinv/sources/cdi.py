@@ -1,0 +1,141 @@
+"""CDI spec files (``etc/cdi``, ``var/run/cdi`` and extra directories from the config).
+
+The qualified names here (``amd.com/gpu=0``, ``nvidia.com/gpu=GPU-…``) are what a container
+runtime would inject. Problems with specs are *flags*, not errors: a stale or invalid spec does
+not change the hardware, but the operator must hear about it. Validation follows the CDI spec
+(cncf-tags/container-device-interface SPEC.md and ``specs-go/version.go``): ``cdiVersion`` from
+0.3.0 to 1.1.0, ``kind`` ``vendor/class``, at least one device, valid unique device names.
+Duplicate qualified names resolve as spur does: the later directory (higher priority) wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from spurinv import root as places
+from spurinv.sources.attribute import ReadError, read_text
+from spurinv.sources.report import Report
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from spurinv.records import CdiDevice
+    from spurinv.root import Root
+
+MAX_SPEC = 4 << 20
+VERSIONS = ((0, 3, 0), (1, 1, 0))
+KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
+NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
+SUFFIXES = (".json", ".yaml", ".yml")
+
+
+class SpecError(Exception):
+    """A CDI spec that cannot be used, with the reason."""
+
+
+def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]:
+    """Parse and validate one spec; return ``(kind, name, device node paths)`` per device."""
+    if yaml_format:
+        import yaml  # only when a YAML spec exists: importing it costs ~10 ms
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise SpecError(f"invalid YAML: {str(exc).splitlines()[0]}") from None
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SpecError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError("not a mapping")
+    version = data.get("cdiVersion")
+    if not isinstance(version, str) or not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise SpecError(f"bad cdiVersion {version!r}")
+    number = tuple(int(p) for p in version.split("."))
+    if not VERSIONS[0] <= number <= VERSIONS[1]:
+        raise SpecError(f"unsupported cdiVersion {version}")
+    kind = data.get("kind")
+    if not isinstance(kind, str) or not KIND.match(kind):
+        raise SpecError(f"bad kind {kind!r} (expected vendor/class)")
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise SpecError("no devices")
+    result = []
+    seen = set()
+    for position, device in enumerate(devices):
+        name = device.get("name") if isinstance(device, dict) else None
+        if not isinstance(name, str) or not NAME.match(name):
+            raise SpecError(f"devices[{position}]: bad device name {name!r}")
+        if name in seen:
+            raise SpecError(f"devices[{position}]: duplicate device name {name!r}")
+        seen.add(name)
+        result.append((kind, name, _device_nodes(device.get("containerEdits"), position)))
+    return result
+
+
+def _device_nodes(edits: object, position: int) -> list[str]:
+    if edits is None:
+        return []
+    if not isinstance(edits, dict):
+        raise SpecError(f"devices[{position}].containerEdits: not a mapping")
+    nodes = edits.get("deviceNodes") or []
+    if not isinstance(nodes, list):
+        raise SpecError(f"devices[{position}].containerEdits.deviceNodes: not a list")
+    paths = []
+    for node in nodes:
+        if not isinstance(node, dict) or not isinstance(node.get("path"), str):
+            raise SpecError(f"devices[{position}]: device node without a path")
+        paths.append(node["path"])
+        if isinstance(node.get("hostPath"), str):
+            paths.append(node["hostPath"])
+    return paths
+
+
+def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> list[CdiDevice]:
+    """Return every valid CDI device, later directories overriding earlier ones."""
+    found: dict[str, CdiDevice] = {}
+    directories = 0
+    files = 0
+    for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
+        path = root.join(directory)
+        try:
+            names = sorted(os.listdir(path))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            report.flag(path, exc.strerror or str(exc))
+            continue
+        directories += 1
+        for name in names:
+            if not name.endswith(SUFFIXES):
+                continue
+            file_path = os.path.join(path, name)
+            if os.path.islink(file_path) or not os.path.isfile(file_path):
+                continue  # spur's is_cdi_spec_file: only regular files are specs
+            files += 1
+            try:
+                devices = parse_spec(read_text(file_path, MAX_SPEC), not name.endswith(".json"))
+            except ReadError as exc:
+                report.flag(exc.path, exc.reason)
+                continue
+            except SpecError as exc:
+                report.flag(file_path, str(exc))
+                continue
+            for kind, device_name, nodes in devices:
+                qualified = f"{kind}={device_name}"
+                if qualified in found:
+                    report.flag(file_path, f"duplicate CDI device {qualified} (also in {found[qualified]['file']})")
+                found[qualified] = {
+                    "qualified": qualified,
+                    "name": device_name,
+                    "kind": kind,
+                    "nodes": nodes,
+                    "file": file_path,
+                }
+    if not directories:
+        report.absent("no CDI spec directory")
+    else:
+        report.detail = f"{files} specs, {len(found)} devices"
+    return list(found.values())

@@ -1,0 +1,63 @@
+"""NVIDIA GPUs from ``proc/driver/nvidia/gpus/<BDF>/information``.
+
+Format from NVIDIA/open-gpu-kernel-modules ``kernel-open/nvidia/nv-procfs.c``: ``Key: \\t value``
+lines; ``Device Minor`` is the ``/dev/nvidiaN`` number, which need not follow PCI order
+(PrincetonUniversity/jobstats capture: 0000:07:00.0 → 2, 0000:48:00.0 → 0).
+"""
+
+from __future__ import annotations
+
+import os
+
+from spurinv import root as places
+from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_text
+from spurinv.sources.pci import BDF, sort_key
+from spurinv.sources.report import Report
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from spurinv.records import NvidiaGpu
+    from spurinv.root import Root
+
+
+def parse_information(text: str, path: str, bdf: str) -> NvidiaGpu:
+    """Parse one ``information`` file; raise ReadError when a required line is missing or wrong."""
+    fields = parse_keyed_lines(text)
+    for key in ("Model", "Bus Location", "Device Minor"):
+        if not fields.get(key):
+            raise ReadError(path, f"no '{key}' line")
+    location = fields["Bus Location"].lower()
+    if location != bdf:
+        raise ReadError(path, f"Bus Location {location} does not match the directory name {bdf}")
+    return {
+        "bdf": bdf,
+        "model": fields["Model"],
+        "uuid": fields.get("GPU UUID") or None,
+        "minor": parse_int(fields["Device Minor"], path, bits=20),
+        "path": path,
+    }
+
+
+def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
+    """Return the GPUs the NVIDIA driver knows about."""
+    base = root.join(places.NVIDIA_GPUS)
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        report.absent("NVIDIA driver not loaded")
+        return []
+    except OSError as exc:
+        report.fail(base, exc.strerror or str(exc))
+        return []
+    gpus = []
+    for name in sorted(names, key=sort_key):
+        path = os.path.join(base, name, "information")
+        if not BDF.match(name):
+            report.fail(os.path.join(base, name), "not a PCI address")
+            continue
+        try:
+            gpus.append(parse_information(read_text(path), path, name))
+        except ReadError as exc:
+            report.fail(exc.path, exc.reason)
+    report.detail = f"{len(gpus)} GPUs"
+    return gpus

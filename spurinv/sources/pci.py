@@ -1,0 +1,126 @@
+"""PCI functions from ``sys/bus/pci/devices``: the ground truth of what is on the bus.
+
+Only display (base class 0x03) and processing-accelerator (0x12) functions of AMD, NVIDIA and
+Intel are kept; BMC VGA chips (ASPEED, Matrox) and co-processors such as QAT or NEC VE
+(class 0x0b40) are not GPUs (fixtures: NFD rootfs-1, hwloc 32intel64+8ve).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from spurinv import root as places
+from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_optional, read_text
+from spurinv.sources.report import Report
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from spurinv.records import PciFunction
+    from spurinv.root import Root
+
+VENDORS = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
+ACCELERATOR_CLASSES = (0x03, 0x12)
+# Config space that reads as all ones means the device stopped answering ("fell off the bus":
+# NVIDIA Xid 79 leaves the function enumerated with vendor 0xffff / rev ff; peers.md §4).
+ALL_ONES_VENDOR = 0xFFFF
+ALL_ONES_CLASS = 0xFFFFFF
+
+BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+
+
+def sort_key(bdf: str) -> tuple[int, int, int, int]:
+    """Order BDFs numerically (domains can have more than 4 hex digits: hwloc 2pa-pcidomain32bits)."""
+    match = BDF.match(bdf)
+    if match is None:
+        return (1 << 32, 0, 0, 0)
+    domain, bus, device, function = match.groups()
+    return (int(domain, 16), int(bus, 16), int(device, 16), int(function))
+
+
+def driver_name(function_dir: str) -> str | None:
+    """Return the bound driver's name: the ``driver`` link's target, else uevent's DRIVER=."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(function_dir, "driver")))
+    except OSError:
+        pass
+    uevent = read_optional(os.path.join(function_dir, "uevent"))
+    if uevent:
+        return parse_keyed_lines(uevent, "=").get("DRIVER") or None
+    return None
+
+
+def read_pci(
+    root: Root, report: Report, ignore: frozenset[str] = frozenset()
+) -> tuple[list[PciFunction], frozenset[str]]:
+    """Return the GPU/accelerator functions on the bus, and every function's address."""
+    base = root.join(places.PCI_DEVICES)
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        if not os.path.isdir(root.join(places.SYS)):
+            report.fail(root.join(places.SYS), "sysfs is not mounted under the root")
+        elif not os.path.isdir(root.join(places.PCI_BUS)):
+            report.absent("no PCI bus in sysfs")
+        else:
+            report.fail(base, "missing")
+        return [], frozenset()
+    except OSError as exc:
+        report.fail(base, exc.strerror or str(exc))
+        return [], frozenset()
+    functions: list[PciFunction] = []
+    for name in sorted(names, key=sort_key):
+        if not BDF.match(name):
+            report.fail(os.path.join(base, name), "not a PCI address")
+            continue
+        if name in ignore:
+            continue
+        function = _read_function(os.path.join(base, name), name, report)
+        if function is not None:
+            functions.append(function)
+    counts: dict[str, int] = {}
+    for function in functions:
+        counts[function["vendor"]] = counts.get(function["vendor"], 0) + 1
+    summary = ", ".join(f"{vendor} {count}" for vendor, count in sorted(counts.items()))
+    report.detail = f"{len(functions)} accelerator functions ({summary})" if functions else (
+        f"{len(names)} functions, no GPU or accelerator"
+    )
+    return functions, frozenset(names)
+
+
+def _read_function(path: str, bdf: str, report: Report) -> PciFunction | None:
+    try:
+        pci_class = parse_int(read_text(os.path.join(path, "class")), os.path.join(path, "class"), base=16)
+        if pci_class == ALL_ONES_CLASS:
+            report.fail(path, "config space reads as all ones: the device is not responding")
+            return None
+        if pci_class >> 16 not in ACCELERATOR_CLASSES:
+            return None
+        vendor_path = os.path.join(path, "vendor")
+        vendor_id = parse_int(read_text(vendor_path), vendor_path, base=16)
+        if vendor_id == ALL_ONES_VENDOR:
+            report.fail(path, "vendor reads 0xffff: the device is not responding")
+            return None
+        vendor = VENDORS.get(vendor_id)
+        if vendor is None:
+            return None
+        device_path = os.path.join(path, "device")
+        device_id = parse_int(read_text(device_path), device_path, base=16)
+        numa_path = os.path.join(path, "numa_node")
+        numa_text = read_optional(numa_path)
+        numa = parse_int(numa_text, numa_path, signed=True, bits=32) if numa_text is not None else -1
+        product = read_optional(os.path.join(path, "product_name"))
+    except ReadError as exc:
+        report.fail(exc.path, exc.reason)
+        return None
+    return {
+        "bdf": bdf,
+        "vendor": vendor,
+        "vendor_id": vendor_id,
+        "device_id": device_id,
+        "pci_class": pci_class,
+        "driver": driver_name(path),
+        "numa_node": numa if numa >= 0 else None,
+        "product": (product or "").strip() or None,
+        "path": path,
+    }

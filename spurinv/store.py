@@ -1,0 +1,171 @@
+"""The state file on disk: where it lives, the run lock, atomic writes, quarantine. Stdlib only.
+
+Never lost, never half-written: write a temporary file in the same directory (``O_EXCL``, mode
+0600), fsync, rename over the old file, fsync the directory. A ``kill -9`` at any instant leaves
+either the old or the new file. The state path is never followed through a symlink
+(``O_NOFOLLOW``); a run holds an ``flock`` on ``<state>.lock`` for its whole duration, and the
+kernel drops it when the holder dies, so a stale lock never blocks.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_STATE = 16 << 20
+LOCK_POLL = 0.05
+
+
+class StoreError(Exception):
+    """The state could not be read or written; ``errno`` tells which exit status fits."""
+
+    def __init__(self, message: str, errno_: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno_
+
+
+class LockHeld(Exception):
+    """Another run holds the lock; the message says who."""
+
+
+def ensure_directory(path: str) -> None:
+    """Create the state file's directory (mode 0700) if needed."""
+    directory = os.path.dirname(path) or "."
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create state directory {directory}: {exc.strerror}", exc.errno) from None
+    if not os.path.isdir(directory):
+        raise StoreError(f"state directory {directory} is not a directory", errno.ENOTDIR)
+
+
+class Lock:
+    """An exclusive ``flock`` on ``<state>.lock``, waited for at most ``timeout`` seconds."""
+
+    def __init__(self, state: str, timeout: float, holder: str) -> None:
+        self.path = state + ".lock"
+        self.timeout = timeout
+        self.holder = holder
+        self.fd = -1
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free right now; True on success."""
+        ensure_directory(self.path)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open lock {self.path}: {exc.strerror}", exc.errno) from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode(), 0)
+        return True
+
+    def acquire(
+        self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """Wait up to ``timeout`` for the lock; raise LockHeld naming the holder."""
+        deadline = clock() + self.timeout
+        while not self.try_acquire():
+            self._close()
+            if clock() >= deadline:
+                raise LockHeld(f"state lock {self.path} is held by {self._holder()}; waited {self.timeout:g} s")
+            sleep(LOCK_POLL)
+
+    def _holder(self) -> str:
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as handle:
+                return handle.read(200).strip() or "another run"
+        except OSError:
+            return "another run"
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor releases the flock)."""
+        self._close()
+
+    def __enter__(self) -> Lock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def read(path: str) -> bytes | None:
+    """Return the state file's bytes, or None when there is none yet."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"{path} is a symlink; refusing to follow it", exc.errno) from None
+        raise StoreError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(MAX_STATE + 1)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
+    if len(data) > MAX_STATE:
+        raise StoreError(f"{path} is larger than {MAX_STATE} bytes", errno.EFBIG)
+    return data
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (mode 0600)."""
+    ensure_directory(path)
+    directory = os.path.dirname(path) or "."
+    temporary = f"{path}.tmp-{os.getpid()}"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        os.unlink(temporary)  # our own pid's leftover from a killed run: safe to reuse
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot write {temporary}: {exc.strerror}", exc.errno) from None
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise StoreError(f"cannot write {path}: {exc.strerror}", exc.errno) from None
+    try:
+        directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
+    except OSError:
+        pass  # the rename is done; some filesystems refuse fsync on a directory
+
+
+def quarantine(path: str, stamp: str) -> str:
+    """Move a corrupt state file aside to ``<path>.corrupt-<stamp>``; return the new name."""
+    target = f"{path}.corrupt-{stamp}"
+    try:
+        os.replace(path, target)
+    except OSError as exc:
+        raise StoreError(f"cannot move corrupt {path} aside: {exc.strerror}", exc.errno) from None
+    return target
