@@ -173,6 +173,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         outcome = classify_now(state, reading)
         state = state.record(reading)
 
+    acted_on = outcome
     steps: list[Step] = []
     view: NodeView | None = None
     client: Controller | None = None
@@ -232,7 +233,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
-        outcome=final if final.kind != Kind.UNCHANGED or not steps else outcome,
+        outcome=acted_on,
         steps=steps,
         requests=[request.as_dict() for request in client.sent] if client else [],
         errors=list(reading.errors),

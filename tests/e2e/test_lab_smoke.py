@@ -1,0 +1,130 @@
+"""Smoke tests for the Slurm lab harness: every assertion is against the real daemons (slurmctld, slurmd n1/n2,
+JWT slurmrestd on 127.0.0.1). They prove the harness works; spurinv's own e2e tests build on the same fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from slurmlab import API, SlurmLab, SlurmLabTimeout
+
+pytestmark = pytest.mark.e2e
+
+NODE = f"/slurm/{API}/node"
+
+
+def test_lab_started(slurm_lab: SlurmLab, record_property: Callable[[str, object], None]) -> None:
+    record_property("slurm_lab_start_s", round(slurm_lab.timings["start"], 3))
+    assert slurm_lab.rest_url.startswith("http://127.0.0.1:")
+    assert slurm_lab.slurm_conf.is_file()
+    assert slurm_lab.scontrol("ping").returncode == 0
+
+
+def test_both_nodes_idle(clean_lab: SlurmLab) -> None:
+    for name in ("n1", "n2"):
+        node = clean_lab.node_json(name)
+        assert node["state"] == ["IDLE"], node["state"]
+        assert node["alloc_cpus"] == 0
+        assert node["reason"] == ""
+
+
+def test_gres_via_jwt(clean_lab: SlurmLab) -> None:
+    assert clean_lab.node_json("n1")["gres"] == "gpu:mi300x:8"
+    assert clean_lab.node_json("n2")["gres"] == "gpu:4,fpga:4"
+
+
+def test_drain_resume_via_rest_and_reset(clean_lab: SlurmLab) -> None:
+    lab = clean_lab
+    r = lab.rest("POST", f"{NODE}/n1", {"state": ["DRAIN"], "reason": "x"})
+    assert r.status_code == 200, r.text
+    assert r.json()["errors"] == []
+    node = lab.node_json("n1")
+    assert "DRAIN" in node["state"]
+    assert node["reason"] == "x"
+    assert node["reason_set_by_user"] == "root"
+
+    r = lab.rest("POST", f"{NODE}/n1", {"state": ["RESUME"]})
+    assert r.status_code == 200, r.text
+    lab.wait_for(
+        lambda: (lab.node_json("n1")["state"] == ["IDLE"], lab.node_json("n1")["state"]),
+        15,
+        "n1 IDLE after RESUME (NOT_RESPONDING for ~1 s first)",
+    )
+    assert lab.node_json("n1")["reason"] == "x"  # no accounting: RESUME keeps the old reason (NOTES §5.4)
+
+    # leave a mess for reset(): drained again, with comment/extra, features and a REST-only gres change on n2
+    assert lab.rest("POST", f"{NODE}/n1", {"state": ["DRAIN"], "reason": "y", "comment": "c", "extra": "e"}).ok
+    assert lab.rest("POST", f"{NODE}/n1", {"features": ["mi300x", "rack1", "zz"], "features_act": ["zz"]}).ok
+    assert lab.rest("POST", f"{NODE}/n2", {"gres": "gpu:4,fpga:2"}).ok
+    assert lab.node_json("n2")["gres"] == "gpu:4,fpga:2"
+
+    lab.reset()
+    n1, n2 = lab.node_json("n1"), lab.node_json("n2")
+    assert n1["state"] == ["IDLE"]
+    assert (n1["reason"], n1["comment"], n1["extra"]) == ("", "", "")
+    assert n1["active_features"] == ["mi300x", "rack1"]
+    assert n2["gres"] == "gpu:4,fpga:4"
+
+
+def test_reset_recovers_invalid_registration_down_and_pending_job(clean_lab: SlurmLab) -> None:
+    lab = clean_lab
+    # count-only GRES raised above what slurmd reports: accepted, then INVALID_REG on the next registration
+    assert lab.rest("POST", f"{NODE}/n2", {"gres": "gpu:4,fpga:6"}).ok
+    assert lab.rest("POST", f"{NODE}/n2", {"state": ["DRAIN"], "reason": "a"}).ok
+    assert lab.rest("POST", f"{NODE}/n2", {"state": ["RESUME"]}).ok
+    lab.wait_for(
+        lambda: ("INVALID_REG" in (s := lab.node_json("n2")["state"]), s), 15, "n2 INVALID_REG after re-registration"
+    )
+    assert lab.rest("POST", f"{NODE}/n1", {"state": ["DOWN"], "reason": "down"}).ok
+    assert lab.rest("POST", f"{NODE}/n1", {"weight": 7}).ok
+    job = lab.sbatch("n1")  # stays pending on the DOWN node
+
+    lab.reset()
+    assert lab.jobs() == [], job
+    for name, gres in (("n1", "gpu:mi300x:8"), ("n2", "gpu:4,fpga:4")):
+        node = lab.node_json(name)
+        assert node["state"] == ["IDLE"], node["state"]
+        assert node["reason"] == ""
+        assert node["gres"] == gres
+        assert node["weight"] == 1
+
+
+def test_job_makes_node_busy_then_idle(clean_lab: SlurmLab) -> None:
+    lab = clean_lab
+    job = lab.sbatch("n1")
+
+    def busy() -> tuple[bool, tuple[list[str], int]]:
+        n = lab.node_json("n1")
+        return n["alloc_cpus"] > 0 and n["state"][0] in ("MIXED", "ALLOCATED"), (n["state"], n["alloc_cpus"])
+
+    state, alloc = lab.wait_for(busy, 30, f"n1 busy with job {job}")
+    assert alloc == 1  # 1 of 2 CPUs
+    assert state == ["MIXED"]
+
+    lab.scancel(job)
+
+    def idle() -> tuple[bool, tuple[list[str], int]]:
+        n = lab.node_json("n1")
+        return n["state"] == ["IDLE"] and n["alloc_cpus"] == 0, (n["state"], n["alloc_cpus"])
+
+    lab.wait_for(idle, 30, f"n1 idle after scancel {job}")
+    assert lab.jobs() == []
+
+
+def test_bad_token_rejected(clean_lab: SlurmLab) -> None:
+    r = clean_lab.rest("GET", f"{NODE}/n1", token="not-a-jwt")
+    assert r.status_code in (401, 511), (r.status_code, r.text[:500])
+    r = clean_lab.rest("GET", f"{NODE}/n1", token="")  # no token headers at all
+    assert r.status_code == 401, (r.status_code, r.text[:500])
+
+
+def test_file_backed_gpu_count_change_refused(clean_lab: SlurmLab) -> None:
+    r = clean_lab.rest("POST", f"{NODE}/n1", {"gres": "gpu:mi300x:7"})
+    assert r.status_code == 500, r.text
+    assert 2072 in [e.get("error_number") for e in r.json()["errors"]], r.json()["errors"]
+    assert clean_lab.node_json("n1")["gres"] == "gpu:mi300x:8"
+
+
+def test_wait_for_reports_what_and_last_value(slurm_lab: SlurmLab) -> None:
+    with pytest.raises(SlurmLabTimeout, match=r"n1 to be on fire; last observed: \['IDLE'\]"):
+        slurm_lab.wait_for(lambda: (False, ["IDLE"]), 0.3, "n1 to be on fire")

@@ -1,0 +1,251 @@
+"""The CLI end to end on fixture roots: the confirmation scenario, JSON contracts, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spurinv import exitcode
+from spurinv.report import DiscoverDocument, RefreshDocument, StatusDocument
+
+
+def refresh(cli, root, state, *extra):
+    return cli("refresh", "--root", root, "--state", state, "--confirm-interval", "0", "--json", *extra)
+
+
+def test_spx_to_cpx_scenario_confirms_only_on_two_identical_readings(cli, built, state_path):
+    """SPX → pending → baseline; CPX → pending → confirmed with a 1 → 8 diff per GPU (issue #3)."""
+    spx, cpx = built("mi300x-spx"), built("mi300x-cpx")
+
+    first = refresh(cli, spx, state_path).json()
+    second = refresh(cli, spx, state_path).json()
+    third = refresh(cli, cpx, state_path).json()
+    fourth = refresh(cli, cpx, state_path).json()
+
+    assert "change-pending" == first["outcome"]["kind"]
+    assert "change-confirmed" == second["outcome"]["kind"]
+    assert ["observe", "none"] == [s["action"] for s in second["steps"]]
+    assert "change-pending" == third["outcome"]["kind"]
+    assert "change-confirmed" == fourth["outcome"]["kind"]
+    packages = fourth["outcome"]["diff"]["packages"]
+    assert 8 == len(packages)
+    assert all((p["old_mode"], p["new_mode"], p["old_count"], p["new_count"]) == ("SPX", "CPX", 1, 8) for p in packages)
+    status = cli("status", "--state", state_path, "--json").json()
+    assert 64 == status["baseline"]["devices"]
+
+
+def test_a_broken_reading_in_between_never_confirms(cli, built, state_path):
+    spx, cpx, broken = built("mi300x-spx"), built("mi300x-cpx"), built("mi300x-cpx-captured")
+    refresh(cli, spx, state_path)
+    refresh(cli, spx, state_path)
+
+    kinds = [refresh(cli, root, state_path).json()["outcome"]["kind"] for root in (cpx, broken, cpx, broken, cpx)]
+
+    assert ["change-pending", "discovery-failed", "change-pending", "discovery-failed", "change-pending"] == kinds
+    assert cli("status", "--state", state_path, "--json").json()["baseline"]["devices"] == 8
+
+
+def test_failed_discovery_exits_74_and_records_the_failure(cli, built, state_path):
+    result = refresh(cli, built("mi300x-cpx-captured"), state_path)
+
+    assert exitcode.IOERR == result.code
+    document = result.json()
+    assert not document["reading_ok"]
+    assert document["errors"][0]["source"] == "kfd"
+    assert cli("status", "--state", state_path, "--json").json()["consecutive_failures"] == 1
+
+
+def test_discover_json_contract(cli, built):
+    result = cli("discover", "--root", built("mi300x-cpx"), "--json")
+
+    document = DiscoverDocument.model_validate(result.json())
+    assert 0 == result.code
+    assert document.ok and document.inventory is not None
+    device = result.json()["inventory"]["devices"][0]
+    assert {"id", "vendor", "model", "pci_bdf", "memory_mb", "partition"} <= device.keys()
+    assert {"compute", "memory", "index"} == device["partition"].keys()
+    assert {"status", "detail"} == result.json()["sources"]["kfd"].keys()
+
+
+def test_discover_failure_exits_74_with_errors(cli, built):
+    result = cli("discover", "--root", built("vega10-duplicate"), "--json")
+
+    assert exitcode.IOERR == result.code
+    document = DiscoverDocument.model_validate(result.json())
+    assert document.inventory is None and document.errors
+
+
+def test_discover_on_a_gpu_less_host_says_so(cli, built):
+    result = cli("discover", "--root", built("host-40intel64-4n10c+pci-conflicts"))
+
+    assert 0 == result.code
+    assert "no GPU or accelerator on this node" in result.out
+
+
+def test_discover_format_slurm_prints_node_and_gres_lines(cli, built):
+    result = cli("discover", "--root", built("mi300x-cpx"), "--format", "slurm", "--node", "n1")
+
+    assert 0 == result.code
+    assert "NodeName=n1 CPUs=192 RealMemory=" in result.out
+    assert "Gres=gpu:mi300x:64" in result.out
+    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-95  # 0000:05:00.0/p0" in result.out
+
+
+def full_cli(capsys, *args):
+    """The typer CLI without the lean front door."""
+    from spurinv.cli import run
+
+    capsys.readouterr()
+    code = run([str(a) for a in args])
+    return code, capsys.readouterr().out
+
+
+def test_status_json_contract_and_lean_equals_full(cli, built, state_path, capsys):
+    refresh(cli, built("mi300x-spx"), state_path)
+
+    lean = cli("status", "--state", state_path, "--json")
+    code, full = full_cli(capsys, "status", "--state", state_path, "--json")
+
+    StatusDocument.model_validate(lean.json())
+    assert 0 == lean.code == code
+    assert lean.out == full
+
+
+@pytest.mark.parametrize("name", ["mi300x-cpx", "vega10-duplicate", "nvidia-cdi"])
+def test_discover_json_lean_equals_full(cli, built, capsys, monkeypatch, name):
+    """With no config file, ``discover --json`` takes the lean path; its output is the full CLI's."""
+    from spurinv import locations
+
+    if os.path.exists(locations.DEFAULT_CONFIG):
+        pytest.skip(f"{locations.DEFAULT_CONFIG} exists on this machine, so the lean path is not taken")
+    monkeypatch.delenv("SPURINV_CONFIG")
+    lean = cli("discover", "--root", built(name), "--json")
+    code, full = full_cli(capsys, "discover", "--root", built(name), "--json")
+
+    assert lean.code == code
+    assert lean.out == full
+
+
+def test_status_without_a_state_file(cli, tmp_path):
+    result = cli("status", "--state", tmp_path / "none.json", "--json")
+
+    assert 0 == result.code
+    assert result.json()["exists"] is False
+
+
+def test_status_on_a_corrupt_file_exits_65_and_leaves_it(cli, tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("{not json")
+
+    result = cli("status", "--state", path, "--json")
+
+    assert exitcode.DATAERR == result.code
+    assert result.json()["error"]["code"] == "state"
+    assert path.read_text() == "{not json"
+
+
+def test_refresh_moves_a_corrupt_state_aside_and_starts_afresh(cli, built, state_path):
+    state_path.parent.mkdir(parents=True)
+    state_path.write_text("{not json")
+
+    result = refresh(cli, built("mi300x-spx"), state_path)
+
+    assert 0 == result.code
+    assert "moved aside" in result.err
+    moved = list(state_path.parent.glob("state.json.corrupt-*"))
+    assert len(moved) == 1 and moved[0].read_text() == "{not json"
+    assert result.json()["outcome"]["kind"] == "change-pending"
+
+
+def test_strict_refuses_a_corrupt_state_with_65(cli, built, state_path):
+    state_path.parent.mkdir(parents=True)
+    state_path.write_text("{not json")
+
+    result = refresh(cli, built("mi300x-spx"), state_path, "--strict")
+
+    assert exitcode.DATAERR == result.code
+    assert state_path.read_text() == "{not json"
+
+
+def test_a_newer_state_file_is_never_overwritten(cli, built, state_path):
+    state_path.parent.mkdir(parents=True)
+    state_path.write_text('{"schema_version": 7}')
+
+    result = refresh(cli, built("mi300x-spx"), state_path)
+
+    assert exitcode.DATAERR == result.code
+    assert state_path.read_text() == '{"schema_version": 7}'
+
+
+def test_diff_is_read_only_and_exit_code_reports_a_difference(cli, built, state_path):
+    spx, cpx = built("mi300x-spx"), built("mi300x-cpx")
+    refresh(cli, spx, state_path)
+    refresh(cli, spx, state_path)
+    before = state_path.read_bytes()
+
+    same = cli("diff", "--root", spx, "--state", state_path, "--exit-code")
+    changed = cli("diff", "--root", cpx, "--state", state_path, "--exit-code", "--json")
+
+    assert 0 == same.code and "no difference" in same.out
+    assert exitcode.DIFFERENT == changed.code
+    assert changed.json()["different"] is True
+    assert len(changed.json()["vs_baseline"]["packages"]) == 8
+    assert before == state_path.read_bytes()
+
+
+def test_diff_human_output_shows_the_partition_summary(cli, built, state_path):
+    spx, cpx = built("mi300x-spx"), built("mi300x-cpx")
+    refresh(cli, spx, state_path)
+    refresh(cli, spx, state_path)
+
+    result = cli("diff", "--root", cpx, "--state", state_path)
+
+    assert "0000:05:00.0 SPX→CPX: 1 → 8 devices" in result.out
+
+
+def test_dry_run_explains_and_writes_nothing(cli, built, state_path):
+    spx = built("mi300x-spx")
+    refresh(cli, spx, state_path)
+    before = state_path.read_bytes()
+
+    result = cli("refresh", "--root", spx, "--state", state_path, "--dry-run", "--confirm-interval", "0")
+
+    assert 0 == result.code
+    assert "DRY RUN" in result.out and "outcome  change-confirmed" in result.out
+    assert before == state_path.read_bytes()
+
+
+def test_usage_errors_exit_64(cli, tmp_path):
+    assert exitcode.USAGE == cli("refresh", "--no-such-flag").code
+    assert exitcode.USAGE == cli("discover", "--root", tmp_path / "missing").code
+    assert exitcode.USAGE == cli("nonsense").code
+
+
+def test_accept_needs_the_current_fingerprint(cli, built, state_path):
+    result = refresh(cli, built("mi300x-spx"), state_path, "--accept", "deadbeefdead")
+
+    assert exitcode.USAGE == result.code
+    assert "fingerprint" in result.json()["error"]["message"]
+
+
+def test_refresh_json_contract(cli, built, state_path):
+    document = RefreshDocument.model_validate(refresh(cli, built("mi300x-spx"), state_path).json())
+
+    assert document.mode == "observe" and document.format_version == 1
+
+
+def test_console_script_runs(built, env):
+    """The installed entry point works as a process (python -m spurinv)."""
+    result = subprocess.run([sys.executable, "-m", "spurinv", "version"], capture_output=True, text=True, check=False, env=env)
+
+    assert 0 == result.returncode and result.stdout.startswith("spurinv ")
+
+
+@pytest.mark.parametrize("command", ["discover", "refresh", "diff", "status", "config", "version"])
+def test_every_command_has_help(cli, command):
+    result = cli(command, "--help")
+
+    assert 0 == result.code and "Usage" in result.out

@@ -1,0 +1,202 @@
+"""The policy, row by row (issue #4's table), plus the settle step and properties."""
+
+from __future__ import annotations
+
+import pytest
+from factories import at, inventory, packages, reading
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spurinv import exitcode
+from spurinv.classify import Kind, classify
+from spurinv.nodeview import NodeView
+from spurinv.policy import WRITES, Do, Settings, decide, expected_view, settle
+from spurinv.state import Backoff, Baseline, Drain, Refusal, State
+
+SPX = inventory(packages(8, "SPX"))
+CPX = inventory(packages(8, "CPX", per=8))
+NONE = inventory([], pci=[])
+SLURM = Settings(observe=False)
+OBSERVE = Settings(observe=True)
+OUR_REASON = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
+
+
+def view(state: str = "IDLE", *flags: str, reason: str = "", gres: str | None = "gpu:mi300x:8", cpus: int = 0,
+         used: str = "gpu:mi300x:0(IDX:N/A)") -> NodeView:
+    return NodeView(name="n1", dialect="slurm-v0.0.39+", base=state, flags=flags, reason=reason, alloc_cpus=cpus,
+                    gres=gres, gres_used=used)
+
+
+IDLE = view()
+BUSY = view("MIXED", cpus=2, used="gpu:mi300x:2(IDX:0-1)")
+OURS_IDLE = view("IDLE", "DRAIN", reason=OUR_REASON)
+OURS_BUSY = view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2)
+NHC_IDLE = view("IDLE", "DRAIN", reason="NHC: bad ECC")
+SLURM_INVAL = view("MIXED", "DRAIN", "INVALID_REG", reason="gres/gpu count reported lower than configured (7 < 8)", cpus=1)
+EMPTY_DRAIN = view("IDLE", "DRAIN", reason="")
+LOOKALIKE = view("IDLE", "DRAIN", reason="spurinv: something an operator typed")
+NOW = at(600)
+
+
+def state_for(baseline, previous, current, *, drain=False, refusal=False, backoff=None, source="registered"):
+    state = State(baseline=Baseline(inventory=baseline, since=at(0), source=source) if baseline else None)
+    if previous is not None:
+        state = state.record(reading(previous, 0))
+    state = state.record(reading(current, 60))
+    update = {}
+    if drain:
+        update["drain"] = Drain(reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None)
+    if refusal:
+        update["refusal"] = Refusal(fingerprint=current.fingerprint, at=at(60), error="2072 Invalid gres")
+    if backoff is not None:
+        update["backoff"] = Backoff(kind="refused", failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
+    return state.model_copy(update=update)
+
+
+def outcome_for(state):
+    readings = state.readings
+    previous = readings[-2] if len(readings) > 1 else None
+    return classify(state.baseline.inventory if state.baseline else None, previous, readings[-1])
+
+
+ROWS = [
+    # name, baseline, previous, current, extras, settings, view, expected action
+    ("failed read does nothing", SPX, SPX, None, {}, SLURM, None, Do.NONE),
+    ("pending waits", SPX, SPX, CPX, {}, SLURM, None, Do.NONE),
+    ("unchanged needs no request", SPX, SPX, SPX, {}, SLURM, None, Do.NONE),
+    ("unchanged with our drain reads the node", SPX, SPX, SPX, {"drain": True}, SLURM, None, Do.READ_VIEW),
+    ("unchanged with our drain resumes", SPX, SPX, SPX, {"drain": True}, SLURM, OURS_IDLE, Do.RESUME),
+    ("our drain replaced by an operator: forget", SPX, SPX, SPX, {"drain": True}, SLURM, NHC_IDLE, Do.FORGET_DRAIN),
+    ("our drain replaced by Slurm's INVAL: forget", SPX, CPX, CPX, {"drain": True}, SLURM, SLURM_INVAL, Do.FORGET_DRAIN),
+    ("our drain lifted by someone: forget", SPX, SPX, SPX, {"drain": True}, SLURM, IDLE, Do.FORGET_DRAIN),
+    ("confirmed needs the node's state", SPX, CPX, CPX, {}, SLURM, None, Do.READ_VIEW),
+    ("confirmed + idle re-registers", SPX, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
+    ("confirmed + busy drains", SPX, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
+    ("confirmed + busy + our drain waits", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_BUSY, Do.HOLD),
+    ("confirmed + our drain + idle re-registers", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_IDLE, Do.REGISTER),
+    ("confirmed + busy + operator drain: untouched", SPX, CPX, CPX, {}, SLURM, view("MIXED", "DRAIN", reason="NHC: x", cpus=1), Do.HOLD),
+    ("confirmed + busy + Slurm INVAL drain: untouched", SPX, CPX, CPX, {}, SLURM, SLURM_INVAL, Do.HOLD),
+    ("confirmed + idle + operator drain: gres only", SPX, CPX, CPX, {}, SLURM, NHC_IDLE, Do.REGISTER),
+    ("refused + not drained: drain", SPX, CPX, CPX, {"refusal": True}, SLURM, IDLE, Do.DRAIN),
+    ("refused + drained by us + backoff: hold", SPX, CPX, CPX, {"refusal": True, "drain": True, "backoff": 9999}, SLURM, OURS_IDLE, Do.HOLD),
+    ("refused + drained by us, backoff over: retry", SPX, CPX, CPX, {"refusal": True, "drain": True, "backoff": 1}, SLURM, OURS_IDLE, Do.REGISTER),
+    ("refused + foreign drain: never drains", SPX, CPX, CPX, {"refusal": True}, SLURM, NHC_IDLE, Do.REGISTER),
+    ("backoff before any request", SPX, CPX, CPX, {"backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("first run, controller agrees: adopt", None, SPX, SPX, {}, SLURM, IDLE, Do.ADOPT),
+    ("first run, controller disagrees: register", None, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
+    ("first run, busy and disagrees: drain", None, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
+    ("suspicious holds", SPX, NONE, NONE, {}, SLURM, None, Do.HOLD),
+    ("suspicious never registers", SPX, NONE, NONE, {}, Settings(observe=False, drain_on_suspicious=True), IDLE, Do.DRAIN),
+    ("suspicious drain only when asked, not twice", SPX, NONE, NONE, {}, Settings(observe=False, drain_on_suspicious=True), NHC_IDLE, Do.HOLD),
+    ("observe: confirmed is observed", SPX, CPX, CPX, {}, OBSERVE, None, Do.OBSERVE),
+    ("observe: unchanged", SPX, SPX, SPX, {}, OBSERVE, None, Do.NONE),
+    ("observe: suspicious holds", SPX, NONE, NONE, {}, OBSERVE, None, Do.HOLD),
+    ("a drain with no reason is not ours", SPX, SPX, SPX, {}, SLURM, EMPTY_DRAIN, Do.NONE),
+    ("a spurinv-looking reason we did not set is not ours", SPX, CPX, CPX, {}, SLURM, LOOKALIKE, Do.REGISTER),
+]
+
+
+@pytest.mark.parametrize(("name", "baseline", "previous", "current", "extras", "policy", "node", "expected"), ROWS, ids=[r[0] for r in ROWS])
+def test_policy_table(name, baseline, previous, current, extras, policy, node, expected):
+    state = state_for(baseline, previous, current, **extras)
+
+    action = decide(outcome_for(state), node, state, policy, NOW)
+
+    assert expected == action.kind, action.reason
+
+
+def test_drain_body_and_reason():
+    state = state_for(SPX, CPX, CPX)
+
+    action = decide(outcome_for(state), BUSY, state, SLURM, NOW)
+
+    assert {"state": ["DRAIN"], "reason": OUR_REASON} == action.body
+
+
+def test_resume_sends_state_only_never_a_reason():
+    state = state_for(SPX, SPX, SPX, drain=True)
+
+    action = decide(outcome_for(state), OURS_IDLE, state, SLURM, NOW)
+
+    assert {"state": ["RESUME"]} == action.body
+
+
+def test_register_body_keeps_other_gres_and_records_the_fingerprint():
+    state = state_for(SPX, CPX, CPX)
+
+    action = decide(outcome_for(state), view(gres="gpu:mi300x:8,fpga:4", used="gpu:0,fpga:0"), state, SLURM, NOW)
+
+    assert "gpu:mi300x:64,fpga:4" == action.body["gres"]
+    assert CPX.fingerprint in action.body["extra"]
+
+
+def test_backoff_and_refused_hold_have_distinct_exit_codes():
+    backoff = state_for(SPX, CPX, CPX, backoff=9999)
+    held = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=9999)
+
+    assert exitcode.TEMPFAIL == decide(outcome_for(backoff), None, backoff, SLURM, NOW).exit_code
+    assert exitcode.PROTOCOL == decide(outcome_for(held), OURS_IDLE, held, SLURM, NOW).exit_code
+
+
+def test_settle_moves_the_baseline_only_on_an_applied_registration():
+    state = state_for(SPX, CPX, CPX)
+    action = decide(outcome_for(state), IDLE, state, SLURM, NOW)
+
+    applied = settle(state, action, NOW)
+    refused = settle(state, action, NOW, applied=False, error="2072", settings=SLURM)
+
+    assert CPX.fingerprint == applied.baseline.inventory.fingerprint
+    assert SPX.fingerprint == refused.baseline.inventory.fingerprint
+    assert refused.refusal.fingerprint == CPX.fingerprint
+    assert refused.backoff.next_attempt > NOW
+
+
+def _run_to_rest(state, node, policy):
+    """Drive decide/settle as a run does, with a controller that applies everything."""
+    actions = []
+    for _ in range(8):
+        action = decide(outcome_for(state), node, state, policy, NOW)
+        actions.append(action.kind)
+        if action.kind in (Do.NONE, Do.HOLD, Do.BACKOFF):
+            return actions, state
+        state = settle(state, action, NOW, settings=policy)
+        node = expected_view(node, action) if node is not None else node
+        if action.kind == Do.READ_VIEW:
+            node = IDLE
+    raise AssertionError(f"no rest after {actions}")
+
+
+def test_a_busy_drain_then_idle_reregisters_and_resumes():
+    state = state_for(SPX, CPX, CPX)
+    actions, state = _run_to_rest(state, BUSY, SLURM)
+    assert [Do.DRAIN, Do.HOLD] == actions
+    drained_idle = view("IDLE", "DRAIN", reason=state.drain.reason)
+
+    actions, state = _run_to_rest(state, drained_idle, SLURM)
+
+    assert [Do.REGISTER, Do.RESUME, Do.NONE] == actions
+    assert state.drain is None and state.baseline.inventory.fingerprint == CPX.fingerprint
+
+
+views = st.sampled_from([None, IDLE, BUSY, OURS_IDLE, OURS_BUSY, NHC_IDLE, SLURM_INVAL, EMPTY_DRAIN, LOOKALIKE])
+invs = st.sampled_from([None, SPX, CPX, NONE])
+
+
+@settings(max_examples=300)
+@given(baseline=invs, previous=invs, current=invs, node=views, drain=st.booleans(), observe=st.booleans(), suspicious=st.booleans())
+def test_never_writes_over_a_drain_it_does_not_own(baseline, previous, current, node, drain, observe, suspicious):
+    """Whatever the inputs: a foreign drain is never resumed or re-drained, and observe mode never writes."""
+    state = state_for(baseline, previous, current, drain=drain and current is not None)
+    policy = Settings(observe=observe, drain_on_suspicious=suspicious)
+
+    action = decide(outcome_for(state), node, state, policy, NOW)
+
+    foreign = node is not None and node.drained and not (state.drain and node.reason == state.drain.reason)
+    if foreign:
+        assert action.kind not in (Do.RESUME, Do.DRAIN)
+    if observe:
+        assert action.kind not in WRITES and action.kind != Do.READ_VIEW
+    if outcome_for(state).kind in (Kind.DISCOVERY_FAILED, Kind.CHANGE_PENDING):
+        assert action.kind not in WRITES
+    if outcome_for(state).kind == Kind.SUSPICIOUS:
+        assert action.kind != Do.REGISTER

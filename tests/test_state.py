@@ -1,0 +1,181 @@
+"""The state file: round trip, two readings, atomic writes, the lock, corrupt and newer files."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+
+import pytest
+from factories import at, inventory, packages, reading
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spurinv import state as state_file
+from spurinv import store
+from spurinv.documents import now_text
+from spurinv.model import Reading
+from spurinv.state import State
+
+SPX = inventory(packages(2, "SPX"))
+CPX = inventory(packages(2, "CPX", per=8))
+
+
+def test_round_trip_and_keeps_the_last_two_readings(tmp_path):
+    path = str(tmp_path / "s" / "state.json")
+    state = State().record(reading(SPX, 0)).record(reading(None, 60)).record(reading(CPX, 120))
+
+    state_file.save(path, state)
+    loaded = state_file.load(path)
+
+    assert loaded == state
+    assert [r.fingerprint for r in loaded.readings] == [None, CPX.fingerprint]
+    assert loaded.consecutive_failures == 0
+    assert loaded.last_success == at(120)
+
+
+def test_files_are_0600_in_a_0700_directory(tmp_path):
+    path = tmp_path / "new" / "state.json"
+
+    state_file.save(str(path), State())
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"schema_version": 99, "future": True}))
+
+    with pytest.raises(state_file.NewerSchema):
+        state_file.load(str(path))
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", '{"schema_version": 1, "readings": 5}', '{"schema_version": 1, "bogus": 1}'])
+def test_corrupt_files_are_reported_with_the_path(tmp_path, text):
+    path = tmp_path / "state.json"
+    path.write_text(text)
+
+    with pytest.raises(state_file.Corrupt) as caught:
+        state_file.load(str(path))
+
+    assert str(path) in str(caught.value)
+
+
+def test_a_tampered_fingerprint_does_not_validate(tmp_path):
+    path = tmp_path / "state.json"
+    state_file.save(str(path), State().record(reading(SPX)))
+    raw = json.loads(path.read_text())
+    raw["readings"][0]["inventory"]["devices"][0]["model"] = "mi325x"
+    path.write_text(json.dumps(raw))
+
+    with pytest.raises(state_file.Corrupt, match="fingerprint"):
+        state_file.load(str(path))
+
+
+def test_the_state_path_is_not_followed_through_a_symlink(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    link = tmp_path / "state.json"
+    link.symlink_to(target)
+
+    with pytest.raises(store.StoreError, match="symlink"):
+        store.read(str(link))
+    state_file.save(str(link), State())  # replacing the link never writes through it
+
+    assert target.read_text() == "{}"
+    assert not link.is_symlink()
+
+
+def test_quarantine_moves_the_file_aside(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("garbage")
+
+    moved = store.quarantine(str(path), "20261202T180000Z")
+
+    assert moved.endswith("state.json.corrupt-20261202T180000Z")
+    assert not path.exists() and open(moved).read() == "garbage"
+
+
+def test_the_lock_is_exclusive_and_names_its_holder(tmp_path):
+    path = str(tmp_path / "state.json")
+    first = store.Lock(path, 0, "refresh")
+    first.acquire()
+    try:
+        with pytest.raises(store.LockHeld, match=f"pid {os.getpid()}"):
+            store.Lock(path, 0.2, "diff").acquire()
+    finally:
+        first.release()
+    second = store.Lock(path, 0, "refresh")
+    second.acquire()
+    second.release()
+
+
+def test_a_waiting_run_gets_the_lock_when_it_is_released(tmp_path):
+    path = str(tmp_path / "state.json")
+    holder = store.Lock(path, 0, "refresh")
+    holder.acquire()
+    released = threading.Event()
+
+    def release_soon():
+        released.wait(5)
+        holder.release()
+
+    threading.Thread(target=release_soon).start()
+    waiter = store.Lock(path, 10, "refresh")
+    polls = []
+    waiter.acquire(sleep=lambda s: (polls.append(s), released.set()))
+
+    assert polls  # it waited, then got it
+    waiter.release()
+
+
+def test_write_failure_leaves_the_old_file(tmp_path):
+    path = tmp_path / "ro" / "state.json"
+    state_file.save(str(path), State(node="old"))
+    path.parent.chmod(0o500)
+    try:
+        if os.access(path.parent, os.W_OK):
+            pytest.skip("running as root: a read-only directory is still writable (covered by the ENOSPC test)")
+        with pytest.raises(store.StoreError):
+            state_file.save(str(path), State(node="new"))
+    finally:
+        path.parent.chmod(0o700)
+    assert state_file.load(str(path)).node == "old"
+
+
+def test_fast_path_reading_json_equals_pydantic_json():
+    """The lean tick writes readings with plain json; they must validate to the same model."""
+    from spurinv.discovery import discover  # noqa: F401  (the same producer the tick uses)
+
+    model = reading(CPX)
+    plain = {
+        "taken_at": now_text(),
+        "ok": True,
+        "fingerprint": CPX.fingerprint,
+        "inventory": json.loads(CPX.model_dump_json()),
+        "errors": [],
+        "flags": [],
+    }
+
+    parsed = Reading.model_validate(plain)
+
+    assert parsed.inventory == model.inventory
+    assert json.loads(parsed.model_dump_json())["taken_at"] == plain["taken_at"]
+
+
+@settings(max_examples=100)
+@given(sequence=st.lists(st.sampled_from([SPX, CPX, None]), max_size=8))
+def test_record_keeps_at_most_two_and_counts_failures(sequence):
+    state = State()
+    for when, inv in enumerate(sequence):
+        state = state.record(reading(inv, when))
+    failures = 0
+    for inv in reversed(sequence):
+        if inv is not None:
+            break
+        failures += 1
+
+    assert len(state.readings) == min(2, len(sequence))
+    assert state.consecutive_failures == failures
