@@ -84,7 +84,9 @@ class InventoryDiff(_Value):
         for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
             gpus = f"{number} GPU{'s' if number > 1 else ''}"
             modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else ""
-            parts.append(f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})")
+            parts.append(
+                f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
+            )
         for model in sorted(set(self.old_counts) | set(self.new_counts)):
             old, new = self.old_counts.get(model, 0), self.new_counts.get(model, 0)
             if old != new:
@@ -152,7 +154,9 @@ def _packages(old: tuple[Device, ...], new: tuple[Device, ...]) -> tuple[Package
         old_mode, old_count = before.get(bdf, (None, 0))
         new_mode, new_count = after.get(bdf, (None, 0))
         if (old_mode, old_count) != (new_mode, new_count) and old_count and new_count:
-            changes.append(PackageChange(pci_bdf=bdf, old_mode=old_mode, new_mode=new_mode, old_count=old_count, new_count=new_count))
+            changes.append(
+                PackageChange(pci_bdf=bdf, old_mode=old_mode, new_mode=new_mode, old_count=old_count, new_count=new_count)
+            )
     return tuple(changes)
 
 

@@ -29,7 +29,10 @@ app.add_typer(config_app, name="config")
 
 RootOption = Annotated[str, typer.Option("--root", help="Filesystem root to read the node from (a mounted host: /host).")]
 StateOption = Annotated[
-    str | None, typer.Option("--state", help="State file (default: $SPURINV_STATE, $STATE_DIRECTORY/state.json, /var/lib/spurinv/state.json).")
+    str | None,
+    typer.Option(
+        "--state", help="State file (default: $SPURINV_STATE, $STATE_DIRECTORY/state.json, /var/lib/spurinv/state.json)."
+    ),
 ]
 ConfigOption = Annotated[
     str | None, typer.Option("--config", help="Config file (default: $SPURINV_CONFIG, /etc/spurinv/config.toml).")
@@ -70,7 +73,9 @@ def discover(
     as_json: JsonOption = False,
     output: Annotated[str, typer.Option("--format", help="table, json or slurm (slurm.conf + gres.conf lines).")] = "table",
     config_file: ConfigOption = None,
-    node: Annotated[str | None, typer.Option("--node", help="Node name for --format slurm (default: config, then hostname).")] = None,
+    node: Annotated[
+        str | None, typer.Option("--node", help="Node name for --format slurm (default: config, then hostname).")
+    ] = None,
 ) -> None:
     """Print what this node has: devices, CPUs, memory, and each source's status."""
     if as_json:
@@ -114,14 +119,24 @@ def refresh(
     state: StateOption = None,
     config_file: ConfigOption = None,
     as_json: JsonOption = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Read, decide and print the requests; send nothing, write nothing.")] = False,
-    strict: Annotated[bool, typer.Option("--strict", help="Refuse a corrupt state file (exit 65) instead of moving it aside.")] = False,
-    accept: Annotated[str | None, typer.Option("--accept", help="Accept a suspicious reading with this fingerprint (≥ 8 hex digits).")] = None,
-    metrics_file: Annotated[str | None, typer.Option("--metrics-file", help="Write node_exporter textfile metrics here.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Read, decide and print the requests; send nothing, write nothing.")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse a corrupt state file (exit 65) instead of moving it aside.")
+    ] = False,
+    accept: Annotated[
+        str | None, typer.Option("--accept", help="Accept a suspicious reading with this fingerprint (≥ 8 hex digits).")
+    ] = None,
+    metrics_file: Annotated[
+        str | None, typer.Option("--metrics-file", help="Write node_exporter textfile metrics here.")
+    ] = None,
     controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
     node: Annotated[str | None, typer.Option("--node", help="Override node.name.")] = None,
     api: Annotated[str | None, typer.Option("--api", help='Override controller.api ("auto", "slurm/v0.0.42").')] = None,
-    confirm_interval: Annotated[float | None, typer.Option("--confirm-interval", help="Override policy.confirm_interval (seconds; 0 = next tick).")] = None,
+    confirm_interval: Annotated[
+        float | None, typer.Option("--confirm-interval", help="Override policy.confirm_interval (seconds; 0 = next tick).")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when nothing changed.")] = False,
 ) -> None:
     """Discover, confirm with the previous reading, and converge the controller."""
@@ -129,7 +144,12 @@ def refresh(
 
     environ = dict(os.environ)
     try:
-        overrides = {"controller.url": controller_url, "node.name": node, "controller.api": api, "policy.confirm_interval": confirm_interval}
+        overrides = {
+            "controller.url": controller_url,
+            "node.name": node,
+            "controller.api": api,
+            "policy.confirm_interval": confirm_interval,
+        }
         loaded, _origins, path = _config(config_file, overrides)
         options = Options(
             state_path=locations.state_path(state, environ),
@@ -159,7 +179,9 @@ def diff(
     state: StateOption = None,
     config_file: ConfigOption = None,
     as_json: JsonOption = False,
-    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 when the node differs from the baseline (as git diff).")] = False,
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 1 when the node differs from the baseline (as git diff).")
+    ] = False,
 ) -> None:
     """Show what differs from the reported baseline and from the last reading. Read-only."""
     from spurinv import state as state_file
@@ -189,16 +211,22 @@ def diff(
     different = current is None or baseline is None or (vs_baseline is not None and not vs_baseline.empty)
     code = exitcode.IOERR if current is None else (exitcode.DIFFERENT if exit_code and different else exitcode.OK)
     if as_json:
-        _emit_json(documents.envelope("diff", code, {
-            "state_file": path,
-            "discovery_ok": result.ok,
-            "errors": [error.model_dump() for error in result.errors],
-            "current": current.fingerprint if current else None,
-            "baseline": baseline.fingerprint if baseline else None,
-            "different": different,
-            "vs_baseline": vs_baseline.model_dump(mode="json") if vs_baseline else None,
-            "vs_latest_reading": vs_latest.model_dump(mode="json") if vs_latest else None,
-        }))
+        _emit_json(
+            documents.envelope(
+                "diff",
+                code,
+                {
+                    "state_file": path,
+                    "discovery_ok": result.ok,
+                    "errors": [error.model_dump() for error in result.errors],
+                    "current": current.fingerprint if current else None,
+                    "baseline": baseline.fingerprint if baseline else None,
+                    "different": different,
+                    "vs_baseline": vs_baseline.model_dump(mode="json") if vs_baseline else None,
+                    "vs_latest_reading": vs_latest.model_dump(mode="json") if vs_latest else None,
+                },
+            )
+        )
         raise typer.Exit(code)
     from spurinv import render
 

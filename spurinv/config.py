@@ -100,7 +100,7 @@ class Config(_Section):
 
     def node_name(self, hostname: str) -> str:
         """The configured node name, else the short hostname."""
-        return self.node.name or hostname.split(".")[0]
+        return self.node.name or hostname.split(".", maxsplit=1)[0]
 
 
 SECTIONS: dict[str, type[_Section]] = {

@@ -103,12 +103,12 @@ class Controller:
         api: str | None = None,
         session: requests.Session | None = None,
     ) -> None:
-        if token and urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url):
-            if not settings.allow_plain_http_token:
-                raise ConfigError(
-                    f"refusing to send the token over plain HTTP to {urlsplit(settings.url).hostname}; "
-                    "use https:// or set controller.allow_plain_http_token = true"
-                )
+        plain = urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url)
+        if token and plain and not settings.allow_plain_http_token:
+            raise ConfigError(
+                f"refusing to send the token over plain HTTP to {urlsplit(settings.url).hostname}; "
+                "use https:// or set controller.allow_plain_http_token = true"
+            )
         self.settings = settings
         self.node = node
         self.api = api if api else (None if settings.api == "auto" else settings.api)
@@ -230,7 +230,9 @@ class Controller:
             if status == 200:
                 return parse_node(body, self.node)
             raise self._fail("GET", f"/{version}/node/{self.node}", status, body)
-        raise ControllerError("protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")")
+        raise ControllerError(
+            "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
+        )
 
     def view(self) -> NodeView:
         """``GET …/node/{name}`` as a NodeView."""
@@ -247,7 +249,7 @@ class Controller:
         if self.api is None:
             self.detect()
         status, answer = self._call("POST", self.node_path(), body)
-        if status != 200 or slurm_errors(answer) and any(n not in (None, 0) for n, _ in slurm_errors(answer)):
+        if status != 200 or (slurm_errors(answer) and any(n not in (None, 0) for n, _ in slurm_errors(answer))):
             raise self._fail("POST", self.node_path(), status, answer)
 
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:

@@ -135,9 +135,18 @@ class _DrmIndex:
                 self.by_bdf.setdefault(node["bdf"], {}).setdefault(node["kind"], node["minor"])
 
 
-def _device(function: PciFunction, model: str, *, render: int | None, card: int | None, node: str | None,
-            ident: str | None = None, memory_mb: int | None = None, partition: Partition | None = None,
-            unique_id: str | None = None) -> Device:
+def _device(
+    function: PciFunction,
+    model: str,
+    *,
+    render: int | None,
+    card: int | None,
+    node: str | None,
+    ident: str | None = None,
+    memory_mb: int | None = None,
+    partition: Partition | None = None,
+    unique_id: str | None = None,
+) -> Device:
     return {
         "id": ident or function["bdf"],
         "vendor": function["vendor"],
@@ -192,7 +201,7 @@ def _amd_devices(
     for slot, members in sorted(groups.items()):
         owner = by_slot.get(slot)
         if owner is None:
-            pseudo = "%04x:%02x:%02x" % slot
+            pseudo = "{:04x}:{:02x}:{:02x}".format(*slot)
             kfd_report.fail(members[0][1]["path"], f"GPU node at {pseudo} has no AMD GPU on the PCI bus")
         elif owner["driver"] == "amdgpu":
             for node_id, device in _package(owner, members, drm, reports):
@@ -232,7 +241,9 @@ def _package(
         index = bits - base_function
         if index < 0 or index in claimed:
             other = claimed.get(index, "?")
-            kfd_report.fail(node["path"], f"KFD nodes {other} and {node['node']} both claim {function['bdf']} partition {index}")
+            kfd_report.fail(
+                node["path"], f"KFD nodes {other} and {node['node']} both claim {function['bdf']} partition {index}"
+            )
             continue
         claimed[index] = node["node"]
         if properties["device_id"] != function["device_id"]:
@@ -298,14 +309,16 @@ def _nvidia_devices(
             report.fail(where, f"PCI shows NVIDIA GPU {function['bdf']} (driver {driver}) but the NVIDIA driver does not")
             continue
         nodes = drm.by_bdf.get(function["bdf"], {})
-        devices.append(_device(
-            function,
-            catalog.normalize(gpu["model"]),
-            render=nodes.get("render"),
-            card=nodes.get("card"),
-            node=f"/dev/nvidia{gpu['minor']}",
-            unique_id=gpu["uuid"],
-        ))
+        devices.append(
+            _device(
+                function,
+                catalog.normalize(gpu["model"]),
+                render=nodes.get("render"),
+                card=nodes.get("card"),
+                node=f"/dev/nvidia{gpu['minor']}",
+                unique_id=gpu["uuid"],
+            )
+        )
     for bdf, gpu in known.items():
         if bdf not in ignore:
             report.fail(gpu["path"], f"the NVIDIA driver lists {bdf}, which is not on the PCI bus")
@@ -322,13 +335,15 @@ def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Re
             reports["drm"].fail(function["path"], reason)
             continue
         render = nodes.get("render")
-        devices.append(_device(
-            function,
-            catalog.model_for("intel", function["device_id"], function["product"]),
-            render=render,
-            card=nodes["card"],
-            node=f"/dev/dri/renderD{render}" if render is not None else f"/dev/dri/card{nodes['card']}",
-        ))
+        devices.append(
+            _device(
+                function,
+                catalog.model_for("intel", function["device_id"], function["product"]),
+                render=render,
+                card=nodes["card"],
+                node=f"/dev/dri/renderD{render}" if render is not None else f"/dev/dri/card{nodes['card']}",
+            )
+        )
     return devices
 
 

@@ -38,14 +38,18 @@ def dumps(document: Mapping[str, Any]) -> str:
 
 def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -> dict[str, Any]:
     """``discover --json``: the discovery result, framed."""
-    return envelope("discover", exit_code, {
-        "root": root,
-        "discovery_ok": discovery["ok"],
-        "inventory": discovery["inventory"],
-        "sources": discovery["sources"],
-        "errors": discovery["errors"],
-        "flags": discovery["flags"],
-    })
+    return envelope(
+        "discover",
+        exit_code,
+        {
+            "root": root,
+            "discovery_ok": discovery["ok"],
+            "inventory": discovery["inventory"],
+            "sources": discovery["sources"],
+            "errors": discovery["errors"],
+            "flags": discovery["flags"],
+        },
+    )
 
 
 def _counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:
@@ -92,36 +96,58 @@ def attention(state: Mapping[str, Any]) -> list[str]:
 def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any]:
     """``status --json`` from the raw state document (None: no state file yet)."""
     if state is None:
-        return envelope("status", 0, {
-            "state_file": path, "exists": False, "node": None, "readings": [], "baseline": None,
-            "pending": None, "last_decision": None, "drain": None, "refusal": None, "backoff": None,
-            "api": None, "consecutive_failures": 0, "controller_errors": 0, "last_success": None,
-            "errors": [], "attention": [],
-        })
+        return envelope(
+            "status",
+            0,
+            {
+                "state_file": path,
+                "exists": False,
+                "node": None,
+                "readings": [],
+                "baseline": None,
+                "pending": None,
+                "last_decision": None,
+                "drain": None,
+                "refusal": None,
+                "backoff": None,
+                "api": None,
+                "consecutive_failures": 0,
+                "controller_errors": 0,
+                "last_success": None,
+                "errors": [],
+                "attention": [],
+            },
+        )
     readings = [_reading_summary(reading) for reading in state.get("readings") or []]
     baseline = state.get("baseline")
     latest = readings[-1] if readings else None
-    return envelope("status", 0, {
-        "state_file": path,
-        "exists": True,
-        "node": state.get("node"),
-        "readings": readings,
-        "baseline": {
-            "fingerprint": baseline["inventory"]["fingerprint"],
-            "since": baseline["since"],
-            "source": baseline["source"],
-            "devices": len(baseline["inventory"]["devices"]),
-            "models": _counts(baseline["inventory"]),
-        } if baseline else None,
-        "pending": state.get("pending"),
-        "last_decision": state.get("last"),
-        "drain": state.get("drain"),
-        "refusal": state.get("refusal"),
-        "backoff": state.get("backoff"),
-        "api": state.get("api"),
-        "consecutive_failures": int(state.get("consecutive_failures") or 0),
-        "controller_errors": int(state.get("controller_errors") or 0),
-        "last_success": state.get("last_success"),
-        "errors": latest["errors"] if latest else [],
-        "attention": attention(state),
-    })
+    return envelope(
+        "status",
+        0,
+        {
+            "state_file": path,
+            "exists": True,
+            "node": state.get("node"),
+            "readings": readings,
+            "baseline": {
+                "fingerprint": baseline["inventory"]["fingerprint"],
+                "since": baseline["since"],
+                "source": baseline["source"],
+                "devices": len(baseline["inventory"]["devices"]),
+                "models": _counts(baseline["inventory"]),
+            }
+            if baseline
+            else None,
+            "pending": state.get("pending"),
+            "last_decision": state.get("last"),
+            "drain": state.get("drain"),
+            "refusal": state.get("refusal"),
+            "backoff": state.get("backoff"),
+            "api": state.get("api"),
+            "consecutive_failures": int(state.get("consecutive_failures") or 0),
+            "controller_errors": int(state.get("controller_errors") or 0),
+            "last_success": state.get("last_success"),
+            "errors": latest["errors"] if latest else [],
+            "attention": attention(state),
+        },
+    )

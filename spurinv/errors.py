@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from spurinv import exitcode
 
 
@@ -51,7 +53,7 @@ class LockError(SpurinvError):
 class ControllerError(SpurinvError):
     """A controller call failed; ``kind`` decides the exit status and the backoff."""
 
-    KINDS = {
+    KINDS: ClassVar[dict[str, int]] = {
         "unreachable": exitcode.UNAVAILABLE,
         "read-only": exitcode.UNAVAILABLE,
         "unknown-node": exitcode.NOHOST,

@@ -7,6 +7,7 @@ user). Format: the Prometheus text exposition format, version 0.0.4.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from spurinv.store import StoreError
@@ -82,8 +83,6 @@ def write(path: str, text: str) -> None:
             os.close(fd)
         os.replace(temporary, path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise StoreError(f"cannot write metrics file {path}: {exc.strerror}", exc.errno) from None

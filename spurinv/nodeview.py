@@ -83,7 +83,7 @@ def slurm_errors(body: object) -> list[tuple[int | None, str]]:
             number = error.get("error_number", error.get("errno"))
             message = error.get("description") or error.get("error") or ""
             detail = error.get("error")
-            if detail and detail != message and detail != "No error":
+            if detail and detail not in (message, "No error"):
                 message = f"{message}: {detail}" if message else str(detail)
             result.append((number if isinstance(number, int) else None, str(message)))
     return result

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -80,7 +80,7 @@ class Action(BaseModel):
     kind: Do
     reason: str
     body: dict[str, Any] | None = None
-    cause: str | None = None
+    cause: Literal["busy", "refused", "suspicious"] | None = None
     exit_code: int = exitcode.OK
 
 
@@ -122,7 +122,11 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
     if view is None:
         if state.backoff is not None and now < state.backoff.next_attempt:
             when = state.backoff.next_attempt.strftime("%H:%M:%S")
-            return Action(kind=Do.BACKOFF, reason=f"backing off until {when} UTC after: {state.backoff.error}", exit_code=exitcode.TEMPFAIL)
+            return Action(
+                kind=Do.BACKOFF,
+                reason=f"backing off until {when} UTC after: {state.backoff.error}",
+                exit_code=exitcode.TEMPFAIL,
+            )
         return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
 
     drained_by_us = ours(view, state)
@@ -133,7 +137,9 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
 
     if outcome.kind == Kind.UNCHANGED:
         if drained_by_us:
-            return Action(kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain", body={"state": ["RESUME"]})
+            return Action(
+                kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain", body={"state": ["RESUME"]}
+            )
         return Action(kind=Do.NONE, reason="unchanged")
 
     if outcome.kind == Kind.SUSPICIOUS:
@@ -143,7 +149,8 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
         return Action(kind=Do.DRAIN, reason=outcome.reason, body={"state": ["DRAIN"], "reason": reason}, cause="suspicious")
 
     # change-confirmed
-    assert current is not None and outcome.diff is not None
+    assert current is not None
+    assert outcome.diff is not None
     models = current.gpu_counts()
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
@@ -154,17 +161,24 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
         if foreign:
             return Action(kind=Do.HOLD, reason=f"busy and drained by someone else ({view.reason!r}); not touching it")
         body = {"state": ["DRAIN"], "reason": drain_reason(f"{summary}; re-registers when idle")}
-        return Action(kind=Do.DRAIN, reason=f"busy ({view.busy_text()}); draining so jobs finish first", body=body, cause="busy")
+        return Action(
+            kind=Do.DRAIN, reason=f"busy ({view.busy_text()}); draining so jobs finish first", body=body, cause="busy"
+        )
     refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
     if refusal is not None:
         if not view.drained:
             body = {"state": ["DRAIN"], "reason": drain_reason(f"controller refused {summary}; {SLURM_HINT}")}
-            return Action(kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused")
+            return Action(
+                kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
+            )
         if state.backoff is not None and now < state.backoff.next_attempt:
             when = state.backoff.next_attempt.strftime("%H:%M:%S")
             return Action(
                 kind=Do.HOLD,
-                reason=f"the controller refused the update ({refusal.error}); an operator must update its configuration; retry at {when} UTC",
+                reason=(
+                    f"the controller refused the update ({refusal.error}); "
+                    f"an operator must update its configuration; retry at {when} UTC"
+                ),
                 exit_code=exitcode.PROTOCOL,
             )
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}", body=register_body(view, current))
@@ -214,10 +228,17 @@ def settle(
             baseline = Baseline(inventory=current, since=now, source="registered")
             update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}
             return state.model_copy(update=update)
-        refused = state.model_copy(update={"refusal": Refusal(fingerprint=current.fingerprint, at=now, error=error or "refused")})
+        refused = state.model_copy(
+            update={"refusal": Refusal(fingerprint=current.fingerprint, at=now, error=error or "refused")}
+        )
         return with_backoff(refused, "refused", error or "refused", settings or Settings(observe=False), now)
     if action.kind == Do.DRAIN and action.body is not None:
-        drain = Drain(reason=action.body["reason"], set_at=now, cause=action.cause or "busy", fingerprint=current.fingerprint if current else None)  # type: ignore[arg-type]
+        drain = Drain(
+            reason=action.body["reason"],
+            set_at=now,
+            cause=action.cause or "busy",
+            fingerprint=current.fingerprint if current else None,
+        )
         return state.model_copy(update={"drain": drain})
     if action.kind == Do.RESUME:
         return state.model_copy(update={"drain": None, "backoff": None})

@@ -25,7 +25,7 @@ from spurinv.discovery import discover
 from spurinv.errors import ControllerError, LockError, StateError, UsageError
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.policy import TERMINAL, WRITES, Action, Do, Settings, decide, expected_view, settle, with_backoff
+from spurinv.policy import TERMINAL, Action, Do, Settings, decide, expected_view, settle, with_backoff
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
@@ -86,8 +86,9 @@ class Options:
         self.accept = accept
 
 
-def load_state(path: str, strict: bool, now: datetime, log: Log) -> tuple[State, list[str]]:
-    """Load the state; move a corrupt file aside (``--strict``: refuse with exit 65)."""
+def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: bool = False) -> tuple[State, list[str]]:
+    """Load the state; move a corrupt file aside (``--strict``: refuse with exit 65; a dry run
+    only says it would)."""
     notes: list[str] = []
     try:
         loaded = state_file.load(path)
@@ -98,6 +99,9 @@ def load_state(path: str, strict: bool, now: datetime, log: Log) -> tuple[State,
             raise StateError(str(exc), exitcode.CANTCREAT) from None
         if strict:
             raise StateError(f"{exc} (--strict)", exitcode.DATAERR) from None
+        if dry_run:
+            notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
+            return State(), notes
         moved = store.quarantine(path, state_file.stamp(now))
         message = f"corrupt state file: {exc}; moved aside to {moved}; starting afresh"
         log.error(message)
@@ -140,10 +144,92 @@ def run(world: World, options: Options) -> RefreshDocument:
         return _run(world, options, started)
 
 
+def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
+    """Classify ``reading`` against ``state`` (whose newest reading is the previous one).
+
+    An observed baseline was never told to a controller: with one configured, classify as if
+    there were no baseline, so the first confirmed reading is compared with the controller's view.
+    """
+    baseline = state.baseline
+    if baseline is not None and baseline.source == "observed" and not settings.observe:
+        baseline = None
+    return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
+
+
+class Converged:
+    """What :func:`converge` did: the new state, its steps, the exit status, the client used."""
+
+    def __init__(self, state: State, outcome: Outcome, steps: list[Step], exit_code: int, client: Controller | None) -> None:
+        self.state = state
+        self.outcome = outcome
+        self.steps = steps
+        self.exit_code = exit_code
+        self.client = client
+
+
+def converge(
+    state: State,
+    reading: Reading,
+    settings: Settings,
+    connect: Callable[[State], Controller],
+    clock: Callable[[], datetime],
+    *,
+    dry_run: bool = False,
+    log: Log | None = None,
+) -> Converged:
+    """Ask the policy for steps until it says stop, performing each step's single request.
+
+    ``state`` already holds ``reading`` as its newest reading. ``connect`` builds the controller
+    client the first time one is needed (so a tick that needs none imports no HTTP library).
+    """
+    steps: list[Step] = []
+    view: NodeView | None = None
+    client: Controller | None = None
+    exit_code = exitcode.OK
+    outcome = classify_for(state.model_copy(update={"readings": state.readings[:-1]}), reading, settings)
+    for _ in range(MAX_STEPS):
+        outcome = classify_for(state.model_copy(update={"readings": state.readings[:-1]}), reading, settings)
+        action = decide(outcome, view, state, settings, clock())
+        if action.kind in TERMINAL:
+            steps.append(Step(action=action.kind.value, reason=action.reason))
+            exit_code = exit_code or action.exit_code
+            break
+        try:
+            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN):
+                steps.append(Step(action=action.kind.value, reason=action.reason))
+                state = settle(state, action, clock())
+                continue
+            if client is None:
+                client = connect(state)
+            if action.kind == Do.READ_VIEW:
+                view = client.view()
+                steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+                state = _remember_api(state, client, clock())
+                continue
+            assert view is not None
+            assert action.body is not None
+            view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock())
+            steps.append(step)
+            if refused:
+                exit_code = exitcode.PROTOCOL
+        except ControllerError as exc:
+            steps.append(
+                Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True, error=exc.message)
+            )
+            if log is not None:
+                log.error(exc.message)
+            state = with_backoff(state, exc.kind, exc.message, settings, clock())
+            exit_code = exc.exit_code
+            break
+    final = classify_for(state.model_copy(update={"readings": state.readings[:-1]}), reading, settings)
+    if final.kind == Kind.DISCOVERY_FAILED:
+        exit_code = exit_code or exitcode.IOERR
+    return Converged(state, final, steps, exit_code, client)
+
+
 def _run(world: World, options: Options, started: float) -> RefreshDocument:
     config = options.config
-    now = world.clock()
-    state, notes = load_state(options.state_path, options.strict, now, world.log)
+    state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     if not options.dry_run:
         _remove_leftovers(options.state_path)
     node = config.node_name(world.hostname)
@@ -153,78 +239,44 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         backoff_initial=config.policy.backoff_initial,
         backoff_max=config.policy.backoff_max,
     )
-    # An observed baseline was never told to a controller: with one configured, start as if
-    # there were no baseline, so the first confirmed reading is compared with its view.
-    def classify_now(current: State, reading: Reading) -> Outcome:
-        baseline = current.baseline
-        if baseline is not None and baseline.source == "observed" and not config.observe:
-            baseline = None
-        return classify(baseline.inventory if baseline else None, current.latest, reading, current.accepted)
-
     reading = _take_reading(world, config)
     if options.accept:
         state = _accept(state, reading, options.accept)
-    outcome = classify_now(state, reading)
+    outcome = classify_for(state, reading, settings)
     state = state.record(reading).model_copy(update={"node": node})
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and not options.dry_run:
-        world.log.info(f"change seen ({outcome.diff.summary() if outcome.diff else ''}); re-reading in {config.policy.confirm_interval:g} s")
+        summary = outcome.diff.summary() if outcome.diff else ""
+        world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.sleep(config.policy.confirm_interval)
         reading = _take_reading(world, config)
-        outcome = classify_now(state, reading)
+        outcome = classify_for(state, reading, settings)
         state = state.record(reading)
 
-    acted_on = outcome
-    steps: list[Step] = []
-    view: NodeView | None = None
-    client: Controller | None = None
-    exit_code = exitcode.OK
-    action = Action(kind=Do.NONE, reason="")
-    for _ in range(MAX_STEPS):
-        outcome = classify_now(state.model_copy(update={"readings": state.readings[:-1]}), reading)
-        action = decide(outcome, view, state, settings, world.clock())
-        if action.kind in TERMINAL:
-            steps.append(Step(action=action.kind.value, reason=action.reason))
-            exit_code = exit_code or action.exit_code
-            break
-        try:
-            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN):
-                steps.append(Step(action=action.kind.value, reason=action.reason))
-                state = settle(state, action, world.clock())
-                continue
-            if client is None:
-                client = _client(world, config, node, state)
-            if action.kind == Do.READ_VIEW:
-                view = client.view()
-                steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
-                state = _remember_api(state, client, config, world.clock())
-                continue
-            assert view is not None and action.body is not None
-            view, state, step, refused = _write(client, action, view, state, settings, options.dry_run, world.clock())
-            steps.append(step)
-            if refused:
-                exit_code = exitcode.PROTOCOL
-        except ControllerError as exc:
-            steps.append(Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True, error=exc.message))
-            world.log.error(exc.message)
-            state = with_backoff(state, exc.kind, exc.message, settings, world.clock())
-            exit_code = exc.exit_code
-            break
-
-    final = classify_now(state.model_copy(update={"readings": state.readings[:-1]}), reading)
-    state = _finish(state, final, action, exit_code, steps, options, world, node, client)
+    result = converge(
+        state,
+        reading,
+        settings,
+        lambda current: _client(world, config, node, current),
+        world.clock,
+        dry_run=options.dry_run,
+        log=world.log,
+    )
+    state = _finish(result, options, world, node)
     if not options.dry_run:
         _save(options.state_path, state)
-        metrics_file = options.metrics_file
-        if metrics_file:
+        if options.metrics_file:
             raw = state.model_dump(mode="json")
-            metrics.write(metrics_file, metrics.render(raw, time.perf_counter() - started, node, _version()))
-    if final.kind == Kind.DISCOVERY_FAILED:
-        exit_code = exit_code or exitcode.IOERR
+            text = metrics.render(raw, time.perf_counter() - started, node, _version())
+            try:
+                metrics.write(options.metrics_file, text)
+            except store.StoreError as exc:
+                raise StateError(str(exc), exitcode.CANTCREAT) from None
+    client = result.client
     return RefreshDocument(
         format_version=1,
         command="refresh",
-        ok=exit_code == 0,
-        exit_code=exit_code,
+        ok=result.exit_code == 0,
+        exit_code=result.exit_code,
         node=node,
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
@@ -233,8 +285,8 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
-        outcome=acted_on,
-        steps=steps,
+        outcome=outcome,
+        steps=result.steps,
         requests=[request.as_dict() for request in client.sent] if client else [],
         errors=list(reading.errors),
         notes=notes,
@@ -244,7 +296,9 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
 def _accept(state: State, reading: Reading, prefix: str) -> State:
     fingerprint = reading.fingerprint or ""
     if len(prefix) < 8 or not fingerprint.startswith(prefix):
-        raise UsageError(f"--accept {prefix}: the current reading's fingerprint is {fingerprint[:12] or 'unknown (discovery failed)'}")
+        raise UsageError(
+            f"--accept {prefix}: the current reading's fingerprint is {fingerprint[:12] or 'unknown (discovery failed)'}"
+        )
     return state.model_copy(update={"accepted": fingerprint})
 
 
@@ -257,9 +311,10 @@ def _client(world: World, config: Config, node: str, state: State) -> Controller
     return Controller(config.controller, node, token, api=cached, session=session)  # type: ignore[arg-type]
 
 
-def _remember_api(state: State, client: Controller, config: Config, now: datetime) -> State:
-    if client.api and (state.api is None or state.api.version != client.api or state.api.url != config.controller.url):
-        return state.model_copy(update={"api": Api(url=config.controller.url, version=client.api, detected_at=now)})
+def _remember_api(state: State, client: Controller, now: datetime) -> State:
+    url = client.settings.url
+    if client.api and (state.api is None or state.api.version != client.api or state.api.url != url):
+        return state.model_copy(update={"api": Api(url=url, version=client.api, detected_at=now)})
     return state
 
 
@@ -271,14 +326,18 @@ def _write(
     client: Controller, action: Action, view: NodeView, state: State, settings: Settings, dry_run: bool, now: datetime
 ) -> tuple[NodeView, State, Step, bool]:
     """Perform (or, in a dry run, describe) one write; return the new view and state."""
-    assert action.body is not None and state.latest is not None and state.latest.inventory is not None
+    assert action.body is not None
+    assert state.latest is not None
+    assert state.latest.inventory is not None
     inventory = state.latest.inventory
     if dry_run:
         from spurinv.controller import Request
 
         line = Request("POST", client.node_path(), action.body).line()
         step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
-        after = view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
+        after = (
+            view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
+        )
         return after, settle(state, action, now, settings=settings), step, False
     if action.kind == Do.REGISTER:
         result = client.register(action.body, inventory.gpu_counts(), inventory.fingerprint)
@@ -289,37 +348,33 @@ def _write(
             sent=True,
             error=None if result.applied else result.error,
         )
-        return result.view, settle(state, action, now, applied=result.applied, error=result.error, settings=settings), step, not result.applied
+        return (
+            result.view,
+            settle(state, action, now, applied=result.applied, error=result.error, settings=settings),
+            step,
+            not result.applied,
+        )
     client.post(action.body)
     step = Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
     return expected_view(view, action), settle(state, action, now, settings=settings), step, False
 
 
-def _finish(
-    state: State,
-    outcome: Outcome,
-    action: Action,
-    exit_code: int,
-    steps: list[Step],
-    options: Options,
-    world: World,
-    node: str,
-    client: Controller | None,
-) -> State:
+def _finish(result: Converged, options: Options, world: World, node: str) -> State:
     """Record the decision and, when nothing is outstanding, the fast path's memo."""
     config = options.config
+    state, outcome, steps = result.state, result.outcome, result.steps
     decision = Decision(
         at=world.clock(),
         outcome=outcome.kind.value,
-        action=steps[-1].action if steps else action.kind.value,
-        reason=steps[-1].reason if steps else action.reason,
-        exit_code=exit_code,
-        requests=len(client.sent) if client else 0,
+        action=steps[-1].action if steps else "none",
+        reason=steps[-1].reason if steps else "",
+        exit_code=result.exit_code,
+        requests=len(result.client.sent) if result.client else 0,
     )
     steady = None
     quiet = (
         outcome.kind == Kind.UNCHANGED
-        and exit_code == 0
+        and result.exit_code == 0
         and state.drain is None
         and state.refusal is None
         and state.backoff is None

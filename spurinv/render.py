@@ -142,20 +142,32 @@ def status(out: Console, document: dict[str, Any]) -> None:
     if not document["exists"]:
         return
     out.print(f"node      {document['node']}")
-    for label, reading in zip(("previous", "latest") if len(document["readings"]) == 2 else ("latest",), document["readings"], strict=False):
+    for label, reading in zip(
+        ("previous", "latest") if len(document["readings"]) == 2 else ("latest",), document["readings"], strict=False
+    ):
         if reading["ok"]:
             models = ", ".join(f"{m} {n}" for m, n in sorted(reading["models"].items())) or "no GPUs"
-            out.print(f"{label:<9} {reading['taken_at']}  ok  {reading['devices']} devices ({models})  {reading['fingerprint'][:12]}")
+            out.print(
+                f"{label:<9} {reading['taken_at']}  ok  {reading['devices']} devices ({models})  {reading['fingerprint'][:12]}"
+            )
         else:
-            out.print(Text(f"{label:<9} {reading['taken_at']}  FAILED  {reading['errors'][0]['reason'] if reading['errors'] else ''}", style="red"))
+            out.print(
+                Text(
+                    f"{label:<9} {reading['taken_at']}  FAILED  {reading['errors'][0]['reason'] if reading['errors'] else ''}",
+                    style="red",
+                )
+            )
     baseline = document["baseline"]
     if baseline:
         models = ", ".join(f"{m} {n}" for m, n in sorted(baseline["models"].items())) or "no GPUs"
-        out.print(f"baseline  {baseline['since']}  {baseline['source']}  {baseline['devices']} devices ({models})  {baseline['fingerprint'][:12]}")
+        since, source, count = baseline["since"], baseline["source"], baseline["devices"]
+        out.print(f"baseline  {since}  {source}  {count} devices ({models})  {baseline['fingerprint'][:12]}")
     else:
         out.print("baseline  none yet")
     if document["pending"]:
-        out.print(Text(f"pending   {document['pending']['fingerprint'][:12]} since {document['pending']['since']}", style="yellow"))
+        out.print(
+            Text(f"pending   {document['pending']['fingerprint'][:12]} since {document['pending']['since']}", style="yellow")
+        )
     last = document["last_decision"]
     if last:
         out.print(f"last run  {last['at']}  {last['outcome']} → {last['action']}: {last['reason']} (exit {last['exit_code']})")

@@ -18,7 +18,6 @@ from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.model import Frozen, Inventory, Reading
 
 
-
 class Baseline(Frozen):
     """The inventory the controller was last told, or adopted from it, or (observe mode) seen."""
 
@@ -134,12 +133,14 @@ class State(Frozen):
                 pending = Pending(fingerprint=reading.fingerprint or "", since=reading.taken_at)
         elif reading.ok:
             pending = None
-        return self.model_copy(update={
-            "readings": (*self.readings, reading)[-KEEP_READINGS:],
-            "pending": pending,
-            "consecutive_failures": 0 if reading.ok else self.consecutive_failures + 1,
-            "last_success": reading.taken_at if reading.ok else self.last_success,
-        })
+        return self.model_copy(
+            update={
+                "readings": (*self.readings, reading)[-KEEP_READINGS:],
+                "pending": pending,
+                "consecutive_failures": 0 if reading.ok else self.consecutive_failures + 1,
+                "last_success": reading.taken_at if reading.ok else self.last_success,
+            }
+        )
 
 
 class NewerSchema(Exception):

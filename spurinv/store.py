@@ -9,6 +9,7 @@ kernel drops it when the holder dies, so a stale lock never blocks.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -69,9 +70,7 @@ class Lock:
         os.pwrite(self.fd, f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode(), 0)
         return True
 
-    def acquire(
-        self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def acquire(self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         """Wait up to ``timeout`` for the lock; raise LockHeld naming the holder."""
         deadline = clock() + self.timeout
         while not self.try_acquire():
@@ -140,16 +139,14 @@ def write_atomic(path: str, data: bytes) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temporary, path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise StoreError(f"cannot write {path}: {exc.strerror}", exc.errno) from None
     try:
         directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

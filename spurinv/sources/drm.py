@@ -68,13 +68,15 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
                 report.fail(exc.path, exc.reason)
                 continue
             bdf = parse_keyed_lines(uevent or "", "=").get("PCI_SLOT_NAME") or None
-        nodes.append({
-            "kind": "card" if match.group(1) == "card" else "render",
-            "minor": int(match.group(2)),
-            "device": device,
-            "bdf": bdf,
-            "xcp": int(xcp_match.group(1)) if xcp_match else None,
-        })
+        nodes.append(
+            {
+                "kind": "card" if match.group(1) == "card" else "render",
+                "minor": int(match.group(2)),
+                "device": device,
+                "bdf": bdf,
+                "xcp": int(xcp_match.group(1)) if xcp_match else None,
+            }
+        )
     cards = sum(1 for node in nodes if node["kind"] == "card")
     report.detail = f"{cards} cards, {len(nodes) - cards} render nodes"
     return nodes

@@ -80,7 +80,7 @@ def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
         properties_path = os.path.join(node_dir, "properties")
         try:
             properties = parse_properties(read_text(properties_path), properties_path)
-        except ReadError as exc:
+        except ReadError:
             if not os.path.lexists(node_dir):
                 raise _TornRead(f"node {name} vanished mid-walk") from None
             raise
@@ -90,13 +90,15 @@ def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
             vram = _vram_bytes(node_dir, properties)
             if topology:
                 links = _links(node_dir)
-        nodes.append({
-            "node": int(name),
-            "path": node_dir,
-            "properties": properties,
-            "vram_bytes": vram,
-            "links": links,
-        })
+        nodes.append(
+            {
+                "node": int(name),
+                "path": node_dir,
+                "properties": properties,
+                "vram_bytes": vram,
+                "links": links,
+            }
+        )
     return nodes
 
 

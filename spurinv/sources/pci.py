@@ -50,9 +50,7 @@ def driver_name(function_dir: str) -> str | None:
     return None
 
 
-def read_pci(
-    root: Root, report: Report, ignore: frozenset[str] = frozenset()
-) -> tuple[list[PciFunction], frozenset[str]]:
+def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -> tuple[list[PciFunction], frozenset[str]]:
     """Return the GPU/accelerator functions on the bus, and every function's address."""
     base = root.join(places.PCI_DEVICES)
     try:
@@ -82,8 +80,10 @@ def read_pci(
     for function in functions:
         counts[function["vendor"]] = counts.get(function["vendor"], 0) + 1
     summary = ", ".join(f"{vendor} {count}" for vendor, count in sorted(counts.items()))
-    report.detail = f"{len(functions)} accelerator functions ({summary})" if functions else (
-        f"{len(names)} functions, no GPU or accelerator"
+    report.detail = (
+        f"{len(functions)} accelerator functions ({summary})"
+        if functions
+        else (f"{len(names)} functions, no GPU or accelerator")
     )
     return functions, frozenset(names)
 
