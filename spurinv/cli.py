@@ -138,6 +138,9 @@ def refresh(
         float | None, typer.Option("--confirm-interval", help="Override policy.confirm_interval (seconds; 0 = next tick).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when nothing changed.")] = False,
+    ignore_backoff: Annotated[
+        bool, typer.Option("--ignore-backoff", help="Contact the controller now even if the backoff has not elapsed.")
+    ] = False,
 ) -> None:
     """Discover, confirm with the previous reading, and converge the controller."""
     from spurinv.refresh import Options, World, run
@@ -160,6 +163,7 @@ def refresh(
             dry_run=dry_run,
             strict=strict,
             accept=accept,
+            ignore_backoff=ignore_backoff,
         )
         document = run(World(_root(root), environ, log=Log(environ, quiet=quiet)), options)
     except SpurinvError as error:

@@ -70,6 +70,7 @@ class Settings(BaseModel):
     drain_on_suspicious: bool = False
     backoff_initial: int = 60
     backoff_max: int = 3600
+    ignore_backoff: bool = False  # `refresh --ignore-backoff`: an operator retries now
 
 
 class Action(BaseModel):
@@ -120,11 +121,11 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
         return Action(kind=Do.NONE, reason="unchanged; no controller request needed")
     if view is None:
-        if state.backoff is not None and now < state.backoff.next_attempt:
-            when = state.backoff.next_attempt.strftime("%H:%M:%S")
+        if backoff := _active_backoff(state, settings, now):
+            when = backoff.next_attempt.strftime("%H:%M:%S")
             return Action(
                 kind=Do.BACKOFF,
-                reason=f"backing off until {when} UTC after: {state.backoff.error}",
+                reason=f"backing off until {when} UTC after: {backoff.error}",
                 exit_code=exitcode.TEMPFAIL,
             )
         return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
@@ -171,8 +172,8 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
             )
-        if state.backoff is not None and now < state.backoff.next_attempt:
-            when = state.backoff.next_attempt.strftime("%H:%M:%S")
+        if backoff := _active_backoff(state, settings, now):
+            when = backoff.next_attempt.strftime("%H:%M:%S")
             return Action(
                 kind=Do.HOLD,
                 reason=(
@@ -191,6 +192,18 @@ def register_body(view: NodeView, inventory: Inventory) -> dict[str, Any]:
     if extra is not None:
         body["extra"] = extra
     return body
+
+
+def _active_backoff(state: State, settings: Settings, now: datetime) -> Backoff | None:
+    backoff = state.backoff
+    return backoff if backoff is not None and now < backoff.next_attempt and not settings.ignore_backoff else None
+
+
+def contacted(state: State) -> State:
+    """The controller answered: transport and auth backoffs are over (a refusal's is not)."""
+    if state.backoff is not None and state.backoff.kind != "refused":
+        return state.model_copy(update={"backoff": None})
+    return state
 
 
 def backoff_seconds(failures: int, settings: Settings, kind: str) -> int:

@@ -25,7 +25,7 @@ from spurinv.discovery import discover
 from spurinv.errors import ControllerError, LockError, StateError, UsageError
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.policy import TERMINAL, Action, Do, Settings, decide, expected_view, settle, with_backoff
+from spurinv.policy import TERMINAL, Action, Do, Settings, contacted, decide, expected_view, settle, with_backoff
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
@@ -75,6 +75,7 @@ class Options:
         dry_run: bool = False,
         strict: bool = False,
         accept: str | None = None,
+        ignore_backoff: bool = False,
     ) -> None:
         self.state_path = state_path
         self.config = config
@@ -84,6 +85,7 @@ class Options:
         self.dry_run = dry_run
         self.strict = strict
         self.accept = accept
+        self.ignore_backoff = ignore_backoff
 
 
 def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: bool = False) -> tuple[State, list[str]]:
@@ -204,7 +206,7 @@ def converge(
             if action.kind == Do.READ_VIEW:
                 view = client.view()
                 steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
-                state = _remember_api(state, client, clock())
+                state = contacted(_remember_api(state, client, clock()))
                 continue
             assert view is not None
             assert action.body is not None
@@ -238,6 +240,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         drain_on_suspicious=config.policy.drain_on_suspicious,
         backoff_initial=config.policy.backoff_initial,
         backoff_max=config.policy.backoff_max,
+        ignore_backoff=options.ignore_backoff,
     )
     reading = _take_reading(world, config)
     if options.accept:
