@@ -236,13 +236,24 @@ class Controller:
 
     def view(self) -> NodeView:
         """``GET …/node/{name}`` as a NodeView."""
-        fetched = self.detect()
-        if fetched is not None:
-            return fetched
-        status, body = self._call("GET", self.node_path())
-        if status != 200:
-            raise self._fail("GET", self.node_path(), status, body)
-        return parse_node(body, self.node)
+        view = self.detect()
+        if view is None:
+            status, body = self._call("GET", self.node_path())
+            if status != 200:
+                raise self._fail("GET", self.node_path(), status, body)
+            view = parse_node(body, self.node)
+        if not view.idle and view.dialect != "spur":
+            # Slurm 24.11's single-node GET (REQUEST_NODE_INFO_SINGLE) skips
+            # select_g_select_nodeinfo_set_all(), so MIXED/ALLOCATED and alloc_cpus can still show
+            # a job that ended (seen for > 10 s in the lab). A node that just got a job is
+            # ALLOCATED at once (make_node_alloc), so "idle" is trustworthy and "busy" may be
+            # stale: confirm it once with an all-nodes query, which recomputes them.
+            path = f"/{self.api}/nodes"
+            status, body = self._call("GET", path)
+            if status != 200:
+                raise self._fail("GET", path, status, body)
+            view = parse_node(body, self.node)
+        return view
 
     def post(self, body: dict[str, Any]) -> None:
         """``POST …/node/{name}``; success is 200 with no errors."""

@@ -189,10 +189,20 @@ def test_a_type_only_change_answered_200_but_not_applied_is_caught_by_the_read_b
     assert n1.status()["refusal"] is not None
 
 
+def job_state(lab, job: int) -> str:
+    """The job's state from squeue (which, unlike an all-nodes query, does not refresh node data)."""
+    return lab.run("squeue", "-h", "-j", str(job), "-o", "%T", check=False).stdout.strip()
+
+
 def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
+    """Busy → our drain (jobs finish); then idle → re-register and lift the drain.
+
+    No all-nodes query runs between the job's start/end and spurinv's run, so spurinv sees what a
+    single-node GET says (stale allocation counters: slurmlab.py's node_json docstring).
+    """
     lab = n1.lab
     job = lab.sbatch("n1")
-    lab.wait_for(lambda: lab.node_json("n1")["alloc_cpus"] > 0, 15, "job running on n1")
+    lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "job running on n1")
     n1.root("nps4", memory_mode="NPS4")
     n1.refresh("nps4")
 
@@ -200,18 +210,17 @@ def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
 
     assert 0 == code, drained
     assert ["read-view", "drain", "hold"] == steps(drained)
-    node = n1.controller()
-    assert "DRAIN" in node["state"] and node["reason"].startswith(OUR_PREFIX)
     assert job in lab.jobs()  # a drain lets the job finish
-
     code, waiting = n1.refresh("nps4")
     assert 0 == code and [] == n1.writes(waiting) and ["read-view", "hold"] == steps(waiting)
+    node = n1.controller()
+    assert "DRAIN" in node["state"] and node["reason"].startswith(OUR_PREFIX)
 
     lab.scancel(job)
-    lab.wait_for(lambda: n1.controller()["alloc_cpus"] == 0, 15, "n1 idle after scancel")
     code, done = n1.refresh("nps4")
+
     assert 0 == code, done
-    assert ["read-view", "register", "resume", "none"] == steps(done)
+    assert ["read-view", "register", "resume", "none"] == steps(done), [s["reason"] for s in done["steps"]]
     lab.wait_for(lambda: n1.controller()["state"] == ["IDLE"], 10, "n1 resumed and idle")
     assert n1.status()["drain"] is None
 
