@@ -314,3 +314,33 @@ def test_event_to_controller_latency_with_confirm_interval(clean_lab, tmp_path, 
     assert latency < 10
     record_property("event_to_controller_seconds", round(latency, 2))
     print(f"\nevent → confirmed → controller updated: {latency:.2f} s (confirm_interval 2 s)")
+
+
+def test_dry_run_reads_the_controller_but_never_writes(n1):
+    n1.root("cpx", mode="CPX")
+    n1.refresh("cpx")
+    before_state = n1.state.read_bytes()
+    before_node = n1.controller()
+
+    code, document = n1.refresh("cpx", "--dry-run")
+
+    assert 0 == code, document
+    assert document["dry_run"] is True
+    assert ["read-view", "register", "none"] == steps(document)
+    assert not document["steps"][1]["sent"] and document["steps"][1]["request"].startswith("POST /slurm/v0.0.42/node/n1 ")
+    assert all(r["method"] == "GET" for r in document["requests"])
+    assert before_state == n1.state.read_bytes()
+    after = n1.controller()
+    assert (before_node["gres"], before_node["state"], before_node["extra"]) == (after["gres"], after["state"], after["extra"])
+
+
+def test_an_unknown_node_name_is_68(clean_lab, tmp_path):
+    node = Node(clean_lab, tmp_path, name="n9")
+    node.root("spx")
+    node.refresh("spx")
+
+    code, document = node.refresh("spx")
+
+    assert exitcode.NOHOST == code, document
+    assert "n9" in document["steps"][-1]["error"]
+    assert node.status()["backoff"]["kind"] == "unknown-node"
