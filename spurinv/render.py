@@ -69,7 +69,10 @@ def discover(out: Console, discovery: Discovery, root: str) -> None:
     """``spurinv discover``."""
     inventory = discovery.inventory
     if inventory is not None:
-        out.print(device_table(inventory.devices, title=f"{root}: {inventory.summary()}"))
+        if inventory.devices:
+            out.print(device_table(inventory.devices, title=f"{root}: {inventory.summary()}"))
+        else:
+            out.print(f"{root}: {inventory.summary()}")
         out.print(f"fingerprint {inventory.fingerprint}")
     sources(out, discovery)
     for error in discovery.errors:

@@ -200,3 +200,36 @@ def test_never_writes_over_a_drain_it_does_not_own(baseline, previous, current, 
         assert action.kind not in WRITES
     if outcome_for(state).kind == Kind.SUSPICIOUS:
         assert action.kind != Do.REGISTER
+
+
+def test_ignore_backoff_lets_an_operator_retry_now():
+    state = state_for(SPX, CPX, CPX, backoff=9999)
+
+    action = decide(outcome_for(state), None, state, Settings(observe=False, ignore_backoff=True), NOW)
+
+    assert Do.READ_VIEW == action.kind
+
+
+def test_a_successful_contact_ends_transport_backoff_but_not_a_refusal():
+    from spurinv.policy import contacted
+    from spurinv.state import Backoff
+
+    unreachable = state_for(SPX, CPX, CPX).model_copy(
+        update={"backoff": Backoff(kind="unreachable", failures=3, next_attempt=at(9999), error="refused")}
+    )
+    refused = state_for(SPX, CPX, CPX, refusal=True, backoff=9999)
+
+    assert contacted(unreachable).backoff is None
+    assert contacted(refused).backoff is not None
+
+
+@settings(max_examples=200)
+@given(failures=st.integers(1, 40), initial=st.integers(1, 600), maximum=st.integers(1, 7200), kind=st.sampled_from(["auth", "unreachable", "refused"]))
+def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
+    from spurinv.policy import backoff_seconds
+
+    policy = Settings(observe=False, backoff_initial=initial, backoff_max=maximum)
+
+    first, second = backoff_seconds(failures, policy, kind), backoff_seconds(failures + 1, policy, kind)
+
+    assert 0 < first <= maximum and first <= second
