@@ -105,7 +105,7 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
     current = state.latest.inventory if state.latest else None
     if settings.observe:
         if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
-            summary = outcome.diff.summary() if outcome.diff else current.summary()
+            summary = outcome.diff.summary() if outcome.diff and state.baseline else f"first inventory: {current.summary()}"
             return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
         if outcome.kind == Kind.SUSPICIOUS:
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")

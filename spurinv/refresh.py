@@ -248,7 +248,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
     outcome = classify_for(state, reading, settings)
     state = state.record(reading).model_copy(update={"node": node})
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and not options.dry_run:
-        summary = outcome.diff.summary() if outcome.diff else ""
+        summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.sleep(config.policy.confirm_interval)
         reading = _take_reading(world, config)
