@@ -10,6 +10,7 @@ loop inside a run: the timer is the retry loop, with backoff kept in the state f
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import re
 import signal
@@ -20,8 +21,8 @@ from urllib.parse import urlsplit
 import requests
 
 from spurinv.config import ControllerSection
-from spurinv.errors import ConfigError, ControllerError
-from spurinv.nodeview import NodeView, extra_fingerprint, gres_agrees, parse_node, slurm_errors
+from spurinv.errors import ConfigError, ControllerError, TokenError
+from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, slurm_errors, used_count
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
 PROBE_VERSIONS = ("slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42", "slurm/v0.0.41", "slurm/v0.0.40",
@@ -29,6 +30,7 @@ PROBE_VERSIONS = ("slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42", "slurm/v0.0
 AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentication error
 UNKNOWN_NODE = 2018
 _NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
+_TOKEN = re.compile(r"^[\x21-\x7e]+$")  # JWTs are base64url and dots; anything else is a broken token file
 
 
 class _Deadline(Exception):
@@ -59,9 +61,14 @@ def _raise_deadline(_signum: int, _frame: object) -> None:
 
 
 def is_loopback(url: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost."""
+    """True for 127.0.0.0/8, ::1 and localhost: addresses, never a DNS name like ``127.evil.example``."""
     host = (urlsplit(url).hostname or "").lower()
-    return host in ("localhost", "::1") or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Request:
@@ -109,6 +116,10 @@ class Controller:
                 f"refusing to send the token over plain HTTP to {urlsplit(settings.url).hostname}; "
                 "use https:// or set controller.allow_plain_http_token = true"
             )
+        if token and not _TOKEN.match(token):
+            # requests would put the header value, token and all, in its InvalidHeader message
+            raise TokenError("the token holds whitespace or control characters (a broken token file?); not sending it")
+        self._secret = token or ""
         self.settings = settings
         self.node = node
         self.api = api if api else (None if settings.api == "auto" else settings.api)
@@ -159,13 +170,13 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
         record.status = response.status_code
         if 300 <= response.status_code < 400:
-            where = response.headers.get("Location", "?")
+            where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")
         parsed = None
         if data:
             try:
                 parsed = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):  # garbage, or nested deeper than the parser goes
                 parsed = None
         return response.status_code, parsed
 
@@ -186,7 +197,7 @@ class Controller:
         """Map an unsuccessful answer to an error kind (slurm/NOTES.md §8 item 6)."""
         errors = slurm_errors(body)
         numbers = {number for number, _ in errors}
-        text = "; ".join(message for _, message in errors if message) or f"HTTP {status}"
+        text = self._scrub("; ".join(message for _, message in errors if message) or f"HTTP {status}")
         where = f"{method} {path}: HTTP {status}"
         if status in (401, 403, 511) or numbers & AUTH_ERRORS:
             return ControllerError("auth", f"{where}: authentication or permission refused ({text})")
@@ -199,6 +210,28 @@ class Controller:
         if status >= 500:
             return ControllerError("unreachable", f"{where}: controller error ({text})")
         return ControllerError("protocol", f"{where}: {text}")
+
+    def _scrub(self, text: str) -> str:
+        """Keep the token out of messages (and so the log and the state file): a server may echo
+        it back, e.g. an error page quoting the request's headers (issue #7)."""
+        return text.replace(self._secret, "<token>") if self._secret else text
+
+    def _node(self, body: Any) -> NodeView:
+        """``parse_node``, with answers its parser does not expect turned into protocol errors.
+
+        Hostile values (``alloc_cpus: 1e999`` is an infinite float; ``gpu:²`` passes ``isdigit``
+        but not ``int``) must fail here, inside the request's error handling, and not later in
+        the policy as a crash.
+        """
+        try:
+            view = parse_node(body, self.node)
+            used_count(view.gres_used or "")
+            gpu_counts(view.gres or "")
+        except ControllerError as exc:
+            raise ControllerError(exc.kind, self._scrub(exc.message)) from None
+        except (OverflowError, ValueError, RecursionError) as exc:
+            raise ControllerError("protocol", f"node {self.node!r}: unusable answer ({_first_line(exc)})") from None
+        return view
 
     # --- API --------------------------------------------------------------------------------
     def node_path(self) -> str:
@@ -228,7 +261,7 @@ class Controller:
                 continue
             self.api = version
             if status == 200:
-                return parse_node(body, self.node)
+                return self._node(body)
             raise self._fail("GET", f"/{version}/node/{self.node}", status, body)
         raise ControllerError(
             "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
@@ -241,7 +274,7 @@ class Controller:
             status, body = self._call("GET", self.node_path())
             if status != 200:
                 raise self._fail("GET", self.node_path(), status, body)
-            view = parse_node(body, self.node)
+            view = self._node(body)
         if not view.idle and view.dialect != "spur":
             # Slurm 24.11's single-node GET (REQUEST_NODE_INFO_SINGLE) skips
             # select_g_select_nodeinfo_set_all(), so MIXED/ALLOCATED and alloc_cpus can still show
@@ -252,7 +285,7 @@ class Controller:
             status, body = self._call("GET", path)
             if status != 200:
                 raise self._fail("GET", path, status, body)
-            view = parse_node(body, self.node)
+            view = self._node(body)
         return view
 
     def post(self, body: dict[str, Any]) -> None:
@@ -278,7 +311,7 @@ class Controller:
             problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
         if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
             problems.append("extra does not carry the new fingerprint")
-        return RegisterResult(not problems, after, "; ".join(problems) or None)
+        return RegisterResult(not problems, after, self._scrub("; ".join(problems)) or None)
 
 
 def _mentions_node(body: Any) -> bool:

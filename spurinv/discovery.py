@@ -204,7 +204,7 @@ def _amd_devices(
             pseudo = "{:04x}:{:02x}:{:02x}".format(*slot)
             kfd_report.fail(members[0][1]["path"], f"GPU node at {pseudo} has no AMD GPU on the PCI bus")
         elif owner["driver"] == "amdgpu":
-            for node_id, device in _package(owner, members, drm, reports):
+            for node_id, device in _package(root, owner, members, drm, reports):
                 kfd_ids[node_id] = device["id"]
                 devices.append(device)
     for function in bound:
@@ -215,7 +215,7 @@ def _amd_devices(
 
 
 def _package(
-    function: PciFunction, members: list[tuple[int, KfdNode]], drm: _DrmIndex, reports: dict[str, Report]
+    root: Root, function: PciFunction, members: list[tuple[int, KfdNode]], drm: _DrmIndex, reports: dict[str, Report]
 ) -> list[tuple[int, Device]]:
     """The logical devices of one AMD package (1 in SPX, up to 8 in CPX), with their KFD node ids."""
     kfd_report = reports["kfd"]
@@ -253,7 +253,8 @@ def _package(
         minor = properties["drm_render_minor"]
         render = drm.render.get(minor)
         if render is None:
-            reports["drm"].fail(f"renderD{minor}", f"KFD node {node['node']} names renderD{minor}, which DRM does not show")
+            missing = root.join(places.DRM_CLASS, f"renderD{minor}")
+            reports["drm"].fail(missing, f"KFD node {node['node']} names renderD{minor}, which DRM does not show")
             continue
         unique = properties.get("unique_id", 0)
         vram = node["vram_bytes"]

@@ -7,7 +7,7 @@ README, the man page and a test are checked against it.
 
 OK = 0
 DIFFERENT = 1  # `spurinv diff --exit-code` found a difference (as `git diff --exit-code`)
-SOFTWARE = 70  # EX_SOFTWARE: internal error (a bug); a traceback is printed with --debug
+SOFTWARE = 70  # EX_SOFTWARE: internal error (a bug); SPURINV_DEBUG=1 shows the traceback
 USAGE = 64  # EX_USAGE: bad command line
 DATAERR = 65  # EX_DATAERR: corrupt state file in --strict mode, or a state file from a newer spurinv
 NOHOST = 68  # EX_NOHOST: the controller does not know this node's name

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 LEAN = {
-    "refresh": frozenset({"--root", "--state", "--config", "--metrics-file"}),
+    "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--quiet", "-q"}),
     "status": frozenset({"--state", "--json"}),
     "discover": frozenset({"--root", "--json"}),
 }
-FLAGS = frozenset({"--json"})
+FLAGS = frozenset({"--json", "--quiet", "-q"})  # the units run `refresh --quiet`: keep it on the fast path
 
 
 def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:

@@ -23,8 +23,12 @@ MAX_STATE = 16 << 20
 LOCK_POLL = 0.05
 
 
-class StoreError(Exception):
-    """The state could not be read or written; ``errno`` tells which exit status fits."""
+class StoreError(OSError):
+    """The state could not be read or written; ``errno`` tells which exit status fits.
+
+    An ``OSError``, so callers that report I/O failures (``status``, ``diff``) report this one
+    too instead of crashing as an internal error (a symlinked state file: issue #7).
+    """
 
     def __init__(self, message: str, errno_: int | None = None) -> None:
         super().__init__(message)
@@ -61,13 +65,18 @@ class Lock:
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:  # say so plainly, as read() does (not "too many levels of symbolic links")
+                raise StoreError(f"{self.path} is a symlink; refusing to follow it", exc.errno) from None
             raise StoreError(f"cannot open lock {self.path}: {exc.strerror}", exc.errno) from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode(), 0)
+        # The holder's name is a courtesy for the waiters' message; the flock is the lock. On a full
+        # disk writing it fails (ENOSPC), and that must not turn into a traceback (issue #7).
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode(), 0)
         return True
 
     def acquire(self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:

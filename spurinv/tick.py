@@ -85,15 +85,19 @@ def _tick(path: str, key: str, options: Mapping[str, str], started: float, stdou
         "at": taken,
         "outcome": "unchanged",
         "action": "none",
-        "reason": "unchanged; no controller request needed",
+        # the words of the full run that left the memo (observe mode says so), not our own
+        "reason": (state.get("last") or {}).get("reason") or "unchanged; no controller request needed",
         "exit_code": 0,
         "requests": 0,
     }
-    store.write_atomic(path, (json.dumps(state, indent=1) + "\n").encode())
+    # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick (#6).
+    store.write_atomic(path, (json.dumps(state, separators=(",", ":")) + "\n").encode())
     metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
     if metrics_file:
         text = metrics.render(state, time.perf_counter() - started, steady.get("node") or "", __version__)
         metrics.write(metrics_file, text)
+    if "--quiet" in options or "-q" in options:
+        return 0
     devices = len(inventory["devices"])
     stdout.write(f"unchanged: {devices} devices, fingerprint {inventory['fingerprint'][:12]} (no controller request)\n")
     return 0

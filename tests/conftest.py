@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import rootbuilder as rb  # noqa: E402
+import rootbuilder as rb
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -119,4 +119,4 @@ def spurinv_process(env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
 
 @pytest.fixture
 def state_path(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path / "state" / "state.json"
+    return tmp_path / "state" / "state.json"

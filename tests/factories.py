@@ -15,17 +15,36 @@ def at(seconds: int) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def device(bdf: str = "0000:05:00.0", *, model: str = "mi300x", mode: str | None = "SPX", index: int = 0,
-           split: bool = False, memory_mb: int | None = None, numa: int | None = 0, memory_mode: str | None = "NPS1",
-           vendor: str = "amd") -> Device:
+def device(
+    bdf: str = "0000:05:00.0",
+    *,
+    model: str = "mi300x",
+    mode: str | None = "SPX",
+    index: int = 0,
+    split: bool = False,
+    memory_mb: int | None = None,
+    numa: int | None = 0,
+    memory_mode: str | None = "NPS1",
+    vendor: str = "amd",
+) -> Device:
     partition = {"compute": mode, "memory": memory_mode, "index": index} if mode or split else None
-    return Device.model_validate({
-        "id": f"{bdf}/p{index}" if split else bdf,
-        "vendor": vendor, "model": model, "pci_bdf": bdf, "pci_device": "0x74a1",
-        "memory_mb": memory_mb, "partition": partition, "numa_node": numa,
-        "render_minor": 128 + index, "card": 1 + index, "device_node": f"/dev/dri/renderD{128 + index}",
-        "unique_id": str(abs(hash(bdf)) % 10**12), "driver": "amdgpu",
-    })
+    return Device.model_validate(
+        {
+            "id": f"{bdf}/p{index}" if split else bdf,
+            "vendor": vendor,
+            "model": model,
+            "pci_bdf": bdf,
+            "pci_device": "0x74a1",
+            "memory_mb": memory_mb,
+            "partition": partition,
+            "numa_node": numa,
+            "render_minor": 128 + index,
+            "card": 1 + index,
+            "device_node": f"/dev/dri/renderD{128 + index}",
+            "unique_id": str(abs(hash(bdf)) % 10**12),
+            "driver": "amdgpu",
+        }
+    )
 
 
 def packages(count: int, mode: str = "SPX", per: int = 1, **kwargs) -> list[Device]:

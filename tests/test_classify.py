@@ -55,7 +55,8 @@ def test_confirmed_partition_switch_carries_a_per_gpu_summary():
     assert len(lines) == 8
     assert "8 GPUs SPX→CPX (1→8 each)" in outcome.diff.summary()
     assert "mi300x 8→64" in outcome.diff.summary()
-    assert len(outcome.diff.added) == 64 and len(outcome.diff.removed) == 8
+    assert len(outcome.diff.added) == 64
+    assert len(outcome.diff.removed) == 8
 
 
 def test_suspicious_says_what_releases_it_and_accept_releases_only_that_reading():
@@ -71,7 +72,8 @@ def test_suspicious_says_what_releases_it_and_accept_releases_only_that_reading(
 def test_discovery_failure_keeps_the_reasons():
     outcome = classify(SPX, reading(SPX), reading(None, errors=["topology kept changing", "x"]))
 
-    assert "topology kept changing" in outcome.reason and "+1 more" in outcome.reason
+    assert "topology kept changing" in outcome.reason
+    assert "+1 more" in outcome.reason
 
 
 def test_memory_mode_change_is_a_field_change_not_added_or_removed():
@@ -79,7 +81,8 @@ def test_memory_mode_change_is_a_field_change_not_added_or_removed():
 
     diff = compare(SPX, nps4)
 
-    assert not diff.added and not diff.removed
+    assert not diff.added
+    assert not diff.removed
     assert {c.field for c in diff.changed} == {"partition"}
     assert "partition changed on 8 devices" in diff.summary()
 

@@ -63,7 +63,8 @@ def test_discover_json_contract(cli, built):
 
     document = DiscoverDocument.model_validate(result.json())
     assert 0 == result.code
-    assert document.ok and document.inventory is not None
+    assert document.ok
+    assert document.inventory is not None
     device = result.json()["inventory"]["devices"][0]
     assert {"id", "vendor", "model", "pci_bdf", "memory_mb", "partition"} <= device.keys()
     assert {"compute", "memory", "index"} == device["partition"].keys()
@@ -75,7 +76,8 @@ def test_discover_failure_exits_74_with_errors(cli, built):
 
     assert exitcode.IOERR == result.code
     document = DiscoverDocument.model_validate(result.json())
-    assert document.inventory is None and document.errors
+    assert document.inventory is None
+    assert document.errors
 
 
 def test_discover_on_a_gpu_less_host_says_so(cli, built):
@@ -156,7 +158,8 @@ def test_refresh_moves_a_corrupt_state_aside_and_starts_afresh(cli, built, state
     assert 0 == result.code
     assert "moved aside" in result.err
     moved = list(state_path.parent.glob("state.json.corrupt-*"))
-    assert len(moved) == 1 and moved[0].read_text() == "{not json"
+    assert len(moved) == 1
+    assert moved[0].read_text() == "{not json"
     assert result.json()["outcome"]["kind"] == "change-pending"
 
 
@@ -189,7 +192,8 @@ def test_diff_is_read_only_and_exit_code_reports_a_difference(cli, built, state_
     same = cli("diff", "--root", spx, "--state", state_path, "--exit-code")
     changed = cli("diff", "--root", cpx, "--state", state_path, "--exit-code", "--json")
 
-    assert 0 == same.code and "no difference" in same.out
+    assert 0 == same.code
+    assert "no difference" in same.out
     assert exitcode.DIFFERENT == changed.code
     assert changed.json()["different"] is True
     assert len(changed.json()["vs_baseline"]["packages"]) == 8
@@ -214,7 +218,8 @@ def test_dry_run_explains_and_writes_nothing(cli, built, state_path):
     result = cli("refresh", "--root", spx, "--state", state_path, "--dry-run", "--confirm-interval", "0")
 
     assert 0 == result.code
-    assert "DRY RUN" in result.out and "outcome  change-confirmed" in result.out
+    assert "DRY RUN" in result.out
+    assert "outcome  change-confirmed" in result.out
     assert before == state_path.read_bytes()
 
 
@@ -234,18 +239,21 @@ def test_accept_needs_the_current_fingerprint(cli, built, state_path):
 def test_refresh_json_contract(cli, built, state_path):
     document = RefreshDocument.model_validate(refresh(cli, built("mi300x-spx"), state_path).json())
 
-    assert document.mode == "observe" and document.format_version == 1
+    assert document.mode == "observe"
+    assert document.format_version == 1
 
 
 def test_console_script_runs(built, env):
     """The installed entry point works as a process (python -m spurinv)."""
     result = subprocess.run([sys.executable, "-m", "spurinv", "version"], capture_output=True, text=True, check=False, env=env)
 
-    assert 0 == result.returncode and result.stdout.startswith("spurinv ")
+    assert 0 == result.returncode
+    assert result.stdout.startswith("spurinv ")
 
 
 @pytest.mark.parametrize("command", ["discover", "refresh", "diff", "status", "config", "version"])
 def test_every_command_has_help(cli, command):
     result = cli(command, "--help")
 
-    assert 0 == result.code and "Usage" in result.out
+    assert 0 == result.code
+    assert "Usage" in result.out

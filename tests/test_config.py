@@ -52,7 +52,8 @@ def test_bad_config_is_one_line_naming_the_field(tmp_path, text, words):
     with pytest.raises(ConfigError) as caught:
         config.load(str(path), True)
 
-    assert words in str(caught.value) and "\n" not in str(caught.value)
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_missing_explicit_config_is_an_error_but_missing_default_is_not(tmp_path):

@@ -186,7 +186,8 @@ def test_fingerprint_does_not_depend_on_directory_order(built, tmp_path):
 
     first, second = run(tmp_path / "a"), run(tmp_path / "b")
 
-    assert first.ok and second.ok
+    assert first.ok
+    assert second.ok
     assert first.inventory.fingerprint == second.inventory.fingerprint
     assert first.inventory == second.inventory
 

@@ -28,7 +28,13 @@ VIEWS = [
     ("24.11/v0.0.42/node-n1-idle.json", "n1", "IDLE", True, False),
     ("24.11/v0.0.42/node-n1-mixed-draining.json", "n1", "MIXED+DRAIN", False, True),
     ("24.11/v0.0.42/node-n1-after-resume.json", "n1", "IDLE+NOT_RESPONDING", True, False),
-    ("24.11/v0.0.42/node-n1-reregistered-7-of-8-gpus-while-drained-with-job.json", "n1", "MIXED+DRAIN+INVALID_REG", False, True),
+    (
+        "24.11/v0.0.42/node-n1-reregistered-7-of-8-gpus-while-drained-with-job.json",
+        "n1",
+        "MIXED+DRAIN+INVALID_REG",
+        False,
+        True,
+    ),
     ("25.05/v0.0.43/node-n1-mixed-draining.json", "n1", "ALLOCATED+DRAIN", False, True),
     ("25.05/v0.0.43/node-n1-drained-idle.json", "n1", "IDLE+DRAIN", True, True),
 ]
@@ -49,7 +55,9 @@ def test_after_resume_the_old_reason_stays_but_drain_is_gone():
     assert not view.drained
 
 
-@pytest.mark.parametrize("path", ["22.05/v0.0.38/node-missing.json", "24.11/v0.0.42/node-missing.json", "25.05/v0.0.43/node-missing.json"])
+@pytest.mark.parametrize(
+    "path", ["22.05/v0.0.38/node-missing.json", "24.11/v0.0.42/node-missing.json", "25.05/v0.0.43/node-missing.json"]
+)
 def test_unknown_node_in_both_dialects(path):
     with pytest.raises(ControllerError) as caught:
         parse_node(load(path), "nosuchnode")

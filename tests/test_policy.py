@@ -21,10 +21,17 @@ OBSERVE = Settings(observe=True)
 OUR_REASON = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
 
 
-def view(state: str = "IDLE", *flags: str, reason: str = "", gres: str | None = "gpu:mi300x:8", cpus: int = 0,
-         used: str = "gpu:mi300x:0(IDX:N/A)") -> NodeView:
-    return NodeView(name="n1", dialect="slurm-v0.0.39+", base=state, flags=flags, reason=reason, alloc_cpus=cpus,
-                    gres=gres, gres_used=used)
+def view(
+    state: str = "IDLE",
+    *flags: str,
+    reason: str = "",
+    gres: str | None = "gpu:mi300x:8",
+    cpus: int = 0,
+    used: str = "gpu:mi300x:0(IDX:N/A)",
+) -> NodeView:
+    return NodeView(
+        name="n1", dialect="slurm-v0.0.39+", base=state, flags=flags, reason=reason, alloc_cpus=cpus, gres=gres, gres_used=used
+    )
 
 
 IDLE = view()
@@ -45,7 +52,9 @@ def state_for(baseline, previous, current, *, drain=False, refusal=False, backof
     state = state.record(reading(current, 60))
     update = {}
     if drain:
-        update["drain"] = Drain(reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None)
+        update["drain"] = Drain(
+            reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None
+        )
     if refusal:
         update["refusal"] = Refusal(fingerprint=current.fingerprint, at=at(60), error="2072 Invalid gres")
     if backoff is not None:
@@ -74,12 +83,39 @@ ROWS = [
     ("confirmed + busy drains", SPX, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
     ("confirmed + busy + our drain waits", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_BUSY, Do.HOLD),
     ("confirmed + our drain + idle re-registers", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_IDLE, Do.REGISTER),
-    ("confirmed + busy + operator drain: untouched", SPX, CPX, CPX, {}, SLURM, view("MIXED", "DRAIN", reason="NHC: x", cpus=1), Do.HOLD),
+    (
+        "confirmed + busy + operator drain: untouched",
+        SPX,
+        CPX,
+        CPX,
+        {},
+        SLURM,
+        view("MIXED", "DRAIN", reason="NHC: x", cpus=1),
+        Do.HOLD,
+    ),
     ("confirmed + busy + Slurm INVAL drain: untouched", SPX, CPX, CPX, {}, SLURM, SLURM_INVAL, Do.HOLD),
     ("confirmed + idle + operator drain: gres only", SPX, CPX, CPX, {}, SLURM, NHC_IDLE, Do.REGISTER),
     ("refused + not drained: drain", SPX, CPX, CPX, {"refusal": True}, SLURM, IDLE, Do.DRAIN),
-    ("refused + drained by us + backoff: hold", SPX, CPX, CPX, {"refusal": True, "drain": True, "backoff": 9999}, SLURM, OURS_IDLE, Do.HOLD),
-    ("refused + drained by us, backoff over: retry", SPX, CPX, CPX, {"refusal": True, "drain": True, "backoff": 1}, SLURM, OURS_IDLE, Do.REGISTER),
+    (
+        "refused + drained by us + backoff: hold",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True, "drain": True, "backoff": 9999},
+        SLURM,
+        OURS_IDLE,
+        Do.HOLD,
+    ),
+    (
+        "refused + drained by us, backoff over: retry",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True, "drain": True, "backoff": 1},
+        SLURM,
+        OURS_IDLE,
+        Do.REGISTER,
+    ),
     ("refused + foreign drain: never drains", SPX, CPX, CPX, {"refusal": True}, SLURM, NHC_IDLE, Do.REGISTER),
     ("backoff before any request", SPX, CPX, CPX, {"backoff": 9999}, SLURM, None, Do.BACKOFF),
     ("first run, controller agrees: adopt", None, SPX, SPX, {}, SLURM, IDLE, Do.ADOPT),
@@ -87,7 +123,16 @@ ROWS = [
     ("first run, busy and disagrees: drain", None, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
     ("suspicious holds", SPX, NONE, NONE, {}, SLURM, None, Do.HOLD),
     ("suspicious never registers", SPX, NONE, NONE, {}, Settings(observe=False, drain_on_suspicious=True), IDLE, Do.DRAIN),
-    ("suspicious drain only when asked, not twice", SPX, NONE, NONE, {}, Settings(observe=False, drain_on_suspicious=True), NHC_IDLE, Do.HOLD),
+    (
+        "suspicious drain only when asked, not twice",
+        SPX,
+        NONE,
+        NONE,
+        {},
+        Settings(observe=False, drain_on_suspicious=True),
+        NHC_IDLE,
+        Do.HOLD,
+    ),
     ("observe: confirmed is observed", SPX, CPX, CPX, {}, OBSERVE, None, Do.OBSERVE),
     ("observe: unchanged", SPX, SPX, SPX, {}, OBSERVE, None, Do.NONE),
     ("observe: suspicious holds", SPX, NONE, NONE, {}, OBSERVE, None, Do.HOLD),
@@ -96,7 +141,9 @@ ROWS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "baseline", "previous", "current", "extras", "policy", "node", "expected"), ROWS, ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(
+    ("name", "baseline", "previous", "current", "extras", "policy", "node", "expected"), ROWS, ids=[r[0] for r in ROWS]
+)
 def test_policy_table(name, baseline, previous, current, extras, policy, node, expected):
     state = state_for(baseline, previous, current, **extras)
 
@@ -175,7 +222,8 @@ def test_a_busy_drain_then_idle_reregisters_and_resumes():
     actions, state = _run_to_rest(state, drained_idle, SLURM)
 
     assert [Do.REGISTER, Do.RESUME, Do.NONE] == actions
-    assert state.drain is None and state.baseline.inventory.fingerprint == CPX.fingerprint
+    assert state.drain is None
+    assert state.baseline.inventory.fingerprint == CPX.fingerprint
 
 
 views = st.sampled_from([None, IDLE, BUSY, OURS_IDLE, OURS_BUSY, NHC_IDLE, SLURM_INVAL, EMPTY_DRAIN, LOOKALIKE])
@@ -183,7 +231,9 @@ invs = st.sampled_from([None, SPX, CPX, NONE])
 
 
 @settings(max_examples=300)
-@given(baseline=invs, previous=invs, current=invs, node=views, drain=st.booleans(), observe=st.booleans(), suspicious=st.booleans())
+@given(
+    baseline=invs, previous=invs, current=invs, node=views, drain=st.booleans(), observe=st.booleans(), suspicious=st.booleans()
+)
 def test_never_writes_over_a_drain_it_does_not_own(baseline, previous, current, node, drain, observe, suspicious):
     """Whatever the inputs: a foreign drain is never resumed or re-drained, and observe mode never writes."""
     state = state_for(baseline, previous, current, drain=drain and current is not None)
@@ -195,7 +245,8 @@ def test_never_writes_over_a_drain_it_does_not_own(baseline, previous, current, 
     if foreign:
         assert action.kind not in (Do.RESUME, Do.DRAIN)
     if observe:
-        assert action.kind not in WRITES and action.kind != Do.READ_VIEW
+        assert action.kind not in WRITES
+        assert action.kind != Do.READ_VIEW
     if outcome_for(state).kind in (Kind.DISCOVERY_FAILED, Kind.CHANGE_PENDING):
         assert action.kind not in WRITES
     if outcome_for(state).kind == Kind.SUSPICIOUS:
@@ -224,7 +275,12 @@ def test_a_successful_contact_ends_transport_backoff_but_not_a_refusal():
 
 
 @settings(max_examples=200)
-@given(failures=st.integers(1, 40), initial=st.integers(1, 600), maximum=st.integers(1, 7200), kind=st.sampled_from(["auth", "unreachable", "refused"]))
+@given(
+    failures=st.integers(1, 40),
+    initial=st.integers(1, 600),
+    maximum=st.integers(1, 7200),
+    kind=st.sampled_from(["auth", "unreachable", "refused"]),
+)
 def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
     from spurinv.policy import backoff_seconds
 
@@ -232,4 +288,5 @@ def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
 
     first, second = backoff_seconds(failures, policy, kind), backoff_seconds(failures + 1, policy, kind)
 
-    assert 0 < first <= maximum and first <= second
+    assert 0 < first <= maximum
+    assert first <= second

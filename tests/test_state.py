@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 from factories import at, inventory, packages, reading
@@ -95,7 +96,8 @@ def test_quarantine_moves_the_file_aside(tmp_path):
     moved = store.quarantine(str(path), "20261202T180000Z")
 
     assert moved.endswith("state.json.corrupt-20261202T180000Z")
-    assert not path.exists() and open(moved).read() == "garbage"
+    assert not path.exists()
+    assert Path(moved).read_text() == "garbage"
 
 
 def test_the_lock_is_exclusive_and_names_its_holder(tmp_path):

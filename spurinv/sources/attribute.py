@@ -103,11 +103,15 @@ def parse_properties(text: str, path: str) -> dict[str, int]:
         if not line:
             continue
         key, sep, value = line.partition(" ")
-        if not sep or not key or not value.isdigit() or not value.isascii():
+        if not (sep and key and value.isdigit() and value.isascii()):
             raise ReadError(path, f"line {number}: expected 'key <decimal>', got {line[:60]!r}")
         if key in result:
             raise ReadError(path, f"line {number}: duplicate key {key!r}")
-        parsed = int(value)
+        # One int() per value: this loop runs for 4,228 files of a CPX node with --json (#6).
+        # Past 20 digits, only leading zeros can keep a value in range; int() refuses > 4300 digits.
+        if len(value) > 20:
+            value = value.lstrip("0") or "0"
+        parsed = int(value) if len(value) <= 20 else 1 << 64
         if parsed >= 1 << 64:
             raise ReadError(path, f"line {number}: {key} overflows 64 bits")
         result[key] = parsed
@@ -124,7 +128,7 @@ def parse_cpulist(text: str, path: str) -> list[int]:
     cpus: set[int] = set()
     for part in word.split(","):
         first, sep, last = part.partition("-")
-        if not first.isdigit() or (sep and not last.isdigit()):
+        if not _decimal(first) or (sep and not _decimal(last)):
             raise ReadError(path, f"bad CPU range {part[:40]!r}")
         low = int(first)
         high = int(last) if sep else low
@@ -132,6 +136,11 @@ def parse_cpulist(text: str, path: str) -> list[int]:
             raise ReadError(path, f"bad CPU range {part[:40]!r}")
         cpus.update(range(low, high + 1))
     return sorted(cpus)
+
+
+def _decimal(word: str) -> bool:
+    """ASCII digits, short enough for ``int`` ("²".isdigit() is True but int("²") raises)."""
+    return word.isascii() and word.isdigit() and len(word) <= 20
 
 
 def parse_keyed_lines(text: str, separator: str = ":") -> dict[str, str]:

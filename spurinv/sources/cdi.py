@@ -43,11 +43,15 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise SpecError(f"invalid YAML: {str(exc).splitlines()[0]}") from None
+        except (ValueError, RecursionError) as exc:  # PyYAML builds dates unguarded: 2001-02-30
+            raise SpecError(f"invalid YAML: {type(exc).__name__}: {str(exc)[:80]}") from None
     else:
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise SpecError(f"invalid JSON: {exc}") from None
+        except RecursionError:
+            raise SpecError("invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError("not a mapping")
     version = data.get("cdiVersion")
@@ -113,7 +117,10 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
                 continue
             file_path = os.path.join(path, name)
             if os.path.islink(file_path) or not os.path.isfile(file_path):
-                continue  # spur's is_cdi_spec_file: only regular files are specs
+                # spur's is_cdi_spec_file: only regular files are specs. Container runtimes read
+                # symlinked specs, so one we skip must be heard of, not silently dropped.
+                report.flag(file_path, "not a regular file (a symlink or a directory): ignored")
+                continue
             files += 1
             try:
                 devices = parse_spec(read_text(file_path, MAX_SPEC), not name.endswith(".json"))

@@ -75,7 +75,7 @@ def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
     except OSError as exc:
         raise ReadError(nodes_dir, exc.strerror or str(exc)) from None
     nodes: list[KfdNode] = []
-    for name in sorted((n for n in names if n.isdigit()), key=int):
+    for name in sorted((n for n in names if n.isascii() and n.isdigit()), key=int):
         node_dir = os.path.join(nodes_dir, name)
         properties_path = os.path.join(node_dir, "properties")
         try:
@@ -109,7 +109,7 @@ def _numbered(directory: str) -> list[str]:
         return []
     except OSError as exc:
         raise ReadError(directory, exc.strerror or str(exc)) from None
-    return [os.path.join(directory, n) for n in sorted((n for n in names if n.isdigit()), key=int)]
+    return [os.path.join(directory, n) for n in sorted((n for n in names if n.isascii() and n.isdigit()), key=int)]
 
 
 def _vram_bytes(node_dir: str, properties: dict[str, int]) -> int | None:

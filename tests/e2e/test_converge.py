@@ -56,10 +56,10 @@ class Node:
     def refresh(self, label: str, *extra: str, timeout: float = 120) -> tuple[int, dict]:
         env = {**os.environ, "SPURINV_CONFIG": str(self.config)}
         env.pop("JOURNAL_STREAM", None)
+        argv = ["refresh", "--root", str(self.roots[label]), "--state", str(self.state), "--json", *extra]
         proc = subprocess.run(
-            [sys.executable, "-m", "spurinv", "refresh", "--root", str(self.roots[label]), "--state", str(self.state), "--json", *extra],
-            capture_output=True, text=True, env=env, timeout=timeout, check=False,
-        )  # fmt: skip
+            [sys.executable, "-m", "spurinv", *argv], capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
         try:
             document = json.loads(proc.stdout)
         except ValueError:
@@ -89,7 +89,8 @@ def n1(clean_lab, tmp_path):
     node = Node(clean_lab, tmp_path)
     node.root("spx")
     code, first = node.refresh("spx")
-    assert code == 0 and first["outcome"]["kind"] == "change-pending"
+    assert code == 0
+    assert first["outcome"]["kind"] == "change-pending"
     code, second = node.refresh("spx")
     assert code == 0, second
     return node
@@ -124,7 +125,8 @@ def test_idle_memory_mode_change_is_registered_and_read_back(n1):
     assert post["body"]["gres"] == "gpu:mi300x:8"
     node = n1.controller()
     assert document["fingerprint"] in node["extra"]
-    assert node["gres"] == "gpu:mi300x:8" and node["state"] == ["IDLE"]
+    assert node["gres"] == "gpu:mi300x:8"
+    assert node["state"] == ["IDLE"]
     assert n1.status()["baseline"]["source"] == "registered"
     assert n1.status()["baseline"]["fingerprint"] == document["fingerprint"]
 
@@ -158,7 +160,8 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
     assert "2072" in document["steps"][1]["error"] or "Invalid generic resource" in document["steps"][1]["error"]
     node = n1.controller()
     assert "DRAIN" in node["state"]
-    assert node["reason"].startswith(OUR_PREFIX) and "spurinv discover --format slurm" in node["reason"]
+    assert node["reason"].startswith(OUR_PREFIX)
+    assert "spurinv discover --format slurm" in node["reason"]
     assert node["gres"] == "gpu:mi300x:8"
     status = n1.status()
     assert status["baseline"]["devices"] == 8  # not moved on a refused write
@@ -166,7 +169,8 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
 
     # the next tick: still refused, backoff running: no request at all (75: backoff not elapsed)
     code, again = n1.refresh("cpx")
-    assert exitcode.TEMPFAIL == code and [] == again["requests"]
+    assert exitcode.TEMPFAIL == code
+    assert [] == again["requests"]
 
     # the operator switches the GPUs back: the change reverted, our drain is lifted
     code, back = n1.refresh("spx", "--ignore-backoff")
@@ -212,9 +216,12 @@ def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
     assert ["read-view", "drain", "hold"] == steps(drained)
     assert job in lab.jobs()  # a drain lets the job finish
     code, waiting = n1.refresh("nps4")
-    assert 0 == code and [] == n1.writes(waiting) and ["read-view", "hold"] == steps(waiting)
+    assert 0 == code
+    assert [] == n1.writes(waiting)
+    assert ["read-view", "hold"] == steps(waiting)
     node = n1.controller()
-    assert "DRAIN" in node["state"] and node["reason"].startswith(OUR_PREFIX)
+    assert "DRAIN" in node["state"]
+    assert node["reason"].startswith(OUR_PREFIX)
 
     lab.scancel(job)
     code, done = n1.refresh("nps4")
@@ -237,7 +244,8 @@ def test_an_operators_drain_is_never_touched(n1):
         assert code in (0, exitcode.PROTOCOL), document
         assert all(w["body"].get("state") is None for w in n1.writes(document)), document["requests"]
         node = n1.controller()
-        assert node["reason"] == "NHC: bad ECC on GPU 3" and "DRAIN" in node["state"]
+        assert node["reason"] == "NHC: bad ECC on GPU 3"
+        assert "DRAIN" in node["state"]
     lab.scancel(job)
 
 
@@ -252,7 +260,8 @@ def test_a_bad_token_is_77_with_backoff_and_the_next_tick_sends_nothing(n1):
     assert exitcode.NOPERM == code, document
     status = n1.status()
     assert status["backoff"]["kind"] == "auth"
-    assert exitcode.TEMPFAIL == again_code and [] == again["requests"]
+    assert exitcode.TEMPFAIL == again_code
+    assert [] == again["requests"]
 
 
 def _restd_pid(lab) -> int:
@@ -285,7 +294,8 @@ def test_controller_stopped_is_69_state_intact_and_the_next_run_succeeds(n1):
         assert exitcode.UNAVAILABLE == code, document
         status = n1.status()
         assert status["backoff"]["kind"] == "unreachable"
-        assert status["baseline"]["devices"] == 8 and len(before) > 0
+        assert status["baseline"]["devices"] == 8
+        assert len(before) > 0
     finally:
         _start_restd(lab)
 
@@ -327,7 +337,8 @@ def test_dry_run_reads_the_controller_but_never_writes(n1):
     assert 0 == code, document
     assert document["dry_run"] is True
     assert ["read-view", "register", "none"] == steps(document)
-    assert not document["steps"][1]["sent"] and document["steps"][1]["request"].startswith("POST /slurm/v0.0.42/node/n1 ")
+    assert not document["steps"][1]["sent"]
+    assert document["steps"][1]["request"].startswith("POST /slurm/v0.0.42/node/n1 ")
     assert all(r["method"] == "GET" for r in document["requests"])
     assert before_state == n1.state.read_bytes()
     after = n1.controller()

@@ -1,0 +1,75 @@
+"""``bench/run``: options, the order of the measurements, and the one table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import figures, fleet
+from bench.measure import table
+from bench.roots import Roots
+
+
+def options(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run", description="spurinv's performance figures and budgets (issue #6)")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and nodes (5 runs, 1,000 nodes, 10 e2e nodes)")
+    parser.add_argument("--runs", type=int, help="timed runs per command (default 15; --quick 5)")
+    parser.add_argument("--nodes", type=int, help="nodes in the in-memory fleet simulation (default 10,000)")
+    parser.add_argument("--e2e-nodes", type=int, help="nodes in the end-to-end run (default 30, about 200 processes)")
+    parser.add_argument("--no-fleet", action="store_true", help="skip the fleet simulation and the end-to-end run")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (roots, state files)")
+    args = parser.parse_args(argv)
+    args.runs = args.runs or (5 if args.quick else 15)
+    args.nodes = args.nodes or (1000 if args.quick else 10000)
+    args.e2e_nodes = args.e2e_nodes or (10 if args.quick else 30)
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = options(argv)
+    work = Path(tempfile.mkdtemp(prefix="spurinv-bench-"))
+    started = time.perf_counter()
+    try:
+        print(f"bench: building roots in {work} …", file=sys.stderr, flush=True)
+        roots = Roots(work / "roots")
+        print(f"bench: {args.runs} runs per command after warm-up …", file=sys.stderr, flush=True)
+        measured = figures.Figures(roots, work)
+        measured.measure(args.runs, warmup=3)
+        sections = [
+            ("baseline (informational)", measured.baseline_rows()),
+            ("spurinv on one node (64-partition CPX root)", measured.spurinv_rows()),
+            ("discovery, in one process", figures.discovery_rows(roots, args.runs)),
+        ]
+        notes = list(measured.notes)
+        if not args.no_fleet:
+            print(f"bench: fleet simulation, {args.nodes} nodes …", file=sys.stderr, flush=True)
+            rows, more = fleet.simulate(roots, args.nodes)
+            sections.append(("fleet: in-memory simulation", rows))
+            notes += more
+            print(f"bench: end to end, {args.e2e_nodes} nodes …", file=sys.stderr, flush=True)
+            e2e = work / "e2e"
+            e2e.mkdir()
+            rows, more = fleet.end_to_end(roots, e2e, args.e2e_nodes, figures.SPURINV, figures.clean_env())
+            sections.append(("fleet: end to end (real processes, local HTTP gateway)", rows))
+            notes += more
+    finally:
+        if args.keep:
+            print(f"bench: kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"spurinv bench — {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
+          f"load average {load} (before the table), {time.perf_counter() - started:.0f} s")  # fmt: skip
+    print(table(sections))
+    for note in notes:
+        print(f"  {note}")
+    failed = [row.figure for _title, rows in sections for row in rows if row.verdict() == "FAIL"]
+    if failed:
+        print(f"budgets not met: {', '.join(failed)}")
+    return 1 if failed else 0

@@ -1,0 +1,457 @@
+"""Controller faults through the real CLI (issue #7), against ``tests/faultserver.py`` on 127.0.0.1.
+
+Every run is a real ``spurinv refresh`` process with ``[controller] url`` pointing at the fault
+server, slurm-jwt auth and a 0600 token file, on a fixture root whose state already holds one
+reading, so the run confirms a change and must ask the controller. Whatever the server does, the
+run ends within ``timeout`` × requests + a margin (process start-up and discovery), with the
+documented exit status, never follows a redirect, never moves the baseline on a write it could not
+verify, never resumes a drain it does not own and never drains twice.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hostile
+import pytest
+from faultserver import ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply, Reset, capture
+
+TIMEOUT = 1.0
+MARGIN = 6.0  # interpreter start-up, imports and discovery on a loaded 2-core CI machine
+NODE_PATH = "/slurm/v0.0.42/node/n1"
+
+
+class Rig:
+    """A fault server with a Slurm-like gateway, a state file, a token, and ways to run spurinv."""
+
+    def __init__(self, tmp_path: Path, built: Any, spurinv: Any, cli: Any, server: FaultServer) -> None:
+        self.tmp = tmp_path
+        self.built = built
+        self.spurinv = spurinv
+        self.cli = cli
+        self.server = server
+        self.gateway = server.gateway
+        self.state = tmp_path / "state" / "state.json"
+        self.token = hostile.token(tmp_path / "secrets" / "token")
+
+    def prime(self, root: str) -> None:
+        """One observe-mode reading of ``root``: the next run sees it a second time and confirms."""
+        config = hostile.config(self.tmp / "observe.toml")
+        result = self.cli("refresh", "--root", self.built(root), "--state", self.state, "--config", config, "--json")
+        assert result.code == 0, result.err
+
+    def run(self, root: str, *args: str, url: str | None = None, **settings: Any) -> ControllerRun:
+        settings.setdefault("timeout", TIMEOUT)
+        config = hostile.config(self.tmp / "controller.toml", url or self.server.url, token_file=self.token, **settings)
+        before = len(self.server.seen)
+        ran = self.spurinv("refresh", "--root", self.built(root), "--state", self.state, "--config", config, "--json", *args)
+        return ControllerRun(ran, self.server.seen[before:])
+
+    def status(self) -> dict[str, Any]:
+        return json.loads(self.spurinv("status", "--state", self.state, "--json").out)
+
+
+class ControllerRun:
+    """One refresh against the fault server: exit code, output, wall time, the requests it sent."""
+
+    def __init__(self, ran: Any, requests: list[Any]) -> None:
+        self.code = ran.code
+        self.out = ran.out
+        self.err = ran.err
+        self.seconds = ran.seconds
+        self.requests = requests
+
+    def document(self) -> dict[str, Any]:
+        return json.loads(self.out)
+
+    def posts(self) -> list[Any]:
+        return [request for request in self.requests if request.method == "POST"]
+
+
+@pytest.fixture
+def rig(tmp_path, built, spurinv, cli) -> Iterator[Rig]:
+    gateway = Gateway(token=hostile.TOKEN)
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway) as server:
+        yield Rig(tmp_path, built, spurinv, cli, server)
+
+
+def bounded(run: ControllerRun, timeout: float = TIMEOUT) -> bool:
+    return run.seconds <= timeout * max(1, len(run.requests)) + MARGIN
+
+
+def record(ledger: Any, fault: str, run: ControllerRun, lost: bool = False) -> None:
+    ledger.record("controller", fault, f"exit {run.code}", lost=lost or not bounded(run))
+
+
+GARBAGE = Reply(200, b"<html>502 Bad Gateway</html>")
+DEEP = Reply(200, b"[" * 100000 + b"]" * 100000)
+
+
+def node_with(**fields: Any) -> dict[str, Any]:
+    body = capture("node-n1-idle")
+    body["nodes"][0].update(fields)
+    return body
+
+
+def infinite_alloc() -> bytes:
+    return json.dumps(capture("node-n1-idle")).replace('"alloc_cpus": 0', '"alloc_cpus": 1e999').encode()
+
+
+# (fault, behaviour of GET /slurm/v0.0.42/node/n1, expected exit status)
+GET_FAULTS = [
+    ("headers delayed 30 s", Reply(200, capture("node-n1-idle"), delay=30), 69),
+    ("body dripped a byte per 50 ms", Reply(200, capture("node-n1-idle"), drip=0.05), 69),
+    ("connection reset", Reset(), 69),
+    ("500 without a body", Reply(500), 69),
+    ("500 with a Slurm error body (2010 not admin)", Reply(500, ERRORS["not-admin"]), 77),
+    ("500 with an unknown Slurm error", Reply(500, {"errors": [{"error_number": 9001, "description": "x"}]}), 76),
+    ("503 without a body", Reply(503), 69),
+    ("503 with a Slurm error body (error 0)", Reply(503, ERRORS["query-missing"]), 69),
+    ("401 text/plain", Reply(401, NO_TOKEN_TEXT), 77),
+    ("403", Reply(403, "Forbidden"), 77),
+    ("511 bad token", Reply(511, ERRORS["bad-token"]), 77),
+    ("200 garbage (HTML)", GARBAGE, 76),
+    ("200 empty body", Reply(200, b""), 76),
+    ("200 JSON of the wrong shape (list)", Reply(200, [1, 2, 3]), 76),
+    ("200 JSON of the wrong shape (nodes is a string)", Reply(200, {"nodes": "n1"}), 76),
+    ("200 JSON with state of the wrong type", Reply(200, node_with(state={"IDLE": True})), 76),
+    ("200 JSON nested 100000 deep", DEEP, 76),
+    ("200 JSON with alloc_cpus 1e999", Reply(200, infinite_alloc(), {"Content-Type": "application/json"}), 76),
+    ("200 JSON with gres_used 'gpu:mi300x:²'", Reply(200, node_with(gres_used="gpu:mi300x:\u00b2")), 76),
+    ("huge body with Content-Length", Reply(200, size=64 << 20), 76),
+    ("huge body without Content-Length", Reply(200, size=64 << 20, length=False), 76),
+    ("unknown node (24.11: 200, no nodes)", Reply(200, {"nodes": [], **ERRORS["query-missing"]}), 68),
+    ("unknown node (22.05: 500, 2018)", Reply(500, ERRORS["unknown-node"]), 68),
+]
+
+
+@pytest.mark.parametrize(("fault", "behaviour", "expected"), GET_FAULTS, ids=[f[0] for f in GET_FAULTS])
+def test_a_faulty_read_ends_in_bounded_time_with_its_exit_status(rig, ledger, fault, behaviour, expected):
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", NODE_PATH, behaviour)
+
+    run = rig.run("mi300x-spx")
+
+    record(ledger, f"GET: {fault}", run)
+    assert run.code == expected, run.err
+    assert bounded(run), f"{run.seconds:.1f} s for {len(run.requests)} requests"
+    assert [r.method for r in run.requests] == ["GET"]
+    document = run.document()
+    assert document["steps"][-1]["error"], document["steps"]
+    assert len(run.err.strip().splitlines()) == 1, run.err  # one clear line on stderr
+    status = rig.status()
+    assert status["baseline"] is None
+    assert status["backoff"]["failures"] == 1
+
+
+@pytest.mark.parametrize("status_code", [301, 302, 307, 308])
+def test_a_redirect_is_never_followed_and_the_other_host_sees_nothing(rig, ledger, status_code):
+    rig.prime("mi300x-spx")
+    with FaultServer(gateway=rig.gateway) as other:
+        rig.server.script("GET", NODE_PATH, Reply(status_code, "", {"Location": other.url + NODE_PATH}))
+
+        run = rig.run("mi300x-spx")
+
+        record(ledger, f"GET: redirect {status_code} to another host", run, lost=bool(other.seen))
+        assert other.seen == []
+    assert run.code == 76, run.err
+    assert "redirect" in run.err
+    assert "refused" in run.err
+
+
+@pytest.mark.parametrize(
+    ("fault", "behaviour", "expected"),
+    [
+        ("POST headers delayed 30 s", Reply(200, {"errors": []}, delay=30), 69),
+        ("POST connection reset", Reset(), 69),
+        ("POST 503", Reply(503), 69),
+        ("POST 500 garbage", Reply(500, b"\x00\xff"), 69),
+        ("POST 401", Reply(401, NO_TOKEN_TEXT), 77),
+        ("POST 404 (read-only gateway)", Reply(404, "Not Found"), 69),
+    ],
+)
+def test_a_faulty_write_never_moves_the_baseline(rig, ledger, fault, behaviour, expected):
+    """An idle node whose GPUs changed (SPX → CPX): the re-registration POST fails."""
+    adopt_spx(rig)
+    baseline = rig.status()["baseline"]["fingerprint"]
+    rig.prime("mi300x-cpx")
+    rig.server.script("POST", NODE_PATH, behaviour)
+
+    run = rig.run("mi300x-cpx")
+
+    moved = rig.status()["baseline"]["fingerprint"] != baseline
+    record(ledger, fault, run, lost=moved)
+    assert run.code == expected, run.err
+    assert not moved
+    assert bounded(run)
+    assert len(run.posts()) == 1
+
+
+def adopt_spx(rig: Rig) -> None:
+    """Baseline SPX, adopted from a controller that already lists gpu:mi300x:8 (no POST)."""
+    rig.prime("mi300x-spx")
+    run = rig.run("mi300x-spx")
+    assert run.code == 0, run.err
+    assert run.posts() == []
+    assert rig.status()["baseline"]["source"] == "adopted"
+
+
+def test_gres_refused_2072_drains_exits_76_and_keeps_the_baseline(rig, ledger):
+    adopt_spx(rig)
+    baseline = rig.status()["baseline"]["fingerprint"]
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx")  # POST gres gpu:mi300x:64 → 500/2072 (the captured body), then drain
+
+    status = rig.status()
+    record(ledger, "POST gres refused (2072)", run, lost=status["baseline"]["fingerprint"] != baseline)
+    assert run.code == 76, run.err
+    assert status["baseline"]["fingerprint"] == baseline
+    assert "Invalid generic resource (gres) specification" in status["refusal"]["error"]
+    assert next(post.json() for post in run.posts())["gres"] == "gpu:mi300x:64"
+    assert "DRAIN" in rig.gateway.nodes["n1"]["state"]
+    assert rig.gateway.nodes["n1"]["reason"] == status["drain"]["reason"]
+    assert status["drain"]["cause"] == "refused"
+
+
+def test_a_write_answered_200_but_not_applied_keeps_the_baseline(rig, ledger):
+    """Slurm answers 200 to a GPU type change it does not apply (NOTES §5.1): only the read-back tells."""
+    rig.gateway.nodes["n1"]["gres"] = "gpu:mi250x:8"
+    rig.prime("mi300x-spx")
+
+    run = rig.run("mi300x-spx")
+
+    status = rig.status()
+    record(ledger, "POST 200 but silently not applied", run, lost=status["baseline"] is not None)
+    assert run.code == 76, run.err
+    assert status["baseline"] is None
+    assert status["refusal"]
+    assert rig.gateway.nodes["n1"]["gres"] == "gpu:mi250x:8"
+
+
+def test_a_write_whose_read_back_fails_keeps_the_baseline(rig, ledger):
+    adopt_spx(rig)
+    baseline = rig.status()["baseline"]["fingerprint"]
+    rig.gateway.gres_policy = "accept"
+    rig.prime("mi300x-cpx")
+    before = rig.gateway.answer("GET", NODE_PATH, {"x-slurm-user-token": hostile.TOKEN}, b"")
+    rig.server.script("GET", NODE_PATH, before, Reply(503))  # the read-back after the POST fails
+
+    run = rig.run("mi300x-cpx")
+
+    moved = rig.status()["baseline"]["fingerprint"] != baseline
+    record(ledger, "POST ok, read-back 503 (unverified)", run, lost=moved)
+    assert run.code == 69, run.err
+    assert not moved
+    assert [r.method for r in run.requests] == ["GET", "POST", "GET"]
+
+
+def busy_cpx_drained_by_us(rig: Rig) -> str:
+    """Baseline SPX; CPX seen twice on a busy node: spurinv drains it (one POST) and waits."""
+    adopt_spx(rig)
+    node = rig.gateway.nodes["n1"]
+    node.update(state=["MIXED"], alloc_cpus=2, gres_used="gpu:mi300x:2(IDX:0-1)")
+    rig.prime("mi300x-cpx")
+    run = rig.run("mi300x-cpx")
+    assert run.code == 0, run.err
+    assert [post.json()["state"] for post in run.posts()] == [["DRAIN"]]
+    assert node["state"] == ["MIXED", "DRAIN"]
+    assert node["reason"].startswith("spurinv:")
+    return node["reason"]
+
+
+def test_never_drains_twice(rig, ledger):
+    busy_cpx_drained_by_us(rig)
+
+    run = rig.run("mi300x-cpx")
+
+    record(ledger, "node already drained by us", run, lost=bool(run.posts()))
+    assert run.code == 0, run.err
+    assert run.posts() == []
+    assert "waiting for jobs" in run.document()["steps"][-1]["reason"]
+
+
+def test_never_resumes_a_drain_it_does_not_own(rig, ledger):
+    busy_cpx_drained_by_us(rig)
+    node = rig.gateway.nodes["n1"]
+    node.update(state=["IDLE", "DRAIN"], alloc_cpus=0, gres_used="gpu:mi300x:0(IDX:N/A)", reason="admin: fan 3 failed")
+
+    run = rig.run("mi300x-spx")  # back to the baseline: only our own drain would be lifted
+
+    resumed = any("RESUME" in str(post.json()) for post in run.posts())
+    record(ledger, "foreign drain reason on the node", run, lost=resumed)
+    assert run.code == 0, run.err
+    assert not resumed
+    assert run.posts() == []
+    assert node["state"] == ["IDLE", "DRAIN"]
+    assert node["reason"] == "admin: fan 3 failed"
+    assert rig.status()["drain"] is None  # forgotten: never ours again
+
+
+def test_resumes_its_own_drain(rig, ledger):
+    """The control for the test above: with the reason still ours, the same run resumes."""
+    reason = busy_cpx_drained_by_us(rig)
+    rig.gateway.nodes["n1"].update(state=["IDLE", "DRAIN"], alloc_cpus=0, gres_used="gpu:mi300x:0(IDX:N/A)")
+
+    run = rig.run("mi300x-spx")
+
+    record(ledger, "our own drain, inventory back to the baseline", run)
+    assert run.code == 0, run.err
+    assert [post.json() for post in run.posts()] == [{"state": ["RESUME"]}]
+    assert rig.gateway.nodes["n1"]["state"] == ["IDLE"]
+    assert reason
+
+
+def test_auth_refused_backs_off_and_the_next_run_sends_nothing(rig, ledger):
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", NODE_PATH, Reply(401, NO_TOKEN_TEXT))
+
+    first = rig.run("mi300x-spx", backoff_initial=60, backoff_max=3600)
+    second = rig.run("mi300x-spx", backoff_initial=60, backoff_max=3600)
+
+    record(ledger, "401, then a run within the backoff", second, lost=bool(second.requests))
+    assert first.code == 77, first.err
+    assert second.code == 75, second.err
+    assert len(first.requests) == 1
+    assert second.requests == []
+    backoff = rig.status()["backoff"]
+    assert backoff["kind"] == "auth"
+    assert backoff["failures"] == 1
+    assert "backing off until" in second.document()["steps"][-1]["reason"]
+
+
+def test_backoff_doubles_up_to_the_maximum_and_shows_in_status(rig, ledger):
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", NODE_PATH, Reply(503))
+    delays = []
+    for _ in range(5):
+        started = int(time.time())
+        run = rig.run("mi300x-spx", backoff_initial=60, backoff_max=240)
+        ended = int(time.time()) + 1
+        assert run.code == 69, run.err
+        status = rig.status()
+        backoff = status["backoff"]
+        next_attempt = calendar.timegm(time.strptime(backoff["next_attempt"], "%Y-%m-%dT%H:%M:%SZ"))
+        delays.append((backoff["failures"], next_attempt - started, next_attempt - ended))
+        assert any("controller backoff" in line for line in status["attention"])
+        hostile.rewind_backoff(rig.state)  # time passes: the next run may try again
+
+    for failures, (number, longest, shortest) in enumerate(delays, start=1):
+        expected = min(240, 60 * 2 ** (failures - 1))
+        ledger.record("controller", "503 on every run: backoff", f"backoff {expected} s",
+                      lost=not shortest <= expected <= longest)  # fmt: skip
+        assert number == failures
+        assert shortest <= expected <= longest, delays
+
+
+def test_the_token_is_never_sent_in_plain_http_to_a_non_loopback_host(rig, ledger, spurinv):
+    """192.0.2.1 is TEST-NET-1: the refusal comes before any connection (exit 78, not 69)."""
+    rig.prime("mi300x-spx")
+    for url in ("http://192.0.2.1:1", "http://127.attacker.example:1", "http://[::ffff:192.0.2.1]:1"):
+        run = rig.run("mi300x-spx", url=url)
+        record(ledger, f"plain-HTTP token to {url}", run, lost=run.code != 78)
+        assert run.code == 78, (url, run.err)
+        assert "plain HTTP" in run.err
+        assert hostile.TOKEN not in run.out + run.err
+        assert run.seconds < MARGIN
+
+
+def test_allow_plain_http_token_does_try_to_connect(rig, ledger):
+    """The control: with the explicit opt-in the same URL is contacted (and fails: exit 69)."""
+    rig.prime("mi300x-spx")
+
+    run = rig.run("mi300x-spx", url="http://192.0.2.1:1", extra="allow_plain_http_token = true\n")
+
+    record(ledger, "plain-HTTP token allowed explicitly", run)
+    assert run.code == 69, run.err
+
+
+def test_no_connection_is_attempted_before_the_plain_http_refusal(rig, tmp_path):
+    """strace shows no connect() to 192.0.2.1 at all (the refusal is not a failed connection)."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed; the exit status 78 above already shows the order")
+    rig.prime("mi300x-spx")
+    config = hostile.config(tmp_path / "plain.toml", "http://192.0.2.1:1", token_file=rig.token)
+    trace = tmp_path / "trace"
+    result = subprocess.run(
+        ["strace", "-f", "-e", "trace=connect", "-o", str(trace), sys.executable, "-m", "spurinv", "refresh",
+         "--root", str(rig.built("mi300x-spx")), "--state", str(rig.state), "--config", str(config)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if "Operation not permitted" in result.stderr and "ptrace" in result.stderr:
+        pytest.skip(f"strace cannot trace here: {result.stderr.strip()[:200]}")
+    assert result.returncode == 78, result.stderr
+    assert "192.0.2.1" not in trace.read_text()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[str, str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed: cannot make a self-signed certificate for the TLS test")
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = str(directory / "cert.pem"), str(directory / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_tls_is_verified_an_unknown_certificate_never_sees_the_token(rig, ledger, certificate):
+    rig.prime("mi300x-spx")
+    with FaultServer(gateway=rig.gateway, tls=certificate) as https:
+        refused = rig.run("mi300x-spx", url=https.url)
+        record(ledger, "TLS with an unknown (self-signed) certificate", refused, lost=bool(https.seen))
+        assert refused.code == 69, refused.err
+        assert "TLS" in refused.err
+        assert https.seen == []
+
+        hostile.rewind_backoff(rig.state)  # the refused run backed off; let that time pass
+        trusted = rig.run("mi300x-spx", url=https.url, extra=f'ca_file = "{certificate[0]}"\n')
+        record(ledger, "TLS with the certificate in ca_file", trusted)
+        assert trusted.code == 0, trusted.err
+        assert [r.headers.get("x-slurm-user-token") for r in https.seen] == [hostile.TOKEN]
+
+
+def test_api_detection_survives_a_garbage_openapi_document(rig, ledger):
+    """``api = "auto"``: a garbage ``/openapi/v3`` falls back to probing, newest version first."""
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", "/openapi/v3", GARBAGE)
+
+    run = rig.run("mi300x-spx", api="auto")
+
+    record(ledger, "api auto: /openapi/v3 is garbage", run)
+    assert run.code == 0, run.err
+    assert [r.path for r in run.requests] == [
+        "/openapi/v3",
+        "/slurm/v0.0.44/node/n1",
+        "/slurm/v0.0.43/node/n1",
+        "/slurm/v0.0.42/node/n1",
+    ]
+    assert rig.status()["api"]["version"] == "slurm/v0.0.42"
+
+
+def test_api_detection_against_a_server_that_never_answers_is_bounded(rig, ledger):
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", "/openapi/v3", Reply(200, {}, delay=30))
+
+    run = rig.run("mi300x-spx", api="auto")
+
+    record(ledger, "api auto: /openapi/v3 never answers", run)
+    assert run.code == 69, run.err
+    assert bounded(run)
+    assert len(run.requests) == 1  # one timeout ends the run: no probing loop on a dead server

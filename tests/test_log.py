@@ -1,0 +1,83 @@
+"""Logs (issue #5): one line per event on stderr; a syslog priority prefix under systemd
+($JOURNAL_STREAM), plain `spurinv: ...` elsewhere; --quiet keeps warnings and errors."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spurinv import exitcode, store
+from spurinv.log import ERROR, INFO, NOTICE, WARNING, Log
+
+JOURNAL = {"JOURNAL_STREAM": "8:123456"}
+
+
+def emitted(environ: dict[str, str], priority: int, message: str, quiet: bool = False) -> str:
+    stream = io.StringIO()
+    Log(environ, stream=stream, quiet=quiet).emit(priority, message)
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("priority", "journal", "plain"),
+    [
+        (ERROR, "<3>state lock held\n", "spurinv: error: state lock held\n"),
+        (WARNING, "<4>state lock held\n", "spurinv: warning: state lock held\n"),
+        (NOTICE, "<5>state lock held\n", "spurinv: state lock held\n"),
+        (INFO, "<6>state lock held\n", "spurinv: state lock held\n"),
+    ],
+)
+def test_priority_prefix_under_systemd_and_plain_text_elsewhere(priority, journal, plain):
+    assert journal == emitted(JOURNAL, priority, "state lock held")
+    assert plain == emitted({}, priority, "state lock held")
+
+
+def test_quiet_drops_info_and_notice_but_never_warnings_or_errors():
+    assert ("", "") == (emitted(JOURNAL, INFO, "x", quiet=True), emitted(JOURNAL, NOTICE, "x", quiet=True))
+    assert ("<4>x\n", "<3>x\n") == (emitted(JOURNAL, WARNING, "x", quiet=True), emitted(JOURNAL, ERROR, "x", quiet=True))
+
+
+@given(message=st.text(), journal=st.booleans(), priority=st.sampled_from([ERROR, WARNING, NOTICE, INFO]))
+def test_every_event_is_exactly_one_line(message, journal, priority):
+    """Whatever the message holds (newlines from an exception, tabs, CRs), one event is one line."""
+    out = emitted(JOURNAL if journal else {}, priority, message)
+    assert 1 == len(out.splitlines()) == out.count("\n")
+    level = {ERROR: "error: ", WARNING: "warning: "}.get(priority, "")
+    prefix = f"<{priority}>" if journal else f"spurinv: {level}"
+    assert prefix + " ".join(message.split()) + "\n" == out
+
+
+def test_a_held_lock_is_one_error_line_under_systemd(spurinv_process, state_path, tmp_path):
+    """A real process: the lock is held by another run; exit 75 and exactly one `<3>` line."""
+    settings = tmp_path / "fast.toml"
+    settings.write_text("[state]\nlock_timeout = 0\n")
+    settings.chmod(0o600)
+    holder = store.Lock(str(state_path), 0, "refresh")
+    assert holder.try_acquire()
+    try:
+        run = spurinv_process(
+            "refresh", "--quiet", "--state", state_path, extra_env={**JOURNAL, "SPURINV_CONFIG": str(settings)}
+        )
+    finally:
+        holder.release()
+    assert exitcode.TEMPFAIL == run.returncode
+    assert "" == run.stdout
+    [line] = run.stderr.splitlines()
+    assert re.fullmatch(rf"<3>state lock {re.escape(str(state_path))}\.lock is held by pid \d+ \(refresh\).*", line), line
+
+
+def test_without_journal_stream_the_same_error_is_plain(spurinv_process, tmp_path):
+    run = spurinv_process("refresh", "--root", tmp_path / "missing")
+    assert exitcode.USAGE == run.returncode
+    assert [f"spurinv: error: --root {tmp_path / 'missing'}: not a directory"] == run.stderr.splitlines()
+
+
+def test_with_json_a_failure_is_an_envelope_on_stdout_and_one_line_on_stderr(spurinv_process, tmp_path):
+    run = spurinv_process("refresh", "--json", "--root", tmp_path / "missing", extra_env=JOURNAL)
+    assert exitcode.USAGE == run.returncode
+    assert ["<3>--root " + str(tmp_path / "missing") + ": not a directory"] == run.stderr.splitlines()
+    assert '"exit_code": 64' in run.stdout

@@ -1,0 +1,142 @@
+"""The node_exporter textfile (issue #5): written by `refresh --metrics-file` on fixture roots,
+checked with prometheus_client's parser of the text exposition format (what node_exporter and
+promtool read)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+import rootbuilder as rb
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from spurinv import exitcode, metrics
+
+FAMILIES = {
+    "spurinv_info": "gauge",
+    "spurinv_devices": "gauge",
+    "spurinv_last_success_timestamp_seconds": "gauge",
+    "spurinv_change_pending": "gauge",
+    "spurinv_drain_active": "gauge",
+    "spurinv_discovery_failures_consecutive": "gauge",
+    "spurinv_controller_errors": "counter",  # exposed as spurinv_controller_errors_total
+    "spurinv_tick_duration_seconds": "gauge",
+}
+
+
+def parse(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Parse the file; check that every family is declared with HELP and TYPE; return samples."""
+    families = list(text_string_to_metric_families(text))
+    assert FAMILIES == {family.name: family.type for family in families}
+    declared = [line.split()[2] for line in text.splitlines() if line.startswith(("# HELP ", "# TYPE "))]
+    for family in families:
+        exposed = family.name + ("_total" if family.type == "counter" else "")
+        assert 2 == declared.count(exposed), f"{exposed}: one HELP and one TYPE line"
+        assert family.documentation
+    return {family.name: [(sample.labels, sample.value) for sample in family.samples] for family in families}
+
+
+def value(samples: dict, name: str) -> float:
+    [(labels, number)] = samples[name]
+    assert {} == labels
+    return number
+
+
+def refresh(cli, root, state, metrics_file, *extra):
+    return cli("refresh", "--root", root, "--state", state, "--metrics-file", metrics_file, *extra)
+
+
+def test_observe_mode_pending_then_confirmed_then_the_fast_path(cli, built, state_path, tmp_path):
+    prom = tmp_path / "textfile" / "spurinv.prom"
+    prom.parent.mkdir()
+    cpx = built("mi300x-cpx")
+
+    first = refresh(cli, cpx, state_path, prom, "--confirm-interval", "0")
+    assert exitcode.OK == first.code
+    samples = parse(prom.read_text())
+    assert [({"vendor": "amd", "model": "mi300x"}, 64.0)] == samples["spurinv_devices"]
+    assert 1 == value(samples, "spurinv_change_pending")  # first sighting, waits for a second reading
+    assert 0 == value(samples, "spurinv_drain_active")
+    assert 0 == value(samples, "spurinv_discovery_failures_consecutive")
+    assert 0 == value(samples, "spurinv_controller_errors")
+    assert 0 < value(samples, "spurinv_tick_duration_seconds") < 60
+    assert 1_700_000_000 < value(samples, "spurinv_last_success_timestamp_seconds")
+    [(info, one)] = samples["spurinv_info"]
+    assert (1, {"node", "version"}) == (one, set(info))
+
+    second = refresh(cli, cpx, state_path, prom, "--confirm-interval", "0")
+    assert exitcode.OK == second.code
+    assert 0 == value(parse(prom.read_text()), "spurinv_change_pending")
+
+    # Same root, config and metrics flag: the lean tick, which rewrites the file too.
+    prom.unlink()
+    third = refresh(cli, cpx, state_path, prom)
+    assert third.out.startswith("unchanged: 64 devices"), third.out
+    samples = parse(prom.read_text())
+    assert [({"vendor": "amd", "model": "mi300x"}, 64.0)] == samples["spurinv_devices"]
+    assert 0 < value(samples, "spurinv_tick_duration_seconds")
+
+    assert 0o644 == stat.S_IMODE(prom.stat().st_mode)  # node_exporter runs as another user
+    assert ["spurinv.prom"] == os.listdir(prom.parent)  # no temporary file left behind
+
+
+def test_devices_by_vendor_and_model_on_nvidia(cli, built, state_path, tmp_path):
+    prom = tmp_path / "spurinv.prom"
+    assert exitcode.OK == refresh(cli, built("nvidia-8"), state_path, prom, "--confirm-interval", "0").code
+    assert [({"vendor": "nvidia", "model": "h100-80gb-hbm3"}, 8.0)] == parse(prom.read_text())["spurinv_devices"]
+
+
+def test_failed_discoveries_count_up_and_keep_the_last_success_time(cli, root_copy, state_path, tmp_path):
+    prom = tmp_path / "spurinv.prom"
+    root = root_copy("mi300x-spx")
+    assert exitcode.OK == refresh(cli, root, state_path, prom, "--confirm-interval", "0").code
+    succeeded = value(parse(prom.read_text()), "spurinv_last_success_timestamp_seconds")
+
+    rb.remove(root, "proc/meminfo")  # the memory source fails: the whole discovery fails
+    for expected in (1, 2):
+        assert exitcode.IOERR == refresh(cli, root, state_path, prom).code
+        samples = parse(prom.read_text())
+        assert expected == value(samples, "spurinv_discovery_failures_consecutive")
+        assert succeeded == value(samples, "spurinv_last_success_timestamp_seconds")
+        assert [] == samples["spurinv_devices"]  # no numbers from a reading that failed
+
+
+def test_a_controller_error_is_counted(cli, built, state_path, tmp_path):
+    prom = tmp_path / "spurinv.prom"
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        result = refresh(cli, built("mi300x-spx"), state_path, prom, "--confirm-interval", "0", "--controller-url", url)
+        assert exitcode.OK == result.code  # first sighting: nothing to tell the controller yet
+        result = refresh(cli, built("mi300x-spx"), state_path, prom, "--controller-url", url)
+    assert exitcode.UNAVAILABLE == result.code
+    samples = parse(prom.read_text())
+    assert 1 == value(samples, "spurinv_controller_errors")
+    assert 0 == value(samples, "spurinv_drain_active")
+
+
+def test_an_unwritable_metrics_file_is_exit_73(cli, built, state_path, tmp_path):
+    missing = tmp_path / "no-such-directory" / "spurinv.prom"
+    assert exitcode.CANTCREAT == refresh(cli, built("mi300x-spx"), state_path, missing, "--confirm-interval", "0").code
+
+
+label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@given(node=label_text, version=label_text, model=label_text)
+def test_label_values_survive_escaping(node, version, model):
+    """Any node name, version or model string reads back unchanged (quotes, backslashes, newlines)."""
+    state = {"readings": [{"ok": True, "inventory": {"devices": [{"vendor": "amd", "model": model}] * 2}}]}
+    samples = parse(metrics.render(state, 0.25, node, version))
+    assert [({"node": node, "version": version}, 1.0)] == samples["spurinv_info"]
+    assert [({"vendor": "amd", "model": model}, 2.0)] == samples["spurinv_devices"]
+
+
+@pytest.mark.parametrize("key", ["pending", "refusal"])
+def test_a_pending_change_or_a_refusal_sets_change_pending(key):
+    samples = parse(metrics.render({key: {"fingerprint": "ab"}}, 0.1, "n1", "0"))
+    assert 1 == value(samples, "spurinv_change_pending")
