@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from spurinv.classify import Outcome
+from spurinv.classify import InventoryDiff, Outcome
 from spurinv.model import Inventory, Problem, SourceStatus
 
 
@@ -107,6 +107,29 @@ class RefreshDocument(_Document):
     requests: list[dict[str, Any]]
     errors: list[Problem]
     notes: list[str]
+
+
+class DiffDocument(_Document):
+    """``spurinv diff --json``: what differs now from the baseline and from the last reading."""
+
+    command: Literal["diff"]
+    state_file: str
+    discovery_ok: bool
+    errors: list[Problem]
+    current: str | None
+    baseline: str | None
+    different: bool
+    vs_baseline: InventoryDiff | None
+    vs_latest_reading: InventoryDiff | None
+
+
+class ConfigDocument(_Document):
+    """``spurinv config show --json``: effective values and where each came from."""
+
+    command: Literal["config"]
+    file: str
+    values: dict[str, Any]
+    origins: dict[str, str]
 
 
 class ErrorDocument(_Document):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from spurinv import exitcode
-from spurinv.report import DiscoverDocument, RefreshDocument, StatusDocument
+from spurinv.report import ConfigDocument, DiffDocument, DiscoverDocument, ErrorDocument, RefreshDocument, StatusDocument
 
 
 def refresh(cli, root, state, *extra):
@@ -257,3 +257,11 @@ def test_every_command_has_help(cli, command):
 
     assert 0 == result.code
     assert "Usage" in result.out
+
+
+def test_diff_and_config_and_error_json_contracts(cli, built, state_path):
+    refresh(cli, built("mi300x-spx"), state_path)
+
+    DiffDocument.model_validate(cli("diff", "--root", built("mi300x-cpx"), "--state", state_path, "--json").json())
+    ConfigDocument.model_validate(cli("config", "show", "--json").json())
+    ErrorDocument.model_validate(cli("status", "--state", state_path.parent, "--json").json())
