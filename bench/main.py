@@ -16,12 +16,19 @@ from bench.measure import table
 from bench.roots import Roots
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def options(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description="spurinv's performance figures and budgets (issue #6)")
-    parser.add_argument("--quick", action="store_true", help="fewer runs and nodes (5 runs, 1,000 nodes, 10 e2e nodes)")
-    parser.add_argument("--runs", type=int, help="timed runs per command (default 15; --quick 5)")
-    parser.add_argument("--nodes", type=int, help="nodes in the in-memory fleet simulation (default 10,000)")
-    parser.add_argument("--e2e-nodes", type=int, help="nodes in the end-to-end run (default 30, about 200 processes)")
+    parser.add_argument("--quick", action="store_true", help="5 runs per command, 1,000 simulated nodes, 10 e2e nodes")
+    parser.add_argument("--runs", type=_positive, help="timed runs per command (default 15)")
+    parser.add_argument("--nodes", type=_positive, help="nodes in the in-memory fleet simulation (default 10,000)")
+    parser.add_argument("--e2e-nodes", type=_positive, help="nodes in the end-to-end run (default 30: ~250 processes)")
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet simulation and the end-to-end run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (roots, state files)")
     args = parser.parse_args(argv)
@@ -35,6 +42,7 @@ def main(argv: list[str]) -> int:
     args = options(argv)
     work = Path(tempfile.mkdtemp(prefix="spurinv-bench-"))
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     try:
         print(f"bench: building roots in {work} …", file=sys.stderr, flush=True)
         roots = Roots(work / "roots")
@@ -63,9 +71,9 @@ def main(argv: list[str]) -> int:
             print(f"bench: kept {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"spurinv bench — {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
-          f"load average {load} (before the table), {time.perf_counter() - started:.0f} s")  # fmt: skip
+          f"{args.runs} runs per command, {time.perf_counter() - started:.0f} s; 1-minute load average "
+          f"{load_before:.2f} at the start (others), {os.getloadavg()[0]:.2f} at the end")  # fmt: skip
     print(table(sections))
     for note in notes:
         print(f"  {note}")

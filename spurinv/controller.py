@@ -166,6 +166,9 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: TLS error: {_first_line(exc)}") from None
         except requests.exceptions.Timeout:
             raise ControllerError("unreachable", f"{method} {path}: timed out after {timeout:g} s") from None
+        except requests.exceptions.ConnectionError as exc:
+            where = urlsplit(self.settings.url).netloc
+            raise ControllerError("unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
         record.status = response.status_code
@@ -316,6 +319,21 @@ class Controller:
 
 def _mentions_node(body: Any) -> bool:
     return isinstance(body, dict) and ("nodes" in body or "node" in body)
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The operating system's words ("Connection refused") buried in urllib3's exception chain."""
+    seen: set[int] = set()
+    pending: list[object] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            return current.strerror
+        pending.extend([*current.args, current.__cause__, current.__context__, getattr(current, "reason", None)])
+    return _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -91,7 +91,7 @@ def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
     try:
         data = store.read(path)
         state = json.loads(data) if data is not None else None
-    except (store.StoreError, ValueError):
+    except (store.StoreError, ValueError, RecursionError):
         return None  # the full CLI explains the problem
     if state is not None and (not isinstance(state, dict) or state.get("schema_version") != documents.SCHEMA_VERSION):
         return None

@@ -7,10 +7,9 @@ user). Format: the Prometheus text exposition format, version 0.0.4.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
-from spurinv.store import StoreError
+from spurinv.store import StoreError, discard
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,7 +34,7 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
         "# HELP spurinv_info spurinv version and node name.",
         "# TYPE spurinv_info gauge",
         f'spurinv_info{{node="{_escape(node)}",version="{_escape(version)}"}} 1',
-        "# HELP spurinv_devices Schedulable devices in the latest successful reading, by vendor and model.",
+        "# HELP spurinv_devices Schedulable devices in the latest reading, by vendor and model (none while discovery fails).",
         "# TYPE spurinv_devices gauge",
     ]
     lines += [f'spurinv_devices{{vendor="{_escape(v)}",model="{_escape(m)}"}} {n}' for (v, m), n in sorted(counts.items())]
@@ -83,6 +82,5 @@ def write(path: str, text: str) -> None:
             os.close(fd)
         os.replace(temporary, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        discard(temporary)
         raise StoreError(f"cannot write metrics file {path}: {exc.strerror}", exc.errno) from None

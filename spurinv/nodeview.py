@@ -111,7 +111,7 @@ def parse_node(body: object, name: str) -> NodeView:
         raise ControllerError("unknown-node", f"the controller does not list node {name!r}")
     try:
         return _view(node, name)
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, OverflowError) as exc:  # 1e999 is an infinite float
         raise ControllerError("protocol", f"node {name!r} has an unexpected shape: {exc}") from None
 
 
@@ -165,6 +165,9 @@ def parse_gres(text: str) -> list[Gres]:
         parts = core.split(":")
         count = 1
         if len(parts) > 1 and parts[-1].isdigit():
+            # "²".isdigit() is true but int("²") raises; a count of 19+ digits is no GPU count
+            if not parts[-1].isascii() or len(parts[-1]) > 18:
+                raise ControllerError("protocol", f"GRES entry {item[:40]!r} has a malformed count")
             count = int(parts.pop())
         entries.append(Gres(name=parts[0], type=parts[1] if len(parts) > 1 else None, count=count, text=item))
     return entries

@@ -157,8 +157,8 @@ def parse(data: bytes, path: str) -> State:
 
     try:
         raw = json.loads(data)
-    except ValueError as exc:
-        raise Corrupt(f"{path}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: brackets nested 100,000 deep
+        raise Corrupt(f"{path}: not JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
     if not isinstance(raw, dict):
         raise Corrupt(f"{path}: not a JSON object")
     version = raw.get("schema_version")
@@ -173,8 +173,8 @@ def parse(data: bytes, path: str) -> State:
 
 
 def dump(state: State) -> bytes:
-    """Serialise ``state`` (stable key order, one line per top-level key is not needed)."""
-    return state.model_dump_json(indent=1).encode() + b"\n"
+    """Serialise ``state`` as compact JSON, as the fast path writes it (``jq .`` reads it)."""
+    return state.model_dump_json().encode() + b"\n"
 
 
 def load(path: str) -> State | None:

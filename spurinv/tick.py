@@ -47,7 +47,7 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
         return None
     try:
         return _tick(path, key, options, started, stdout or sys.stdout)
-    except (OSError, ValueError, KeyError, TypeError, store.StoreError, RootError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, store.StoreError, RootError):
         return None  # anything unusual: the full run knows how to report it
     finally:
         lock.release()

@@ -45,11 +45,24 @@ class Rig:
         result = self.cli("refresh", "--root", self.built(root), "--state", self.state, "--config", config, "--json")
         assert result.code == 0, result.err
 
-    def run(self, root: str, *args: str, url: str | None = None, **settings: Any) -> ControllerRun:
+    def run(
+        self, root: str, *args: str, url: str | None = None, extra_env: dict[str, str] | None = None, **settings: Any
+    ) -> ControllerRun:
         settings.setdefault("timeout", TIMEOUT)
         config = hostile.config(self.tmp / "controller.toml", url or self.server.url, token_file=self.token, **settings)
         before = len(self.server.seen)
-        ran = self.spurinv("refresh", "--root", self.built(root), "--state", self.state, "--config", config, "--json", *args)
+        ran = self.spurinv(
+            "refresh",
+            "--root",
+            self.built(root),
+            "--state",
+            self.state,
+            "--config",
+            config,
+            "--json",
+            *args,
+            extra_env=extra_env,
+        )
         return ControllerRun(ran, self.server.seen[before:])
 
     def status(self) -> dict[str, Any]:
@@ -455,3 +468,16 @@ def test_api_detection_against_a_server_that_never_answers_is_bounded(rig, ledge
     assert run.code == 69, run.err
     assert bounded(run)
     assert len(run.requests) == 1  # one timeout ends the run: no probing loop on a dead server
+
+
+def test_proxy_variables_in_the_environment_are_ignored(rig, ledger):
+    """``HTTP_PROXY`` would route the request, token header included, through another host."""
+    rig.prime("mi300x-spx")
+    with FaultServer() as proxy:
+        names = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+        run = rig.run("mi300x-spx", extra_env={**dict.fromkeys(names, proxy.url), "NO_PROXY": "", "no_proxy": ""})
+
+        record(ledger, "HTTP_PROXY and friends set to another host", run, lost=bool(proxy.seen))
+        assert proxy.seen == []
+    assert run.code == 0, run.err
+    assert len(run.requests) == 1

@@ -56,11 +56,14 @@ def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, sp
         if expect is not None:
             assert ran.code == expect, (name, ran)
 
-    def refresh(root: Path, *extra: object, cfg: Path = config, expect: int | None = None) -> None:
+    def refresh(root: Path, *extra: object, cfg: Path = config, expect: int | None = None, both: bool = False) -> None:
+        """``--json``, then (dry runs, and failing runs with ``both``) the human form too."""
         for form in (("--json",), ()):
+            if form == () and json.loads(state.read_text()).get("backoff"):
+                hostile.rewind_backoff(state)
             run(f"refresh {' '.join(map(str, extra + form))}", "refresh", "--root", root, "--state", state, "--config", cfg,
                 "--metrics-file", metrics, *extra, *form, expect=expect)  # fmt: skip
-            if "--dry-run" not in extra:
+            if "--dry-run" not in extra and not both:
                 break
 
     refresh(spx, cfg=observe, expect=0)
@@ -70,25 +73,15 @@ def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, sp
     refresh(cpx, cfg=observe, expect=0)
     refresh(cpx, "--dry-run", expect=0)  # shows the POST it would send
     refresh(cpx, expect=exitcode.PROTOCOL)  # POST gres → 2072 (captured) → drain
-    # Hostile answers that carry the token back: an error body, a redirect, a 401 page.
-    echo = {"errors": [{"error_number": 9001, "description": f"rejected X-SLURM-USER-TOKEN={hostile.TOKEN}"}]}
-    for behaviour in (Reply(500, echo), Reply(302, "", {"Location": f"https://evil.example/?t={hostile.TOKEN}"}),
-                      Reply(401, f"Authentication failure for token {hostile.TOKEN}")):  # fmt: skip
+    for behaviour in (Reply(401, "Authentication failure"), Reply(503), Reply(200, ERRORS["query-missing"])):
         server.script("GET", NODE_PATH, behaviour)
-        if json.loads(state.read_text()).get("backoff"):
-            hostile.rewind_backoff(state)
-        refresh(cpx)
-    server.script("GET", NODE_PATH, Reply(200, ERRORS["query-missing"]))
+        hostile.rewind_backoff(state)
+        refresh(cpx, both=True)
     for args in (("status",), ("status", "--json"), ("diff", "--root", cpx), ("diff", "--root", cpx, "--json")):
         run(" ".join(map(str, args)), *args, "--state", state, extra_env={"SPURINV_CONFIG": str(config)})
     for args in (("config", "show"), ("config", "show", "--json"), ("discover", "--root", spx), ("discover", "--root", spx,
                  "--json"), ("version",)):  # fmt: skip
         run(" ".join(map(str, args)), *args, *(("--config", config) if args[0] != "version" else ()))
-    # A token file with a second line: requests would quote the whole header value in its error.
-    broken = hostile.write_private(tmp_path / "secrets" / "broken", f"{hostile.TOKEN}\nsecond line\n")
-    hostile.rewind_backoff(state)
-    run("refresh with a two-line token file", "refresh", "--root", cpx, "--state", state, "--config",
-        hostile.config(tmp_path / "broken.toml", server.url, token_file=broken), expect=exitcode.NOPERM)  # fmt: skip
     # A systemd credential instead of token_file.
     credentials = tmp_path / "credentials"
     hostile.write_private(credentials / "spurinv-token", hostile.TOKEN, 0o400)
@@ -108,6 +101,57 @@ def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, sp
     assert {path.name for path in files} >= {"state.json", "state.json.lock", "spurinv.prom"}
     assert len(outputs) >= 20
     assert sum(1 for seen in server.seen if seen.headers.get("x-slurm-user-token") == hostile.TOKEN) >= 4
+
+
+ECHO = f"rejected X-SLURM-USER-TOKEN={hostile.TOKEN}"
+ECHOES = {
+    "in a Slurm error body": Reply(500, {"errors": [{"error_number": 9001, "description": ECHO}]}),
+    "in a redirect's Location": Reply(302, "", {"Location": f"https://evil.example/?t={hostile.TOKEN}"}),
+    "in a node query error": Reply(200, {"nodes": [], "errors": [{"error_number": 0, "description": ECHO}]}),
+}
+
+
+@pytest.mark.parametrize("where", ECHOES)
+def test_a_server_echoing_the_token_back_never_gets_it_logged_or_stored(where, tmp_path, built, spurinv, cli, ledger):
+    """An error page quoting the request's headers: its text becomes our message (stderr, journal)
+    and the backoff record in the state file, so the token is scrubbed out of it first."""
+    gateway = Gateway(token=hostile.TOKEN)
+    gateway.add_node("n1")
+    state = tmp_path / "state.json"
+    assert (
+        cli("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", hostile.config(tmp_path / "o.toml")).code
+        == 0
+    )
+    with FaultServer(gateway=gateway) as server:
+        server.script("GET", NODE_PATH, ECHOES[where])
+        config = hostile.config(tmp_path / "c.toml", server.url, token_file=hostile.token(tmp_path / "token"))
+        runs = [spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--json")]
+        hostile.rewind_backoff(state)
+        runs.append(spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config))
+        runs.append(spurinv("status", "--state", state))
+    text = "".join(ran.out + ran.err for ran in runs) + state.read_text()
+    ledger.record("security", f"token echoed back {where}", "scrubbed" if not leaks(text) else "LEAKED", lost=leaks(text))
+    assert not leaks(text)
+    assert "<token>" in text  # the message is still there, with the token replaced
+    assert runs[0].code in (exitcode.PROTOCOL, exitcode.NOHOST), runs[0].err
+
+
+def test_a_token_file_with_a_second_line_is_refused_without_printing_it(tmp_path, built, spurinv, cli, gateway_server, ledger):
+    """requests quotes an invalid header value, token and all, in its error: refuse it first."""
+    state = tmp_path / "state.json"
+    assert (
+        cli("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", hostile.config(tmp_path / "o.toml")).code
+        == 0
+    )
+    broken = hostile.write_private(tmp_path / "token", f"{hostile.TOKEN}\nsecond line\n")
+    config = hostile.config(tmp_path / "c.toml", gateway_server.url, token_file=broken)
+
+    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config)
+
+    ledger.record("security", "token file with a second line", f"refused, exit {ran.code}", lost=leaks(ran.out + ran.err))
+    assert ran.code == exitcode.NOPERM, ran.err
+    assert not leaks(ran.out + ran.err)
+    assert gateway_server.seen == []
 
 
 def test_the_token_is_not_in_the_argv_of_any_process(tmp_path, built, env, gateway_server, ledger, cli):

@@ -1,0 +1,63 @@
+"""``RealPaths`` is ``os.path.realpath`` with a memory: it must give realpath's answers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spurinv.root import Root
+
+
+def all_paths(top: str) -> list[str]:
+    found = []
+    for directory, subdirs, files in os.walk(top):
+        found.extend(os.path.join(directory, name) for name in subdirs + files)
+    return found
+
+
+@pytest.mark.parametrize("name", ["mi300x-cpx", "mi308x", "host-2pa-pcidomain32bits", "host-procfs", "nvidia-cdi"])
+def test_realpaths_agrees_with_os_realpath_on_fixture_roots(built, name):
+    root = Root(str(built(name)))
+    paths = root.resolver()
+
+    for path in all_paths(root.path):
+        assert os.path.realpath(path) == paths.realpath(path), path
+
+
+@pytest.fixture(scope="module")
+def tangled(tmp_path_factory):
+    """A tree with loops, dangling, absolute and `..` links (read-only: shared by the examples)."""
+    tmp_path = tmp_path_factory.mktemp("tangled")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "file").write_text("x")
+    os.symlink("../b", tmp_path / "a" / "b" / "up")
+    os.symlink("loop2", tmp_path / "a" / "loop1")
+    os.symlink("loop1", tmp_path / "a" / "loop2")
+    os.symlink("nowhere", tmp_path / "a" / "dangling")
+    os.symlink(str(tmp_path / "a" / "b"), tmp_path / "a" / "absolute")
+    os.symlink("b/up/../file", tmp_path / "a" / "dotdot")
+    os.symlink("/etc", tmp_path / "a" / "escape")
+    return tmp_path
+
+
+names = st.sampled_from(["a", "b", "up", "loop1", "loop2", "dangling", "absolute", "dotdot", "file", "..", ".", "x"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(names, min_size=1, max_size=6))
+def test_realpaths_agrees_on_a_tangled_tree(tangled, parts):
+    paths = Root(str(tangled)).resolver()
+    path = os.path.join(str(tangled), *parts)
+
+    assert os.path.realpath(path) == paths.realpath(path)
+
+
+def test_a_link_leaving_the_root_is_refused(tangled):
+    paths = Root(str(tangled)).resolver()
+
+    with pytest.raises(OSError, match="leaves the root"):
+        paths.resolve(str(tangled / "a" / "escape"))
+    assert paths.resolve(str(tangled / "a" / "dotdot")) == os.path.realpath(tangled / "a" / "dotdot")
