@@ -247,12 +247,11 @@ def diff(
 def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     """What the state file says, without discovering: readings, baseline, pending change, last decision."""
     from spurinv import state as state_file
-    from spurinv.refresh import status_raw
 
     path = locations.state_path(state, dict(os.environ))
     try:
         try:
-            raw = status_raw(path)
+            raw = state_file.load_raw(path)
         except (state_file.Corrupt, state_file.NewerSchema) as exc:
             raise StateError(str(exc), exitcode.DATAERR) from None
     except SpurinvError as error:

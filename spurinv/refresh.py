@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from spurinv import documents, exitcode, metrics, store
+from spurinv import exitcode, metrics, store
 from spurinv import state as state_file
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
@@ -115,8 +115,7 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
 def _remove_leftovers(path: str) -> None:
     """Temporary files of killed runs (we hold the lock, so none is being written)."""
     for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
-        with contextlib.suppress(OSError):
-            os.unlink(leftover)
+        store.discard(leftover)
 
 
 @contextlib.contextmanager
@@ -184,13 +183,17 @@ def converge(
     ``state`` already holds ``reading`` as its newest reading. ``connect`` builds the controller
     client the first time one is needed (so a tick that needs none imports no HTTP library).
     """
+
+    def judge(current: State) -> Outcome:
+        # ``current`` already holds ``reading``: classify against the reading before it
+        return classify_for(current.model_copy(update={"readings": current.readings[:-1]}), reading, settings)
+
     steps: list[Step] = []
     view: NodeView | None = None
     client: Controller | None = None
     exit_code = exitcode.OK
-    outcome = classify_for(state.model_copy(update={"readings": state.readings[:-1]}), reading, settings)
     for _ in range(MAX_STEPS):
-        outcome = classify_for(state.model_copy(update={"readings": state.readings[:-1]}), reading, settings)
+        outcome = judge(state)
         action = decide(outcome, view, state, settings, clock())
         if action.kind in TERMINAL:
             steps.append(Step(action=action.kind.value, reason=action.reason))
@@ -223,7 +226,7 @@ def converge(
             state = with_backoff(state, exc.kind, exc.message, settings, clock())
             exit_code = exc.exit_code
             break
-    final = classify_for(state.model_copy(update={"readings": state.readings[:-1]}), reading, settings)
+    final = judge(state)
     if final.kind == Kind.DISCOVERY_FAILED:
         exit_code = exit_code or exitcode.IOERR
     return Converged(state, final, steps, exit_code, client)
@@ -413,16 +416,4 @@ def _version() -> str:
     return __version__
 
 
-def status_raw(path: str) -> dict[str, object] | None:
-    """The raw state document, validated first (``status`` uses the lean builder on it)."""
-    data = store.read(path)
-    if data is None:
-        return None
-    state_file.parse(data, path)
-    import json
-
-    raw: dict[str, object] = json.loads(data)
-    return raw
-
-
-__all__ = ["Options", "World", "documents", "run", "status_raw"]
+__all__ = ["Converged", "Options", "World", "classify_for", "converge", "run"]

@@ -9,7 +9,7 @@ A file from a newer schema is refused and never overwritten; a corrupt one is mo
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field, ValidationError
 
@@ -153,6 +153,21 @@ class Corrupt(Exception):
 
 def parse(data: bytes, path: str) -> State:
     """Validate state-file bytes; raise NewerSchema or Corrupt (with a one-line reason)."""
+    return _validate(_decode(data, path), path)
+
+
+def load_raw(path: str) -> dict[str, Any] | None:
+    """The state file as plain JSON, validated first (``status`` builds its document from it);
+    None when there is none yet."""
+    data = store.read(path)
+    if data is None:
+        return None
+    raw = _decode(data, path)
+    _validate(raw, path)
+    return raw
+
+
+def _decode(data: bytes, path: str) -> dict[str, Any]:
     import json
 
     try:
@@ -164,6 +179,10 @@ def parse(data: bytes, path: str) -> State:
     version = raw.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
         raise NewerSchema(f"{path} has schema_version {version}; this spurinv understands {SCHEMA_VERSION}")
+    return raw
+
+
+def _validate(raw: dict[str, Any], path: str) -> State:
     try:
         return State.model_validate(raw)
     except ValidationError as exc:

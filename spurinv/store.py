@@ -138,11 +138,13 @@ def write_atomic(path: str, data: bytes) -> None:
     ensure_directory(path)
     directory = os.path.dirname(path) or "."
     temporary = f"{path}.tmp-{os.getpid()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        os.unlink(temporary)  # our own pid's leftover from a killed run: safe to reuse
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(temporary, flags, 0o600)
+        except FileExistsError:  # our own pid's leftover from a killed run: safe to reuse
+            discard(temporary)
+            fd = os.open(temporary, flags, 0o600)
     except OSError as exc:
         raise StoreError(f"cannot write {temporary}: {exc.strerror}", exc.errno) from None
     try:
