@@ -1,0 +1,577 @@
+# ruff: noqa: T201  (a command-line report)
+"""Mutation testing of spurinv's pure core and parsers (issue #16). Run it as ``scripts/mutate``.
+
+Each mutant is one small AST change to one module (a flipped comparison, ``and``↔``or``, ±1 on an
+int constant, a dropped ``not``, swapped ``if``/``else`` branches, a statement replaced by
+``pass``, ``+``↔``-``). The fast unit tests (``-m "not e2e and not slow"``) run against it: first
+the module's own test files (``tests/test_<module>*.py``), then, if those pass, the rest of the
+fast suite; ``-x`` stops at the first failure and a per-stage timeout counts as a kill (a mutant
+that loops forever is caught). A mutant no test kills *survives*; one listed in
+``docs/mutation.md`` as equivalent (no observable behaviour change) is left out of the score.
+
+The working tree is never written: every worker mutates its own copy of the ``spurinv`` package
+in a temporary directory, first on ``sys.path`` (checked before every test run), with bytecode
+writing off; the copies are removed on exit, Ctrl-C and SIGTERM included. The tests are forked
+from this process after pytest, hypothesis and pydantic are imported once, so a mutant costs its
+tests' time, not an interpreter start. Hypothesis runs derandomized, without its example
+database and without deadlines, so a run is reproducible and a loaded machine kills nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import copy
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MODULES = ("spurinv/policy.py", "spurinv/classify.py", "spurinv/nodeview.py", "spurinv/sources/attribute.py")
+EQUIVALENTS = REPO / "docs" / "mutation.md"
+MARKERS = "not e2e and not slow"
+# The "rest" stage by default: the other core modules' own tests and the in-process CLI scenarios
+# (refresh, status, diff through their real callers). ``--rest all`` runs the whole fast suite
+# instead: about five minutes per surviving mutant on a loaded 2-core machine, too slow for a habit.
+RELATED = ("tests/test_cli.py",)
+
+COMPARE_FLIPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+# annotations are never evaluated (``from __future__ import annotations``); decorators are wiring
+SKIP_FIELDS = frozenset({"annotation", "returns", "decorator_list", "type_comment", "type_params"})
+
+
+# ---------------------------------------------------------------------------------- mutants
+@dataclass
+class Mutant:
+    """One change to one module: where, what, and how to make it."""
+
+    module: str  # path relative to the repository
+    line: int
+    function: str
+    operator: str
+    original: str
+    mutated: str
+    path: tuple[tuple[str, int | None], ...]
+    replacement: ast.AST | list[ast.stmt]
+    key: str = ""
+    result: str = "pending"  # killed-own, killed-rest, timeout, survived, error
+    detail: str = ""
+
+    def describe(self) -> str:
+        return f"{self.module}:{self.line}  {self.function}  [{self.operator}]  {self.original} → {self.mutated}"
+
+
+def _short(text: str, limit: int = 90) -> str:
+    first = " ".join(text.split())
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def _is_docstring(stmt: ast.stmt, index: int) -> bool:
+    return (
+        index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+    )
+
+
+def _skip_statement(stmt: ast.stmt, index: int) -> bool:
+    if _is_docstring(stmt, index):
+        return True
+    if isinstance(
+        stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assert, ast.Pass)
+    ):
+        return True
+    if isinstance(stmt, (ast.Global, ast.Nonlocal)):
+        return True
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+
+
+def _is_type_checking(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Name) and stmt.test.id == "TYPE_CHECKING"
+
+
+def _stringy(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+class _Finder:
+    """Walk a module in a fixed order and list every mutant it admits."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.found: list[Mutant] = []
+
+    def add(self, node: ast.AST, path: tuple, function: str, operator: str, original: str, mutated: str, new: object) -> None:
+        line = getattr(node, "lineno", 0)
+        self.found.append(
+            Mutant(self.module, line, function or "<module>", operator, _short(original), _short(mutated), path, new)  # type: ignore[arg-type]
+        )
+
+    def walk(self, node: ast.AST, path: tuple, function: str, level: str) -> None:
+        self.candidates(node, path, function, level)
+        if isinstance(node, ast.Assert):
+            return  # asserts narrow types for mypy; removing or flipping them changes no behaviour we own
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            function = f"{function}.{node.name}" if function else node.name
+            level = "class" if isinstance(node, ast.ClassDef) else "function"
+        for name, value in ast.iter_fields(node):
+            if name in SKIP_FIELDS:
+                continue
+            if isinstance(value, list):
+                for index, item in enumerate(value):
+                    if isinstance(item, ast.stmt):
+                        if _is_type_checking(item) or _is_all(item):
+                            continue
+                        if level != "module" and not _skip_statement(item, index):
+                            self.add(
+                                item, (*path, (name, index)), function, "statement→pass", ast.unparse(item), "pass", ast.Pass()
+                            )
+                    if isinstance(item, ast.AST):
+                        self.walk(item, (*path, (name, index)), function, level)
+            elif isinstance(value, ast.AST):
+                self.walk(value, (*path, (name, None)), function, level)
+
+    def candidates(self, node: ast.AST, path: tuple, function: str, level: str) -> None:
+        text = ast.unparse(node) if isinstance(node, ast.expr) else ""
+        if isinstance(node, ast.Compare):
+            for index, op in enumerate(node.ops):
+                flipped = COMPARE_FLIPS.get(type(op))
+                if flipped is not None:
+                    new = copy.deepcopy(node)
+                    new.ops[index] = flipped()
+                    self.add(node, path, function, "compare", text, ast.unparse(new), new)
+        elif isinstance(node, ast.BoolOp):
+            new = copy.deepcopy(node)
+            new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+            self.add(node, path, function, "and↔or", text, ast.unparse(new), new)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.add(node, path, function, "drop-not", text, ast.unparse(node.operand), copy.deepcopy(node.operand))
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            for delta in (1, -1):
+                new = ast.Constant(node.value + delta)
+                self.add(node, path, function, "±1", text, ast.unparse(new), new)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            if not (_stringy(node.left) or _stringy(node.right)):
+                new = copy.deepcopy(node)
+                new.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+                self.add(node, path, function, "+↔-", text, ast.unparse(new), new)
+        elif isinstance(node, ast.IfExp):
+            new = ast.IfExp(test=copy.deepcopy(node.test), body=copy.deepcopy(node.orelse), orelse=copy.deepcopy(node.body))
+            self.add(node, path, function, "swap-branches", text, ast.unparse(new), new)
+        elif isinstance(node, ast.If) and level != "module":
+            head = f"if {ast.unparse(node.test)}: …"
+            if node.orelse:
+                new_if = ast.If(test=copy.deepcopy(node.test), body=copy.deepcopy(node.orelse), orelse=copy.deepcopy(node.body))
+                self.add(node, path, function, "swap-branches", head + " else: …", head + " (branches swapped)", new_if)
+            else:
+                test = ast.UnaryOp(op=ast.Not(), operand=copy.deepcopy(node.test))
+                new_if = ast.If(test=test, body=copy.deepcopy(node.body), orelse=[])
+                self.add(node, path, function, "swap-branches", head, f"if {ast.unparse(test)}: …", new_if)
+
+
+def _is_all(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets)
+
+
+def find_mutants(module: str) -> list[Mutant]:
+    """Every mutant of ``module`` (a repository-relative path), in source order, with stable keys."""
+    tree = ast.parse((REPO / module).read_text(), module)
+    finder = _Finder(module)
+    finder.walk(tree, (), "", "module")
+    seen: Counter[str] = Counter()
+    for mutant in finder.found:
+        base = f"{Path(module).name}::{mutant.function}: {mutant.original} → {mutant.mutated}"
+        seen[base] += 1
+        mutant.key = base if seen[base] == 1 else f"{base} #{seen[base]}"
+    return finder.found
+
+
+def apply(mutant: Mutant) -> str:
+    """The module's source with ``mutant`` applied (unparsed: comments and layout are not kept)."""
+    tree = ast.parse((REPO / mutant.module).read_text(), mutant.module)
+    parent: ast.AST = tree
+    for name, index in mutant.path[:-1]:
+        value = getattr(parent, name)
+        parent = value[index] if index is not None else value
+    name, index = mutant.path[-1]
+    replacement = copy.deepcopy(mutant.replacement)
+    if index is None:
+        setattr(parent, name, replacement)
+    else:
+        getattr(parent, name)[index] = replacement
+    ast.fix_missing_locations(tree)
+    source = ast.unparse(tree)
+    compile(source, mutant.module, "exec")
+    return source
+
+
+def unparsed(module: str) -> str:
+    return ast.unparse(ast.parse((REPO / module).read_text(), module))
+
+
+def load_equivalents(path: Path) -> dict[str, str]:
+    """Keys of mutants judged equivalent: the first backticked cell of each table row in ``path``."""
+    if not path.exists():
+        return {}
+    result = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^\|\s*`(?P<key>[^`]+)`\s*\|(?P<rest>.*)\|\s*$", line)
+        if match:
+            result[match["key"]] = match["rest"].strip()
+    return result
+
+
+# ------------------------------------------------------------------------------------ runner
+@dataclass
+class Slot:
+    """One worker: its own copy of the package, and the test run in flight."""
+
+    root: Path
+    pid: int = 0
+    pidfd: int = -1
+    started: float = 0.0
+    mutant: Mutant | None = None
+    stage: str = ""
+    log: Path = field(default_factory=Path)
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace, modules: list[str], workdir: Path) -> None:
+        self.args = args
+        self.modules = modules
+        self.workdir = workdir
+        self.slots = [Slot(root=workdir / f"slot{i}") for i in range(args.jobs)]
+        for slot in self.slots:
+            shutil.copytree(REPO / "spurinv", slot.root / "spurinv", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            slot.log = slot.root / "pytest.log"
+        self.timeouts: dict[tuple[str, str], float] = {}
+        self.plan: dict[str, list[str]] = {}
+        self.own: dict[str, list[str]] = {}
+
+    # test selection ---------------------------------------------------------------------
+    def own_tests(self, module: str) -> list[str]:
+        """``tests/test_<module>*.py``, listed once (test files added during a run change nothing)."""
+        if module not in self.own:
+            self.own[module] = [str(p) for p in sorted((REPO / "tests").glob(f"test_{Path(module).stem}*.py"))]
+        return self.own[module]
+
+    def pytest_args(self, module: str, stage: str) -> list[str]:
+        own = self.own_tests(module)
+        common = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
+        common += ["-c", str(REPO / "pyproject.toml")]
+        if stage == "own":
+            return [*own, *common]
+        if self.args.rest in ("related", "none"):
+            others = [str(p) for m in DEFAULT_MODULES for p in self.own_tests(m)] + [str(REPO / p) for p in RELATED]
+            return [*dict.fromkeys(p for p in others if p not in own and Path(p).exists()), *common]
+        ignores = [f"--ignore={path}" for path in [*own, str(REPO / "tests" / "e2e")]]
+        return [str(REPO / "tests"), *ignores, *common]
+
+    def stages(self, module: str) -> list[str]:
+        """The test stages of ``module``'s mutants, fixed when the run starts."""
+        if module not in self.plan:
+            self.plan[module] = self._stages(module)
+        return self.plan[module]
+
+    def _stages(self, module: str) -> list[str]:
+        if not self.own_tests(module):
+            return ["rest"]  # no tests/test_<module>*.py: the related tests (or --rest all) are all there is
+        return ["own", "rest"] if self.args.rest != "none" else ["own"]
+
+    # processes ---------------------------------------------------------------------------
+    def spawn(self, slot: Slot, module: str, stage: str) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        args = self.pytest_args(module, stage)
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 97
+            try:
+                os.setpgid(0, 0)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                fd = os.open(slot.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.chdir(slot.root)
+                code = _child(slot.root, args)
+            finally:
+                os._exit(code)
+        slot.pid = pid
+        slot.pidfd = os.pidfd_open(pid)
+        slot.started = time.monotonic()
+        slot.stage = stage
+
+    def reap(self, slot: Slot, timeout: float) -> tuple[str, float]:
+        """Wait for the slot's child (kill its process group past ``timeout``); return its verdict."""
+        elapsed = time.monotonic() - slot.started
+        ready, _, _ = select.select([slot.pidfd], [], [], max(0.0, timeout - elapsed))
+        if not ready:
+            self.kill(slot)
+            return "timeout", time.monotonic() - slot.started
+        _, status = os.waitpid(slot.pid, 0)
+        self.close(slot)
+        code = os.waitstatus_to_exitcode(status)
+        verdict = {0: "passed", 1: "failed", 2: "failed", 3: "failed"}.get(code, f"error (exit {code})")
+        return verdict, time.monotonic() - slot.started
+
+    def kill(self, slot: Slot) -> None:
+        if slot.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(slot.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(slot.pid, 0)
+        self.close(slot)
+
+    def close(self, slot: Slot) -> None:
+        if slot.pidfd >= 0:
+            os.close(slot.pidfd)
+        slot.pid, slot.pidfd = 0, -1
+
+    def stop_all(self) -> None:
+        for slot in self.slots:
+            self.kill(slot)
+
+    # the baseline -------------------------------------------------------------------------
+    def baseline(self) -> None:
+        """The unmutated (but unparsed) modules must pass every stage; their times set the timeouts."""
+        slot = self.slots[0]
+        for module in self.modules:
+            (slot.root / module).write_text(unparsed(module))
+        for module in self.modules:
+            for stage in self.stages(module):
+                key = (module, stage)
+                self.spawn(slot, module, stage)
+                verdict, seconds = self.reap(slot, self.args.baseline_timeout)
+                if verdict != "passed":
+                    tail = "\n".join(slot.log.read_text(errors="replace").splitlines()[-25:])
+                    raise SystemExit(f"mutate: the unmutated suite does not pass ({module}, {stage} tests: {verdict}):\n{tail}")
+                self.timeouts[key] = self.args.timeout or max(30.0, 3 * seconds + 15)
+                print(f"baseline  {module:<32} {stage:<4} tests pass in {seconds:5.1f} s (timeout {self.timeouts[key]:.0f} s)")
+        for module in self.modules:
+            shutil.copyfile(REPO / module, slot.root / module)
+
+    # the run ------------------------------------------------------------------------------
+    def run(self, mutants: list[Mutant]) -> None:
+        queue = list(mutants)
+        done = 0
+        while queue or any(slot.pid for slot in self.slots):
+            for slot in self.slots:
+                if not slot.pid and queue:
+                    mutant = queue.pop(0)
+                    (slot.root / mutant.module).write_text(apply(mutant))
+                    slot.mutant = mutant
+                    self.spawn(slot, mutant.module, self.stages(mutant.module)[0])
+            busy = [slot for slot in self.slots if slot.pid]
+            ready, _, _ = select.select([slot.pidfd for slot in busy], [], [], 1.0)
+            for slot in busy:
+                timeout = self.timeouts[(slot.mutant.module, slot.stage)]  # type: ignore[union-attr]
+                if slot.pidfd not in ready and time.monotonic() - slot.started < timeout:
+                    continue
+                mutant = slot.mutant
+                assert mutant is not None
+                verdict, seconds = self.reap(slot, timeout)
+                stages = self.stages(mutant.module)
+                if verdict == "passed" and stages.index(slot.stage) + 1 < len(stages):
+                    self.spawn(slot, mutant.module, stages[stages.index(slot.stage) + 1])
+                    continue
+                if verdict == "failed":
+                    mutant.result = f"killed-{slot.stage}"
+                elif verdict == "passed":
+                    mutant.result = "survived"
+                elif verdict == "timeout":
+                    mutant.result = "timeout"
+                else:
+                    mutant.result = "error"
+                    mutant.detail = f"{verdict}: " + " | ".join(slot.log.read_text(errors="replace").splitlines()[-3:])
+                shutil.copyfile(REPO / mutant.module, slot.root / mutant.module)
+                slot.mutant = None
+                done += 1
+                if not self.args.quiet:
+                    print(f"[{done:>4}/{len(mutants)}] {mutant.result:<12} {seconds:5.1f} s  {mutant.describe()}", flush=True)
+
+
+def _child(root: Path, args: list[str]) -> int:
+    """In the forked child: put the mutated copy first, check it is the one imported, run pytest."""
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, str(root))
+    import spurinv
+
+    if not Path(spurinv.__file__).resolve().is_relative_to(root.resolve()):
+        print(f"mutate: spurinv was imported from {spurinv.__file__}, not from the mutated copy in {root}")
+        return 98
+    import pytest
+    from hypothesis import HealthCheck
+    from hypothesis import settings as hypothesis_settings
+
+    hypothesis_settings.register_profile(
+        "mutate", database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
+    )
+    hypothesis_settings.load_profile("mutate")
+    return int(pytest.main(args))
+
+
+# ---------------------------------------------------------------------------------- reporting
+def report(modules: list[str], mutants: list[Mutant], equivalents: dict[str, str], seconds: float, jobs: int) -> bool:
+    """Print the score per module and the survivors; return True when every module reached --fail-under."""
+    print()
+    header = (
+        f"{'module':<32} {'mutants':>7} {'own':>5} {'rest':>5} {'t/o':>4} {'surv':>5} {'equiv':>5} {'error':>5} {'score':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    scores = {}
+    for module in modules:
+        mine = [m for m in mutants if m.module == module]
+        counts = Counter(m.result for m in mine)
+        equivalent = sum(1 for m in mine if m.result == "survived" and m.key in equivalents)
+        survived = counts["survived"] - equivalent
+        killed = counts["killed-own"] + counts["killed-rest"] + counts["timeout"]
+        judged = killed + survived
+        score = 100.0 * killed / judged if judged else 100.0
+        scores[module] = score
+        print(
+            f"{module:<32} {len(mine):>7} {counts['killed-own']:>5} {counts['killed-rest']:>5} {counts['timeout']:>4} "
+            f"{survived:>5} {equivalent:>5} {counts['error']:>5} {score:>6.1f}%"
+        )
+    print(f"\n{len(mutants)} mutants in {seconds:.0f} s with {jobs} worker(s)")
+    survivors = [m for m in mutants if m.result == "survived" and m.key not in equivalents]
+    if survivors:
+        print("\nsurviving mutants (no fast test fails; add a behaviour test, or record it in docs/mutation.md if equivalent):")
+        for mutant in survivors:
+            print(f"  {mutant.describe()}\n      key: {mutant.key}")
+    errors = [m for m in mutants if m.result == "error"]
+    if errors:
+        print("\nmutants whose test run failed to start (a problem of this script, not of the tests):")
+        for mutant in errors:
+            print(f"  {mutant.describe()}\n      {mutant.detail}")
+    stale = [m for m in mutants if m.key in equivalents and m.result != "survived"]
+    if stale:
+        print("\nlisted as equivalent in docs/mutation.md but killed now (remove the entry):")
+        for mutant in stale:
+            print(f"  {mutant.key}")
+    return not errors
+
+
+def resolve(names: list[str]) -> list[str]:
+    """``policy``, ``attribute`` or a path → a repository-relative module path."""
+    modules = []
+    for name in names:
+        candidates = [name] if name.endswith(".py") else [f"spurinv/{name}.py", f"spurinv/sources/{name}.py"]
+        found = next((c for c in candidates if (REPO / c).is_file()), None)
+        if found is None:
+            raise SystemExit(f"mutate: --module {name}: no such module (tried {', '.join(candidates)})")
+        modules.append(found)
+    return modules
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="scripts/mutate",
+        description="Mutation testing of the decision core and the parsers against the fast unit tests.",
+    )
+    parser.add_argument(
+        "--module", action="append", help="module to mutate (policy, classify, nodeview, attribute or a path); repeatable"
+    )
+    parser.add_argument("--sample", type=int, default=0, help="test a seeded random sample of N mutants (default: all)")
+    parser.add_argument("--seed", type=int, default=16, help="seed of the sample (default 16)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
+    parser.add_argument("--timeout", type=float, default=0, help="seconds per test stage (default: 3 x the baseline + 15 s)")
+    parser.add_argument("--baseline-timeout", type=float, default=600, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rest",
+        choices=("related", "all", "none"),
+        default="related",
+        help="after the module's own tests: the related in-process tests (default), the whole fast suite, or nothing",
+    )
+    parser.add_argument("--match", default="", help="only mutants whose key contains this text")
+    parser.add_argument("--list", action="store_true", help="list the (sampled) mutants and their keys, run nothing")
+    parser.add_argument("--quiet", action="store_true", help="no line per mutant")
+    parser.add_argument("--fail-under", type=float, default=0, help="exit 1 if a module scores below this percentage")
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or args.sample < 0:
+        parser.error("--jobs must be at least 1 and --sample at least 0")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    modules = resolve(args.module or list(DEFAULT_MODULES))
+    mutants = [mutant for module in modules for mutant in find_mutants(module)]
+    mutants = [mutant for mutant in mutants if args.match in mutant.key]
+    total = len(mutants)
+    if args.sample and args.sample < total:
+        chosen = sorted(random.Random(args.seed).sample(range(total), args.sample))  # noqa: S311 (a reproducible sample)
+        mutants = [mutants[index] for index in chosen]
+    sampled = f" (seed {args.seed})" if args.sample else ""
+    print(f"{len(mutants)} of {total} mutants of {', '.join(modules)}{sampled}; then tests: own + {args.rest}")
+    if args.list:
+        for mutant in mutants:
+            print(f"{mutant.describe()}\n    key: {mutant.key}")
+        return 0
+    equivalents = load_equivalents(EQUIVALENTS)
+    # heavy imports once, before forking: every child then starts with them loaded
+    import hypothesis  # noqa: F401
+    import pydantic  # noqa: F401
+    import pytest  # noqa: F401
+
+    started = time.monotonic()
+    interrupted = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    with tempfile.TemporaryDirectory(prefix="spurinv-mutate-") as temp:
+        runner = Runner(args, modules, Path(temp))
+        try:
+            runner.baseline()
+            runner.run(mutants)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            runner.stop_all()
+    if interrupted:
+        done = [m for m in mutants if m.result != "pending"]
+        print(
+            f"\nmutate: interrupted after {len(done)} of {len(mutants)} mutants; the working tree was not touched",
+            file=sys.stderr,
+        )
+        report(modules, done, equivalents, time.monotonic() - started, args.jobs)
+        return 130
+    ok = report(modules, mutants, equivalents, time.monotonic() - started, args.jobs)
+    if args.fail_under:
+        ok = ok and all(_score(m, mutants, equivalents) >= args.fail_under for m in modules)
+    return 0 if ok else 1
+
+
+def _score(module: str, mutants: list[Mutant], equivalents: dict[str, str]) -> float:
+    mine = [m for m in mutants if m.module == module and not (m.result == "survived" and m.key in equivalents)]
+    killed = sum(1 for m in mine if m.result in ("killed-own", "killed-rest", "timeout"))
+    judged = sum(1 for m in mine if m.result in ("killed-own", "killed-rest", "timeout", "survived"))
+    return 100.0 * killed / judged if judged else 100.0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

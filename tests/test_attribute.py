@@ -1,0 +1,288 @@
+"""sysfs/procfs attribute reads and their small parsers, at their boundaries (issue #16).
+
+The parsers' edges are where a mutation run found room: the exact integer ranges, the size limit,
+what counts as absent, the line numbers in errors, values past 20 digits. Real attribute texts
+come from the captured sysfs trees in tests/fixtures/real.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spurinv.sources.attribute import (
+    MAX_ATTRIBUTE,
+    ReadError,
+    parse_cpulist,
+    parse_int,
+    parse_keyed_lines,
+    parse_properties,
+    read_bytes,
+    read_optional,
+    read_text,
+)
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+
+
+# ------------------------------------------------------------------------------------- reads
+
+
+def test_read_bytes_returns_the_whole_file_across_chunks(tmp_path):
+    data = bytes(range(256)) * 1000  # 256,000 bytes: several 64 KiB reads
+    path = tmp_path / "attr"
+    path.write_bytes(data)
+
+    assert read_bytes(str(path)) == data
+
+
+@pytest.mark.parametrize(("size", "ok"), [(99, True), (100, True), (101, False)])
+def test_read_bytes_limit_is_inclusive(tmp_path, size, ok):
+    path = tmp_path / "attr"
+    path.write_bytes(b"x" * size)
+
+    if ok:
+        assert len(read_bytes(str(path), limit=100)) == size
+    else:
+        with pytest.raises(ReadError) as caught:
+            read_bytes(str(path), limit=100)
+        assert caught.value.path == str(path)
+
+
+def test_the_default_limit_admits_one_mebibyte_and_no_more(tmp_path):
+    path = tmp_path / "attr"
+    path.write_bytes(b"1" * (1 << 20))
+
+    assert MAX_ATTRIBUTE == 1 << 20
+    assert len(read_bytes(str(path))) == 1 << 20
+    path.write_bytes(b"1" * ((1 << 20) + 1))
+    with pytest.raises(ReadError):
+        read_bytes(str(path))
+
+
+def test_a_symlink_is_a_failed_read_never_followed(tmp_path):
+    target = tmp_path / "target"
+    target.write_text("1\n")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+
+    with pytest.raises(ReadError) as caught:
+        read_bytes(str(link))
+
+    assert caught.value.errno == errno.ELOOP
+    assert caught.value.path == str(link)
+
+
+def test_a_directory_is_a_failed_read(tmp_path):
+    with pytest.raises(ReadError) as caught:
+        read_bytes(str(tmp_path))
+
+    assert caught.value.errno == errno.EISDIR
+
+
+def test_a_fifo_does_not_block_the_read(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    assert read_bytes(str(fifo)) == b""
+
+
+def test_read_text_refuses_bytes_that_are_not_utf8(tmp_path):
+    path = tmp_path / "attr"
+    path.write_bytes(b"ok\xff")
+
+    with pytest.raises(ReadError) as caught:
+        read_text(str(path))
+
+    assert caught.value.path == str(path)
+    assert "2" in caught.value.reason  # the offending byte's offset
+
+
+def test_read_optional_absent_is_none_and_other_failures_raise(tmp_path):
+    present = tmp_path / "present"
+    present.write_text("0x1002\n")
+    link = tmp_path / "link"
+    link.symlink_to(present)
+
+    assert read_optional(str(present)) == "0x1002\n"
+    assert read_optional(str(tmp_path / "missing")) is None
+    with pytest.raises(ReadError):
+        read_optional(str(link))
+
+
+def test_read_errors_carry_path_reason_and_errno(tmp_path):
+    missing = tmp_path / "missing"
+
+    with pytest.raises(ReadError) as caught:
+        read_bytes(str(missing))
+
+    assert (caught.value.path, caught.value.errno) == (str(missing), errno.ENOENT)
+    assert str(caught.value).startswith(f"{missing}: ")
+
+
+# --------------------------------------------------------------------------------- parse_int
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "value"),
+    [
+        ("0x1002\n", {"base": 16}, 0x1002),
+        ("-1\n", {"signed": True}, -1),
+        (str((1 << 64) - 1), {}, (1 << 64) - 1),
+        ("0", {}, 0),
+        (str((1 << 63) - 1), {"signed": True}, (1 << 63) - 1),
+        (str(-(1 << 63)), {"signed": True}, -(1 << 63)),
+        ("255", {"bits": 8}, 255),
+        ("-128", {"bits": 8, "signed": True}, -128),
+        ("127", {"bits": 8, "signed": True}, 127),
+    ],
+)
+def test_parse_int_accepts_its_whole_range(text, kwargs, value):
+    assert parse_int(text, "/sys/x", **kwargs) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs"),
+    [
+        (str(1 << 64), {}),
+        ("-1", {}),
+        (str(1 << 63), {"signed": True}),
+        (str(-(1 << 63) - 1), {"signed": True}),
+        ("256", {"bits": 8}),
+        ("128", {"bits": 8, "signed": True}),
+        ("-129", {"bits": 8, "signed": True}),
+        ("", {}),
+        ("12abc", {}),
+    ],
+)
+def test_parse_int_refuses_what_is_out_of_range_or_not_a_number(text, kwargs):
+    with pytest.raises(ReadError) as caught:
+        parse_int(text, "/sys/x", **kwargs)
+
+    assert caught.value.path == "/sys/x"
+
+
+@settings(max_examples=200)
+@given(value=st.integers(-(1 << 70), 1 << 70), bits=st.sampled_from([8, 16, 32, 64]), signed=st.booleans())
+def test_parse_int_accepts_exactly_the_range_of_its_width(value, bits, signed):
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if low <= value <= high:
+        assert parse_int(f"{value}\n", "/sys/x", bits=bits, signed=signed) == value
+    else:
+        with pytest.raises(ReadError):
+            parse_int(f"{value}\n", "/sys/x", bits=bits, signed=signed)
+
+
+# -------------------------------------------------------------------------- parse_properties
+
+
+def test_parse_properties_reads_a_real_kfd_node():
+    found = sorted(REAL.rglob("topology/nodes/*/properties"))
+    texts = [p.read_text() for p in found if "simd_count" in p.read_text()]
+    assert texts, "no captured KFD properties file in tests/fixtures/real"
+
+    parsed = [parse_properties(text, "/sys/x") for text in texts]
+
+    assert any(node["simd_count"] > 0 for node in parsed)  # a GPU node among the CPU ones
+    assert all(len(node) == text.count("\n") for node, text in zip(parsed, texts, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("a 1\nb x\n", 2),
+        ("a 1\n\nb\n", 3),
+        ("a 1\n 2\n", 2),
+        ("a -1\n", 1),
+        ("a \u00b2\n", 1),
+        ("a 1\nb 2\na 3\n", 3),
+        ("a 1\nb 18446744073709551616\n", 2),
+    ],
+)
+def test_parse_properties_names_the_bad_line(text, line):
+    with pytest.raises(ReadError) as caught:
+        parse_properties(text, "/sys/x")
+
+    assert caught.value.path == "/sys/x"
+    assert f"line {line}:" in caught.value.reason
+
+
+def test_parse_properties_refuses_an_empty_file():
+    with pytest.raises(ReadError):
+        parse_properties("\n\n", "/sys/x")
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("18446744073709551615", (1 << 64) - 1),
+        ("0" * 30 + "18446744073709551615", (1 << 64) - 1),
+        ("0" * 25, 0),
+        ("00000000000000000000007", 7),
+    ],
+)
+def test_parse_properties_reads_values_up_to_64_bits_whatever_the_leading_zeros(value, parsed):
+    assert parse_properties(f"unique_id {value}\n", "/sys/x") == {"unique_id": parsed}
+
+
+@pytest.mark.parametrize("value", ["18446744073709551616", "1" * 21, "0" * 5 + "1" * 21, "9" * 5000])
+def test_parse_properties_refuses_values_past_64_bits(value):
+    with pytest.raises(ReadError):
+        parse_properties(f"unique_id {value}\n", "/sys/x")
+
+
+@settings(max_examples=200)
+@given(st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), st.integers(0, (1 << 64) - 1), min_size=1, max_size=8))
+def test_parse_properties_round_trips(values):
+    text = "".join(f"{key} {value}\n" for key, value in values.items())
+
+    assert parse_properties(text, "/sys/x") == values
+
+
+# ---------------------------------------------------------------------------- parse_cpulist
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [
+        ("0-3,8\n", [0, 1, 2, 3, 8]),
+        ("5", [5]),
+        ("2-2", [2]),
+        ("4,0-1", [0, 1, 4]),
+        ("1048575-1048576", [1048575, 1048576]),
+    ],
+)
+def test_parse_cpulist(text, cpus):
+    assert parse_cpulist(text, "/sys/x") == cpus
+
+
+@pytest.mark.parametrize("text", ["", "\n", "3-1", "1-", "-1", "a", "0-1048577", "1,,2", "1-2-3", "\u0663"])
+def test_parse_cpulist_refuses(text):
+    with pytest.raises(ReadError) as caught:
+        parse_cpulist(text, "/sys/x")
+
+    assert caught.value.path == "/sys/x"
+
+
+# ------------------------------------------------------------------------- parse_keyed_lines
+
+
+def test_parse_keyed_lines_reads_a_real_meminfo():
+    meminfo = next(p for p in sorted(REAL.rglob("meminfo")) if p.is_file())
+
+    parsed = parse_keyed_lines(meminfo.read_text())
+
+    assert parsed["MemTotal"].endswith("kB")
+    assert parsed["MemTotal"] == parsed["MemTotal"].strip()
+
+
+def test_parse_keyed_lines_keeps_the_first_value_and_skips_keyless_lines():
+    text = "A: 1\nA: 2\n: 3\nno separator\n  B = x=y  \n"
+
+    assert parse_keyed_lines(text) == {"A": "1"}
+    assert parse_keyed_lines(text, "=") == {"B": "x=y"}

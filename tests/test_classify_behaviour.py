@@ -1,0 +1,94 @@
+"""Classifier behaviour a mutation run found unpinned (issue #16): package changes only for GPUs
+present before and after, the empty diff, the per-package summary, and which pending reason a
+person reads (the wording is documented output: README's ``status`` example shows it)."""
+
+from __future__ import annotations
+
+import pytest
+from factories import inventory, packages, reading
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spurinv.classify import Kind, classify, compare
+
+SPX = inventory(packages(8, "SPX"))
+ONE = inventory(packages(1, "SPX"))
+TWO = inventory(packages(2, "SPX"))
+
+
+@pytest.mark.parametrize(("old", "new"), [(ONE, TWO), (TWO, ONE), (inventory([], pci=[]), ONE)])
+def test_adding_or_removing_a_gpu_is_no_package_change(old, new):
+    diff = compare(old, new)
+
+    assert diff.packages == ()
+    assert len(diff.added) + len(diff.removed) == 1
+    assert "→1)" not in diff.summary()  # no "(1→1)" package line invented for the new GPU
+
+
+@settings(max_examples=200)
+@given(
+    old=st.integers(0, 4),
+    new=st.integers(0, 4),
+    old_mode=st.sampled_from(["SPX", "DPX", "CPX"]),
+    new_mode=st.sampled_from(["SPX", "DPX", "CPX"]),
+)
+def test_package_changes_are_only_for_gpus_present_before_and_after(old, new, old_mode, new_mode):
+    per = {"SPX": 1, "DPX": 2, "CPX": 8}
+    before = inventory(packages(old, old_mode, per=per[old_mode]))
+    after = inventory(packages(new, new_mode, per=per[new_mode]))
+
+    diff = compare(before, after)
+
+    both = {d.pci_bdf for d in before.devices} & {d.pci_bdf for d in after.devices}
+    assert {p.pci_bdf for p in diff.packages} == (both if old_mode != new_mode else set())
+    for package in diff.packages:
+        assert (package.old_count, package.new_count) == (per[old_mode], per[new_mode])
+
+
+def test_an_empty_diff_is_empty_and_any_difference_is_not():
+    nps4 = inventory(packages(8, "SPX", memory_mode="NPS4"))
+    more_memory = inventory(packages(8, "SPX"), memory_mb=2_000_000)
+
+    assert compare(SPX, SPX).empty
+    assert not compare(SPX, inventory(packages(9, "SPX"))).empty  # added
+    assert not compare(SPX, inventory(packages(7, "SPX"))).empty  # removed
+    assert not compare(SPX, nps4).empty  # changed
+    assert not compare(SPX, more_memory).empty  # node
+    assert compare(SPX, more_memory).summary() == "memory_mb 1500000→2000000"
+
+
+def test_the_summary_counts_packages_and_says_each_only_for_several():
+    one_cpx = inventory(packages(1, "CPX", per=8))
+    two_cpx = inventory(packages(2, "CPX", per=8))
+
+    assert compare(ONE, one_cpx).summary() == "1 GPU SPX→CPX (1→8); mi300x 1→8"
+    assert compare(TWO, two_cpx).summary() == "2 GPUs SPX→CPX (1→8 each); mi300x 2→16"
+
+
+@pytest.mark.parametrize(
+    ("previous", "why"),
+    [
+        (None, "first sighting"),
+        (reading(None, 0), "first sighting"),  # a failed reading confirms nothing: start again
+        (reading(TWO, 0), "differs from the previous reading"),
+    ],
+)
+def test_a_pending_change_says_why_it_waits(previous, why):
+    outcome = classify(ONE, previous, reading(SPX, 60))
+
+    assert outcome.kind == Kind.CHANGE_PENDING
+    assert outcome.reason.startswith(why)
+
+
+def test_a_lost_package_still_on_the_bus_is_suspicious_and_one_gone_from_the_bus_is_not():
+    seven = packages(8, "SPX")[:-1]
+    on_bus = inventory(seven, pci=[d.pci_bdf for d in SPX.devices])
+    gone = inventory(seven)
+
+    held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
+    confirmed = classify(SPX, reading(gone, 0), reading(gone, 60))
+
+    assert held.kind == Kind.SUSPICIOUS
+    assert SPX.devices[-1].pci_bdf in held.reason
+    assert confirmed.kind == Kind.CHANGE_CONFIRMED
+    assert confirmed.release is None
