@@ -444,6 +444,8 @@ def report(modules: list[str], mutants: list[Mutant], equivalents: dict[str, str
     scores = {}
     for module in modules:
         mine = [m for m in mutants if m.module == module]
+        if not mine:
+            continue
         counts = Counter(m.result for m in mine)
         equivalent = sum(1 for m in mine if m.result == "survived" and m.key in equivalents)
         survived = counts["survived"] - equivalent

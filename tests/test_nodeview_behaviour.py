@@ -306,3 +306,26 @@ def test_extra_without_our_record_has_no_fingerprint(extra):
 def test_merge_extra_leaves_foreign_non_object_json_alone():
     assert merge_extra("[1, 2]", {"fingerprint": "f"}) is None
     assert merge_extra('"text"', {"fingerprint": "f"}) is None
+
+
+@pytest.mark.parametrize("nodes", ["n1", {"name": "n1", "state": ["IDLE"]}, 5])
+def test_nodes_that_are_not_a_list_are_a_protocol_error_not_an_unknown_node(nodes):
+    """A wrong shape is the gateway's fault (exit 76), not a node the controller lacks (exit 68)."""
+    with pytest.raises(ControllerError) as caught:
+        parse_node({"nodes": nodes}, "n1")
+
+    assert caught.value.kind == "protocol"
+
+
+def test_an_unknown_node_error_carries_the_controllers_first_error_text():
+    body = load("24.11/v0.0.42/node-missing.json")
+    body["errors"] = [*body["errors"], {"error_number": 9, "description": "a later, unrelated error"}]
+    first = slurm_errors(body)[0][1]
+
+    with pytest.raises(ControllerError) as caught:
+        parse_node(body, "nosuchnode")
+
+    assert caught.value.kind == "unknown-node"
+    assert first
+    assert first in caught.value.message
+    assert "unrelated" not in caught.value.message
