@@ -286,3 +286,37 @@ def test_parse_keyed_lines_keeps_the_first_value_and_skips_keyless_lines():
 
     assert parse_keyed_lines(text) == {"A": "1"}
     assert parse_keyed_lines(text, "=") == {"B": "x=y"}
+
+
+def test_a_failed_read_gives_the_systems_reason_and_a_symlink_says_so(tmp_path):
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+
+    with pytest.raises(ReadError) as missing:
+        read_bytes(str(tmp_path / "missing"))
+    with pytest.raises(ReadError) as link:
+        read_bytes(str(tmp_path / "link"))
+
+    assert missing.value.reason == os.strerror(errno.ENOENT)
+    assert "symlink" in link.value.reason
+    assert link.value.reason != os.strerror(errno.ELOOP)
+
+
+def test_reads_do_not_leak_file_descriptors(tmp_path):
+    path = tmp_path / "attr"
+    path.write_text("1\n")
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 200)
+    before = len(os.listdir("/proc/self/fd"))
+
+    for _ in range(50):
+        read_bytes(str(path))
+        with pytest.raises(ReadError):
+            read_bytes(str(big), limit=100)
+
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_cpu_numbers_of_up_to_twenty_digits_are_read_and_longer_ones_refused():
+    assert parse_cpulist("0" * 19 + "1", "/sys/x") == [1]
+    with pytest.raises(ReadError):
+        parse_cpulist("0" * 20 + "1", "/sys/x")

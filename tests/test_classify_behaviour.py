@@ -92,3 +92,21 @@ def test_a_lost_package_still_on_the_bus_is_suspicious_and_one_gone_from_the_bus
     assert SPX.devices[-1].pci_bdf in held.reason
     assert confirmed.kind == Kind.CHANGE_CONFIRMED
     assert confirmed.release is None
+
+
+def test_field_changes_are_counted_per_device():
+    one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
+    two_nps4 = inventory(packages(2, "SPX", memory_mode="NPS4"))
+
+    assert compare(ONE, one_nps4).summary() == "partition changed on 1 device"
+    assert compare(TWO, two_nps4).summary() == "partition changed on 2 devices"
+
+
+def test_only_an_accepted_suspicious_reading_says_it_was_accepted():
+    none = inventory([], pci=[])
+    accepted = classify(SPX, reading(none, 0), reading(none, 60), accepted=none.fingerprint)
+    plain = classify(SPX, reading(TWO, 0), reading(TWO, 60))
+
+    assert (accepted.kind, plain.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
+    assert "accepted" in accepted.reason
+    assert "accepted" not in plain.reason
