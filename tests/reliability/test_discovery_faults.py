@@ -174,7 +174,7 @@ FAULTS = [
     Fault("kfd generation_id is a dangling symlink", SPX,
           lambda r, c: replace_with_link(Path(r, TOPOLOGY, "generation_id"), "gone"), "failed", "kfd", "generation_id"),
     Fault("kfd generation_id is a FIFO without a writer", SPX,
-          lambda r, c: fifo(Path(r, TOPOLOGY, "generation_id"), False, c), "failed", "kfd", "not an integer"),
+          lambda r, c: fifo(Path(r, TOPOLOGY, "generation_id"), False, c), "failed", "kfd", "not a regular file"),
     Fault("kfd generation_id is a FIFO with a writer", SPX,
           lambda r, c: fifo(Path(r, TOPOLOGY, "generation_id"), True, c), "failed", "kfd", "generation_id"),
     Fault("kfd generation_id is garbage", SPX, lambda r, c: Path(r, TOPOLOGY, "generation_id").write_text("eighty\n"),
