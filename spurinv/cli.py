@@ -62,7 +62,7 @@ def _node_flag(value: str | None) -> str | None:
     """``--node``: a bad name is a usage error (64), not a config error (issue #11)."""
     from spurinv.config import NODE_NAME, NODE_NAME_RULE
 
-    if value is not None and not NODE_NAME.match(value):
+    if value is not None and not NODE_NAME.fullmatch(value):
         raise UsageError(f"--node {value[:80]!r}: not a node name ({NODE_NAME_RULE})")
     return value
 

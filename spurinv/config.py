@@ -44,7 +44,7 @@ class NodeSection(_Section):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if value and not NODE_NAME.match(value):
+        if value and not NODE_NAME.fullmatch(value):
             raise ValueError(f"{value[:80]!r} is not a node name ({NODE_NAME_RULE})")
         return value
 
@@ -120,7 +120,7 @@ class Config(_Section):
     def node_name(self, hostname: str) -> str:
         """The configured node name, else the short hostname (which must be a valid name too)."""
         name = self.node.name or hostname.split(".", maxsplit=1)[0]
-        if not NODE_NAME.match(name):
+        if not NODE_NAME.fullmatch(name):
             raise ConfigError(f"the hostname {name[:80]!r} is not a node name ({NODE_NAME_RULE}); set node.name")
         return name
 
