@@ -58,6 +58,15 @@ def _root(path: str) -> Root:
         raise UsageError(str(exc)) from None
 
 
+def _node_flag(value: str | None) -> str | None:
+    """``--node``: a bad name is a usage error (64), not a config error (issue #11)."""
+    from spurinv.config import NODE_NAME, NODE_NAME_RULE
+
+    if value is not None and not NODE_NAME.fullmatch(value):
+        raise UsageError(f"--node {value[:80]!r}: not a node name ({NODE_NAME_RULE})")
+    return value
+
+
 def _config(flag: str | None, overrides: dict[str, Any] | None = None) -> tuple[Any, dict[str, str], str]:
     from spurinv import config as config_module
 
@@ -83,6 +92,7 @@ def discover(
     if output not in ("table", "json", "slurm"):
         raise _fail("discover", UsageError(f"--format {output}: expected table, json or slurm"), False)
     try:
+        _node_flag(node)
         loaded, _origins, _path = _config(config_file)
         target = _root(root)
     except SpurinvError as error:
@@ -106,7 +116,10 @@ def discover(
         from spurinv import slurmconf
         from spurinv.sources.host import read_numa_cpus
 
-        name = node or loaded.node_name(os.uname().nodename)
+        try:
+            name = node or loaded.node_name(os.uname().nodename)
+        except SpurinvError as error:
+            raise _fail("discover", error, False) from None
         sys.stdout.write(slurmconf.render(result.inventory, name, read_numa_cpus(target)))
         raise typer.Exit(code)
     render.discover(render.console(), result, target.path)
@@ -149,7 +162,7 @@ def refresh(
     try:
         overrides = {
             "controller.url": controller_url,
-            "node.name": node,
+            "node.name": _node_flag(node),
             "controller.api": api,
             "policy.confirm_interval": confirm_interval,
         }

@@ -16,18 +16,37 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from spurinv import regularfile
 from spurinv.errors import ConfigError
 from spurinv.sources.pci import BDF
 
 API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
+# A node name goes into the controller's URL path: letters, digits, "-", "_" and ".", at most 64,
+# not starting with "-" or "." (issue #11: `../../admin/x?y=1#` steered the request elsewhere).
+NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+NODE_NAME_RULE = 'letters, digits, "-", "_" and "." only, at most 64, not starting with "-" or "."'
+# Every number in the file is bounded (issue #11: a 10^12 s backoff passed validation, then
+# overflowed the clock arithmetic and lost the pending reading): waits at most 600 s
+# (controller.timeout 120 s), backoff at most 7 days, confirm_interval at most 300 s; no inf/nan.
+MAX_TIMEOUT = 600.0
+MAX_BACKOFF = 7 * 24 * 3600
+MAX_CONFIG = 1 << 20  # a config file is a few hundred bytes
+MAX_TOKEN = 65536
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class NodeSection(_Section):
     name: str = Field("", description="Node name the controller knows; empty = the short hostname")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if value and not NODE_NAME.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a node name ({NODE_NAME_RULE})")
+        return value
 
 
 class ControllerSection(_Section):
@@ -73,12 +92,12 @@ class DiscoverySection(_Section):
 class PolicySection(_Section):
     confirm_interval: float = Field(3.0, ge=0, le=300, description="Seconds before a first sighting is re-read; 0 = next tick")
     drain_on_suspicious: bool = Field(False, description="Drain (never re-register) on a suspicious reading")
-    backoff_initial: int = Field(60, ge=1, description="Seconds of backoff after the first controller error")
-    backoff_max: int = Field(3600, ge=1, description="Upper bound of the backoff, in seconds")
+    backoff_initial: int = Field(60, ge=1, le=MAX_BACKOFF, description="Seconds of backoff after the first controller error")
+    backoff_max: int = Field(3600, ge=1, le=MAX_BACKOFF, description="Upper bound of the backoff, in seconds")
 
 
 class StateSection(_Section):
-    lock_timeout: float = Field(10.0, ge=0, le=3600, description="Seconds to wait for another run's state lock")
+    lock_timeout: float = Field(10.0, ge=0, le=MAX_TIMEOUT, description="Seconds to wait for another run's state lock")
 
 
 class MetricsSection(_Section):
@@ -99,8 +118,11 @@ class Config(_Section):
         return not self.controller.url
 
     def node_name(self, hostname: str) -> str:
-        """The configured node name, else the short hostname."""
-        return self.node.name or hostname.split(".", maxsplit=1)[0]
+        """The configured node name, else the short hostname (which must be a valid name too)."""
+        name = self.node.name or hostname.split(".", maxsplit=1)[0]
+        if not NODE_NAME.fullmatch(name):
+            raise ConfigError(f"the hostname {name[:80]!r} is not a node name ({NODE_NAME_RULE}); set node.name")
+        return name
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -120,11 +142,42 @@ def check_private(path: str, what: str, error: type[Exception], *, readable: boo
         info = os.stat(path)
     except OSError as exc:
         raise error(f"{what} {path}: {exc.strerror}") from None
+    _check_mode(path, info, what, error, readable=readable)
+    return info
+
+
+def _check_mode(path: str, info: os.stat_result, what: str, error: type[Exception], *, readable: bool) -> None:
     mask = 0o077 if readable else 0o022
     if info.st_mode & mask:
         kind = "readable or writable" if readable else "writable"
         raise error(f"{what} {path} is group- or world-{kind} (mode {info.st_mode & 0o777:o}); chmod go-rwx it")
-    return info
+
+
+def read_private(path: str, what: str, error: type[Exception], *, readable: bool, limit: int) -> str:
+    """Read a config or token file as UTF-8 text: a regular file (never a FIFO, which would hang
+    the run, nor a symlink), not writable (``readable``: not readable) by others, at most ``limit``
+    bytes. Every problem is ``error`` naming the file (issue #11)."""
+    try:
+        fd = regularfile.open_fd(path)
+    except regularfile.Refused as exc:
+        raise error(f"{what} {exc}") from None
+    except OSError as exc:
+        raise error(f"{what} {path}: {exc.strerror}") from None
+    try:
+        _check_mode(path, os.fstat(fd), what, error, readable=readable)
+        data = b""
+        while len(data) <= limit and (chunk := os.read(fd, limit + 1 - len(data) or 1)):
+            data += chunk
+    except OSError as exc:
+        raise error(f"{what} {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise error(f"{what} {path} is larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
 
 
 def load(path: str, explicit: bool, overrides: dict[str, Any] | None = None) -> tuple[Config, dict[str, str]]:
@@ -134,15 +187,12 @@ def load(path: str, explicit: bool, overrides: dict[str, Any] | None = None) -> 
     """
     origins = dict.fromkeys(keys(), "default")
     raw: dict[str, Any] = {}
-    if os.path.exists(path) or explicit:
-        check_private(path, "config file", ConfigError, readable=False)
+    if os.path.lexists(path) or explicit:
+        text = read_private(path, "config file", ConfigError, readable=False, limit=MAX_CONFIG)
         try:
-            with open(path, "rb") as handle:
-                raw = tomllib.load(handle)
+            raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: {exc}") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: {exc.strerror}") from None
         for section, values in raw.items():
             if isinstance(values, dict):
                 for key in values:
@@ -192,12 +242,7 @@ def read_token(section: ControllerSection, environ: dict[str, str]) -> str | Non
         path = section.token_file
     if not path:
         raise TokenError(f"controller.auth is {section.auth!r} but there is no token: set controller.token_file")
-    check_private(path, "token file", TokenError, readable=True)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            token = handle.read(65536).strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TokenError(f"token file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    token = read_private(path, "token file", TokenError, readable=True, limit=MAX_TOKEN).strip()
     if not token:
         raise TokenError(f"token file {path} is empty")
     if token.startswith("SLURM_JWT="):  # the form `scontrol token` prints

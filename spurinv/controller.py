@@ -16,13 +16,14 @@ import re
 import signal
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import requests
 
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, slurm_errors, used_count
+from spurinv.secret import Secret
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
 PROBE_VERSIONS = ("slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42", "slurm/v0.0.41", "slurm/v0.0.40",
@@ -119,7 +120,8 @@ class Controller:
         if token and not _TOKEN.match(token):
             # requests would put the header value, token and all, in its InvalidHeader message
             raise TokenError("the token holds whitespace or control characters (a broken token file?); not sending it")
-        self._secret = token or ""
+        self._secret = Secret(token or "")
+        self._segment = quote(node, safe="")  # the name is validated; encoded anyway (issue #11)
         self.settings = settings
         self.node = node
         self.api = api if api else (None if settings.api == "auto" else settings.api)
@@ -216,8 +218,9 @@ class Controller:
 
     def _scrub(self, text: str) -> str:
         """Keep the token out of messages (and so the log and the state file): a server may echo
-        it back, e.g. an error page quoting the request's headers (issue #7)."""
-        return text.replace(self._secret, "<token>") if self._secret else text
+        it back, e.g. an error page quoting the request's headers (issue #7), truncated,
+        upper-cased or hex-encoded (issue #11). The text is bounded too."""
+        return self._secret.scrub(text)
 
     def _node(self, body: Any) -> NodeView:
         """``parse_node``, with answers its parser does not expect turned into protocol errors.
@@ -239,7 +242,7 @@ class Controller:
     # --- API --------------------------------------------------------------------------------
     def node_path(self) -> str:
         assert self.api is not None
-        return f"/{self.api}/node/{self.node}"
+        return f"/{self.api}/node/{self._segment}"
 
     def detect(self) -> NodeView | None:
         """Find the API version (``api = "auto"``): ``/openapi/v3``, else probe newest first.
@@ -259,13 +262,13 @@ class Controller:
                 self.api = max(versions)[1]
                 return None
         for version in PROBE_VERSIONS:
-            status, body = self._call("GET", f"/{version}/node/{self.node}")
+            status, body = self._call("GET", f"/{version}/node/{self._segment}")
             if status == 404 and not slurm_errors(body) and not _mentions_node(body):
                 continue
             self.api = version
             if status == 200:
                 return self._node(body)
-            raise self._fail("GET", f"/{version}/node/{self.node}", status, body)
+            raise self._fail("GET", f"/{version}/node/{self._segment}", status, body)
         raise ControllerError(
             "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
         )

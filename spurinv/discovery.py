@@ -28,7 +28,7 @@ from spurinv.sources.drm import read_drm
 from spurinv.sources.host import read_cpus, read_memory
 from spurinv.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
 from spurinv.sources.nvidia import read_nvidia
-from spurinv.sources.pci import read_pci, sort_key
+from spurinv.sources.pci import BDF, MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.sources.report import ABSENT, FAILED, Report
 
 TYPE_CHECKING = False
@@ -54,6 +54,7 @@ def discover(
     walk, which grows with the square of the partitions: 4,032 files on an 8×MI300X CPX node.
     """
     reports = {name: Report(name) for name in SOURCES}
+    ignore_pci = frozenset(canonical(bdf) if BDF.match(bdf) else bdf for bdf in ignore_pci)
     pci, bus = read_pci(root, reports["pci"], ignore_pci)
     drm = read_drm(root, reports["drm"])
     kfd = read_kfd(root, reports["kfd"], topology=topology)
@@ -76,6 +77,9 @@ def discover(
         if device["id"] in seen:
             reports["pci"].fail(device["pci_bdf"], f"two devices claim the identity {device['id']}")
         seen.add(device["id"])
+    if len(devices) > MAX_ACCELERATORS:
+        reason = f"{len(devices)} devices: beyond {MAX_ACCELERATORS}, the physical limit"
+        reports["pci"].fail(root.join(places.PCI_DEVICES), reason)
     _cross_check_cdi(devices, cdi, reports["cdi"])
     return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
 

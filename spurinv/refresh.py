@@ -97,7 +97,7 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
     except state_file.NewerSchema as exc:
         raise StateError(f"{exc}; refusing to touch it", exitcode.DATAERR) from None
     except (state_file.Corrupt, store.StoreError) as exc:
-        if isinstance(exc, store.StoreError) and "symlink" in str(exc):
+        if isinstance(exc, store.Unsafe):  # a symlink, FIFO or directory there: refuse, never move it
             raise StateError(str(exc), exitcode.CANTCREAT) from None
         if strict:
             raise StateError(f"{exc} (--strict)", exitcode.DATAERR) from None

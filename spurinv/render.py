@@ -21,8 +21,13 @@ STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
 
 
 def console(stderr: bool = False) -> Console:
-    """The console for real output (rich decides colour from the terminal and NO_COLOR)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    """The console for real output (rich decides colour from the terminal and NO_COLOR).
+
+    No markup and no emoji codes: every string printed holds text from outside (a controller's
+    GRES or reason, a node name, a sysfs path), and ``fpga[/bold]:1`` must print as itself, not
+    crash the run with a MarkupError (issue #11). Styles are applied with ``Text`` only.
+    """
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def _partition(device: Device) -> str:

@@ -23,6 +23,8 @@ MEMINFO = "proc/meminfo"
 CPUINFO = "proc/cpuinfo"
 NVIDIA_GPUS = "proc/driver/nvidia/gpus"
 CDI_DIRS = ("etc/cdi", "var/run/cdi")  # the CDI spec's default directories, in priority order
+# Not under the root: the state lock is this machine's, and so is the process holding it.
+PROCESS_COMMAND_LINE = "/proc/{pid}/cmdline"
 
 
 class RootError(Exception):

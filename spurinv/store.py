@@ -14,6 +14,8 @@ import fcntl
 import os
 import time
 
+from spurinv import regularfile
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +34,11 @@ class StoreError(OSError):
     def __init__(self, message: str, errno_: int | None = None) -> None:
         super().__init__(message)
         self.errno = errno_
+
+
+class Unsafe(StoreError):
+    """The state or lock path is a symlink, a FIFO, a directory, a hard link or another user's
+    file: never followed, read, truncated or written (exit 73 from ``refresh``)."""
 
 
 class LockHeld(Exception):
@@ -61,12 +68,7 @@ class Lock:
     def try_acquire(self) -> bool:
         """Take the lock if it is free right now; True on success."""
         ensure_directory(self.path)
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:  # say so plainly, as read() does (not "too many levels of symbolic links")
-                raise StoreError(f"{self.path} is a symlink; refusing to follow it", exc.errno) from None
-            raise StoreError(f"cannot open lock {self.path}: {exc.strerror}", exc.errno) from None
+        self.fd = open_lock(self.path)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -91,10 +93,10 @@ class Lock:
 
     def _holder(self) -> str:
         try:
-            with open(self.path, encoding="utf-8", errors="replace") as handle:
-                return handle.read(200).strip() or "another run"
+            text = regularfile.read(self.path, 4096).decode("utf-8", "replace")
         except OSError:
             return "another run"
+        return holder_named(text)
 
     def _close(self) -> None:
         if self.fd >= 0:
@@ -116,21 +118,15 @@ class Lock:
 def read(path: str) -> bytes | None:
     """Return the state file's bytes, or None when there is none yet."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return regularfile.read(path, MAX_STATE)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StoreError(f"{path} is a symlink; refusing to follow it", exc.errno) from None
-        raise StoreError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            data = handle.read(MAX_STATE + 1)
+    except regularfile.Refused as exc:
+        if exc.errno == errno.EFBIG:
+            raise StoreError(str(exc), exc.errno) from None
+        raise Unsafe(str(exc), exc.errno) from None  # a FIFO here hung status and diff forever (#11)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
-    if len(data) > MAX_STATE:
-        raise StoreError(f"{path} is larger than {MAX_STATE} bytes", errno.EFBIG)
-    return data
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -185,3 +181,49 @@ def quarantine(path: str, stamp: str) -> str:
     except OSError as exc:
         raise StoreError(f"cannot move corrupt {path} aside: {exc.strerror}", exc.errno) from None
     return target
+
+
+# --- the lock file: what may be opened, and who holds it (issue #11) ------------------------------
+
+
+def open_lock(path: str) -> int:
+    """Open (creating 0600) the lock file: a regular, single-link file of ours, or Unsafe.
+
+    The holder's name is written into it, so a hard link planted there would have us truncate
+    whatever file it links to, and a FIFO would hang the open.
+    """
+    try:
+        return regularfile.open_fd(path, write=True, create=True)
+    except regularfile.Refused as exc:
+        raise Unsafe(str(exc), exc.errno) from None
+    except OSError as exc:
+        raise StoreError(f"cannot open lock {path}: {exc.strerror}", exc.errno) from None
+
+
+def holder_named(text: str) -> str:
+    """The lock file's holder line if that process is alive and is spurinv, else "another run".
+
+    The file keeps the last holder's line after it exits (the flock, not the text, is the lock),
+    and its pid may have been reused since: only a live spurinv is named.
+    """
+    words = text.split()
+    if len(words) < 2 or words[0] != "pid" or not words[1].isascii() or not words[1].isdigit():
+        return "another run"
+    pid = int(words[1][:10])
+    if not _is_spurinv(pid):
+        return "another run"
+    return " ".join(text.strip().splitlines()[0].split())[:200]
+
+
+def _is_spurinv(pid: int) -> bool:
+    from spurinv.root import PROCESS_COMMAND_LINE
+
+    try:
+        with open(PROCESS_COMMAND_LINE.format(pid=pid), "rb") as handle:
+            argv = handle.read(4096).split(b"\0")
+    except OSError:  # no such process (or no /proc): do not name anyone
+        return False
+    # `spurinv …`, `python /usr/local/bin/spurinv …`, `python -m spurinv …`
+    if os.path.basename(argv[0]) == b"spurinv" or (len(argv) > 1 and os.path.basename(argv[1]) == b"spurinv"):
+        return True
+    return argv[1:3] == [b"-m", b"spurinv"]

@@ -3,13 +3,16 @@ environment for the CLI, and helpers to run spurinv in-process or as a real proc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,14 +66,37 @@ def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], P
     return copy
 
 
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own default paths and environment (issue #11), whether or not it asks.
+
+    A run that forgets ``--state`` lands in a private directory, not ``/var/lib/spurinv`` (where it
+    would fight the timer for the real lock); ``$SPURINV_CONFIG`` is an empty private file, so an
+    installed ``/etc/spurinv/config.toml`` changes nothing; in-process code that asks for the
+    built-in defaults gets private paths too. ``scripts/hermetic-check`` proves the result: it
+    runs the suite with those host directories read-only and populated as the README installs them.
+    """
+    home = tmp_path_factory.mktemp("hermetic")
+    config = home / "config.toml"
+    config.write_text("")
+    config.chmod(0o600)
+    from spurinv import locations
+
+    monkeypatch.setattr(locations, "DEFAULT_STATE", str(home / "default-state" / "state.json"))
+    monkeypatch.setattr(locations, "DEFAULT_CONFIG", str(home / "no-default-config.toml"))
+    monkeypatch.setenv("SPURINV_STATE", str(home / "state" / "state.json"))
+    monkeypatch.setenv("SPURINV_CONFIG", str(config))
+    for name in ("STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "JOURNAL_STREAM", "NO_COLOR", "SPURINV_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hermetic: Path) -> dict[str, str]:
     """A hermetic environment: an empty config file, a state file in tmp, no systemd variables."""
     config = tmp_path / "config.toml"
     config.write_text("")
     config.chmod(0o600)
-    for name in ("STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "JOURNAL_STREAM", "SPURINV_STATE", "NO_COLOR"):
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SPURINV_CONFIG", str(config))
     monkeypatch.setenv("COLUMNS", "160")
     return {**os.environ, "SPURINV_CONFIG": str(config)}
@@ -120,3 +146,30 @@ def spurinv_process(env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
 @pytest.fixture
 def state_path(tmp_path: Path) -> Iterator[Path]:
     return tmp_path / "state" / "state.json"
+
+
+@pytest.fixture
+def lock_holder(env: dict[str, str], built: Callable[[str], Path]) -> Callable[[Path], Any]:
+    """A real ``spurinv refresh`` holding the state lock: it sees a first reading and waits
+    ``confirm_interval`` (60 s) for the second with the lock held. Stopped by PID afterwards."""
+
+    @contextlib.contextmanager
+    def hold(state: Path) -> Iterator[subprocess.Popen[bytes]]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "spurinv", "refresh", "--quiet", "--root", str(built("mi300x-spx")),
+             "--state", str(state), "--confirm-interval", "60"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        lock = Path(f"{state}.lock")
+        try:
+            deadline = time.monotonic() + 60
+            while not (lock.exists() and lock.read_text().startswith(f"pid {process.pid} ")):
+                assert process.poll() is None, "the holder exited before taking the lock"
+                assert time.monotonic() < deadline, "the holder never took the lock"
+                time.sleep(0.05)  # polling for a condition, not papering over a race
+            yield process
+        finally:
+            process.terminate()
+            process.wait(30)
+
+    return hold

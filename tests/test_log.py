@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv import exitcode, store
+from spurinv import exitcode
 from spurinv.log import ERROR, INFO, NOTICE, WARNING, Log
 
 JOURNAL = {"JOURNAL_STREAM": "8:123456"}
@@ -51,23 +51,28 @@ def test_every_event_is_exactly_one_line(message, journal, priority):
     assert prefix + " ".join(message.split()) + "\n" == out
 
 
-def test_a_held_lock_is_one_error_line_under_systemd(spurinv_process, state_path, tmp_path):
-    """A real process: the lock is held by another run; exit 75 and exactly one `<3>` line."""
+def test_a_held_lock_is_one_error_line_under_systemd(spurinv_process, state_path, tmp_path, lock_holder):
+    """Real processes: the lock is held by another run; exit 75 and exactly one `<3>` line naming it."""
     settings = tmp_path / "fast.toml"
     settings.write_text("[state]\nlock_timeout = 0\n")
     settings.chmod(0o600)
-    holder = store.Lock(str(state_path), 0, "refresh")
-    assert holder.try_acquire()
-    try:
+    with lock_holder(state_path) as holder:
         run = spurinv_process(
             "refresh", "--quiet", "--state", state_path, extra_env={**JOURNAL, "SPURINV_CONFIG": str(settings)}
         )
-    finally:
-        holder.release()
     assert exitcode.TEMPFAIL == run.returncode
     assert "" == run.stdout
     [line] = run.stderr.splitlines()
-    assert re.fullmatch(rf"<3>state lock {re.escape(str(state_path))}\.lock is held by pid \d+ \(refresh\).*", line), line
+    pattern = rf"<3>state lock {re.escape(str(state_path))}\.lock is held by pid {holder.pid} \(refresh\).*"
+    assert re.fullmatch(pattern, line), line
+
+
+def test_a_run_without_state_uses_the_suites_private_state_not_the_hosts(spurinv_process, hermetic, built):
+    """Issue #11: this file once ran `refresh` without --state and left /var/lib/spurinv behind."""
+    run = spurinv_process("refresh", "--quiet", "--confirm-interval", "0", "--root", built("mi300x-spx"))
+
+    assert 0 == run.returncode, run.stderr
+    assert {"state.json", "state.json.lock"} == {p.name for p in (hermetic / "state").iterdir()}
 
 
 def test_without_journal_stream_the_same_error_is_plain(spurinv_process, tmp_path):

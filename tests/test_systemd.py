@@ -324,13 +324,18 @@ def test_udev_parser_rejects_a_broken_rule():
 
 def udevadm_complaints(rules: Path) -> list[str]:
     """What udev's own parser says about ``rules``: `udevadm test` reads every rules directory,
-    so the file is put in /run/udev/rules.d inside a private mount namespace (the host's /run is
-    untouched) and a device every machine has is processed."""
+    so the file is put in /run/udev/rules.d inside a private mount namespace and a device every
+    machine has is processed. The host is untouched: a fresh tmpfs holds /run/udev (over the
+    host's, or over all of /run where there is none, rather than creating it), `mount -n` writes
+    no /run/mount/utab, and /etc/udev/rules.d is hidden by an empty tmpfs, because an installed
+    /etc/udev/rules.d/90-spurinv.rules would shadow the copy under test (issue #11)."""
     udevadm, unshare = shutil.which("udevadm"), shutil.which("unshare")
     if udevadm is None or unshare is None or os.geteuid() != 0:
         pytest.skip("needs root, unshare(1) and udevadm (Debian: apt-get install udev)")
     script = (
-        "mkdir -p /run/udev && mount -t tmpfs tmpfs /run/udev && mkdir /run/udev/rules.d"
+        "if [ -d /run/udev ]; then mount -n -t tmpfs tmpfs /run/udev; else mount -n -t tmpfs tmpfs /run && mkdir /run/udev; fi"
+        " && { [ ! -d /etc/udev/rules.d ] || mount -n -t tmpfs tmpfs /etc/udev/rules.d; }"
+        " && mkdir /run/udev/rules.d"
         f" && cp {shlex.quote(str(rules))} /run/udev/rules.d/90-spurinv.rules"
         f" && {udevadm} test --action=add /sys/class/net/lo"
     )

@@ -21,10 +21,20 @@ def steady(cli, root, state_path):
     return raw
 
 
-def imported(env, *args):
+# `python -m spurinv` whose built-in default config path is ``argv[1]``: "no config file on this
+# machine" without depending on the host's /etc/spurinv (issue #11: an installed config there
+# turned the lean discover path into the full one, and this test red).
+WITHOUT_HOST_CONFIG = (
+    "import sys; from spurinv import locations; locations.DEFAULT_CONFIG = sys.argv.pop(1);"
+    " from spurinv.launch import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def imported(env, *args, default_config=None):
     """Run spurinv with -X importtime; return (exit code, stdout, top-level modules imported)."""
+    entry = ["-m", "spurinv"] if default_config is None else ["-c", WITHOUT_HOST_CONFIG, str(default_config)]
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "spurinv", *map(str, args)],
+        [sys.executable, "-X", "importtime", *entry, *map(str, args)],
         capture_output=True,
         text=True,
         env=env,
@@ -47,7 +57,7 @@ def test_a_no_change_tick_imports_nothing_heavy(cli, built, state_path, env):
     assert "http" not in modules
 
 
-def test_status_json_and_discover_json_are_lean_too(cli, built, state_path, env):
+def test_status_json_and_discover_json_are_lean_too(cli, built, state_path, env, tmp_path):
     steady(cli, built("mi300x-spx"), state_path)
     lean_env = {k: v for k, v in env.items() if k != "SPURINV_CONFIG"}
 
@@ -55,7 +65,7 @@ def test_status_json_and_discover_json_are_lean_too(cli, built, state_path, env)
         (("status", "--state", state_path, "--json"), env),
         (("discover", "--root", built("mi300x-spx"), "--json"), lean_env),
     ):
-        code, out, modules = imported(environ, *args)
+        code, out, modules = imported(environ, *args, default_config=tmp_path / "no-config.toml")
         assert 0 == code
         assert json.loads(out)["ok"]
         assert not modules & set(HEAVY), (args[0], modules & set(HEAVY))

@@ -40,7 +40,9 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
         import yaml  # only when a YAML spec exists: importing it costs ~10 ms
 
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_loader())  # noqa: S506  (a SafeLoader that refuses aliases)
+        except _AliasRefused as exc:
+            raise SpecError(str(exc)) from None
         except yaml.YAMLError as exc:
             raise SpecError(f"invalid YAML: {str(exc).splitlines()[0]}") from None
         except (ValueError, RecursionError) as exc:  # PyYAML builds dates unguarded: 2001-02-30
@@ -79,6 +81,27 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
     return result
 
 
+class _AliasRefused(Exception):
+    pass
+
+
+def _loader() -> type:
+    """``yaml.SafeLoader`` without aliases: an anchor reused 2,000 times in a 540 KB spec
+    expanded to 40 M paths and 385 MB, past the unit's MemoryMax (issue #11). CDI specs written
+    by nvidia-ctk and the AMD tools use no anchors, so a spec with one is refused, not expanded."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()  # type: ignore[no-untyped-call]
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise _AliasRefused(f"YAML alias *{event.anchor} at line {line} refused (aliases are not expanded)")
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
 def _device_nodes(edits: object, position: int) -> list[str]:
     if edits is None:
         return []
@@ -102,10 +125,11 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
     found: dict[str, CdiDevice] = {}
     directories = 0
     files = 0
+    paths = root.resolver()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
-        try:
-            names = sorted(os.listdir(path))
+        try:  # var/run is a link to /run on most systems: resolved under the root, never out of it
+            names = sorted(os.listdir(paths.resolve(path)))
         except FileNotFoundError:
             continue
         except OSError as exc:

@@ -13,7 +13,7 @@ import re
 
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, parse_keyed_lines, read_optional
-from spurinv.sources.pci import BDF
+from spurinv.sources.pci import BDF, canonical
 from spurinv.sources.report import Report
 
 TYPE_CHECKING = False
@@ -59,7 +59,7 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
             report.fail(exc.path, exc.reason)
             continue
         leaf = os.path.basename(device)
-        bdf = leaf if BDF.match(leaf) else None
+        bdf = canonical(leaf) if BDF.match(leaf) else None
         xcp_match = XCP.match(leaf)
         if bdf is None and xcp_match is None:
             # procfs's fixture keeps `device` as a plain directory; its uevent names the slot.
@@ -68,7 +68,8 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
             except ReadError as exc:
                 report.fail(exc.path, exc.reason)
                 continue
-            bdf = parse_keyed_lines(uevent or "", "=").get("PCI_SLOT_NAME") or None
+            slot = parse_keyed_lines(uevent or "", "=").get("PCI_SLOT_NAME") or ""
+            bdf = canonical(slot) if BDF.match(slot) else (slot or None)
         nodes.append(
             {
                 "kind": "card" if match.group(1) == "card" else "render",

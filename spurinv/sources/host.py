@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 
 from spurinv import root as places
-from spurinv.sources.attribute import ReadError, parse_cpulist, parse_int, parse_keyed_lines, read_text
+from spurinv.sources.attribute import MAX_CPUS, ReadError, parse_cpulist, parse_int, parse_keyed_lines, read_text
 from spurinv.sources.report import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.root import Root
+
+MAX_MEMORY_KIB = 1 << 40  # 1 PiB: beyond any node built (issue #11: 2^64-1 kB was accepted)
 
 
 def read_cpus(root: Root, report: Report) -> int | None:
@@ -31,6 +33,8 @@ def read_cpus(root: Root, report: Report) -> int | None:
         count = sum(1 for line in text.split("\n") if line.split(":", 1)[0].strip() == "processor")
         if count == 0:
             raise ReadError(cpuinfo, "no 'processor' lines")
+        if count > MAX_CPUS:
+            raise ReadError(cpuinfo, f"{count} 'processor' lines: beyond {MAX_CPUS} CPUs, the physical limit")
         report.detail = f"{count} (from cpuinfo; {online} is missing)"
         return count
     except ReadError as exc:
@@ -49,6 +53,8 @@ def parse_meminfo(text: str, path: str) -> int:
     kib = parse_int(number, path)
     if kib == 0:
         raise ReadError(path, "MemTotal is 0")
+    if kib > MAX_MEMORY_KIB:
+        raise ReadError(path, f"MemTotal of {kib} kB is beyond 1 PiB, the physical limit")
     return kib // 1024
 
 

@@ -11,7 +11,7 @@ import os
 
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_text
-from spurinv.sources.pci import BDF, sort_key
+from spurinv.sources.pci import BDF, canonical, sort_key
 from spurinv.sources.report import Report
 
 TYPE_CHECKING = False
@@ -27,7 +27,7 @@ def parse_information(text: str, path: str, bdf: str) -> NvidiaGpu:
         if not fields.get(key):
             raise ReadError(path, f"no '{key}' line")
     location = fields["Bus Location"].lower()
-    if location != bdf:
+    if (canonical(location) if BDF.match(location) else location) != bdf:
         raise ReadError(path, f"Bus Location {location} does not match the directory name {bdf}")
     return {
         "bdf": bdf,
@@ -50,13 +50,19 @@ def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
         report.fail(base, exc.strerror or str(exc))
         return []
     gpus = []
+    seen: set[str] = set()
     for name in sorted(names, key=sort_key):
         path = os.path.join(base, name, "information")
         if not BDF.match(name):
             report.fail(os.path.join(base, name), "not a PCI address")
             continue
+        bdf = canonical(name)
+        if bdf in seen:
+            report.fail(os.path.join(base, name), f"the same PCI function as {bdf} (one GPU listed twice)")
+            continue
+        seen.add(bdf)
         try:
-            gpus.append(parse_information(read_text(path), path, name))
+            gpus.append(parse_information(read_text(path), path, bdf))
         except ReadError as exc:
             report.fail(exc.path, exc.reason)
     report.detail = f"{len(gpus)} GPUs"

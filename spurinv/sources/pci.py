@@ -27,6 +27,14 @@ ALL_ONES_VENDOR = 0xFFFF
 ALL_ONES_CLASS = 0xFFFFFF
 
 BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+MAX_ACCELERATORS = 1024  # accelerator functions (and devices) per node: beyond any machine built
+
+
+def canonical(bdf: str) -> str:
+    """The kernel's spelling of a BDF (``%04x:%02x:%02x.%d``): ``00000000:18:00.0`` is
+    ``0000:18:00.0``, the same function (issue #11: counted twice)."""
+    domain, bus, device, function = sort_key(bdf)
+    return f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
 
 
 def sort_key(bdf: str) -> tuple[int, int, int, int]:
@@ -67,15 +75,33 @@ def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -
         report.fail(base, exc.strerror or str(exc))
         return [], frozenset()
     functions: list[PciFunction] = []
+    spelled: dict[str, str] = {}  # canonical BDF → the entry's name
+    paths = root.resolver()
     for name in sorted(names, key=sort_key):
+        link = os.path.join(base, name)
         if not BDF.match(name):
-            report.fail(os.path.join(base, name), "not a PCI address")
+            report.fail(link, "not a PCI address")
             continue
-        if name in ignore:
+        bdf = canonical(name)
+        if bdf in spelled:
+            report.fail(link, f"the same PCI function as {spelled[bdf]} (one function listed twice)")
             continue
-        function = _read_function(os.path.join(base, name), name, report)
+        spelled[bdf] = name
+        if bdf in ignore:
+            continue
+        try:  # through the root's resolver: an absolute link must not lead out of --root
+            path = paths.resolve(link)
+        except OSError as exc:
+            report.fail(link, str(exc))
+            continue
+        if not os.path.isdir(path):
+            report.fail(link, "dangling link" if os.path.islink(link) else "not a directory")
+            continue
+        function = _read_function(path, bdf, report)
         if function is not None:
             functions.append(function)
+    if len(functions) > MAX_ACCELERATORS:
+        report.fail(base, f"{len(functions)} accelerator functions: beyond {MAX_ACCELERATORS}, the physical limit")
     counts: dict[str, int] = {}
     for function in functions:
         counts[function["vendor"]] = counts.get(function["vendor"], 0) + 1
@@ -85,7 +111,7 @@ def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -
         if functions
         else (f"{len(names)} functions, no GPU or accelerator")
     )
-    return functions, frozenset(names)
+    return functions, frozenset(spelled)
 
 
 def _read_function(path: str, bdf: str, report: Report) -> PciFunction | None:

@@ -47,6 +47,7 @@ class Fault:
     source: str = ""
     words: str = ""
     root_only_skip: bool = False  # needs a non-root user (chmod 000)
+    category: str = "discovery"  # the summary's row
 
 
 def node(root: Path, index: int = 0) -> Path:
@@ -163,7 +164,62 @@ def chmod_000(path: Path) -> None:
     path.chmod(0)
 
 
+# --- issue #11: links out of --root, one function under two spellings, absurd sizes, YAML aliases
+
+
+def outside_copy(root: Path, link: Path, name: str) -> Path:
+    """Point ``link`` (absolute) at a copy of its target's files *outside* the root: a container's
+    ``--root /host`` whose links resolve into the container. Before the fix this read cleanly."""
+    inside = Path(os.path.realpath(link))
+    outside = root.parent / name
+    if inside.name == "kfd":
+        shutil.copytree(inside, outside, symlinks=True)
+    else:
+        outside.mkdir()
+        for entry in inside.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                shutil.copyfile(entry, outside / entry.name)
+    replace_with_link(link, str(outside))
+    return outside
+
+
+def second_spelling(root: Path, bdf: str, nvidia: bool) -> None:
+    """The same PCI function listed again as ``00000000:…`` (an 8-digit domain)."""
+    long = "0000" + bdf
+    os.symlink(os.readlink(Path(root, PCI_DEVICES, bdf)), Path(root, PCI_DEVICES, long))
+    if nvidia:
+        text = Path(root, NV_INFO).read_text().replace(bdf, long)
+        rb.write(root, f"proc/driver/nvidia/gpus/{long}/information", text)
+
+
+def many_accelerators(root: Path, count: int) -> None:
+    for i in range(count):
+        function = Path(root, PCI_DEVICES, f"0001:{i >> 8:02x}:{(i >> 3) & 0x1F:02x}.{i & 7}")
+        function.mkdir()
+        for name, value in (("class", "0x030000"), ("vendor", "0x8086"), ("device", "0x56c0")):
+            (function / name).write_text(value + "\n")
+
+
+ALIAS_SPEC = """cdiVersion: "0.6.0"
+kind: example.com/fpga
+devices:
+- name: a
+  containerEdits: &edits
+    deviceNodes: [{path: /dev/fpga0}]
+- name: b
+  containerEdits: *edits
+"""
+
+
+def alias_bomb(uses: int, nodes: int) -> str:
+    """An anchor reused ``uses`` times: ``uses`` × ``nodes`` paths once expanded."""
+    paths = ", ".join(f"{{path: /dev/fpga{i}}}" for i in range(nodes))
+    devices = "".join(f"- name: d{i}\n  containerEdits: {{deviceNodes: *n}}\n" for i in range(uses))
+    return f'cdiVersion: "0.6.0"\nkind: example.com/fpga\nx-nodes: &n [{paths}]\ndevices:\n{devices}'
+
+
 SPX, CPX, VEGA, NV, NVCDI = "mi300x-spx", "mi300x-cpx", "vega10", "nvidia-8", "nvidia-cdi"
+HOSTILE = "hostile sysfs"
 ONLINE, MEMINFO = "sys/devices/system/cpu/online", "proc/meminfo"
 NV_INFO = f"proc/driver/nvidia/gpus/{NVIDIA0}/information"
 
@@ -174,7 +230,7 @@ FAULTS = [
     Fault("kfd generation_id is a dangling symlink", SPX,
           lambda r, c: replace_with_link(Path(r, TOPOLOGY, "generation_id"), "gone"), "failed", "kfd", "generation_id"),
     Fault("kfd generation_id is a FIFO without a writer", SPX,
-          lambda r, c: fifo(Path(r, TOPOLOGY, "generation_id"), False, c), "failed", "kfd", "not an integer"),
+          lambda r, c: fifo(Path(r, TOPOLOGY, "generation_id"), False, c), "failed", "kfd", "not a regular file"),
     Fault("kfd generation_id is a FIFO with a writer", SPX,
           lambda r, c: fifo(Path(r, TOPOLOGY, "generation_id"), True, c), "failed", "kfd", "generation_id"),
     Fault("kfd generation_id is garbage", SPX, lambda r, c: Path(r, TOPOLOGY, "generation_id").write_text("eighty\n"),
@@ -347,6 +403,29 @@ FAULTS = [
     Fault("cdi spec is a directory", SPX, lambda r, c: cdi_spec(r, "etc/cdi/dir.json").mkdir(), "flagged", "cdi", "dir.json"),
     Fault("cdi directory is a file", SPX, lambda r, c: rb.write(r, "var/run/cdi", "not a directory"), "flagged", "cdi",
           "var/run/cdi"),
+    # --- issue #11: hostile sysfs, procfs and CDI under --root
+    Fault("pci device link leaves the root", SPX, lambda r, c: outside_copy(r, Path(r, PCI_DEVICES, GPU0), "elsewhere"),
+          "failed", "pci", "leaves the root", category=HOSTILE),
+    Fault("kfd class link leaves the root", SPX, lambda r, c: outside_copy(r, Path(r, "sys/class/kfd/kfd"), "elsewhere"),
+          "failed", "kfd", "leaves the root", category=HOSTILE),
+    Fault("pci function listed under two spellings (nvidia)", NV, lambda r, c: second_spelling(r, NVIDIA0, True),
+          "failed", "pci", "the same PCI function as", category=HOSTILE),
+    Fault("pci function listed under two spellings (amd)", SPX, lambda r, c: second_spelling(r, GPU0, False),
+          "failed", "pci", "the same PCI function as", category=HOSTILE),
+    Fault("1,028 accelerator functions on the bus", SPX, lambda r, c: many_accelerators(r, 1020),
+          "failed", "pci", "beyond 1024, the physical limit", category=HOSTILE),
+    Fault("cpu online 0-1048576 repeated 200 times", SPX,
+          lambda r, c: Path(r, ONLINE).write_text(",".join(["0-1048576"] * 200)),
+          "failed", "cpus", "beyond 65536 CPUs", category=HOSTILE),
+    Fault("cpu online is a 1 MB list of overlapping ranges", SPX,
+          lambda r, c: Path(r, ONLINE).write_text(",".join(["0-65535"] * 131000)),
+          "failed", "cpus", "overlap", category=HOSTILE),
+    Fault("meminfo MemTotal of 2^64-1 kB", SPX, lambda r, c: edit(Path(r, MEMINFO), "1584918204", str((1 << 64) - 1)),
+          "failed", "memory", "beyond 1 PiB", category=HOSTILE),
+    Fault("cdi YAML spec with an alias", NVCDI, lambda r, c: rb.write(r, "etc/cdi/fpga.yaml", ALIAS_SPEC),
+          "flagged", "cdi", "alias", category=HOSTILE),
+    Fault("cdi YAML alias bomb (one anchor used 2,000 times)", NVCDI,
+          lambda r, c: rb.write(r, "etc/cdi/bomb.yaml", alias_bomb(2000, 2000)), "flagged", "cdi", "alias", category=HOSTILE),
 ]  # fmt: skip
 
 
@@ -395,7 +474,7 @@ def test_fault_is_a_failure_or_a_flag_never_fewer_devices(fault, root_copy, inta
     outcome = "failed" if not result["ok"] else ("flagged" if result["flags"] else "ok")
     if fault.expect == "recovered" and result["ok"]:
         outcome = "recovered" if inventory["fingerprint"] == good["inventory"]["fingerprint"] else "ok, different"
-    ledger.record("discovery", fault.name, outcome, lost=fewer)
+    ledger.record(fault.category, fault.name, outcome, lost=fewer)
 
     assert not fewer, f"an ok inventory with fewer devices: {len(inventory['devices'])}"
     assert seconds < 5, "a fault must not slow discovery down (no blocking reads)"

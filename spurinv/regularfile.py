@@ -1,0 +1,99 @@
+"""Opening our own files (state, lock, config, token) so that what sits there cannot hang or steer us.
+
+Whoever can create a file where spurinv expects one can plant a FIFO (an ``open`` that blocks
+forever, while holding the state lock), a symlink (a write that lands elsewhere) or a hard link
+to another file (a truncate that destroys it: issue #11). So every open here is
+``O_NOFOLLOW | O_NONBLOCK`` and the descriptor must be a regular file; a file we will write must
+also have exactly one link and belong to us. The type is checked with ``lstat`` before opening
+(a device node is never opened at all) and again with ``fstat`` on the descriptor (the name may
+have been swapped in between). Stdlib only: the timer's tick uses it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+class Refused(OSError):
+    """The path exists but is not a file we may use; the message says why, naming the path."""
+
+    def __init__(self, message: str, errno_: int) -> None:
+        super().__init__(message)
+        self.errno = errno_
+
+
+def kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _check(path: str, info: os.stat_result, write: bool) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        raise Refused(f"{path} is a symlink; refusing to follow it", errno.ELOOP)
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"{path} is {kind(info.st_mode)}, not a regular file", errno.EINVAL)
+    if write and info.st_nlink != 1:
+        raise Refused(f"{path} has {info.st_nlink} hard links; refusing to write it", errno.EMLINK)
+    if write and info.st_uid != os.geteuid():
+        raise Refused(f"{path} belongs to uid {info.st_uid}, not to us; refusing to write it", errno.EPERM)
+
+
+def open_fd(path: str, *, write: bool = False, create: bool = False) -> int:
+    """Open ``path`` (read-only, or read-write with ``write``); raise Refused or OSError.
+
+    With ``create`` a missing file is created 0600 (the lock file).
+    """
+    try:
+        _check(path, os.lstat(path), write)
+    except FileNotFoundError:
+        if not create:
+            raise
+    flags = (os.O_RDWR if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    if create:
+        flags |= os.O_CREAT
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused(f"{path} is a symlink; refusing to follow it", errno.ELOOP) from None
+        raise
+    try:
+        _check(path, os.fstat(fd), write)
+    except Refused:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read(path: str, limit: int) -> bytes:
+    """Return the contents of the regular file ``path``; raise Refused, OSError, or Refused
+    (``EFBIG``) when it holds more than ``limit`` bytes."""
+    fd = open_fd(path)
+    try:
+        chunks = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise Refused(f"{path} is larger than {limit} bytes", errno.EFBIG)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)

@@ -1,0 +1,65 @@
+"""The controller token as something to keep out of text: scrubbing what a server sends back.
+
+A server may echo the token in an error (a page quoting the request's headers), and that text
+becomes our message: stderr, the journal, the state file's backoff record, ``status``. Replacing
+only the exact token is not enough (issue #11): the echo may be truncated, upper-cased or
+hex-encoded. So any run of the text in which every 8 consecutive characters also occur in the
+token (case-insensitively) is replaced, and likewise every 16 consecutive hex digits that occur
+in the token's hex form. That covers every substring of 8 or more characters and its hex form;
+it may also cover a little more (two overlapping pieces of the token), which errs on the safe
+side. Linear in the text: one set lookup per position. Then the text is cut to a bound, so a
+server cannot fill the journal or the state file.
+"""
+
+from __future__ import annotations
+
+WINDOW = 8
+MAX_TEXT = 500
+MARK = "<token>"
+
+
+class Secret:
+    """A token, and the means to scrub it out of text."""
+
+    __slots__ = ("_hex", "_plain")
+
+    def __init__(self, token: str) -> None:
+        self._plain = _grams(token.lower(), WINDOW)
+        self._hex = _grams(token.encode().hex(), 2 * WINDOW)
+
+    def scrub(self, text: str, limit: int = MAX_TEXT) -> str:
+        """``text`` with every echo of the token replaced by ``<token>``, cut to ``limit`` characters.
+
+        Cut first to twice the limit (an echo split by that cut leaves at most a piece of the
+        token, which is scrubbed if it is 8 characters or more), so the work is bounded too.
+        """
+        text = text[: 2 * limit]
+        if self._plain:
+            text = _replace(text, self._plain, WINDOW)
+            text = _replace(text, self._hex, 2 * WINDOW)
+        if len(text) > limit:
+            text = text[: limit - 1] + "…"
+        return text
+
+
+def _grams(text: str, size: int) -> frozenset[str]:
+    return frozenset(text[i : i + size] for i in range(len(text) - size + 1))
+
+
+def _replace(text: str, grams: frozenset[str], size: int) -> str:
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters grow when lower-cased ("İ"): keep positions
+        lowered = "".join(char.lower()[0] for char in text)
+    covered = bytearray(len(text))
+    for start in range(len(text) - size + 1):
+        if lowered[start : start + size] in grams:
+            covered[start : start + size] = b"\x01" * size
+    if 1 not in covered:
+        return text
+    out = []
+    for position, char in enumerate(text):
+        if not covered[position]:
+            out.append(char)
+        elif position == 0 or not covered[position - 1]:
+            out.append(MARK)
+    return "".join(out)

@@ -1,0 +1,353 @@
+"""Hostile inputs, second pass (issue #11): files that are not what they seem, text from the
+controller and the command line, absurd config numbers, and a suite that leaves the host alone.
+
+The sysfs/procfs/CDI faults of the same issue (links leaving ``--root``, one PCI function under
+two spellings, absurd CPU/memory/device counts, CDI YAML aliases) are rows of the discovery
+matrix in ``test_discovery_faults.py``. Every test here failed before the fix it names: a hang
+(killed after ``HANG`` seconds), a traceback (exit 70), the wrong file touched, or a leak.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import hostile
+import pytest
+from faultserver import FaultServer, Gateway, Reply
+
+from spurinv import exitcode, locations, store
+
+HANG = 20  # seconds: every run here ends in well under one; a FIFO hang is killed by PID
+NODE_PATH = "/slurm/v0.0.42/node/n1"
+
+
+def one_line(text: str) -> str:
+    lines = text.splitlines()
+    assert len(lines) == 1, lines
+    assert "Traceback" not in text
+    return lines[0]
+
+
+@pytest.fixture
+def observed_state(tmp_path: Path, built, cli) -> Path:
+    """A state file from a real observe-mode run (two readings, a baseline)."""
+    state = tmp_path / "state" / "state.json"
+    config = hostile.config(tmp_path / "observe.toml")
+    for _ in range(2):
+        assert 0 == cli("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config).code
+    return state
+
+
+@pytest.fixture
+def gateway_server() -> Iterator[FaultServer]:
+    gateway = Gateway(token=hostile.TOKEN)
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway) as server:
+        yield server
+
+
+# --- files that are not what they seem ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "expect"),
+    [(("refresh",), exitcode.CANTCREAT), (("status",), exitcode.IOERR), (("status", "--json"), exitcode.IOERR),
+     (("diff",), exitcode.IOERR)],
+    ids=["refresh", "status", "status --json", "diff"],
+)  # fmt: skip
+def test_a_fifo_as_the_state_file_is_refused_not_waited_on(command, expect, tmp_path, built, spurinv, ledger):
+    state = tmp_path / "state.json"
+    os.mkfifo(state, 0o600)
+    root = ("--root", built("mi300x-spx")) if command[0] != "status" else ()
+
+    ran = spurinv(*command, *root, "--state", state, timeout=HANG)
+
+    ledger.record("hostile files", f"FIFO as the state file: {' '.join(command)}", f"exit {ran.code}")
+    assert expect == ran.code, ran
+    assert f"{state} is a FIFO, not a regular file" in one_line(ran.err)
+    assert state.is_fifo()  # neither moved aside nor replaced
+    if "--json" in command:
+        assert json.loads(ran.out)["exit_code"] == expect
+
+
+def test_a_fifo_as_the_token_file_is_refused_before_any_request(tmp_path, built, spurinv, gateway_server, ledger):
+    token = tmp_path / "token"
+    os.mkfifo(token, 0o600)
+    config = hostile.config(tmp_path / "c.toml", gateway_server.url, token_file=token, confirm_interval=0.01)
+
+    ran = spurinv("refresh", "--quiet", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config,
+                  timeout=HANG)  # fmt: skip
+
+    ledger.record("hostile files", "FIFO as the token file", f"exit {ran.code}")
+    assert exitcode.NOPERM == ran.code, ran
+    assert f"token file {token} is a FIFO" in one_line(ran.err)
+    assert [] == gateway_server.seen
+
+
+@pytest.mark.parametrize("how", ["--config", "$SPURINV_CONFIG"])
+@pytest.mark.parametrize("command", [("config", "show"), ("config", "show", "--json"), ("refresh",)])
+def test_a_fifo_as_the_config_file_is_refused(how, command, tmp_path, built, spurinv, ledger):
+    config = tmp_path / "fifo.toml"
+    os.mkfifo(config, 0o600)
+    args = [*command, *(("--root", built("mi300x-spx"), "--state", tmp_path / "s.json") if command[0] == "refresh" else ())]
+    if how == "--config":
+        ran = spurinv(*args, "--config", config, timeout=HANG)
+    else:
+        ran = spurinv(*args, extra_env={"SPURINV_CONFIG": str(config)}, timeout=HANG)
+
+    ledger.record("hostile files", f"FIFO as the config ({how}): {' '.join(command)}", f"exit {ran.code}")
+    assert exitcode.CONFIG == ran.code, ran
+    assert f"config file {config} is a FIFO, not a regular file" in one_line(ran.err)
+    if "--json" in command:
+        assert json.loads(ran.out)["error"]["code"] == "config"
+
+
+@pytest.mark.parametrize("plant", ["hard link to another file", "owned by another user"])
+def test_the_lock_file_is_never_truncated_unless_it_is_our_own_single_link_file(plant, tmp_path, built, spurinv, ledger):
+    """A hard link there made `refresh` truncate and overwrite the linked file with its holder line."""
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    lock = Path(f"{state}.lock")
+    victim = hostile.write_private(tmp_path / "precious.conf", "precious contents\n")
+    if plant.startswith("hard link"):
+        os.link(victim, lock)
+    else:
+        hostile.write_private(lock, "precious contents\n")
+        os.chown(lock, 4242, 4242)
+        victim = lock
+
+    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, timeout=HANG)
+
+    lost = victim.read_text() != "precious contents\n"
+    ledger.record("hostile files", f"lock file is a {plant}", f"exit {ran.code}", lost=lost)
+    assert "precious contents\n" == victim.read_text()
+    assert exitcode.CANTCREAT == ran.code, ran
+    assert str(lock) in one_line(ran.err)
+    assert not state.exists()
+
+
+def _dead_pid() -> int:
+    code = "import os; print(os.getpid())"
+    process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(process.stdout)
+
+
+@pytest.mark.parametrize("holder", ["a pid that has exited", "a live process that is not spurinv"])
+def test_the_lock_message_names_no_stale_holder(holder, tmp_path, ledger):
+    """The lock file keeps the last run's line after it ends; only a live spurinv is named."""
+    state = str(tmp_path / "state.json")
+    pid = _dead_pid() if holder.startswith("a pid") else os.getpid()
+    Path(f"{state}.lock").write_text(f"pid {pid} (refresh) since 10:00:00\n")
+    fd = os.open(f"{state}.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held, without rewriting the stale line
+    try:
+        with pytest.raises(store.LockHeld) as held:
+            store.Lock(state, 0, "refresh").acquire()
+    finally:
+        os.close(fd)
+
+    named = f"pid {pid}" in str(held.value)
+    ledger.record("hostile files", f"stale lock holder: {holder}", "named" if named else "not named", lost=named)
+    assert f"pid {pid}" not in str(held.value)
+    assert "is held by another run" in str(held.value)
+
+
+def test_a_live_spurinv_holder_is_named(tmp_path, lock_holder, ledger):
+    state = tmp_path / "state.json"
+    with lock_holder(state) as process, pytest.raises(store.LockHeld) as held:
+        store.Lock(str(state), 0, "refresh").acquire()
+    named = f"pid {process.pid}" in str(held.value)
+    ledger.record("hostile files", "live spurinv lock holder", "named" if named else "not named")
+    assert f"held by pid {process.pid} (refresh) since " in str(held.value)
+
+
+# --- text from the controller and the command line ---------------------------------------------
+
+MARKUP = "fpga[/bold]:1 [link=http://evil.example]x[/link] :warning: [bold red]y"
+
+
+def test_controller_text_with_rich_markup_is_printed_literally(observed_state, spurinv, ledger):
+    """A `last.reason` with markup made every `status` exit 70 (MarkupError)."""
+    raw = hostile.state_json(observed_state)
+    raw["last"]["reason"] = f"spurinv: gres {MARKUP}"
+    observed_state.write_text(json.dumps(raw))
+
+    ran = spurinv("status", "--state", observed_state, extra_env={"COLUMNS": "400"})
+
+    ledger.record("hostile text", "rich markup in the state's last reason", f"exit {ran.code}")
+    assert 0 == ran.code, ran
+    assert MARKUP in ran.out
+
+
+def test_a_gres_with_markup_from_the_controller_renders_and_exits_cleanly(tmp_path, built, spurinv, ledger):
+    """The adoption step quotes the controller's gres; with markup in it `refresh` exited 70
+    after saving the state, and every `status` after it too."""
+    gateway = Gateway(token=hostile.TOKEN)
+    gateway.add_node("n1", gres="gpu:mi300x:8,fpga[/bold]:1", gres_used="gpu:mi300x:0(IDX:N/A),fpga[/bold]:0")
+    state = tmp_path / "state.json"
+    wide = {"COLUMNS": "400"}
+    with FaultServer(gateway=gateway) as server:
+        config = hostile.config(tmp_path / "c.toml", server.url, token_file=hostile.token(tmp_path / "token"),
+                                confirm_interval=0.01)  # fmt: skip
+        dry = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--dry-run",
+                      extra_env=wide)  # fmt: skip
+        real = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, extra_env=wide)
+    status = spurinv("status", "--state", state, extra_env=wide)
+
+    codes = [ran.code for ran in (dry, real, status)]
+    ledger.record("hostile text", "rich markup in a controller gres", f"exits {codes}")
+    assert [0, 0, 0] == codes, (dry, real, status)
+    assert hostile.state_json(state)["baseline"]["source"] == "adopted"
+    for ran in (real,):
+        assert "the controller already lists gpu:mi300x:8,fpga[/bold]:1" in ran.out, ran.out
+
+
+BAD_NAMES = ["../../../admin/x?y=1#", "-n1", ".n1", "n1/../x", "n 1", "n1%2f", "x" * 65, "n1\n", "ü"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_a_node_name_cannot_steer_the_url(name, tmp_path, built, spurinv, gateway_server, ledger):
+    """`--node '../../../admin/x?y=1#'` sent GET /admin/x?y=1 with the auth headers."""
+    config = hostile.config(tmp_path / "c.toml", gateway_server.url, token_file=hostile.token(tmp_path / "token"))
+    flag = spurinv("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config,
+                   "--node", name, "--json")  # fmt: skip
+    in_file = hostile.config(tmp_path / "n.toml", gateway_server.url, token_file=tmp_path / "token")
+    in_file.write_text(in_file.read_text().replace('name = "n1"', f"name = {json.dumps(name)}", 1))
+    from_file = spurinv("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", in_file)
+
+    ledger.record("hostile text", f"node name {name[:30]!r}", f"--node exit {flag.code}, node.name exit {from_file.code}")
+    assert [] == gateway_server.seen
+    assert exitcode.USAGE == flag.code, flag
+    assert json.loads(flag.out)["exit_code"] == exitcode.USAGE
+    assert "--node" in one_line(flag.err)
+    assert exitcode.CONFIG == from_file.code, from_file
+    assert "node.name" in one_line(from_file.err)
+
+
+def test_discover_format_slurm_refuses_a_bad_node_name(built, spurinv):
+    ran = spurinv("discover", "--root", built("mi300x-spx"), "--format", "slurm", "--node", "a b")
+    assert exitcode.USAGE == ran.code
+    assert "--node" in one_line(ran.err)
+
+
+def test_every_path_segment_is_percent_encoded():
+    """Belt and braces: even a name that bypassed validation stays one path segment."""
+    from spurinv.config import ControllerSection
+    from spurinv.controller import Controller
+
+    client = Controller(ControllerSection(url="http://127.0.0.1:9"), "../admin/x?y=1#", None, api="slurm/v0.0.42")
+    assert "/slurm/v0.0.42/node/..%2Fadmin%2Fx%3Fy%3D1%23" == client.node_path()
+
+
+ECHOES = {
+    "truncated": hostile.TOKEN[:24],
+    "a middle piece": hostile.TOKEN[19:31],
+    "upper-cased": hostile.TOKEN.upper(),
+    "hex-encoded": hostile.TOKEN.encode().hex(),
+    "hex-encoded, upper-cased, truncated": hostile.TOKEN.encode().hex().upper()[6:60],
+}
+
+
+@pytest.mark.parametrize("form", ECHOES)
+def test_a_server_echoing_the_token_in_any_form_never_gets_it_stored_or_printed(form, tmp_path, built, spurinv, ledger):
+    echo = ECHOES[form]
+    gateway = Gateway(token=hostile.TOKEN)
+    gateway.add_node("n1")
+    state = tmp_path / "state.json"
+    with FaultServer(gateway=gateway) as server:
+        server.script("GET", NODE_PATH, Reply(500, {"errors": [{"error_number": 9001, "description": f"bad token {echo}"}]}))
+        config = hostile.config(tmp_path / "c.toml", server.url, token_file=hostile.token(tmp_path / "token"),
+                                confirm_interval=0.01)  # fmt: skip
+        runs = [spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--json")]
+        runs.append(spurinv("status", "--state", state))
+    text = "".join(ran.out + ran.err for ran in runs) + state.read_text()
+
+    leaked = echo.lower() in text.lower() or echo[:12].lower() in text.lower()
+    ledger.record("hostile text", f"token echoed back {form}", "LEAKED" if leaked else "scrubbed", lost=leaked)
+    assert not leaked
+    assert "<token>" in hostile.state_json(state)["backoff"]["error"]
+
+
+def test_server_text_is_bounded_in_messages_and_the_state_file(tmp_path, built, spurinv, ledger):
+    gateway = Gateway()
+    gateway.add_node("n1")
+    state = tmp_path / "state.json"
+    with FaultServer(gateway=gateway) as server:
+        server.script("GET", NODE_PATH, Reply(500, {"errors": [{"error_number": 9001, "description": "A" * 200_000}]}))
+        ran = spurinv("refresh", "--quiet", "--root", built("mi300x-spx"), "--state", state, "--config",
+                      hostile.config(tmp_path / "c.toml", server.url, confirm_interval=0.01))  # fmt: skip
+    error = hostile.state_json(state)["backoff"]["error"]
+
+    ledger.record("hostile text", "200 kB of server text", f"{len(error)} characters kept")
+    assert len(error) < 1000
+    assert len(one_line(ran.err)) < 1000
+
+
+# --- the config file ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [("config", "show", "--json"), ("refresh", "--json")])
+def test_a_non_utf8_config_is_exit_78_naming_the_file(command, tmp_path, built, spurinv, ledger):
+    config = tmp_path / "config.toml"
+    config.write_bytes(b'[node]\nname = "n\xff1"\n')
+    config.chmod(0o600)
+    root = ("--root", built("mi300x-spx"), "--state", tmp_path / "s.json") if command[0] == "refresh" else ()
+
+    ran = spurinv(*command, *root, "--config", config)
+
+    ledger.record("hostile config", f"non-UTF-8 config: {command[0]}", f"exit {ran.code}")
+    assert exitcode.CONFIG == ran.code, ran
+    assert f"config file {config} is not UTF-8 text" in one_line(ran.err)
+    assert json.loads(ran.out)["error"]["code"] == "config"
+
+
+ABSURD = {
+    "policy.backoff_initial": "[policy]\nbackoff_initial = 1000000000000\nbackoff_max = 1000000000000\n",
+    "policy.backoff_max": "[policy]\nbackoff_max = 604801\n",
+    "state.lock_timeout": "[state]\nlock_timeout = 601\n",
+    "controller.timeout": "[controller]\ntimeout = inf\n",
+    "policy.confirm_interval": "[policy]\nconfirm_interval = nan\n",
+}
+
+
+@pytest.mark.parametrize("key", ABSURD)
+def test_every_config_number_is_bounded_and_a_bad_one_is_named(key, tmp_path, built, spurinv, ledger):
+    """`backoff_initial = backoff_max = 10^12` passed validation, then OverflowError (exit 70)
+    threw away the pending reading."""
+    config = hostile.write_private(tmp_path / "config.toml", ABSURD[key])
+
+    shown = spurinv("config", "show", "--config", config)
+    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config)
+
+    ledger.record("hostile config", f"absurd {key}", f"exit {shown.code}/{ran.code}")
+    assert (exitcode.CONFIG, exitcode.CONFIG) == (shown.code, ran.code), (shown, ran)
+    assert key in one_line(ran.err)
+    assert str(config) in one_line(ran.err)
+
+
+def test_the_upper_bounds_themselves_are_accepted(tmp_path, spurinv):
+    config = hostile.write_private(
+        tmp_path / "config.toml",
+        "[policy]\nbackoff_initial = 604800\nbackoff_max = 604800\n[state]\nlock_timeout = 600\n[controller]\ntimeout = 120\n",
+    )
+    assert 0 == spurinv("config", "show", "--config", config).code
+
+
+# --- the suite itself --------------------------------------------------------------------------
+
+
+def test_the_suite_never_uses_the_hosts_default_paths(hermetic, ledger):
+    """Every test runs with private default paths (conftest's autouse ``hermetic``); the proof
+    that nothing reaches the host is scripts/hermetic-check, which CI runs."""
+    environ = dict(os.environ)
+    paths = [locations.state_path(None, environ), locations.config_path(None, environ)[0], locations.DEFAULT_STATE,
+             locations.DEFAULT_CONFIG]  # fmt: skip
+    private = all(Path(path).is_relative_to(hermetic) for path in paths)
+    ledger.record("hermetic suite", "default state and config paths", "private" if private else "HOST", lost=not private)
+    assert private, paths
