@@ -160,6 +160,7 @@ def refresh(
             config_identity=locations.identity(path),
             metrics_file=metrics_file or loaded.metrics.file or None,
             metrics_flag=metrics_file,
+            node_flag=node,
             dry_run=dry_run,
             strict=strict,
             accept=accept,

@@ -34,3 +34,12 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),
     (CONFIG, "EX_CONFIG", "configuration error"),
 )
+
+
+def of_errno(number: int | None) -> int:
+    """The exit status of a file spurinv could not read or write, from its ``errno``: the disk
+    (full, over quota, failing, file too large) is 74; anything else — permissions, a symlink
+    where the file should be, a missing or foreign directory — is 73."""
+    import errno
+
+    return IOERR if number in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG) else CANTCREAT

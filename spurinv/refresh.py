@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from spurinv import exitcode, metrics, store
+from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
@@ -29,7 +29,6 @@ from spurinv.policy import TERMINAL, Action, Do, Settings, contacted, decide, ex
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
-from spurinv.tick import steady_key
 
 if TYPE_CHECKING:
     from spurinv.controller import Controller
@@ -72,6 +71,7 @@ class Options:
         config_identity: str,
         metrics_file: str | None = None,
         metrics_flag: str | None = None,
+        node_flag: str | None = None,
         dry_run: bool = False,
         strict: bool = False,
         accept: str | None = None,
@@ -82,6 +82,7 @@ class Options:
         self.config_identity = config_identity
         self.metrics_file = metrics_file
         self.metrics_flag = metrics_flag
+        self.node_flag = node_flag
         self.dry_run = dry_run
         self.strict = strict
         self.accept = accept
@@ -276,7 +277,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
             try:
                 metrics.write(options.metrics_file, text)
             except store.StoreError as exc:
-                raise StateError(str(exc), exitcode.CANTCREAT) from None
+                raise StateError(str(exc), exc.exit_code) from None
     client = result.client
     return RefreshDocument(
         format_version=1,
@@ -366,48 +367,37 @@ def _write(
 
 
 def _finish(result: Converged, options: Options, world: World, node: str) -> State:
-    """Record the decision and, when nothing is outstanding, the fast path's memo."""
+    """Record the decision and, when nothing is outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
-    decision = Decision(
-        at=world.clock(),
-        outcome=outcome.kind.value,
-        action=steps[-1].action if steps else "none",
-        reason=steps[-1].reason if steps else "",
-        exit_code=result.exit_code,
-        requests=len(result.client.sent) if result.client else 0,
+    decision = ledger.decision(
+        world.clock(),
+        outcome.kind.value,
+        steps[-1].action if steps else "none",
+        steps[-1].reason if steps else "",
+        result.exit_code,
+        len(result.client.sent) if result.client else 0,
     )
     steady = None
-    quiet = (
-        outcome.kind == Kind.UNCHANGED
-        and result.exit_code == 0
-        and state.drain is None
-        and state.refusal is None
-        and state.backoff is None
-        and state.pending is None
-        and state.baseline is not None
-        and (config.observe or state.baseline.source != "observed")
+    outstanding = state.model_dump(
+        include={"drain": True, "refusal": True, "backoff": True, "pending": True, "baseline": {"source"}}
     )
-    if quiet and outcome.fingerprint:
-        steady = Steady(
-            fingerprint=outcome.fingerprint,
-            key=steady_key(world.root.path, options.config_identity, options.metrics_flag),
-            cdi_dirs=config.discovery.cdi_dirs,
-            ignore_pci=config.discovery.ignore_pci,
-            metrics_file=options.metrics_file,
-            node=node,
+    if ledger.settled(outstanding, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
+        key = ledger.steady_key(
+            world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
         )
-    return state.model_copy(update={"last": decision, "steady": steady})
+        memo = ledger.memo(
+            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node
+        )
+        steady = Steady.model_validate(memo)
+    return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})
 
 
 def _save(path: str, state: State) -> None:
-    import errno
-
     try:
         state_file.save(path, state)
     except store.StoreError as exc:
-        code = exitcode.IOERR if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG) else exitcode.CANTCREAT
-        raise StateError(f"{exc}; the previous state file is untouched", code) from None
+        raise StateError(f"{exc}; the previous state file is untouched", exc.exit_code) from None
 
 
 def _version() -> str:

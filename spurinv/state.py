@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field, ValidationError
 
-from spurinv import store
+from spurinv import ledger, store
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.model import Frozen, Inventory, Reading
 
@@ -86,10 +86,12 @@ class Api(Frozen):
 class Steady(Frozen):
     """Memo of a run that found nothing to do, for the next tick's fast path.
 
-    Written only when the full path classified *unchanged* and the policy found nothing to do
-    with no drain, refusal, backoff or pending change outstanding. ``key`` covers the root, the
-    config file's identity (path, inode, size, mtime) and the discovery settings; a tick whose
-    key and fingerprint match is the same situation and needs neither pydantic nor the network.
+    Written only when the full path classified *unchanged* with no drain, refusal, backoff or
+    pending change outstanding (:func:`spurinv.ledger.settled`). ``key`` covers the root, the config
+    file's identity (path, inode, size, mtime), the ``--metrics-file`` and ``--node`` flags and the
+    host name (:func:`spurinv.ledger.steady_key`); the discovery settings are stored here, so a tick
+    needs no config. A tick whose key and fingerprint match is the same situation and needs
+    neither pydantic nor the network.
     """
 
     fingerprint: str
@@ -126,21 +128,25 @@ class State(Frozen):
         return self.readings[-1] if self.readings else None
 
     def record(self, reading: Reading) -> State:
-        """Return the state with ``reading`` appended, keeping the last two, and counters updated."""
-        pending = self.pending
-        if reading.ok and (self.baseline is None or reading.fingerprint != self.baseline.fingerprint):
-            if pending is None or pending.fingerprint != reading.fingerprint:
-                pending = Pending(fingerprint=reading.fingerprint or "", since=reading.taken_at)
-        elif reading.ok:
-            pending = None
-        return self.model_copy(
-            update={
-                "readings": (*self.readings, reading)[-KEEP_READINGS:],
-                "pending": pending,
-                "consecutive_failures": 0 if reading.ok else self.consecutive_failures + 1,
-                "last_success": reading.taken_at if reading.ok else self.last_success,
-            }
+        """Return the state with ``reading`` appended, keeping the last two, and counters updated
+        (the rule is :func:`spurinv.ledger.record`'s, which the timer's tick applies to the raw file)."""
+        update = ledger.record(
+            {
+                "readings": self.readings,
+                "pending": self.pending.model_dump() if self.pending else None,
+                "consecutive_failures": self.consecutive_failures,
+                "last_success": self.last_success,
+            },
+            reading,
+            ok=reading.ok,
+            fingerprint=reading.fingerprint,
+            taken_at=reading.taken_at,
+            baseline=self.baseline.fingerprint if self.baseline else None,
         )
+        pending = update["pending"]
+        update["pending"] = None if pending is None else Pending(**pending)
+        update["readings"] = tuple(update["readings"])
+        return self.model_copy(update=update)
 
 
 class NewerSchema(Exception):

@@ -14,6 +14,8 @@ import fcntl
 import os
 import time
 
+from spurinv import exitcode
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,6 +34,11 @@ class StoreError(OSError):
     def __init__(self, message: str, errno_: int | None = None) -> None:
         super().__init__(message)
         self.errno = errno_
+
+    @property
+    def exit_code(self) -> int:
+        """The exit status this failure calls for (:func:`spurinv.exitcode.of_errno`)."""
+        return exitcode.of_errno(self.errno)
 
 
 class LockHeld(Exception):

@@ -49,7 +49,8 @@ def test_the_pure_core_does_no_io(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["launch", "tick", "discovery", "root", "store", "locations", "documents", "metrics", "log", "fingerprint", "catalog"]
+    ["launch", "tick", "ledger", "exitcode", "discovery", "root", "store", "locations", "documents", "metrics", "log"]
+    + ["fingerprint", "catalog"]
     + [f"sources.{p.stem}" for p in (PACKAGE / "sources").glob("*.py") if p.stem != "__init__"],
 )
 def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
@@ -62,6 +63,26 @@ def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
             top.add(node.module.split(".")[0])
 
     assert not top & {"pydantic", "typer", "rich", "requests", "yaml", "dataclasses", "typing", "enum", "datetime", "pathlib"}
+
+
+def spurinv_modules(path: Path) -> set[str]:
+    """The spurinv modules ``path`` imports (``from spurinv import x`` and ``from spurinv.x import y``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "spurinv":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spurinv."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_one_path_the_full_run_does_not_lean_on_the_fast_one():
+    """Both keep the books through ledger; neither imports the other (issue #12)."""
+    assert "tick" not in spurinv_modules(module("refresh"))
+    assert "refresh" not in spurinv_modules(module("tick"))
+    assert "ledger" in spurinv_modules(module("tick"))
+    assert "ledger" in spurinv_modules(module("refresh"))
+    assert "ledger" in spurinv_modules(module("state"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
