@@ -14,7 +14,7 @@ import ipaddress
 import json
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +31,8 @@ AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentic
 UNKNOWN_NODE = 2018
 _NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")  # JWTs are base64url and dots; anything else is a broken token file
+
+SessionFactory = Callable[[], requests.Session]  # how a run gets its HTTP session (tests mount adapters)
 
 
 class _Deadline(Exception):

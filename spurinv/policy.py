@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
+from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, merge_extra, rebuild_gres
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
@@ -212,11 +213,11 @@ def backoff_seconds(failures: int, settings: Settings, kind: str) -> int:
     return int(min(settings.backoff_max, settings.backoff_initial * factor * (2 ** max(0, failures - 1))))
 
 
-def with_backoff(state: State, kind: str, error: str, settings: Settings, now: datetime) -> State:
+def with_backoff(state: State, kind: ControllerKind, error: str, settings: Settings, now: datetime) -> State:
     """Record a controller error: backoff grows with consecutive failures."""
     failures = (state.backoff.failures if state.backoff else 0) + 1
     delay = backoff_seconds(failures, settings, kind)
-    backoff = Backoff(kind=kind, failures=failures, next_attempt=now + timedelta(seconds=delay), error=error)  # type: ignore[arg-type]
+    backoff = Backoff(kind=kind, failures=failures, next_attempt=now + timedelta(seconds=delay), error=error)
     return state.model_copy(update={"backoff": backoff, "controller_errors": state.controller_errors + 1, "steady": None})
 
 

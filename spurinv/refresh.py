@@ -31,7 +31,7 @@ from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
 
 if TYPE_CHECKING:
-    from spurinv.controller import Controller
+    from spurinv.controller import Controller, SessionFactory
     from spurinv.nodeview import NodeView
 
 MAX_STEPS = 8
@@ -49,7 +49,7 @@ class World:
         sleep: Callable[[float], None] = time.sleep,
         hostname: str | None = None,
         log: Log | None = None,
-        session_factory: Callable[[], object] | None = None,
+        session_factory: SessionFactory | None = None,
     ) -> None:
         self.root = root
         self.environ = environ
@@ -315,7 +315,7 @@ def _client(world: World, config: Config, node: str, state: State) -> Controller
     token = read_token(config.controller, world.environ)
     cached = state.api.version if state.api and state.api.url == config.controller.url else None
     session = world.session_factory() if world.session_factory else None
-    return Controller(config.controller, node, token, api=cached, session=session)  # type: ignore[arg-type]
+    return Controller(config.controller, node, token, api=cached, session=session)
 
 
 def _remember_api(state: State, client: Controller, now: datetime) -> State:

@@ -15,6 +15,7 @@ from pydantic import AwareDatetime, Field, ValidationError
 
 from spurinv import ledger, store
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
+from spurinv.errors import ControllerKind
 from spurinv.model import Frozen, Inventory, Reading
 
 
@@ -58,7 +59,7 @@ class Refusal(Frozen):
 class Backoff(Frozen):
     """Bounded exponential backoff across runs, after a controller error."""
 
-    kind: Literal["unreachable", "auth", "refused", "protocol", "unknown-node", "read-only"]
+    kind: ControllerKind
     failures: int
     next_attempt: AwareDatetime
     error: str

@@ -78,7 +78,9 @@ def _tick(
         # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick (#6).
         blob = (json.dumps(after, separators=(",", ":")) + "\n").encode()
         metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
-        text = metrics.render(after, time.perf_counter() - started, steady.get("node") or "", __version__)
+        text = (
+            metrics.render(after, time.perf_counter() - started, steady.get("node") or "", __version__) if metrics_file else ""
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, RootError):
         return None  # nothing written yet: the full run knows how to report it
     # From here on there are side effects: report a failure ourselves, as the full run would.

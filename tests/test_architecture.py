@@ -97,3 +97,36 @@ def test_only_root_names_sys_and_proc(path):
     offending = [s for s in strings if s not in docstrings and re.match(r"^/?(sys|proc)/", s)]
 
     assert not offending, offending
+
+
+def test_one_type_for_controller_error_kinds():
+    """The kinds are one ``Literal``: the exit-status table, the state file's backoff and the client agree."""
+    from typing import get_args
+
+    from spurinv.errors import ControllerError, ControllerKind
+    from spurinv.state import Backoff
+
+    kinds = set(get_args(ControllerKind))
+    assert kinds == set(ControllerError.KINDS)
+    assert kinds == set(get_args(Backoff.model_fields["kind"].annotation))
+
+
+def test_one_shape_per_device(built):
+    """A device's shapes agree: discovery's dicts, their TypedDict, the pydantic model, the fingerprint."""
+    from typing import get_type_hints
+
+    from spurinv import records
+    from spurinv.discovery import discover
+    from spurinv.fingerprint import SCHEDULABLE
+    from spurinv.model import Device, Inventory
+    from spurinv.root import Root
+
+    fields = set(Device.model_fields)
+    assert fields == set(get_type_hints(records.Device))
+    assert set(Inventory.model_fields) == set(get_type_hints(records.Inventory))
+    assert set(SCHEDULABLE) <= fields
+    for name in ("mi300x-cpx", "nvidia-cdi", "vega10"):
+        inventory = discover(Root(str(built(name))))["inventory"]
+        assert inventory is not None
+        assert set(inventory) == set(Inventory.model_fields)
+        assert all(set(device) == fields for device in inventory["devices"]), name
