@@ -201,7 +201,7 @@ def diff(
         try:
             saved = state_file.load(path) or state_file.State()
         except (state_file.Corrupt, state_file.NewerSchema) as exc:
-            raise StateError(str(exc), exitcode.DATAERR) from None
+            raise StateError(str(exc), exc.exit_code) from None
     except SpurinvError as error:
         raise _fail("diff", error, as_json) from None
     except OSError as exc:
@@ -254,7 +254,7 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
         try:
             raw = state_file.load_raw(path)
         except (state_file.Corrupt, state_file.NewerSchema) as exc:
-            raise StateError(str(exc), exitcode.DATAERR) from None
+            raise StateError(str(exc), exc.exit_code) from None
     except SpurinvError as error:
         raise _fail("status", error, as_json) from None
     except OSError as exc:

@@ -10,6 +10,7 @@ written once, atomically, at the end (never in a dry run).
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import time
@@ -96,12 +97,12 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
     try:
         loaded = state_file.load(path)
     except state_file.NewerSchema as exc:
-        raise StateError(f"{exc}; refusing to touch it", exitcode.DATAERR) from None
+        raise StateError(f"{exc}; refusing to touch it", exc.exit_code) from None
     except (state_file.Corrupt, store.StoreError) as exc:
-        if isinstance(exc, store.StoreError) and "symlink" in str(exc):
-            raise StateError(str(exc), exitcode.CANTCREAT) from None
+        if isinstance(exc, store.StoreError) and exc.errno == errno.ELOOP:  # never follow it, never move it
+            raise StateError(str(exc), exc.exit_code) from None
         if strict:
-            raise StateError(f"{exc} (--strict)", exitcode.DATAERR) from None
+            raise StateError(f"{exc} (--strict)", state_file.Corrupt.exit_code) from None
         if dry_run:
             notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
             return State(), notes
@@ -127,7 +128,7 @@ def _locked(path: str, timeout: float) -> Iterator[None]:
     except store.LockHeld as exc:
         raise LockError(str(exc)) from None
     except store.StoreError as exc:
-        raise StateError(str(exc), exitcode.CANTCREAT) from None
+        raise StateError(str(exc), exc.exit_code) from None
     try:
         yield
     finally:

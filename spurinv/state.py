@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field, ValidationError
 
-from spurinv import ledger, store
+from spurinv import exitcode, ledger, store
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.errors import ControllerKind
 from spurinv.model import Frozen, Inventory, Reading
@@ -153,9 +153,13 @@ class State(Frozen):
 class NewerSchema(Exception):
     """The state file was written by a newer spurinv; we must not touch it."""
 
+    exit_code = exitcode.DATAERR
+
 
 class Corrupt(Exception):
-    """The state file does not parse or validate."""
+    """The state file does not parse or validate (exit 65 where it is not moved aside)."""
+
+    exit_code = exitcode.DATAERR
 
 
 def parse(data: bytes, path: str) -> State:
