@@ -283,11 +283,13 @@ def config_init(
         raise typer.Exit(0)
     if os.path.exists(path) and not force:
         raise _fail("config", ConfigError(f"{path} exists; use --force to overwrite it"), False)
+    from spurinv import store
+
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # /etc/spurinv: readable by the service
+        store.write_atomic(path, text.encode(), 0o640, make_directory=False)
+    except store.StoreError as exc:
+        raise _fail("config", ConfigError(str(exc)), False) from None
     except OSError as exc:
         raise _fail("config", ConfigError(f"cannot write {path}: {exc.strerror}"), False) from None
     sys.stderr.write(f"wrote {path}\n")

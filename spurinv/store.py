@@ -140,9 +140,15 @@ def read(path: str) -> bytes | None:
     return data
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (mode 0600)."""
-    ensure_directory(path)
+def write_atomic(path: str, data: bytes, mode: int = 0o600, *, make_directory: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically and durably, with exactly ``mode``.
+
+    The one writer of every file spurinv writes: the state (0600, its directory made 0700 if
+    missing), the metrics (0644 for node_exporter, in a directory that must exist) and
+    ``config init`` (0640).
+    """
+    if make_directory:
+        ensure_directory(path)
     directory = os.path.dirname(path) or "."
     temporary = f"{path}.tmp-{os.getpid()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -159,6 +165,8 @@ def write_atomic(path: str, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            if mode != 0o600:
+                os.fchmod(fd, mode)  # the umask only narrows what os.open grants
             os.fsync(fd)
         finally:
             os.close(fd)
