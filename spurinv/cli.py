@@ -166,7 +166,7 @@ def refresh(
             accept=accept,
             ignore_backoff=ignore_backoff,
         )
-        document = run(World(_root(root), environ, log=Log(environ, quiet=quiet)), options)
+        document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:
         raise _fail("refresh", error, as_json) from None
     if as_json:

@@ -15,6 +15,7 @@ import json
 import re
 import signal
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,14 +74,14 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True)
 class Request:
     """One request as sent (or, in a dry run, as it would be sent): for reports and tests."""
 
-    def __init__(self, method: str, path: str, body: dict[str, Any] | None, status: int | None = None) -> None:
-        self.method = method
-        self.path = path
-        self.body = body
-        self.status = status
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    status: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
@@ -91,13 +92,13 @@ class Request:
         return f"{self.method} {self.path}{body}{status}"
 
 
+@dataclass(frozen=True, slots=True)
 class RegisterResult:
     """What a re-registration achieved, as read back from the controller."""
 
-    def __init__(self, applied: bool, view: NodeView, error: str | None) -> None:
-        self.applied = applied
-        self.view = view
-        self.error = error
+    applied: bool
+    view: NodeView
+    error: str | None
 
 
 class Controller:
@@ -173,7 +174,7 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
-        record.status = response.status_code
+        self.sent[-1] = replace(record, status=response.status_code)
         if 300 <= response.status_code < 400:
             where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")

@@ -15,6 +15,7 @@ import glob
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -38,56 +39,37 @@ if TYPE_CHECKING:
 MAX_STEPS = 8
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True, slots=True)
 class World:
-    """What a run needs from outside: the root, the environment, a clock, a way to wait, a log."""
+    """What a run needs from outside: the root, the environment, a log, a clock, a way to wait."""
 
-    def __init__(
-        self,
-        root: Root,
-        environ: dict[str, str],
-        *,
-        clock: Callable[[], datetime] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        hostname: str | None = None,
-        log: Log | None = None,
-        session_factory: SessionFactory | None = None,
-    ) -> None:
-        self.root = root
-        self.environ = environ
-        self.clock = clock or (lambda: datetime.now(UTC).replace(microsecond=0))
-        self.sleep = sleep
-        self.hostname = hostname or os.uname().nodename
-        self.log = log or Log(environ)
-        self.session_factory = session_factory
+    root: Root
+    environ: dict[str, str]
+    log: Log
+    clock: Callable[[], datetime] = _utc_now
+    sleep: Callable[[float], None] = time.sleep
+    hostname: str = field(default_factory=lambda: os.uname().nodename)
+    session_factory: SessionFactory | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
     """The run's choices (from flags and config)."""
 
-    def __init__(
-        self,
-        *,
-        state_path: str,
-        config: Config,
-        config_identity: str,
-        metrics_file: str | None = None,
-        metrics_flag: str | None = None,
-        node_flag: str | None = None,
-        dry_run: bool = False,
-        strict: bool = False,
-        accept: str | None = None,
-        ignore_backoff: bool = False,
-    ) -> None:
-        self.state_path = state_path
-        self.config = config
-        self.config_identity = config_identity
-        self.metrics_file = metrics_file
-        self.metrics_flag = metrics_flag
-        self.node_flag = node_flag
-        self.dry_run = dry_run
-        self.strict = strict
-        self.accept = accept
-        self.ignore_backoff = ignore_backoff
+    state_path: str
+    config: Config
+    config_identity: str
+    metrics_file: str | None = None
+    metrics_flag: str | None = None
+    node_flag: str | None = None
+    dry_run: bool = False
+    strict: bool = False
+    accept: str | None = None
+    ignore_backoff: bool = False
 
 
 def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: bool = False) -> tuple[State, list[str]]:
@@ -159,15 +141,15 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
 
 
+@dataclass(frozen=True, slots=True)
 class Converged:
     """What :func:`converge` did: the new state, its steps, the exit status, the client used."""
 
-    def __init__(self, state: State, outcome: Outcome, steps: list[Step], exit_code: int, client: Controller | None) -> None:
-        self.state = state
-        self.outcome = outcome
-        self.steps = steps
-        self.exit_code = exit_code
-        self.client = client
+    state: State
+    outcome: Outcome
+    steps: list[Step]
+    exit_code: int
+    client: Controller | None
 
 
 def converge(
