@@ -59,10 +59,6 @@ class NodeView(BaseModel):
             and used_count(self.gres_used or "") == 0
         )
 
-    def state_text(self) -> str:
-        """``IDLE+DRAIN``."""
-        return "+".join((self.base, *self.flags))
-
     def busy_text(self) -> str:
         """What keeps the node busy, for people: ``2 CPUs, gpu:mi300x:2 allocated``."""
         parts = [f"{self.alloc_cpus} CPUs"] if self.alloc_cpus else []

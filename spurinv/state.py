@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, Field, ValidationError
+from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
 from spurinv import exitcode, ledger, store
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
@@ -101,7 +101,14 @@ class Steady(Frozen):
     ignore_pci: tuple[str, ...] = ()
     metrics_file: str | None = None
     node: str = ""
-    controller_errors: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unused(cls, data: Any) -> Any:
+        # 0.1.0 wrote a ``controller_errors`` here that nothing read; accept such a file, drop it
+        if isinstance(data, dict) and "controller_errors" in data:
+            data = {key: value for key, value in data.items() if key != "controller_errors"}
+        return data
 
 
 class State(Frozen):

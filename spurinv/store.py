@@ -1,4 +1,5 @@
-"""The state file on disk: where it lives, the run lock, atomic writes, quarantine. Stdlib only.
+"""Files on disk: the state file's directory, the run lock, atomic writes (of every file spurinv
+writes), quarantine. Where the files live is :mod:`spurinv.locations`'s business. Stdlib only.
 
 Never lost, never half-written: write a temporary file in the same directory (``O_EXCL``, mode
 0600), fsync, rename over the old file, fsync the directory. A ``kill -9`` at any instant leaves
@@ -111,13 +112,6 @@ class Lock:
     def release(self) -> None:
         """Drop the lock (closing the descriptor releases the flock)."""
         self._close()
-
-    def __enter__(self) -> Lock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.release()
 
 
 def read(path: str) -> bytes | None:

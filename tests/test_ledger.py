@@ -180,3 +180,20 @@ def test_fast_and_full_paths_leave_the_same_state_file(
         assert fast_metrics == full_metrics
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
+    """0.1.0's memo carried ``controller_errors`` (never read); dropping the field must not make
+    every existing state file corrupt."""
+    from spurinv import state as state_file
+
+    memo = ledger.memo(SPX.fingerprint, "k", (), (), None, "n1")
+    raw = {"schema_version": 1, "steady": {**memo, "controller_errors": 0}}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(raw))
+
+    loaded = state_file.load(str(path))
+
+    assert loaded is not None
+    assert loaded.steady is not None
+    assert loaded.steady.model_dump(mode="json") == memo
