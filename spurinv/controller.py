@@ -200,7 +200,7 @@ class Controller:
         return b"".join(chunks)
 
     def _fail(self, method: str, path: str, status: int, body: Any) -> ControllerError:
-        """Map an unsuccessful answer to an error kind (slurm/NOTES.md §8 item 6)."""
+        """Map an unsuccessful answer to an error kind (docs/slurm-rest.md §4)."""
         errors = slurm_errors(body)
         numbers = {number for number, _ in errors}
         text = self._scrub("; ".join(message for _, message in errors if message) or f"HTTP {status}")
@@ -304,7 +304,7 @@ class Controller:
 
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory, then read it back: Slurm answers 200 to a GPU type change
-        it silently does not apply (NOTES.md §5.1), so only the read-back says "applied"."""
+        it silently does not apply (docs/slurm-rest.md §2), so only the read-back says "applied"."""
         try:
             self.post(body)
         except ControllerError as exc:

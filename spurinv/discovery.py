@@ -11,7 +11,7 @@ Identity: the physical function's PCI BDF, plus ``/p<index>`` for a package spli
 partitions. In CPX every KFD partition carries its own function bits in ``location_id``
 (1280…1287 = 0000:05:00.0 … .7 in the MI300X capture) and all of them share ``unique_id``; the
 index is those function bits, so a missing partition never renumbers the others. Never a
-positional index, never the render minor (reused across modes: spur.md §5 item 5).
+positional index, never the render minor (reused across modes: docs/spur.md "Identity").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The policy: ``decide(outcome, view, state, settings, now) → action`` and ``settle``. Pure.
 
-The table (issue #4; #834 review, yansun1996):
+The table (issue #4; the review of ROCm/spur#834 by yansun1996; docs/spur.md):
 
 ==================  ==========================  ============================================
 outcome             controller view              action
@@ -18,7 +18,7 @@ any                 drain not ours               never resumed, never overwritte
 ==================  ==========================  ============================================
 
 "Ours" = DRAIN flag set and the reason equal to the one the state file says we set (NHC's
-leader convention made exact: slurm/NOTES.md §7–8). ``decide`` is called repeatedly within a
+leader convention made exact: docs/slurm-rest.md §6). ``decide`` is called repeatedly within a
 run, each time with the state and view as updated by :func:`settle`, until it returns a
 terminal action; each non-terminal action is one request (or none).
 """

@@ -240,3 +240,21 @@ def test_outputs_validate_against_the_committed_schemas(cli, built, state_path, 
     check("status", cli("status", "--json", "--state", state_path).json())
     check("status", cli("status", "--json", "--state", tmp_path / "none.json").json())
     check("error", cli("refresh", "--json", "--root", tmp_path / "missing", "--state", state_path).json())
+
+
+# --- citations a reader can open ----------------------------------------------------------------
+
+CITED_FILES = [*(REPO / "spurinv").rglob("*.py"), *(REPO / "tests").glob("**/*.py"), *(REPO / "bench").glob("*.py")]
+
+
+@pytest.mark.parametrize("path", CITED_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_comments_cite_only_what_the_repository_or_the_web_holds(path):
+    """No "NOTES.md §7" or "spur.md §1.2" from a reference pack outside the repository (issue #12)."""
+    text = path.read_text(encoding="utf-8")
+    if path.name == "test_docs.py":
+        return
+    outside = re.findall(r"(?<![\w/])(?:slurm/)?(?:NOTES|spur|peers|style)(?:\.md)? ?§", text)
+    outside += re.findall(r"(?<![\w/.])(?:NOTES|peers|style)\.md", text)
+    assert not outside, outside
+    for cited in set(re.findall(r"\bdocs/[\w.-]+\.md", text)):
+        assert (REPO / cited).is_file(), cited

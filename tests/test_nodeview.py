@@ -53,7 +53,7 @@ def test_captured_node_views(path, node, state, idle, drained):
 
 
 def test_after_resume_the_old_reason_stays_but_drain_is_gone():
-    """24.11 without accounting keeps the reason after RESUME (NOTES.md §5.4): decide by the flag."""
+    """24.11 without accounting keeps the reason after RESUME (docs/slurm-rest.md §3): decide by the flag."""
     view = parse_node(load("24.11/v0.0.42/node-n1-after-resume.json"), "n1")
 
     assert view.reason.startswith("spurinv:")
