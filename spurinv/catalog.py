@@ -1,6 +1,6 @@
 """What we know about GPU models: PCI device ids, XCC counts, partition modes, name normalising.
 
-The AMD table is spur's ``detect_amd_gpu_type_from_id`` (spur.md §1.2), so a node reports the
+The AMD table is spur's ``detect_amd_gpu_type_from_id`` (docs/spur.md §1), so a node reports the
 same GPU type to spur and to Slurm. Stdlib only (hot path).
 """
 

@@ -1,10 +1,11 @@
 """The classifier: (reported baseline, previous reading, current reading) → outcome. Pure.
 
 One reading is never enough: a change is confirmed only by two consecutive successful readings
-with the same fingerprint (#898's "seen-twice" on the schedulable-set fingerprint, so two
+with the same fingerprint (ROCm/spur#898's "seen-twice" on the schedulable-set fingerprint, so two
 different partial reads never confirm each other). A confirmed reading that loses every GPU, or
 loses a package the PCI bus still shows, is *suspicious* and held back: a driver reload rolling
-across a fleet must not report every node as zero-GPU (#834's blocking review; #898 2026-09-18).
+across a fleet must not report every node as zero-GPU (ROCm/spur#834's blocking review;
+ROCm/spur#898, 2026-09-18; docs/spur.md).
 """
 
 from __future__ import annotations

@@ -173,12 +173,13 @@ def refresh(
             config_identity=locations.identity(path),
             metrics_file=metrics_file or loaded.metrics.file or None,
             metrics_flag=metrics_file,
+            node_flag=node,
             dry_run=dry_run,
             strict=strict,
             accept=accept,
             ignore_backoff=ignore_backoff,
         )
-        document = run(World(_root(root), environ, log=Log(environ, quiet=quiet)), options)
+        document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:
         raise _fail("refresh", error, as_json) from None
     if as_json:
@@ -213,7 +214,7 @@ def diff(
         try:
             saved = state_file.load(path) or state_file.State()
         except (state_file.Corrupt, state_file.NewerSchema) as exc:
-            raise StateError(str(exc), exitcode.DATAERR) from None
+            raise StateError(str(exc), exc.exit_code) from None
     except SpurinvError as error:
         raise _fail("diff", error, as_json) from None
     except OSError as exc:
@@ -266,7 +267,7 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
         try:
             raw = state_file.load_raw(path)
         except (state_file.Corrupt, state_file.NewerSchema) as exc:
-            raise StateError(str(exc), exitcode.DATAERR) from None
+            raise StateError(str(exc), exc.exit_code) from None
     except SpurinvError as error:
         raise _fail("status", error, as_json) from None
     except OSError as exc:
@@ -295,11 +296,13 @@ def config_init(
         raise typer.Exit(0)
     if os.path.exists(path) and not force:
         raise _fail("config", ConfigError(f"{path} exists; use --force to overwrite it"), False)
+    from spurinv import store
+
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # /etc/spurinv: readable by the service
+        store.write_atomic(path, text.encode(), 0o640, make_directory=False)
+    except store.StoreError as exc:
+        raise _fail("config", ConfigError(str(exc)), False) from None
     except OSError as exc:
         raise _fail("config", ConfigError(f"cannot write {path}: {exc.strerror}"), False) from None
     sys.stderr.write(f"wrote {path}\n")

@@ -126,8 +126,9 @@ class Config(_Section):
 
 
 SECTIONS: dict[str, type[_Section]] = {
-    name: info.annotation  # type: ignore[misc]
+    name: info.annotation
     for name, info in Config.model_fields.items()
+    if isinstance(info.annotation, type) and issubclass(info.annotation, _Section)
 }
 
 

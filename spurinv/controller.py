@@ -14,7 +14,8 @@ import ipaddress
 import json
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -32,6 +33,8 @@ AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentic
 UNKNOWN_NODE = 2018
 _NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")  # JWTs are base64url and dots; anything else is a broken token file
+
+SessionFactory = Callable[[], requests.Session]  # how a run gets its HTTP session (tests mount adapters)
 
 
 class _Deadline(Exception):
@@ -72,14 +75,14 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True)
 class Request:
     """One request as sent (or, in a dry run, as it would be sent): for reports and tests."""
 
-    def __init__(self, method: str, path: str, body: dict[str, Any] | None, status: int | None = None) -> None:
-        self.method = method
-        self.path = path
-        self.body = body
-        self.status = status
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    status: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
@@ -90,13 +93,13 @@ class Request:
         return f"{self.method} {self.path}{body}{status}"
 
 
+@dataclass(frozen=True, slots=True)
 class RegisterResult:
     """What a re-registration achieved, as read back from the controller."""
 
-    def __init__(self, applied: bool, view: NodeView, error: str | None) -> None:
-        self.applied = applied
-        self.view = view
-        self.error = error
+    applied: bool
+    view: NodeView
+    error: str | None
 
 
 class Controller:
@@ -173,7 +176,7 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
-        record.status = response.status_code
+        self.sent[-1] = replace(record, status=response.status_code)
         if 300 <= response.status_code < 400:
             where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")
@@ -199,7 +202,7 @@ class Controller:
         return b"".join(chunks)
 
     def _fail(self, method: str, path: str, status: int, body: Any) -> ControllerError:
-        """Map an unsuccessful answer to an error kind (slurm/NOTES.md §8 item 6)."""
+        """Map an unsuccessful answer to an error kind (docs/slurm-rest.md §4)."""
         errors = slurm_errors(body)
         numbers = {number for number, _ in errors}
         text = self._scrub("; ".join(message for _, message in errors if message) or f"HTTP {status}")
@@ -304,7 +307,7 @@ class Controller:
 
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory, then read it back: Slurm answers 200 to a GPU type change
-        it silently does not apply (NOTES.md §5.1), so only the read-back says "applied"."""
+        it silently does not apply (docs/slurm-rest.md §2), so only the read-back says "applied"."""
         try:
             self.post(body)
         except ControllerError as exc:

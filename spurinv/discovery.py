@@ -11,7 +11,7 @@ Identity: the physical function's PCI BDF, plus ``/p<index>`` for a package spli
 partitions. In CPX every KFD partition carries its own function bits in ``location_id``
 (1280…1287 = 0000:05:00.0 … .7 in the MI300X capture) and all of them share ``unique_id``; the
 index is those function bits, so a missing partition never renumbers the others. Never a
-positional index, never the render minor (reused across modes: spur.md §5 item 5).
+positional index, never the render minor (reused across modes: docs/spur.md "Identity").
 """
 
 from __future__ import annotations
@@ -33,7 +33,18 @@ from spurinv.sources.report import ABSENT, FAILED, Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import CdiDevice, Device, Discovery, DrmNode, KfdNode, NvidiaGpu, Partition, PciFunction, Problem
+    from spurinv.records import (
+        CdiDevice,
+        Device,
+        Discovery,
+        DrmNode,
+        Inventory,
+        KfdNode,
+        NvidiaGpu,
+        Partition,
+        PciFunction,
+        Problem,
+    )
     from spurinv.root import Root
 
 SOURCES = ("pci", "drm", "kfd", "nvidia", "cdi", "cpus", "memory")
@@ -91,21 +102,21 @@ def _result(
     devices: list[Device],
     pci_functions: list[str],
 ) -> Discovery:
-    errors: list[Problem] = [error for report in reports.values() for error in report.errors]  # type: ignore[misc]
-    flags: list[Problem] = [flag for report in reports.values() for flag in report.flags]  # type: ignore[misc]
+    errors: list[Problem] = [error for report in reports.values() for error in report.errors]
+    flags: list[Problem] = [flag for report in reports.values() for flag in report.flags]
     sources = {name: report.as_dict() for name, report in reports.items()}
     if errors or cpus is None or memory is None:
         if not errors:  # unreachable by construction; keeps the invariant local and explicit
             errors = [{"source": "discovery", "path": "", "reason": "incomplete reading"}]
-        return {"ok": False, "inventory": None, "sources": sources, "errors": errors, "flags": flags}  # type: ignore[typeddict-item]
-    inventory = {
+        return {"ok": False, "inventory": None, "sources": sources, "errors": errors, "flags": flags}
+    inventory: Inventory = {
         "cpus": cpus,
         "memory_mb": memory,
         "fingerprint": fingerprint(cpus, memory, devices),
         "devices": devices,
         "pci_functions": pci_functions,
     }
-    return {"ok": True, "inventory": inventory, "sources": sources, "errors": [], "flags": flags}  # type: ignore[typeddict-item]
+    return {"ok": True, "inventory": inventory, "sources": sources, "errors": [], "flags": flags}
 
 
 def _check_drm_on_bus(drm: list[DrmNode], bus: frozenset[str], ignore: frozenset[str], report: Report) -> None:

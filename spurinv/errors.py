@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from spurinv import exitcode
+
+ControllerKind = Literal["unreachable", "auth", "refused", "protocol", "unknown-node", "read-only"]
+"""What went wrong with the controller: decides the exit status and the backoff (the state file's
+``backoff.kind``). A ``Literal`` rather than an enum: one type for mypy, plain strings in JSON."""
 
 
 class SpurinvError(Exception):
@@ -53,7 +57,7 @@ class LockError(SpurinvError):
 class ControllerError(SpurinvError):
     """A controller call failed; ``kind`` decides the exit status and the backoff."""
 
-    KINDS: ClassVar[dict[str, int]] = {
+    KINDS: ClassVar[dict[ControllerKind, int]] = {
         "unreachable": exitcode.UNAVAILABLE,
         "read-only": exitcode.UNAVAILABLE,
         "unknown-node": exitcode.NOHOST,
@@ -62,8 +66,8 @@ class ControllerError(SpurinvError):
         "protocol": exitcode.PROTOCOL,
     }
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ControllerKind, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind: ControllerKind = kind
         self.code = f"controller-{kind}"
         self.exit_code = self.KINDS[kind]

@@ -1,23 +1,25 @@
-"""Exit statuses, following sysexits.h.
+"""Exit statuses, following sysexits.h (the stdlib names them: ``os.EX_*``).
 
 Plain integers rather than an IntEnum: this module is imported on the timer's hot path, where
 the ``enum`` import alone costs a few milliseconds. ``TABLE`` is the documented contract; the
 README, the man page and a test are checked against it.
 """
 
-OK = 0
+import os
+
+OK = os.EX_OK
 DIFFERENT = 1  # `spurinv diff --exit-code` found a difference (as `git diff --exit-code`)
-SOFTWARE = 70  # EX_SOFTWARE: internal error (a bug); SPURINV_DEBUG=1 shows the traceback
-USAGE = 64  # EX_USAGE: bad command line
-DATAERR = 65  # EX_DATAERR: corrupt state file in --strict mode, or a state file from a newer spurinv
-NOHOST = 68  # EX_NOHOST: the controller does not know this node's name
-UNAVAILABLE = 69  # EX_UNAVAILABLE: controller unreachable, or a read-only gateway
-CANTCREAT = 73  # EX_CANTCREAT: the state directory or metrics file cannot be created or written
-IOERR = 74  # EX_IOERR: discovery failed (or the state file could not be written)
-TEMPFAIL = 75  # EX_TEMPFAIL: state lock held by another run, or controller backoff not elapsed
-PROTOCOL = 76  # EX_PROTOCOL: the controller refused or did not apply our update, or answered garbage
-NOPERM = 77  # EX_NOPERM: authentication or permission refused (by the controller, or unsafe token file)
-CONFIG = 78  # EX_CONFIG: configuration error
+SOFTWARE = os.EX_SOFTWARE  # internal error (a bug); SPURINV_DEBUG=1 shows the traceback
+USAGE = os.EX_USAGE  # bad command line
+DATAERR = os.EX_DATAERR  # corrupt state file in --strict mode, or a state file from a newer spurinv
+NOHOST = os.EX_NOHOST  # the controller does not know this node's name
+UNAVAILABLE = os.EX_UNAVAILABLE  # controller unreachable, or a read-only gateway
+CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written
+IOERR = os.EX_IOERR  # discovery failed (or the state file could not be written)
+TEMPFAIL = os.EX_TEMPFAIL  # state lock held by another run, or controller backoff not elapsed
+PROTOCOL = os.EX_PROTOCOL  # the controller refused or did not apply our update, or answered garbage
+NOPERM = os.EX_NOPERM  # authentication or permission refused (by the controller, or unsafe token file)
+CONFIG = os.EX_CONFIG  # configuration error
 
 TABLE: tuple[tuple[int, str, str], ...] = (
     (OK, "EX_OK", "success, or nothing to do"),
@@ -34,3 +36,12 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),
     (CONFIG, "EX_CONFIG", "configuration error"),
 )
+
+
+def of_errno(number: int | None) -> int:
+    """The exit status of a file spurinv could not read or write, from its ``errno``: the disk
+    (full, over quota, failing, file too large) is 74; anything else — permissions, a symlink
+    where the file should be, a missing or foreign directory — is 73."""
+    import errno
+
+    return IOERR if number in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG) else CANTCREAT

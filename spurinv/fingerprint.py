@@ -13,10 +13,8 @@ import json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from hashlib import sha256
-
-    from spurinv.records import Device
 else:
     # The interpreter's own SHA-256 (what hashlib falls back to): importing hashlib loads
     # OpenSSL, ~2.5 ms and ~1 MiB of a timer tick (issue #6). Same digest either way.
@@ -32,8 +30,8 @@ VERSION = 1  # bump when the projection changes, so every node re-confirms once
 SCHEDULABLE = ("id", "vendor", "model", "pci_device", "memory_mb", "partition", "numa_node", "unique_id")
 
 
-def fingerprint(cpus: int, memory_mb: int, devices: Iterable[Device]) -> str:
-    """Return the hex SHA-256 of the schedulable projection."""
-    rows = sorted(([device[key] for key in SCHEDULABLE] for device in devices), key=lambda row: str(row[0]))  # type: ignore[literal-required]
+def fingerprint(cpus: int, memory_mb: int, devices: Iterable[Mapping[str, object]]) -> str:
+    """Return the hex SHA-256 of the schedulable projection (of discovery's dicts or a model's dump)."""
+    rows = sorted(([device[key] for key in SCHEDULABLE] for device in devices), key=lambda row: str(row[0]))
     blob = json.dumps([VERSION, cpus, memory_mb, rows], sort_keys=True, separators=(",", ":"))
     return sha256(blob.encode()).hexdigest()

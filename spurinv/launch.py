@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 LEAN = {
-    "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--quiet", "-q"}),
+    "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--node", "--quiet", "-q"}),
     "status": frozenset({"--state", "--json"}),
     "discover": frozenset({"--root", "--json"}),
 }

@@ -41,8 +41,5 @@ class Log:
     def warning(self, message: str) -> None:
         self.emit(WARNING, message)
 
-    def notice(self, message: str) -> None:
-        self.emit(NOTICE, message)
-
     def info(self, message: str) -> None:
         self.emit(INFO, message)

@@ -7,9 +7,8 @@ user). Format: the Prometheus text exposition format, version 0.0.4.
 
 from __future__ import annotations
 
-import os
-
-from spurinv.store import StoreError, discard
+from spurinv import store
+from spurinv.store import StoreError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,16 +70,8 @@ def _epoch(stamp: str) -> int:
 
 
 def write(path: str, text: str) -> None:
-    """Atomically replace ``path`` (mode 0644)."""
-    temporary = f"{path}.tmp-{os.getpid()}"
+    """Atomically replace ``path`` (mode 0644), in a directory that must exist (the collector's)."""
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, text.encode())
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except OSError as exc:
-        discard(temporary)
-        raise StoreError(f"cannot write metrics file {path}: {exc.strerror}", exc.errno) from None
+        store.write_atomic(path, text.encode(), 0o644, make_directory=False)
+    except StoreError as exc:
+        raise StoreError(f"metrics file: {exc}", exc.errno) from None

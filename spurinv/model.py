@@ -75,7 +75,7 @@ class Inventory(Frozen):
         order = sorted(self.devices, key=lambda d: (sort_key(d.pci_bdf), d.partition.index if d.partition else 0))
         if list(self.devices) != order:
             raise ValueError("devices are not sorted by identity")
-        expected = fingerprint(self.cpus, self.memory_mb, (d.model_dump() for d in self.devices))  # type: ignore[misc]
+        expected = fingerprint(self.cpus, self.memory_mb, (d.model_dump() for d in self.devices))
         if self.fingerprint != expected:
             raise ValueError(f"fingerprint {self.fingerprint[:12]} does not match the devices ({expected[:12]})")
         return self

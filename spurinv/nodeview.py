@@ -1,6 +1,6 @@
 """The controller's view of one node, whatever the dialect, and GRES strings. Pure.
 
-Dialects (slurm/NOTES.md §4, spur.md §3):
+Dialects (docs/slurm-rest.md §1, docs/spur.md §2):
 * Slurm ≤ 22.05 (v0.0.38): ``state`` is a lower-case base state, flags in ``state_flags``;
 * Slurm ≥ 23.02 (v0.0.39+): ``state`` is a list, base state first, then flags (``["IDLE","DRAIN"]``);
 * spur's gateway: ``state`` is a display word (``idle``, ``drained``, ``draining`` …), no GRES.
@@ -59,10 +59,6 @@ class NodeView(BaseModel):
             and used_count(self.gres_used or "") == 0
         )
 
-    def state_text(self) -> str:
-        """``IDLE+DRAIN``."""
-        return "+".join((self.base, *self.flags))
-
     def busy_text(self) -> str:
         """What keeps the node busy, for people: ``2 CPUs, gpu:mi300x:2 allocated``."""
         parts = [f"{self.alloc_cpus} CPUs"] if self.alloc_cpus else []
@@ -98,7 +94,7 @@ def parse_node(body: object, name: str) -> NodeView:
         nodes = [body["node"]]
     if nodes is None or nodes == []:
         # 22.05 answers 500 with error 2018; 24.11+ answers 200 with no nodes and an error
-        # "Failure to query node X" (error_number 0): NOTES.md §4.
+        # "Failure to query node X" (error_number 0): docs/slurm-rest.md §1.
         errors = slurm_errors(body)
         if errors or nodes == []:
             detail = errors[0][1] if errors else "no such node"
@@ -190,7 +186,7 @@ def gpu_counts(text: str) -> dict[str | None, int]:
 def rebuild_gres(current: str, models: dict[str, int]) -> str:
     """The complete GRES string for the node: GPU entries rebuilt from ``models``, the rest kept.
 
-    A GRES left out of an update is set to 0 by Slurm (NOTES.md §5.1: ``{"gres":"fpga:4"}``
+    A GRES left out of an update is set to 0 by Slurm (docs/slurm-rest.md §2: ``{"gres":"fpga:4"}``
     zeroed the GPUs), so every other entry is sent back exactly as listed. The controller's
     typing convention is kept: untyped ``gpu:4`` stays untyped (a type change is silently not
     applied by Slurm anyway).

@@ -1,6 +1,6 @@
 """The policy: ``decide(outcome, view, state, settings, now) → action`` and ``settle``. Pure.
 
-The table (issue #4; #834 review, yansun1996):
+The table (issue #4; the review of ROCm/spur#834 by yansun1996; docs/spur.md):
 
 ==================  ==========================  ============================================
 outcome             controller view              action
@@ -18,7 +18,7 @@ any                 drain not ours               never resumed, never overwritte
 ==================  ==========================  ============================================
 
 "Ours" = DRAIN flag set and the reason equal to the one the state file says we set (NHC's
-leader convention made exact: slurm/NOTES.md §7–8). ``decide`` is called repeatedly within a
+leader convention made exact: docs/slurm-rest.md §6). ``decide`` is called repeatedly within a
 run, each time with the state and view as updated by :func:`settle`, until it returns a
 terminal action; each non-terminal action is one request (or none).
 """
@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
+from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, merge_extra, rebuild_gres
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
@@ -212,11 +213,11 @@ def backoff_seconds(failures: int, settings: Settings, kind: str) -> int:
     return int(min(settings.backoff_max, settings.backoff_initial * factor * (2 ** max(0, failures - 1))))
 
 
-def with_backoff(state: State, kind: str, error: str, settings: Settings, now: datetime) -> State:
+def with_backoff(state: State, kind: ControllerKind, error: str, settings: Settings, now: datetime) -> State:
     """Record a controller error: backoff grows with consecutive failures."""
     failures = (state.backoff.failures if state.backoff else 0) + 1
     delay = backoff_seconds(failures, settings, kind)
-    backoff = Backoff(kind=kind, failures=failures, next_attempt=now + timedelta(seconds=delay), error=error)  # type: ignore[arg-type]
+    backoff = Backoff(kind=kind, failures=failures, next_attempt=now + timedelta(seconds=delay), error=error)
     return state.model_copy(update={"backoff": backoff, "controller_errors": state.controller_errors + 1, "steady": None})
 
 

@@ -14,10 +14,11 @@ import glob
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from spurinv import exitcode, metrics, store
+from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
@@ -29,63 +30,45 @@ from spurinv.policy import TERMINAL, Action, Do, Settings, contacted, decide, ex
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
-from spurinv.tick import steady_key
 
 if TYPE_CHECKING:
-    from spurinv.controller import Controller
+    from spurinv.controller import Controller, SessionFactory
     from spurinv.nodeview import NodeView
 
 MAX_STEPS = 8
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass(frozen=True, slots=True)
 class World:
-    """What a run needs from outside: the root, the environment, a clock, a way to wait, a log."""
+    """What a run needs from outside: the root, the environment, a log, a clock, a way to wait."""
 
-    def __init__(
-        self,
-        root: Root,
-        environ: dict[str, str],
-        *,
-        clock: Callable[[], datetime] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        hostname: str | None = None,
-        log: Log | None = None,
-        session_factory: Callable[[], object] | None = None,
-    ) -> None:
-        self.root = root
-        self.environ = environ
-        self.clock = clock or (lambda: datetime.now(UTC).replace(microsecond=0))
-        self.sleep = sleep
-        self.hostname = hostname or os.uname().nodename
-        self.log = log or Log(environ)
-        self.session_factory = session_factory
+    root: Root
+    environ: dict[str, str]
+    log: Log
+    clock: Callable[[], datetime] = _utc_now
+    sleep: Callable[[float], None] = time.sleep
+    hostname: str = field(default_factory=lambda: os.uname().nodename)
+    session_factory: SessionFactory | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
     """The run's choices (from flags and config)."""
 
-    def __init__(
-        self,
-        *,
-        state_path: str,
-        config: Config,
-        config_identity: str,
-        metrics_file: str | None = None,
-        metrics_flag: str | None = None,
-        dry_run: bool = False,
-        strict: bool = False,
-        accept: str | None = None,
-        ignore_backoff: bool = False,
-    ) -> None:
-        self.state_path = state_path
-        self.config = config
-        self.config_identity = config_identity
-        self.metrics_file = metrics_file
-        self.metrics_flag = metrics_flag
-        self.dry_run = dry_run
-        self.strict = strict
-        self.accept = accept
-        self.ignore_backoff = ignore_backoff
+    state_path: str
+    config: Config
+    config_identity: str
+    metrics_file: str | None = None
+    metrics_flag: str | None = None
+    node_flag: str | None = None
+    dry_run: bool = False
+    strict: bool = False
+    accept: str | None = None
+    ignore_backoff: bool = False
 
 
 def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: bool = False) -> tuple[State, list[str]]:
@@ -95,12 +78,12 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
     try:
         loaded = state_file.load(path)
     except state_file.NewerSchema as exc:
-        raise StateError(f"{exc}; refusing to touch it", exitcode.DATAERR) from None
+        raise StateError(f"{exc}; refusing to touch it", exc.exit_code) from None
     except (state_file.Corrupt, store.StoreError) as exc:
         if isinstance(exc, store.Unsafe):  # a symlink, FIFO or directory there: refuse, never move it
             raise StateError(str(exc), exitcode.CANTCREAT) from None
         if strict:
-            raise StateError(f"{exc} (--strict)", exitcode.DATAERR) from None
+            raise StateError(f"{exc} (--strict)", state_file.Corrupt.exit_code) from None
         if dry_run:
             notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
             return State(), notes
@@ -126,7 +109,7 @@ def _locked(path: str, timeout: float) -> Iterator[None]:
     except store.LockHeld as exc:
         raise LockError(str(exc)) from None
     except store.StoreError as exc:
-        raise StateError(str(exc), exitcode.CANTCREAT) from None
+        raise StateError(str(exc), exc.exit_code) from None
     try:
         yield
     finally:
@@ -157,15 +140,15 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
 
 
+@dataclass(frozen=True, slots=True)
 class Converged:
     """What :func:`converge` did: the new state, its steps, the exit status, the client used."""
 
-    def __init__(self, state: State, outcome: Outcome, steps: list[Step], exit_code: int, client: Controller | None) -> None:
-        self.state = state
-        self.outcome = outcome
-        self.steps = steps
-        self.exit_code = exit_code
-        self.client = client
+    state: State
+    outcome: Outcome
+    steps: list[Step]
+    exit_code: int
+    client: Controller | None
 
 
 def converge(
@@ -276,7 +259,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
             try:
                 metrics.write(options.metrics_file, text)
             except store.StoreError as exc:
-                raise StateError(str(exc), exitcode.CANTCREAT) from None
+                raise StateError(str(exc), exc.exit_code) from None
     client = result.client
     return RefreshDocument(
         format_version=1,
@@ -314,7 +297,7 @@ def _client(world: World, config: Config, node: str, state: State) -> Controller
     token = read_token(config.controller, world.environ)
     cached = state.api.version if state.api and state.api.url == config.controller.url else None
     session = world.session_factory() if world.session_factory else None
-    return Controller(config.controller, node, token, api=cached, session=session)  # type: ignore[arg-type]
+    return Controller(config.controller, node, token, api=cached, session=session)
 
 
 def _remember_api(state: State, client: Controller, now: datetime) -> State:
@@ -366,48 +349,37 @@ def _write(
 
 
 def _finish(result: Converged, options: Options, world: World, node: str) -> State:
-    """Record the decision and, when nothing is outstanding, the fast path's memo."""
+    """Record the decision and, when nothing is outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
-    decision = Decision(
-        at=world.clock(),
-        outcome=outcome.kind.value,
-        action=steps[-1].action if steps else "none",
-        reason=steps[-1].reason if steps else "",
-        exit_code=result.exit_code,
-        requests=len(result.client.sent) if result.client else 0,
+    decision = ledger.decision(
+        world.clock(),
+        outcome.kind.value,
+        steps[-1].action if steps else "none",
+        steps[-1].reason if steps else "",
+        result.exit_code,
+        len(result.client.sent) if result.client else 0,
     )
     steady = None
-    quiet = (
-        outcome.kind == Kind.UNCHANGED
-        and result.exit_code == 0
-        and state.drain is None
-        and state.refusal is None
-        and state.backoff is None
-        and state.pending is None
-        and state.baseline is not None
-        and (config.observe or state.baseline.source != "observed")
+    outstanding = state.model_dump(
+        include={"drain": True, "refusal": True, "backoff": True, "pending": True, "baseline": {"source"}}
     )
-    if quiet and outcome.fingerprint:
-        steady = Steady(
-            fingerprint=outcome.fingerprint,
-            key=steady_key(world.root.path, options.config_identity, options.metrics_flag),
-            cdi_dirs=config.discovery.cdi_dirs,
-            ignore_pci=config.discovery.ignore_pci,
-            metrics_file=options.metrics_file,
-            node=node,
+    if ledger.settled(outstanding, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
+        key = ledger.steady_key(
+            world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
         )
-    return state.model_copy(update={"last": decision, "steady": steady})
+        memo = ledger.memo(
+            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node
+        )
+        steady = Steady.model_validate(memo)
+    return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})
 
 
 def _save(path: str, state: State) -> None:
-    import errno
-
     try:
         state_file.save(path, state)
     except store.StoreError as exc:
-        code = exitcode.IOERR if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG) else exitcode.CANTCREAT
-        raise StateError(f"{exc}; the previous state file is untouched", code) from None
+        raise StateError(f"{exc}; the previous state file is untouched", exc.exit_code) from None
 
 
 def _version() -> str:

@@ -1,7 +1,7 @@
 """Human output with rich: the only module that imports it.
 
-Every function takes a ``Console`` (tests pass one writing to a StringIO with a fixed width and
-no colour). Data goes to stdout; diagnostics to stderr through :mod:`spurinv.log`. ``NO_COLOR``
+Every function takes a ``Console`` (:func:`console` builds the one for stdout or stderr; the tests
+capture those streams). Data goes to stdout; diagnostics to stderr through :mod:`spurinv.log`. ``NO_COLOR``
 and non-terminal output are honoured by rich itself.
 """
 
@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from spurinv.classify import InventoryDiff
-from spurinv.model import Device, Discovery, Inventory
+from spurinv.model import Device, Discovery
 from spurinv.report import RefreshDocument
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
@@ -183,11 +183,6 @@ def status(out: Console, document: dict[str, Any]) -> None:
         out.print(f"api       {document['api']['version']} at {document['api']['url']}")
     for note in document["attention"]:
         out.print(Text(f"attention {note}", style="bold yellow"))
-
-
-def inventory_line(inventory: Inventory) -> str:
-    """For logs."""
-    return f"{inventory.summary()} fingerprint {inventory.fingerprint[:12]}"
 
 
 def config_show(out: Console, values: dict[str, Any], origins: dict[str, str]) -> None:

@@ -1,7 +1,7 @@
 """What Slurm's configuration must say for this node (``spurinv discover --format slurm``). Pure.
 
 Slurm accepts a GPU count change only through slurm.conf/gres.conf, a reconfigure and a slurmd
-restart (slurm/NOTES.md §5.2), so when it refuses our update this is the text an operator needs:
+restart (docs/slurm-rest.md §2, scontrol(1) ``Gres=``), so when it refuses our update this is the text an operator needs:
 the ``NodeName=`` line in ``slurmd -C``'s style, with the GPUs, and one gres.conf line per device.
 """
 

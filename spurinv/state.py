@@ -11,10 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, Field, ValidationError
+from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
-from spurinv import store
+from spurinv import exitcode, ledger, store
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
+from spurinv.errors import ControllerKind
 from spurinv.model import Frozen, Inventory, Reading
 
 
@@ -58,7 +59,7 @@ class Refusal(Frozen):
 class Backoff(Frozen):
     """Bounded exponential backoff across runs, after a controller error."""
 
-    kind: Literal["unreachable", "auth", "refused", "protocol", "unknown-node", "read-only"]
+    kind: ControllerKind
     failures: int
     next_attempt: AwareDatetime
     error: str
@@ -86,10 +87,12 @@ class Api(Frozen):
 class Steady(Frozen):
     """Memo of a run that found nothing to do, for the next tick's fast path.
 
-    Written only when the full path classified *unchanged* and the policy found nothing to do
-    with no drain, refusal, backoff or pending change outstanding. ``key`` covers the root, the
-    config file's identity (path, inode, size, mtime) and the discovery settings; a tick whose
-    key and fingerprint match is the same situation and needs neither pydantic nor the network.
+    Written only when the full path classified *unchanged* with no drain, refusal, backoff or
+    pending change outstanding (:func:`spurinv.ledger.settled`). ``key`` covers the root, the config
+    file's identity (path, inode, size, mtime), the ``--metrics-file`` and ``--node`` flags and the
+    host name (:func:`spurinv.ledger.steady_key`); the discovery settings are stored here, so a tick
+    needs no config. A tick whose key and fingerprint match is the same situation and needs
+    neither pydantic nor the network.
     """
 
     fingerprint: str
@@ -98,7 +101,14 @@ class Steady(Frozen):
     ignore_pci: tuple[str, ...] = ()
     metrics_file: str | None = None
     node: str = ""
-    controller_errors: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unused(cls, data: Any) -> Any:
+        # 0.1.0 wrote a ``controller_errors`` here that nothing read; accept such a file, drop it
+        if isinstance(data, dict) and "controller_errors" in data:
+            data = {key: value for key, value in data.items() if key != "controller_errors"}
+        return data
 
 
 class State(Frozen):
@@ -126,29 +136,37 @@ class State(Frozen):
         return self.readings[-1] if self.readings else None
 
     def record(self, reading: Reading) -> State:
-        """Return the state with ``reading`` appended, keeping the last two, and counters updated."""
-        pending = self.pending
-        if reading.ok and (self.baseline is None or reading.fingerprint != self.baseline.fingerprint):
-            if pending is None or pending.fingerprint != reading.fingerprint:
-                pending = Pending(fingerprint=reading.fingerprint or "", since=reading.taken_at)
-        elif reading.ok:
-            pending = None
-        return self.model_copy(
-            update={
-                "readings": (*self.readings, reading)[-KEEP_READINGS:],
-                "pending": pending,
-                "consecutive_failures": 0 if reading.ok else self.consecutive_failures + 1,
-                "last_success": reading.taken_at if reading.ok else self.last_success,
-            }
+        """Return the state with ``reading`` appended, keeping the last two, and counters updated
+        (the rule is :func:`spurinv.ledger.record`'s, which the timer's tick applies to the raw file)."""
+        update = ledger.record(
+            {
+                "readings": self.readings,
+                "pending": self.pending.model_dump() if self.pending else None,
+                "consecutive_failures": self.consecutive_failures,
+                "last_success": self.last_success,
+            },
+            reading,
+            ok=reading.ok,
+            fingerprint=reading.fingerprint,
+            taken_at=reading.taken_at,
+            baseline=self.baseline.fingerprint if self.baseline else None,
         )
+        pending = update["pending"]
+        update["pending"] = None if pending is None else Pending(**pending)
+        update["readings"] = tuple(update["readings"])
+        return self.model_copy(update=update)
 
 
 class NewerSchema(Exception):
     """The state file was written by a newer spurinv; we must not touch it."""
 
+    exit_code = exitcode.DATAERR
+
 
 class Corrupt(Exception):
-    """The state file does not parse or validate."""
+    """The state file does not parse or validate (exit 65 where it is not moved aside)."""
+
+    exit_code = exitcode.DATAERR
 
 
 def parse(data: bytes, path: str) -> State:

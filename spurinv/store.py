@@ -1,4 +1,5 @@
-"""The state file on disk: where it lives, the run lock, atomic writes, quarantine. Stdlib only.
+"""Files on disk: the state file's directory, the run lock, atomic writes (of every file spurinv
+writes), quarantine. Where the files live is :mod:`spurinv.locations`'s business. Stdlib only.
 
 Never lost, never half-written: write a temporary file in the same directory (``O_EXCL``, mode
 0600), fsync, rename over the old file, fsync the directory. A ``kill -9`` at any instant leaves
@@ -14,7 +15,7 @@ import fcntl
 import os
 import time
 
-from spurinv import regularfile
+from spurinv import exitcode, regularfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ class StoreError(OSError):
     def __init__(self, message: str, errno_: int | None = None) -> None:
         super().__init__(message)
         self.errno = errno_
+
+    @property
+    def exit_code(self) -> int:
+        """The exit status this failure calls for (:func:`spurinv.exitcode.of_errno`)."""
+        return exitcode.of_errno(self.errno)
 
 
 class Unsafe(StoreError):
@@ -107,13 +113,6 @@ class Lock:
         """Drop the lock (closing the descriptor releases the flock)."""
         self._close()
 
-    def __enter__(self) -> Lock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.release()
-
 
 def read(path: str) -> bytes | None:
     """Return the state file's bytes, or None when there is none yet."""
@@ -129,9 +128,15 @@ def read(path: str) -> bytes | None:
         raise StoreError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (mode 0600)."""
-    ensure_directory(path)
+def write_atomic(path: str, data: bytes, mode: int = 0o600, *, make_directory: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically and durably, with exactly ``mode``.
+
+    The one writer of every file spurinv writes: the state (0600, its directory made 0700 if
+    missing), the metrics (0644 for node_exporter, in a directory that must exist) and
+    ``config init`` (0640).
+    """
+    if make_directory:
+        ensure_directory(path)
     directory = os.path.dirname(path) or "."
     temporary = f"{path}.tmp-{os.getpid()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -148,6 +153,8 @@ def write_atomic(path: str, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            if mode != 0o600:
+                os.fchmod(fd, mode)  # the umask only narrows what os.open grants
             os.fsync(fd)
         finally:
             os.close(fd)

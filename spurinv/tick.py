@@ -1,13 +1,16 @@
 """The timer's fast path: a tick where nothing changed.
 
-The full run (:mod:`spurinv.refresh`) leaves a :class:`~spurinv.state.Steady` memo in the state
-file when it classified the node *unchanged* and the policy found nothing to do — no drain,
-refusal, backoff or pending change. The memo's ``key`` names everything else that could change
-the answer (root, config file identity, metrics file). A tick whose key and fingerprint match is
-therefore the same situation: it records the reading (keeping two), rewrites the metrics and
-exits, with no pydantic, typer, rich or requests imported and no network call. Anything else —
-a different fingerprint, a failed read, a held lock, an unreadable state file — returns None and
-the full run takes over, so there is only one copy of the decision logic.
+The full run (:mod:`spurinv.refresh`) leaves a ``steady`` memo in the state file when it
+classified the node *unchanged* and found nothing outstanding. The memo's key
+(:func:`spurinv.ledger.steady_key`) names everything besides the fingerprint that could change
+the answer; a tick whose key and fingerprint match is the same situation, and
+:func:`spurinv.ledger.replay` keeps the same books the full run would — with no pydantic, typer,
+rich or requests imported and no network call.
+
+Order: every step that can fail (read the state, discover, replay, render the metrics) comes
+before the first write. Until then anything unusual returns None and the full run takes over,
+from scratch, having missed nothing; after it, the tick reports its own errors and never hands
+over, so one tick never discovers or writes twice.
 """
 
 from __future__ import annotations
@@ -17,20 +20,16 @@ import os
 import sys
 import time
 
-from spurinv import __version__, locations, metrics, store
+from spurinv import __version__, ledger, locations, metrics, store
 from spurinv.discovery import discover
-from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION, now_text
+from spurinv.documents import now_text
+from spurinv.log import Log
 from spurinv.root import Root, RootError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, TextIO
-
-
-def steady_key(root: str, config_identity: str, metrics_flag: str | None) -> str:
-    """Everything besides the fingerprint that the memo depends on."""
-    return f"root={os.path.abspath(root)}|config={config_identity}|metrics={metrics_flag or ''}"
+    from typing import TextIO
 
 
 def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO | None = None) -> int | None:
@@ -38,7 +37,13 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
     started = time.perf_counter()
     path = locations.state_path(options.get("--state"), dict(environ))
     config_file, _explicit = locations.config_path(options.get("--config"), dict(environ))
-    key = steady_key(options.get("--root", "/"), locations.identity(config_file), options.get("--metrics-file"))
+    key = ledger.steady_key(
+        options.get("--root", "/"),
+        locations.identity(config_file),
+        options.get("--metrics-file"),
+        options.get("--node"),
+        os.uname().nodename,
+    )
     lock = store.Lock(path, 0, "refresh")
     try:
         if not lock.try_acquire():
@@ -46,58 +51,57 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
     except store.StoreError:
         return None
     try:
-        return _tick(path, key, options, started, stdout or sys.stdout)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError, store.StoreError, RootError):
-        return None  # anything unusual: the full run knows how to report it
+        return _tick(path, key, options, environ, started, stdout or sys.stdout)
     finally:
         lock.release()
 
 
-def _tick(path: str, key: str, options: Mapping[str, str], started: float, stdout: TextIO) -> int | None:
-    data = store.read(path)
-    if not data:
-        return None
-    state: dict[str, Any] = json.loads(data)
-    steady = state.get("steady")
-    if state.get("schema_version") != SCHEMA_VERSION or not steady or steady.get("key") != key:
-        return None
-    discovery = discover(
-        Root(options.get("--root", "/")),
-        cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
-        ignore_pci=frozenset(steady.get("ignore_pci") or ()),
-    )
-    inventory = discovery["inventory"]
-    if not discovery["ok"] or inventory is None or inventory["fingerprint"] != steady["fingerprint"]:
-        return None
-    taken = now_text()
-    reading = {
-        "taken_at": taken,
-        "ok": True,
-        "fingerprint": inventory["fingerprint"],
-        "inventory": inventory,
-        "errors": [],
-        "flags": discovery["flags"],
-    }
-    state["readings"] = [*(state.get("readings") or []), reading][-KEEP_READINGS:]
-    state["consecutive_failures"] = 0
-    state["last_success"] = taken
-    state["last"] = {
-        "at": taken,
-        "outcome": "unchanged",
-        "action": "none",
-        # the words of the full run that left the memo (observe mode says so), not our own
-        "reason": (state.get("last") or {}).get("reason") or "unchanged; no controller request needed",
-        "exit_code": 0,
-        "requests": 0,
-    }
-    # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick (#6).
-    store.write_atomic(path, (json.dumps(state, separators=(",", ":")) + "\n").encode())
-    metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
+def _tick(
+    path: str, key: str, options: Mapping[str, str], environ: Mapping[str, str], started: float, stdout: TextIO
+) -> int | None:
+    try:
+        data = store.read(path)
+        if not data:
+            return None
+        state = json.loads(data)
+        steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
+        if steady is None:
+            return None
+        discovery = discover(
+            Root(options.get("--root", "/")),
+            cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
+            ignore_pci=frozenset(steady.get("ignore_pci") or ()),
+        )
+        after = ledger.replay(state, steady, discovery, now_text())
+        if after is None:
+            return None
+        # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick (#6).
+        blob = (json.dumps(after, separators=(",", ":")) + "\n").encode()
+        metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
+        text = (
+            metrics.render(after, time.perf_counter() - started, steady.get("node") or "", __version__) if metrics_file else ""
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, RootError):
+        return None  # nothing written yet: the full run knows how to report it
+    # From here on there are side effects: report a failure ourselves, as the full run would.
+    try:
+        store.write_atomic(path, blob)
+    except store.StoreError as exc:
+        return _failed(environ, f"{exc}; the previous state file is untouched", exc.exit_code)
     if metrics_file:
-        text = metrics.render(state, time.perf_counter() - started, steady.get("node") or "", __version__)
-        metrics.write(metrics_file, text)
+        try:
+            metrics.write(metrics_file, text)
+        except store.StoreError as exc:
+            return _failed(environ, str(exc), exc.exit_code)
     if "--quiet" in options or "-q" in options:
         return 0
-    devices = len(inventory["devices"])
-    stdout.write(f"unchanged: {devices} devices, fingerprint {inventory['fingerprint'][:12]} (no controller request)\n")
+    inventory = after["readings"][-1]["inventory"]
+    stdout.write(
+        f"unchanged: {len(inventory['devices'])} devices, fingerprint {inventory['fingerprint'][:12]} (no controller request)\n"
+    )
     return 0
+
+
+def _failed(environ: Mapping[str, str], message: str, code: int) -> int:
+    Log(environ).error(message)
+    return code

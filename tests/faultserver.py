@@ -23,7 +23,7 @@ API (everything else is private):
   ``GET``/``POST /slurm/<version>/node/<name>`` and ``GET /slurm/<version>/nodes`` for
   ``gateway.nodes`` (``add_node(...)``; edit a node's dict to play the operator), built
   from the real slurmrestd 24.11 captures in ``tests/fixtures/slurm/responses/24.11/v0.0.42``
-  (idle node, error bodies). POSTs follow slurm/NOTES.md §5.1: DRAIN adds the flag and sets the
+  (idle node, error bodies). POSTs follow docs/slurm-rest.md §2: DRAIN adds the flag and sets the
   reason, RESUME of a node that is not drained is 500/2028, updates are not atomic (state, reason,
   comment and extra apply before a GRES check fails), and with ``gres_policy="slurm"`` a GPU count
   change is 500/2072 and a type change is answered 200 but silently not applied. With ``token``,
@@ -62,7 +62,7 @@ def _errors(name: str) -> dict[str, Any]:
     return {"errors": body["errors"], "warnings": body.get("warnings", [])}
 
 
-#: Real slurmrestd error bodies, by meaning (slurm/NOTES.md §8 item 6).
+#: Real slurmrestd error bodies, by meaning (docs/slurm-rest.md §4).
 ERRORS: dict[str, dict[str, Any]] = {
     "gres": _errors("post-node-n2-idle-gpu-decrease"),  # 500, 2072 Invalid generic resource
     "state": _errors("post-node-n1-resume-not-drained"),  # 500, 2028 Invalid node state specified
@@ -209,7 +209,7 @@ class Gateway:
         if name not in self.nodes:
             return Reply(500, ERRORS["unknown-node"])
         node = self.nodes[name]
-        if update.get("reason"):  # set even when the state change is then rejected (NOTES §5.3)
+        if update.get("reason"):  # set even when the state change is then rejected (docs/slurm-rest.md §2)
             node["reason"] = update["reason"]
         for key in ("comment", "extra"):
             if key in update:
@@ -225,7 +225,7 @@ class Gateway:
         if "gres" in update:
             new, old = _gpu_counts(update["gres"]), _gpu_counts(node["gres"])
             if self.gres_policy == "slurm" and new[0] not in (old[0], 0):
-                return Reply(500, ERRORS["gres"])  # File-backed GPU count change (NOTES §5.2)
+                return Reply(500, ERRORS["gres"])  # File-backed GPU count change (docs/slurm-rest.md §2)
             if self.gres_policy != "slurm" or new[1] == old[1] or new[0] == 0:
                 node["gres"] = update["gres"]  # a type change alone is "200 but not applied"
         return Reply(200, {"errors": [], "warnings": []})

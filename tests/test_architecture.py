@@ -49,7 +49,8 @@ def test_the_pure_core_does_no_io(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["launch", "tick", "discovery", "root", "store", "locations", "documents", "metrics", "log", "fingerprint", "catalog"]
+    ["launch", "tick", "ledger", "exitcode", "discovery", "root", "store", "locations", "documents", "metrics", "log"]
+    + ["fingerprint", "catalog"]
     + [f"sources.{p.stem}" for p in (PACKAGE / "sources").glob("*.py") if p.stem != "__init__"],
 )
 def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
@@ -64,6 +65,26 @@ def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
     assert not top & {"pydantic", "typer", "rich", "requests", "yaml", "dataclasses", "typing", "enum", "datetime", "pathlib"}
 
 
+def spurinv_modules(path: Path) -> set[str]:
+    """The spurinv modules ``path`` imports (``from spurinv import x`` and ``from spurinv.x import y``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "spurinv":
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spurinv."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_one_path_the_full_run_does_not_lean_on_the_fast_one():
+    """Both keep the books through ledger; neither imports the other (issue #12)."""
+    assert "tick" not in spurinv_modules(module("refresh"))
+    assert "refresh" not in spurinv_modules(module("tick"))
+    assert "ledger" in spurinv_modules(module("tick"))
+    assert "ledger" in spurinv_modules(module("refresh"))
+    assert "ledger" in spurinv_modules(module("state"))
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_only_root_names_sys_and_proc(path):
     if path == module("root"):
@@ -76,3 +97,36 @@ def test_only_root_names_sys_and_proc(path):
     offending = [s for s in strings if s not in docstrings and re.match(r"^/?(sys|proc)/", s)]
 
     assert not offending, offending
+
+
+def test_one_type_for_controller_error_kinds():
+    """The kinds are one ``Literal``: the exit-status table, the state file's backoff and the client agree."""
+    from typing import get_args
+
+    from spurinv.errors import ControllerError, ControllerKind
+    from spurinv.state import Backoff
+
+    kinds = set(get_args(ControllerKind))
+    assert kinds == set(ControllerError.KINDS)
+    assert kinds == set(get_args(Backoff.model_fields["kind"].annotation))
+
+
+def test_one_shape_per_device(built):
+    """A device's shapes agree: discovery's dicts, their TypedDict, the pydantic model, the fingerprint."""
+    from typing import get_type_hints
+
+    from spurinv import records
+    from spurinv.discovery import discover
+    from spurinv.fingerprint import SCHEDULABLE
+    from spurinv.model import Device, Inventory
+    from spurinv.root import Root
+
+    fields = set(Device.model_fields)
+    assert fields == set(get_type_hints(records.Device))
+    assert set(Inventory.model_fields) == set(get_type_hints(records.Inventory))
+    assert set(SCHEDULABLE) <= fields
+    for name in ("mi300x-cpx", "nvidia-cdi", "vega10"):
+        inventory = discover(Root(str(built(name))))["inventory"]
+        assert inventory is not None
+        assert set(inventory) == set(Inventory.model_fields)
+        assert all(set(device) == fields for device in inventory["devices"]), name

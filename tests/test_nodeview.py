@@ -8,9 +8,14 @@ from pathlib import Path
 import pytest
 
 from spurinv.errors import ControllerError
-from spurinv.nodeview import gres_agrees, merge_extra, parse_gres, parse_node, rebuild_gres, slurm_errors, used_count
+from spurinv.nodeview import NodeView, gres_agrees, merge_extra, parse_gres, parse_node, rebuild_gres, slurm_errors, used_count
 
 RESPONSES = Path(__file__).parent / "fixtures" / "slurm" / "responses"
+
+
+def state_text(view: NodeView) -> str:
+    """``IDLE+DRAIN``, as sinfo writes it."""
+    return "+".join((view.base, *view.flags))
 
 
 def load(relative: str) -> object:
@@ -44,11 +49,11 @@ VIEWS = [
 def test_captured_node_views(path, node, state, idle, drained):
     view = parse_node(load(path), node)
 
-    assert (state, idle, drained) == (view.state_text(), view.idle, view.drained)
+    assert (state, idle, drained) == (state_text(view), view.idle, view.drained)
 
 
 def test_after_resume_the_old_reason_stays_but_drain_is_gone():
-    """24.11 without accounting keeps the reason after RESUME (NOTES.md §5.4): decide by the flag."""
+    """24.11 without accounting keeps the reason after RESUME (docs/slurm-rest.md §3): decide by the flag."""
     view = parse_node(load("24.11/v0.0.42/node-n1-after-resume.json"), "n1")
 
     assert view.reason.startswith("spurinv:")
@@ -70,7 +75,7 @@ def test_spur_gateway_dialect():
 
     view = parse_node(body, "gpu1")
 
-    assert ("spur", "ALLOCATED+DRAIN", False, None) == (view.dialect, view.state_text(), view.idle, view.gres)
+    assert ("spur", "ALLOCATED+DRAIN", False, None) == (view.dialect, state_text(view), view.idle, view.gres)
 
 
 @pytest.mark.parametrize("body", [[], "x", {"nodes": "nope"}, {"nodes": [{"name": "n1", "state": 5}]}, {"meta": {}}])

@@ -1,4 +1,4 @@
-"""spur's REST gateway: Slurm-shaped GETs, no node write route (spur.md §3) → a read-only gateway."""
+"""spur's REST gateway: Slurm-shaped GETs, no node write route (docs/spur.md §2) → a read-only gateway."""
 
 from __future__ import annotations
 

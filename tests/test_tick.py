@@ -104,19 +104,44 @@ def test_a_changed_config_file_falls_through(cli, built, state_path, env, spurin
     assert "spurinv refresh · node" in result.stdout  # the full run's rendering, not the one-liner
 
 
-def test_fast_and_full_runs_agree_on_the_same_steady_state(cli, built, state_path, capsys):
-    """Property: where the memo applies, the full run also says unchanged and sends nothing."""
-    from spurinv.cli import run
+def test_a_failed_metrics_write_after_the_state_write_is_reported_not_handed_over(cli, built, state_path, env, capsys):
+    """Issue #12: the tick used to write the state, fail on the metrics, and start the full run
+    over (two discoveries, two writes). Now it stops with the full run's exit status."""
+    from spurinv import tick
 
-    root = built("mi308x")
-    steady(cli, root, state_path)
+    root = built("mi300x-spx")
+    missing = state_path.parent / "no-such-dir" / "m.prom"
+    args = ("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0", "--metrics-file", missing)
+    cli(*args)
+    assert 73 == cli(*args).code  # the full run: state saved, memo left, metrics not writable
+    before = json.loads(state_path.read_text())
+    assert before["steady"] is not None
     capsys.readouterr()
-    code = run(["refresh", "--root", str(root), "--state", str(state_path), "--json"])
-    document = json.loads(capsys.readouterr().out)
 
-    assert 0 == code
-    assert "unchanged" == document["outcome"]["kind"]
-    assert [] == document["requests"]
+    code = tick.run({"--root": str(root), "--state": str(state_path), "--metrics-file": str(missing)}, env)
+
+    err = capsys.readouterr().err
+    after = json.loads(state_path.read_text())
+    assert 73 == code
+    assert 1 == len(err.splitlines()), err
+    assert str(missing) in err
+    assert after["readings"][-1]["taken_at"] >= before["readings"][-1]["taken_at"]
+    assert after["steady"] == before["steady"]
+
+
+def test_a_memo_left_under_another_node_name_is_not_replayed(cli, built, state_path, env, tmp_path):
+    from spurinv import tick
+
+    root = built("mi300x-spx")
+    metrics_file = tmp_path / "m.prom"
+    for _ in range(2):
+        assert 0 == cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0",
+                        "--node", "x1", "--metrics-file", metrics_file).code  # fmt: skip
+    assert 'node="x1"' in metrics_file.read_text()
+    plain = {"--root": str(root), "--state": str(state_path), "--metrics-file": str(metrics_file)}
+
+    assert tick.run({**plain, "--node": "x1"}, env) == 0
+    assert tick.run(plain, env) is None  # the full run decides, and labels the metrics with its own node name
 
 
 def test_lean_option_parsing_is_conservative():

@@ -100,7 +100,7 @@ def parse_properties(text: str, path: str) -> dict[str, int]:
     """Parse a KFD ``properties`` file: one ``key value`` pair per line, unsigned decimal.
 
     Any malformed line fails the whole file (spur's ``split_once(' ')?`` silently dropped the
-    node instead: spur.md §5 item 4). 64-bit values such as ``unique_id`` can exceed 2^63.
+    node instead: docs/spur.md). 64-bit values such as ``unique_id`` can exceed 2^63.
     """
     result: dict[str, int] = {}
     for number, line in enumerate(text.split("\n"), start=1):

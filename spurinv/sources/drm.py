@@ -2,7 +2,7 @@
 
 Each ``card<N>`` / ``renderD<N>`` entry's ``device`` link names the device behind it: a PCI
 function, or for MI300 partitions other than the first an ``amdgpu_xcp_<k>`` platform device
-(spur.md §1.5). Connector entries (``card0-DP-1``), ``controlD64``, ``ttm`` and ``version``
+(docs/spur.md). Connector entries (``card0-DP-1``), ``controlD64``, ``ttm`` and ``version``
 are not device nodes and are skipped.
 """
 

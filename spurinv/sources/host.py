@@ -1,7 +1,7 @@
 """CPUs (``sys/devices/system/cpu/online``) and memory (``proc/meminfo`` MemTotal).
 
 A failed read is an error, never 0 (spur's ``discover_memory_mb`` returned 0 silently:
-spur.md §1.3). When ``online`` does not exist (procfs's fixture) the ``processor`` lines of
+docs/spur.md). When ``online`` does not exist (procfs's fixture) the ``processor`` lines of
 ``proc/cpuinfo`` are counted, as spur does.
 """
 

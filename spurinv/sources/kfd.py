@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 WALK_ATTEMPTS = 3
 HEAP_FB_PUBLIC = 1  # kfd_crat.h HSA_MEM_HEAP_TYPE_FB_PUBLIC: the VRAM bank
-IO_LINK_PCIE = 2  # kfd_crat.h CRAT_IOLINK_TYPE_PCIEXPRESS (spur mistook it for XGMI: spur.md §1.2)
+IO_LINK_PCIE = 2  # kfd_crat.h CRAT_IOLINK_TYPE_PCIEXPRESS (spur mistook it for XGMI: docs/spur.md)
 IO_LINK_XGMI = 11  # kfd_crat.h CRAT_IOLINK_TYPE_XGMI
 AMD_VENDOR_ID = 0x1002
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 VENDORS = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
 ACCELERATOR_CLASSES = (0x03, 0x12)
 # Config space that reads as all ones means the device stopped answering ("fell off the bus":
-# NVIDIA Xid 79 leaves the function enumerated with vendor 0xffff / rev ff; peers.md §4).
+# NVIDIA Xid 79, https://docs.nvidia.com/deploy/xid-errors/, leaves the function enumerated and
+# reading 0xffff / rev ff).
 ALL_ONES_VENDOR = 0xFFFF
 ALL_ONES_CLASS = 0xFFFFFF
 

@@ -7,6 +7,10 @@ CDI spec, say). Plain classes and dicts: this runs on the timer's hot path.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from spurinv.records import Problem, SourceStatus
+
 OK = "ok"
 ABSENT = "absent"
 FAILED = "failed"
@@ -21,8 +25,8 @@ class Report:
         self.name = name
         self.status = OK
         self.detail = ""
-        self.errors: list[dict[str, str]] = []
-        self.flags: list[dict[str, str]] = []
+        self.errors: list[Problem] = []
+        self.flags: list[Problem] = []
 
     def fail(self, path: str, reason: str) -> None:
         """Record a read or consistency error: the source, and so the discovery, failed."""
@@ -38,7 +42,7 @@ class Report:
         self.status = ABSENT
         self.detail = reason
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> SourceStatus:
         """Return the JSON form: ``{"status", "detail"}``; a failure's detail is its first error."""
         detail = self.detail
         if self.status == FAILED and self.errors:

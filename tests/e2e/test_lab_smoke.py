@@ -50,7 +50,7 @@ def test_drain_resume_via_rest_and_reset(clean_lab: SlurmLab) -> None:
         15,
         "n1 IDLE after RESUME (NOT_RESPONDING for ~1 s first)",
     )
-    assert lab.node_json("n1")["reason"] == "x"  # no accounting: RESUME keeps the old reason (NOTES §5.4)
+    assert lab.node_json("n1")["reason"] == "x"  # no accounting: RESUME keeps the old reason (docs/slurm-rest.md §3)
 
     # leave a mess for reset(): drained again, with comment/extra, features and a REST-only gres change on n2
     assert lab.rest("POST", f"{NODE}/n1", {"state": ["DRAIN"], "reason": "y", "comment": "c", "extra": "e"}).ok

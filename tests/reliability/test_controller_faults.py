@@ -234,7 +234,7 @@ def test_gres_refused_2072_drains_exits_76_and_keeps_the_baseline(rig, ledger):
 
 
 def test_a_write_answered_200_but_not_applied_keeps_the_baseline(rig, ledger):
-    """Slurm answers 200 to a GPU type change it does not apply (NOTES §5.1): only the read-back tells."""
+    """Slurm answers 200 to a GPU type change it does not apply (docs/slurm-rest.md §2): only the read-back tells."""
     rig.gateway.nodes["n1"]["gres"] = "gpu:mi250x:8"
     rig.prime("mi300x-spx")
 

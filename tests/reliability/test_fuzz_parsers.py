@@ -11,7 +11,6 @@ are pinned by the regression tests at the end (they were strict
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -291,9 +290,15 @@ def test_parse_node_survives_an_infinite_number():
         parse_node(body, "n1")
 
 
-def test_parse_gres_survives_non_ascii_digits():
-    with contextlib.suppress(ControllerError):
-        parse_gres("gpu:mi300x:\u00b2")
+@pytest.mark.parametrize("count", ["\u00b2", "\u0663", "\uff18", "9" * 19])
+def test_parse_gres_refuses_a_count_it_cannot_read(count):
+    """``"²".isdigit()`` is true and ``int("²")`` raises; ``int("٣")`` is 3 but no Slurm writes it.
+    Either way the answer is a protocol error naming the entry, never a crash or a miscount."""
+    with pytest.raises(ControllerError) as raised:
+        parse_gres(f"gpu:mi300x:{count}")
+
+    assert raised.value.kind == "protocol"
+    assert "malformed count" in raised.value.message
 
 
 def test_state_parse_survives_deep_nesting():

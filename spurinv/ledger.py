@@ -1,0 +1,159 @@
+"""The state file's bookkeeping, once, on its plain JSON shape. Stdlib only (hot path).
+
+Both runs keep the books through here: the timer's no-change tick (:mod:`spurinv.tick`) on the
+raw JSON document, and the full run (:mod:`spurinv.refresh`) through :class:`spurinv.state.State`,
+the pydantic model that validates the very same shape (``tests/test_ledger.py`` proves they
+agree). Three things live here:
+
+* :func:`record` — append a reading (keeping two), track the pending change, count failures;
+* :func:`decision` and :func:`memo` (with :func:`settled` and :func:`steady_key`) — what a run
+  writes as its ``last`` decision, and the ``steady`` memo a no-change run leaves for the next tick;
+* :func:`replay` — the tick: apply a memo to a new reading, or say that the full run must decide.
+"""
+
+from __future__ import annotations
+
+import os
+
+from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any, TypeVar
+
+    R = TypeVar("R")  # a reading: a JSON dict on the tick, a model.Reading on the full run
+    T = TypeVar("T")  # a timestamp: ``2026-12-02T18:00:00Z`` on the tick, an aware datetime on the full run
+
+UNCHANGED = "unchanged"
+NO_ACTION = "none"
+
+
+def steady_key(root: str, config_identity: str, metrics_flag: str | None, node_flag: str | None, host: str) -> str:
+    """Everything besides the fingerprint that a no-change run's answer depends on.
+
+    The root read, the config file's identity (path, inode, size, mtime: it holds the discovery
+    settings, the node name and the mode), and the command-line flags a tick can carry that change
+    what is written: ``--metrics-file`` and ``--node`` (the node labels the metrics), plus the
+    host name the node name defaults to.
+    """
+    return (
+        f"root={os.path.abspath(root)}|config={config_identity}|metrics={metrics_flag or ''}|node={node_flag or ''}|host={host}"
+    )
+
+
+def record(
+    state: Mapping[str, Any],
+    reading: R,
+    *,
+    ok: bool,
+    fingerprint: str | None,
+    taken_at: T,
+    baseline: str | None,
+) -> dict[str, Any]:
+    """The top-level fields that change when ``reading`` is recorded into ``state``.
+
+    ``state`` needs ``readings``, ``pending`` (``{"fingerprint", "since"}`` or None),
+    ``consecutive_failures`` and ``last_success``; ``baseline`` is the baseline's fingerprint.
+    A successful reading that differs from the baseline is pending from the first time it was
+    seen; one equal to the baseline clears it; a failure changes neither (it only resets
+    confirmation, which :mod:`spurinv.classify` reads from the readings kept).
+    """
+    readings: Sequence[R] = state.get("readings") or ()
+    pending = state.get("pending")
+    if ok and fingerprint != baseline:
+        if pending is None or pending["fingerprint"] != fingerprint:
+            pending = {"fingerprint": fingerprint or "", "since": taken_at}
+    elif ok:
+        pending = None
+    return {
+        "readings": [*readings, reading][-KEEP_READINGS:],
+        "pending": pending,
+        "consecutive_failures": 0 if ok else int(state.get("consecutive_failures") or 0) + 1,
+        "last_success": taken_at if ok else state.get("last_success"),
+    }
+
+
+def reading(discovery: Mapping[str, Any], taken_at: str) -> dict[str, Any]:
+    """A discovery result as the state file records it (the JSON form of ``model.Reading.of``)."""
+    inventory = discovery["inventory"]
+    return {
+        "taken_at": taken_at,
+        "ok": discovery["ok"],
+        "fingerprint": inventory["fingerprint"] if inventory else None,
+        "inventory": inventory,
+        "errors": list(discovery["errors"]),
+        "flags": list(discovery["flags"]),
+    }
+
+
+def decision(at: T, outcome: str, action: str, reason: str, exit_code: int, requests: int) -> dict[str, Any]:
+    """The ``last`` field: what a run decided, and why."""
+    return {"at": at, "outcome": outcome, "action": action, "reason": reason, "exit_code": exit_code, "requests": requests}
+
+
+def settled(state: Mapping[str, Any], outcome: str, exit_code: int, observe: bool) -> bool:
+    """May this run leave a memo? Only an *unchanged*, successful run with nothing outstanding.
+
+    Nothing outstanding: no drain, refusal, backoff or pending change, and a baseline the
+    current mode trusts (an observed baseline was never told to a controller).
+    """
+    baseline = state.get("baseline")
+    return (
+        outcome == UNCHANGED
+        and exit_code == 0
+        and all(state.get(name) is None for name in ("drain", "refusal", "backoff", "pending"))
+        and baseline is not None
+        and (observe or baseline["source"] != "observed")
+    )
+
+
+def memo(
+    fingerprint: str,
+    key: str,
+    cdi_dirs: Iterable[str],
+    ignore_pci: Iterable[str],
+    metrics_file: str | None,
+    node: str,
+) -> dict[str, Any]:
+    """The ``steady`` field: what the next tick needs to replay this run without the config."""
+    return {
+        "fingerprint": fingerprint,
+        "key": key,
+        "cdi_dirs": list(cdi_dirs),
+        "ignore_pci": list(ignore_pci),
+        "metrics_file": metrics_file,
+        "node": node,
+    }
+
+
+def memo_for(state: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    """The memo in a raw state document, if it was left for exactly this ``key``."""
+    steady = state.get("steady")
+    if state.get("schema_version") != SCHEMA_VERSION or not isinstance(steady, dict) or steady.get("key") != key:
+        return None
+    return steady
+
+
+def replay(
+    state: Mapping[str, Any], steady: Mapping[str, Any], discovery: Mapping[str, Any], taken_at: str
+) -> dict[str, Any] | None:
+    """The state after a tick that found the memo's fingerprint again, or None: the full run decides.
+
+    The same situation as the run that left the memo, so the same books: the reading recorded,
+    the decision *unchanged, no action*, the memo kept. The reason is the words of the run that
+    left the memo (observe mode says so), not the tick's own.
+    """
+    inventory = discovery["inventory"]
+    if not discovery["ok"] or inventory is None or inventory["fingerprint"] != steady["fingerprint"]:
+        return None
+    baseline = state.get("baseline")
+    if baseline is None or baseline["inventory"]["fingerprint"] != steady["fingerprint"]:
+        return None  # a hand-edited file: the memo no longer describes it
+    new = reading(discovery, taken_at)
+    last = state.get("last") or {}
+    return {
+        **state,
+        **record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"]),
+        "last": decision(taken_at, UNCHANGED, NO_ACTION, last.get("reason") or "", 0, 0),
+    }

@@ -1,0 +1,199 @@
+"""One set of books: the timer's tick and the full run keep the state file the same way.
+
+:mod:`spurinv.ledger` is the only place that records a reading, writes the decision and the
+steady memo; the pydantic ``State`` validates the same JSON shape. These properties hold the
+two paths to it: the model's ``record`` equals the ledger's on raw JSON, and a tick on the fast
+path leaves the very state file (apart from timestamps) that the full run leaves from the same
+state, root and options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from factories import at, inventory, packages, reading
+from faultserver import FaultServer, Gateway
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spurinv import ledger, tick
+from spurinv.cli import run as full_run
+from spurinv.discovery import discover
+from spurinv.launch import lean_options
+from spurinv.nodeview import rebuild_gres
+from spurinv.root import Root
+from spurinv.state import Baseline, State
+
+SPX = inventory(packages(2, "SPX"))
+CPX = inventory(packages(2, "CPX", per=8))
+TIMES = ("taken_at", "at", "since", "last_success", "set_at", "detected_at", "next_attempt")
+
+
+def _record_raw(raw: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    baseline = raw.get("baseline")
+    fingerprint = baseline["inventory"]["fingerprint"] if baseline else None
+    return {
+        **raw,
+        **ledger.record(raw, new, ok=new["ok"], fingerprint=new["fingerprint"], taken_at=new["taken_at"], baseline=fingerprint),
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    baseline=st.sampled_from([None, SPX, CPX]),
+    sequence=st.lists(st.sampled_from([SPX, CPX, None]), min_size=1, max_size=6),
+)
+def test_the_model_records_a_reading_as_the_ledger_does(baseline, sequence):
+    """``State.record`` (the full run) and ``ledger.record`` on raw JSON (the tick) agree."""
+    model = State()
+    if baseline is not None:
+        model = model.model_copy(update={"baseline": Baseline(inventory=baseline, since=at(0), source="registered")})
+    raw = model.model_dump(mode="json")
+    for index, inv in enumerate(sequence):
+        new = reading(inv, 60 * (index + 1))
+        model = model.record(new)
+        raw = _record_raw(raw, new.model_dump(mode="json"))
+        assert model.model_dump(mode="json") == raw
+        assert State.model_validate(raw) == model
+
+
+def test_a_memo_is_left_only_when_nothing_is_outstanding():
+    calm = {"baseline": {"source": "registered"}, "drain": None, "refusal": None, "backoff": None, "pending": None}
+    assert ledger.settled(calm, "unchanged", 0, observe=False)
+    assert not ledger.settled(calm, "unchanged", 69, observe=False)
+    assert not ledger.settled(calm, "change-confirmed", 0, observe=False)
+    for busy in ("drain", "refusal", "backoff", "pending"):
+        assert not ledger.settled({**calm, busy: {"x": 1}}, "unchanged", 0, observe=False), busy
+    observed = {**calm, "baseline": {"source": "observed"}}
+    assert ledger.settled(observed, "unchanged", 0, observe=True)
+    assert not ledger.settled(observed, "unchanged", 0, observe=False)  # never told to the controller
+    assert not ledger.settled({**calm, "baseline": None}, "unchanged", 0, observe=True)
+
+
+def test_every_flag_a_tick_can_carry_is_in_the_key():
+    """A memo left by ``refresh --node X`` must not label a later plain tick's metrics (issue #12)."""
+    base = ("/", "/etc/spurinv/config.toml:1:2:3", None, None, "gpu01")
+    key = ledger.steady_key(*base)
+    for index, other in enumerate(("/host", "/etc/spurinv/config.toml:1:2:4", "/m.prom", "x1", "gpu02")):
+        changed = list(base)
+        changed[index] = other
+        assert ledger.steady_key(*changed) != key, other
+
+
+# -- the fast and the full path, whole, on the same inputs -----------------------------------------
+
+FIXTURES = ("mi300x-cpx", "mi300x-spx", "mi308x", "vega10", "nvidia-8", "nvidia-cdi")
+
+
+def _timeless(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: None if key in TIMES else _timeless(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_timeless(item) for item in value]
+    return value
+
+
+def _metrics(path: Path) -> list[str]:
+    drop = ("spurinv_tick_duration_seconds ", "spurinv_last_success_timestamp_seconds ")
+    return [line for line in path.read_text().splitlines() if not line.startswith(drop)]
+
+
+@pytest.fixture(scope="module")
+def controller() -> Any:
+    gateway = Gateway()
+    with FaultServer(gateway=gateway) as server:
+        yield server
+
+
+@settings(
+    max_examples=24,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    fixture=st.sampled_from(FIXTURES),
+    mode=st.sampled_from(["observe", "controller"]),
+    metrics_flag=st.booleans(),
+    metrics_config=st.booleans(),
+    node_flag=st.sampled_from([None, "x1"]),
+    node_config=st.sampled_from(["", "n1"]),
+    quiet=st.booleans(),
+)
+def test_fast_and_full_paths_leave_the_same_state_file(
+    built, env, capsys, controller, fixture, mode, metrics_flag, metrics_config, node_flag, node_config, quiet
+):
+    """Property: from a steady state, a tick and a full run write the same state (and metrics)."""
+    work = Path(tempfile.mkdtemp(prefix="spurinv-ledger-"))
+    try:
+        root = str(built(fixture))
+        state = work / "state" / "state.json"
+        found = discover(Root(root))["inventory"]
+        counts: dict[str, int] = {}
+        for device in found["devices"]:
+            counts[device["model"]] = counts.get(device["model"], 0) + 1
+        # the controller already lists these GPUs: the confirmed run adopts them
+        controller.gateway.add_node(node_flag or node_config or os.uname().nodename, gres=rebuild_gres("", counts))
+        lines = ["[policy]", "confirm_interval = 0", "[node]", f'name = "{node_config}"']
+        if mode == "controller":
+            lines += ["[controller]", f'url = "{controller.url}"', 'api = "slurm/v0.0.42"', "timeout = 5"]
+        if metrics_config:
+            lines += ["[metrics]", f'file = "{work / "config.prom"}"']
+        config = work / "config.toml"
+        config.write_text("\n".join(lines) + "\n")
+        config.chmod(0o600)
+        args = ["refresh", "--root", root, "--state", str(state), "--config", str(config)]
+        if metrics_flag:
+            args += ["--metrics-file", str(work / "flag.prom")]
+        if node_flag:
+            args += ["--node", node_flag]
+        if quiet:
+            args.append("--quiet")
+        metrics_file = work / ("flag.prom" if metrics_flag else "config.prom")
+
+        for _ in range(2):  # first sighting, then confirmed: adopt/observe/register, and the memo
+            assert 0 == full_run(args), capsys.readouterr()
+        steady = state.read_bytes()
+        assert json.loads(steady)["steady"] is not None, json.loads(steady)["last"]
+
+        lean = lean_options(args)
+        assert lean is not None, "the timer's invocation must be one the lean path serves"
+        assert 0 == tick.run(lean[1], env), "the tick handed over from a steady state"
+        fast = json.loads(state.read_text())
+        fast_metrics = _metrics(metrics_file) if metrics_flag or metrics_config else None
+
+        state.write_bytes(steady)
+        seen = len(controller.seen)
+        assert 0 == full_run(args)
+        full = json.loads(state.read_text())
+        full_metrics = _metrics(metrics_file) if metrics_flag or metrics_config else None
+        capsys.readouterr()
+
+        assert len(controller.seen) == seen, "the full run sent a request on a steady node"
+        assert _timeless(fast) == _timeless(full)
+        assert fast["steady"] == full["steady"]
+        assert fast_metrics == full_metrics
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
+    """0.1.0's memo carried ``controller_errors`` (never read); dropping the field must not make
+    every existing state file corrupt."""
+    from spurinv import state as state_file
+
+    memo = ledger.memo(SPX.fingerprint, "k", (), (), None, "n1")
+    raw = {"schema_version": 1, "steady": {**memo, "controller_errors": 0}}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(raw))
+
+    loaded = state_file.load(str(path))
+
+    assert loaded is not None
+    assert loaded.steady is not None
+    assert loaded.steady.model_dump(mode="json") == memo
