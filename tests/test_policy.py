@@ -16,6 +16,7 @@ from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
 NONE = inventory([], pci=[])
+NPS4 = inventory(packages(8, "SPX", memory_mode="NPS4"))
 SLURM = Settings(observe=False)
 OBSERVE = Settings(observe=True)
 OUR_REASON = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
@@ -37,15 +38,26 @@ def view(
 IDLE = view()
 BUSY = view("MIXED", cpus=2, used="gpu:mi300x:2(IDX:0-1)")
 OURS_IDLE = view("IDLE", "DRAIN", reason=OUR_REASON)
-OURS_BUSY = view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2)
+OURS_BUSY = view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2, used="gpu:mi300x:2(IDX:0-1)")
+CPU_JOB = view("MIXED", cpus=4)  # a CPU-only job: gres_used says no GPU is allocated
+STALE_NO_GRES = view("MIXED", cpus=2, used=None)  # no GPU usage data: anything busy-looking counts
 NHC_IDLE = view("IDLE", "DRAIN", reason="NHC: bad ECC")
-SLURM_INVAL = view("MIXED", "DRAIN", "INVALID_REG", reason="gres/gpu count reported lower than configured (7 < 8)", cpus=1)
+SLURM_INVAL = view(
+    "MIXED",
+    "DRAIN",
+    "INVALID_REG",
+    reason="gres/gpu count reported lower than configured (7 < 8)",
+    cpus=1,
+    used="gpu:mi300x:1(IDX:0)",
+)
 EMPTY_DRAIN = view("IDLE", "DRAIN", reason="")
 LOOKALIKE = view("IDLE", "DRAIN", reason="spurinv: something an operator typed")
 NOW = at(600)
 
 
-def state_for(baseline, previous, current, *, drain=False, refusal=False, backoff=None, source="registered"):
+def state_for(
+    baseline, previous, current, *, drain=False, refusal=False, backoff=None, source="registered", backoff_kind="refused"
+):
     state = State(baseline=Baseline(inventory=baseline, since=at(0), source=source) if baseline else None)
     if previous is not None:
         state = state.record(reading(previous, 0))
@@ -56,9 +68,10 @@ def state_for(baseline, previous, current, *, drain=False, refusal=False, backof
             reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None
         )
     if refusal:
-        update["refusal"] = Refusal(fingerprint=current.fingerprint, at=at(60), error="2072 Invalid gres")
+        refused = current if refusal is True else refusal
+        update["refusal"] = Refusal(fingerprint=refused.fingerprint, at=at(60), error="2072 Invalid gres")
     if backoff is not None:
-        update["backoff"] = Backoff(kind="refused", failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
+        update["backoff"] = Backoff(kind=backoff_kind, failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
     return state.model_copy(update=update)
 
 
@@ -81,6 +94,8 @@ ROWS = [
     ("confirmed needs the node's state", SPX, CPX, CPX, {}, SLURM, None, Do.READ_VIEW),
     ("confirmed + idle re-registers", SPX, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
     ("confirmed + busy drains", SPX, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
+    ("confirmed + CPU-only job re-registers (it holds no GPU)", SPX, CPX, CPX, {}, SLURM, CPU_JOB, Do.REGISTER),
+    ("confirmed + busy without GPU usage data drains", SPX, CPX, CPX, {}, SLURM, STALE_NO_GRES, Do.DRAIN),
     ("confirmed + busy + our drain waits", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_BUSY, Do.HOLD),
     ("confirmed + our drain + idle re-registers", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_IDLE, Do.REGISTER),
     (
@@ -90,7 +105,7 @@ ROWS = [
         CPX,
         {},
         SLURM,
-        view("MIXED", "DRAIN", reason="NHC: x", cpus=1),
+        view("MIXED", "DRAIN", reason="NHC: x", cpus=1, used="gpu:mi300x:1(IDX:3)"),
         Do.HOLD,
     ),
     ("confirmed + busy + Slurm INVAL drain: untouched", SPX, CPX, CPX, {}, SLURM, SLURM_INVAL, Do.HOLD),
@@ -117,7 +132,18 @@ ROWS = [
         Do.REGISTER,
     ),
     ("refused + foreign drain: never drains", SPX, CPX, CPX, {"refusal": True}, SLURM, NHC_IDLE, Do.REGISTER),
-    ("backoff before any request", SPX, CPX, CPX, {"backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("transport backoff before any request", SPX, CPX, CPX, {"backoff": 9999, "backoff_kind": "unreachable"}, SLURM, None,
+     Do.BACKOFF),
+    ("auth backoff blocks even lifting our drain", SPX, SPX, SPX, {"drain": True, "backoff": 9999, "backoff_kind": "auth"},
+     SLURM, None, Do.BACKOFF),
+    ("refusal backoff blocks its own retry, with no request", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("refusal backoff: the GPUs switched back, read to lift our drain", SPX, CPX, SPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
+    ("refusal backoff: the reverted node's drain is lifted at once", SPX, CPX, SPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, OURS_IDLE, Do.RESUME),
+    ("refusal backoff: another confirmed inventory goes ahead", SPX, NPS4, NPS4,
+     {"refusal": CPX, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
     ("first run, controller agrees: adopt", None, SPX, SPX, {}, SLURM, IDLE, Do.ADOPT),
     ("first run, controller disagrees: register", None, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
     ("first run, busy and disagrees: drain", None, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
@@ -178,7 +204,7 @@ def test_register_body_keeps_other_gres_and_records_the_fingerprint():
 
 
 def test_backoff_and_refused_hold_have_distinct_exit_codes():
-    backoff = state_for(SPX, CPX, CPX, backoff=9999)
+    backoff = state_for(SPX, CPX, CPX, backoff=9999, backoff_kind="unreachable")
     held = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=9999)
 
     assert exitcode.TEMPFAIL == decide(outcome_for(backoff), None, backoff, SLURM, NOW).exit_code
