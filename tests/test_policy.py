@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from factories import at, inventory, packages, reading
 from hypothesis import given, settings
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 from spurinv import exitcode
 from spurinv.classify import Kind, classify
 from spurinv.nodeview import NodeView
-from spurinv.policy import WRITES, Do, Settings, decide, expected_view, settle
+from spurinv.policy import WRITES, Do, Settings, clamp_backoff, decide, expected_view, ours, recheck_due, settle, when
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
@@ -316,3 +318,118 @@ def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
 
     assert 0 < first <= maximum
     assert first <= second
+
+
+# --- issue #10: scoped backoff, clamped backoff, bounded busy rechecks --------------------------
+
+BLOCKING = ["unreachable", "auth", "protocol", "unknown-node", "read-only"]
+
+
+@settings(max_examples=300)
+@given(
+    baseline=invs,
+    previous=invs,
+    current=invs,
+    drain=st.booleans(),
+    refusal=st.sampled_from([None, SPX, CPX, NPS4]),
+    kind=st.sampled_from([*BLOCKING, "refused"]),
+    left=st.integers(1, 3600),
+)
+def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_only_its_retry(
+    baseline, previous, current, drain, refusal, kind, left
+):
+    """An active transport/auth backoff: no request whatever the reading needs. An active refusal
+    backoff: no request only when the reading needs nothing but the refused update's retry."""
+    state = state_for(baseline, previous, current, drain=drain and current is not None, refusal=refusal or False)
+    state = state.model_copy(
+        update={"backoff": Backoff(kind=kind, failures=2, next_attempt=NOW + timedelta(seconds=left), error="x")}
+    )
+    outcome = outcome_for(state)
+
+    action = decide(outcome, None, state, SLURM, NOW)
+
+    if kind in BLOCKING:
+        assert action.kind != Do.READ_VIEW
+    else:
+        retry_only = (
+            outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal.fingerprint == outcome.fingerprint
+        )
+        assert (action.kind == Do.BACKOFF) == retry_only, (outcome.kind, action.reason)
+
+
+@settings(max_examples=300)
+@given(
+    ahead=st.integers(-10**6, 10**9),
+    maximum=st.integers(1, 7 * 86400),
+    kind=st.sampled_from([*BLOCKING, "refused"]),
+)
+def test_a_stored_backoff_never_reaches_beyond_backoff_max_and_says_so(ahead, maximum, kind):
+    """A next_attempt written under a wrong clock (2036) counts as now + backoff_max, with a warning
+    that shows the date when it is not today."""
+    policy = Settings(observe=False, backoff_max=maximum)
+    stored = NOW + timedelta(seconds=ahead)
+    state = State(backoff=Backoff(kind=kind, failures=1, next_attempt=stored, error="x"))
+
+    clamped, warning = clamp_backoff(state, policy, NOW)
+
+    assert clamped.backoff.next_attempt <= NOW + timedelta(seconds=maximum)
+    assert (warning is not None) == (ahead > maximum)
+    if warning is not None:
+        assert stored.strftime("%Y-%m-%d") in warning or stored.date() == NOW.date()
+    blocked = decide(outcome_for(state_for(SPX, CPX, CPX)), None, state_for(SPX, CPX, CPX).model_copy(
+        update={"backoff": state.backoff}), policy, NOW)  # fmt: skip
+    if blocked.kind == Do.BACKOFF:
+        assert NOW.strftime("%Y-%m-%d") not in blocked.reason  # today: the time of day is enough
+
+
+def test_backoff_messages_show_the_date_when_it_is_not_today():
+    assert "19:00:00 UTC" == when(at(3600), NOW)
+    assert "2036-01-01 00:00:00 UTC" == when(datetime(2036, 1, 1, tzinfo=UTC), NOW)
+
+
+@settings(max_examples=300)
+@given(
+    name=st.text(min_size=1, max_size=40),
+    interval=st.integers(60, 86400),
+    since=st.integers(-10**6, 10**6),
+)
+def test_the_all_nodes_query_is_at_most_once_per_interval_per_node_and_at_most_a_quarter_later(name, interval, since):
+    last = NOW - timedelta(seconds=since)
+
+    due = recheck_due(last, name, interval, NOW)
+
+    if 0 <= since < interval:
+        assert not due
+    if since >= interval * 1.25 or since < 0:  # past the largest jitter, or a clock that went back
+        assert due
+    assert due == recheck_due(last, name, interval, NOW)  # deterministic: the name fixes the jitter
+    assert recheck_due(None, name, interval, NOW)
+
+
+def test_the_jitter_spreads_a_fleet():
+    offsets = {
+        next(s for s in range(300, 400) if recheck_due(NOW - timedelta(seconds=s), f"n{i:05d}", 300, NOW)) for i in range(200)
+    }
+    assert len(offsets) > 40
+
+
+@settings(max_examples=200)
+@given(pinned=st.integers(1, 2**40 - 1), seen=st.integers(1, 2**40 - 1))
+def test_our_reason_set_at_another_moment_is_never_ours(pinned, seen):
+    drain = Drain(reason=OUR_REASON, set_at=at(60), cause="busy", reason_changed_at=pinned)
+    state = State(drain=drain)
+    node = NodeView(
+        name="n1", dialect="slurm-v0.0.39+", base="IDLE", flags=("DRAIN",), reason=OUR_REASON, reason_changed_at=seen
+    )
+
+    assert ours(node, state) == (pinned == seen)
+
+
+def test_a_waiting_node_with_gpus_in_use_holds_and_one_without_registers():
+    state = state_for(SPX, CPX, CPX, drain=True)
+
+    waiting = decide(outcome_for(state), OURS_BUSY, state, SLURM, NOW)
+    cpu_only = decide(outcome_for(state), view("MIXED", "DRAIN", reason=OUR_REASON, cpus=4), state, SLURM, NOW)
+
+    assert Do.HOLD == waiting.kind
+    assert Do.REGISTER == cpu_only.kind
