@@ -12,8 +12,9 @@ unchanged           our drain on                 resume (``{"state":["RESUME"]}`
 unchanged           otherwise                    none, and no request at all
 change-confirmed    no baseline, gres agrees     adopt the reading as the baseline
 change-confirmed    idle                         register (complete gres + extra), read back
-change-confirmed    busy                         drain with ``spurinv: <diff>``; register later
+change-confirmed    busy (GPUs allocated)        drain with ``spurinv: <diff>``; register later
 change-confirmed    refused before               drain if not drained; retry after backoff
+any, refused backoff only the refused retry      no request; anything else goes ahead at once
 any                 drain not ours               never resumed, never overwritten
 ==================  ==========================  ============================================
 
