@@ -535,3 +535,76 @@ def test_the_run_deadline_stops_requests_and_exits_75_without_backoff(late):
     assert len(server.requests()) - before == 1
     assert node.saved()["backoff"] is None
     assert server.requests("POST") == []
+
+
+def test_status_says_a_write_is_unsettled(tmp_path, built, cli):
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    total = kill_points(lambda: adopted(tmp_path / "count", built), busy_drain_scenario, "cpx")
+    kill = next(k for k in range(1, total + 1) if _label(tmp_path, built, k).startswith("before POST"))
+    with pytest.raises(Killed):
+        node.tick("cpx", Points(kill))
+
+    status = cli("status", "--state", node.state_path, "--json").json()
+
+    assert any("outcome is unknown" in note for note in status["attention"])
+
+
+def test_a_backoff_stored_under_a_wrong_clock_is_clamped_with_a_dated_warning(tmp_path, built):
+    """next_attempt in 2036 (the clock was wrong when it was written): counts as now + backoff_max."""
+    from spurinv.state import Backoff
+
+    node = adopted(tmp_path, built)
+    far = datetime(2036, 1, 1, tzinfo=UTC)
+    stuck = node.state().model_copy(update={"backoff": Backoff(kind="unreachable", failures=3, next_attempt=far, error="x")})
+    state_file.save(str(node.state_path), stuck)
+
+    first = node.tick("cpx")
+    confirmed = node.tick("cpx")  # needs the controller: still backing off, an hour at most
+
+    assert any("2036-01-01" in note and "backoff_max" in note for note in first.notes), first.notes
+    assert node.state().backoff.next_attempt <= node.now + timedelta(seconds=3600)
+    assert confirmed.exit_code == exitcode.TEMPFAIL
+    assert "backing off until" in confirmed.steps[-1].reason
+    assert "2036" not in confirmed.steps[-1].reason
+    later = node.tick("cpx", minutes=61)
+    assert "read-view" in [step.action for step in later.steps]  # an hour later it talks to the controller
+
+
+def test_budget_signals_raise_once_and_wait_for_a_shielded_save():
+    import os
+    import signal
+
+    from spurinv.budget import Signals, shielded
+    from spurinv.errors import Interrupted
+
+    events = []
+
+    def save_then_continue() -> None:
+        with shielded():
+            os.kill(os.getpid(), signal.SIGINT)
+            events.append("saved")  # the signal waits for the end of the block
+        events.append("not reached")
+
+    with Signals() as signals:
+        with pytest.raises(Interrupted):
+            save_then_continue()
+        os.kill(os.getpid(), signal.SIGTERM)  # a second signal while the first is handled: ignored
+        events.append("still running")
+    assert ["saved", "still running"] == events
+    assert signals.received == signal.SIGINT
+    assert signal.getsignal(signal.SIGTERM) is not signals._handle
+
+
+def test_the_deadline_stops_new_requests():
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    now = [0.0]
+    budget = Budget(60, clock=lambda: now[0])
+    budget.check("a request")
+    now[0] = 59.5
+    assert budget.remaining() == 0.5
+    now[0] = 60.0
+    with pytest.raises(DeadlineError, match="run_deadline"):
+        budget.check("a request")
