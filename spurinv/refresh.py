@@ -289,11 +289,10 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
     state = state.record(reading).model_copy(update={"node": node})
-    if (
-        outcome.kind == Kind.CHANGE_PENDING
-        and 0 < config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
-        and not options.dry_run
-    ):
+    fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
+    if outcome.kind == Kind.CHANGE_PENDING and not fits:
+        world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
+    if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.sleep(config.policy.confirm_interval)
