@@ -24,6 +24,8 @@ import pytest
 import requests  # noqa: TID251  (the test plays the transport under spurinv's controller client)
 from factories import at, inventory, packages, reading
 from faultserver import Gateway, Reply, _encode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spurinv import exitcode
 from spurinv import state as state_file
@@ -608,3 +610,43 @@ def test_the_deadline_stops_new_requests():
     now[0] = 60.0
     with pytest.raises(DeadlineError, match="run_deadline"):
         budget.check("a request")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    scenario=st.sampled_from([busy_drain_scenario, refused_drain_scenario]),
+    kill=st.integers(1, 40),
+    busy_ticks=st.integers(0, 3),
+    stay_ticks=st.integers(0, 2),
+    operator=st.sampled_from([None, "NHC: bad ECC", "reuse"]),
+)
+def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_foreign_one_touched(
+    tmp_path_factory, built, scenario, kill, busy_ticks, stay_ticks, operator
+):
+    """Killed at any point of the draining tick; then the job runs on for a while, the GPUs stay
+    switched for a few ticks, and perhaps an operator drains the node (with their own reason, or
+    reusing ours as NHC does) — once idle and back to what the controller lists, our drain is
+    gone and an operator's drain is still there, untouched."""
+    node = adopted(tmp_path_factory.mktemp("prop"), built)
+    scenario(node)
+    with contextlib.suppress(Killed):
+        node.tick("cpx", Points(kill))
+    for _ in range(busy_ticks):
+        node.tick("cpx", minutes=61)
+    node.busy(0)
+    for _ in range(stay_ticks):
+        node.tick("cpx", minutes=61)
+    if operator is not None:
+        reason = node.controller["reason"] if operator == "reuse" and node.controller["reason"] else operator
+        node.now += timedelta(hours=2)  # the operator comes by later than any write of ours
+        node.controller.update(state=["IDLE", "DRAIN"], reason=reason)
+        node.controller["reason_changed_at"] = {"set": True, "infinite": False, "number": int(node.epoch())}
+
+    settle_after_revert(node)
+
+    if operator is None:
+        assert "DRAIN" not in node.controller["state"]
+    else:
+        assert "DRAIN" in node.controller["state"]  # never lifted: not ours
+    assert node.state().drain is None
+    assert node.state().intent is None
