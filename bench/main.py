@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import figures, fleet
+from bench import figures, fleet, waiting
 from bench.measure import table
 from bench.roots import Roots
 
@@ -59,6 +59,10 @@ def main(argv: list[str]) -> int:
             print(f"bench: fleet simulation, {args.nodes} nodes …", file=sys.stderr, flush=True)
             rows, more = fleet.simulate(roots, args.nodes)
             sections.append(("fleet: in-memory simulation", rows))
+            notes += more
+            print("bench: waiting cost at 10,000 nodes, 10 % waiting …", file=sys.stderr, flush=True)
+            rows, more = waiting.waiting_cost(roots, sample=10 if args.quick else 40)
+            sections.append(("fleet: controller cost of nodes waiting for jobs (10 % of 10,000)", rows))
             notes += more
             print(f"bench: end to end, {args.e2e_nodes} nodes …", file=sys.stderr, flush=True)
             e2e = work / "e2e"

@@ -21,14 +21,15 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from spurinv.budget import Budget
 from spurinv.config import ControllerSection
-from spurinv.errors import ConfigError, ControllerError, TokenError
+from spurinv.errors import ConfigError, ControllerError, DeadlineError, TokenError
 from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, slurm_errors, used_count
 from spurinv.secret import Secret
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
-PROBE_VERSIONS = ("slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42", "slurm/v0.0.41", "slurm/v0.0.40",
-                  "slurm/v0.0.39", "slurm/v0.0.38", "api/v1")  # fmt: skip
+PROBE_VERSIONS = ("slurm/v0.0.46", "slurm/v0.0.45", "slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42",
+                  "slurm/v0.0.41", "slurm/v0.0.40", "slurm/v0.0.39", "slurm/v0.0.38", "api/v1")  # fmt: skip
 AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentication error
 UNKNOWN_NODE = 2018
 _NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
@@ -113,6 +114,7 @@ class Controller:
         *,
         api: str | None = None,
         session: requests.Session | None = None,
+        budget: Budget | None = None,
     ) -> None:
         plain = urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url)
         if token and plain and not settings.allow_plain_http_token:
@@ -132,6 +134,8 @@ class Controller:
         self.session.trust_env = False  # no proxies or .netrc credentials from the environment
         self.session.headers.update(self._auth_headers(token))
         self.sent: list[Request] = []
+        self.budget = budget
+        self.rechecked = False  # the last view() confirmed "busy" with an all-nodes query
 
     def _auth_headers(self, token: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "spurinv"}
@@ -146,9 +150,12 @@ class Controller:
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble."""
         url = self.settings.url + path
+        timeout = self.settings.timeout
+        if self.budget is not None:
+            self.budget.check(f"{method} {path}")  # no request starts after the run's deadline
+            timeout = min(timeout, self.budget.remaining())
         record = Request(method, path, body)
         self.sent.append(record)
-        timeout = self.settings.timeout
         verify: bool | str = self.settings.ca_file or self.settings.verify
         try:
             with deadline(timeout):
@@ -166,10 +173,12 @@ class Controller:
                 finally:
                     response.close()
         except _Deadline:
+            self._cut(method, path, timeout)
             raise ControllerError("unreachable", f"{method} {path}: no complete answer within {timeout:g} s") from None
         except requests.exceptions.SSLError as exc:
             raise ControllerError("unreachable", f"{method} {path}: TLS error: {_first_line(exc)}") from None
         except requests.exceptions.Timeout:
+            self._cut(method, path, timeout)
             raise ControllerError("unreachable", f"{method} {path}: timed out after {timeout:g} s") from None
         except requests.exceptions.ConnectionError as exc:
             where = urlsplit(self.settings.url).netloc
@@ -187,6 +196,14 @@ class Controller:
             except (ValueError, RecursionError):  # garbage, or nested deeper than the parser goes
                 parsed = None
         return response.status_code, parsed
+
+    def _cut(self, method: str, path: str, timeout: float) -> None:
+        """A request that ran out of time because the run's deadline cut its timeout short is
+        the deadline's doing, not the controller's: no backoff for it."""
+        if self.budget is not None and timeout < self.settings.timeout:
+            raise DeadlineError(
+                f"controller.run_deadline ({self.budget.seconds:g} s) reached during {method} {path}; state saved"
+            ) from None
 
     def _read(self, response: requests.Response) -> bytes:
         declared = response.headers.get("Content-Length")
@@ -209,6 +226,8 @@ class Controller:
         where = f"{method} {path}: HTTP {status}"
         if status in (401, 403, 511) or numbers & AUTH_ERRORS:
             return ControllerError("auth", f"{where}: authentication or permission refused ({text})")
+        if status == 422 and method == "POST":  # Slurm 26.05 answers a refused update with 422, not 500
+            return ControllerError("refused", f"{where}: {text}")
         if status in (404, 405) and method == "POST":
             return ControllerError("read-only", f"{where}: the gateway has no node write route (read-only gateway)")
         if UNKNOWN_NODE in numbers or (status == 404 and method == "GET"):
@@ -276,20 +295,23 @@ class Controller:
             "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
         )
 
-    def view(self) -> NodeView:
-        """``GET …/node/{name}`` as a NodeView."""
+    def view(self, confirm_busy: bool = False) -> NodeView:
+        """``GET …/node/{name}`` as a NodeView; with ``confirm_busy``, a "busy" that only the
+        stale fields say is confirmed with an all-nodes query."""
+        self.rechecked = False
         view = self.detect()
         if view is None:
             status, body = self._call("GET", self.node_path())
             if status != 200:
                 raise self._fail("GET", self.node_path(), status, body)
             view = self._node(body)
-        if not view.idle and view.dialect != "spur":
-            # Slurm 24.11's single-node GET (REQUEST_NODE_INFO_SINGLE) skips
+        if confirm_busy and view.gpus_used is None and not view.idle and view.dialect != "spur":
+            # Slurm's single-node GET (REQUEST_NODE_INFO_SINGLE) skips
             # select_g_select_nodeinfo_set_all(), so MIXED/ALLOCATED and alloc_cpus can still show
-            # a job that ended (seen for > 10 s in the lab). A node that just got a job is
-            # ALLOCATED at once (make_node_alloc), so "idle" is trustworthy and "busy" may be
-            # stale: confirm it once with an all-nodes query, which recomputes them.
+            # a job that ended until anyone queries all nodes; gres_used is fresh, so this is only
+            # needed when the view has none. The query costs the size of the cluster, so the
+            # policy asks for it at most once per controller.busy_recheck (docs/busy.md).
+            self.rechecked = True
             path = f"/{self.api}/nodes"
             status, body = self._call("GET", path)
             if status != 200:

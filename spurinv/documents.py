@@ -85,6 +85,12 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     drain = state.get("drain")
     if drain:
         notes.append(f"spurinv drained this node ({drain.get('cause')}): {drain.get('reason')}")
+    intent = state.get("intent")
+    if isinstance(intent, dict):
+        notes.append(
+            f"a controller write ({intent.get('kind')}, {intent.get('at')}) was sent or about to be sent but its outcome "
+            "is unknown; the next run that reaches the controller settles it from the node's state"
+        )
     backoff = state.get("backoff")
     if backoff:
         notes.append(f"controller backoff ({backoff.get('kind')}) until {backoff.get('next_attempt')}: {backoff.get('error')}")

@@ -54,6 +54,20 @@ class LockError(SpurinvError):
     code = "locked"
 
 
+class Interrupted(SpurinvError):
+    """SIGTERM or SIGINT ended the run; the state was saved (exit 75: try again later)."""
+
+    exit_code = exitcode.TEMPFAIL
+    code = "interrupted"
+
+
+class DeadlineError(SpurinvError):
+    """``controller.run_deadline`` passed: no further request; the state was saved (exit 75)."""
+
+    exit_code = exitcode.TEMPFAIL
+    code = "deadline"
+
+
 class ControllerError(SpurinvError):
     """A controller call failed; ``kind`` decides the exit status and the backoff."""
 

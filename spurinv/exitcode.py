@@ -16,7 +16,7 @@ NOHOST = os.EX_NOHOST  # the controller does not know this node's name
 UNAVAILABLE = os.EX_UNAVAILABLE  # controller unreachable, or a read-only gateway
 CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written
 IOERR = os.EX_IOERR  # discovery failed (or the state file could not be written)
-TEMPFAIL = os.EX_TEMPFAIL  # state lock held by another run, or controller backoff not elapsed
+TEMPFAIL = os.EX_TEMPFAIL  # lock held, backoff not elapsed, run deadline reached, or stopped by a signal
 PROTOCOL = os.EX_PROTOCOL  # the controller refused or did not apply our update, or answered garbage
 NOPERM = os.EX_NOPERM  # authentication or permission refused (by the controller, or unsafe token file)
 CONFIG = os.EX_CONFIG  # configuration error
@@ -31,7 +31,7 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (SOFTWARE, "EX_SOFTWARE", "internal error"),
     (CANTCREAT, "EX_CANTCREAT", "state directory or metrics file not writable"),
     (IOERR, "EX_IOERR", "discovery failed, or the state could not be written"),
-    (TEMPFAIL, "EX_TEMPFAIL", "state lock held by another run, or controller backoff not elapsed"),
+    (TEMPFAIL, "EX_TEMPFAIL", "lock held, backoff not elapsed, run deadline reached, or stopped by SIGTERM/SIGINT"),
     (PROTOCOL, "EX_PROTOCOL", "controller refused or did not apply the update, or answered garbage"),
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),
     (CONFIG, "EX_CONFIG", "configuration error"),

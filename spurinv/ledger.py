@@ -95,14 +95,14 @@ def decision(at: T, outcome: str, action: str, reason: str, exit_code: int, requ
 def settled(state: Mapping[str, Any], outcome: str, exit_code: int, observe: bool) -> bool:
     """May this run leave a memo? Only an *unchanged*, successful run with nothing outstanding.
 
-    Nothing outstanding: no drain, refusal, backoff or pending change, and a baseline the
+    Nothing outstanding: no drain, refusal, backoff, pending change or unsettled write intent, and a baseline the
     current mode trusts (an observed baseline was never told to a controller).
     """
     baseline = state.get("baseline")
     return (
         outcome == UNCHANGED
         and exit_code == 0
-        and all(state.get(name) is None for name in ("drain", "refusal", "backoff", "pending"))
+        and all(state.get(name) is None for name in ("drain", "refusal", "backoff", "pending", "intent"))
         and baseline is not None
         and (observe or baseline["source"] != "observed")
     )

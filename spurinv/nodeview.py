@@ -37,6 +37,7 @@ class NodeView(BaseModel):
     flags: tuple[str, ...] = ()
     reason: str = ""
     reason_set_by: str | None = None
+    reason_changed_at: int | None = None  # epoch seconds, when the controller says (Slurm does)
     alloc_cpus: int = 0
     alloc_memory: int = 0
     gres: str | None = None
@@ -58,6 +59,25 @@ class NodeView(BaseModel):
             and self.alloc_memory == 0
             and used_count(self.gres_used or "") == 0
         )
+
+    @property
+    def gpus_used(self) -> int | None:
+        """GPUs allocated to jobs, from ``gres_used``; None when the controller does not say.
+
+        Slurm's single-node GET keeps ``alloc_cpus`` and MIXED/ALLOCATED stale after a job ends
+        until someone queries all nodes, but its ``gres_used`` follows jobs both ways
+        (docs/busy.md), so this needs no all-nodes query.
+        """
+        if self.gres_used is None:
+            return None
+        return sum(entry.count for entry in parse_gres(self.gres_used) if entry.name == "gpu")
+
+    @property
+    def gpu_busy(self) -> bool:
+        """Busy for a GPU change: GPUs allocated. A CPU-only job holds no GPU and does not count
+        (docs/busy.md); without GPU usage data, anything that looks busy counts."""
+        used = self.gpus_used
+        return (not self.idle) if used is None else used > 0
 
     def busy_text(self) -> str:
         """What keeps the node busy, for people: ``2 CPUs, gpu:mi300x:2 allocated``."""
@@ -131,12 +151,23 @@ def _view(node: dict[str, Any], name: str) -> NodeView:
         flags=flags,
         reason=str(node.get("reason") or ""),
         reason_set_by=node.get("reason_set_by_user") or None,
+        reason_changed_at=_epoch(node.get("reason_changed_at")),
         alloc_cpus=int(node.get("alloc_cpus") or 0),
         alloc_memory=int(node.get("alloc_memory") or 0),
         gres=node["gres"] if isinstance(node.get("gres"), str) else None,
         gres_used=node["gres_used"] if isinstance(node.get("gres_used"), str) else None,
         extra=node["extra"] if isinstance(node.get("extra"), str) else None,
     )
+
+
+def _epoch(value: object) -> int | None:
+    """``reason_changed_at``: an int (≤ v0.0.39) or ``{"set","infinite","number"}`` (v0.0.40+);
+    0, unset, infinite or anything else is unknown."""
+    if isinstance(value, dict):
+        value = value.get("number") if value.get("set") and not value.get("infinite") else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 1 << 40:
+        return None
+    return value
 
 
 class Gres(BaseModel):

@@ -12,8 +12,9 @@ unchanged           our drain on                 resume (``{"state":["RESUME"]}`
 unchanged           otherwise                    none, and no request at all
 change-confirmed    no baseline, gres agrees     adopt the reading as the baseline
 change-confirmed    idle                         register (complete gres + extra), read back
-change-confirmed    busy                         drain with ``spurinv: <diff>``; register later
+change-confirmed    busy (GPUs allocated)        drain with ``spurinv: <diff>``; register later
 change-confirmed    refused before               drain if not drained; retry after backoff
+any, refused backoff only the refused retry      no request; anything else goes ahead at once
 any                 drain not ours               never resumed, never overwritten
 ==================  ==========================  ============================================
 
@@ -25,6 +26,7 @@ terminal action; each non-terminal action is one request (or none).
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict
 from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
+from spurinv.intent import in_window
 from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, merge_extra, rebuild_gres
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
@@ -72,6 +75,7 @@ class Settings(BaseModel):
     backoff_initial: int = 60
     backoff_max: int = 3600
     ignore_backoff: bool = False  # `refresh --ignore-backoff`: an operator retries now
+    busy_recheck: int = 300  # controller.busy_recheck: least seconds between all-nodes queries
 
 
 class Action(BaseModel):
@@ -93,8 +97,54 @@ def drain_reason(text: str) -> str:
 
 
 def ours(view: NodeView, state: State) -> bool:
-    """Is the node drained by us? DRAIN set and exactly the reason we recorded."""
-    return view.drained and state.drain is not None and view.reason == state.drain.reason
+    """Is the node drained by us? DRAIN set, exactly the reason we recorded, and — where the
+    controller says when the reason was set — set by our write, not by a later drain that reused
+    our text (NHC keeps an existing reason when it re-drains)."""
+    drain = state.drain
+    if not (view.drained and drain is not None and view.reason == drain.reason):
+        return False
+    if drain.reason_changed_at is not None and view.reason_changed_at is not None:
+        return view.reason_changed_at == drain.reason_changed_at
+    return in_window(view.reason_changed_at, drain.set_at)
+
+
+def when(moment: datetime, now: datetime) -> str:
+    """``14:05:00 UTC`` today, ``2036-01-01 14:05:00 UTC`` on any other day."""
+    return moment.strftime("%H:%M:%S UTC" if moment.date() == now.date() else "%Y-%m-%d %H:%M:%S UTC")
+
+
+def clamp_backoff(state: State, settings: Settings, now: datetime) -> tuple[State, str | None]:
+    """A stored ``next_attempt`` beyond ``now + backoff_max`` (written under a wrong clock) counts
+    as ``now + backoff_max``; return the state and a warning when it was clamped."""
+    backoff = state.backoff
+    limit = now + timedelta(seconds=settings.backoff_max)
+    if backoff is None or backoff.next_attempt <= limit:
+        return state, None
+    warning = (
+        f"stored backoff until {when(backoff.next_attempt, now)} is beyond policy.backoff_max "
+        f"({settings.backoff_max} s; a clock that was wrong?); retrying at {when(limit, now)} instead"
+    )
+    clamped = backoff.model_copy(update={"next_attempt": limit})
+    return state.model_copy(update={"backoff": clamped}), warning
+
+
+def forget_stale_refusal(state: State, outcome: Outcome) -> State:
+    """The reading is the baseline again: a refusal of another inventory (and its backoff) is moot."""
+    if outcome.kind != Kind.UNCHANGED or (state.refusal is None and (state.backoff is None or state.backoff.kind != "refused")):
+        return state
+    backoff = None if state.backoff is not None and state.backoff.kind == "refused" else state.backoff
+    return state.model_copy(update={"refusal": None, "backoff": backoff})
+
+
+def _retry_only(outcome: Outcome, state: State) -> bool:
+    """Is the only thing this reading could lead to a retry of the request the controller refused?"""
+    refusal = state.refusal
+    return (
+        outcome.kind == Kind.CHANGE_CONFIRMED
+        and refusal is not None
+        and refusal.fingerprint == outcome.fingerprint
+        and state.intent is None
+    )
 
 
 def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Settings, now: datetime) -> Action:
@@ -116,17 +166,21 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
         outcome.kind == Kind.CHANGE_CONFIRMED
         or (outcome.kind == Kind.SUSPICIOUS and settings.drain_on_suspicious)
         or (outcome.kind == Kind.UNCHANGED and state.drain is not None)
+        or state.intent is not None  # an unsettled write: the controller's view settles it
     )
     if not needs_view:
         if outcome.kind == Kind.SUSPICIOUS:
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
         return Action(kind=Do.NONE, reason="unchanged; no controller request needed")
     if view is None:
-        if backoff := _active_backoff(state, settings, now):
-            when = backoff.next_attempt.strftime("%H:%M:%S")
+        # Transport and auth trouble block all contact; a refusal only delays its own retry, so
+        # another action this reading needs (lift our drain after a revert, drain a newly busy
+        # node, register another inventory) goes ahead at once.
+        backoff = _active_backoff(state, settings, now)
+        if backoff is not None and (backoff.kind != "refused" or _retry_only(outcome, state)):
             return Action(
                 kind=Do.BACKOFF,
-                reason=f"backing off until {when} UTC after: {backoff.error}",
+                reason=f"backing off until {when(_next_attempt(backoff, settings, now), now)} after: {backoff.error}",
                 exit_code=exitcode.TEMPFAIL,
             )
         return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
@@ -157,7 +211,7 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
     summary = outcome.diff.summary()
-    if not view.idle:
+    if view.gpu_busy:
         if drained_by_us:
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
         if foreign:
@@ -174,16 +228,26 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
             )
         if backoff := _active_backoff(state, settings, now):
-            when = backoff.next_attempt.strftime("%H:%M:%S")
             return Action(
                 kind=Do.HOLD,
                 reason=(
                     f"the controller refused the update ({refusal.error}); "
-                    f"an operator must update its configuration; retry at {when} UTC"
+                    f"an operator must update its configuration; retry at {when(_next_attempt(backoff, settings, now), now)}"
                 ),
                 exit_code=exitcode.PROTOCOL,
             )
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}", body=register_body(view, current))
+
+
+def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) -> bool:
+    """May this run confirm "busy" with an all-nodes query? At most once per ``interval`` seconds
+    plus a per-node jitter of up to a quarter of it, fixed by the node's name, so a fleet that
+    started waiting together does not query together."""
+    if last is None or last > now:  # never, or under a clock that has since gone back
+        return True
+    digest = hashlib.sha256(node.encode()).digest()
+    jitter = int.from_bytes(digest[:4], "big") / 2**32 * interval / 4
+    return (now - last).total_seconds() >= interval + jitter
 
 
 def register_body(view: NodeView, inventory: Inventory) -> dict[str, Any]:
@@ -195,9 +259,15 @@ def register_body(view: NodeView, inventory: Inventory) -> dict[str, Any]:
     return body
 
 
+def _next_attempt(backoff: Backoff, settings: Settings, now: datetime) -> datetime:
+    return min(backoff.next_attempt, now + timedelta(seconds=settings.backoff_max))
+
+
 def _active_backoff(state: State, settings: Settings, now: datetime) -> Backoff | None:
     backoff = state.backoff
-    return backoff if backoff is not None and now < backoff.next_attempt and not settings.ignore_backoff else None
+    if backoff is None or settings.ignore_backoff:
+        return None
+    return backoff if now < _next_attempt(backoff, settings, now) else None
 
 
 def contacted(state: State) -> State:
@@ -230,7 +300,12 @@ def settle(
     error: str | None = None,
     settings: Settings | None = None,
 ) -> State:
-    """Return the state after ``action`` (``applied`` False: the controller refused it)."""
+    """Return the state after ``action`` (``applied`` False: the controller refused it).
+
+    A write's outcome is known here, so its write-ahead intent is cleared.
+    """
+    if action.kind in WRITES and state.intent is not None:
+        state = state.model_copy(update={"intent": None})
     current = state.latest.inventory if state.latest else None
     if action.kind in (Do.ADOPT, Do.OBSERVE) and current is not None:
         baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")

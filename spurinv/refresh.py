@@ -20,13 +20,28 @@ from typing import TYPE_CHECKING
 
 from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
+from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
-from spurinv.errors import ControllerError, LockError, StateError, UsageError
+from spurinv.errors import ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
+from spurinv.intent import KINDS, Journal, reconcile
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.policy import TERMINAL, Action, Do, Settings, contacted, decide, expected_view, settle, with_backoff
+from spurinv.policy import (
+    TERMINAL,
+    Action,
+    Do,
+    Settings,
+    clamp_backoff,
+    contacted,
+    decide,
+    expected_view,
+    forget_stale_refusal,
+    recheck_due,
+    settle,
+    with_backoff,
+)
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
@@ -103,6 +118,7 @@ def _remove_leftovers(path: str) -> None:
 
 @contextlib.contextmanager
 def _locked(path: str, timeout: float) -> Iterator[None]:
+    # the lock wait counts against the run's deadline (the caller passes what is left)
     lock = store.Lock(path, timeout, "refresh")
     try:
         lock.acquire()
@@ -122,10 +138,14 @@ def _take_reading(world: World, config: Config) -> Reading:
 
 
 def run(world: World, options: Options) -> RefreshDocument:
-    """One refresh; raise SpurinvError for problems that prevent a document."""
+    """One refresh; raise SpurinvError for problems that prevent a document.
+
+    SIGTERM/SIGINT end it early (exit 75, state saved); so does ``controller.run_deadline``.
+    """
     started = time.perf_counter()
-    with _locked(options.state_path, options.config.state.lock_timeout):
-        return _run(world, options, started)
+    budget = Budget(options.config.controller.run_deadline)
+    with Signals(), _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining())):
+        return _run(world, options, started, budget)
 
 
 def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
@@ -160,11 +180,17 @@ def converge(
     *,
     dry_run: bool = False,
     log: Log | None = None,
+    journal: Journal | None = None,
+    budget: Budget | None = None,
 ) -> Converged:
     """Ask the policy for steps until it says stop, performing each step's single request.
 
     ``state`` already holds ``reading`` as its newest reading. ``connect`` builds the controller
     client the first time one is needed (so a tick that needs none imports no HTTP library).
+    Every write is recorded in ``journal`` before it is sent (write-ahead; without a journal the
+    intent is only kept in the returned state); an intent left by an earlier run is settled from
+    the first view read. No request starts after ``budget``'s deadline; SIGTERM/SIGINT
+    (:class:`~spurinv.budget.Signals`) stop the loop with the state as it stands.
     """
 
     def judge(current: State) -> Outcome:
@@ -175,38 +201,46 @@ def converge(
     view: NodeView | None = None
     client: Controller | None = None
     exit_code = exitcode.OK
+    journal = journal or Journal(None)
+    action = Action(kind=Do.NONE, reason="starting")
+    state = forget_stale_refusal(state, judge(state))
     for _ in range(MAX_STEPS):
-        outcome = judge(state)
-        action = decide(outcome, view, state, settings, clock())
-        if action.kind in TERMINAL:
-            steps.append(Step(action=action.kind.value, reason=action.reason))
-            exit_code = exit_code or action.exit_code
-            break
         try:
+            outcome = judge(state)
+            action = decide(outcome, view, state, settings, clock())
+            if action.kind in TERMINAL:
+                steps.append(Step(action=action.kind.value, reason=action.reason))
+                exit_code = exit_code or action.exit_code
+                break
             if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN):
                 steps.append(Step(action=action.kind.value, reason=action.reason))
                 state = settle(state, action, clock())
                 continue
+            if budget is not None:
+                budget.check(f"the {action.kind.value} step")
             if client is None:
                 client = connect(state)
             if action.kind == Do.READ_VIEW:
-                view = client.view()
-                steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
-                state = contacted(_remember_api(state, client, clock()))
+                view, state = _read_view(client, action, state, settings, clock(), steps)
                 continue
             assert view is not None
             assert action.body is not None
+            if not dry_run:
+                state = _begin(journal, state, action, clock())
             view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock())
             steps.append(step)
             if refused:
                 exit_code = exitcode.PROTOCOL
-        except ControllerError as exc:
+        except (ControllerError, Interrupted, DeadlineError) as exc:
+            # the state as it stands: an unsettled write keeps its intent for the next run
+            failed = isinstance(exc, ControllerError)
             steps.append(
-                Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True, error=exc.message)
+                Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=failed, error=exc.message)
             )
             if log is not None:
                 log.error(exc.message)
-            state = with_backoff(state, exc.kind, exc.message, settings, clock())
+            if isinstance(exc, ControllerError):  # a signal or our own deadline is no reason to back off
+                state = with_backoff(state, exc.kind, exc.message, settings, clock())
             exit_code = exc.exit_code
             break
     final = judge(state)
@@ -215,7 +249,7 @@ def converge(
     return Converged(state, final, steps, exit_code, client)
 
 
-def _run(world: World, options: Options, started: float) -> RefreshDocument:
+def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
     config = options.config
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     if not options.dry_run:
@@ -227,13 +261,21 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         backoff_initial=config.policy.backoff_initial,
         backoff_max=config.policy.backoff_max,
         ignore_backoff=options.ignore_backoff,
+        busy_recheck=config.controller.busy_recheck,
     )
+    state, warning = clamp_backoff(state, settings, world.clock())
+    if warning:
+        world.log.warning(warning)
+        notes.append(warning)
     reading = _take_reading(world, config)
     if options.accept:
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
     state = state.record(reading).model_copy(update={"node": node})
-    if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and not options.dry_run:
+    fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
+    if outcome.kind == Kind.CHANGE_PENDING and not fits:
+        world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
+    if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.sleep(config.policy.confirm_interval)
@@ -249,6 +291,8 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
+        journal=None if options.dry_run else Journal(lambda pending: _save(options.state_path, pending)),
+        budget=budget,
     )
     state = _finish(result, options, world, node)
     if not options.dry_run:
@@ -298,6 +342,37 @@ def _client(world: World, config: Config, node: str, state: State) -> Controller
     cached = state.api.version if state.api and state.api.url == config.controller.url else None
     session = world.session_factory() if world.session_factory else None
     return Controller(config.controller, node, token, api=cached, session=session)
+
+
+def _read_view(
+    client: Controller, action: Action, state: State, settings: Settings, now: datetime, steps: list[Step]
+) -> tuple[NodeView, State]:
+    """Read the node (confirming "busy" with an all-nodes query only when one is due), then settle
+    an intent an earlier run left unsettled."""
+    confirm = recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
+    view = client.view(confirm_busy=confirm)
+    steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+    state = contacted(_remember_api(state, client, now))
+    if client.rechecked:
+        state = state.model_copy(update={"busy_checked_at": now})
+    state, note = reconcile(state, view)
+    if note:
+        steps.append(Step(action="reconcile", reason=note))
+    return view, state
+
+
+def _begin(journal: Journal, state: State, action: Action, now: datetime) -> State:
+    """Record the write durably before it is sent (write-ahead)."""
+    assert action.body is not None
+    latest = state.latest.inventory if state.latest else None
+    return journal.begin(
+        state,
+        KINDS[action.kind.value],
+        action.body,
+        now,
+        fingerprint=latest.fingerprint if latest else None,
+        cause=action.cause,
+    )
 
 
 def _remember_api(state: State, client: Controller, now: datetime) -> State:
@@ -362,7 +437,7 @@ def _finish(result: Converged, options: Options, world: World, node: str) -> Sta
     )
     steady = None
     outstanding = state.model_dump(
-        include={"drain": True, "refusal": True, "backoff": True, "pending": True, "baseline": {"source"}}
+        include={"drain": True, "refusal": True, "backoff": True, "pending": True, "intent": True, "baseline": {"source"}}
     )
     if ledger.settled(outstanding, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
         key = ledger.steady_key(
@@ -377,7 +452,8 @@ def _finish(result: Converged, options: Options, world: World, node: str) -> Sta
 
 def _save(path: str, state: State) -> None:
     try:
-        state_file.save(path, state)
+        with shielded():  # SIGTERM waits for the save, so the file is the state as it stands
+            state_file.save(path, state)
     except store.StoreError as exc:
         raise StateError(f"{exc}; the previous state file is untouched", exc.exit_code) from None
 

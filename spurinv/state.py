@@ -46,6 +46,29 @@ class Drain(Frozen):
     set_at: AwareDatetime
     cause: Literal["busy", "refused", "suspicious"]
     fingerprint: str | None = None
+    # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
+    # pinned from the first view after our drain: the same text set again later (NHC re-drains
+    # with the existing reason) has another time and is not ours.
+    reason_changed_at: int | None = None
+
+
+class Intent(Frozen):
+    """A controller write about to be sent (write-ahead): saved durably *before* the request, cleared
+    when its outcome is known. A run that dies in between leaves it here, and the next run decides
+    from the controller's view whether it was applied (:mod:`spurinv.intent`)."""
+
+    kind: Literal["drain", "resume", "register"]
+    body: dict[str, Any]
+    at: AwareDatetime
+    fingerprint: str | None = None
+    cause: Literal["busy", "refused", "suspicious"] | None = None
+    transport: str = "rest"
+
+    @property
+    def reason(self) -> str | None:
+        """The drain reason this write sets, if any."""
+        reason = self.body.get("reason")
+        return reason if isinstance(reason, str) else None
 
 
 class Refusal(Frozen):
@@ -129,6 +152,8 @@ class State(Frozen):
     controller_errors: int = 0
     last_success: AwareDatetime | None = None
     steady: Steady | None = None
+    intent: Intent | None = None
+    busy_checked_at: AwareDatetime | None = None  # the last all-nodes query confirming "busy"
 
     @property
     def latest(self) -> Reading | None:

@@ -12,13 +12,15 @@ API (everything else is private):
 
 * ``FaultServer(gateway=None, tls=None)`` — start with ``with`` (or ``start()``/``stop()``); ``url``;
   ``script(method, path, *behaviours)`` — each matching request takes the next behaviour, the
-  last one repeats; ``seen`` — every request received (``Seen``: method, path, headers with
+  last one repeats; ``unscript()``; ``seen`` — every request received (``Seen``: method, path, headers with
   lower-case names, body); ``node_path(name)``. ``tls=(certfile, keyfile)`` serves HTTPS.
 * Behaviours: ``Reply(status, body, headers, delay=, drip=, size=, length=)`` — ``delay`` seconds
   before the status line, ``drip`` seconds between single body bytes, ``size`` bytes of filler
   instead of ``body`` (a huge body, generated lazily), ``length=False`` for no Content-Length (the
   body ends when the connection closes); ``body`` may be bytes, str, or anything JSON-serialisable.
-  ``Reset()`` — close the connection with a TCP RST before answering.
+  ``Reset()`` — close the connection with a TCP RST before answering. ``Late(delay)`` — let the
+  gateway *apply* the request at once, then answer only after ``delay`` seconds (a controller
+  that did the write but whose answer arrives after the client gave up; issue #10).
 * ``Gateway(version="v0.0.42", token=None, gres_policy="slurm")`` — serves ``GET /openapi/v3``,
   ``GET``/``POST /slurm/<version>/node/<name>`` and ``GET /slurm/<version>/nodes`` for
   ``gateway.nodes`` (``add_node(...)``; edit a node's dict to play the operator), built
@@ -42,6 +44,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -93,6 +96,13 @@ class Reset:
 
 
 @dataclass
+class Late:
+    """Apply the request through the gateway now; send its answer ``delay`` seconds later."""
+
+    delay: float
+
+
+@dataclass
 class Seen:
     """One request the server received."""
 
@@ -132,7 +142,10 @@ def _gpu_counts(gres: str) -> tuple[int, set[str]]:
 class Gateway:
     """A minimal Slurm-like node API (see the module docstring)."""
 
-    def __init__(self, version: str = "v0.0.42", token: str | None = None, gres_policy: str = "slurm") -> None:
+    def __init__(
+        self, version: str = "v0.0.42", token: str | None = None, gres_policy: str = "slurm", clock: Any = time.time
+    ) -> None:
+        self.clock = clock  # epoch seconds for reason_changed_at (tests with a fake clock pass theirs)
         self.version = version
         self.token = token
         self.gres_policy = gres_policy
@@ -211,6 +224,8 @@ class Gateway:
         node = self.nodes[name]
         if update.get("reason"):  # set even when the state change is then rejected (docs/slurm-rest.md §2)
             node["reason"] = update["reason"]
+            # slurmctld's update_node() stamps reason_time whenever a non-empty reason is set
+            node["reason_changed_at"] = {"set": True, "infinite": False, "number": int(self.clock())}
         for key in ("comment", "extra"):
             if key in update:
                 node[key] = update[key]
@@ -237,7 +252,7 @@ class FaultServer:
     def __init__(self, gateway: Gateway | None = None, tls: tuple[str, str] | None = None) -> None:
         self.gateway = gateway
         self.seen: list[Seen] = []
-        self._scripts: dict[tuple[str, str], list[Reply | Reset]] = {}
+        self._scripts: dict[tuple[str, str], list[Reply | Reset | Late]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -254,10 +269,15 @@ class FaultServer:
     def node_path(self, name: str) -> str:
         return self.gateway.node_path(name) if self.gateway else f"/slurm/v0.0.42/node/{name}"
 
-    def script(self, method: str, path: str, *behaviours: Reply | Reset) -> None:
+    def script(self, method: str, path: str, *behaviours: Reply | Reset | Late) -> None:
         """Answer ``method path`` with ``behaviours`` in turn, repeating the last."""
         with self._lock:
             self._scripts[(method, path)] = list(behaviours)
+
+    def unscript(self) -> None:
+        """Forget every script: the gateway answers everything again."""
+        with self._lock:
+            self._scripts.clear()
 
     def requests(self, method: str | None = None) -> list[Seen]:
         """The requests seen so far (optionally only one method)."""
@@ -285,8 +305,12 @@ class FaultServer:
         with self._lock:
             self.seen.append(seen)
             queue = self._scripts.get((seen.method, seen.path))
-            if queue:
-                return queue.pop(0) if len(queue) > 1 else queue[0]
+            behaviour = (queue.pop(0) if len(queue) > 1 else queue[0]) if queue else None
+        if isinstance(behaviour, Late) and self.gateway is not None:
+            applied = self.gateway.answer(seen.method, seen.path, seen.headers, seen.body)
+            return Reply(applied.status, applied.body, applied.headers, delay=behaviour.delay)
+        if isinstance(behaviour, (Reply, Reset)):
+            return behaviour
         if self.gateway is not None:
             return self.gateway.answer(seen.method, seen.path, seen.headers, seen.body)
         return Reply(404, "Not Found")

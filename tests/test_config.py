@@ -41,6 +41,9 @@ def test_file_then_flags_with_origins(tmp_path):
         ('[controller]\nurl = "ftp://x"\n', "controller.url"),
         ('[controller]\napi = "v42"\n', "controller.api"),
         ("[controller]\ntimeout = -1\n", "controller.timeout"),
+        ("[controller]\nrun_deadline = 0\n", "controller.run_deadline"),
+        ("[controller]\nrun_deadline = 3600\n", "controller.run_deadline"),  # beyond the unit's TimeoutStartSec
+        ("[controller]\nbusy_recheck = 5\n", "controller.busy_recheck"),  # a cluster-sized query every tick
         ("[policy]\nbogus = 1\n", "policy.bogus"),
         ('[discovery]\nignore_pci = ["05:00.0"]\n', "discovery.ignore_pci"),
         ("[node\n", "line 1"),

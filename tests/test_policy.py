@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from factories import at, inventory, packages, reading
 from hypothesis import given, settings
@@ -10,12 +12,13 @@ from hypothesis import strategies as st
 from spurinv import exitcode
 from spurinv.classify import Kind, classify
 from spurinv.nodeview import NodeView
-from spurinv.policy import WRITES, Do, Settings, decide, expected_view, settle
+from spurinv.policy import WRITES, Do, Settings, clamp_backoff, decide, expected_view, ours, recheck_due, settle, when
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
 NONE = inventory([], pci=[])
+NPS4 = inventory(packages(8, "SPX", memory_mode="NPS4"))
 SLURM = Settings(observe=False)
 OBSERVE = Settings(observe=True)
 OUR_REASON = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
@@ -37,15 +40,26 @@ def view(
 IDLE = view()
 BUSY = view("MIXED", cpus=2, used="gpu:mi300x:2(IDX:0-1)")
 OURS_IDLE = view("IDLE", "DRAIN", reason=OUR_REASON)
-OURS_BUSY = view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2)
+OURS_BUSY = view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2, used="gpu:mi300x:2(IDX:0-1)")
+CPU_JOB = view("MIXED", cpus=4)  # a CPU-only job: gres_used says no GPU is allocated
+STALE_NO_GRES = view("MIXED", cpus=2, used=None)  # no GPU usage data: anything busy-looking counts
 NHC_IDLE = view("IDLE", "DRAIN", reason="NHC: bad ECC")
-SLURM_INVAL = view("MIXED", "DRAIN", "INVALID_REG", reason="gres/gpu count reported lower than configured (7 < 8)", cpus=1)
+SLURM_INVAL = view(
+    "MIXED",
+    "DRAIN",
+    "INVALID_REG",
+    reason="gres/gpu count reported lower than configured (7 < 8)",
+    cpus=1,
+    used="gpu:mi300x:1(IDX:0)",
+)
 EMPTY_DRAIN = view("IDLE", "DRAIN", reason="")
 LOOKALIKE = view("IDLE", "DRAIN", reason="spurinv: something an operator typed")
 NOW = at(600)
 
 
-def state_for(baseline, previous, current, *, drain=False, refusal=False, backoff=None, source="registered"):
+def state_for(
+    baseline, previous, current, *, drain=False, refusal=False, backoff=None, source="registered", backoff_kind="refused"
+):
     state = State(baseline=Baseline(inventory=baseline, since=at(0), source=source) if baseline else None)
     if previous is not None:
         state = state.record(reading(previous, 0))
@@ -56,9 +70,10 @@ def state_for(baseline, previous, current, *, drain=False, refusal=False, backof
             reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None
         )
     if refusal:
-        update["refusal"] = Refusal(fingerprint=current.fingerprint, at=at(60), error="2072 Invalid gres")
+        refused = current if refusal is True else refusal
+        update["refusal"] = Refusal(fingerprint=refused.fingerprint, at=at(60), error="2072 Invalid gres")
     if backoff is not None:
-        update["backoff"] = Backoff(kind="refused", failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
+        update["backoff"] = Backoff(kind=backoff_kind, failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
     return state.model_copy(update=update)
 
 
@@ -81,6 +96,8 @@ ROWS = [
     ("confirmed needs the node's state", SPX, CPX, CPX, {}, SLURM, None, Do.READ_VIEW),
     ("confirmed + idle re-registers", SPX, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
     ("confirmed + busy drains", SPX, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
+    ("confirmed + CPU-only job re-registers (it holds no GPU)", SPX, CPX, CPX, {}, SLURM, CPU_JOB, Do.REGISTER),
+    ("confirmed + busy without GPU usage data drains", SPX, CPX, CPX, {}, SLURM, STALE_NO_GRES, Do.DRAIN),
     ("confirmed + busy + our drain waits", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_BUSY, Do.HOLD),
     ("confirmed + our drain + idle re-registers", SPX, CPX, CPX, {"drain": True}, SLURM, OURS_IDLE, Do.REGISTER),
     (
@@ -90,7 +107,7 @@ ROWS = [
         CPX,
         {},
         SLURM,
-        view("MIXED", "DRAIN", reason="NHC: x", cpus=1),
+        view("MIXED", "DRAIN", reason="NHC: x", cpus=1, used="gpu:mi300x:1(IDX:3)"),
         Do.HOLD,
     ),
     ("confirmed + busy + Slurm INVAL drain: untouched", SPX, CPX, CPX, {}, SLURM, SLURM_INVAL, Do.HOLD),
@@ -117,7 +134,18 @@ ROWS = [
         Do.REGISTER,
     ),
     ("refused + foreign drain: never drains", SPX, CPX, CPX, {"refusal": True}, SLURM, NHC_IDLE, Do.REGISTER),
-    ("backoff before any request", SPX, CPX, CPX, {"backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("transport backoff before any request", SPX, CPX, CPX, {"backoff": 9999, "backoff_kind": "unreachable"}, SLURM, None,
+     Do.BACKOFF),
+    ("auth backoff blocks even lifting our drain", SPX, SPX, SPX, {"drain": True, "backoff": 9999, "backoff_kind": "auth"},
+     SLURM, None, Do.BACKOFF),
+    ("refusal backoff blocks its own retry, with no request", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("refusal backoff: the GPUs switched back, read to lift our drain", SPX, CPX, SPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
+    ("refusal backoff: the reverted node's drain is lifted at once", SPX, CPX, SPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, OURS_IDLE, Do.RESUME),
+    ("refusal backoff: another confirmed inventory goes ahead", SPX, NPS4, NPS4,
+     {"refusal": CPX, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
     ("first run, controller agrees: adopt", None, SPX, SPX, {}, SLURM, IDLE, Do.ADOPT),
     ("first run, controller disagrees: register", None, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
     ("first run, busy and disagrees: drain", None, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
@@ -178,7 +206,7 @@ def test_register_body_keeps_other_gres_and_records_the_fingerprint():
 
 
 def test_backoff_and_refused_hold_have_distinct_exit_codes():
-    backoff = state_for(SPX, CPX, CPX, backoff=9999)
+    backoff = state_for(SPX, CPX, CPX, backoff=9999, backoff_kind="unreachable")
     held = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=9999)
 
     assert exitcode.TEMPFAIL == decide(outcome_for(backoff), None, backoff, SLURM, NOW).exit_code
@@ -290,3 +318,118 @@ def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
 
     assert 0 < first <= maximum
     assert first <= second
+
+
+# --- issue #10: scoped backoff, clamped backoff, bounded busy rechecks --------------------------
+
+BLOCKING = ["unreachable", "auth", "protocol", "unknown-node", "read-only"]
+
+
+@settings(max_examples=300)
+@given(
+    baseline=invs,
+    previous=invs,
+    current=invs,
+    drain=st.booleans(),
+    refusal=st.sampled_from([None, SPX, CPX, NPS4]),
+    kind=st.sampled_from([*BLOCKING, "refused"]),
+    left=st.integers(1, 3600),
+)
+def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_only_its_retry(
+    baseline, previous, current, drain, refusal, kind, left
+):
+    """An active transport/auth backoff: no request whatever the reading needs. An active refusal
+    backoff: no request only when the reading needs nothing but the refused update's retry."""
+    state = state_for(baseline, previous, current, drain=drain and current is not None, refusal=refusal or False)
+    state = state.model_copy(
+        update={"backoff": Backoff(kind=kind, failures=2, next_attempt=NOW + timedelta(seconds=left), error="x")}
+    )
+    outcome = outcome_for(state)
+
+    action = decide(outcome, None, state, SLURM, NOW)
+
+    if kind in BLOCKING:
+        assert action.kind != Do.READ_VIEW
+    else:
+        retry_only = (
+            outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal.fingerprint == outcome.fingerprint
+        )
+        assert (action.kind == Do.BACKOFF) == retry_only, (outcome.kind, action.reason)
+
+
+@settings(max_examples=300)
+@given(
+    ahead=st.integers(-10**6, 10**9),
+    maximum=st.integers(1, 7 * 86400),
+    kind=st.sampled_from([*BLOCKING, "refused"]),
+)
+def test_a_stored_backoff_never_reaches_beyond_backoff_max_and_says_so(ahead, maximum, kind):
+    """A next_attempt written under a wrong clock (2036) counts as now + backoff_max, with a warning
+    that shows the date when it is not today."""
+    policy = Settings(observe=False, backoff_max=maximum)
+    stored = NOW + timedelta(seconds=ahead)
+    state = State(backoff=Backoff(kind=kind, failures=1, next_attempt=stored, error="x"))
+
+    clamped, warning = clamp_backoff(state, policy, NOW)
+
+    assert clamped.backoff.next_attempt <= NOW + timedelta(seconds=maximum)
+    assert (warning is not None) == (ahead > maximum)
+    if warning is not None:
+        assert stored.strftime("%Y-%m-%d") in warning or stored.date() == NOW.date()
+    blocked = decide(outcome_for(state_for(SPX, CPX, CPX)), None, state_for(SPX, CPX, CPX).model_copy(
+        update={"backoff": state.backoff}), policy, NOW)  # fmt: skip
+    if blocked.kind == Do.BACKOFF:
+        assert NOW.strftime("%Y-%m-%d") not in blocked.reason  # today: the time of day is enough
+
+
+def test_backoff_messages_show_the_date_when_it_is_not_today():
+    assert "19:00:00 UTC" == when(at(3600), NOW)
+    assert "2036-01-01 00:00:00 UTC" == when(datetime(2036, 1, 1, tzinfo=UTC), NOW)
+
+
+@settings(max_examples=300)
+@given(
+    name=st.text(min_size=1, max_size=40),
+    interval=st.integers(60, 86400),
+    since=st.integers(-10**6, 10**6),
+)
+def test_the_all_nodes_query_is_at_most_once_per_interval_per_node_and_at_most_a_quarter_later(name, interval, since):
+    last = NOW - timedelta(seconds=since)
+
+    due = recheck_due(last, name, interval, NOW)
+
+    if 0 <= since < interval:
+        assert not due
+    if since >= interval * 1.25 or since < 0:  # past the largest jitter, or a clock that went back
+        assert due
+    assert due == recheck_due(last, name, interval, NOW)  # deterministic: the name fixes the jitter
+    assert recheck_due(None, name, interval, NOW)
+
+
+def test_the_jitter_spreads_a_fleet():
+    offsets = {
+        next(s for s in range(300, 400) if recheck_due(NOW - timedelta(seconds=s), f"n{i:05d}", 300, NOW)) for i in range(200)
+    }
+    assert len(offsets) > 40
+
+
+@settings(max_examples=200)
+@given(pinned=st.integers(1, 2**40 - 1), seen=st.integers(1, 2**40 - 1))
+def test_our_reason_set_at_another_moment_is_never_ours(pinned, seen):
+    drain = Drain(reason=OUR_REASON, set_at=at(60), cause="busy", reason_changed_at=pinned)
+    state = State(drain=drain)
+    node = NodeView(
+        name="n1", dialect="slurm-v0.0.39+", base="IDLE", flags=("DRAIN",), reason=OUR_REASON, reason_changed_at=seen
+    )
+
+    assert ours(node, state) == (pinned == seen)
+
+
+def test_a_waiting_node_with_gpus_in_use_holds_and_one_without_registers():
+    state = state_for(SPX, CPX, CPX, drain=True)
+
+    waiting = decide(outcome_for(state), OURS_BUSY, state, SLURM, NOW)
+    cpu_only = decide(outcome_for(state), view("MIXED", "DRAIN", reason=OUR_REASON, cpus=4), state, SLURM, NOW)
+
+    assert Do.HOLD == waiting.kind
+    assert Do.REGISTER == cpu_only.kind

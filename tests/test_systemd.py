@@ -152,13 +152,22 @@ def test_timer_ticks_soon_after_boot_then_every_minute_spread_and_accurate():
     assert ["timers.target"] == values["Install.WantedBy"]
 
 
-def test_timeout_is_well_above_the_slowest_tick_the_defaults_allow():
-    """Lock wait + confirm_interval + every controller request at its timeout (API detection: 9
-    probes; the policy loop: 8 steps), with room to spare."""
-    defaults = config.Config()
-    requests = 9 + 8
-    slowest = defaults.state.lock_timeout + defaults.policy.confirm_interval + requests * defaults.controller.timeout
-    assert seconds(unit_values(SERVICE)["Service.TimeoutStartSec"][0]) >= 1.5 * slowest
+def test_timeout_is_well_above_the_longest_run_deadline_the_config_allows():
+    """controller.run_deadline bounds a whole run (issue #10); even its largest allowed value stays
+    well inside TimeoutStartSec, and the default is far inside it."""
+    field = config.ControllerSection.model_fields["run_deadline"]
+    largest = next(rule.le for rule in field.metadata if getattr(rule, "le", None) is not None)
+    start = seconds(unit_values(SERVICE)["Service.TimeoutStartSec"][0])
+    assert start >= 1.5 * largest
+    assert start >= 3 * config.Config().controller.run_deadline
+
+
+def test_stopping_fits_a_run_that_saves_and_exits_75_on_sigterm():
+    """SIGTERM to spurinv first (KillMode=mixed), time to save (the run needs ≤ 2 s), and 75 is no failure."""
+    values = unit_values(SERVICE)
+    assert ["mixed"] == values["Service.KillMode"]
+    assert 2 * 2 <= seconds(values["Service.TimeoutStopSec"][0]) <= 30
+    assert str(exitcode.TEMPFAIL) in values["Service.SuccessExitStatus"][0].split()
 
 
 def test_hardening_is_in_place_and_private_devices_is_explained():

@@ -172,11 +172,16 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
     assert exitcode.TEMPFAIL == code
     assert [] == again["requests"]
 
-    # the operator switches the GPUs back: the change reverted, our drain is lifted
-    code, back = n1.refresh("spx", "--ignore-backoff")
+    # the operator switches the GPUs back: the change reverted, and the refusal's backoff (60 s, still
+    # running) delays only a retry of the refused update: our drain is lifted on the next tick (#10)
+    code, back = n1.refresh("spx")
     assert 0 == code, back
     assert ["read-view", "resume", "none"] == steps(back)
     n1.lab.wait_for(lambda: "DRAIN" not in n1.controller()["state"], 10, "n1 resumed")
+    status = n1.status()
+    assert status["drain"] is None
+    assert status["refusal"] is None
+    assert status["backoff"] is None
 
 
 def test_a_type_only_change_answered_200_but_not_applied_is_caught_by_the_read_back(n1):
@@ -199,13 +204,13 @@ def job_state(lab, job: int) -> str:
 
 
 def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
-    """Busy → our drain (jobs finish); then idle → re-register and lift the drain.
+    """Busy (a job holding a GPU) → our drain (jobs finish); then idle → re-register and lift the drain.
 
     No all-nodes query runs between the job's start/end and spurinv's run, so spurinv sees what a
-    single-node GET says (stale allocation counters: slurmlab.py's node_json docstring).
+    single-node GET says: stale allocation counters, but a fresh gres_used (docs/busy.md).
     """
     lab = n1.lab
-    job = lab.sbatch("n1")
+    job = lab.sbatch("n1", "--gres=gpu:mi300x:1")
     lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "job running on n1")
     n1.root("nps4", memory_mode="NPS4")
     n1.refresh("nps4")
@@ -230,6 +235,26 @@ def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
     assert ["read-view", "register", "resume", "none"] == steps(done), [s["reason"] for s in done["steps"]]
     lab.wait_for(lambda: n1.controller()["state"] == ["IDLE"], 10, "n1 resumed and idle")
     assert n1.status()["drain"] is None
+    # each waiting tick read the one node: no cluster-sized all-nodes query (#10)
+    for document in (drained, waiting, done):
+        assert not any(r["path"].endswith("/nodes") for r in document["requests"]), document["requests"]
+
+
+def test_a_cpu_only_job_does_not_hold_up_a_gpu_change(n1):
+    """A job that holds no GPU is not "busy" for a GPU inventory change: re-register at once, no drain."""
+    lab = n1.lab
+    job = lab.sbatch("n1")  # CPUs only
+    lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "job running on n1")
+    n1.root("nps4", memory_mode="NPS4")
+    n1.refresh("nps4")
+
+    code, document = n1.refresh("nps4")
+
+    assert 0 == code, document
+    assert ["read-view", "register", "none"] == steps(document)
+    assert "DRAIN" not in n1.controller()["state"]
+    assert job in lab.jobs()
+    lab.scancel(job)
 
 
 def test_an_operators_drain_is_never_touched(n1):

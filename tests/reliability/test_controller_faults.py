@@ -451,6 +451,8 @@ def test_api_detection_survives_a_garbage_openapi_document(rig, ledger):
     assert run.code == 0, run.err
     assert [r.path for r in run.requests] == [
         "/openapi/v3",
+        "/slurm/v0.0.46/node/n1",
+        "/slurm/v0.0.45/node/n1",
         "/slurm/v0.0.44/node/n1",
         "/slurm/v0.0.43/node/n1",
         "/slurm/v0.0.42/node/n1",

@@ -1,0 +1,652 @@
+"""Never strand a node (issue #10): write-ahead intents, reconciliation, and death at every point.
+
+The kill-point tests run the real full refresh (``refresh.run``: lock, load, discover, classify,
+policy, the real ``Controller``, the journal, save) in-process against ``faultserver.Gateway``,
+mounted as a ``requests`` transport adapter. A "kill" raises an exception nothing in spurinv
+catches (a ``BaseException``, as SIGKILL runs no handler) at the k-th point where the run touches
+the outside world — every clock reading and, around each request, before the gateway applies it
+and after it applied it but before the answer. What survives is what survives a SIGKILL: the
+state file on disk and the controller's state. Then the node goes idle, its GPUs switch back, and
+spurinv runs on; the drain must always be lifted, by spurinv, within a few ticks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import requests  # noqa: TID251  (the test plays the transport under spurinv's controller client)
+from factories import at, inventory, packages, reading
+from faultserver import Gateway, Reply, _encode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spurinv import exitcode
+from spurinv import state as state_file
+from spurinv.config import Config
+from spurinv.errors import StateError
+from spurinv.intent import CLOCK_SKEW, Journal, reconcile
+from spurinv.log import Log
+from spurinv.nodeview import NodeView
+from spurinv.policy import ours
+from spurinv.refresh import Options, World, run
+from spurinv.root import Root
+from spurinv.state import Baseline, Drain, Intent, State
+
+URL = "http://127.0.0.1:9"  # never dialled: the adapter answers
+START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+REASON = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
+SPX = inventory(packages(8, "SPX"))
+CPX = inventory(packages(8, "CPX", per=8))
+
+
+class Killed(BaseException):
+    """SIGKILL: nothing catches it, no handler or ``finally`` of ours saves anything after it."""
+
+
+class Points:
+    """Counts the points where a run touches the outside world; raises Killed at number ``kill``."""
+
+    def __init__(self, kill: int | None = None) -> None:
+        self.kill = kill
+        self.count = 0
+        self.labels: list[str] = []
+
+    def touch(self, label: str) -> None:
+        self.count += 1
+        self.labels.append(label)
+        if self.kill is not None and self.count == self.kill:
+            raise Killed(label)
+
+
+class Adapter(requests.adapters.BaseAdapter):
+    """Hands each request to the gateway, in memory, with kill points before and after it applies."""
+
+    def __init__(self, gateway: Gateway, points: Points) -> None:
+        super().__init__()
+        self.gateway = gateway
+        self.points = points
+
+    def send(self, request: Any, *_args: Any, **_kwargs: Any) -> requests.Response:
+        path = urlsplit(request.url).path
+        body = request.body or b""
+        body = body.encode() if isinstance(body, str) else body
+        self.points.touch(f"before {request.method} {path}")
+        reply = self.gateway.answer(request.method, path, {}, body)
+        self.points.touch(f"after {request.method} {path} applied, before its answer")
+        data, content_type = _encode(reply.body)
+        response = requests.Response()
+        response.status_code = reply.status
+        response.headers = requests.structures.CaseInsensitiveDict({"Content-Type": content_type})
+        response.raw = io.BytesIO(data)
+        response.url = request.url
+        response.request = request
+        return response
+
+    def close(self) -> None:
+        pass
+
+
+class Node:
+    """One node: its roots, state file, the gateway (the controller) and a clock that only moves on."""
+
+    def __init__(self, tmp: Path, built: Any, gres_policy: str = "slurm") -> None:
+        self.roots = {"spx": built("mi300x-spx"), "cpx": built("mi300x-cpx")}
+        self.state_path = tmp / "state" / "state.json"
+        self.now = START
+        self.labels: list[str] = []
+        self.gateway = Gateway(gres_policy=gres_policy, clock=self.epoch)
+        self.gateway.add_node("n1", gres="gpu:mi300x:8")
+        self.config = Config.model_validate(
+            {"node": {"name": "n1"}, "controller": {"url": URL, "api": "slurm/v0.0.42"}, "policy": {"confirm_interval": 0}}
+        )
+
+    def epoch(self) -> float:
+        return self.now.timestamp()  # the gateway's clock is the node's: reason_changed_at agrees
+
+    @property
+    def controller(self) -> dict[str, Any]:
+        return self.gateway.nodes["n1"]
+
+    def busy(self, gpus: int) -> None:
+        """A job holding ``gpus`` GPUs (0: the job ended): as slurmctld shows it."""
+        self.controller.update(
+            state=["MIXED", *self.controller["state"][1:]] if gpus else ["IDLE", *self.controller["state"][1:]],
+            alloc_cpus=gpus,
+            gres_used=f"gpu:mi300x:{gpus}(IDX:0-{gpus - 1})" if gpus else "gpu:mi300x:0(IDX:N/A)",
+        )
+
+    def tick(self, root: str, points: Points | None = None, minutes: float = 1) -> Any:
+        """One timer tick: the real full run. Raises Killed when ``points`` says so."""
+        points = points or Points()
+        self.now += timedelta(minutes=minutes)
+        self.labels = points.labels
+
+        def clock() -> datetime:
+            points.touch("clock")
+            return self.now
+
+        session = requests.Session()
+        session.mount(URL, Adapter(self.gateway, points))
+        world = World(Root(str(self.roots[root])), {}, clock=clock, hostname="n1", log=Log({}, quiet=True),
+                      session_factory=lambda: session)  # fmt: skip
+        options = Options(state_path=str(self.state_path), config=self.config, config_identity="test")
+        return run(world, options)
+
+    def gateway_posts(self) -> list[str]:
+        return [label for label in self.labels if label.startswith("before POST")]
+
+    def state(self) -> State:
+        loaded = state_file.load(str(self.state_path))
+        assert loaded is not None
+        return loaded
+
+
+def adopted(tmp_path: Path, built: Any, **kwargs: Any) -> Node:
+    node = Node(tmp_path, built, **kwargs)
+    node.tick("spx")
+    node.tick("spx")
+    assert node.state().baseline is not None
+    return node
+
+
+def settle_after_revert(node: Node) -> list[str]:
+    """The job ended and the GPUs are back as the controller lists them: spurinv runs on (each tick
+    an hour apart, past any backoff). Returns the actions taken."""
+    node.busy(0)
+    actions = []
+    for _ in range(4):
+        document = node.tick("spx", minutes=61)
+        actions += [step.action for step in document.steps]
+    return actions
+
+
+def kill_points(node_factory: Any, before: Any, root: str) -> int:
+    """How many points the writing tick has (a run that is never killed)."""
+    node = node_factory()
+    before(node)
+    points = Points()
+    node.tick(root, points)
+    return points.count
+
+
+def busy_drain_scenario(node: Node) -> None:
+    node.busy(2)
+    node.tick("cpx")  # first sighting: no request
+
+
+def refused_drain_scenario(node: Node) -> None:
+    node.tick("cpx")  # first sighting; the next tick registers (refused: 2072), then drains
+
+
+@pytest.mark.parametrize(
+    "scenario", [busy_drain_scenario, refused_drain_scenario], ids=["busy → drain", "idle → refused → drain"]
+)
+def test_a_kill_at_any_point_of_a_drain_never_strands_the_node(tmp_path, built, scenario):
+    """Every kill point of the tick that drains: afterwards, once idle with its GPUs back, the node
+    is no longer drained, spurinv lifted it, and the state file has nothing outstanding."""
+    total = kill_points(lambda: adopted(tmp_path / "count", built), scenario, "cpx")
+    assert total > 6  # the drain tick reads the view, writes and saves: many points to die at
+    for kill in range(1, total + 1):
+        node = adopted(tmp_path / f"kill-{kill}", built)
+        scenario(node)
+        points = Points(kill)
+        with pytest.raises(Killed):
+            node.tick("cpx", points)
+        label = points.labels[-1]
+        drained_now = "DRAIN" in node.controller["state"]
+
+        actions = settle_after_revert(node)
+
+        assert "DRAIN" not in node.controller["state"], (kill, label, actions)
+        assert node.state().drain is None, (kill, label)
+        assert node.state().intent is None, (kill, label)
+        if drained_now:
+            assert "resume" in actions, (kill, label, actions)  # lifted by spurinv, not by luck
+
+
+def test_a_kill_between_recording_and_sending_leaves_the_intent_on_disk(tmp_path, built):
+    """The intent is durable *before* the request: killed just before the POST reached the gateway."""
+    total = kill_points(lambda: adopted(tmp_path / "count", built), busy_drain_scenario, "cpx")
+    for kill in range(1, total + 1):
+        node = adopted(tmp_path / f"k{kill}", built)
+        busy_drain_scenario(node)
+        points = Points(kill)
+        with pytest.raises(Killed):
+            node.tick("cpx", points)
+        if points.labels[-1].startswith("before POST"):
+            break
+    else:
+        pytest.fail("no kill point before the POST")
+    intent = node.state().intent
+    assert intent is not None
+    assert intent.kind == "drain"
+    assert intent.reason == REASON
+    assert intent.fingerprint == node.state().latest.fingerprint
+    assert "DRAIN" not in node.controller["state"]
+
+
+def test_a_kill_of_the_resume_never_leaves_our_drain_behind(tmp_path, built):
+    """Drained (busy), then idle and reverted: die at every point of the resuming tick."""
+
+    def drained(node: Node) -> None:
+        busy_drain_scenario(node)
+        node.tick("cpx")
+        assert "DRAIN" in node.controller["state"]
+        node.busy(0)
+
+    total = kill_points(lambda: adopted(tmp_path / "count", built), drained, "spx")
+    for kill in range(1, total + 1):
+        node = adopted(tmp_path / f"kill-{kill}", built)
+        drained(node)
+        points = Points(kill)
+        with pytest.raises(Killed):
+            node.tick("spx", points)
+
+        settle_after_revert(node)
+
+        assert "DRAIN" not in node.controller["state"], (kill, points.labels[-1])
+        assert node.state().drain is None
+
+
+def test_an_operator_drain_after_an_unsent_intent_is_never_taken(tmp_path, built):
+    """Killed before the POST; an operator drains with their own reason: never ours, never lifted."""
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    total = kill_points(lambda: adopted(tmp_path / "count", built), busy_drain_scenario, "cpx")
+    points = Points(next(k for k in range(1, total + 1) if _label(tmp_path, built, k).startswith("before POST")))
+    with pytest.raises(Killed):
+        node.tick("cpx", points)
+    node.controller.update(state=["MIXED", "DRAIN"], reason="NHC: bad ECC on GPU 3")
+
+    settle_after_revert(node)
+
+    assert "DRAIN" in node.controller["state"]
+    assert node.controller["reason"] == "NHC: bad ECC on GPU 3"
+    assert node.state().drain is None
+    assert node.state().intent is None
+
+
+def _label(tmp_path: Path, built: Any, kill: int) -> str:
+    node = adopted(tmp_path / f"label-{kill}", built)
+    busy_drain_scenario(node)
+    points = Points(kill)
+    with contextlib.suppress(Killed):
+        node.tick("cpx", points)
+    return points.labels[min(kill, len(points.labels)) - 1]
+
+
+# --- reconcile (pure) ----------------------------------------------------------------------------
+
+
+def view(*flags: str, reason: str = "", changed: int | None = None, gres: str = "gpu:mi300x:8", extra: str = "") -> NodeView:
+    return NodeView(
+        name="n1", dialect="slurm-v0.0.39+", base="IDLE", flags=flags, reason=reason, reason_changed_at=changed,
+        gres=gres, gres_used="gpu:mi300x:0(IDX:N/A)", extra=extra,
+    )  # fmt: skip
+
+
+def with_intent(kind: str, body: dict[str, Any], current: Any = CPX, **fields: Any) -> State:
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="adopted")).record(reading(current, 60))
+    intent = Intent(kind=kind, body=body, at=at(120), fingerprint=current.fingerprint, cause="busy")  # type: ignore[arg-type]
+    return state.model_copy(update={"intent": intent, **fields})
+
+
+DRAIN_BODY = {"state": ["DRAIN"], "reason": REASON}
+
+
+def test_an_applied_drain_is_ours_with_the_controllers_time_pinned():
+    state = with_intent("drain", DRAIN_BODY)
+    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()))
+
+    after, note = reconcile(state, seen)
+
+    assert after.intent is None
+    assert after.drain is not None
+    assert after.drain.reason == REASON
+    assert after.drain.reason_changed_at == int(at(121).timestamp())
+    assert "ours" in (note or "")
+    assert ours(seen, after)
+
+
+def test_a_drain_that_never_arrived_is_forgotten_and_nothing_is_claimed():
+    after, _note = reconcile(with_intent("drain", DRAIN_BODY), view())
+
+    assert after.intent is None
+    assert after.drain is None
+
+
+@pytest.mark.parametrize("offset", [-(CLOCK_SKEW + 60), CLOCK_SKEW + 600, 86400])
+def test_our_text_set_at_another_time_is_not_ours(offset):
+    """NHC re-drains keeping the existing reason: the same text, set long after our write."""
+    seen = view("DRAIN", reason=REASON, changed=int((at(120) + timedelta(seconds=offset)).timestamp()))
+
+    after, _note = reconcile(with_intent("drain", DRAIN_BODY), seen)
+
+    assert after.drain is None
+    assert not ours(seen, after)
+
+
+def test_a_pinned_drain_re_set_later_with_the_same_text_is_no_longer_ours():
+    drain = Drain(reason=REASON, set_at=at(120), cause="busy", reason_changed_at=int(at(121).timestamp()))
+    state = State().model_copy(update={"drain": drain})
+
+    assert ours(view("DRAIN", reason=REASON, changed=int(at(121).timestamp())), state)
+    assert not ours(view("DRAIN", reason=REASON, changed=int(at(122).timestamp())), state)
+    assert ours(view("DRAIN", reason=REASON, changed=None), state)  # a controller that does not say (spur)
+
+
+def test_an_unanswered_resume_is_settled_from_the_view():
+    drain = Drain(reason=REASON, set_at=at(60), cause="busy")
+    state = with_intent("resume", {"state": ["RESUME"]}, current=SPX, drain=drain)
+
+    applied, _ = reconcile(state, view())
+    not_applied, _ = reconcile(state, view("DRAIN", reason=REASON))
+
+    assert applied.drain is None
+    assert applied.intent is None
+    assert not_applied.drain == drain
+    assert not_applied.intent is None
+
+
+def test_an_unanswered_registration_moves_the_baseline_only_when_the_controller_has_it():
+    state = with_intent("register", {"gres": "gpu:mi300x:64", "extra": "{}"})
+    extra = json.dumps({"spurinv": {"fingerprint": CPX.fingerprint}})
+
+    applied, _ = reconcile(state, view(gres="gpu:mi300x:64", extra=extra))
+    not_applied, _ = reconcile(state, view(gres="gpu:mi300x:8"))
+
+    assert applied.baseline.fingerprint == CPX.fingerprint
+    assert applied.baseline.source == "registered"
+    assert not_applied.baseline.fingerprint == SPX.fingerprint
+    assert not_applied.intent is None
+
+
+def test_the_journal_saves_before_it_returns_and_drops_the_fast_path_memo():
+    saved: list[State] = []
+    state = with_intent("drain", DRAIN_BODY).model_copy(update={"intent": None})
+
+    pending = Journal(saved.append).begin(state, "drain", DRAIN_BODY, at(200), fingerprint=CPX.fingerprint, cause="busy")
+
+    assert saved == [pending]
+    assert pending.intent is not None
+    assert pending.intent.body == DRAIN_BODY
+    assert pending.steady is None
+
+
+def test_an_unsaveable_intent_means_no_request_is_sent(tmp_path, built):
+    """The intent must be on disk before the write: if it cannot be saved, nothing is sent.
+
+    A directory squats on the temporary name the atomic writer needs (``<state>.tmp-<pid>``; this
+    process's pid, as the run is in-process), so every save fails, as on a full or broken disk.
+    """
+    import os
+
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    squatter = Path(f"{node.state_path}.tmp-{os.getpid()}")
+    squatter.mkdir()
+
+    with pytest.raises(StateError) as raised:
+        node.tick("cpx")
+
+    assert raised.value.exit_code in (exitcode.CANTCREAT, exitcode.IOERR)
+    assert node.gateway_posts() == []
+    assert "DRAIN" not in node.controller["state"]
+
+
+# --- real processes against a gateway that applies and answers late -------------------------------
+
+
+class Process:
+    """``spurinv refresh`` as a real process against a FaultServer on 127.0.0.1."""
+
+    def __init__(self, tmp: Path, built: Any, env: dict[str, str], server: Any, timeout: float = 2.0) -> None:
+        self.tmp, self.built, self.env, self.server = tmp, built, env, server
+        self.state = tmp / "state" / "state.json"
+        self.config = tmp / "controller.toml"
+        self.config.write_text(
+            f'[node]\nname = "n1"\n[controller]\nurl = "{server.url}"\napi = "slurm/v0.0.42"\ntimeout = {timeout}\n'
+            "[policy]\nconfirm_interval = 0\n"
+        )
+        self.config.chmod(0o600)
+
+    def argv(self, root: str, *extra: str) -> list[str]:
+        import sys
+
+        return [sys.executable, "-m", "spurinv", "refresh", "--root", str(self.built(root)), "--state", str(self.state),
+                "--config", str(self.config), "--json", *extra]  # fmt: skip
+
+    def run(self, root: str, *extra: str) -> tuple[int, dict[str, Any]]:
+        import subprocess
+
+        done = subprocess.run(self.argv(root, *extra), env=self.env, capture_output=True, text=True, timeout=60, check=False)
+        try:
+            return done.returncode, json.loads(done.stdout)
+        except ValueError:
+            raise AssertionError(f"exit {done.returncode}, no JSON: {done.stdout}\n{done.stderr}") from None
+
+    def saved(self) -> dict[str, Any]:
+        return json.loads(self.state.read_text())
+
+
+@pytest.fixture
+def late(tmp_path, built, env):
+    from faultserver import FaultServer
+
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway) as server:
+        node = Process(tmp_path, built, env, server)
+        assert node.run("mi300x-spx")[0] == 0
+        assert node.run("mi300x-spx")[0] == 0  # adopted: the controller lists gpu:mi300x:8
+        gateway.nodes["n1"].update(state=["MIXED"], alloc_cpus=2, gres_used="gpu:mi300x:2(IDX:0-1)")
+        assert node.run("mi300x-cpx")[0] == 0  # first sighting
+        yield node, gateway, server
+
+
+def test_a_drain_applied_but_answered_after_the_timeout_is_ours_and_lifted(late):
+    """Issue #10's reproduction: the gateway applies the POST and answers 4 s later, timeout 2 s."""
+    from faultserver import Late
+
+    node, gateway, server = late
+    server.script("POST", server.node_path("n1"), Late(4.0))
+
+    code, document = node.run("mi300x-cpx")
+
+    assert exitcode.UNAVAILABLE == code, document
+    assert "DRAIN" in gateway.nodes["n1"]["state"]  # the controller did it
+    saved = node.saved()
+    assert saved["intent"]["kind"] == "drain"
+    assert saved["intent"]["body"]["reason"] == gateway.nodes["n1"]["reason"]
+    assert saved["drain"] is None
+
+    server.unscript()  # the gateway answers at once again
+    gateway.nodes["n1"].update(state=["IDLE", "DRAIN"], alloc_cpus=0, gres_used="gpu:mi300x:0(IDX:N/A)")
+    code, document = node.run("mi300x-spx", "--ignore-backoff")  # the transport backoff (60 s) is not the point here
+
+    assert 0 == code, document
+    assert ["read-view", "reconcile", "resume", "none"] == [step["action"] for step in document["steps"]]
+    assert gateway.nodes["n1"]["state"] == ["IDLE"]
+    assert node.saved()["drain"] is None
+    assert node.saved()["intent"] is None
+
+
+def test_sigterm_mid_request_saves_the_intent_and_exits_75_at_once(late):
+    """systemd stops the unit while the drain's answer is outstanding (answer due in 30 s)."""
+    import signal
+    import subprocess
+
+    from faultserver import Late
+
+    node, gateway, server = late
+    server.script("POST", server.node_path("n1"), Late(30.0))
+    proc = subprocess.Popen(node.argv("mi300x-cpx"), env=node.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # until the POST reached the gateway (bounded: 600 × 50 ms)
+            if server.requests("POST"):
+                break
+            try:
+                proc.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        assert server.requests("POST"), "the run never sent its drain"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)  # the answer is 30 s away: ending before it is the point
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    assert exitcode.TEMPFAIL == proc.returncode, err
+    document = json.loads(out)
+    assert "SIGTERM" in document["steps"][-1]["error"]
+    saved = node.saved()
+    assert saved["intent"]["kind"] == "drain"
+    assert saved["backoff"] is None  # a signal is no controller error
+    assert "DRAIN" in gateway.nodes["n1"]["state"]
+
+    server.unscript()
+    gateway.nodes["n1"].update(state=["IDLE", "DRAIN"], alloc_cpus=0, gres_used="gpu:mi300x:0(IDX:N/A)")
+    code, document = node.run("mi300x-spx")
+
+    assert 0 == code, document
+    assert "resume" in [step["action"] for step in document["steps"]]
+    assert gateway.nodes["n1"]["state"] == ["IDLE"]
+
+
+def test_the_run_deadline_stops_requests_and_exits_75_without_backoff(late):
+    """controller.run_deadline = 1 s and a view that takes 3 s: the request is cut at the deadline,
+    nothing else is sent, the state is saved, and the controller is not blamed (no backoff)."""
+    node, gateway, server = late
+    node.config.write_text(node.config.read_text().replace("timeout = 2.0", "timeout = 5.0\nrun_deadline = 1"))
+    server.script("GET", server.node_path("n1"), Reply(200, {"nodes": [gateway.nodes["n1"]]}, delay=3.0))
+    before = len(server.requests())
+
+    code, document = node.run("mi300x-cpx")
+
+    assert exitcode.TEMPFAIL == code, document
+    assert "run_deadline" in document["steps"][-1]["error"]
+    assert len(server.requests()) - before == 1
+    assert node.saved()["backoff"] is None
+    assert server.requests("POST") == []
+
+
+def test_status_says_a_write_is_unsettled(tmp_path, built, cli):
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    total = kill_points(lambda: adopted(tmp_path / "count", built), busy_drain_scenario, "cpx")
+    kill = next(k for k in range(1, total + 1) if _label(tmp_path, built, k).startswith("before POST"))
+    with pytest.raises(Killed):
+        node.tick("cpx", Points(kill))
+
+    status = cli("status", "--state", node.state_path, "--json").json()
+
+    assert any("outcome is unknown" in note for note in status["attention"])
+
+
+def test_a_backoff_stored_under_a_wrong_clock_is_clamped_with_a_dated_warning(tmp_path, built):
+    """next_attempt in 2036 (the clock was wrong when it was written): counts as now + backoff_max."""
+    from spurinv.state import Backoff
+
+    node = adopted(tmp_path, built)
+    far = datetime(2036, 1, 1, tzinfo=UTC)
+    stuck = node.state().model_copy(update={"backoff": Backoff(kind="unreachable", failures=3, next_attempt=far, error="x")})
+    state_file.save(str(node.state_path), stuck)
+
+    first = node.tick("cpx")
+    confirmed = node.tick("cpx")  # needs the controller: still backing off, an hour at most
+
+    assert any("2036-01-01" in note and "backoff_max" in note for note in first.notes), first.notes
+    assert node.state().backoff.next_attempt <= node.now + timedelta(seconds=3600)
+    assert confirmed.exit_code == exitcode.TEMPFAIL
+    assert "backing off until" in confirmed.steps[-1].reason
+    assert "2036" not in confirmed.steps[-1].reason
+    later = node.tick("cpx", minutes=61)
+    assert "read-view" in [step.action for step in later.steps]  # an hour later it talks to the controller
+
+
+def test_budget_signals_raise_once_and_wait_for_a_shielded_save():
+    import os
+    import signal
+
+    from spurinv.budget import Signals, shielded
+    from spurinv.errors import Interrupted
+
+    events = []
+
+    def save_then_continue() -> None:
+        with shielded():
+            os.kill(os.getpid(), signal.SIGINT)
+            events.append("saved")  # the signal waits for the end of the block
+        events.append("not reached")
+
+    with Signals() as signals:
+        with pytest.raises(Interrupted):
+            save_then_continue()
+        os.kill(os.getpid(), signal.SIGTERM)  # a second signal while the first is handled: ignored
+        events.append("still running")
+    assert ["saved", "still running"] == events
+    assert signals.received == signal.SIGINT
+    assert signal.getsignal(signal.SIGTERM) is not signals._handle
+
+
+def test_the_deadline_stops_new_requests():
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    now = [0.0]
+    budget = Budget(60, clock=lambda: now[0])
+    budget.check("a request")
+    now[0] = 59.5
+    assert budget.remaining() == 0.5
+    now[0] = 60.0
+    with pytest.raises(DeadlineError, match="run_deadline"):
+        budget.check("a request")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    scenario=st.sampled_from([busy_drain_scenario, refused_drain_scenario]),
+    kill=st.integers(1, 40),
+    busy_ticks=st.integers(0, 3),
+    stay_ticks=st.integers(0, 2),
+    operator=st.sampled_from([None, "NHC: bad ECC", "reuse"]),
+)
+def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_foreign_one_touched(
+    tmp_path_factory, built, scenario, kill, busy_ticks, stay_ticks, operator
+):
+    """Killed at any point of the draining tick; then the job runs on for a while, the GPUs stay
+    switched for a few ticks, and perhaps an operator drains the node (with their own reason, or
+    reusing ours as NHC does) — once idle and back to what the controller lists, our drain is
+    gone and an operator's drain is still there, untouched."""
+    node = adopted(tmp_path_factory.mktemp("prop"), built)
+    scenario(node)
+    with contextlib.suppress(Killed):
+        node.tick("cpx", Points(kill))
+    for _ in range(busy_ticks):
+        node.tick("cpx", minutes=61)
+    node.busy(0)
+    for _ in range(stay_ticks):
+        node.tick("cpx", minutes=61)
+    if operator is not None:
+        reason = node.controller["reason"] if operator == "reuse" and node.controller["reason"] else operator
+        node.now += timedelta(hours=2)  # the operator comes by later than any write of ours
+        node.controller.update(state=["IDLE", "DRAIN"], reason=reason)
+        node.controller["reason_changed_at"] = {"set": True, "infinite": False, "number": int(node.epoch())}
+
+    settle_after_revert(node)
+
+    if operator is None:
+        assert "DRAIN" not in node.controller["state"]
+    else:
+        assert "DRAIN" in node.controller["state"]  # never lifted: not ours
+    assert node.state().drain is None
+    assert node.state().intent is None
