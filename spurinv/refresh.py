@@ -139,8 +139,15 @@ def _take_reading(world: World, config: Config) -> Reading:
 
 
 def run(world: World, options: Options) -> RefreshDocument:
-    """One refresh; raise SpurinvError for problems that prevent a document."""
+    """One refresh; raise SpurinvError for problems that prevent a document.
+
+    A dry run writes nothing, so it takes no lock (an operator without write access to the state
+    directory can still ask what a run would do); it may read a state file mid-replacement, which
+    the atomic rename makes either the old or the new one.
+    """
     started = time.perf_counter()
+    if options.dry_run:
+        return _run(world, options, started)
     with _locked(options.state_path, options.config.state.lock_timeout):
         return _run(world, options, started)
 
@@ -153,7 +160,10 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     """
     baseline = state.baseline
     if baseline is not None and baseline.source == "observed" and not settings.observe:
-        baseline = None
+        outcome = classify(None, state.latest, reading, state.accepted)
+        # the same story status tells about this baseline, not "no baseline yet"
+        reason = outcome.reason.replace("no baseline yet", "the baseline was only observed, never told to a controller")
+        return outcome.model_copy(update={"reason": reason})
     return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
 
 
@@ -267,7 +277,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         dry_run=options.dry_run,
         log=world.log,
     )
-    state = _finish(result, options, world, node)
+    state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)
         if options.metrics_file:
@@ -365,17 +375,20 @@ def _write(
     return expected_view(view, action), settle(state, action, now, settings=settings), step, False
 
 
-def _finish(result: Converged, options: Options, world: World, node: str) -> State:
-    """Record the decision and, when nothing is outstanding, the fast path's memo."""
+def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:
+    """Record the run (what it ``found`` and every step it took) and, when nothing is
+    outstanding, the fast path's memo."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
+    done = [step for step in steps if step.action != "none"] or steps[-1:]
     decision = Decision(
         at=world.clock(),
-        outcome=outcome.kind.value,
+        outcome=found.kind.value,
         action=steps[-1].action if steps else "none",
-        reason=steps[-1].reason if steps else "",
+        reason=found.reason,
         exit_code=result.exit_code,
         requests=len(result.client.sent) if result.client else 0,
+        actions=tuple(f"{step.action}: {step.reason}" + (f" ({step.error})" if step.error else "") for step in done),
     )
     steady = None
     quiet = (

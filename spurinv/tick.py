@@ -85,8 +85,8 @@ def _tick(path: str, key: str, options: Mapping[str, str], started: float, stdou
         "at": taken,
         "outcome": "unchanged",
         "action": "none",
-        # the words of the full run that left the memo (observe mode says so), not our own
-        "reason": (state.get("last") or {}).get("reason") or "unchanged; no controller request needed",
+        "reason": "matches the reported baseline",
+        "actions": ["none: nothing to do (the same reading as the last full run)"],
         "exit_code": 0,
         "requests": 0,
     }

@@ -91,7 +91,7 @@ def test_a_changed_config_file_falls_through(cli, built, state_path, env, spurin
 
     result = spurinv_process("refresh", "--root", root, "--state", state_path)
 
-    assert "spurinv refresh · node" in result.stdout  # the full run's rendering, not the one-liner
+    assert "spurinv refresh, node" in result.stdout  # the full run's rendering, not the one-liner
 
 
 def test_fast_and_full_runs_agree_on_the_same_steady_state(cli, built, state_path, capsys):
