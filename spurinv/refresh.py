@@ -102,7 +102,10 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
         if strict:
             raise StateError(f"{exc} (--strict)", exitcode.DATAERR) from None
         if dry_run:
-            notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
+            if isinstance(exc, store.StoreError):  # e.g. a dry run by a user who may not read it
+                notes.append(f"{exc}; deciding as on a first run (a run that can read it may decide otherwise)")
+            else:
+                notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
             return State(), notes
         moved = store.quarantine(path, state_file.stamp(now))
         message = f"corrupt state file: {exc}; moved aside to {moved}; starting afresh"

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import tomllib
+from pathlib import Path
 
 import pytest
+import rootbuilder
 import typer
 
 from spurinv import cli as cli_module
@@ -120,6 +127,53 @@ def test_a_dry_run_takes_no_lock_and_writes_nothing(cli, built, tmp_path):
     assert (0, 0) == (fresh.code, locked.code), fresh.err + locked.err
     assert not (tmp_path / "absent").exists()
     assert ["state.json.lock"] == sorted(path.name for path in busy.parent.iterdir())
+
+
+def test_a_dry_run_as_an_unprivileged_user_answers():
+    """Issue #13: as a user who cannot write (or read) the 0700 state directory, a dry run still
+    answers, exit 0, and touches nothing. Runs spurinv as uid 65534 with the system Python (the
+    venv's interpreter may live under /root, which that user cannot enter)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv(1) to run spurinv as another user")
+    system = "/usr/bin/python3"
+    version = subprocess.run(
+        [system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
+    )
+    if version.stdout.strip() != str(sys.version_info[:2]):
+        pytest.skip(f"{system} is not Python {sys.version_info[:2]}, so it cannot import this venv's packages")
+    base = Path(tempfile.mkdtemp(prefix="spurinv-unprivileged-"))  # pytest's tmp is 0700: out of that user's reach
+    try:
+        base.chmod(0o755)
+        _dry_run_as_nobody(base, system)
+    finally:
+        shutil.rmtree(base)
+
+
+def _dry_run_as_nobody(base: Path, system: str) -> None:
+    root = rootbuilder.build_mi300x(base / "root", "SPX")
+    settings = base / "config.toml"
+    settings.write_text("")
+    settings.chmod(0o644)
+    private = base / "state"
+    private.mkdir(mode=0o700)
+    (private / "state.json").write_text("{}")
+    (private / "state.json").chmod(0o600)
+    package = Path(config.__file__).parent.parent
+    site = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", system, "-m", "spurinv", "refresh"]
+    run = subprocess.run(
+        [*command, "--dry-run", "--root", str(root), "--state", str(private / "state.json"), "--config", str(settings)],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{package}:{site}", "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=base,
+    )
+
+    assert (0, "") == (run.returncode, run.stderr), run.stdout
+    assert "DRY RUN" in run.stdout
+    assert "Permission denied; deciding as on a first run" in " ".join(run.stdout.split())
+    assert ["state.json"] == [path.name for path in private.iterdir()]
 
 
 # --- configuration errors ----------------------------------------------------------------------
@@ -311,6 +365,26 @@ def test_the_readme_placeholders_are_the_help_placeholders(cli, monkeypatch, opt
     for command in commands:
         text = help_text(cli, monkeypatch, 200, *command.split())
         assert re.search(rf"^\s+(-\w, )?{re.escape(option)} {placeholder}\s", text, re.M), (command, option)
+
+
+def man_synopsis() -> list[tuple[str, str, str]]:
+    """``(command, option, PLACEHOLDER)`` from the man page's SYNOPSIS."""
+    page = (Path(cli_module.__file__).parent.parent / "man" / "spurinv.8").read_text()
+    synopsis = page[page.index(".SH SYNOPSIS") : page.index(".SH DESCRIPTION")].replace("\\-", "-")
+    found = []
+    for chunk in synopsis.split(".br"):
+        name = re.search(r"^\.B spurinv ?([a-z ]*)$", chunk, re.M)
+        if name:
+            for option, placeholder in re.findall(r"^\.RB \[ (--[a-z-]+)\n\.IR ([A-Z]+) \]$", chunk, re.M):
+                found.append((name.group(1).strip(), option, placeholder))
+    return found
+
+
+@pytest.mark.parametrize(("command", "option", "placeholder"), man_synopsis())
+def test_the_man_synopsis_placeholders_are_the_help_placeholders(cli, monkeypatch, command, option, placeholder):
+    text = help_text(cli, monkeypatch, 200, *command.split())
+
+    assert re.search(rf"^\s+{re.escape(option)} {placeholder}\s", text, re.M), (command, option)
 
 
 def test_no_help_uses_type_names_as_placeholders(cli, monkeypatch):
