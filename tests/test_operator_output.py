@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -431,3 +432,23 @@ def test_status_json_keeps_every_action_of_the_last_run(cli, built, state_path):
     assert "change-confirmed" == last["outcome"]  # the run's outcome, not its last step's
     assert [action.split(":")[0] for action in last["actions"]] == ["observe"]
     assert json.dumps(last)
+
+
+def test_an_observed_baseline_is_one_story_in_refresh_and_status(cli, built, state_path, tmp_path):
+    """Observe mode, then a controller configured: refresh no longer says "no baseline yet" while
+    status lists one; both say the baseline was only observed."""
+    root = built("mi300x-spx")
+    for _ in range(2):
+        cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0")
+    with socket.socket() as probe:  # a controller URL nothing answers: the dry run's GET fails, 69
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+    run = cli("refresh", "--root", root, "--state", state_path, "--dry-run", "--controller-url", url, "--json")
+    status = cli("status", "--state", state_path)
+
+    reason = run.json()["outcome"]["reason"]
+    assert "no baseline yet" not in reason
+    assert "the baseline was only observed, never told to a controller" in reason
+    assert "observed" in status.out
+    assert "never told to a controller" in " ".join(status.out.split())
