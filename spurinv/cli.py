@@ -305,7 +305,7 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     raise typer.Exit(0)
 
 
-@config_app.command("init")
+@config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
     path: Annotated[
         str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")
@@ -331,7 +331,7 @@ def config_init(
     sys.stderr.write(f"wrote {path}\n")
 
 
-@config_app.command("show")
+@config_app.command("show", short_help="Print the effective config as TOML, with each origin.")
 def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Print the effective configuration as TOML, each key's origin as a comment."""
     from spurinv import config as config_module

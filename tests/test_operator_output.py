@@ -341,6 +341,8 @@ def test_the_top_level_help_lists_every_command_uncut(cli, monkeypatch, columns)
     assert "..." not in text.split("Commands:")[1]
     for name in ("discover", "refresh", "diff", "status", "version", "config"):
         assert re.search(rf"^  {name} +\S", text, re.M), name
+    group = help_text(cli, monkeypatch, columns, "config")
+    assert "..." not in group.split("Commands:")[1]
 
 
 PLACEHOLDERS = re.compile(r"`(--[a-z-]+) ([A-Z]+)`")
