@@ -10,6 +10,8 @@ choices), so keys added to a section later are described without touching this m
 from __future__ import annotations
 
 import difflib
+import json
+import re
 import types
 import typing
 from typing import Any
@@ -33,13 +35,18 @@ def literal(value: Any) -> str:
     """``value`` as it would be written in TOML (strings quoted, booleans lower-case)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"')[:80] + '"'
+    if isinstance(value, str):  # escaped (as TOML allows) so no control or line-separator character breaks the line
+        return json.dumps(value[:80])
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(literal(item) for item in value) + "]"
     if isinstance(value, dict):
         return "a table"
     return str(value)[:80]
+
+
+def name(text: str) -> str:
+    """A key or table name as TOML would need it written (bare when it can be)."""
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else json.dumps(text[:80])
 
 
 def expectation(info: FieldInfo) -> str:
@@ -92,7 +99,7 @@ class Problems:
         found: list[tuple[str, str]] = []
         seen: set[tuple[str, ...]] = set()
         for item in error.errors():
-            loc = tuple(str(part) for part in item["loc"])
+            loc = tuple(name(str(part)) for part in item["loc"])
             if loc[:2] in seen:  # one line per key (a list with two bad items is one problem)
                 continue
             seen.add(loc[:2])
