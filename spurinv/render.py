@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from spurinv.classify import InventoryDiff
-from spurinv.model import Device, Discovery, Inventory
+from spurinv.model import Device, Discovery
 from spurinv.report import RefreshDocument
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
@@ -278,10 +278,5 @@ def status(out: Console, document: dict[str, Any]) -> None:
     _labelled(out, rows)
 
 
-# The same words refresh uses when a controller is configured after observe mode (one story).
+# refresh tells the same story ("the baseline was only observed, never told to a controller").
 OBSERVED = "seen in observe mode, never told to a controller: a run with a controller compares with the controller's view"
-
-
-def inventory_line(inventory: Inventory) -> str:
-    """For logs."""
-    return f"{inventory.summary()} fingerprint {inventory.fingerprint[:12]}"
