@@ -385,6 +385,8 @@ def run(args: list[str]) -> int:
     are caught, said in one line naming the command's ``--help``, and with ``--json`` anywhere on
     the command line also printed as the JSON error document the README promises.
     """
+    # typer vendors click as typer._click and re-exports only BadParameter; click's UsageError is
+    # the base of every parse error, NoArgsIsHelpError the "no command given" case
     from typer._click.exceptions import NoArgsIsHelpError
     from typer._click.exceptions import UsageError as ClickUsageError
     from typer.exceptions import TyperException
