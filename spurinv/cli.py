@@ -345,10 +345,11 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
         for section, values in loaded.model_dump().items()
         for key, value in values.items()
     }
+    found = os.path.lexists(path)
     if as_json:
-        _emit_json(documents.envelope("config", 0, {"file": path, "values": flat, "origins": origins}))
+        _emit_json(documents.envelope("config", 0, {"file": path, "file_exists": found, "values": flat, "origins": origins}))
     else:
-        sys.stdout.write(config_module.render_show(loaded, origins, path, os.path.lexists(path)))
+        sys.stdout.write(config_module.render_show(loaded, origins, path, found))
 
 
 @app.command(short_help="Print the version.")

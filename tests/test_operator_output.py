@@ -310,6 +310,10 @@ def test_config_show_prints_toml_with_each_origin(cli, env, tmp_path):
     assert re.search(r'^api = "auto"\s+# default$', result.out, re.M)
     assert "True" not in result.out
     assert "''" not in result.out
+    assert (path, True) == (
+        cli("config", "show", "--json").json()["file"],
+        cli("config", "show", "--json").json()["file_exists"],
+    )
 
 
 def test_config_show_says_the_default_file_is_missing(cli, monkeypatch, tmp_path):
