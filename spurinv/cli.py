@@ -27,17 +27,31 @@ app = typer.Typer(
 config_app = typer.Typer(help="Write or show the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-RootOption = Annotated[str, typer.Option("--root", help="Filesystem root to read the node from (a mounted host: /host).")]
+RootOption = Annotated[
+    str, typer.Option("--root", metavar="DIR", help="Filesystem root to read the node from (a mounted host: /host).")
+]
 StateOption = Annotated[
     str | None,
     typer.Option(
-        "--state", help="State file (default: $SPURINV_STATE, $STATE_DIRECTORY/state.json, /var/lib/spurinv/state.json)."
+        "--state",
+        metavar="FILE",
+        help="State file (default: $SPURINV_STATE, $STATE_DIRECTORY/state.json, /var/lib/spurinv/state.json).",
     ),
 ]
 ConfigOption = Annotated[
-    str | None, typer.Option("--config", help="Config file (default: $SPURINV_CONFIG, /etc/spurinv/config.toml).")
+    str | None,
+    typer.Option("--config", metavar="FILE", help="Config file (default: $SPURINV_CONFIG, /etc/spurinv/config.toml)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+# The flags that override a config key, by key: a bad value there is a usage error (64), named
+# by its flag, where the same value in the file is a configuration error (78).
+OVERRIDE_FLAGS = {
+    "controller.url": "--controller-url",
+    "node.name": "--node",
+    "controller.api": "--api",
+    "policy.confirm_interval": "--confirm-interval",
+}
+HEX = frozenset("0123456789abcdef")
 
 
 def _emit_json(document: dict[str, Any]) -> None:
@@ -47,7 +61,9 @@ def _emit_json(document: dict[str, Any]) -> None:
 def _fail(command: str, error: SpurinvError, as_json: bool) -> typer.Exit:
     if as_json:
         _emit_json(documents.envelope(command, error.exit_code, {"error": {"code": error.code, "message": error.message}}))
-    Log(os.environ).error(error.message)
+    log = Log(os.environ)
+    for line in error.message.splitlines():  # a config file can have several problems: one line each
+        log.error(line)
     return typer.Exit(error.exit_code)
 
 
@@ -72,25 +88,33 @@ def _config(flag: str | None, overrides: dict[str, Any] | None = None) -> tuple[
 
     path, explicit = locations.config_path(flag, dict(os.environ))
     cleaned = {key: value for key, value in (overrides or {}).items() if value is not None}
-    loaded, origins = config_module.load(path, explicit, cleaned)
+    loaded, origins = config_module.load(path, explicit, cleaned, OVERRIDE_FLAGS)
     return loaded, origins, path
 
 
-@app.command()
+@app.command(short_help="What this node has: GPUs, CPUs, memory, each source.")
 def discover(
     root: RootOption = "/",
     as_json: JsonOption = False,
-    output: Annotated[str, typer.Option("--format", help="table, json or slurm (slurm.conf + gres.conf lines).")] = "table",
+    output: Annotated[
+        str, typer.Option("--format", metavar="FORMAT", help="table, json or slurm (slurm.conf + gres.conf lines).")
+    ] = "table",
     config_file: ConfigOption = None,
     node: Annotated[
-        str | None, typer.Option("--node", help="Node name for --format slurm (default: config, then hostname).")
+        str | None,
+        typer.Option("--node", metavar="NAME", help="Node name for --format slurm (default: config, then hostname)."),
     ] = None,
+    devices: Annotated[
+        bool, typer.Option("--devices", help="One table row per device (GPU partition) instead of per GPU.")
+    ] = False,
 ) -> None:
     """Print what this node has: devices, CPUs, memory, and each source's status."""
+    if output not in ("table", "json", "slurm"):
+        raise _fail("discover", UsageError(f"--format {output}: expected table, json or slurm"), as_json)
+    if as_json and output == "slurm":
+        raise _fail("discover", UsageError("--json and --format slurm ask for two outputs: choose one"), True)
     if as_json:
         output = "json"
-    if output not in ("table", "json", "slurm"):
-        raise _fail("discover", UsageError(f"--format {output}: expected table, json or slurm"), False)
     try:
         _node_flag(node)
         loaded, _origins, _path = _config(config_file)
@@ -122,11 +146,11 @@ def discover(
             raise _fail("discover", error, False) from None
         sys.stdout.write(slurmconf.render(result.inventory, name, read_numa_cpus(target)))
         raise typer.Exit(code)
-    render.discover(render.console(), result, target.path)
+    render.discover(render.console(), result, target.path, per_device=devices)
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(short_help="Discover, confirm and converge the controller (the timer's job).")
 def refresh(
     root: RootOption = "/",
     state: StateOption = None,
@@ -139,16 +163,27 @@ def refresh(
         bool, typer.Option("--strict", help="Refuse a corrupt state file (exit 65) instead of moving it aside.")
     ] = False,
     accept: Annotated[
-        str | None, typer.Option("--accept", help="Accept a suspicious reading with this fingerprint (≥ 8 hex digits).")
+        str | None,
+        typer.Option(
+            "--accept", metavar="FINGERPRINT", help="Accept a suspicious reading with this fingerprint (8+ hex digits)."
+        ),
     ] = None,
     metrics_file: Annotated[
-        str | None, typer.Option("--metrics-file", help="Write node_exporter textfile metrics here.")
+        str | None, typer.Option("--metrics-file", metavar="FILE", help="Write node_exporter textfile metrics here.")
     ] = None,
-    controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
-    node: Annotated[str | None, typer.Option("--node", help="Override node.name.")] = None,
-    api: Annotated[str | None, typer.Option("--api", help='Override controller.api ("auto", "slurm/v0.0.42").')] = None,
+    controller_url: Annotated[
+        str | None, typer.Option("--controller-url", metavar="URL", help="Override controller.url.")
+    ] = None,
+    node: Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")] = None,
+    api: Annotated[
+        str | None,
+        typer.Option("--api", metavar="VERSION", help='Override controller.api ("auto", "slurm/v0.0.42").'),
+    ] = None,
     confirm_interval: Annotated[
-        float | None, typer.Option("--confirm-interval", help="Override policy.confirm_interval (seconds; 0 = next tick).")
+        float | None,
+        typer.Option(
+            "--confirm-interval", metavar="SECONDS", help="Override policy.confirm_interval (seconds; 0 = next tick)."
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when nothing changed.")] = False,
     ignore_backoff: Annotated[
@@ -160,6 +195,8 @@ def refresh(
 
     environ = dict(os.environ)
     try:
+        if accept is not None and (len(accept) < 8 or not set(accept.lower()) <= HEX):
+            raise UsageError(f"--accept {accept}: needs 8 or more hex digits of the fingerprint (`spurinv status` shows it)")
         overrides = {
             "controller.url": controller_url,
             "node.name": _node_flag(node),
@@ -191,7 +228,7 @@ def refresh(
     raise typer.Exit(document.exit_code)
 
 
-@app.command()
+@app.command(short_help="Read-only: what differs from the baseline and the last reading.")
 def diff(
     root: RootOption = "/",
     state: StateOption = None,
@@ -217,8 +254,8 @@ def diff(
             raise StateError(str(exc), exc.exit_code) from None
     except SpurinvError as error:
         raise _fail("diff", error, as_json) from None
-    except OSError as exc:
-        raise _fail("diff", StateError(str(exc), exitcode.IOERR), as_json) from None
+    except OSError as exc:  # the state file is there but cannot be read
+        raise _fail("diff", StateError(str(exc), exitcode.NOINPUT), as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
     result = Discovery.model_validate(raw)
     current = result.inventory
@@ -257,7 +294,7 @@ def diff(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(short_help="What the state file says: readings, baseline, the last run.")
 def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     """What the state file says, without discovering: readings, baseline, pending change, last decision."""
     from spurinv import state as state_file
@@ -270,8 +307,8 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
             raise StateError(str(exc), exc.exit_code) from None
     except SpurinvError as error:
         raise _fail("status", error, as_json) from None
-    except OSError as exc:
-        raise _fail("status", StateError(str(exc), exitcode.IOERR), as_json) from None
+    except OSError as exc:  # the state file is there but cannot be read
+        raise _fail("status", StateError(str(exc), exitcode.NOINPUT), as_json) from None
     document = documents.status_document(raw, path)
     if as_json:
         _emit_json(document)
@@ -282,12 +319,14 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     raise typer.Exit(0)
 
 
-@config_app.command("init")
+@config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
-    path: Annotated[str, typer.Argument(help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,
+    path: Annotated[
+        str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")
+    ] = locations.DEFAULT_CONFIG,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write a commented default configuration."""
+    """Write the configuration template: every key commented out with its default."""
     from spurinv import config as config_module
 
     text = config_module.render_default()
@@ -308,9 +347,11 @@ def config_init(
     sys.stderr.write(f"wrote {path}\n")
 
 
-@config_app.command("show")
+@config_app.command("show", short_help="Print the effective config as TOML, with each origin.")
 def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Print the effective configuration and where each value came from."""
+    """Print the effective configuration as TOML, each key's origin as a comment."""
+    from spurinv import config as config_module
+
     try:
         loaded, origins, path = _config(config_file)
     except SpurinvError as error:
@@ -320,31 +361,69 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
         for section, values in loaded.model_dump().items()
         for key, value in values.items()
     }
+    found = os.path.lexists(path)
     if as_json:
-        _emit_json(documents.envelope("config", 0, {"file": path, "values": flat, "origins": origins}))
+        _emit_json(documents.envelope("config", 0, {"file": path, "file_exists": found, "values": flat, "origins": origins}))
     else:
-        from spurinv import render
-
-        render.config_show(render.console(), flat, origins)
+        sys.stdout.write(config_module.render_show(loaded, origins, path, found))
 
 
-@app.command()
+@app.command(short_help="Print the version.")
 def version() -> None:
     """Print the version."""
     sys.stdout.write(f"spurinv {__version__}\n")
 
 
+def _wants_json(args: list[str]) -> bool:
+    words = args[: args.index("--")] if "--" in args else args
+    return "--json" in words
+
+
+def _plain(exc: Exception, args: list[str]) -> str:
+    """click's message, with typer's pydantic wording for a bad flag value said plainly."""
+    import re
+
+    message = str(getattr(exc, "format_message", lambda: exc)())
+    param = getattr(exc, "param", None)
+    wanted = re.match(r"Input should be (a valid \w+)", getattr(exc, "message", ""))
+    if param is None or wanted is None or not getattr(param, "opts", None):
+        return message
+    option = param.opts[0]
+    given = next((word.partition("=")[2] for word in args if word.startswith(option + "=")), None)
+    if given is None and option in args and args.index(option) + 1 < len(args):
+        given = args[args.index(option) + 1]
+    return f"{option}: {given!r} is not {wanted.group(1)}; expected {param.metavar or wanted.group(1)}"
+
+
 def run(args: list[str]) -> int:
-    """Run the typer app; map usage errors to 64 (EX_USAGE) and crashes to 70 (EX_SOFTWARE)."""
+    """Run the typer app; map usage errors to 64 (EX_USAGE) and crashes to 70 (EX_SOFTWARE).
+
+    click prints its own usage errors only in standalone mode, which would also exit 2; here they
+    are caught, said in one line naming the command's ``--help``, and with ``--json`` anywhere on
+    the command line also printed as the JSON error document the README promises.
+    """
+    # typer vendors click as typer._click and re-exports only BadParameter; click's UsageError is
+    # the base of every parse error, NoArgsIsHelpError the "no command given" case
+    from typer._click.exceptions import NoArgsIsHelpError
+    from typer._click.exceptions import UsageError as ClickUsageError
     from typer.exceptions import TyperException
 
     command = typer.main.get_command(app)
     try:
         result = command.main(args=args, prog_name="spurinv", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # bare `spurinv` or `spurinv config`: the help, as it is
+        sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
+        return exitcode.USAGE
+    except ClickUsageError as exc:
+        path = exc.ctx.command_path if exc.ctx is not None else "spurinv"
+        name = path.split()[1] if len(path.split()) > 1 else "spurinv"
+        message = _plain(exc, args)
+        if _wants_json(args):
+            error = {"code": "usage", "message": message}
+            _emit_json(documents.envelope(name, exitcode.USAGE, {"error": error}))
+        sys.stderr.write(f"{path}: {message}\n(see {path} --help)\n")
+        return exitcode.USAGE
     except TyperException as exc:
-        if exc.exit_code == 2:
-            sys.stderr.write(f"spurinv: usage: {exc.format_message()} (see spurinv --help)\n")
-            return exitcode.USAGE
         sys.stderr.write(f"spurinv: {exc.format_message()}\n")
         return exitcode.USAGE
     except typer.Abort:

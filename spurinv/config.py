@@ -17,7 +17,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spurinv import regularfile
-from spurinv.errors import ConfigError
+from spurinv.errors import ConfigError, UsageError
 from spurinv.sources.pci import BDF
 
 API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
@@ -91,7 +91,7 @@ class DiscoverySection(_Section):
     def _bdfs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for item in value:
             if not BDF.match(item):
-                raise ValueError(f"{item!r} is not a PCI address like 0000:05:00.0")
+                raise ValueError(f"expected PCI addresses like 0000:05:00.0 ({item!r} is not one)")
         return value
 
 
@@ -187,10 +187,14 @@ def read_private(path: str, what: str, error: type[Exception], *, readable: bool
         raise error(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
 
 
-def load(path: str, explicit: bool, overrides: dict[str, Any] | None = None) -> tuple[Config, dict[str, str]]:
+def load(
+    path: str, explicit: bool, overrides: dict[str, Any] | None = None, flags: dict[str, str] | None = None
+) -> tuple[Config, dict[str, str]]:
     """Read the config file and apply ``overrides`` (``{"controller.url": ...}`` from flags).
 
-    Returns the config and, for every key, where its value came from.
+    Returns the config and, for every key, where its value came from. Every invalid value is
+    reported at once, one line each, naming the file or (``flags``: key -> flag) the flag; only
+    bad flags: :class:`UsageError` (64), anything wrong in the file: :class:`ConfigError` (78).
     """
     origins = dict.fromkeys(keys(), "default")
     raw: dict[str, Any] = {}
@@ -211,27 +215,48 @@ def load(path: str, explicit: bool, overrides: dict[str, Any] | None = None) -> 
     try:
         return Config.model_validate(raw), origins
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        source = "command line" if origins.get(where) == "command line" else path
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
+        from spurinv.configproblem import Problems
+
+        found = Problems(Config, path, origins, flags or {}).lines(exc)
+        message = "\n".join(line for _origin, line in found)
+        if all(origin == "command line" for origin, _line in found):
+            raise UsageError(message) from None
+        raise ConfigError(message) from None
 
 
 def render_default() -> str:
-    """A commented default config file (values written by tomli-w)."""
-    lines = ["# spurinv configuration. Every key is optional; shown with its default.", ""]
+    """The template ``config init`` writes: every key commented out with its default (as
+    sshd_config does), so the file documents the defaults without setting any of them."""
+    lines = [
+        "# spurinv configuration (TOML). Every key is optional; each is shown commented out with",
+        "# its default. Uncomment a line to change it; `spurinv config show` prints what is in force.",
+        "",
+    ]
     defaults = Config()
     for section, model in SECTIONS.items():
         lines.append(f"[{section}]")
         values = getattr(defaults, section)
         for key, info in model.model_fields.items():
             lines.append(f"# {info.description}")
-            value = getattr(values, key)
-            if isinstance(value, tuple):
-                value = list(value)
-            lines.append(tomli_w.dumps({key: value}).strip())
+            lines.append("#" + _toml_line(key, getattr(values, key)))
         lines.append("")
     return "\n".join(lines)
+
+
+def _toml_line(key: str, value: Any) -> str:
+    return tomli_w.dumps({key: list(value) if isinstance(value, tuple) else value}).strip()
+
+
+def render_show(loaded: Config, origins: dict[str, str], path: str, found: bool) -> str:
+    """``config show``: the effective configuration as TOML, each key's origin as a comment."""
+    head = f"# read {path}" if found else f"# {path} does not exist: every value is a default or a flag"
+    lines = [head]
+    for section, values in loaded.model_dump().items():
+        lines.extend(["", f"[{section}]"])
+        body = [(_toml_line(key, value), origins.get(f"{section}.{key}", "default")) for key, value in values.items()]
+        width = max(len(text) for text, _origin in body)
+        lines.extend(f"{text:<{width}}  # {origin}" for text, origin in body)
+    return "\n".join(lines) + "\n"
 
 
 def read_token(section: ControllerSection, environ: dict[str, str]) -> str | None:

@@ -10,8 +10,9 @@ import os
 OK = os.EX_OK
 DIFFERENT = 1  # `spurinv diff --exit-code` found a difference (as `git diff --exit-code`)
 SOFTWARE = os.EX_SOFTWARE  # internal error (a bug); SPURINV_DEBUG=1 shows the traceback
-USAGE = os.EX_USAGE  # bad command line
-DATAERR = os.EX_DATAERR  # corrupt state file in --strict mode, or a state file from a newer spurinv
+USAGE = os.EX_USAGE  # bad command line, including a bad value given to a flag that overrides a config key
+DATAERR = os.EX_DATAERR  # corrupt state file (refresh only with --strict), or one from a newer spurinv
+NOINPUT = os.EX_NOINPUT  # status or diff cannot read the state file (permission, not a regular file)
 NOHOST = os.EX_NOHOST  # the controller does not know this node's name
 UNAVAILABLE = os.EX_UNAVAILABLE  # controller unreachable, or a read-only gateway
 CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written
@@ -19,13 +20,14 @@ IOERR = os.EX_IOERR  # discovery failed (or the state file could not be written)
 TEMPFAIL = os.EX_TEMPFAIL  # lock held, backoff not elapsed, run deadline reached, or stopped by a signal
 PROTOCOL = os.EX_PROTOCOL  # the controller refused or did not apply our update, or answered garbage
 NOPERM = os.EX_NOPERM  # authentication or permission refused (by the controller, or unsafe token file)
-CONFIG = os.EX_CONFIG  # configuration error
+CONFIG = os.EX_CONFIG  # configuration error (a bad value in the config file, or the file itself)
 
 TABLE: tuple[tuple[int, str, str], ...] = (
     (OK, "EX_OK", "success, or nothing to do"),
     (DIFFERENT, "-", "`diff --exit-code`: the node differs from the baseline"),
-    (USAGE, "EX_USAGE", "bad command line"),
-    (DATAERR, "EX_DATAERR", "corrupt state file with --strict, or a state file from a newer version"),
+    (USAGE, "EX_USAGE", "bad command line, including a bad value for a flag such as --confirm-interval"),
+    (DATAERR, "EX_DATAERR", "corrupt state file (status, diff; refresh only with --strict), or one from a newer version"),
+    (NOINPUT, "EX_NOINPUT", "status or diff cannot read the state file"),
     (NOHOST, "EX_NOHOST", "the controller does not know this node"),
     (UNAVAILABLE, "EX_UNAVAILABLE", "controller unreachable, or a read-only gateway"),
     (SOFTWARE, "EX_SOFTWARE", "internal error"),
@@ -34,7 +36,7 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (TEMPFAIL, "EX_TEMPFAIL", "lock held, backoff not elapsed, run deadline reached, or stopped by SIGTERM/SIGINT"),
     (PROTOCOL, "EX_PROTOCOL", "controller refused or did not apply the update, or answered garbage"),
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),
-    (CONFIG, "EX_CONFIG", "configuration error"),
+    (CONFIG, "EX_CONFIG", "configuration error: the config file, or a bad value in it"),
 )
 
 

@@ -87,9 +87,19 @@ def reading(discovery: Mapping[str, Any], taken_at: str) -> dict[str, Any]:
     }
 
 
-def decision(at: T, outcome: str, action: str, reason: str, exit_code: int, requests: int) -> dict[str, Any]:
-    """The ``last`` field: what a run decided, and why."""
-    return {"at": at, "outcome": outcome, "action": action, "reason": reason, "exit_code": exit_code, "requests": requests}
+def decision(
+    at: T, outcome: str, action: str, reason: str, exit_code: int, requests: int, actions: list[str]
+) -> dict[str, Any]:
+    """The ``last`` field: what a run found, what it did (every step), and why."""
+    return {
+        "at": at,
+        "outcome": outcome,
+        "action": action,
+        "reason": reason,
+        "exit_code": exit_code,
+        "requests": requests,
+        "actions": actions,
+    }
 
 
 def settled(state: Mapping[str, Any], outcome: str, exit_code: int, observe: bool) -> bool:
@@ -155,5 +165,5 @@ def replay(
     return {
         **state,
         **record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"]),
-        "last": decision(taken_at, UNCHANGED, NO_ACTION, last.get("reason") or "", 0, 0),
+        "last": decision(taken_at, UNCHANGED, NO_ACTION, last.get("reason") or "", 0, 0, list(last.get("actions") or [])),
     }

@@ -100,7 +100,10 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
         if strict:
             raise StateError(f"{exc} (--strict)", state_file.Corrupt.exit_code) from None
         if dry_run:
-            notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
+            if isinstance(exc, store.StoreError):  # e.g. a dry run by a user who may not read it
+                notes.append(f"{exc}; deciding as on a first run (a run that can read it may decide otherwise)")
+            else:
+                notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
             return State(), notes
         moved = store.quarantine(path, state_file.stamp(now))
         message = f"corrupt state file: {exc}; moved aside to {moved}; starting afresh"
@@ -141,11 +144,17 @@ def run(world: World, options: Options) -> RefreshDocument:
     """One refresh; raise SpurinvError for problems that prevent a document.
 
     SIGTERM/SIGINT end it early (exit 75, state saved); so does ``controller.run_deadline``.
+    A dry run writes nothing, so it takes no lock (an operator without write access to the state
+    directory can still ask what a run would do); it may read a state file mid-replacement, which
+    the atomic rename makes either the old or the new one.
     """
     started = time.perf_counter()
     budget = Budget(options.config.controller.run_deadline)
-    with Signals(), _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining())):
-        return _run(world, options, started, budget)
+    with Signals():
+        if options.dry_run:
+            return _run(world, options, started, budget)
+        with _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining())):
+            return _run(world, options, started, budget)
 
 
 def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
@@ -156,7 +165,10 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     """
     baseline = state.baseline
     if baseline is not None and baseline.source == "observed" and not settings.observe:
-        baseline = None
+        outcome = classify(None, state.latest, reading, state.accepted)
+        # the same story status tells about this baseline, not "no baseline yet"
+        reason = outcome.reason.replace("no baseline yet", "the baseline was only observed, never told to a controller")
+        return outcome.model_copy(update={"reason": reason})
     return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
 
 
@@ -294,7 +306,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         journal=None if options.dry_run else Journal(lambda pending: _save(options.state_path, pending)),
         budget=budget,
     )
-    state = _finish(result, options, world, node)
+    state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)
         if options.metrics_file:
@@ -423,17 +435,20 @@ def _write(
     return expected_view(view, action), settle(state, action, now, settings=settings), step, False
 
 
-def _finish(result: Converged, options: Options, world: World, node: str) -> State:
-    """Record the decision and, when nothing is outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
+def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:
+    """Record the run (what it ``found`` and every step it took) and, when nothing is
+    outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
+    done = [step for step in steps if step.action != "none"] or steps[-1:]
     decision = ledger.decision(
         world.clock(),
-        outcome.kind.value,
+        found.kind.value,
         steps[-1].action if steps else "none",
-        steps[-1].reason if steps else "",
+        found.reason,
         result.exit_code,
         len(result.client.sent) if result.client else 0,
+        [f"{step.action}: {step.reason}" + (f" ({step.error})" if step.error else "") for step in done],
     )
     steady = None
     outstanding = state.model_dump(

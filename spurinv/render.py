@@ -3,13 +3,20 @@
 Every function takes a ``Console`` (:func:`console` builds the one for stdout or stderr; the tests
 capture those streams). Data goes to stdout; diagnostics to stderr through :mod:`spurinv.log`. ``NO_COLOR``
 and non-terminal output are honoured by rich itself.
+
+Everything shown comes from outside (sysfs strings, controller replies, node names), so it is
+printed literally: the console has markup off and every line is a ``Text``, never a markup string
+(``[bold]`` in a drain reason stays ``[bold]``). Layouts are made for 80 columns, the width of
+every pipe, ``less`` and non-tty ssh: labelled lines wrap under their value, not under the label.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -18,16 +25,38 @@ from spurinv.model import Device, Discovery
 from spurinv.report import RefreshDocument
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
+Row = tuple[str, str, str | None]  # label, value, style
 
 
-def console(stderr: bool = False) -> Console:
-    """The console for real output (rich decides colour from the terminal and NO_COLOR).
+def console(stderr: bool = False, width: int | None = None, file: Any = None) -> Console:
+    """The console for real output (rich decides colour from the terminal and NO_COLOR; the
+    width from the terminal, else $COLUMNS, else 80)."""
+    return Console(stderr=stderr, file=file, width=width, highlight=False, markup=False, emoji=False, soft_wrap=False)
 
-    No markup and no emoji codes: every string printed holds text from outside (a controller's
-    GRES or reason, a node name, a sysfs path), and ``fpga[/bold]:1`` must print as itself, not
-    crash the run with a MarkupError (issue #11). Styles are applied with ``Text`` only.
-    """
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+def _print(out: Console, renderable: RenderableType) -> None:
+    """Print without the trailing blanks rich pads table cells with (golden files, diff, less)."""
+    segments: list[Segment] = []
+    for line in out.render_lines(renderable, pad=False):
+        while line and not line[-1].text.rstrip():
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+        segments.extend([*line, Segment.line()])
+    out.print(Segments(segments))
+
+
+def _labelled(out: Console, rows: Iterable[Row], indent: int = 10) -> None:
+    """``label  value`` lines; a long value wraps under itself, indented past the label."""
+    rows = list(rows)
+    indent = max(indent, *(len(label) + 1 for label, _value, _style in rows))
+    for label, value, style in rows:
+        lines = Text(value, style=style or "").wrap(out, max(out.width - indent, 20), overflow="fold")
+        for number, line in enumerate(lines):
+            line.rstrip()
+            head = Text(f"{label if number == 0 else '':<{indent}}", style=(style or "") if number == 0 else "")
+            out.print(head + line, soft_wrap=True)
 
 
 def _partition(device: Device) -> str:
@@ -38,158 +67,216 @@ def _partition(device: Device) -> str:
     return f"{modes} #{part.index}" if modes else f"#{part.index}"
 
 
+def _value(value: object) -> str:
+    """A changed field's value as a person reads it (a partition as ``SPX/NPS4 #0``)."""
+    if isinstance(value, dict) and "index" in value:
+        modes = "/".join(str(value[key]) for key in ("compute", "memory") if value.get(key))
+        return f"{modes} #{value['index']}" if modes else f"#{value['index']}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(item) for item in value) or "-"
+    return "-" if value is None else str(value)
+
+
 def _memory(value: int | None) -> str:
     return "-" if value is None else f"{value / 1024:.0f} GiB" if value >= 1024 else f"{value} MiB"
 
 
-def device_table(devices: tuple[Device, ...], title: str | None = None) -> Table:
-    """The inventory as a table a person reads at a glance."""
-    table = Table(title=title, show_lines=False, pad_edge=False)
-    for column in ("identity", "vendor", "model", "partition", "memory", "NUMA", "render node", "CDI name"):
-        table.add_column(column, no_wrap=column in ("identity", "render node"))
+def _span(numbers: list[int], prefix: str) -> str:
+    """``renderD128-135`` for a contiguous run, else ``renderD128,130``."""
+    if not numbers:
+        return "-"
+    numbers = sorted(numbers)
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 1:
+        return f"{prefix}{numbers[0]}-{numbers[-1]}"
+    return prefix + ",".join(str(number) for number in numbers)
+
+
+def gpus(devices: tuple[Device, ...]) -> list[list[str]]:
+    """One row per physical GPU (PCI function): identity, model, mode, memory, NUMA, render nodes."""
+    groups: dict[str, list[Device]] = {}
     for device in devices:
-        table.add_row(
+        groups.setdefault(device.pci_bdf, []).append(device)
+    rows = []
+    for bdf, parts in groups.items():
+        first = parts[0].partition
+        if first is None:
+            mode = "-"
+        else:
+            compute = f"{first.compute} {len(parts)}" if first.compute and len(parts) > 1 else first.compute or ""
+            mode = " / ".join(part for part in (compute, first.memory or "") if part) or str(len(parts))
+        sizes = [part.memory_mb for part in parts]
+        memory = _memory(sum(size for size in sizes if size is not None)) if None not in sizes else "-"
+        numa = ",".join(sorted({str(part.numa_node) for part in parts if part.numa_node is not None})) or "-"
+        minors = [part.render_minor for part in parts if part.render_minor is not None]
+        models = sorted({part.model for part in parts})
+        rows.append([bdf, ",".join(models), mode, memory, numa, _span(minors, "renderD")])
+    return rows
+
+
+def _table(headers: list[str], rows: list[list[str]], keep: int) -> Table:
+    """A table that fits 80 columns: the first ``keep`` columns never wrap or truncate; a column
+    that is ``-`` in every row says nothing and is left out."""
+    shown = [i for i in range(len(headers)) if i < keep or any(row[i] != "-" for row in rows)]
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for i in shown:
+        table.add_column(headers[i], no_wrap=i < keep, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(row[i]) for i in shown))
+    return table
+
+
+def device_table(devices: tuple[Device, ...], per_device: bool = False) -> Table:
+    """The inventory as a table a person reads at a glance: one row per GPU, or per device."""
+    if not per_device:
+        return _table(["GPU", "model", "mode", "memory", "NUMA", "render nodes"], gpus(devices), keep=2)
+    rows = [
+        [
             device.id,
-            device.vendor,
             device.model,
             _partition(device),
             _memory(device.memory_mb),
             "-" if device.numa_node is None else str(device.numa_node),
-            device.device_node or "-",
+            (device.device_node or "-").rsplit("/", 1)[-1],
             ", ".join(device.cdi_names) or "-",
-        )
-    return table
+        ]
+        for device in devices
+    ]
+    return _table(["device", "model", "partition", "memory", "NUMA", "node", "CDI name"], rows, keep=2)
 
 
 def sources(out: Console, discovery: Discovery) -> None:
     """One line per source."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
     for name, source in discovery.sources.items():
-        line = Text(f"{name:<7} ")
-        line.append(f"{source.status:<7}", style=STATUS_STYLE[source.status])
-        line.append(f" {source.detail}")
-        out.print(line)
+        grid.add_row(Text(name), Text(source.status, style=STATUS_STYLE[source.status]), Text(source.detail))
+    _print(out, grid)
 
 
-def discover(out: Console, discovery: Discovery, root: str) -> None:
-    """``spurinv discover``."""
+def discover(out: Console, discovery: Discovery, root: str, per_device: bool = False) -> None:
+    """``spurinv discover``: one row per GPU (``per_device``: per schedulable device)."""
     inventory = discovery.inventory
     if inventory is not None:
+        out.print(Text(f"{root}: {inventory.summary()}", style="bold"))
         if inventory.devices:
-            out.print(device_table(inventory.devices, title=f"{root}: {inventory.summary()}"))
-        else:
-            out.print(f"{root}: {inventory.summary()}")
-        out.print(f"fingerprint {inventory.fingerprint}")
+            _print(out, device_table(inventory.devices, per_device))
+        out.print(Text(f"fingerprint {inventory.fingerprint}"))
     sources(out, discovery)
-    for error in discovery.errors:
-        out.print(Text(f"error: {error.line()}", style="red"))
-    for flag in discovery.flags:
-        out.print(Text(f"flag: {flag.line()}", style="yellow"))
+    rows: list[Row] = [("error", error.line(), "red") for error in discovery.errors]
+    rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
+    if rows:
+        _labelled(out, rows, indent=7)
     if not discovery.ok:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
     elif inventory is not None and not inventory.devices:
-        out.print("no GPU or accelerator on this node (every source read cleanly)")
+        out.print(Text("no GPU or accelerator on this node (every source read cleanly)"))
 
 
 def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
     """A diff by device identity: green added, red removed, yellow changed."""
     out.print(Text(title, style="bold"))
     if change is None:
-        out.print("  (nothing to compare with)")
+        out.print(Text("  (nothing to compare with)"))
         return
     if change.empty:
-        out.print("  no difference")
+        out.print(Text("  no difference"))
         return
     for package in change.packages:
         out.print(Text(f"  {package.line()}", style="yellow"))
-    table = Table(show_header=True, pad_edge=False, box=None)
+    # a GPU whose partitions changed is the line above, not 8 added and 1 removed rows (--json lists them)
+    regrouped = {package.pci_bdf for package in change.packages}
+    table = Table(show_header=True, pad_edge=False, box=None, header_style="bold")
     for column in ("", "identity", "field", "before", "after"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for device in change.added:
-        table.add_row(Text("+", style="green"), Text(device.id, style="green"), "", "", f"{device.model} {_partition(device)}")
+        if device.pci_bdf not in regrouped:
+            shown = Text(f"{device.model} {_partition(device)}")
+            table.add_row(Text("+", style="green"), Text(device.id, style="green"), "", "", shown)
     for device in change.removed:
-        table.add_row(Text("-", style="red"), Text(device.id, style="red"), "", f"{device.model} {_partition(device)}", "")
+        if device.pci_bdf not in regrouped:
+            shown = Text(f"{device.model} {_partition(device)}")
+            table.add_row(Text("-", style="red"), Text(device.id, style="red"), "", shown, "")
     for field in change.changed + change.node:
-        table.add_row(Text("~", style="yellow"), field.id, field.field, str(field.old), str(field.new))
-    out.print(table)
-    out.print(f"  summary: {change.summary()}")
+        old, new = Text(_value(field.old)), Text(_value(field.new))
+        table.add_row(Text("~", style="yellow"), Text(field.id), Text(field.field), old, new)
+    if table.row_count:
+        _print(out, table)
+    _labelled(out, [("  summary", change.summary(), None)])
 
 
 def refresh(out: Console, document: RefreshDocument) -> None:
     """``spurinv refresh``: one screen saying what happened (or would) and why."""
     mode = "observe mode (no controller configured)" if document.mode == "observe" else f"controller {document.controller}"
-    dry = " — DRY RUN, nothing sent, state not written" if document.dry_run else ""
-    out.print(Text(f"spurinv refresh · node {document.node} · {mode}{dry}", style="bold"))
+    out.print(Text(f"spurinv refresh, node {document.node}, {mode}", style="bold"))
+    rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document.dry_run else []
     reading = document.inventory if document.reading_ok else "FAILED"
-    out.print(f"reading  {reading}" + (f"  fingerprint {document.fingerprint[:12]}" if document.fingerprint else ""))
-    for error in document.errors:
-        out.print(Text(f"         {error.line()}", style="red"))
+    rows.append(("reading", f"{reading}", None))
+    if document.fingerprint:
+        rows.append(("", f"fingerprint {document.fingerprint[:12]}", None))
+    rows.extend(("", error.line(), "red") for error in document.errors)
     outcome = document.outcome
-    out.print(f"outcome  {outcome.kind.value}: {outcome.reason}")
+    rows.append(("outcome", f"{outcome.kind.value}: {outcome.reason}", None))
     if outcome.diff is not None and not outcome.diff.empty:
-        for package in outcome.diff.packages:
-            out.print(f"         {package.line()}")
-        out.print(f"         {outcome.diff.summary()}")
+        rows.extend(("", package.line(), None) for package in outcome.diff.packages)
+        rows.append(("", outcome.diff.summary(), None))
     if outcome.release:
-        out.print(f"release  {outcome.release}")
+        rows.append(("release", outcome.release, None))
     for number, step in enumerate(document.steps, start=1):
-        out.print(f"step {number}   {step.action}: {step.reason}")
+        rows.append((f"step {number}", f"{step.action}: {step.reason}", None))
         if step.request:
-            verb = "sent" if step.sent else "would send"
-            out.print(Text(f"         {verb}: {step.request}", style="cyan"))
+            rows.append(("", f"{'sent' if step.sent else 'would send'}: {step.request}", "cyan"))
         if step.error:
-            out.print(Text(f"         error: {step.error}", style="red"))
-    for note in document.notes:
-        out.print(Text(f"note     {note}", style="yellow"))
-    style = "green" if document.exit_code == 0 else "bold red"
-    out.print(Text(f"exit     {document.exit_code}", style=style))
+            rows.append(("", f"error: {step.error}", "red"))
+    rows.extend(("note", note, "yellow") for note in document.notes)
+    rows.append(("exit", str(document.exit_code), "green" if document.exit_code == 0 else "bold red"))
+    _labelled(out, rows)
+
+
+def _models(summary: dict[str, Any]) -> str:
+    return ", ".join(f"{model} {count}" for model, count in sorted(summary["models"].items())) or "no GPUs"
 
 
 def status(out: Console, document: dict[str, Any]) -> None:
-    """``spurinv status``: both readings, the baseline, what is pending, the last decision."""
-    out.print(Text(f"state {document['state_file']}" + ("" if document["exists"] else " (no runs yet)"), style="bold"))
+    """``spurinv status``: both readings, the baseline, what is pending, what the last run did."""
+    rows: list[Row] = [("state", document["state_file"] + ("" if document["exists"] else " (no runs yet)"), "bold")]
     if not document["exists"]:
+        _labelled(out, rows)
         return
-    out.print(f"node      {document['node']}")
-    for label, reading in zip(
-        ("previous", "latest") if len(document["readings"]) == 2 else ("latest",), document["readings"], strict=False
-    ):
+    rows.append(("node", str(document["node"]), None))
+    labels = ("previous", "latest") if len(document["readings"]) == 2 else ("latest",)
+    for label, reading in zip(labels, document["readings"], strict=False):
         if reading["ok"]:
-            models = ", ".join(f"{m} {n}" for m, n in sorted(reading["models"].items())) or "no GPUs"
-            out.print(
-                f"{label:<9} {reading['taken_at']}  ok  {reading['devices']} devices ({models})  {reading['fingerprint'][:12]}"
+            text = (
+                f"{reading['taken_at']}  ok  {reading['devices']} devices ({_models(reading)})  {reading['fingerprint'][:12]}"
             )
+            rows.append((label, text, None))
         else:
-            out.print(
-                Text(
-                    f"{label:<9} {reading['taken_at']}  FAILED  {reading['errors'][0]['reason'] if reading['errors'] else ''}",
-                    style="red",
-                )
-            )
+            why = reading["errors"][0]["reason"] if reading["errors"] else ""
+            rows.append((label, f"{reading['taken_at']}  FAILED  {why}", "red"))
     baseline = document["baseline"]
     if baseline:
-        models = ", ".join(f"{m} {n}" for m, n in sorted(baseline["models"].items())) or "no GPUs"
-        since, source, count = baseline["since"], baseline["source"], baseline["devices"]
-        out.print(f"baseline  {since}  {source}  {count} devices ({models})  {baseline['fingerprint'][:12]}")
+        text = f"{baseline['since']}  {baseline['source']}  {baseline['devices']} devices ({_models(baseline)})"
+        rows.append(("baseline", f"{text}  {baseline['fingerprint'][:12]}", None))
+        if baseline["source"] == "observed":
+            rows.append(("", OBSERVED, None))
     else:
-        out.print("baseline  none yet")
+        rows.append(("baseline", "none yet", None))
     if document["pending"]:
-        out.print(
-            Text(f"pending   {document['pending']['fingerprint'][:12]} since {document['pending']['since']}", style="yellow")
-        )
+        pending = document["pending"]
+        rows.append(("pending", f"{pending['fingerprint'][:12]} since {pending['since']}", "yellow"))
     last = document["last_decision"]
     if last:
-        out.print(f"last run  {last['at']}  {last['outcome']} → {last['action']}: {last['reason']} (exit {last['exit_code']})")
+        rows.append(("last run", f"{last['at']}  exit {last['exit_code']}", None))
+        rows.append(("", f"outcome {last['outcome']}: {last['reason']}", None))
+        actions = last.get("actions") or [f"{last['action']}"]
+        rows.extend(("", f"{'did' if i == 0 else '   '} {action}", None) for i, action in enumerate(actions))
     if document["api"]:
-        out.print(f"api       {document['api']['version']} at {document['api']['url']}")
-    for note in document["attention"]:
-        out.print(Text(f"attention {note}", style="bold yellow"))
+        rows.append(("api", f"{document['api']['version']} at {document['api']['url']}", None))
+    rows.extend(("attention", note, "bold yellow") for note in document["attention"])
+    _labelled(out, rows)
 
 
-def config_show(out: Console, values: dict[str, Any], origins: dict[str, str]) -> None:
-    """``spurinv config show``: every key, its effective value and where it came from."""
-    table = Table(pad_edge=False, box=None)
-    for column in ("key", "value", "from"):
-        table.add_column(column)
-    for key, value in values.items():
-        table.add_row(key, repr(value) if isinstance(value, str) else str(value), origins.get(key, "default"))
-    out.print(table)
+# refresh tells the same story ("the baseline was only observed, never told to a controller").
+OBSERVED = "seen in observe mode, never told to a controller: a run with a controller compares with the controller's view"

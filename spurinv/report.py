@@ -128,6 +128,7 @@ class ConfigDocument(_Document):
 
     command: Literal["config"]
     file: str
+    file_exists: bool
     values: dict[str, Any]
     origins: dict[str, str]
 

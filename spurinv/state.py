@@ -89,7 +89,8 @@ class Backoff(Frozen):
 
 
 class Decision(Frozen):
-    """What the last run decided, and why."""
+    """What the last run found (``outcome``, ``reason``) and did (``actions``, one line per step;
+    ``action`` is the last step's kind)."""
 
     at: AwareDatetime
     outcome: str
@@ -97,6 +98,7 @@ class Decision(Frozen):
     reason: str
     exit_code: int
     requests: int = 0
+    actions: tuple[str, ...] = ()
 
 
 class Api(Frozen):

@@ -21,6 +21,31 @@ import rootbuilder as rb
 
 REPO = Path(__file__).resolve().parent.parent
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/*.txt from the current output instead of comparing with it",
+    )
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
+    """Compare ``text`` with ``tests/golden/NAME`` (``pytest --update-golden`` rewrites it)."""
+    update = bool(request.config.getoption("--update-golden"))
+
+    def check(name: str, text: str) -> None:
+        path = REPO / "tests" / "golden" / name
+        if update:
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+        assert path.exists(), f"{path} is missing: run pytest --update-golden and review the file"
+        assert path.read_text() == text, f"{name} changed: review it, then run pytest --update-golden"
+
+    return check
+
+
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     "mi300x-cpx": lambda p: rb.build_mi300x(p, "CPX"),
     "mi300x-cpx-captured": lambda p: rb.build_mi300x(p, "CPX", complete=False),

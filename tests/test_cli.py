@@ -217,7 +217,7 @@ def test_dry_run_explains_and_writes_nothing(cli, built, state_path):
 
     assert 0 == result.code
     assert "DRY RUN" in result.out
-    assert "outcome  change-confirmed" in result.out
+    assert "outcome   change-confirmed" in result.out
     assert before == state_path.read_bytes()
 
 

@@ -2,10 +2,10 @@
 service's ExecStart run with the environment systemd gives it.
 
 What is not literal, and why: every absolute path (/etc, /opt, /usr/local) is moved under a
-temporary root; `python3 -m venv` and `pip install .` are replaced by a stand-in that links this
+temporary root; `/usr/bin/python3 -m venv` and `pip install .` are replaced by a stand-in that links this
 venv's spurinv (a real build needs PyPI and takes ~10 s; it was followed by hand in a
-systemd-nspawn container booting systemd 252, where the timer then ran the unit); `systemctl`
-and `udevadm` are recorders. systemd's part of a start is done here by hand: the state directory
+systemd-nspawn container booting systemd 252, where the timer then ran the unit); `systemctl`,
+`udevadm` and `apt-get` are recorders. systemd's part of a start is done here by hand: the state directory
 with StateDirectoryMode=, the credential copied from LoadCredential= (mode 0400, as systemd does),
 Environment=, and $JOURNAL_STREAM. When this runs as root and setpriv(1) exists, the program
 runs with an empty capability bounding set and no_new_privs, as CapabilityBoundingSet= and
@@ -56,6 +56,9 @@ def installed(tmp_path: Path) -> Path:
     for directory in ("etc/systemd/system", "usr/local/bin", "usr/local/share/man", "var/lib", "run"):
         (root / directory).mkdir(parents=True)
     block = readme_install_block()
+    # the venv comes from the system interpreter (a venv of a Python under /root breaks the unit)
+    assert re.search(r"^/usr/bin/python3 -m venv /opt/spurinv ", block, re.M)
+    block = block.replace("/usr/bin/python3 -m venv", f"{stubs}/python3 -m venv")
     for prefix in ("/opt/", "/usr/local/", "/etc/"):
         block = re.sub(rf"(?<![\w./-]){re.escape(prefix)}", f"{root}{prefix}", block)
     # python3 -m venv DIR: a venv whose pip only checks it is asked to install this checkout,
@@ -68,12 +71,13 @@ def installed(tmp_path: Path) -> Path:
         f'printf \'#!/bin/sh\\n[ "$*" = "install -q ." ] && [ "$PWD" = {REPO} ]\\n\' > "$3/bin/pip"\n'
         'chmod 755 "$3/bin/pip"\n',
     )
-    for tool in ("systemctl", "udevadm"):
+    for tool in ("systemctl", "udevadm", "apt-get"):
         stub(stubs / tool, f'echo "{tool} $*" >> {calls}\n')
     env = {"PATH": f"{stubs}:{root}/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"}
     run = subprocess.run(["sh", "-eux", "-c", block], cwd=REPO, env=env, capture_output=True, text=True, check=False)
     assert 0 == run.returncode, run.stderr
     assert [
+        "apt-get install -y python3-venv",
         "systemctl daemon-reload",
         "systemctl enable --now spurinv-refresh.timer",
         "udevadm control --reload",

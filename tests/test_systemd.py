@@ -406,9 +406,13 @@ def test_cron_file_parses_runs_every_minute_as_root_and_is_valid_sh():
     assert re.fullmatch(r"[A-Za-z0-9_-]+", "spurinv"), "cron.d skips file names with dots: README installs it as spurinv"
 
 
-def run_cron_command(tmp_path: Path, spurinv: str, extra_env: dict[str, str] | None = None) -> list[str]:
+def run_cron_command(
+    tmp_path: Path, spurinv: str, extra_env: dict[str, str] | None = None, mailed: str = "", syslog: bool = True
+) -> list[str]:
     """Run the cron job's command as cron would (sh -c, the file's environment), with sleep and
-    logger replaced by recorders and /usr/local/bin/spurinv by ``spurinv``; return the logger calls."""
+    logger replaced by recorders and /usr/local/bin/spurinv by ``spurinv``; return the logger calls.
+    ``mailed``: what must appear on stderr (what cron mails); ``syslog=False``: logger fails as it
+    does without /dev/log."""
     environment, jobs = cron_entries(CRON.read_text())
     command = jobs[0][2].replace(INSTALLED, spurinv)
     stubs = tmp_path / "stubs"
@@ -420,16 +424,23 @@ def run_cron_command(tmp_path: Path, spurinv: str, extra_env: dict[str, str] | N
         "#!/bin/sh\n"
         "tag=; priority=user.notice\n"
         'while [ $# -gt 0 ]; do case "$1" in -t) tag=$2; shift 2;; -p) priority=$2; shift 2;; *) break;; esac; done\n'
-        f'if [ $# -gt 0 ]; then echo "$tag $priority $*" >> {calls}; exit 0; fi\n'
+        + ("" if syslog else 'echo "logger: socket /dev/log: No such file or directory" >&2; exit 1\n')
+        + f'if [ $# -gt 0 ]; then echo "$tag $priority $*" >> {calls}; exit 0; fi\n'
         f'while IFS= read -r line; do echo "$tag $priority $line" >> {calls}; done\n'
     )
     for stub in stubs.iterdir():
         stub.chmod(0o755)
-    env = {**environment, "PATH": f"{stubs}:{environment['PATH']}", **(extra_env or {})}
+    env = {
+        **environment,
+        "PATH": f"{stubs}:{environment['PATH']}",
+        "SPURINV_STATE": str(tmp_path / "state" / "state.json"),
+        **(extra_env or {}),
+    }
     run = subprocess.run(
         [environment["SHELL"], "-c", command], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
     )
-    assert ("", "") == (run.stdout, run.stderr)  # cron would mail anything printed here
+    assert "" == run.stdout
+    assert (mailed in run.stderr) if mailed else ("" == run.stderr)  # cron mails anything printed here
     return calls.read_text().splitlines() if calls.exists() else []
 
 
@@ -458,7 +469,22 @@ def fake_spurinv(tmp_path: Path, code: int, output: str) -> str:
     ],
 )
 def test_cron_command_logs_to_syslog_and_is_quiet_about_exit_75(tmp_path, code, output, expected):
-    assert expected == run_cron_command(tmp_path, fake_spurinv(tmp_path, code, output))
+    mailed = f"spurinv refresh exited {code}" if code not in (0, 75) else ""
+    assert expected == run_cron_command(tmp_path, fake_spurinv(tmp_path, code, output), mailed=mailed)
+
+
+@pytest.mark.parametrize("syslog", [True, False])
+def test_a_failed_cron_run_leaves_a_trace_on_stderr_and_beside_the_state(tmp_path, syslog):
+    """Issue #13: where /dev/log is absent logger drops everything; cron still mails stderr, and
+    cron.log beside the state keeps the failure with its time and exit status."""
+    spurinv = fake_spurinv(tmp_path, 78, "spurinv: error: /etc/spurinv/config.toml: controller.url: 5 is an integer\n")
+
+    run_cron_command(tmp_path, spurinv, mailed="controller.url: 5 is an integer", syslog=syslog)
+
+    log = (tmp_path / "state" / "cron.log").read_text().splitlines()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ spurinv refresh exited 78", log[0])
+    assert "spurinv: error: /etc/spurinv/config.toml: controller.url: 5 is an integer" == log[1]
+    assert stat.S_IMODE(os.stat(tmp_path / "state").st_mode) == 0o700
 
 
 def test_cron_command_with_the_real_program_and_a_held_lock_is_silent(tmp_path):

@@ -101,7 +101,7 @@ def test_a_changed_config_file_falls_through(cli, built, state_path, env, spurin
 
     result = spurinv_process("refresh", "--root", root, "--state", state_path)
 
-    assert "spurinv refresh · node" in result.stdout  # the full run's rendering, not the one-liner
+    assert "spurinv refresh, node" in result.stdout  # the full run's rendering, not the one-liner
 
 
 def test_a_failed_metrics_write_after_the_state_write_is_reported_not_handed_over(cli, built, state_path, env, capsys):

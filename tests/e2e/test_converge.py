@@ -102,7 +102,9 @@ def test_first_run_adopts_the_controllers_view_without_writing(n1):
 
     assert "adopted" == status["baseline"]["source"]
     assert status["api"]["version"] == "slurm/v0.0.42"
-    assert status["last_decision"]["outcome"] == "unchanged"
+    last = status["last_decision"]
+    assert last["outcome"] == "change-confirmed"  # what the run found (issue #13), not its final state
+    assert [action.split(":")[0] for action in last["actions"]] == ["read-view", "adopt"]
 
 
 def test_a_no_change_tick_makes_no_request(n1):
