@@ -15,7 +15,7 @@ import json
 import re
 import signal
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import requests
@@ -23,6 +23,10 @@ import requests
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, slurm_errors, used_count
+from spurinv.transport import RegisterResult, Request
+
+if TYPE_CHECKING:
+    from spurinv.registration import Registrar
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
 PROBE_VERSIONS = ("slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42", "slurm/v0.0.41", "slurm/v0.0.40",
@@ -71,33 +75,6 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-class Request:
-    """One request as sent (or, in a dry run, as it would be sent): for reports and tests."""
-
-    def __init__(self, method: str, path: str, body: dict[str, Any] | None, status: int | None = None) -> None:
-        self.method = method
-        self.path = path
-        self.body = body
-        self.status = status
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
-
-    def line(self) -> str:
-        body = f" {json.dumps(self.body, sort_keys=True)}" if self.body is not None else ""
-        status = f" → {self.status}" if self.status is not None else ""
-        return f"{self.method} {self.path}{body}{status}"
-
-
-class RegisterResult:
-    """What a re-registration achieved, as read back from the controller."""
-
-    def __init__(self, applied: bool, view: NodeView, error: str | None) -> None:
-        self.applied = applied
-        self.view = view
-        self.error = error
-
-
 class Controller:
     """A client for one node on one controller."""
 
@@ -109,6 +86,7 @@ class Controller:
         *,
         api: str | None = None,
         session: requests.Session | None = None,
+        registrar: Registrar | None = None,
     ) -> None:
         plain = urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url)
         if token and plain and not settings.allow_plain_http_token:
@@ -127,6 +105,7 @@ class Controller:
         self.session.trust_env = False  # no proxies or .netrc credentials from the environment
         self.session.headers.update(self._auth_headers(token))
         self.sent: list[Request] = []
+        self.registrar = registrar  # controller.register_command replaces the GRES POST
 
     def _auth_headers(self, token: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "spurinv"}
@@ -291,6 +270,30 @@ class Controller:
             view = self._node(body)
         return view
 
+    def nodes(self) -> list[NodeView]:
+        """``GET …/nodes``: every node the controller lists."""
+        if self.api is None:
+            self.detect()
+        path = f"/{self.api}/nodes"
+        status, body = self._call("GET", path)
+        if status != 200:
+            raise self._fail("GET", path, status, body)
+        listed = body.get("nodes") if isinstance(body, dict) else None
+        names = [n["name"] for n in listed or [] if isinstance(n, dict) and isinstance(n.get("name"), str)]
+        views = []
+        for name in names:
+            try:
+                views.append(parse_node(body, name))
+            except (OverflowError, ValueError, RecursionError) as exc:
+                raise ControllerError("protocol", f"node {name!r}: unusable answer ({_first_line(exc)})") from None
+        return views
+
+    def describe(self, body: dict[str, Any]) -> str:
+        """The write as a report line (``--dry-run``)."""
+        if "gres" in body and self.registrar is not None:
+            return self.registrar.line()
+        return Request("POST", self.node_path(), body).line()
+
     def post(self, body: dict[str, Any]) -> None:
         """``POST …/node/{name}``; success is 200 with no errors."""
         if self.api is None:
@@ -302,6 +305,8 @@ class Controller:
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory, then read it back: Slurm answers 200 to a GPU type change
         it silently does not apply (NOTES.md §5.1), so only the read-back says "applied"."""
+        if self.registrar is not None:
+            return self.registrar.register(self, models)
         try:
             self.post(body)
         except ControllerError as exc:

@@ -32,8 +32,8 @@ from spurinv.state import Api, Decision, State, Steady
 from spurinv.tick import steady_key
 
 if TYPE_CHECKING:
-    from spurinv.controller import Controller
     from spurinv.nodeview import NodeView
+    from spurinv.transport import Transport as Controller
 
 MAX_STEPS = 8
 
@@ -287,7 +287,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
         state_file=options.state_path,
-        controller=config.controller.url or None,
+        controller=config.controller.url or (_scontrol_label(config) if not config.observe else None),
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
@@ -309,12 +309,27 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
 
 
 def _client(world: World, config: Config, node: str, state: State) -> Controller:
-    from spurinv.controller import Controller
+    """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
+    through ``controller.register_command`` when it is set."""
+    from spurinv.registration import registrar_for
 
-    token = read_token(config.controller, world.environ)
-    cached = state.api.version if state.api and state.api.url == config.controller.url else None
+    settings = config.controller
+    if settings.transport == "scontrol":
+        from spurinv.scontrol import Scontrol
+
+        registrar = registrar_for(settings, world.environ, world.log, world.sleep)
+        return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar)
+    from spurinv.controller import Controller as Rest
+
+    token = read_token(settings, world.environ)
+    cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
-    return Controller(config.controller, node, token, api=cached, session=session)  # type: ignore[arg-type]
+    registrar = registrar_for(settings, world.environ, world.log, world.sleep, secrets=(token,) if token else ())
+    return Rest(settings, node, token, api=cached, session=session, registrar=registrar)  # type: ignore[arg-type]
+
+
+def _scontrol_label(config: Config) -> str:
+    return f"scontrol ({config.controller.scontrol or 'on PATH'})"
 
 
 def _remember_api(state: State, client: Controller, now: datetime) -> State:
@@ -337,9 +352,7 @@ def _write(
     assert state.latest.inventory is not None
     inventory = state.latest.inventory
     if dry_run:
-        from spurinv.controller import Request
-
-        line = Request("POST", client.node_path(), action.body).line()
+        line = client.describe(action.body)
         step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
         after = (
             view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
@@ -350,7 +363,7 @@ def _write(
         step = Step(
             action=action.kind.value,
             reason=action.reason,
-            request=client.sent[-2].line() if len(client.sent) > 1 else _last(client),
+            request=result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client)),
             sent=True,
             error=None if result.applied else result.error,
         )
