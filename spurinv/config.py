@@ -44,9 +44,9 @@ class ControllerSection(_Section):
     transport: Literal["rest", "scontrol"] = Field(
         "rest", description='"rest" (slurmrestd or a REST gateway at url) or "scontrol" (Slurm\'s or spur\'s scontrol)'
     )
-    scontrol: str = Field("", description="The scontrol program for transport = \"scontrol\"; empty = scontrol on PATH")
+    scontrol: str = Field("", description='The scontrol program for transport = "scontrol"; empty = scontrol on PATH')
     register_command: tuple[str, ...] = Field(
-        (), description="Command (argv, no shell) that re-registers the node, e.g. [\"systemctl\", \"restart\", \"spurd\"]"
+        (), description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]'
     )
     register_timeout: float = Field(120.0, gt=0, le=600, description="Seconds register_command may run (then exit 69)")
     register_wait: float = Field(

@@ -278,7 +278,7 @@ def _spur_view(block: list[str]) -> NodeView:
     name = block[0].removeprefix("NodeName=").strip()
     if not name:
         raise ControllerError("protocol", "spur's scontrol printed a node block without a name")
-    state = _SPUR_STATE.match(block[1].strip()) if len(block) > 1 else None
+    state = _SPUR_STATE.match(block[1].lstrip(" ")) if len(block) > 1 else None
     if state is None:
         raise ControllerError("protocol", f"spur's scontrol printed no 'State=… Reason=…' line for node {name!r}")
     word, reason = state.group(1).upper(), state.group(2)

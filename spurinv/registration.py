@@ -165,9 +165,7 @@ class Registrar:
         took = self.monotonic() - started
         if outcome.status != 0:
             self.log.error(f"register_command `{command}` exited {outcome.status} after {took:.1f} s: {tail}")
-            return RegisterResult(
-                False, before, f"register_command `{command}` exited {outcome.status}: {tail}", record.line()
-            )
+            return RegisterResult(False, before, f"register_command `{command}` exited {outcome.status}: {tail}", record.line())
         self.log.info(f"register_command `{command}` finished in {took:.1f} s: {tail}")
         return self.read_back(client, models, record.line())
 

@@ -79,10 +79,8 @@ class Scontrol:
         log: Log | None = None,
         registrar: Registrar | None = None,
     ) -> None:
-        if not NODE_NAME.match(node):
-            raise ConfigError(
-                f"node.name {node!r}: scontrol would expand or misread it (letters, digits, '.', '_', '-' only)"
-            )
+        if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":  # spur's scontrol: ALL = every node
+            raise ConfigError(f"node.name {node!r}: scontrol would expand or misread it (letters, digits, '.', '_', '-' only)")
         self.settings = settings
         self.node = node
         self.environ = environ
