@@ -70,15 +70,17 @@ def resolve(program: str, environ: Mapping[str, str], what: str) -> str:
 
 
 class Outcome:
-    """A finished command: exit status and its (scrubbed, bounded) output."""
+    """A finished command: exit status, its output (the last ``limit`` bytes of each stream), and
+    whether more was written than kept."""
 
-    def __init__(self, status: int, stdout: str, stderr: str) -> None:
+    def __init__(self, status: int, stdout: str, stderr: str, truncated: bool = False) -> None:
         self.status = status
         self.stdout = stdout
         self.stderr = stderr
+        self.truncated = truncated
 
 
-def run(argv: list[str], environ: Mapping[str, str], timeout: float, *, secrets: tuple[str, ...] = ()) -> Outcome:
+def run(argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: int = MAX_OUTPUT) -> Outcome:
     """Run ``argv`` without a shell; raise ``subprocess.TimeoutExpired`` (after killing its
     process group) or ``OSError`` (it could not start)."""
     with subprocess.Popen(
@@ -98,7 +100,7 @@ def run(argv: list[str], environ: Mapping[str, str], timeout: float, *, secrets:
         except BaseException:  # SIGTERM, Ctrl-C: never leave the child running
             _kill_group(process)
             raise
-    return Outcome(process.returncode, _text(out, secrets), _text(err, secrets))
+    return Outcome(process.returncode, _text(out, limit), _text(err, limit), max(len(out), len(err)) > limit)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -108,8 +110,8 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         process.kill()
 
 
-def _text(data: bytes, secrets: tuple[str, ...]) -> str:
-    return scrub(data[-MAX_OUTPUT:].decode("utf-8", errors="replace"), secrets)
+def _text(data: bytes, limit: int) -> str:
+    return data[-limit:].decode("utf-8", errors="replace")
 
 
 class Registrar:
@@ -152,7 +154,7 @@ class Registrar:
         command = shlex.join(self.argv)
         started = self.monotonic()
         try:
-            outcome = run([program, *self.argv[1:]], self.environ, self.timeout, secrets=self.secrets)
+            outcome = run([program, *self.argv[1:]], self.environ, self.timeout)
         except subprocess.TimeoutExpired:
             raise ControllerError(
                 "unreachable", f"register_command `{command}` did not finish within {self.timeout:g} s; killed"
@@ -160,7 +162,7 @@ class Registrar:
         except OSError as exc:
             raise ConfigError(f"controller.register_command: cannot run {program}: {exc.strerror or exc}") from None
         record.status = outcome.status
-        output = " ".join((outcome.stdout + " " + outcome.stderr).split())
+        output = scrub(" ".join((outcome.stdout + " " + outcome.stderr).split()), self.secrets)
         tail = output[-LOGGED:] if output else "no output"
         took = self.monotonic() - started
         if outcome.status != 0:

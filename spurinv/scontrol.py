@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from spurinv.registration import Registrar
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
-MAX_OUTPUT = 8 << 20
+MAX_OUTPUT = 64 << 20  # `--json show node` of every node: ~5 kB a node
 _VERSION = re.compile(r"^(slurm|spur) (\d+\.\d+\S*)")
 # slurm_errno.c texts → error kinds; the first match wins (munge before "authentication")
 _SLURM_ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -100,7 +100,7 @@ class Scontrol:
         self.sent.append(record)
         timeout = self.settings.timeout
         try:
-            outcome = registration.run(argv, self.environ, timeout)
+            outcome = registration.run(argv, self.environ, timeout, limit=MAX_OUTPUT)
         except subprocess.TimeoutExpired:
             raise ControllerError(
                 "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
@@ -108,6 +108,8 @@ class Scontrol:
         except OSError as exc:
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
         record.status = outcome.status
+        if outcome.truncated:
+            raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {MAX_OUTPUT} bytes")
         if outcome.status != 0:
             raise self._fail(outcome, write)
         return outcome

@@ -315,3 +315,55 @@ def test_dry_run_runs_no_update(n1):
     assert "update NodeName=n1 Gres=gpu:mi300x:64" in document["steps"][1]["request"]
     assert [] == updates(document)
     assert before == n1.state.read_bytes()
+
+
+def _register_script(tmp: Path) -> tuple[str, Path]:
+    """A site's register command: logs each run (one line) and prints something secret-looking."""
+    log = tmp / "register.log"
+    script = tmp / "site-register"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\necho "re-registered; token=abc123"\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+def test_register_command_replaces_gres_through_scontrol(clean_lab, tmp_path):
+    script, log = _register_script(tmp_path)
+    node = Node(clean_lab, tmp_path, controller={"register_command": [script, "n1"], "register_wait": 10})
+    node.root("spx")
+    node.refresh("spx")
+    node.refresh("spx")
+    node.root("nps4", memory_mode="NPS4")
+    node.refresh("nps4")
+
+    code, document = node.refresh("nps4")
+
+    assert 0 == code, document
+    assert ["read-view", "register", "none"] == steps(document)
+    assert [] == updates(document)  # no Gres= update: the command did it
+    assert document["steps"][1]["request"] == f"EXEC {script} n1 → 0"
+    assert ["n1"] == log.read_text().split()
+    assert "abc123" not in document["_stderr"]
+    assert "re-registered" in document["_stderr"]
+    assert node.status()["baseline"]["source"] == "registered"
+
+
+def test_register_command_replaces_the_post_over_rest_too(clean_lab, tmp_path):
+    from test_converge import Node as RestNode
+
+    script, log = _register_script(tmp_path)
+    node = RestNode(clean_lab, tmp_path)
+    text = node.config.read_text().replace("[controller]\n", f"[controller]\nregister_command = {json.dumps([script])}\n")
+    node.config.write_text(text)
+    node.root("spx")
+    node.refresh("spx")
+    node.refresh("spx")
+    node.root("nps4", memory_mode="NPS4")
+    node.refresh("nps4")
+
+    code, document = node.refresh("nps4")
+
+    assert 0 == code, document
+    assert ["read-view", "register", "none"] == steps(document)
+    assert [] == [r for r in document["requests"] if r["method"] == "POST"]
+    assert 1 == len(log.read_text().splitlines())
+    assert node.status()["baseline"]["source"] == "registered"
