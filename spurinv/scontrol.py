@@ -91,6 +91,7 @@ class Scontrol:
         self.flavor: str | None = None  # "slurm" or "spur", from `scontrol --version`
         self.version = ""
         self.sent: list[Request] = []
+        self.rechecked = False  # the last view() was an all-nodes query (Slurm's scontrol always is)
         self._last: NodeView | None = None
 
     # --- running scontrol -------------------------------------------------------------------
@@ -143,9 +144,13 @@ class Scontrol:
         return self.flavor
 
     # --- reading ----------------------------------------------------------------------------
-    def view(self) -> NodeView:
-        """The node now. Slurm: ``--json show node NAME`` (all nodes loaded, so fresh); spur: text."""
-        if self.detect() == "spur":
+    def view(self, confirm_busy: bool = False) -> NodeView:
+        """The node now. Slurm: ``--json show node NAME`` (all nodes loaded, so fresh, and as
+        costly for slurmctld as an all-nodes query: ``rechecked``); spur: text. ``confirm_busy``
+        changes nothing here: the answer is never stale."""
+        del confirm_busy
+        self.rechecked = self.detect() == "slurm"
+        if self.flavor == "spur":
             views = parse_spur_nodes(self._run("show", "node", self.node).stdout)
             view = next((v for v in views if v.name == self.node), None)
             if view is None:

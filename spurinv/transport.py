@@ -63,7 +63,7 @@ class Transport(Protocol):
     sent: list[Request]
 
     def view(self) -> NodeView:
-        """The node as the controller sees it now (a busy answer confirmed fresh)."""
+        """The node as the controller sees it now."""
 
     def nodes(self) -> list[NodeView]:
         """Every node the controller lists."""
