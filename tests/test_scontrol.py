@@ -5,6 +5,7 @@ one-line fake scontrol; the real messages are exercised in tests/e2e/test_conver
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,25 @@ def test_secrets_are_scrubbed_from_command_output():
     for secret in ("abc", "xyz", "hunter2", "eyJhbGci", "KEEP"):
         assert secret not in scrubbed
     assert scrubbed.startswith("ok token=<secret>")
+
+
+def slurm_reason(argument: str) -> str:
+    """What Slurm's scontrol makes of ``Reason=…`` (src/scontrol/update_node.c, 24.11): one
+    leading and one trailing double quote are removed."""
+    value = argument.split("=", 1)[1]
+    value = value[1:] if value.startswith('"') else value
+    return value[:-1] if value.endswith('"') else value
+
+
+@given(st.text(max_size=300))
+def test_a_reason_is_sent_exactly_as_one_argument_or_not_at_all(reason):
+    # never run: the property is about the argv only (any executable will do as the program)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=sys.executable), "n1", os.environ)
+    client.flavor = "slurm"
+    try:
+        args = client._update_args({"state": ["DRAIN"], "reason": reason})
+    except ControllerError:
+        return
+    assert args[:3] == ["update", "NodeName=n1", "State=DRAIN"]
+    assert [f"Reason={reason}"] == args[3:]
+    assert slurm_reason(args[3]) == reason
