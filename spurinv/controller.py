@@ -270,24 +270,6 @@ class Controller:
             view = self._node(body)
         return view
 
-    def nodes(self) -> list[NodeView]:
-        """``GET …/nodes``: every node the controller lists."""
-        if self.api is None:
-            self.detect()
-        path = f"/{self.api}/nodes"
-        status, body = self._call("GET", path)
-        if status != 200:
-            raise self._fail("GET", path, status, body)
-        listed = body.get("nodes") if isinstance(body, dict) else None
-        names = [n["name"] for n in listed or [] if isinstance(n, dict) and isinstance(n.get("name"), str)]
-        views = []
-        for name in names:
-            try:
-                views.append(parse_node(body, name))
-            except (OverflowError, ValueError, RecursionError) as exc:
-                raise ControllerError("protocol", f"node {name!r}: unusable answer ({_first_line(exc)})") from None
-        return views
-
     def describe(self, body: dict[str, Any]) -> str:
         """The write as a report line (``--dry-run``)."""
         if "gres" in body and self.registrar is not None:

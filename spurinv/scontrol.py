@@ -60,6 +60,8 @@ _SPUR_ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("auth", ("PermissionDenied", "Unauthenticated", "requires cluster admin", "permission denied")),
     ("unknown-node", ("NotFound", "not found")),
 )
+# NodeView state text → spur's lower-case display word (spur-core node.rs `display`)
+_SPUR_DISPLAY = {"IDLE+DRAIN": "drained", "ALLOCATED+DRAIN": "draining", "IDLE+SUSPENDED": "suspended"}
 SPUR_CANNOT_REGISTER = (
     "spur's scontrol cannot change a node's GRES (it ignores Gres=) and controller.register_command is not set: "
     "this controller cannot re-register the node; set controller.register_command "
@@ -161,15 +163,30 @@ class Scontrol:
         self._last = view
         return view
 
-    def nodes(self) -> list[NodeView]:
-        """Every node the controller lists (for fleet views)."""
+    def all_nodes(self) -> list[dict[str, Any]]:
+        """Every node the controller lists, in the data parser's shape (for fleet views).
+
+        Slurm: the ``nodes`` list of ``scontrol --json show node``. spur: its text, as the dicts
+        spur's REST gateway would give (``state`` a lower-case display word, no timestamps).
+        """
         if self.detect() == "spur":
-            return parse_spur_nodes(self._run("show", "node").stdout)
+            return [
+                {"name": v.name, "state": _SPUR_DISPLAY.get(v.state_text(), v.base.lower()), "reason": v.reason or None,
+                 "alloc_cpus": v.alloc_cpus, "gres": v.gres or ""}
+                for v in parse_spur_nodes(self._run("show", "node").stdout)
+            ]  # fmt: skip
         body = self._json("show", "node")
         listed = body.get("nodes") if isinstance(body, dict) else None
         if not isinstance(listed, list):
             raise ControllerError("protocol", "scontrol --json show node: no 'nodes' list")
-        names = [node["name"] for node in listed if isinstance(node, dict) and isinstance(node.get("name"), str)]
+        return listed
+
+    def nodes(self) -> list[NodeView]:
+        """Every node the controller lists, as views."""
+        if self.detect() == "spur":
+            return parse_spur_nodes(self._run("show", "node").stdout)
+        body = {"nodes": self.all_nodes()}
+        names = [node["name"] for node in body["nodes"] if isinstance(node, dict) and isinstance(node.get("name"), str)]
         return [self._checked(parse_node, body, name) for name in names]
 
     def _json(self, *args: str) -> Any:

@@ -65,9 +65,6 @@ class Transport(Protocol):
     def view(self) -> NodeView:
         """The node as the controller sees it now."""
 
-    def nodes(self) -> list[NodeView]:
-        """Every node the controller lists."""
-
     def post(self, body: dict[str, Any]) -> None:
         """One drain (``{"state":["DRAIN"],"reason":…}``) or resume (``{"state":["RESUME"]}``)."""
 

@@ -19,6 +19,7 @@ import pytest
 from spurinv import exitcode
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError
+from spurinv.nodeview import parse_node
 from spurinv.scontrol import Scontrol
 
 STANDIN = Path(__file__).resolve().parent / "spurstandin.py"
@@ -214,6 +215,10 @@ def test_all_nodes_are_read_for_fleet_views(spur):
     assert ["n1", "n2"] == [v.name for v in views]
     assert (views[1].base, views[1].flags, views[1].reason, views[1].idle) == ("ALLOCATED", ("DRAIN",), "r: x=y", False)
     assert client.flavor == "spur"
+    raw = client.all_nodes()  # the shape spur's REST gateway gives, for fleet views
+    assert [("n1", "idle"), ("n2", "draining")] == [(n["name"], n["state"]) for n in raw]
+    again = parse_node({"nodes": raw}, "n2")
+    assert (again.base, again.flags, again.reason, again.alloc_cpus) == ("ALLOCATED", ("DRAIN",), "r: x=y", 3)
 
 
 def test_controller_down_is_69_and_the_state_is_kept(cli, adopted, built):

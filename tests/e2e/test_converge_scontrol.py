@@ -367,3 +367,20 @@ def test_register_command_replaces_the_post_over_rest_too(clean_lab, tmp_path):
     assert [] == [r for r in document["requests"] if r["method"] == "POST"]
     assert 1 == len(log.read_text().splitlines())
     assert node.status()["baseline"]["source"] == "registered"
+
+
+def test_all_nodes_for_fleet_views_come_from_one_scontrol_call(clean_lab):
+    from spurinv.config import ControllerSection
+    from spurinv.scontrol import Scontrol
+
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=str(clean_lab.prefix / "bin" / "scontrol")), "n1", clean_lab.env
+    )
+
+    raw = client.all_nodes()
+    views = client.nodes()
+
+    assert ["n1", "n2"] == [n["name"] for n in raw]
+    assert [["IDLE"], ["IDLE"]] == [n["state"] for n in raw]
+    assert ["gpu:mi300x:8", "gpu:4,fpga:4"] == [v.gres for v in views]
+    assert client.version == "slurm 24.11.5"
