@@ -15,6 +15,7 @@ import json
 import re
 import signal
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -150,7 +151,7 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
-        record.status = response.status_code
+        self.sent[-1] = record = replace(record, status=response.status_code)
         if 300 <= response.status_code < 400:
             where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from spurinv.errors import ConfigError, ControllerError
@@ -150,6 +151,7 @@ class Registrar:
             )
         program = resolve(self.argv[0], self.environ, "controller.register_command")
         record = Request("EXEC", shlex.join(self.argv), None)
+        position = len(client.sent)
         client.sent.append(record)
         command = shlex.join(self.argv)
         started = self.monotonic()
@@ -161,7 +163,7 @@ class Registrar:
             ) from None
         except OSError as exc:
             raise ConfigError(f"controller.register_command: cannot run {program}: {exc.strerror or exc}") from None
-        record.status = outcome.status
+        client.sent[position] = record = replace(record, status=outcome.status)
         output = scrub(" ".join((outcome.stdout + " " + outcome.stderr).split()), self.secrets)
         tail = output[-LOGGED:] if output else "no output"
         took = self.monotonic() - started

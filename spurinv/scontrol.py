@@ -30,6 +30,7 @@ import re
 import shlex
 import subprocess
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from spurinv import registration
@@ -110,7 +111,7 @@ class Scontrol:
             ) from None
         except OSError as exc:
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
-        record.status = outcome.status
+        self.sent[-1] = replace(record, status=outcome.status)
         if outcome.truncated:
             raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {MAX_OUTPUT} bytes")
         if outcome.status != 0:

@@ -10,6 +10,7 @@ policy cannot tell them apart. The factory that picks one lives in ``refresh._cl
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from spurinv.nodeview import NodeView
 
 
+@dataclass(frozen=True, slots=True)
 class Request:
     """One request as sent (or, in a dry run, as it would be sent): for reports and tests.
 
@@ -24,11 +26,10 @@ class Request:
     command line and ``status`` its exit status.
     """
 
-    def __init__(self, method: str, path: str, body: dict[str, Any] | None, status: int | None = None) -> None:
-        self.method = method
-        self.path = path
-        self.body = body
-        self.status = status
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    status: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
@@ -39,6 +40,7 @@ class Request:
         return f"{self.method} {self.path}{body}{status}"
 
 
+@dataclass(frozen=True, slots=True)
 class RegisterResult:
     """What a re-registration achieved, as read back from the controller.
 
@@ -46,11 +48,10 @@ class RegisterResult:
     register command), for the report.
     """
 
-    def __init__(self, applied: bool, view: NodeView, error: str | None, request: str | None = None) -> None:
-        self.applied = applied
-        self.view = view
-        self.error = error
-        self.request = request
+    applied: bool
+    view: NodeView
+    error: str | None
+    request: str | None = None
 
 
 class Transport(Protocol):
