@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -355,3 +357,31 @@ def test_version_output_that_is_neither_slurm_nor_spur_is_76(spur):
         client.view()
 
     assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+
+
+def test_an_interrupted_run_takes_the_register_command_down_with_it(adopted, built, tmp_path, env):
+    """SIGINT while the command runs: its whole process group is killed before spurinv exits."""
+    started = tmp_path / "started"
+    marker = tmp_path / "finished"
+    slow = tmp_path / "slow-register"
+    slow.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {started}.tmp\nmv {started}.tmp {started}\nwait\ntouch {marker}\n")
+    slow.chmod(0o755)
+    adopted.configure(register_command=[str(slow)])
+    cpx = built("mi300x-cpx")
+    argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(cpx), "--state", str(adopted.state)]
+    argv += ["--confirm-interval", "0"]
+    run_env = {**env, "SPUR_STANDIN_STATE": str(adopted.file), "SPUR_STANDIN_HARDWARE": str(adopted.hardware)}
+    subprocess.run(argv, env=run_env, capture_output=True, check=False, timeout=60)  # first sighting
+
+    with subprocess.Popen(argv, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        deadline = time.monotonic() + 30
+        while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), process.communicate()
+        sleeper = int(started.read_text())
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+
+    assert process.returncode != 0
+    assert not Path(f"/proc/{sleeper}").exists() or "zombie" in Path(f"/proc/{sleeper}/status").read_text()
+    assert not marker.exists()
