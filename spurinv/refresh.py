@@ -287,7 +287,7 @@ def _run(world: World, options: Options, started: float) -> RefreshDocument:
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
         state_file=options.state_path,
-        controller=config.controller.url or (_scontrol_label(config) if not config.observe else None),
+        controller=_scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
