@@ -66,6 +66,17 @@ class ControllerSection(_Section):
     busy_recheck: int = Field(
         300, ge=60, le=86400, description="Least seconds between all-nodes queries confirming a busy node (jittered per node)"
     )
+    transport: Literal["rest", "scontrol"] = Field(
+        "rest", description='"rest" (slurmrestd or a REST gateway at url) or "scontrol" (Slurm\'s or spur\'s scontrol)'
+    )
+    scontrol: str = Field("", description='The scontrol program for transport = "scontrol"; empty = scontrol on PATH')
+    register_command: tuple[str, ...] = Field(
+        (), description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]'
+    )
+    register_timeout: float = Field(120.0, gt=0, le=600, description="Seconds register_command may run (then exit 69)")
+    register_wait: float = Field(
+        60.0, ge=0, le=600, description="Seconds to read back until the controller shows the new inventory"
+    )
 
     @field_validator("api")
     @classmethod
@@ -74,12 +85,39 @@ class ControllerSection(_Section):
             raise ValueError('expected "auto", "slurm/v0.0.NN" or "api/v1"')
         return value
 
+    @field_validator("scontrol")
+    @classmethod
+    def _scontrol(cls, value: str) -> str:
+        return _program(value) if value else value
+
+    @field_validator("register_command")
+    @classmethod
+    def _register_command(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > 64:
+            raise ValueError("at most 64 arguments")
+        for argument in value:
+            if not argument or len(argument) > 4096 or any(ord(c) < 32 or c == "\x7f" for c in argument):
+                raise ValueError(f"argument {argument[:40]!r} is empty, too long or holds control characters")
+        if value:
+            _program(value[0])
+        return value
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         if value and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("expected http://host[:port] or https://host[:port]")
         return value.rstrip("/")
+
+
+def _program(value: str) -> str:
+    """A program is an absolute path or a bare name looked up on PATH: a relative path would
+    depend on the directory the timer happens to start in."""
+    if "/" in value and not value.startswith("/"):
+        raise ValueError(f"{value!r}: give an absolute path or a bare program name")
+    if any(ord(c) < 32 or c == "\x7f" for c in value) or value.strip() != value:
+        raise ValueError(f"{value!r} holds whitespace or control characters")
+    return value
 
 
 class DiscoverySection(_Section):
@@ -120,8 +158,11 @@ class Config(_Section):
 
     @property
     def observe(self) -> bool:
-        """No controller configured: discover, confirm and record, but send nothing."""
-        return not self.controller.url
+        """No controller configured: discover, confirm and record, but send nothing.
+
+        ``transport = "scontrol"`` needs no URL: it is a controller configuration.
+        """
+        return self.controller.transport == "rest" and not self.controller.url
 
     def node_name(self, hostname: str) -> str:
         """The configured node name, else the short hostname (which must be a valid name too)."""

@@ -15,8 +15,8 @@ import json
 import re
 import signal
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import requests
@@ -26,6 +26,10 @@ from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, DeadlineError, TokenError
 from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, slurm_errors, used_count
 from spurinv.secret import Secret
+from spurinv.transport import RegisterResult, Request
+
+if TYPE_CHECKING:
+    from spurinv.registration import Registrar
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
 PROBE_VERSIONS = ("slurm/v0.0.46", "slurm/v0.0.45", "slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42",
@@ -76,35 +80,10 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One request as sent (or, in a dry run, as it would be sent): for reports and tests."""
-
-    method: str
-    path: str
-    body: dict[str, Any] | None
-    status: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
-
-    def line(self) -> str:
-        body = f" {json.dumps(self.body, sort_keys=True)}" if self.body is not None else ""
-        status = f" → {self.status}" if self.status is not None else ""
-        return f"{self.method} {self.path}{body}{status}"
-
-
-@dataclass(frozen=True, slots=True)
-class RegisterResult:
-    """What a re-registration achieved, as read back from the controller."""
-
-    applied: bool
-    view: NodeView
-    error: str | None
-
-
 class Controller:
     """A client for one node on one controller."""
+
+    name = "rest"
 
     def __init__(
         self,
@@ -115,6 +94,7 @@ class Controller:
         api: str | None = None,
         session: requests.Session | None = None,
         budget: Budget | None = None,
+        registrar: Registrar | None = None,
     ) -> None:
         plain = urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url)
         if token and plain and not settings.allow_plain_http_token:
@@ -136,6 +116,7 @@ class Controller:
         self.sent: list[Request] = []
         self.budget = budget
         self.rechecked = False  # the last view() confirmed "busy" with an all-nodes query
+        self.registrar = registrar  # controller.register_command replaces the GRES POST
 
     def _auth_headers(self, token: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "spurinv"}
@@ -185,7 +166,7 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}") from None
         except requests.exceptions.RequestException as exc:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
-        self.sent[-1] = replace(record, status=response.status_code)
+        self.sent[-1] = record = replace(record, status=response.status_code)
         if 300 <= response.status_code < 400:
             where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")
@@ -319,6 +300,12 @@ class Controller:
             view = self._node(body)
         return view
 
+    def describe(self, body: dict[str, Any]) -> str:
+        """The write as a report line (``--dry-run``)."""
+        if "gres" in body and self.registrar is not None:
+            return self.registrar.line()
+        return Request("POST", self.node_path(), body).line()
+
     def post(self, body: dict[str, Any]) -> None:
         """``POST …/node/{name}``; success is 200 with no errors."""
         if self.api is None:
@@ -330,6 +317,8 @@ class Controller:
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory, then read it back: Slurm answers 200 to a GPU type change
         it silently does not apply (docs/slurm-rest.md §2), so only the read-back says "applied"."""
+        if self.registrar is not None:
+            return self.registrar.register(self, models)
         try:
             self.post(body)
         except ControllerError as exc:

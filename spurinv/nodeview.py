@@ -277,3 +277,59 @@ def extra_fingerprint(extra: str | None) -> str | None:
     record = data.get("spurinv") if isinstance(data, dict) else None
     value = record.get("fingerprint") if isinstance(record, dict) else None
     return value if isinstance(value, str) else None
+
+
+# spur's `scontrol show node` text (ROCm/spur crates/spur-cli/src/scontrol.rs at 4cc3da8, `show`):
+# "NodeName=n1", then indented "State=WORD Reason=<free text to the end of the line>" and
+# "Key=value" lines; `Gres=gpu:TYPE:1,…` has one entry per GPU and is left out with no GPUs.
+SPUR_KEYS = ("Partitions=", "CPUTot=", "Gres=", "Arch=", "Labels=", "ActiveReservation=", "CpuLoad=")
+_SPUR_STATE = re.compile(r"^State=(\S*) Reason=(.*)$")
+_SPUR_CPUALLOC = re.compile(r"(?:^| )CPUAlloc=(\d{1,9})(?: |$)")
+
+
+def parse_spur_nodes(text: str) -> list[NodeView]:
+    """Every node block in spur's ``scontrol show node`` output (none for an unknown node)."""
+    views: list[NodeView] = []
+    block: list[str] | None = None
+    for line in [*text.split("\n"), "NodeName="]:
+        if line.startswith("NodeName="):
+            if block is not None:
+                views.append(_spur_view(block))
+            block = [line]
+        elif block is not None:
+            block.append(line)
+    return views
+
+
+def _spur_view(block: list[str]) -> NodeView:
+    name = block[0].removeprefix("NodeName=").strip()
+    if not name:
+        raise ControllerError("protocol", "spur's scontrol printed a node block without a name")
+    state = _SPUR_STATE.match(block[1].lstrip(" ")) if len(block) > 1 else None
+    if state is None:
+        raise ControllerError("protocol", f"spur's scontrol printed no 'State=… Reason=…' line for node {name!r}")
+    word, reason = state.group(1).upper(), state.group(2)
+    fields: dict[str, str] = {}
+    continued = True  # lines before the first known key continue a multi-line reason
+    for line in block[2:]:
+        stripped = line.strip()
+        if stripped.startswith(SPUR_KEYS):
+            continued = False
+            key, _, value = stripped.partition("=")
+            fields[key] = value
+        elif continued and line:
+            reason += "\n" + line
+    # "idle" rests on CPUAlloc (spur shows no GPU allocation): without it the node is not idle
+    cpus = _SPUR_CPUALLOC.search("CPUTot=" + fields["CPUTot"]) if "CPUTot" in fields else None
+    if cpus is None:
+        raise ControllerError("protocol", f"spur's scontrol printed no CPUAlloc= for node {name!r}")
+    base, flags = SPUR_WORDS.get("drained" if word == "DRAIN" else word.lower(), (word or "UNKNOWN", ()))
+    return NodeView(
+        name=name,
+        dialect="spur-scontrol",
+        base=base,
+        flags=flags,
+        reason=reason,
+        alloc_cpus=int(cpus.group(1)),
+        gres=fields.get("Gres") or None,
+    )

@@ -47,8 +47,9 @@ from spurinv.root import Root
 from spurinv.state import Api, Decision, State, Steady
 
 if TYPE_CHECKING:
-    from spurinv.controller import Controller, SessionFactory
+    from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
+    from spurinv.transport import Transport as Controller
 
 MAX_STEPS = 8
 
@@ -238,7 +239,7 @@ def converge(
             assert view is not None
             assert action.body is not None
             if not dry_run:
-                state = _begin(journal, state, action, clock())
+                state = _begin(journal, state, action, clock(), client.name)
             view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock())
             steps.append(step)
             if refused:
@@ -326,7 +327,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
         state_file=options.state_path,
-        controller=config.controller.url or None,
+        controller=_scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
@@ -348,12 +349,27 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
 
 
 def _client(world: World, config: Config, node: str, state: State) -> Controller:
-    from spurinv.controller import Controller
+    """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
+    through ``controller.register_command`` when it is set."""
+    from spurinv.registration import registrar_for
 
-    token = read_token(config.controller, world.environ)
-    cached = state.api.version if state.api and state.api.url == config.controller.url else None
+    settings = config.controller
+    if settings.transport == "scontrol":
+        from spurinv.scontrol import Scontrol
+
+        registrar = registrar_for(settings, world.environ, world.log, world.sleep)
+        return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar)
+    from spurinv.controller import Controller as Rest
+
+    token = read_token(settings, world.environ)
+    cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
-    return Controller(config.controller, node, token, api=cached, session=session)
+    registrar = registrar_for(settings, world.environ, world.log, world.sleep, secrets=(token,) if token else ())
+    return Rest(settings, node, token, api=cached, session=session, registrar=registrar)
+
+
+def _scontrol_label(config: Config) -> str:
+    return f"scontrol ({config.controller.scontrol or 'on PATH'})"
 
 
 def _read_view(
@@ -373,7 +389,7 @@ def _read_view(
     return view, state
 
 
-def _begin(journal: Journal, state: State, action: Action, now: datetime) -> State:
+def _begin(journal: Journal, state: State, action: Action, now: datetime, transport: str) -> State:
     """Record the write durably before it is sent (write-ahead)."""
     assert action.body is not None
     latest = state.latest.inventory if state.latest else None
@@ -384,6 +400,7 @@ def _begin(journal: Journal, state: State, action: Action, now: datetime) -> Sta
         now,
         fingerprint=latest.fingerprint if latest else None,
         cause=action.cause,
+        transport=transport,
     )
 
 
@@ -407,9 +424,7 @@ def _write(
     assert state.latest.inventory is not None
     inventory = state.latest.inventory
     if dry_run:
-        from spurinv.controller import Request
-
-        line = Request("POST", client.node_path(), action.body).line()
+        line = client.describe(action.body)
         step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
         after = (
             view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
@@ -420,7 +435,7 @@ def _write(
         step = Step(
             action=action.kind.value,
             reason=action.reason,
-            request=client.sent[-2].line() if len(client.sent) > 1 else _last(client),
+            request=result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client)),
             sent=True,
             error=None if result.applied else result.error,
         )

@@ -1,0 +1,280 @@
+"""The ``scontrol`` transport (``controller.transport = "scontrol"``): Slurm's or spur's.
+
+Every Slurm compute node has ``scontrol`` and munge, and root is a Slurm super user (NHC drains
+this way); most sites run no slurmrestd for their nodes. spur's REST gateway has no node write
+route, but its multi-call ``scontrol`` drains and resumes over gRPC. Which one is installed is
+told by ``scontrol --version``: ``slurm 24.11.5`` or ``spur 0.5.0 (4cc3da8)``
+(ROCm/spur ``crates/spur-core/src/version.rs`` at 4cc3da8).
+
+* **Slurm**: the view is ``scontrol --json show node NAME`` (data_parser JSON, the same shape
+  as the REST API's v0.0.4x, parsed by :func:`spurinv.nodeview.parse_node`). ``scontrol show
+  node`` loads every node (``slurm_load_node``; ``src/scontrol/info_node.c``), so unlike the
+  REST single-node GET its allocation data is never stale. Writes: ``scontrol update
+  NodeName=N State=DRAIN Reason=…``, ``State=RESUME``, ``Gres=… Extra=…``. Failures are told
+  apart from the exit status and the ``slurm_update error: …`` / ``slurm_load_node error: …``
+  lines (texts from ``src/common/slurm_errno.c``).
+* **spur**: the view is the text of ``scontrol show node NAME`` (nothing printed for an unknown
+  node); drain and resume as above. spur's scontrol reports any other key (``Gres=``) on stderr
+  as ``unknown update key`` and exits 0 (``parse_and_update`` in
+  ``crates/spur-cli/src/scontrol.rs`` at 4cc3da8): never taken as success. spur cannot take a
+  GRES change at all; ``controller.register_command`` (restart spurd) re-registers instead.
+
+Every command is an argv list run without a shell, with the environment passed in, a timeout
+(``controller.timeout``) and its process group killed on expiry. A node name that scontrol
+would expand (a hostlist like ``n[1-4]``) or read as an option is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from spurinv import registration
+from spurinv.errors import ConfigError, ControllerError, ControllerKind
+from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
+from spurinv.transport import RegisterResult, Request
+
+if TYPE_CHECKING:
+    from spurinv.config import ControllerSection
+    from spurinv.log import Log
+    from spurinv.registration import Registrar
+
+NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+MAX_OUTPUT = 64 << 20  # `--json show node` of every node: ~5 kB a node
+_VERSION = re.compile(r"^(slurm|spur) (\d+\.\d+\S*)")
+# slurm_errno.c texts → error kinds; the first match wins (munge before "authentication")
+_SLURM_ERRORS: tuple[tuple[ControllerKind, tuple[str, ...]], ...] = (
+    ("unreachable", ("munge", "Unable to contact slurm controller", "Communication connection failure",
+                     "Socket timed out", "Zero Bytes were transmitted", "Connection refused",
+                     "Could not establish a configuration source", "resolve_ctls_from_dns_srv")),
+    ("auth", ("Invalid user id", "Access/permission denied", "Protocol authentication error",
+              "Authentication credential expired", "Only root", "Permission denied")),
+    ("unknown-node", ("Invalid node name specified",)),
+)  # fmt: skip
+# spur's scontrol (anyhow + tonic): "Error: failed to connect to spurctld", "status: PermissionDenied"
+_SPUR_ERRORS: tuple[tuple[ControllerKind, tuple[str, ...]], ...] = (
+    ("unreachable", ("failed to connect to spurctld", "transport error", "Unavailable", "DeadlineExceeded")),
+    ("auth", ("PermissionDenied", "Unauthenticated", "requires cluster admin", "permission denied")),
+    ("unknown-node", ("NotFound", "not found")),
+)
+# NodeView state text → spur's lower-case display word (spur-core node.rs `display`)
+_SPUR_DISPLAY = {"IDLE+DRAIN": "drained", "ALLOCATED+DRAIN": "draining", "IDLE+SUSPENDED": "suspended"}
+SPUR_CANNOT_REGISTER = (
+    "spur's scontrol cannot change a node's GRES (it ignores Gres=) and controller.register_command is not set: "
+    "this controller cannot re-register the node; set controller.register_command "
+    '(e.g. ["systemctl", "restart", "spurd"]) or restart spurd on the idle node by hand'
+)
+
+
+class Scontrol:
+    """A client for one node, through the ``scontrol`` command (the :class:`~spurinv.transport.Transport`)."""
+
+    name = "scontrol"
+
+    def __init__(
+        self,
+        settings: ControllerSection,
+        node: str,
+        environ: Mapping[str, str],
+        *,
+        log: Log | None = None,
+        registrar: Registrar | None = None,
+    ) -> None:
+        if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":  # spur's scontrol: ALL = every node
+            raise ConfigError(f"node.name {node!r}: scontrol would expand or misread it (letters, digits, '.', '_', '-' only)")
+        self.settings = settings
+        self.node = node
+        self.environ = environ
+        self.log = log
+        self.registrar = registrar
+        self.program = registration.resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
+        self.api: str | None = None  # nothing to cache across runs: `--version` is one local exec
+        self.flavor: str | None = None  # "slurm" or "spur", from `scontrol --version`
+        self.version = ""
+        self.sent: list[Request] = []
+        self.rechecked = False  # the last view() was an all-nodes query (Slurm's scontrol always is)
+        self._last: NodeView | None = None
+
+    # --- running scontrol -------------------------------------------------------------------
+    def _run(self, *args: str, write: bool = False) -> registration.Outcome:
+        argv = [self.program, *args]
+        record = Request("EXEC", shlex.join(argv), None)
+        self.sent.append(record)
+        timeout = self.settings.timeout
+        try:
+            outcome = registration.run(argv, self.environ, timeout, limit=MAX_OUTPUT)
+        except subprocess.TimeoutExpired:
+            raise ControllerError(
+                "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
+        self.sent[-1] = replace(record, status=outcome.status)
+        if outcome.truncated:
+            raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {MAX_OUTPUT} bytes")
+        if outcome.status != 0:
+            raise self._fail(outcome, write)
+        return outcome
+
+    def _fail(self, outcome: registration.Outcome, write: bool) -> ControllerError:
+        """Map a non-zero exit to an error kind by scontrol's own words."""
+        text = " ".join((outcome.stderr or outcome.stdout).split())[-600:] or f"exit status {outcome.status}"
+        table = _SPUR_ERRORS if self.flavor == "spur" else _SLURM_ERRORS
+        lowered = text.lower()
+        for kind, needles in table:
+            if any(needle.lower() in lowered for needle in needles):
+                if kind == "unknown-node":
+                    return ControllerError(kind, f"the controller does not know node {self.node!r} ({text})")
+                return ControllerError(kind, f"scontrol: {text}")
+        if write:
+            # spur's per-node failure says only "node update failed" (not an admin, or refused)
+            return ControllerError("refused", f"scontrol update refused: {text}")
+        return ControllerError("protocol", f"scontrol: {text}")
+
+    def detect(self) -> str:
+        """``slurm`` or ``spur``, from ``scontrol --version`` (once per client)."""
+        if self.flavor is None:
+            outcome = self._run("--version")
+            first = (outcome.stdout.strip().splitlines() or [""])[0]
+            match = _VERSION.match(first)
+            if match is None:
+                raise ControllerError(
+                    "protocol", f"{self.program} --version printed {first[:80]!r}: neither Slurm's nor spur's scontrol"
+                )
+            self.flavor, self.version = match.group(1), first
+        return self.flavor
+
+    # --- reading ----------------------------------------------------------------------------
+    def view(self, confirm_busy: bool = False) -> NodeView:
+        """The node now. Slurm: ``--json show node NAME`` (all nodes loaded, so fresh, and as
+        costly for slurmctld as an all-nodes query: ``rechecked``); spur: text. ``confirm_busy``
+        changes nothing here: the answer is never stale."""
+        del confirm_busy
+        self.rechecked = self.detect() == "slurm"
+        if self.flavor == "spur":
+            views = parse_spur_nodes(self._run("show", "node", self.node).stdout)
+            view = next((v for v in views if v.name == self.node), None)
+            if view is None:
+                missing = f"the controller does not know node {self.node!r} (spur lists no such node)"
+                raise ControllerError("unknown-node", missing)
+        else:
+            view = self._checked(parse_node, self._json("show", "node", self.node))
+        self._last = view
+        return view
+
+    def all_nodes(self) -> list[dict[str, Any]]:
+        """Every node the controller lists, in the data parser's shape (for fleet views).
+
+        Slurm: the ``nodes`` list of ``scontrol --json show node``. spur: its text, as the dicts
+        spur's REST gateway would give (``state`` a lower-case display word, no timestamps).
+        """
+        if self.detect() == "spur":
+            return [
+                {"name": v.name, "state": _SPUR_DISPLAY.get("+".join((v.base, *v.flags)), v.base.lower()),
+                 "reason": v.reason or None,
+                 "alloc_cpus": v.alloc_cpus, "gres": v.gres or ""}
+                for v in parse_spur_nodes(self._run("show", "node").stdout)
+            ]  # fmt: skip
+        body = self._json("show", "node")
+        listed = body.get("nodes") if isinstance(body, dict) else None
+        if not isinstance(listed, list):
+            raise ControllerError("protocol", "scontrol --json show node: no 'nodes' list")
+        return listed
+
+    def nodes(self) -> list[NodeView]:
+        """Every node the controller lists, as views."""
+        if self.detect() == "spur":
+            return parse_spur_nodes(self._run("show", "node").stdout)
+        body = {"nodes": self.all_nodes()}
+        names = [node["name"] for node in body["nodes"] if isinstance(node, dict) and isinstance(node.get("name"), str)]
+        return [self._checked(parse_node, body, name) for name in names]
+
+    def _json(self, *args: str) -> Any:
+        import json
+
+        outcome = self._run("--json", *args)
+        try:
+            return json.loads(outcome.stdout)
+        except (ValueError, RecursionError):
+            raise ControllerError("protocol", f"scontrol --json {' '.join(args)}: not JSON") from None
+
+    def _checked(self, parse: Any, body: Any, name: str | None = None) -> NodeView:
+        try:
+            view: NodeView = parse(body, name or self.node)
+            used_count(view.gres_used or "")
+            gpu_counts(view.gres or "")
+        except (OverflowError, ValueError, RecursionError) as exc:
+            raise ControllerError("protocol", f"node {name or self.node!r}: unusable answer ({exc})") from None
+        return view
+
+    # --- writing ----------------------------------------------------------------------------
+    def _update_args(self, body: dict[str, Any]) -> list[str]:
+        """``update NodeName=N …`` for a drain, resume or GRES body; refuse what scontrol would alter."""
+        args = ["update", f"NodeName={self.node}"]
+        state = body.get("state")
+        if state == ["DRAIN"]:
+            reason = str(body.get("reason") or "")
+            # Slurm's scontrol strips one leading and one trailing '"' from Reason= (update_node.c):
+            # a reason it would alter could never be recognised as ours again.
+            if not reason or reason[0] == '"' or reason[-1] == '"' or any(ord(c) < 32 for c in reason):
+                raise ControllerError("protocol", f"drain reason {reason[:60]!r} cannot pass through scontrol unchanged")
+            args += ["State=DRAIN", f"Reason={reason}"]
+        elif state == ["RESUME"]:
+            args.append("State=RESUME")
+        elif state is None and "gres" in body:
+            args.append(f"Gres={body['gres']}")
+            if "extra" in body:
+                args.append(f"Extra={body['extra']}")
+        else:
+            raise ControllerError("protocol", f"no scontrol update for {sorted(body)}")
+        return args
+
+    def describe(self, body: dict[str, Any]) -> str:
+        if "gres" in body and self.registrar is not None:
+            return self.registrar.line()
+        if "gres" in body and self.detect() == "spur":
+            return "none: " + SPUR_CANNOT_REGISTER
+        return f"EXEC {shlex.join([self.program, *self._update_args(body)])}"
+
+    def post(self, body: dict[str, Any]) -> None:
+        """One ``scontrol update``; success is exit 0 and, from spur, no ignored key."""
+        self.detect()
+        outcome = self._run(*self._update_args(body), write=True)
+        warning = " ".join(outcome.stderr.split())
+        if "unknown update key" in warning:
+            # spur: the key was dropped and the rest (nothing, for Gres=) applied; exit 0 anyway
+            raise ControllerError("refused", f"spur's scontrol ignored the update ({warning[:200]}): not applied")
+
+    def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
+        """Re-register: the register command if set; spur cannot otherwise; Slurm takes ``Gres=``.
+
+        Only the read-back says "applied": Slurm exits 0 on a GPU type change it silently does
+        not apply (as slurmrestd answers 200).
+        """
+        if self.registrar is not None:
+            return self.registrar.register(self, models)
+        if self.detect() == "spur":
+            view = self._last or self.view()
+            if gres_agrees(view.gres, models):  # spurd was restarted by hand: nothing left to do
+                return RegisterResult(True, view, None)
+            if self.log is not None:
+                self.log.warning(SPUR_CANNOT_REGISTER)
+            return RegisterResult(False, view, SPUR_CANNOT_REGISTER)
+        try:
+            self.post(body)
+        except ControllerError as exc:
+            if exc.kind != "refused":
+                raise
+            return RegisterResult(False, self.view(), exc.message, self.sent[-1].line())
+        line = self.sent[-1].line()
+        after = self.view()
+        problems = []
+        if "gres" in body and not gres_agrees(after.gres, models):
+            problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
+        if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
+            problems.append("extra does not carry the new fingerprint")
+        return RegisterResult(not problems, after, "; ".join(problems) or None, line)

@@ -1,0 +1,79 @@
+"""What converge() needs from a controller client, whichever way it reaches the controller.
+
+Two transports implement it: :class:`spurinv.controller.Controller` (the REST API, the only
+module that imports ``requests``) and :class:`spurinv.scontrol.Scontrol` (the ``scontrol``
+command of Slurm or of spur). Both record every request they send, or every command they run,
+as a :class:`Request`, and both answer the same :class:`~spurinv.nodeview.NodeView`, so the
+policy cannot tell them apart. The factory that picks one lives in ``refresh._client``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from spurinv.config import ControllerSection
+    from spurinv.nodeview import NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request as sent (or, in a dry run, as it would be sent): for reports and tests.
+
+    For a command (``scontrol``, ``register_command``) ``method`` is ``EXEC``, ``path`` the
+    command line and ``status`` its exit status.
+    """
+
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    status: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}
+
+    def line(self) -> str:
+        body = f" {json.dumps(self.body, sort_keys=True)}" if self.body is not None else ""
+        status = f" → {self.status}" if self.status is not None else ""
+        return f"{self.method} {self.path}{body}{status}"
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    """What a re-registration achieved, as read back from the controller.
+
+    ``request`` is the line of the write that did it (the POST, the ``scontrol update`` or the
+    register command), for the report.
+    """
+
+    applied: bool
+    view: NodeView
+    error: str | None
+    request: str | None = None
+
+
+class Transport(Protocol):
+    """The interface converge() uses; each write is one call, so a wrapper around these call
+    sites (a write-ahead intent, a deadline) covers every transport."""
+
+    settings: ControllerSection
+    node: str
+    api: str | None
+    sent: list[Request]
+    name: str  # "rest" or "scontrol": recorded with a write-ahead intent
+    rechecked: bool  # the last view() was (or cost as much as) an all-nodes query
+
+    def view(self, confirm_busy: bool = False) -> NodeView:
+        """The node as the controller sees it now (``confirm_busy``: re-check a busy look with
+        an all-nodes query, which Slurm's single-node answer needs to drop stale allocations)."""
+
+    def post(self, body: dict[str, Any]) -> None:
+        """One drain (``{"state":["DRAIN"],"reason":…}``) or resume (``{"state":["RESUME"]}``)."""
+
+    def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
+        """Re-register the inventory (GRES, or the register command), then read it back."""
+
+    def describe(self, body: dict[str, Any]) -> str:
+        """The write ``body`` would be, as a report line (for ``--dry-run``)."""

@@ -1,0 +1,260 @@
+"""The scontrol transport's pure parts and edges: spur's `show node` text, the configuration keys,
+and the mapping of scontrol's own failure messages to exit statuses (fault injection with a
+one-line fake scontrol; the real messages are exercised in tests/e2e/test_converge_scontrol.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spurinv import exitcode
+from spurinv.config import Config, ControllerSection, render_default
+from spurinv.errors import ConfigError, ControllerError
+from spurinv.nodeview import gpu_counts, parse_spur_nodes
+from spurinv.registration import scrub
+from spurinv.scontrol import Scontrol
+
+# The layout of spur's `scontrol show node` (ROCm/spur crates/spur-cli/src/scontrol.rs @ 4cc3da8, `show`)
+SPUR_SHOW = """NodeName=n1
+   State=MIXED Reason=
+   Partitions=gpu
+   CPUTot=192 CPUAlloc=4 RealMemory=2063991 FreeMem=2000000
+   Gres=gpu:mi300x:1,gpu:mi300x:1,gpu:mi300x:1
+   Arch=x86_64 OS=Linux
+   Labels=rack=2
+   CpuLoad=0.12
+
+NodeName=n2
+   State=DRAINED Reason=spurinv: 8 → 64 GPUs; re-registers when idle
+   CPUTot=64 CPUAlloc=0 RealMemory=1000 FreeMem=900
+   Arch=x86_64 OS=Linux
+   CpuLoad=0
+
+"""
+
+
+def test_spur_show_node_parses_state_reason_cpus_and_gres():
+    mixed, drained = parse_spur_nodes(SPUR_SHOW)
+
+    assert (mixed.name, mixed.base, mixed.flags, mixed.alloc_cpus, mixed.idle) == ("n1", "MIXED", (), 4, False)
+    assert {"mi300x": 3} == gpu_counts(mixed.gres or "")
+    assert (drained.base, drained.flags, drained.idle, drained.gres) == ("IDLE", ("DRAIN",), True, None)
+    assert drained.reason == "spurinv: 8 → 64 GPUs; re-registers when idle"
+
+
+def test_nothing_printed_is_no_node():
+    assert [] == parse_spur_nodes("")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["NodeName=\n   State=IDLE Reason=\n", "NodeName=n1\n   CPUTot=1 CPUAlloc=0\n", "NodeName=n1\n   State=IDLE Reason=\n"],
+)
+def test_a_block_without_name_state_or_cpualloc_is_a_protocol_error(text):
+    with pytest.raises(ControllerError) as caught:
+        parse_spur_nodes(text)
+    assert "protocol" == caught.value.kind
+
+
+WORDS = ["IDLE", "ALLOCATED", "MIXED", "DOWN", "DRAINED", "DRAINING", "ERROR", "UNKNOWN", "SUSPENDED", "DRAIN"]
+reasons = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=80)
+names = st.from_regex(r"[a-z][a-z0-9-]{0,12}", fullmatch=True)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            names, st.sampled_from(WORDS), reasons, st.integers(0, 10**6), st.integers(0, 64), st.sampled_from(["mi300x", ""])
+        ),
+        max_size=5,
+        unique_by=lambda t: t[0],
+    )
+)
+def test_what_spur_prints_parses_back(nodes):
+    text = ""
+    for name, word, reason, cpus, gpus, model in nodes:
+        text += f"NodeName={name}\n   State={word} Reason={reason}\n   CPUTot=999 CPUAlloc={cpus} RealMemory=1 FreeMem=1\n"
+        if gpus:
+            text += "   Gres=" + ",".join([f"gpu:{model}:1"] * gpus) + "\n"
+        text += "   Arch=x86_64 OS=Linux\n   CpuLoad=0.5\n\n"
+
+    views = parse_spur_nodes(text)
+
+    assert [n[0] for n in nodes] == [v.name for v in views]
+    for (_name, word, reason, cpus, gpus, _model), view in zip(nodes, views, strict=True):
+        assert view.reason == reason
+        assert view.alloc_cpus == cpus
+        assert sum(gpu_counts(view.gres or "").values()) == gpus
+        assert view.drained == word.startswith("DRAIN")
+        assert not view.idle or (cpus == 0 and word not in ("ALLOCATED", "MIXED", "DRAINING"))
+
+
+@given(st.text(max_size=300))
+def test_any_text_parses_or_is_a_protocol_error(text):
+    kind = None
+    try:
+        parse_spur_nodes(text)
+    except ControllerError as exc:
+        kind = exc.kind
+    assert kind in (None, "protocol")
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+def test_scontrol_transport_without_url_is_not_observe_mode():
+    assert Config().observe
+    assert not Config(controller=ControllerSection(transport="scontrol")).observe
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"transport": "grpc"},
+        {"scontrol": "bin/scontrol"},
+        {"scontrol": "/usr/bin/scontrol\n"},
+        {"register_command": ["./restart"]},
+        {"register_command": [""]},
+        {"register_command": ["systemctl", "restart\nspurd"]},
+        {"register_command": ["x"] * 65},
+        {"register_timeout": 0},
+        {"register_timeout": 601},
+        {"register_wait": -1},
+        {"register_wait": 601},
+    ],
+)
+def test_bad_values_are_refused(values):
+    with pytest.raises(ValueError):
+        ControllerSection(**values)
+
+
+def test_config_init_shows_the_new_keys():
+    text = render_default()
+
+    keys = ('transport = "rest"', 'scontrol = ""', "register_command = []", "register_timeout = 120.0", "register_wait = 60.0")
+    for line in keys:
+        assert line in text
+
+
+def test_a_register_command_not_on_path_is_78(cli, built, tmp_path, env):
+    fake = fake_scontrol(tmp_path, "echo 'slurm 24.11.5'")
+    (tmp_path / "config.toml").write_text(
+        f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{fake}"\n'
+        'register_command = ["no-such-program-spurinv"]\n'
+    )
+    root = built("mi300x-spx")
+    state = tmp_path / "state.json"
+    cli("refresh", "--root", root, "--state", state, "--confirm-interval", "0")
+
+    result = cli("refresh", "--root", root, "--state", state, "--confirm-interval", "0", "--json")
+
+    assert exitcode.CONFIG == result.code, result.out
+    assert "controller.register_command" in result.out
+
+
+# --- scontrol's failure messages -------------------------------------------------------------
+
+
+def fake_scontrol(tmp: Path, body: str) -> str:
+    """A scontrol that says 'slurm 24.11.5' to --version and runs ``body`` otherwise."""
+    path = tmp / "scontrol"
+    path.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "slurm 24.11.5"; exit 0; fi\n{body}\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "kind", "code"),
+    [
+        ("slurm_update error: Invalid generic resource (gres) specification", "refused", exitcode.PROTOCOL),
+        ("slurm_update error: Invalid node state specified", "refused", exitcode.PROTOCOL),
+        ("slurm_update error: Invalid node name specified", "unknown-node", exitcode.NOHOST),
+        ("slurm_update error: Invalid user id", "auth", exitcode.NOPERM),
+        ("slurm_update error: Access/permission denied", "auth", exitcode.NOPERM),
+        ("slurm_update error: Unable to contact slurm controller (connect failure)", "unreachable", exitcode.UNAVAILABLE),
+        ("slurm_update error: Socket timed out on send/recv operation", "unreachable", exitcode.UNAVAILABLE),
+        (
+            'scontrol: error: Munge encode failed: Failed to access "/run/munge/munge.socket.2": No such file\n'
+            "slurm_update error: Protocol authentication error",
+            "unreachable",
+            exitcode.UNAVAILABLE,
+        ),
+    ],
+)
+def test_update_failures_map_by_scontrols_words(tmp_path, stderr, kind, code):
+    fake = fake_scontrol(tmp_path, f"cat >&2 <<'EOF'\n{stderr}\nEOF\nexit 1")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.exit_code) == (kind, code)
+
+
+def test_a_show_that_is_not_json_is_76(tmp_path):
+    fake = fake_scontrol(tmp_path, "echo '{nope'")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+
+
+def test_a_scontrol_that_is_not_executable_is_78(tmp_path):
+    path = tmp_path / "scontrol"
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o644)
+
+    with pytest.raises(ConfigError):
+        Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
+
+
+@pytest.mark.parametrize("reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", ""])
+def test_a_reason_scontrol_would_alter_is_never_sent(tmp_path, reason):
+    log = tmp_path / "ran"
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, f"touch {log}")), "n1", os.environ
+    )
+
+    with pytest.raises(ControllerError):
+        client.post({"state": ["DRAIN"], "reason": reason})
+
+    assert not log.exists()
+
+
+def test_secrets_are_scrubbed_from_command_output():
+    text = "ok token=abc Authorization: Bearer xyz password: hunter2 eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJyb290In0.sig and KEEP"
+
+    scrubbed = scrub(text, ("KEEP",))
+
+    for secret in ("abc", "xyz", "hunter2", "eyJhbGci", "KEEP"):
+        assert secret not in scrubbed
+    assert scrubbed.startswith("ok token=<secret>")
+
+
+def slurm_reason(argument: str) -> str:
+    """What Slurm's scontrol makes of ``Reason=…`` (src/scontrol/update_node.c, 24.11): one
+    leading and one trailing double quote are removed."""
+    value = argument.split("=", 1)[1]
+    value = value[1:] if value.startswith('"') else value
+    return value[:-1] if value.endswith('"') else value
+
+
+@given(st.text(max_size=300))
+def test_a_reason_is_sent_exactly_as_one_argument_or_not_at_all(reason):
+    # never run: the property is about the argv only (any executable will do as the program)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=sys.executable), "n1", os.environ)
+    client.flavor = "slurm"
+    try:
+        args = client._update_args({"state": ["DRAIN"], "reason": reason})
+    except ControllerError:
+        return
+    assert args[:3] == ["update", "NodeName=n1", "State=DRAIN"]
+    assert [f"Reason={reason}"] == args[3:]
+    assert slurm_reason(args[3]) == reason

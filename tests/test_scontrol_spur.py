@@ -1,0 +1,387 @@
+"""spur through its ``scontrol``: the converge scenarios against a stand-in written from spur's
+source (``tests/spurstandin.py``, ROCm/spur 4cc3da8), with the cluster in a JSON file.
+
+spur cannot take a GRES update (its scontrol ignores ``Gres=`` with exit 0), so re-registration
+is ``controller.register_command`` (a spurd restart, here the stand-in's ``spurd-restart``),
+followed by a read-back until the controller lists the new GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spurinv import exitcode
+from spurinv.config import ControllerSection
+from spurinv.errors import ConfigError, ControllerError
+from spurinv.nodeview import parse_node
+from spurinv.scontrol import Scontrol
+
+STANDIN = Path(__file__).resolve().parent / "spurstandin.py"
+OUR_PREFIX = "spurinv:"
+
+
+class Spur:
+    """A spur cluster in a file, its scontrol and spurd-restart commands, and one spurinv node."""
+
+    def __init__(self, tmp: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, gpus: int = 8) -> None:
+        self.tmp = tmp
+        self.file = tmp / "cluster.json"
+        self.hardware = tmp / "hardware.json"
+        self.bin = tmp / "bin"
+        self.bin.mkdir()
+        for tool in ("scontrol", "spurd-restart", "release"):
+            path = self.bin / tool
+            path.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} {tool} "$@"\n')
+            path.chmod(0o755)
+        node = {"state": "Idle", "reason": None, "admin_locked": False, "cpus": 192, "alloc_cpus": 0,
+                "memory_mb": 1547771, "partitions": ["gpu"], "gpus": ["mi300x"] * gpus}  # fmt: skip
+        self.write({"controller_up": True, "admin": True, "nodes": {"n1": node}})
+        self.set_hardware(8)
+        self.state = tmp / "state" / "state.json"
+        self.config = Path(env["SPURINV_CONFIG"])
+        monkeypatch.setenv("SPUR_STANDIN_STATE", str(self.file))
+        monkeypatch.setenv("SPUR_STANDIN_HARDWARE", str(self.hardware))
+        self.configure()
+
+    def configure(self, register: bool = True, **controller: object) -> None:
+        settings = {"transport": "scontrol", "scontrol": str(self.bin / "scontrol"), "timeout": 10, "register_wait": 5}
+        if register:
+            settings["register_command"] = [str(self.bin / "spurd-restart"), "n1"]
+        settings.update(controller)
+        lines = ["[node]", 'name = "n1"', "[controller]", *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
+        self.config.write_text("\n".join(lines) + "\n")
+
+    def read(self) -> dict:
+        return json.loads(self.file.read_text())
+
+    def write(self, cluster: dict) -> None:
+        self.file.write_text(json.dumps(cluster))
+
+    def node(self) -> dict:
+        return self.read()["nodes"]["n1"]
+
+    def set_node(self, **values: object) -> None:
+        cluster = self.read()
+        cluster["nodes"]["n1"].update(values)
+        self.write(cluster)
+
+    def set_hardware(self, gpus: int) -> None:
+        self.hardware.write_text(json.dumps({"gpus": ["mi300x"] * gpus}))
+
+    def restarts(self) -> int:
+        path = Path(f"{self.file}.restarts")
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    def jobs_end(self) -> None:
+        subprocess.run([str(self.bin / "release"), "n1"], check=True)
+
+
+@pytest.fixture
+def spur(tmp_path, env, monkeypatch):
+    return Spur(tmp_path, env, monkeypatch)
+
+
+def refresh(cli, spur: Spur, root: Path, *extra: str):
+    result = cli("refresh", "--root", root, "--state", spur.state, "--confirm-interval", "0", "--json", *extra)
+    try:
+        return result.code, result.json(), result.err
+    except ValueError:
+        raise AssertionError(f"exit {result.code}: {result.out}\n{result.err}") from None
+
+
+def steps(document: dict) -> list[str]:
+    return [step["action"] for step in document["steps"]]
+
+
+def updates(document: dict) -> list[str]:
+    return [r["path"] for r in document["requests"] if r["method"] == "EXEC" and " update " in r["path"]]
+
+
+@pytest.fixture
+def adopted(cli, spur, built):
+    """n1 with 8 × MI300X in SPX, as spur lists it: adopted without a write."""
+    root = built("mi300x-spx")
+    refresh(cli, spur, root)
+    code, document, _ = refresh(cli, spur, root)
+    assert 0 == code, document
+    return spur
+
+
+def test_adopt_reads_spur_and_writes_nothing(cli, adopted, built):
+    status = cli("status", "--state", adopted.state, "--json").json()
+
+    assert status["baseline"]["source"] == "adopted"
+    code, document, _ = refresh(cli, adopted, built("mi300x-spx"))
+    assert 0 == code
+    assert [] == document["requests"]
+    assert 0 == adopted.restarts()
+
+
+def test_busy_drains_then_idle_registers_once_reads_back_64_and_lifts_our_drain(cli, adopted, built):
+    adopted.set_node(state="Mixed", alloc_cpus=4)
+    cpx = built("mi300x-cpx")
+    adopted.set_hardware(64)
+    refresh(cli, adopted, cpx)
+
+    code, drained, _ = refresh(cli, adopted, cpx)
+
+    assert 0 == code, drained
+    assert ["read-view", "drain", "hold"] == steps(drained)
+    node = adopted.node()
+    assert node["state"] == "Draining"
+    assert node["reason"].startswith(OUR_PREFIX)
+    assert 0 == adopted.restarts()
+
+    code, waiting, _ = refresh(cli, adopted, cpx)
+    assert (0, ["read-view", "hold"]) == (code, steps(waiting))
+    assert 0 == adopted.restarts()
+
+    adopted.jobs_end()
+    assert adopted.node()["state"] == "Drain"
+    code, done, err = refresh(cli, adopted, cpx)
+
+    assert 0 == code, done
+    assert ["read-view", "register", "resume", "none"] == steps(done), [s["reason"] for s in done["steps"]]
+    assert 1 == adopted.restarts()
+    node = adopted.node()
+    assert (64, "Idle", None) == (len(node["gpus"]), node["state"], node["reason"])
+    assert done["steps"][1]["request"].startswith("EXEC ")
+    assert "spurd-restart n1" in done["steps"][1]["request"]
+    assert "registered 64 GPUs" in err  # the command's output is logged
+    status = cli("status", "--state", adopted.state, "--json").json()
+    assert (status["baseline"]["source"], status["baseline"]["devices"], status["drain"]) == ("registered", 64, None)
+
+
+def test_an_operators_drain_is_never_touched(cli, adopted, built):
+    adopted.set_node(state="Drain", reason="NHC: bad ECC on GPU 3", admin_locked=True)
+    for name in ("mi300x-cpx", "mi300x-cpx", "mi300x-spx", "mi300x-spx-nps4", "mi300x-spx-nps4", "mi300x-spx"):
+        code, document, _ = refresh(cli, adopted, built(name), "--ignore-backoff")
+        assert code in (0, exitcode.PROTOCOL), document
+        assert not [u for u in updates(document) if "State=" in u], document["requests"]
+        node = adopted.node()
+        assert (node["state"], node["reason"]) == ("Drain", "NHC: bad ECC on GPU 3")
+
+
+def test_without_register_command_spur_gets_drain_only_and_we_say_it_cannot_reregister(cli, adopted, built):
+    adopted.configure(register=False)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, err = refresh(cli, adopted, cpx)
+
+    assert exitcode.PROTOCOL == code, document
+    assert ["read-view", "register", "drain", "hold"] == steps(document)
+    assert "cannot re-register" in document["steps"][1]["error"]
+    assert "cannot re-register" in err
+    assert not [u for u in updates(document) if "Gres=" in u]  # never sent: spur would ignore it
+    node = adopted.node()
+    assert (node["state"], len(node["gpus"])) == ("Drain", 8)
+    assert node["reason"].startswith(OUR_PREFIX)
+
+    # spurd restarted by hand: the controller now lists 64, the next run adopts it and resumes
+    adopted.set_node(gpus=["mi300x"] * 64)
+    code, after, _ = refresh(cli, adopted, cpx, "--ignore-backoff")
+    assert 0 == code, after
+    assert ["read-view", "register", "resume", "none"] == steps(after)
+    assert adopted.node()["state"] == "Idle"
+
+
+def test_a_gres_update_spur_ignores_with_exit_0_is_not_success(spur):
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(spur.bin / "scontrol")), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"gres": "gpu:mi300x:64"})
+
+    assert "refused" == caught.value.kind
+    assert "unknown update key 'gres'" in caught.value.message
+    assert 0 == client.sent[-1].status  # spur said 0
+    assert 8 == len(spur.node()["gpus"])
+
+
+def test_all_nodes_are_read_for_fleet_views(spur):
+    cluster = spur.read()
+    cluster["nodes"]["n2"] = {**cluster["nodes"]["n1"], "state": "Draining", "alloc_cpus": 3, "reason": "r: x=y"}
+    spur.write(cluster)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(spur.bin / "scontrol")), "n1", os.environ)
+
+    views = client.nodes()
+
+    assert ["n1", "n2"] == [v.name for v in views]
+    assert (views[1].base, views[1].flags, views[1].reason, views[1].idle) == ("ALLOCATED", ("DRAIN",), "r: x=y", False)
+    assert client.flavor == "spur"
+    raw = client.all_nodes()  # the shape spur's REST gateway gives, for fleet views
+    assert [("n1", "idle"), ("n2", "draining")] == [(n["name"], n["state"]) for n in raw]
+    again = parse_node({"nodes": raw}, "n2")
+    assert (again.base, again.flags, again.reason, again.alloc_cpus) == ("ALLOCATED", ("DRAIN",), "r: x=y", 3)
+
+
+def test_controller_down_is_69_and_the_state_is_kept(cli, adopted, built):
+    cluster = adopted.read()
+    cluster["controller_up"] = False
+    adopted.write(cluster)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.UNAVAILABLE == code, document
+    assert "failed to connect to spurctld" in document["steps"][-1]["error"]
+    status = cli("status", "--state", adopted.state, "--json").json()
+    assert (status["backoff"]["kind"], status["baseline"]["devices"]) == ("unreachable", 8)
+
+
+def test_an_unknown_node_is_68(cli, spur, built, env):
+    spur.config.write_text(spur.config.read_text().replace('name = "n1"', 'name = "n9"'))
+    root = built("mi300x-spx")
+    refresh(cli, spur, root)
+
+    code, document, _ = refresh(cli, spur, root)
+
+    assert exitcode.NOHOST == code, document
+    assert "n9" in document["steps"][-1]["error"]
+
+
+def test_a_refused_update_from_a_non_admin_is_76(cli, adopted, built):
+    cluster = adopted.read()
+    cluster["admin"] = False
+    cluster["nodes"]["n1"].update(state="Mixed", alloc_cpus=2)
+    adopted.write(cluster)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.PROTOCOL == code, document
+    assert "node update failed" in document["steps"][-1]["error"]
+    assert adopted.node()["state"] == "Mixed"
+
+
+def test_a_failing_register_command_is_76_and_its_output_is_logged_without_secrets(cli, adopted, built, tmp_path):
+    failing = tmp_path / "failing-register"
+    failing.write_text("#!/bin/sh\necho 'restart failed; token=abc123 Authorization: Bearer s3cr3t'\nexit 3\n")
+    failing.chmod(0o755)
+    adopted.configure(register_command=[str(failing)])
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, err = refresh(cli, adopted, cpx)
+
+    assert exitcode.PROTOCOL == code, document
+    assert "exited 3" in document["steps"][1]["error"]
+    assert "restart failed" in err
+    assert "abc123" not in err + json.dumps(document)
+    assert "s3cr3t" not in err + json.dumps(document)
+    assert adopted.node()["reason"].startswith(OUR_PREFIX)  # drained, waiting for an operator
+
+
+def test_a_register_command_that_hangs_is_killed_and_69(cli, adopted, built, tmp_path):
+    hanging = tmp_path / "hanging-register"
+    marker = tmp_path / "still-running"
+    hanging.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
+    hanging.chmod(0o755)
+    adopted.configure(register_command=[str(hanging)], register_timeout=0.5)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.UNAVAILABLE == code, document
+    assert "did not finish within 0.5 s" in document["steps"][-1]["error"]
+    assert not marker.exists()
+
+
+def test_a_register_command_without_effect_is_76_after_register_wait(cli, adopted, built):
+    adopted.configure(register_wait=0.5)  # hardware file still says 8: spurd re-registers 8
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.PROTOCOL == code, document
+    assert "still lists" in document["steps"][1]["error"]
+    assert 1 == adopted.restarts()
+
+
+def test_dry_run_never_runs_the_register_command(cli, adopted, built):
+    adopted.set_hardware(64)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx, "--dry-run")
+
+    assert 0 == code, document
+    assert ["read-view", "register", "none"] == steps(document)
+    assert not document["steps"][1]["sent"]
+    assert "spurd-restart n1" in document["steps"][1]["request"]
+    assert 0 == adopted.restarts()
+
+
+def test_a_busy_node_never_gets_the_register_command(cli, adopted, built):
+    """Even if a job lands between the policy's view and the command: checked again first."""
+    from spurinv.log import Log
+    from spurinv.registration import Registrar
+
+    adopted.set_node(state="Allocated", alloc_cpus=8)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(adopted.bin / "scontrol")), "n1", os.environ)
+    registrar = Registrar((str(adopted.bin / "spurd-restart"), "n1"), 5, 1, os.environ, Log({}))
+
+    result = registrar.register(client, {"mi300x": 64})
+
+    assert not result.applied
+    assert "no longer idle" in (result.error or "")
+    assert 0 == adopted.restarts()
+
+
+def test_a_node_name_scontrol_would_expand_is_refused(spur):
+    settings = ControllerSection(transport="scontrol", scontrol=str(spur.bin / "scontrol"))
+    for name in ("n[1-4]", "n1,n2", "-h", "ALL", "all", "a b", "n1\n", ""):
+        with pytest.raises(ConfigError):
+            Scontrol(settings, name, os.environ)
+
+
+def test_version_output_that_is_neither_slurm_nor_spur_is_76(spur):
+    cluster = spur.read()
+    cluster["version"] = "lsf 10.1"
+    spur.write(cluster)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(spur.bin / "scontrol")), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+
+
+def test_an_interrupted_run_takes_the_register_command_down_with_it(adopted, built, tmp_path, env):
+    """SIGINT while the command runs: its whole process group is killed before spurinv exits."""
+    started = tmp_path / "started"
+    marker = tmp_path / "finished"
+    slow = tmp_path / "slow-register"
+    slow.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {started}.tmp\nmv {started}.tmp {started}\nwait\ntouch {marker}\n")
+    slow.chmod(0o755)
+    adopted.configure(register_command=[str(slow)])
+    cpx = built("mi300x-cpx")
+    argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(cpx), "--state", str(adopted.state)]
+    argv += ["--confirm-interval", "0"]
+    run_env = {**env, "SPUR_STANDIN_STATE": str(adopted.file), "SPUR_STANDIN_HARDWARE": str(adopted.hardware)}
+    subprocess.run(argv, env=run_env, capture_output=True, check=False, timeout=60)  # first sighting
+
+    with subprocess.Popen(argv, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        deadline = time.monotonic() + 30
+        while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), process.communicate()
+        sleeper = int(started.read_text())
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+
+    assert process.returncode != 0
+    assert not Path(f"/proc/{sleeper}").exists() or "zombie" in Path(f"/proc/{sleeper}/status").read_text()
+    assert not marker.exists()
