@@ -268,6 +268,66 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     raise typer.Exit(0)
 
 
+@app.command()
+def fleet(
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+    show_all: Annotated[bool, typer.Option("--all", help="List every node, not only those needing attention.")] = False,
+    metrics_file: Annotated[
+        str | None, typer.Option("--metrics-file", help="Write node_exporter textfile fleet gauges here.")
+    ] = None,
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 1 when a node needs attention (a drain, or gres changed by hand).")
+    ] = False,
+    controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
+) -> None:
+    """Every node the controller lists: spurinv's drains and their age, records, gres changed by hand."""
+    import time
+
+    from spurinv import fleet as fleet_view
+    from spurinv import metrics
+    from spurinv.config import read_token
+    from spurinv.store import StoreError
+
+    environ = dict(os.environ)
+    try:
+        loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
+        if not loaded.controller.url:
+            raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
+        from spurinv.controller import Controller
+
+        client = Controller(loaded.controller, "", read_token(loaded.controller, environ))
+        try:
+            nodes = client.all_nodes()
+            now = int(time.time())
+            view = fleet_view.build(nodes, now)
+        except SpurinvError:
+            if metrics_file:
+                try:
+                    metrics.write(metrics_file, metrics.render_fleet(None, None))
+                except StoreError as exc:
+                    Log(environ).error(str(exc))
+            raise
+    except SpurinvError as error:
+        raise _fail("fleet", error, as_json) from None
+    code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
+    document = fleet_view.document(
+        view, now=now, controller=loaded.controller.url, api=client.api, transport="rest", exit_code=code
+    )
+    if metrics_file:
+        try:
+            metrics.write(metrics_file, metrics.render_fleet(view["summary"], now))
+        except StoreError as exc:
+            raise _fail("fleet", StateError(str(exc), exitcode.CANTCREAT), as_json) from None
+    if as_json:
+        _emit_json(document)
+    else:
+        from spurinv import render
+
+        render.fleet(render.console(), document, show_all=show_all)
+    raise typer.Exit(code)
+
+
 @config_app.command("init")
 def config_init(
     path: Annotated[str, typer.Argument(help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,

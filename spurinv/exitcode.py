@@ -7,6 +7,7 @@ README, the man page and a test are checked against it.
 
 OK = 0
 DIFFERENT = 1  # `spurinv diff --exit-code` found a difference (as `git diff --exit-code`)
+ATTENTION = 1  # `spurinv fleet --exit-code`: a node needs attention
 SOFTWARE = 70  # EX_SOFTWARE: internal error (a bug); SPURINV_DEBUG=1 shows the traceback
 USAGE = 64  # EX_USAGE: bad command line
 DATAERR = 65  # EX_DATAERR: corrupt state file in --strict mode, or a state file from a newer spurinv
@@ -21,7 +22,7 @@ CONFIG = 78  # EX_CONFIG: configuration error
 
 TABLE: tuple[tuple[int, str, str], ...] = (
     (OK, "EX_OK", "success, or nothing to do"),
-    (DIFFERENT, "-", "`diff --exit-code`: the node differs from the baseline"),
+    (DIFFERENT, "-", "`diff --exit-code`: the node differs from the baseline; `fleet --exit-code`: a node needs attention"),
     (USAGE, "EX_USAGE", "bad command line"),
     (DATAERR, "EX_DATAERR", "corrupt state file with --strict, or a state file from a newer version"),
     (NOHOST, "EX_NOHOST", "the controller does not know this node"),
