@@ -139,9 +139,7 @@ class Controller:
         return headers
 
     # --- transport -------------------------------------------------------------------------
-    def _call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, limit: int = MAX_BODY
-    ) -> tuple[int, Any]:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, limit: int = MAX_BODY) -> tuple[int, Any]:
         """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble."""
         url = self.settings.url + path
         record = Request(method, path, body)
@@ -320,7 +318,6 @@ class Controller:
         if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
             problems.append("extra does not carry the new fingerprint")
         return RegisterResult(not problems, after, self._scrub("; ".join(problems)) or None)
-
 
     def all_nodes(self) -> list[dict[str, Any]]:
         """``GET …/nodes``: every node as the data parser prints it (``spurinv fleet``'s one query).

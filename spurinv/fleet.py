@@ -19,8 +19,8 @@ Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fle
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from spurinv.documents import envelope
@@ -33,7 +33,7 @@ OTHER_DRAIN = "drained-by-others"
 GRES_CHANGED = "gres-changed"
 ATTENTION = (SPURINV_DRAIN, OTHER_DRAIN, GRES_CHANGED)
 _SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "(S:0,1)", as nodeview splits GRES
-_MAX_EPOCH = 1 << 40  # year 36812: anything later (or an infinite float) is no timestamp
+MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later (or an infinite float) is no timestamp
 
 
 class NodeSource(Protocol):
@@ -54,14 +54,14 @@ def epoch(value: object) -> int | None:
         value = value.get("number")
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if not 0 < value < _MAX_EPOCH:  # also false for NaN
+    if not 0 < value < MAX_EPOCH:  # also false for NaN
         return None
     return int(value)
 
 
 def stamp(seconds: int) -> str:
     """``2026-12-02T18:00:00Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def gres_entries(text: str) -> list[str]:

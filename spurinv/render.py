@@ -7,6 +7,7 @@ and non-terminal output are honoured by rich itself.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -204,10 +205,18 @@ def config_show(out: Console, values: dict[str, Any], origins: dict[str, str]) -
 # --- spurinv fleet ------------------------------------------------------------------------------
 # Rows are written as pre-laid-out Segments, not a rich Table: a Table measures every cell again
 # for every layout pass (16 s for 10,000 rows here), Segments print 10,000 rows in ~0.1 s.
+# Each node is one line of short columns; its note (the drain reason, the gres spurinv
+# registered, or what it registered) goes on an indented line below, where it has the width.
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_FLEET_COLUMNS = ("NODE", "STATE", "MGD", "DRAIN", "GRES", "NOTE")
+_FLEET_COLUMNS = ("NODE", "STATE", "MGD", "DRAIN", "GRES")
+_FLEET_CAPS = (28, 16, 3, 12, 24)
 _GAP = "  "
+_INDENT = "  "
+BOLD = Style(bold=True)
+_OURS = Style(color="yellow")
+_OTHER = Style(color="magenta")
+_CHANGED = Style(color="red", bold=True)
 
 
 def printable(text: str) -> str:
@@ -223,14 +232,6 @@ def _fit(text: str, width: int) -> str:
 
 
 def _fleet_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
-    registered = row["registered"] or {}
-    notes = []
-    if row["gres_changed"]:
-        notes.append(f"registered gres {registered.get('gres')}")
-    if row["drained"]:
-        notes.append(row["reason"] or "(no reason)")
-    elif registered.get("inventory"):
-        notes.append(str(registered["inventory"]))
     owner = {"spurinv": "ours", "other": "other"}.get(row["drain_owner"] or "")
     return (
         printable(row["name"]),
@@ -238,40 +239,61 @@ def _fleet_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
         "yes" if row["managed"] else "no",
         f"{owner} {age_text(row['reason_age_seconds'])}" if owner else "-",
         printable(row["gres"] or "-") + ("*" if row["gres_changed"] else ""),
-        printable("; ".join(notes)) or "-",
     )
 
 
-def _fleet_widths(cells: list[tuple[str, ...]], total: int) -> list[int]:
-    """Column widths: each as wide as its widest cell, capped; NOTE takes the rest (≥ 12 cells).
+def _fleet_note(row: Mapping[str, Any]) -> str:
+    registered = row["registered"] or {}
+    notes = []
+    if row["gres_changed"]:
+        notes.append(f"* registered gres {registered.get('gres')}")
+    if row["drained"]:
+        notes.append(row["reason"] or "(no reason)")
+    elif registered.get("inventory"):
+        notes.append(f"registered {registered['inventory']}")
+    return printable("; ".join(notes))
 
-    With the caps the widest possible row is 80 cells; on a narrower console NODE, GRES and
-    STATE give up cells first (never below 6).
-    """
-    caps = (16, 12, 3, 12, 16)
+
+def _fleet_widths(cells: list[tuple[str, ...]], total: int) -> list[int]:
+    """Each column as wide as its widest cell, capped; on a console too narrow NODE, GRES and
+    STATE give up cells, widest first (never below 6)."""
     widths = [
         min(cap, max([len(head), *(cell_len(row[index]) for row in cells)]))
-        for index, (head, cap) in enumerate(zip(_FLEET_COLUMNS, caps, strict=False))
+        for index, (head, cap) in enumerate(zip(_FLEET_COLUMNS, _FLEET_CAPS, strict=True))
     ]
-    room = total - len(_GAP) * len(widths) - 12
+    room = total - len(_GAP) * (len(widths) - 1)
     while sum(widths) > room and max(widths[0], widths[4], widths[1]) > 6:
         widest = max((0, 4, 1), key=lambda index: widths[index])
         widths[widest] -= 1
-    widths.append(max(12, total - sum(widths) - len(_GAP) * len(widths)))
     return widths
 
 
+def _cell_style(row: Mapping[str, Any], index: int) -> Style | None:
+    if index == 3 and row["drained"]:
+        return _OURS if row["drain_owner"] == "spurinv" else _OTHER
+    if index == 4 and row["gres_changed"]:
+        return _CHANGED
+    return None
+
+
 def fleet(out: Console, document: Mapping[str, Any], show_all: bool = False) -> None:
-    """``spurinv fleet``: the summary, then one line per node needing attention (every node with ``--all``)."""
+    """``spurinv fleet``: the summary, then the nodes needing attention (every node with ``--all``)."""
     summary = document["summary"]
     width = out.width
     api = f" ({document['api']})" if document.get("api") else ""
     head = [
         Text(_fit(f"fleet  {document['controller']}{api}  {document['taken_at']}", width).rstrip(), style="bold"),
-        Text(f"nodes {summary['nodes']} · managed {summary['managed']} · need attention {summary['attention']}"),
         Text(
-            f"spurinv drains {summary['spurinv_drained']} · drained by others {summary['drained_by_others']}"
-            f" · gres changed by hand {summary['gres_changed']}"
+            _fit(
+                f"nodes {summary['nodes']} · managed {summary['managed']} · need attention {summary['attention']}", width
+            ).rstrip()
+        ),
+        Text(
+            _fit(
+                f"spurinv drains {summary['spurinv_drained']} · drained by others {summary['drained_by_others']}"
+                f" · gres changed by hand {summary['gres_changed']}",
+                width,
+            ).rstrip()
         ),
     ]
     if summary["spurinv_drains"]:
@@ -287,31 +309,29 @@ def fleet(out: Console, document: Mapping[str, Any], show_all: bool = False) -> 
         return
     cells = [_fleet_cells(row) for row in rows]
     widths = _fleet_widths(cells, width)
+    last = len(widths) - 1
     segments = [Segment(_GAP.join(_fit(h, w) for h, w in zip(_FLEET_COLUMNS, widths, strict=True)).rstrip(), BOLD)]
     segments.append(Segment.line())
     for row, row_cells in zip(rows, cells, strict=True):
-        fitted = [_fit(cell, w) for cell, w in zip(row_cells, widths, strict=True)]
-        for index, cell in enumerate(fitted):
+        for index, (cell, cell_width) in enumerate(zip(row_cells, widths, strict=True)):
             if index:
                 segments.append(Segment(_GAP))
-            style = _cell_style(row, index)
-            segments.append(Segment(cell.rstrip() if index == len(fitted) - 1 else cell, style))
+            fitted = _fit(cell, cell_width)
+            segments.append(Segment(fitted.rstrip() if index == last else fitted, _cell_style(row, index)))
         segments.append(Segment.line())
+        note = _fleet_note(row)
+        if note:
+            segments.append(Segment(_INDENT + _fit(note, width - len(_INDENT)).rstrip()))
+            segments.append(Segment.line())
     out.print(Segments(segments))
     hidden = summary["nodes"] - len(rows)
     if hidden:
         out.print(f"{hidden} more node(s) need no attention; --all lists every node")
 
 
-BOLD = Style(bold=True)
-_OURS = Style(color="yellow")
-_OTHER = Style(color="magenta")
-_CHANGED = Style(color="red", bold=True)
-
-
-def _cell_style(row: Mapping[str, Any], index: int) -> Style | None:
-    if index == 3 and row["drained"]:
-        return _OURS if row["drain_owner"] == "spurinv" else _OTHER
-    if index == 4 and row["gres_changed"]:
-        return _CHANGED
-    return None
+def fleet_text(document: Mapping[str, Any], *, show_all: bool = False, width: int = 80) -> str:
+    """The fleet table as plain text at ``width`` columns, no colour (golden files, the benchmark)."""
+    buffer = io.StringIO()
+    out = Console(file=buffer, width=width, no_color=True, highlight=False, soft_wrap=True, emoji=False)
+    fleet(out, document, show_all=show_all)
+    return buffer.getvalue()
