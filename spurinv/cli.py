@@ -320,7 +320,7 @@ def fleet(
         except StoreError as exc:
             raise _fail("fleet", StateError(str(exc), exitcode.CANTCREAT), as_json) from None
     if as_json:
-        _emit_json(document)
+        sys.stdout.write(documents.dumps(document, compact=True) + "\n")
     else:
         from spurinv import render
 

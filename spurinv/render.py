@@ -217,15 +217,23 @@ BOLD = Style(bold=True)
 _OURS = Style(color="yellow")
 _OTHER = Style(color="magenta")
 _CHANGED = Style(color="red", bold=True)
+_NEWLINE = Segment.line()
 
 
 def printable(text: str) -> str:
     """Controller text made safe for a terminal: control and bidi characters shown escaped."""
+    if text.isascii() and text.isprintable():  # nearly always; the regex costs more than this test
+        return text
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _fit(text: str, width: int) -> str:
-    """Exactly ``width`` cells: padded, or cut with an ellipsis (wide characters counted as two)."""
+    """Exactly ``width`` cells: padded, or cut with an ellipsis (wide characters counted as two).
+
+    ``text`` has been through :func:`printable`: ASCII then means one cell a character.
+    """
+    if text.isascii():
+        return text.ljust(width) if len(text) <= width else text[: max(width - 1, 0)] + "…"
     if cell_len(text) <= width:
         return set_cell_size(text, width)
     return set_cell_size(text, max(width - 1, 0)) + "…"
@@ -311,18 +319,20 @@ def fleet(out: Console, document: Mapping[str, Any], show_all: bool = False) -> 
     widths = _fleet_widths(cells, width)
     last = len(widths) - 1
     segments = [Segment(_GAP.join(_fit(h, w) for h, w in zip(_FLEET_COLUMNS, widths, strict=True)).rstrip(), BOLD)]
-    segments.append(Segment.line())
+    segments.append(_NEWLINE)
     for row, row_cells in zip(rows, cells, strict=True):
-        for index, (cell, cell_width) in enumerate(zip(row_cells, widths, strict=True)):
-            if index:
-                segments.append(Segment(_GAP))
-            fitted = _fit(cell, cell_width)
-            segments.append(Segment(fitted.rstrip() if index == last else fitted, _cell_style(row, index)))
-        segments.append(Segment.line())
+        fitted = [_fit(cell, cell_width) for cell, cell_width in zip(row_cells, widths, strict=True)]
+        if row["drained"] or row["gres_changed"]:  # a styled cell: one segment per cell
+            for index, cell in enumerate(fitted):
+                if index:
+                    segments.append(Segment(_GAP))
+                segments.append(Segment(cell.rstrip() if index == last else cell, _cell_style(row, index)))
+            segments.append(_NEWLINE)
+        else:  # the common quiet row: one segment
+            segments.append(Segment(_GAP.join(fitted).rstrip() + "\n"))
         note = _fleet_note(row)
         if note:
-            segments.append(Segment(_INDENT + _fit(note, width - len(_INDENT)).rstrip()))
-            segments.append(Segment.line())
+            segments.append(Segment(_INDENT + _fit(note, width - len(_INDENT)).rstrip() + "\n"))
     out.print(Segments(segments))
     hidden = summary["nodes"] - len(rows)
     if hidden:
