@@ -282,11 +282,8 @@ def fleet(
     controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
 ) -> None:
     """Every node the controller lists: spurinv's drains and their age, records, gres changed by hand."""
-    import time
-
     from spurinv import fleet as fleet_view
     from spurinv import metrics
-    from spurinv.config import read_token
     from spurinv.store import StoreError
 
     environ = dict(os.environ)
@@ -294,15 +291,10 @@ def fleet(
         loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
         if not loaded.controller.url:
             raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
-        from spurinv.controller import Controller
-
-        client = Controller(loaded.controller, "", read_token(loaded.controller, environ))
         try:
-            nodes = client.all_nodes()
-            now = int(time.time())
-            view = fleet_view.build(nodes, now)
+            view, now, api = _read_fleet(loaded, environ)
         except SpurinvError:
-            if metrics_file:
+            if metrics_file:  # say "down" rather than leave the last good numbers standing
                 try:
                     metrics.write(metrics_file, metrics.render_fleet(None, None))
                 except StoreError as exc:
@@ -311,9 +303,7 @@ def fleet(
     except SpurinvError as error:
         raise _fail("fleet", error, as_json) from None
     code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
-    document = fleet_view.document(
-        view, now=now, controller=loaded.controller.url, api=client.api, transport="rest", exit_code=code
-    )
+    document = fleet_view.document(view, now=now, controller=loaded.controller.url, api=api, transport="rest", exit_code=code)
     if metrics_file:
         try:
             metrics.write(metrics_file, metrics.render_fleet(view["summary"], now))
@@ -326,6 +316,20 @@ def fleet(
 
         render.fleet(render.console(), document, show_all=show_all)
     raise typer.Exit(code)
+
+
+def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None]:
+    """One all-nodes query through the configured transport, then the pure view at this moment."""
+    import time
+
+    from spurinv import fleet as fleet_view
+    from spurinv.config import read_token
+    from spurinv.controller import Controller
+
+    client = Controller(loaded.controller, "", read_token(loaded.controller, environ))
+    nodes = client.all_nodes()
+    now = int(time.time())
+    return fleet_view.build(nodes, now), now, client.api
 
 
 @config_app.command("init")

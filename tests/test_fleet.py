@@ -561,3 +561,19 @@ def test_an_unwritable_metrics_file_is_73_and_nothing_is_printed_as_success(cli,
 
     assert exitcode.CANTCREAT == result.code
     assert "error" in result.json()
+
+
+def test_an_unsafe_token_file_is_77_before_any_request_and_metrics_say_down(cli, configure, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("a-token\n")
+    token.chmod(0o644)
+    prom = tmp_path / "fleet.prom"
+    with FaultServer() as server:
+        serve(server, body_of(table_fleet()))
+        configure(server.url, 'auth = "slurm-jwt"', f'token_file = "{token}"')
+
+        result = cli("fleet", "--json", "--metrics-file", prom)
+
+        assert [] == server.seen
+    assert (exitcode.NOPERM, "token") == (result.code, result.json()["error"]["code"])
+    assert {"spurinv_fleet_up": [({}, 0)]} == families(prom.read_text())
