@@ -333,6 +333,30 @@ def test_every_line_fits_the_console_and_hostile_text_stays_text(show_all, width
     assert "gpu-[bold red]x[/]" in text  # markup printed literally, not interpreted
 
 
+HOSTILE_TEXT = st.text(
+    alphabet=st.sampled_from([*"ab/[]\\\"'{}=é…→ ", "\x1b", "\n", "\r", "\t", "\x00", "\x85", "\u202e", "\u200b", "節", "七"]),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(HOSTILE_TEXT, HOSTILE_TEXT, HOSTILE_TEXT, st.booleans()), min_size=1, max_size=4),
+       st.sampled_from([60, 80, 100]))  # fmt: skip
+def test_any_controller_text_renders_within_the_width_and_never_as_terminal_control(entries, width):
+    n1 = _n1()
+    fleet_nodes = [
+        edited(n1, name=f"{name}-{index}", reason=reason, gres=gres or "gpu:1",
+               state=["IDLE", "DRAIN"] if drained else ["IDLE"], extra=extra({**RECORD, "gres": "gpu:2"}))
+        for index, (name, reason, gres, drained) in enumerate(entries)
+    ]  # fmt: skip
+
+    text = table(fleet.build(fleet_nodes, NOW), show_all=True, width=width)
+
+    assert all(cells(line) <= width for line in text.splitlines()), text
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b\u202e]", text)
+    assert len(text.splitlines()) >= 4 + len(entries)  # a header, a summary, a row per node
+
+
 def test_the_default_table_lists_only_nodes_needing_attention():
     text = table(fleet.build(table_fleet(), NOW))
 
