@@ -11,8 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import figures, fleet, waiting
-from bench.measure import table
+from bench import figures, fleet, fleetview, waiting
+from bench.measure import Row, table
 from bench.roots import Roots
 
 
@@ -31,6 +31,7 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--e2e-nodes", type=_positive, help="nodes in the end-to-end run (default 30: ~250 processes)")
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet simulation and the end-to-end run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (roots, state files)")
+    parser.add_argument("--fleet-view-only", action="store_true", help="only `spurinv fleet` on a 10,000-node answer")
     args = parser.parse_args(argv)
     args.runs = args.runs or (5 if args.quick else 15)
     args.nodes = args.nodes or (1000 if args.quick else 10000)
@@ -43,6 +44,8 @@ def main(argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="spurinv-bench-"))
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
+    if args.fleet_view_only:
+        return _fleet_view_only(args, started, load_before)
     try:
         print(f"bench: building roots in {work} …", file=sys.stderr, flush=True)
         roots = Roots(work / "roots")
@@ -70,11 +73,26 @@ def main(argv: list[str]) -> int:
             rows, more = fleet.end_to_end(roots, e2e, args.e2e_nodes, figures.SPURINV, figures.clean_env())
             sections.append(("fleet: end to end (real processes, local HTTP gateway)", rows))
             notes += more
+        print("bench: spurinv fleet on a 10,000-node answer …", file=sys.stderr, flush=True)
+        rows, more = fleetview.measure(10000, min(args.runs, 5), figures.PYTHON, figures.SPURINV, figures.clean_env())
+        sections.append(("spurinv fleet: a 10,000-node all-nodes answer", rows))
+        notes += more
     finally:
         if args.keep:
             print(f"bench: kept {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
+    return _report(sections, notes, args, started, load_before)
+
+
+def _fleet_view_only(args: argparse.Namespace, started: float, load_before: float) -> int:
+    print("bench: spurinv fleet on a 10,000-node answer …", file=sys.stderr, flush=True)
+    rows, notes = fleetview.measure(10000, min(args.runs, 5), figures.PYTHON, figures.SPURINV, figures.clean_env())
+    return _report([("spurinv fleet: a 10,000-node all-nodes answer", rows)], notes, args, started, load_before)
+
+
+def _report(sections: list[tuple[str, list[Row]]], notes: list[str], args: argparse.Namespace, started: float,
+            load_before: float) -> int:  # fmt: skip
     print(f"spurinv bench — {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"{args.runs} runs per command, {time.perf_counter() - started:.0f} s; 1-minute load average "
           f"{load_before:.2f} at the start (others), {os.getloadavg()[0]:.2f} at the end")  # fmt: skip

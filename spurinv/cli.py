@@ -319,6 +319,70 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     raise typer.Exit(0)
 
 
+@app.command()
+def fleet(
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+    show_all: Annotated[bool, typer.Option("--all", help="List every node, not only those needing attention.")] = False,
+    metrics_file: Annotated[
+        str | None, typer.Option("--metrics-file", help="Write node_exporter textfile fleet gauges here.")
+    ] = None,
+    exit_code: Annotated[
+        bool, typer.Option("--exit-code", help="Exit 1 when a node needs attention (a drain, or gres changed by hand).")
+    ] = False,
+    controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
+) -> None:
+    """Every node the controller lists: spurinv's drains and their age, records, gres changed by hand."""
+    from spurinv import fleet as fleet_view
+    from spurinv import metrics
+    from spurinv.store import StoreError
+
+    environ = dict(os.environ)
+    try:
+        loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
+        if not loaded.controller.url:
+            raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
+        try:
+            view, now, api = _read_fleet(loaded, environ)
+        except SpurinvError:
+            if metrics_file:  # say "down" rather than leave the last good numbers standing
+                try:
+                    metrics.write(metrics_file, metrics.render_fleet(None, None))
+                except StoreError as exc:
+                    Log(environ).error(str(exc))
+            raise
+    except SpurinvError as error:
+        raise _fail("fleet", error, as_json) from None
+    code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
+    document = fleet_view.document(view, now=now, controller=loaded.controller.url, api=api, transport="rest", exit_code=code)
+    if metrics_file:
+        try:
+            metrics.write(metrics_file, metrics.render_fleet(view["summary"], now))
+        except StoreError as exc:
+            raise _fail("fleet", StateError(str(exc), exitcode.CANTCREAT), as_json) from None
+    if as_json:
+        sys.stdout.write(documents.dumps(document, compact=True) + "\n")
+    else:
+        from spurinv import render
+
+        render.fleet(render.console(), document, show_all=show_all)
+    raise typer.Exit(code)
+
+
+def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None]:
+    """One all-nodes query through the configured transport, then the pure view at this moment."""
+    import time
+
+    from spurinv import fleet as fleet_view
+    from spurinv.config import read_token
+    from spurinv.controller import Controller
+
+    client = Controller(loaded.controller, "", read_token(loaded.controller, environ))
+    nodes = client.all_nodes()
+    now = int(time.time())
+    return fleet_view.build(nodes, now), now, client.api
+
+
 @config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
     path: Annotated[

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from spurinv.registration import Registrar
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
+MAX_NODES_BODY = 64 << 20  # GET …/nodes: ~2.8 kB a node on 24.11, so room for about 20,000 nodes
 PROBE_VERSIONS = ("slurm/v0.0.46", "slurm/v0.0.45", "slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42",
                   "slurm/v0.0.41", "slurm/v0.0.40", "slurm/v0.0.39", "slurm/v0.0.38", "api/v1")  # fmt: skip
 AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentication error
@@ -128,7 +129,7 @@ class Controller:
         return headers
 
     # --- transport -------------------------------------------------------------------------
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, limit: int = MAX_BODY) -> tuple[int, Any]:
         """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble."""
         url = self.settings.url + path
         timeout = self.settings.timeout
@@ -150,7 +151,7 @@ class Controller:
                     verify=verify,
                 )
                 try:
-                    data = self._read(response)
+                    data = self._read(response, limit)
                 finally:
                     response.close()
         except _Deadline:
@@ -186,18 +187,16 @@ class Controller:
                 f"controller.run_deadline ({self.budget.seconds:g} s) reached during {method} {path}; state saved"
             ) from None
 
-    def _read(self, response: requests.Response) -> bytes:
+    def _read(self, response: requests.Response, limit: int) -> bytearray:
         declared = response.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) > MAX_BODY:
-            raise ControllerError("protocol", f"response of {declared} bytes exceeds {MAX_BODY}")
-        chunks = []
-        total = 0
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise ControllerError("protocol", f"response of {declared} bytes exceeds {limit}")
+        data = bytearray()  # grown in place: a joined list of chunks would hold a large body twice
         for chunk in response.iter_content(65536):
-            total += len(chunk)
-            if total > MAX_BODY:
-                raise ControllerError("protocol", f"response exceeds {MAX_BODY} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            if len(data) + len(chunk) > limit:
+                raise ControllerError("protocol", f"response exceeds {limit} bytes")
+            data += chunk
+        return data
 
     def _fail(self, method: str, path: str, status: int, body: Any) -> ControllerError:
         """Map an unsuccessful answer to an error kind (docs/slurm-rest.md §4)."""
@@ -252,18 +251,8 @@ class Controller:
 
         Returns the node view when probing already fetched it (one request saved).
         """
-        if self.api is not None:
+        if self.api is not None or self._detect_from_spec():
             return None
-        status, spec = self._call("GET", "/openapi/v3")
-        if status == 200 and isinstance(spec, dict) and isinstance(spec.get("paths"), dict):
-            versions = [
-                (int(match.group(2)), match.group(1))
-                for path, operations in spec["paths"].items()
-                if (match := _NODE_PATH.match(path)) and isinstance(operations, dict) and "get" in operations
-            ]
-            if versions:
-                self.api = max(versions)[1]
-                return None
         for version in PROBE_VERSIONS:
             status, body = self._call("GET", f"/{version}/node/{self._segment}")
             if status == 404 and not slurm_errors(body) and not _mentions_node(body):
@@ -275,6 +264,20 @@ class Controller:
         raise ControllerError(
             "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
         )
+
+    def _detect_from_spec(self) -> bool:
+        """Set ``api`` to the newest version ``/openapi/v3`` lists a node GET for; False if it cannot tell."""
+        status, spec = self._call("GET", "/openapi/v3")
+        if status == 200 and isinstance(spec, dict) and isinstance(spec.get("paths"), dict):
+            versions = [
+                (int(match.group(2)), match.group(1))
+                for path, operations in spec["paths"].items()
+                if (match := _NODE_PATH.match(path)) and isinstance(operations, dict) and "get" in operations
+            ]
+            if versions:
+                self.api = max(versions)[1]
+                return True
+        return False
 
     def view(self, confirm_busy: bool = False) -> NodeView:
         """``GET …/node/{name}`` as a NodeView; with ``confirm_busy``, a "busy" that only the
@@ -294,7 +297,7 @@ class Controller:
             # policy asks for it at most once per controller.busy_recheck (docs/busy.md).
             self.rechecked = True
             path = f"/{self.api}/nodes"
-            status, body = self._call("GET", path)
+            status, body = self._call("GET", path, limit=MAX_NODES_BODY)
             if status != 200:
                 raise self._fail("GET", path, status, body)
             view = self._node(body)
@@ -332,6 +335,47 @@ class Controller:
         if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
             problems.append("extra does not carry the new fingerprint")
         return RegisterResult(not problems, after, self._scrub("; ".join(problems)) or None)
+
+    def all_nodes(self) -> list[dict[str, Any]]:
+        """``GET …/nodes``: every node as the data parser prints it (``spurinv fleet``'s one query).
+
+        With ``api = "auto"`` the version comes from ``/openapi/v3``, else from probing ``…/nodes``
+        newest first (not ``…/node/{name}``: the host running ``fleet`` need not be a node).
+        """
+        if self.api is None and not self._detect_from_spec():
+            for version in PROBE_VERSIONS:
+                path = f"/{version}/nodes"
+                status, body = self._call("GET", path, limit=MAX_NODES_BODY)
+                if status == 404 and not slurm_errors(body) and not _mentions_node(body):
+                    continue
+                self.api = version
+                return self._node_list(path, status, body)
+            raise ControllerError(
+                "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
+            )
+        path = f"/{self.api}/nodes"
+        status, body = self._call("GET", path, limit=MAX_NODES_BODY)
+        return self._node_list(path, status, body)
+
+    def _node_list(self, path: str, status: int, body: Any) -> list[dict[str, Any]]:
+        if status != 200:
+            error = self._fail("GET", path, status, body)
+            if error.kind == "unknown-node":  # a 404 here names no node: the route is missing
+                raise ControllerError("protocol", f"GET {path}: HTTP {status}: no such route (check controller.api)")
+            raise error
+        if not isinstance(body, dict):
+            raise ControllerError("protocol", f"GET {path}: the answer is not a JSON object")
+        nodes = body.get("nodes")
+        if nodes is None and "nodes" not in body:
+            raise ControllerError("protocol", f"GET {path}: the answer has no 'nodes'")
+        if nodes is None:  # 24.11 answers a failed query with 200, nodes null and an error
+            errors = slurm_errors(body)
+            if errors:
+                raise ControllerError("protocol", f"GET {path}: {self._scrub(errors[0][1] or 'no nodes')}")
+            return []
+        if not isinstance(nodes, list):
+            raise ControllerError("protocol", f"GET {path}: 'nodes' is {type(nodes).__name__}, not a list")
+        return nodes
 
 
 def _mentions_node(body: Any) -> bool:

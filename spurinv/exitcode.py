@@ -9,6 +9,7 @@ import os
 
 OK = os.EX_OK
 DIFFERENT = 1  # `spurinv diff --exit-code` found a difference (as `git diff --exit-code`)
+ATTENTION = 1  # `spurinv fleet --exit-code`: a node needs attention
 SOFTWARE = os.EX_SOFTWARE  # internal error (a bug); SPURINV_DEBUG=1 shows the traceback
 USAGE = os.EX_USAGE  # bad command line, including a bad value given to a flag that overrides a config key
 DATAERR = os.EX_DATAERR  # corrupt state file (refresh only with --strict), or one from a newer spurinv
@@ -24,7 +25,7 @@ CONFIG = os.EX_CONFIG  # configuration error (a bad value in the config file, or
 
 TABLE: tuple[tuple[int, str, str], ...] = (
     (OK, "EX_OK", "success, or nothing to do"),
-    (DIFFERENT, "-", "`diff --exit-code`: the node differs from the baseline"),
+    (DIFFERENT, "-", "`diff --exit-code`: the node differs from the baseline; `fleet --exit-code`: a node needs attention"),
     (USAGE, "EX_USAGE", "bad command line, including a bad value for a flag such as --confirm-interval"),
     (DATAERR, "EX_DATAERR", "corrupt state file (status, diff; refresh only with --strict), or one from a newer version"),
     (NOINPUT, "EX_NOINPUT", "status or diff cannot read the state file"),

@@ -75,3 +75,42 @@ def write(path: str, text: str) -> None:
         store.write_atomic(path, text.encode(), 0o644, make_directory=False)
     except StoreError as exc:
         raise StoreError(f"metrics file: {exc}", exc.errno) from None
+
+
+def render_fleet(summary: Mapping[str, Any] | None, taken_at: int | None) -> str:
+    """``spurinv fleet --metrics-file``: fleet gauges (only ``spurinv_fleet_up 0`` when the fleet could not be read)."""
+    lines = [
+        "# HELP spurinv_fleet_up 1 when spurinv fleet could read every node from the controller.",
+        "# TYPE spurinv_fleet_up gauge",
+        f"spurinv_fleet_up {0 if summary is None else 1}",
+    ]
+    if summary is None:
+        return "\n".join(lines) + "\n"
+    drains = summary["spurinv_drains"]
+    oldest = max((drain["age_seconds"] or 0 for drain in drains), default=0)
+    gauges = (
+        ("last_success_timestamp_seconds", "When spurinv fleet last read the fleet (Unix time).", taken_at or 0),
+        ("nodes", "Nodes the controller lists.", summary["nodes"]),
+        ("managed_nodes", "Nodes with a spurinv record in extra or under a spurinv drain.", summary["managed"]),
+        ("attention_nodes", "Nodes under a drain or whose gres changed since spurinv registered it.", summary["attention"]),
+        ("gres_changed_nodes", "Managed nodes whose gres differs from what spurinv registered.", summary["gres_changed"]),
+        ("oldest_drain_age_seconds", "Age of the oldest spurinv drain (0 when there is none).", oldest),
+    )  # fmt: skip
+    for name, meaning, number in gauges:
+        metric = f"spurinv_fleet_{name}"
+        lines += [f"# HELP {metric} {meaning}", f"# TYPE {metric} gauge", f"{metric} {number}"]
+    lines += [
+        "# HELP spurinv_fleet_drained_nodes Drained or draining nodes, by whose drain it is (the reason's spurinv: prefix).",
+        "# TYPE spurinv_fleet_drained_nodes gauge",
+        f'spurinv_fleet_drained_nodes{{by="spurinv"}} {summary["spurinv_drained"]}',
+        f'spurinv_fleet_drained_nodes{{by="others"}} {summary["drained_by_others"]}',
+        "# HELP spurinv_fleet_drain_since_timestamp_seconds When each spurinv drain's reason was set (Unix time).",
+        "# TYPE spurinv_fleet_drain_since_timestamp_seconds gauge",
+    ]
+    seen: set[str] = set()  # a repeated series would make node_exporter drop the whole file
+    for drain in drains:
+        if drain["since"] and drain["name"] not in seen:
+            seen.add(drain["name"])
+            label = _escape(drain["name"])
+            lines.append(f'spurinv_fleet_drain_since_timestamp_seconds{{node="{label}"}} {_epoch(drain["since"])}')
+    return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -131,19 +132,22 @@ def parse_node(body: object, name: str) -> NodeView:
         raise ControllerError("protocol", f"node {name!r} has an unexpected shape: {exc}") from None
 
 
-def _view(node: dict[str, Any], name: str) -> NodeView:
+def node_state(node: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+    """``(dialect, base state, flags)`` of one node dict in any dialect; ValueError if ``state`` is unusable."""
     state = node.get("state")
     if isinstance(state, list):
         words = [str(word).upper() for word in state]
-        dialect, base, flags = "slurm-v0.0.39+", (words[0] if words else "UNKNOWN"), tuple(words[1:])
-    elif isinstance(state, str) and "state_flags" in node:
-        dialect, base = "slurm-v0.0.38", state.upper()
-        flags = tuple(str(flag).upper() for flag in node.get("state_flags") or [])
-    elif isinstance(state, str):
-        dialect = "spur"
+        return "slurm-v0.0.39+", (words[0] if words else "UNKNOWN"), tuple(words[1:])
+    if isinstance(state, str) and "state_flags" in node:
+        return "slurm-v0.0.38", state.upper(), tuple(str(flag).upper() for flag in node.get("state_flags") or [])
+    if isinstance(state, str):
         base, flags = SPUR_WORDS.get(state.lower(), (state.upper(), ()))
-    else:
-        raise ValueError(f"state is {type(state).__name__}")
+        return "spur", base, flags
+    raise ValueError(f"state is {type(state).__name__}")
+
+
+def _view(node: dict[str, Any], name: str) -> NodeView:
+    dialect, base, flags = node_state(node)
     return NodeView(
         name=name,
         dialect=dialect,
@@ -268,14 +272,21 @@ def merge_extra(current: str | None, ours: dict[str, Any]) -> str | None:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-def extra_fingerprint(extra: str | None) -> str | None:
-    """The fingerprint we recorded in ``extra``, if any."""
+def extra_record(extra: object) -> dict[str, Any] | None:
+    """Our record (``{"fingerprint", "inventory", "gres"}``; ``gres`` only since 0.2) in ``extra``, if any."""
+    if not isinstance(extra, str) or not extra.lstrip().startswith("{"):
+        return None  # empty, or someone's plain text: not worth a failed parse per node of a fleet
     try:
-        data = json.loads(extra or "")
-    except ValueError:
+        data = json.loads(extra)
+    except (ValueError, RecursionError):
         return None
     record = data.get("spurinv") if isinstance(data, dict) else None
-    value = record.get("fingerprint") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def extra_fingerprint(extra: str | None) -> str | None:
+    """The fingerprint we recorded in ``extra``, if any."""
+    value = (extra_record(extra) or {}).get("fingerprint")
     return value if isinstance(value, str) else None
 
 

@@ -252,8 +252,10 @@ def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) 
 
 def register_body(view: NodeView, inventory: Inventory) -> dict[str, Any]:
     """The complete ``gres`` (GPUs rebuilt, everything else kept) and our record in ``extra``."""
-    body: dict[str, Any] = {"gres": rebuild_gres(view.gres or "", inventory.gpu_counts())}
-    extra = merge_extra(view.extra, {"fingerprint": inventory.fingerprint, "inventory": inventory.summary()})
+    gres = rebuild_gres(view.gres or "", inventory.gpu_counts())
+    body: dict[str, Any] = {"gres": gres}
+    # the gres we sent goes into the record too, so `spurinv fleet` can see a later hand edit
+    extra = merge_extra(view.extra, {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres})
     if extra is not None:
         body["extra"] = extra
     return body

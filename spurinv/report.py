@@ -138,3 +138,68 @@ class ErrorDocument(_Document):
     asked for, even a failure is an envelope)."""
 
     error: dict[str, str]
+
+
+class FleetRecord(BaseModel):
+    """What spurinv last wrote into the node's ``extra`` (``gres`` is missing from records before 0.2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fingerprint: str | None
+    inventory: str | None
+    gres: str | None
+
+
+class FleetNode(BaseModel):
+    """One node as ``spurinv fleet`` sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    state: str
+    flags: list[str]
+    drained: bool
+    drain_owner: Literal["spurinv", "other"] | None
+    reason: str
+    reason_set_by: str | None
+    reason_since: str | None
+    reason_age_seconds: int | None
+    managed: bool
+    registered: FleetRecord | None
+    gres: str | None
+    gres_changed: bool | None
+    attention: list[Literal["spurinv-drain", "drained-by-others", "gres-changed"]]
+
+
+class FleetDrain(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    reason: str
+    since: str | None
+    age_seconds: int | None
+
+
+class FleetSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: int
+    managed: int
+    spurinv_drained: int
+    drained_by_others: int
+    gres_changed: int
+    attention: int
+    spurinv_drains: list[FleetDrain]
+    gres_changed_nodes: list[str]
+
+
+class FleetDocument(_Document):
+    """``spurinv fleet --json``: every node the controller lists, and a summary."""
+
+    command: Literal["fleet"]
+    taken_at: str
+    controller: str
+    api: str | None
+    transport: Literal["rest"]
+    nodes: list[FleetNode]
+    summary: FleetSummary

@@ -40,7 +40,7 @@ def test_requests_and_rich_stay_in_their_modules(path):
         assert "click" not in used
 
 
-@pytest.mark.parametrize("name", ["classify", "policy", "model", "nodeview", "fingerprint", "catalog", "slurmconf"])
+@pytest.mark.parametrize("name", ["classify", "policy", "model", "nodeview", "fingerprint", "catalog", "slurmconf", "fleet"])
 def test_the_pure_core_does_no_io(name):
     used = imports(module(name))
 

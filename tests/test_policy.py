@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -203,6 +204,18 @@ def test_register_body_keeps_other_gres_and_records_the_fingerprint():
 
     assert "gpu:mi300x:64,fpga:4" == action.body["gres"]
     assert CPX.fingerprint in action.body["extra"]
+
+
+def test_register_body_records_the_gres_it_sends_next_to_foreign_extra_keys():
+    """`spurinv fleet` compares the controller's gres with the one recorded here (issue #15)."""
+    state = state_for(SPX, CPX, CPX)
+    current = view(gres="gpu:mi300x:8,fpga:4", used="gpu:0,fpga:0").model_copy(update={"extra": '{"rack":"r2"}'})
+
+    action = decide(outcome_for(state), current, state, SLURM, NOW)
+
+    extra = json.loads(action.body["extra"])
+    assert "r2" == extra["rack"]
+    assert {"fingerprint": CPX.fingerprint, "inventory": CPX.summary(), "gres": action.body["gres"]} == extra["spurinv"]
 
 
 def test_backoff_and_refused_hold_have_distinct_exit_codes():
