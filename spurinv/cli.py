@@ -319,18 +319,20 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     raise typer.Exit(0)
 
 
-@app.command()
+@app.command(short_help="Read-only: every node, spurinv's drains, gres changed by hand.")
 def fleet(
     config_file: ConfigOption = None,
     as_json: JsonOption = False,
     show_all: Annotated[bool, typer.Option("--all", help="List every node, not only those needing attention.")] = False,
     metrics_file: Annotated[
-        str | None, typer.Option("--metrics-file", help="Write node_exporter textfile fleet gauges here.")
+        str | None, typer.Option("--metrics-file", metavar="FILE", help="Write node_exporter textfile fleet gauges here.")
     ] = None,
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 1 when a node needs attention (a drain, or gres changed by hand).")
     ] = False,
-    controller_url: Annotated[str | None, typer.Option("--controller-url", help="Override controller.url.")] = None,
+    controller_url: Annotated[
+        str | None, typer.Option("--controller-url", metavar="URL", help="Override controller.url.")
+    ] = None,
 ) -> None:
     """Every node the controller lists: spurinv's drains and their age, records, gres changed by hand."""
     from spurinv import fleet as fleet_view

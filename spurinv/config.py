@@ -319,5 +319,7 @@ def read_token(section: ControllerSection, environ: dict[str, str]) -> str | Non
     if not token:
         raise TokenError(f"token file {path} is empty")
     if token.startswith("SLURM_JWT="):  # the form `scontrol token` prints
-        token = token.removeprefix("SLURM_JWT=")
+        token = token.removeprefix("SLURM_JWT=").strip()
+        if not token:  # `SLURM_JWT=` alone would send every request without authentication
+            raise TokenError(f"token file {path} holds an empty SLURM_JWT=")
     return token

@@ -7,7 +7,7 @@ the REST client's :meth:`spurinv.controller.Controller.all_nodes` (``GET …/nod
 ``reason_changed_at``, ``reason_set_by_user``, ``gres`` and ``extra``.
 
 Who owns a drain: the DRAIN flag decides "drained" (a resumed node may keep its old reason
-text, slurm/NOTES.md §5.4 in the reference pack; README "Fleet view"), and the reason's
+text, docs/slurm-rest.md §3; README "Fleet view"), and the reason's
 ``spurinv:`` prefix decides "ours" — the user that set it cannot tell (Slurm, NHC and spurinv
 all drain as root). A node is *managed* when its ``extra`` holds our record (written on
 re-registration) or it is under our drain (a node drained while busy has no record yet).

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 UNCHANGED = "unchanged"
 NO_ACTION = "none"
+# What a full run records for an unchanged reading (classify.classify's reason and policy.decide's
+# step): a tick writes the same books, which tests/test_ledger.py's property test holds it to.
+UNCHANGED_REASON = "matches the reported baseline"
+_QUIET = ("none: unchanged; no controller request needed", "none: unchanged (observe mode)")
 
 
 def steady_key(root: str, config_identity: str, metrics_flag: str | None, node_flag: str | None, host: str) -> str:
@@ -125,6 +129,7 @@ def memo(
     ignore_pci: Iterable[str],
     metrics_file: str | None,
     node: str,
+    observe: bool = False,
 ) -> dict[str, Any]:
     """The ``steady`` field: what the next tick needs to replay this run without the config."""
     return {
@@ -134,6 +139,7 @@ def memo(
         "ignore_pci": list(ignore_pci),
         "metrics_file": metrics_file,
         "node": node,
+        "observe": observe,
     }
 
 
@@ -151,8 +157,8 @@ def replay(
     """The state after a tick that found the memo's fingerprint again, or None: the full run decides.
 
     The same situation as the run that left the memo, so the same books: the reading recorded,
-    the decision *unchanged, no action*, the memo kept. The reason is the words of the run that
-    left the memo (observe mode says so), not the tick's own.
+    the decision *unchanged, no action*, the memo kept, in the words a full run uses for an
+    unchanged reading (observe mode says so).
     """
     inventory = discovery["inventory"]
     if not discovery["ok"] or inventory is None or inventory["fingerprint"] != steady["fingerprint"]:
@@ -161,9 +167,8 @@ def replay(
     if baseline is None or baseline["inventory"]["fingerprint"] != steady["fingerprint"]:
         return None  # a hand-edited file: the memo no longer describes it
     new = reading(discovery, taken_at)
-    last = state.get("last") or {}
     return {
         **state,
         **record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"]),
-        "last": decision(taken_at, UNCHANGED, NO_ACTION, last.get("reason") or "", 0, 0, list(last.get("actions") or [])),
+        "last": decision(taken_at, UNCHANGED, NO_ACTION, UNCHANGED_REASON, 0, 0, [_QUIET[bool(steady.get("observe"))]]),
     }

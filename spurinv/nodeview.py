@@ -342,5 +342,6 @@ def _spur_view(block: list[str]) -> NodeView:
         flags=flags,
         reason=reason,
         alloc_cpus=int(cpus.group(1)),
-        gres=fields.get("Gres") or None,
+        # spur prints no Gres= line for a node without GPUs: that is "no GPUs", not "unknown"
+        gres=fields.get("Gres", ""),
     )

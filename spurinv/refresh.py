@@ -474,7 +474,8 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
             world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
         )
         memo = ledger.memo(
-            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node
+            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node,
+            config.observe,
         )
         steady = Steady.model_validate(memo)
     return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})

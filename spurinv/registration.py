@@ -96,7 +96,11 @@ def run(argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: i
             out, err = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process)
-            process.communicate()
+            # A grandchild that left the group (setsid) may hold the pipes open: never wait on it.
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+            process.wait()
             raise
         except BaseException:  # SIGTERM, Ctrl-C: never leave the child running
             _kill_group(process)

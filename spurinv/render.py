@@ -13,7 +13,6 @@ every pipe, ``less`` and non-tty ssh: labelled lines wrap under their value, not
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ from spurinv.classify import InventoryDiff
 from spurinv.fleet import age_text
 from spurinv.model import Device, Discovery
 from spurinv.report import RefreshDocument
+from spurinv.secret import printable
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
 Row = tuple[str, str, str | None]  # label, value, style
@@ -36,7 +36,10 @@ Row = tuple[str, str, str | None]  # label, value, style
 def console(stderr: bool = False, width: int | None = None, file: Any = None) -> Console:
     """The console for real output (rich decides colour from the terminal and NO_COLOR; the
     width from the terminal, else $COLUMNS, else 80)."""
-    return Console(stderr=stderr, file=file, width=width, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    out = Console(stderr=stderr, file=file, width=width, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    if out.width < 20:  # COLUMNS=0 (or 1) printed nothing (or a column of letters): use the default
+        out.width = 80
+    return out
 
 
 def _print(out: Console, renderable: RenderableType) -> None:
@@ -293,7 +296,6 @@ OBSERVED = "seen in observe mode, never told to a controller: a run with a contr
 # Each node is one line of short columns; its note (the drain reason, the gres spurinv
 # registered, or what it registered) goes on an indented line below, where it has the width.
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _FLEET_COLUMNS = ("NODE", "STATE", "MGD", "DRAIN", "GRES")
 _FLEET_CAPS = (28, 16, 3, 12, 24)
 _GAP = "  "
@@ -303,13 +305,6 @@ _OURS = Style(color="yellow")
 _OTHER = Style(color="magenta")
 _CHANGED = Style(color="red", bold=True)
 _NEWLINE = Segment.line()
-
-
-def printable(text: str) -> str:
-    """Controller text made safe for a terminal: control and bidi characters shown escaped."""
-    if text.isascii() and text.isprintable():  # nearly always; the regex costs more than this test
-        return text
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _fit(text: str, width: int) -> str:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from spurinv import registration
 from spurinv.errors import ConfigError, ControllerError, ControllerKind
 from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
+from spurinv.secret import printable
 from spurinv.transport import RegisterResult, Request
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class Scontrol:
 
     def _fail(self, outcome: registration.Outcome, write: bool) -> ControllerError:
         """Map a non-zero exit to an error kind by scontrol's own words."""
-        text = " ".join((outcome.stderr or outcome.stdout).split())[-600:] or f"exit status {outcome.status}"
+        text = printable(" ".join((outcome.stderr or outcome.stdout).split())[-600:]) or f"exit status {outcome.status}"
         table = _SPUR_ERRORS if self.flavor == "spur" else _SLURM_ERRORS
         lowered = text.lower()
         for kind, needles in table:

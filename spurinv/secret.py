@@ -13,6 +13,8 @@ server cannot fill the journal or the state file.
 
 from __future__ import annotations
 
+import re
+
 WINDOW = 8
 MAX_TEXT = 500
 MARK = "<token>"
@@ -39,7 +41,18 @@ class Secret:
             text = _replace(text, self._hex, 2 * WINDOW)
         if len(text) > limit:
             text = text[: limit - 1] + "…"
+        return printable(text)
+
+
+# Control and bidi characters: a controller's text must not steer the terminal it is printed on.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def printable(text: str) -> str:
+    """Controller text made safe for a terminal: control and bidi characters shown escaped."""
+    if text.isascii() and text.isprintable():  # nearly always; the regex costs more than this test
         return text
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _grams(text: str, size: int) -> frozenset[str]:

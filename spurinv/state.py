@@ -126,6 +126,7 @@ class Steady(Frozen):
     ignore_pci: tuple[str, ...] = ()
     metrics_file: str | None = None
     node: str = ""
+    observe: bool = False  # the run was in observe mode: the replayed decision says so, as a full run would
 
     @model_validator(mode="before")
     @classmethod

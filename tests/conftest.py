@@ -176,13 +176,13 @@ def state_path(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def lock_holder(env: dict[str, str], built: Callable[[str], Path]) -> Callable[[Path], Any]:
     """A real ``spurinv refresh`` holding the state lock: it sees a first reading and waits
-    ``confirm_interval`` (60 s) for the second with the lock held. Stopped by PID afterwards."""
+    ``confirm_interval`` (30 s, inside the 60 s run deadline) for the second with the lock held. Stopped by PID afterwards."""
 
     @contextlib.contextmanager
     def hold(state: Path) -> Iterator[subprocess.Popen[bytes]]:
         process = subprocess.Popen(
             [sys.executable, "-m", "spurinv", "refresh", "--quiet", "--root", str(built("mi300x-spx")),
-             "--state", str(state), "--confirm-interval", "60"],
+             "--state", str(state), "--confirm-interval", "30"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         lock = Path(f"{state}.lock")

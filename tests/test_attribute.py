@@ -82,14 +82,18 @@ def test_a_directory_is_a_failed_read(tmp_path):
     with pytest.raises(ReadError) as caught:
         read_bytes(str(tmp_path))
 
-    assert caught.value.errno == errno.EISDIR
+    assert "not a regular file" in str(caught.value)
+    assert caught.value.path == str(tmp_path)
 
 
-def test_a_fifo_does_not_block_the_read(tmp_path):
+def test_a_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
 
-    assert read_bytes(str(fifo)) == b""
+    with pytest.raises(ReadError) as caught:
+        read_bytes(str(fifo))
+
+    assert "not a regular file" in str(caught.value)
 
 
 def test_read_text_refuses_bytes_that_are_not_utf8(tmp_path):
@@ -253,15 +257,21 @@ def test_parse_properties_round_trips(values):
         ("0-3,8\n", [0, 1, 2, 3, 8]),
         ("5", [5]),
         ("2-2", [2]),
-        ("4,0-1", [0, 1, 4]),
-        ("1048575-1048576", [1048575, 1048576]),
+        ("0-1,4", [0, 1, 4]),
+        ("65535", [65535]),
     ],
 )
 def test_parse_cpulist(text, cpus):
     assert parse_cpulist(text, "/sys/x") == cpus
 
 
-@pytest.mark.parametrize("text", ["", "\n", "3-1", "1-", "-1", "a", "0-1048577", "1,,2", "1-2-3", "\u0663"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *("", "\n", "3-1", "1-", "-1", "a", "0-1048577", "1,,2", "1-2-3", "\u0663"),
+        *("4,0-1", "0-3,2", "1048575-1048576", "65536"),  # out of order, overlapping, beyond MAX_CPUS
+    ],
+)
 def test_parse_cpulist_refuses(text):
     with pytest.raises(ReadError) as caught:
         parse_cpulist(text, "/sys/x")

@@ -115,7 +115,7 @@ def test_a_busy_drain_with_a_huge_diff_stays_within_the_cap():
     many = inventory(packages(64, "CPX", per=8))  # 512 devices, every package changed
     state = confirmed(SPX, many)
 
-    action = decide(outcome_of(state), view("MIXED", cpus=2), state, SLURM, NOW)
+    action = decide(outcome_of(state), view("MIXED", cpus=2, used="gpu:mi300x:2(IDX:0-1)"), state, SLURM, NOW)
 
     assert action.kind == Do.DRAIN
     assert len(action.body["reason"]) <= MAX_REASON
@@ -300,9 +300,17 @@ def test_an_applied_registration_clears_refusal_and_backoff():
     assert after.drain is not None  # lifted by the RESUME that follows, not by the registration
 
 
+def test_a_cpu_only_job_does_not_make_a_gpu_change_busy():
+    state = confirmed(SPX, CPX)
+
+    action = decide(outcome_of(state), view("MIXED", cpus=2), state, SLURM, NOW)
+
+    assert action.kind == Do.REGISTER
+
+
 def test_a_drain_records_its_reason_cause_and_fingerprint():
     state = confirmed(SPX, CPX)
-    action = decide(outcome_of(state), view("MIXED", cpus=2), state, SLURM, NOW)
+    action = decide(outcome_of(state), view("MIXED", cpus=2, used="gpu:mi300x:2(IDX:0-1)"), state, SLURM, NOW)
 
     after = settle(state, action, NOW)
 

@@ -99,7 +99,9 @@ def test_first_run_adopts_the_controllers_view_without_writing(n1):
     status = n1.status()
 
     assert "adopted" == status["baseline"]["source"]
-    assert status["last_decision"]["outcome"] == "unchanged"
+    last = status["last_decision"]
+    assert last["outcome"] == "change-confirmed"  # what the run found; then it adopted the controller's view
+    assert [action.split(":")[0] for action in last["actions"]] == ["read-view", "adopt"]
 
 
 def test_the_view_comes_from_scontrol_json_and_no_update_is_run(clean_lab, tmp_path):
@@ -162,7 +164,7 @@ def job_state(lab, job: int) -> str:
 
 def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
     lab = n1.lab
-    job = lab.sbatch("n1")
+    job = lab.sbatch("n1", "--gres=gpu:mi300x:1")
     lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "job running on n1")
     n1.root("nps4", memory_mode="NPS4")
     n1.refresh("nps4")
@@ -188,7 +190,7 @@ def test_busy_node_is_drained_then_reregistered_and_resumed_when_idle(n1):
 def test_a_job_that_just_ended_is_seen_at_once(n1):
     """scontrol loads every node, so the view is fresh where the REST single-node GET is stale."""
     lab = n1.lab
-    job = lab.sbatch("n1")
+    job = lab.sbatch("n1", "--gres=gpu:mi300x:1")
     lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "job running on n1")
     lab.scancel(job)
     n1.root("nps4", memory_mode="NPS4")
@@ -242,7 +244,7 @@ def test_an_update_by_a_non_admin_is_77(n1, tmp_path):
     node = Node(n1.lab, tmp_path / "nobody", scontrol=wrapper)
     node.state.parent.mkdir(parents=True, exist_ok=True)
     node.state.write_bytes(n1.state.read_bytes())
-    job = n1.lab.sbatch("n1")
+    job = n1.lab.sbatch("n1", "--gres=gpu:mi300x:1")
     n1.lab.wait_for(lambda: job_state(n1.lab, job) == "RUNNING", 15, "job running on n1")
     node.root("nps4", memory_mode="NPS4")
     node.refresh("nps4")

@@ -81,7 +81,7 @@ def test_fleet_lists_our_drain_with_reason_and_age_and_a_free_node_as_unmanaged(
     n1.root("spx")
     n1.refresh("spx")
     n1.refresh("spx")  # adopted: the controller already lists gpu:mi300x:8
-    job = lab.sbatch("n1")
+    job = lab.sbatch("n1", "--gres=gpu:mi300x:1")
     lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "the job running on n1")
     n1.root("nps4", memory_mode="NPS4")
     n1.refresh("nps4")
