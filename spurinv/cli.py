@@ -342,7 +342,7 @@ def fleet(
     environ = dict(os.environ)
     try:
         loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
-        if not loaded.controller.url:
+        if loaded.controller.transport == "rest" and not loaded.controller.url:
             raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
         try:
             view, now, api = _read_fleet(loaded, environ)
@@ -356,7 +356,9 @@ def fleet(
     except SpurinvError as error:
         raise _fail("fleet", error, as_json) from None
     code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
-    document = fleet_view.document(view, now=now, controller=loaded.controller.url, api=api, transport="rest", exit_code=code)
+    document = fleet_view.document(
+        view, now=now, controller=loaded.controller.url, api=api, transport=loaded.controller.transport, exit_code=code
+    )
     if metrics_file:
         try:
             metrics.write(metrics_file, metrics.render_fleet(view["summary"], now))
@@ -376,6 +378,14 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
     import time
 
     from spurinv import fleet as fleet_view
+
+    if loaded.controller.transport == "scontrol":
+        from spurinv.scontrol import Scontrol
+
+        # the node name only addresses single-node calls, which a fleet view never makes
+        nodes = Scontrol(loaded.controller, loaded.node.name or "fleet", environ).all_nodes()
+        now = int(time.time())
+        return fleet_view.build(nodes, now), now, None
     from spurinv.config import read_token
     from spurinv.controller import Controller
 

@@ -200,6 +200,6 @@ class FleetDocument(_Document):
     taken_at: str
     controller: str
     api: str | None
-    transport: Literal["rest"]
+    transport: Literal["rest", "scontrol"]
     nodes: list[FleetNode]
     summary: FleetSummary

@@ -385,3 +385,27 @@ def test_an_interrupted_run_takes_the_register_command_down_with_it(adopted, bui
     assert process.returncode != 0
     assert not Path(f"/proc/{sleeper}").exists() or "zombie" in Path(f"/proc/{sleeper}/status").read_text()
     assert not marker.exists()
+
+
+def test_fleet_reads_every_spur_node_through_scontrol(cli, spur):
+    """``spurinv fleet`` with ``transport = "scontrol"`` and no url (issue #15 over #14): our
+    drain is found by its reason, an operator's drain is someone else's, a free node unmanaged."""
+    cluster = spur.read()
+    free = dict(cluster["nodes"]["n1"])
+    cluster["nodes"]["n1"].update(state="Drain", reason="spurinv: 8 GPUs -> 64 GPUs (busy)")
+    cluster["nodes"]["n2"] = {**free, "state": "Drain", "reason": "NHC: [bold]ECC[/bold]"}
+    cluster["nodes"]["n3"] = free
+    spur.write(cluster)
+
+    result = cli("fleet", "--json", "--all")
+
+    assert result.code == 0, result.err
+    document = result.json()
+    assert document["transport"] == "scontrol"
+    rows = {row["name"]: row for row in document["nodes"]}
+    assert rows["n1"]["drain_owner"] == "spurinv"
+    assert rows["n1"]["reason"] == "spurinv: 8 GPUs -> 64 GPUs (busy)"
+    assert rows["n2"]["drain_owner"] == "other"
+    assert rows["n3"]["managed"] is False
+    assert rows["n3"]["drain_owner"] is None
+    assert document["summary"]["spurinv_drained"] == 1
