@@ -368,11 +368,13 @@ class Controller:
         nodes = body.get("nodes")
         if nodes is None and "nodes" not in body:
             raise ControllerError("protocol", f"GET {path}: the answer has no 'nodes'")
-        if nodes is None:  # 24.11 answers a failed query with 200, nodes null and an error
-            errors = slurm_errors(body)
-            if errors:
-                raise ControllerError("protocol", f"GET {path}: {self._scrub(errors[0][1] or 'no nodes')}")
-            return []
+        # 24.11 answers a failed query with 200, nodes null and an error: an error beside any
+        # list (even an empty one) means the list is not the fleet, and null alone says nothing
+        errors = [error for error in slurm_errors(body) if error[0] != 0]
+        if errors:
+            raise ControllerError("protocol", f"GET {path}: {self._scrub(errors[0][1] or 'no nodes')}")
+        if nodes is None:
+            raise ControllerError("protocol", f"GET {path}: 'nodes' is null and no error says why")
         if not isinstance(nodes, list):
             raise ControllerError("protocol", f"GET {path}: 'nodes' is {type(nodes).__name__}, not a list")
         return nodes

@@ -601,3 +601,22 @@ def test_an_unsafe_token_file_is_77_before_any_request_and_metrics_say_down(cli,
         assert [] == server.seen
     assert (exitcode.NOPERM, "token") == (result.code, result.json()["error"]["code"])
     assert {"spurinv_fleet_up": [({}, 0)]} == families(prom.read_text())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"nodes": [], "errors": [{"error": "Unable to query nodes", "error_number": 1}]},
+     {"nodes": None},
+     {"nodes": [], "errors": [{"error": "boom", "error_number": None}]}],
+    ids=["empty list beside an error", "null without an error", "error without a number"],
+)  # fmt: skip
+def test_an_answer_that_is_not_the_fleet_is_a_protocol_error_not_an_empty_fleet(cli, configure, body):
+    """Found by the attack on the merged work: these were exit 0 with 0 nodes and fleet_up 1."""
+    with FaultServer() as server:
+        serve(server, body)
+        configure(server.url)
+
+        result = cli("fleet", "--json")
+
+    assert exitcode.PROTOCOL == result.code
+    assert result.json()["ok"] is False
