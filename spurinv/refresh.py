@@ -300,7 +300,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state,
         reading,
         settings,
-        lambda current: _client(world, config, node, current),
+        lambda current: _client(world, config, node, current, budget),
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
@@ -348,7 +348,7 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
     return state.model_copy(update={"accepted": fingerprint})
 
 
-def _client(world: World, config: Config, node: str, state: State) -> Controller:
+def _client(world: World, config: Config, node: str, state: State, budget: Budget | None = None) -> Controller:
     """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
     through ``controller.register_command`` when it is set."""
     from spurinv.registration import registrar_for
@@ -358,14 +358,14 @@ def _client(world: World, config: Config, node: str, state: State) -> Controller
         from spurinv.scontrol import Scontrol
 
         registrar = registrar_for(settings, world.environ, world.log, world.sleep)
-        return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar)
+        return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar, budget=budget)
     from spurinv.controller import Controller as Rest
 
     token = read_token(settings, world.environ)
     cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
     registrar = registrar_for(settings, world.environ, world.log, world.sleep, secrets=(token,) if token else ())
-    return Rest(settings, node, token, api=cached, session=session, registrar=registrar)
+    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget)
 
 
 def _scontrol_label(config: Config) -> str:

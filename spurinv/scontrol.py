@@ -34,7 +34,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from spurinv import registration
-from spurinv.errors import ConfigError, ControllerError, ControllerKind
+from spurinv.budget import Budget
+from spurinv.errors import ConfigError, ControllerError, ControllerKind, DeadlineError
 from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
 from spurinv.secret import printable
 from spurinv.transport import RegisterResult, Request
@@ -84,11 +85,13 @@ class Scontrol:
         *,
         log: Log | None = None,
         registrar: Registrar | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":  # spur's scontrol: ALL = every node
             raise ConfigError(f"node.name {node!r}: scontrol would expand or misread it (letters, digits, '.', '_', '-' only)")
         self.settings = settings
         self.node = node
+        self.budget = budget  # controller.run_deadline: no call starts after it, none runs past it
         self.environ = environ
         self.log = log
         self.registrar = registrar
@@ -106,9 +109,16 @@ class Scontrol:
         record = Request("EXEC", shlex.join(argv), None)
         self.sent.append(record)
         timeout = self.settings.timeout
+        if self.budget is not None:
+            self.budget.check(f"`{shlex.join(argv[:4])}`")
+            timeout = min(timeout, self.budget.remaining())
         try:
             outcome = registration.run(argv, self.environ, timeout, limit=MAX_OUTPUT)
         except subprocess.TimeoutExpired:
+            if self.budget is not None and timeout < self.settings.timeout:
+                raise DeadlineError(
+                    f"controller.run_deadline ({self.budget.seconds:g} s) reached during `{shlex.join(argv[:4])}`; state saved"
+                ) from None
             raise ControllerError(
                 "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
             ) from None

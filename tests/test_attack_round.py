@@ -78,3 +78,28 @@ def test_controller_text_cannot_steer_the_terminal():
 
     assert text.isprintable()
     assert "\\x1b]0;pwn" in text
+
+
+def test_the_run_deadline_cuts_a_hanging_scontrol(tmp_path: Path, env: dict[str, str], built):
+    """``controller.run_deadline`` bounded only REST: a hanging ``scontrol`` ran for its own
+    ``controller.timeout`` (25 s here) instead of ending the run at the deadline with 75."""
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "slurm 24.11.5"; exit 0; }\nexec sleep 25\n')
+    scontrol.chmod(0o755)
+    config = Path(env["SPURINV_CONFIG"])
+    config.write_text(
+        f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n'
+        "timeout = 30\nrun_deadline = 3\n[policy]\nconfirm_interval = 0\n"
+    )
+    config.chmod(0o600)
+    state = tmp_path / "state" / "state.json"
+    argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
+    first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert first.returncode == 0, first.stderr
+
+    started = time.monotonic()
+    ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert ran.returncode == 75, (ran.stdout, ran.stderr)
+    assert time.monotonic() - started < 15
+    assert "run_deadline" in ran.stdout + ran.stderr
