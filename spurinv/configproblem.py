@@ -131,6 +131,8 @@ class Problems:
             return f"{section}.{key}: {literal(value)} is out of range; expected {expected}"
         if kind == "literal_error":
             return f"{section}.{key}: {literal(value)} is not allowed; expected {expected}"
+        if kind == "finite_number":  # inf or nan (#11 refuses them everywhere)
+            return f"{section}.{key}: {literal(value)} is not a finite number; expected {expected}"
         if kind == "int_from_float":
             return f"{section}.{key}: {literal(value)} has a fraction; expected {expected}"
         if kind.endswith("_parsing"):

@@ -43,7 +43,7 @@ def test_spur_show_node_parses_state_reason_cpus_and_gres():
 
     assert (mixed.name, mixed.base, mixed.flags, mixed.alloc_cpus, mixed.idle) == ("n1", "MIXED", (), 4, False)
     assert {"mi300x": 3} == gpu_counts(mixed.gres or "")
-    assert (drained.base, drained.flags, drained.idle, drained.gres) == ("IDLE", ("DRAIN",), True, None)
+    assert (drained.base, drained.flags, drained.idle, drained.gres) == ("IDLE", ("DRAIN",), True, "")  # no Gres= line: no GPUs
     assert drained.reason == "spurinv: 8 → 64 GPUs; re-registers when idle"
 
 
