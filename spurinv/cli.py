@@ -434,7 +434,7 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
         raise _fail("config", error, as_json) from None
     flat = {
         f"{section}.{key}": list(value) if isinstance(value, tuple) else value
-        for section, values in loaded.model_dump().items()
+        for section, values in loaded.shown().items()
         for key, value in values.items()
     }
     found = os.path.lexists(path)

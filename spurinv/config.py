@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spurinv import regularfile
 from spurinv.errors import ConfigError, UsageError
+from spurinv.secret import blank_argv
 from spurinv.sources.pci import BDF
 
 API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
@@ -164,6 +165,13 @@ class Config(_Section):
         """
         return self.controller.transport == "rest" and not self.controller.url
 
+    def shown(self) -> dict[str, dict[str, Any]]:
+        """The values as ``config show`` prints them: ``register_command``'s credentials blanked
+        (its output gets pasted into tickets)."""
+        values = self.model_dump()
+        values["controller"]["register_command"] = tuple(blank_argv(self.controller.register_command))
+        return values
+
     def node_name(self, hostname: str) -> str:
         """The configured node name, else the short hostname (which must be a valid name too)."""
         name = self.node.name or hostname.split(".", maxsplit=1)[0]
@@ -292,7 +300,7 @@ def render_show(loaded: Config, origins: dict[str, str], path: str, found: bool)
     """``config show``: the effective configuration as TOML, each key's origin as a comment."""
     head = f"# read {path}" if found else f"# {path} does not exist: every value is a default or a flag"
     lines = [head]
-    for section, values in loaded.model_dump().items():
+    for section, values in loaded.shown().items():
         lines.extend(["", f"[{section}]"])
         body = [(_toml_line(key, value), origins.get(f"{section}.{key}", "default")) for key, value in values.items()]
         width = max(len(text) for text, _origin in body)

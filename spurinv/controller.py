@@ -24,9 +24,9 @@ import requests
 from spurinv.budget import Budget
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, DeadlineError, TokenError
-from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, slurm_errors, used_count
+from spurinv.nodeview import NodeView, gpu_counts, parse_node, slurm_errors, used_count
 from spurinv.secret import Secret
-from spurinv.transport import RegisterResult, Request
+from spurinv.transport import RegisterResult, Request, register_directly
 
 if TYPE_CHECKING:
     from spurinv.registration import Registrar
@@ -318,23 +318,10 @@ class Controller:
             raise self._fail("POST", self.node_path(), status, answer)
 
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
-        """Re-register the inventory, then read it back: Slurm answers 200 to a GPU type change
-        it silently does not apply (docs/slurm-rest.md §2), so only the read-back says "applied"."""
+        """Re-register the inventory: the register command if set, else the GRES POST, read back."""
         if self.registrar is not None:
             return self.registrar.register(self, models)
-        try:
-            self.post(body)
-        except ControllerError as exc:
-            if exc.kind != "refused":
-                raise
-            return RegisterResult(False, self.view(), exc.message)
-        after = self.view()
-        problems = []
-        if "gres" in body and not gres_agrees(after.gres, models):
-            problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
-        if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
-            problems.append("extra does not carry the new fingerprint")
-        return RegisterResult(not problems, after, self._scrub("; ".join(problems)) or None)
+        return register_directly(self, body, models, fingerprint, self._scrub)
 
     def all_nodes(self) -> list[dict[str, Any]]:
         """``GET …/nodes``: every node as the data parser prints it (``spurinv fleet``'s one query).

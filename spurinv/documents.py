@@ -86,7 +86,9 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     if state.get("refusal"):
         notes.append(
             "the controller refused or did not apply the new inventory "
-            f"({state['refusal'].get('error')}); update its configuration: see `spurinv discover --format slurm`"
+            f"({state['refusal'].get('error')}); "
+            # a state file from before 0.2 has no remedy: it was always Slurm's
+            f"{state['refusal'].get('remedy') or 'update its configuration: see `spurinv discover --format slurm`'}"
         )
     drain = state.get("drain")
     if drain:

@@ -40,10 +40,10 @@ from spurinv.intent import in_window
 from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, merge_extra, rebuild_gres
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
+from spurinv.transport import SLURM_REMEDY
 
 PREFIX = "spurinv:"
 MAX_REASON = 240
-SLURM_HINT = "update the controller config: spurinv discover --format slurm"
 
 
 class Do(StrEnum):
@@ -223,7 +223,8 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
     refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
     if refusal is not None:
         if not view.drained:
-            body = {"state": ["DRAIN"], "reason": drain_reason(f"controller refused {summary}; {SLURM_HINT}")}
+            remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
+            body = {"state": ["DRAIN"], "reason": drain_reason(f"controller refused {summary}; {remedy}")}
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
             )
@@ -301,6 +302,7 @@ def settle(
     applied: bool = True,
     error: str | None = None,
     settings: Settings | None = None,
+    remedy: str | None = None,
 ) -> State:
     """Return the state after ``action`` (``applied`` False: the controller refused it).
 
@@ -320,7 +322,7 @@ def settle(
             update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}
             return state.model_copy(update=update)
         refused = state.model_copy(
-            update={"refusal": Refusal(fingerprint=current.fingerprint, at=now, error=error or "refused")}
+            update={"refusal": Refusal(fingerprint=current.fingerprint, at=now, error=error or "refused", remedy=remedy)}
         )
         return with_backoff(refused, "refused", error or "refused", settings or Settings(observe=False), now)
     if action.kind == Do.DRAIN and action.body is not None:

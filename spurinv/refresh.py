@@ -357,14 +357,16 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     if settings.transport == "scontrol":
         from spurinv.scontrol import Scontrol
 
-        registrar = registrar_for(settings, world.environ, world.log, world.sleep)
+        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget)
         return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar, budget=budget)
     from spurinv.controller import Controller as Rest
 
     token = read_token(settings, world.environ)
     cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
-    registrar = registrar_for(settings, world.environ, world.log, world.sleep, secrets=(token,) if token else ())
+    registrar = registrar_for(
+        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget
+    )
     return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget)
 
 
@@ -432,6 +434,9 @@ def _write(
         return after, settle(state, action, now, settings=settings), step, False
     if action.kind == Do.REGISTER:
         result = client.register(action.body, inventory.gpu_counts(), inventory.fingerprint)
+        if result.busy:  # nothing sent: decide again from the busy view (a drain), no refusal
+            step = Step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
+            return result.view, state.model_copy(update={"intent": None}), step, False
         step = Step(
             action=action.kind.value,
             reason=action.reason,
@@ -441,7 +446,7 @@ def _write(
         )
         return (
             result.view,
-            settle(state, action, now, applied=result.applied, error=result.error, settings=settings),
+            settle(state, action, now, applied=result.applied, error=result.error, settings=settings, remedy=result.remedy),
             step,
             not result.applied,
         )

@@ -17,7 +17,7 @@ up to ``register_wait`` seconds until it lists the new inventory.
 from __future__ import annotations
 
 import os
-import re
+import selectors
 import shlex
 import signal
 import subprocess
@@ -26,34 +26,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from spurinv.errors import ConfigError, ControllerError
+from spurinv.errors import ConfigError, ControllerError, DeadlineError
 from spurinv.nodeview import gres_agrees
-from spurinv.transport import RegisterResult, Request
+from spurinv.secret import BLANK, blank, blank_argv, printable
+from spurinv.transport import COMMAND_REMEDY, RegisterResult, Request
 
 if TYPE_CHECKING:
+    from spurinv.budget import Budget
     from spurinv.config import ControllerSection
     from spurinv.log import Log
     from spurinv.transport import Transport
 
 MAX_OUTPUT = 64 << 10  # bytes kept from the command's output (the tail)
 LOGGED = 400  # characters of output put in the log line
-_SECRETS = (
-    re.compile(r"eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"),  # a JWT
-    re.compile(r"(?i)\b(bearer|basic)\s+\S+"),
-    re.compile(r"(?i)\b([\w-]*(?:token|passw(?:or)?d|secret|api[_-]?key|credential)[\w-]*)\s*[=:]\s*\S+"),
-)
-
-
-def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Blank what looks like a credential: JWTs, ``Bearer x``, ``token=x``, and the given strings."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "<secret>")
-    text = _SECRETS[0].sub("<secret>", text)
-    text = _SECRETS[1].sub(lambda m: f"{m.group(1)} <secret>", text)
-    return _SECRETS[2].sub(lambda m: f"{m.group(1)}=<secret>", text)
-
-
 def resolve(program: str, environ: Mapping[str, str], what: str) -> str:
     """The absolute path of ``program`` (a bare name is looked up on ``$PATH``); ConfigError (78)
     when it is missing or not executable."""
@@ -81,9 +66,18 @@ class Outcome:
         self.truncated = truncated
 
 
-def run(argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: int = MAX_OUTPUT) -> Outcome:
+def run(
+    argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: int = MAX_OUTPUT, stop_over: bool = False
+) -> Outcome:
     """Run ``argv`` without a shell; raise ``subprocess.TimeoutExpired`` (after killing its
-    process group) or ``OSError`` (it could not start)."""
+    process group) or ``OSError`` (it could not start).
+
+    Output is read as it comes and only the last ``limit`` bytes of each stream are kept, so a
+    command that prints gigabytes costs at most twice ``limit`` of memory; ``stop_over``: kill
+    it as soon as a stream passes ``limit`` (its answer is unusable anyway). The timeout counts
+    until both pipes close: a grandchild that left the group (setsid) and holds them open is
+    never waited for past it.
+    """
     with subprocess.Popen(
         argv,
         env=dict(environ),
@@ -92,20 +86,50 @@ def run(argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: i
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own group: a timeout kills its children too
     ) as process:
+        ends = time.monotonic() + timeout
         try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
+            kept, truncated = _collect(process, ends, limit, stop_over)
+            # a command that closed its output may still run: the same timeout bounds the wait
+            process.wait(timeout=max(0.0, ends - time.monotonic()))
+        except BaseException:  # the timeout, SIGTERM, Ctrl-C: never leave the child running
             _kill_group(process)
-            # A grandchild that left the group (setsid) may hold the pipes open: never wait on it.
             for pipe in (process.stdout, process.stderr):
                 if pipe is not None:
                     pipe.close()
             process.wait()
             raise
-        except BaseException:  # SIGTERM, Ctrl-C: never leave the child running
-            _kill_group(process)
-            raise
-    return Outcome(process.returncode, _text(out, limit), _text(err, limit), max(len(out), len(err)) > limit)
+    out, err = (_text(bytes(kept[stream]), limit) for stream in (0, 1))
+    return Outcome(process.returncode, out, err, truncated)
+
+
+def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_over: bool) -> tuple[list[bytearray], bool]:
+    """Both streams' tails (``limit`` bytes each) until both close; TimeoutExpired at ``ends``."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+    kept = [bytearray(), bytearray()]
+    truncated = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ, 0)
+        selector.register(process.stderr, selectors.EVENT_READ, 1)
+        while selector.get_map():
+            left = ends - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(process.args, 0)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffer = kept[key.data]
+                buffer += chunk
+                if len(buffer) > limit:
+                    truncated = True
+                    if stop_over:
+                        _kill_group(process)
+                        return kept, truncated
+                    if len(buffer) > 2 * limit:  # trim now and then, not on every chunk
+                        del buffer[: len(buffer) - limit]
+    return kept, truncated
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -120,7 +144,11 @@ def _text(data: bytes, limit: int) -> str:
 
 
 class Registrar:
-    """Runs ``controller.register_command`` for one transport and reads the result back."""
+    """Runs ``controller.register_command`` for one transport and reads the result back.
+
+    ``budget`` (``controller.run_deadline``) bounds both: the command gets at most what is left
+    of the run, and a cut command or read-back ends the run with 75 and its intent kept.
+    """
 
     def __init__(
         self,
@@ -133,6 +161,7 @@ class Registrar:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         secrets: tuple[str, ...] = (),
+        budget: Budget | None = None,
     ) -> None:
         self.argv = list(argv)
         self.timeout = timeout
@@ -142,38 +171,58 @@ class Registrar:
         self.sleep = sleep
         self.monotonic = monotonic
         self.secrets = secrets
+        self.budget = budget
+        # the command as reports, logs and the state file show it
+        self.shown = shlex.join(blank_argv(self.argv, secrets)).replace(f"'{BLANK}'", BLANK)
 
     def line(self) -> str:
-        return f"EXEC {shlex.join(self.argv)}"
+        return f"EXEC {self.shown}"
+
+    def _left(self) -> float:
+        return self.budget.remaining() if self.budget is not None else float("inf")
+
+    def _deadline(self, during: str) -> DeadlineError:
+        seconds = self.budget.seconds if self.budget is not None else 0
+        return DeadlineError(f"controller.run_deadline ({seconds:g} s) reached during {during}; state saved")
 
     def register(self, client: Transport, models: dict[str, int]) -> RegisterResult:
-        """Check the node is idle, run the command once, read back until the GRES agree."""
+        """Check the node is idle and not yet re-registered, run the command once, read back
+        until the GRES agree."""
         before = client.view()
+        if gres_agrees(before.gres, models):  # re-registered already (by hand, or a run cut short)
+            return RegisterResult(True, before, None, None)
         if not before.idle:
             return RegisterResult(
-                False, before, f"the node is no longer idle ({before.busy_text()}); register_command not run", None
+                False, before, f"the node is no longer idle ({before.busy_text()}); register_command not run", busy=True
             )
         program = resolve(self.argv[0], self.environ, "controller.register_command")
-        record = Request("EXEC", shlex.join(self.argv), None)
+        command = self.shown
+        if self.budget is not None:
+            self.budget.check(f"register_command `{command}`")
+        timeout = min(self.timeout, self._left())
+        record = Request("EXEC", command, None)
         position = len(client.sent)
         client.sent.append(record)
-        command = shlex.join(self.argv)
         started = self.monotonic()
         try:
-            outcome = run([program, *self.argv[1:]], self.environ, self.timeout)
+            outcome = run([program, *self.argv[1:]], self.environ, timeout)
         except subprocess.TimeoutExpired:
+            if timeout < self.timeout:
+                raise self._deadline(f"register_command `{command}` (killed)") from None
             raise ControllerError(
                 "unreachable", f"register_command `{command}` did not finish within {self.timeout:g} s; killed"
             ) from None
         except OSError as exc:
             raise ConfigError(f"controller.register_command: cannot run {program}: {exc.strerror or exc}") from None
         client.sent[position] = record = replace(record, status=outcome.status)
-        output = scrub(" ".join((outcome.stdout + " " + outcome.stderr).split()), self.secrets)
+        output = printable(blank(" ".join((outcome.stdout + " " + outcome.stderr).split()), self.secrets))
         tail = output[-LOGGED:] if output else "no output"
         took = self.monotonic() - started
         if outcome.status != 0:
             self.log.error(f"register_command `{command}` exited {outcome.status} after {took:.1f} s: {tail}")
-            return RegisterResult(False, before, f"register_command `{command}` exited {outcome.status}: {tail}", record.line())
+            return RegisterResult(
+                False, before, f"register_command `{command}` exited {outcome.status}: {tail}", record.line(), COMMAND_REMEDY
+            )
         self.log.info(f"register_command `{command}` finished in {took:.1f} s: {tail}")
         return self.read_back(client, models, record.line())
 
@@ -181,7 +230,8 @@ class Registrar:
         """Poll the controller for up to ``wait`` seconds until its GPUs match ``models``.
 
         A controller that is briefly unreachable (slurmctld re-execs on ``scontrol reconfigure``)
-        is "not yet"; its error is raised only if it lasts until the end.
+        is "not yet"; its error is raised only if it lasts until the end. A run deadline that
+        comes first ends the wait with 75: the command ran, whether it took is for the next run.
         """
         deadline = self.monotonic() + self.wait
         pause = 0.25
@@ -207,7 +257,10 @@ class Registrar:
                     f"after register_command the controller still lists {view.gres or 'no GPUs'!r}, "
                     f"not {want}, after {self.wait:g} s",
                     line,
+                    COMMAND_REMEDY,
                 )
+            if self._left() <= min(pause, remaining):
+                raise self._deadline("the read-back after register_command")
             self.sleep(min(pause, remaining))
             pause = min(pause * 2, 5.0)
 
@@ -219,6 +272,7 @@ def registrar_for(
     sleep: Callable[[float], None] = time.sleep,
     *,
     secrets: tuple[str, ...] = (),
+    budget: Budget | None = None,
 ) -> Registrar | None:
     """The registrar for ``controller.register_command``, or None when it is not set.
 
@@ -236,4 +290,5 @@ def registrar_for(
         log,
         sleep=sleep,
         secrets=secrets,
+        budget=budget,
     )

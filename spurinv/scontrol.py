@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from spurinv import registration
 from spurinv.budget import Budget
 from spurinv.errors import ConfigError, ControllerError, ControllerKind, DeadlineError
-from spurinv.nodeview import NodeView, extra_fingerprint, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
+from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
 from spurinv.secret import printable
-from spurinv.transport import RegisterResult, Request
+from spurinv.transport import SPUR_REMEDY, RegisterResult, Request, register_directly
 
 if TYPE_CHECKING:
     from spurinv.config import ControllerSection
@@ -113,7 +113,7 @@ class Scontrol:
             self.budget.check(f"`{shlex.join(argv[:4])}`")
             timeout = min(timeout, self.budget.remaining())
         try:
-            outcome = registration.run(argv, self.environ, timeout, limit=MAX_OUTPUT)
+            outcome = registration.run(argv, self.environ, timeout, limit=MAX_OUTPUT, stop_over=True)
         except subprocess.TimeoutExpired:
             if self.budget is not None and timeout < self.settings.timeout:
                 raise DeadlineError(
@@ -141,8 +141,13 @@ class Scontrol:
                 if kind == "unknown-node":
                     return ControllerError(kind, f"the controller does not know node {self.node!r} ({text})")
                 return ControllerError(kind, f"scontrol: {text}")
+        if write and self.flavor == "spur" and "node update failed" in lowered and self._last is not None:
+            # spur prints only "node update failed" (scontrol.rs drops the gRPC status); spurctld's
+            # update_node fails a listed node only in require_admin (server.rs at 4cc3da8)
+            return ControllerError(
+                "auth", f"scontrol: {text} (spur says no more; node {self.node!r} is listed, so this user is not a spur admin)"
+            )
         if write:
-            # spur's per-node failure says only "node update failed" (not an admin, or refused)
             return ControllerError("refused", f"scontrol update refused: {text}")
         return ControllerError("protocol", f"scontrol: {text}")
 
@@ -274,18 +279,5 @@ class Scontrol:
                 return RegisterResult(True, view, None)
             if self.log is not None:
                 self.log.warning(SPUR_CANNOT_REGISTER)
-            return RegisterResult(False, view, SPUR_CANNOT_REGISTER)
-        try:
-            self.post(body)
-        except ControllerError as exc:
-            if exc.kind != "refused":
-                raise
-            return RegisterResult(False, self.view(), exc.message, self.sent[-1].line())
-        line = self.sent[-1].line()
-        after = self.view()
-        problems = []
-        if "gres" in body and not gres_agrees(after.gres, models):
-            problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
-        if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
-            problems.append("extra does not carry the new fingerprint")
-        return RegisterResult(not problems, after, "; ".join(problems) or None, line)
+            return RegisterResult(False, view, SPUR_CANNOT_REGISTER, remedy=SPUR_REMEDY)
+        return register_directly(self, body, models, fingerprint)

@@ -55,6 +55,48 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
+# Credentials in text a command prints, or in its argv: ``token=x``, ``"password": "x"``,
+# ``Bearer x``, a JWT, ``https://user:x@host``, ``password x``. It errs on the side of blanking.
+_WORDS = r"token|passw(?:or)?d|passphrase|secret|api[_-]?key|access[_-]?key|credential|authorization|pwd"
+_KEY = rf"(?:[\w.-]*(?:{_WORDS})[\w.-]*|pass)"
+_CREDENTIALS = (
+    (re.compile(r"eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"), lambda m: BLANK),  # a JWT
+    (re.compile(r"(?i)\b(bearer|basic)\s+\S+"), lambda m: f"{m.group(1)} {BLANK}"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@"), lambda m: f"{m.group(1)}:{BLANK}@"),
+    (
+        re.compile(rf"""(?i)(?<![\w.-])({_KEY})(["']?\s*[=:]\s*)("[^"]*"|'[^']*'|\S+)"""),
+        lambda m: f"{m.group(1)}{m.group(2)}{BLANK}",
+    ),
+    (
+        re.compile(r"(?i)(?<![\w.-])(passw(?:or)?d|passphrase|pass)(\s+)(?![=:<])\S+"),
+        lambda m: f"{m.group(1)}{m.group(2)}{BLANK}",
+    ),
+)
+# an option whose value is the next argument: ``--token x``, ``--password x``
+_SECRET_OPTION = re.compile(rf"(?i)--?{_KEY}")
+BLANK = "<secret>"
+
+
+def blank(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with credentials blanked: the given ``secrets`` and whatever looks like one."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, BLANK)
+    for pattern, replacement in _CREDENTIALS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def blank_argv(argv: tuple[str, ...] | list[str], secrets: tuple[str, ...] = ()) -> list[str]:
+    """A command's arguments as they may be shown: credentials blanked, and the argument after an
+    option named like one (``--token x``)."""
+    shown: list[str] = []
+    for argument in argv:
+        after_option = bool(shown) and _SECRET_OPTION.fullmatch(shown[-1]) is not None
+        shown.append(BLANK if after_option and not argument.startswith("-") else blank(argument, secrets))
+    return shown
+
+
 def _grams(text: str, size: int) -> frozenset[str]:
     return frozenset(text[i : i + size] for i in range(len(text) - size + 1))
 

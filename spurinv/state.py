@@ -77,6 +77,7 @@ class Refusal(Frozen):
     fingerprint: str
     at: AwareDatetime
     error: str
+    remedy: str | None = None  # what an operator must do (by transport); None in older files
 
 
 class Backoff(Frozen):

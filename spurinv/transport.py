@@ -10,8 +10,12 @@ policy cannot tell them apart. The factory that picks one lives in ``refresh._cl
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from spurinv.errors import ControllerError
+from spurinv.nodeview import extra_fingerprint, gres_agrees
 
 if TYPE_CHECKING:
     from spurinv.config import ControllerSection
@@ -40,18 +44,28 @@ class Request:
         return f"{self.method} {self.path}{body}{status}"
 
 
+# What an operator must do when the controller refused or did not apply a re-registration: the
+# last words of our drain reason and of `status`, by the way the transport re-registers.
+SLURM_REMEDY = "update the controller config: spurinv discover --format slurm"
+COMMAND_REMEDY = "check controller.register_command and its output in the log"
+SPUR_REMEDY = "set controller.register_command or restart spurd while the node is idle"
+
+
 @dataclass(frozen=True, slots=True)
 class RegisterResult:
     """What a re-registration achieved, as read back from the controller.
 
     ``request`` is the line of the write that did it (the POST, the ``scontrol update`` or the
-    register command), for the report.
+    register command), for the report; ``remedy`` what an operator must do if it was not applied;
+    ``busy``: nothing was sent, a job came first (no refusal: the policy decides again from ``view``).
     """
 
     applied: bool
     view: NodeView
     error: str | None
     request: str | None = None
+    remedy: str = SLURM_REMEDY
+    busy: bool = False
 
 
 class Transport(Protocol):
@@ -77,3 +91,25 @@ class Transport(Protocol):
 
     def describe(self, body: dict[str, Any]) -> str:
         """The write ``body`` would be, as a report line (for ``--dry-run``)."""
+
+
+def register_directly(
+    client: Transport, body: dict[str, Any], models: dict[str, int], fingerprint: str, scrub: Callable[[str], str] = str
+) -> RegisterResult:
+    """Send the GRES update as one write, then read it back: Slurm accepts a GPU type change it
+    silently does not apply (docs/slurm-rest.md §2), so only the read-back says "applied"."""
+    try:
+        client.post(body)
+    except ControllerError as exc:
+        if exc.kind != "refused":
+            raise
+        line = client.sent[-1].line()
+        return RegisterResult(False, client.view(), exc.message, line)
+    line = client.sent[-1].line()
+    after = client.view()
+    problems = []
+    if "gres" in body and not gres_agrees(after.gres, models):
+        problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
+    if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
+        problems.append("extra does not carry the new fingerprint")
+    return RegisterResult(not problems, after, scrub("; ".join(problems)) or None, line)

@@ -16,8 +16,8 @@ from spurinv import exitcode
 from spurinv.config import Config, ControllerSection, render_default
 from spurinv.errors import ConfigError, ControllerError
 from spurinv.nodeview import gpu_counts, parse_spur_nodes
-from spurinv.registration import scrub
 from spurinv.scontrol import Scontrol
+from spurinv.secret import blank as scrub
 
 # The layout of spur's `scontrol show node` (ROCm/spur crates/spur-cli/src/scontrol.rs @ 4cc3da8, `show`)
 SPUR_SHOW = """NodeName=n1

@@ -185,6 +185,9 @@ def test_without_register_command_spur_gets_drain_only_and_we_say_it_cannot_rere
     node = adopted.node()
     assert (node["state"], len(node["gpus"])) == ("Drain", 8)
     assert node["reason"].startswith(OUR_PREFIX)
+    # the remedy spur needs, not Slurm's (no slurm.conf to update)
+    assert "restart spurd" in node["reason"]
+    assert "discover --format slurm" not in node["reason"]
 
     # spurd restarted by hand: the controller now lists 64, the next run adopts it and resumes
     adopted.set_node(gpus=["mi300x"] * 64)
@@ -249,7 +252,9 @@ def test_an_unknown_node_is_68(cli, spur, built, env):
     assert "n9" in document["steps"][-1]["error"]
 
 
-def test_a_refused_update_from_a_non_admin_is_76(cli, adopted, built):
+def test_a_failed_update_of_a_listed_node_is_a_permission_error_77(cli, adopted, built):
+    """spur prints only "node update failed"; for a node it has just listed, spurctld's only
+    failure is require_admin (crates/spurctld/src/server.rs at 4cc3da8), so: 77, not a refusal."""
     cluster = adopted.read()
     cluster["admin"] = False
     cluster["nodes"]["n1"].update(state="Mixed", alloc_cpus=2)
@@ -259,9 +264,12 @@ def test_a_refused_update_from_a_non_admin_is_76(cli, adopted, built):
 
     code, document, _ = refresh(cli, adopted, cpx)
 
-    assert exitcode.PROTOCOL == code, document
+    assert exitcode.NOPERM == code, document
     assert "node update failed" in document["steps"][-1]["error"]
+    assert "not a spur admin" in document["steps"][-1]["error"]
     assert adopted.node()["state"] == "Mixed"
+    status = cli("status", "--state", adopted.state, "--json").json()
+    assert status["refusal"] is None  # nothing to wait out: an operator fixes the account
 
 
 def test_a_failing_register_command_is_76_and_its_output_is_logged_without_secrets(cli, adopted, built, tmp_path):
@@ -279,7 +287,73 @@ def test_a_failing_register_command_is_76_and_its_output_is_logged_without_secre
     assert "restart failed" in err
     assert "abc123" not in err + json.dumps(document)
     assert "s3cr3t" not in err + json.dumps(document)
-    assert adopted.node()["reason"].startswith(OUR_PREFIX)  # drained, waiting for an operator
+    reason = adopted.node()["reason"]
+    assert reason.startswith(OUR_PREFIX)  # drained, waiting for an operator
+    assert "register_command" in reason  # the remedy: the command, not slurm.conf
+    assert "discover --format slurm" not in reason
+
+
+def test_secrets_in_the_register_commands_argv_stay_out_of_output_state_and_log(cli, adopted, built, tmp_path):
+    register = tmp_path / "register-with-token"
+    register.write_text(f'#!/bin/sh\nexec {adopted.bin / "spurd-restart"} n1\n')
+    register.chmod(0o755)
+    adopted.configure(register_command=[str(register), "--token", "abc123def", "API_KEY=k3yk3yk3y"])
+    adopted.set_hardware(64)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, err = refresh(cli, adopted, cpx)
+    dry = cli("refresh", "--root", cpx, "--state", adopted.state, "--dry-run", "--json")
+    status = cli("status", "--state", adopted.state, "--json")
+
+    assert 0 == code, document
+    assert 1 == adopted.restarts()
+    everything = err + json.dumps(document) + dry.out + dry.err + status.out + adopted.state.read_text()
+    for secret in ("abc123def", "k3yk3yk3y"):
+        assert secret not in everything
+    assert "--token <secret>" in json.dumps(document)
+
+
+def test_the_run_deadline_cuts_a_hanging_register_command_75_and_the_next_run_settles_it(cli, adopted, built, tmp_path):
+    """register_timeout (30 s) is longer than what is left of run_deadline (2 s): the deadline wins."""
+    hanging = tmp_path / "hanging-register"
+    marker = tmp_path / "still-running"
+    hanging.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
+    hanging.chmod(0o755)
+    adopted.configure(register_command=[str(hanging)], register_timeout=30, run_deadline=2)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.TEMPFAIL == code, document
+    assert "run_deadline" in document["steps"][-1]["error"]
+    assert not marker.exists()
+    assert json.loads(adopted.state.read_text())["intent"]["kind"] == "register"
+    # spurd came back with the new inventory after all: the next run settles the intent from the view
+    adopted.set_node(gpus=["mi300x"] * 64)
+    adopted.configure(register_command=[str(hanging)], register_timeout=30, run_deadline=2)
+    code, after, _ = refresh(cli, adopted, cpx)
+    assert 0 == code, after
+    saved = json.loads(adopted.state.read_text())
+    assert saved["intent"] is None
+    assert saved["baseline"]["inventory"]["fingerprint"] == saved["readings"][-1]["inventory"]["fingerprint"]
+    assert len(saved["baseline"]["inventory"]["devices"]) == 64
+    assert saved["baseline"]["source"] == "registered"
+
+
+def test_the_run_deadline_ends_the_read_back_75_not_a_refusal(cli, adopted, built):
+    """register_wait (60 s) is longer than the run: the command ran, whether it took is the next run's to see."""
+    adopted.configure(register_wait=60, run_deadline=2)  # spurd re-registers the 8 its hardware file says
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.TEMPFAIL == code, document
+    assert 1 == adopted.restarts()
+    assert "read-back" in document["steps"][-1]["error"]
+    assert cli("status", "--state", adopted.state, "--json").json()["refusal"] is None
 
 
 def test_a_register_command_that_hangs_is_killed_and_69(cli, adopted, built, tmp_path):
@@ -338,6 +412,37 @@ def test_a_busy_node_never_gets_the_register_command(cli, adopted, built):
     assert not result.applied
     assert "no longer idle" in (result.error or "")
     assert 0 == adopted.restarts()
+
+
+def test_a_job_that_lands_before_the_register_command_gets_a_busy_drain_not_a_refusal(cli, adopted, built, tmp_path):
+    """The policy saw the node idle; a job started before the command: nothing run, nothing
+    refused, the same run drains for jobs instead (and re-registers when they end)."""
+    count = tmp_path / "shows"
+    flip = (
+        "import json, os; p = os.environ['SPUR_STANDIN_STATE']; c = json.load(open(p)); "
+        "c['nodes']['n1'].update(state='Allocated', alloc_cpus=8); json.dump(c, open(p, 'w'))"
+    )
+    wrapper = tmp_path / "scontrol-job-lands"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = show ]; then n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count}; '
+        f'[ $n -eq 2 ] && {sys.executable} -c "{flip}"; fi\n'
+        f'exec {adopted.bin / "scontrol"} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+    adopted.configure(scontrol=str(wrapper))
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert 0 == code, document
+    assert ["read-view", "register", "drain", "hold"] == steps(document)
+    assert 0 == adopted.restarts()
+    assert adopted.node()["state"] == "Draining"
+    status = cli("status", "--state", adopted.state, "--json").json()
+    assert status["refusal"] is None
+    assert status["drain"]["cause"] == "busy"
 
 
 def test_a_node_name_scontrol_would_expand_is_refused(spur):

@@ -1,0 +1,149 @@
+"""The command runner behind ``scontrol`` and ``controller.register_command``, and how a command's
+argv and output are shown without credentials (issue #14: bounded output, blanked secrets)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from spurinv import registration
+from spurinv.secret import BLANK, blank, blank_argv
+
+ENV = {"PATH": os.environ.get("PATH", os.defpath)}
+
+
+def test_only_the_tail_of_a_long_output_is_kept_and_it_says_so():
+    script = "head -c 3000000 /dev/zero | tr '\\0' x; printf END; printf ERR >&2"
+
+    outcome = registration.run(["/bin/sh", "-c", script], ENV, 30, limit=4096)
+
+    assert outcome.truncated
+    assert len(outcome.stdout) == 4096
+    assert outcome.stdout.endswith("xEND")
+    assert outcome.stderr == "ERR"
+    assert outcome.status == 0
+
+
+def test_an_output_under_the_limit_is_kept_whole():
+    outcome = registration.run(["/bin/sh", "-c", "printf 'a\\nb'; exit 4"], ENV, 30, limit=4096)
+
+    assert (outcome.stdout, outcome.truncated, outcome.status) == ("a\nb", False, 4)
+
+
+def test_a_command_that_prints_without_end_is_stopped_at_the_limit_when_asked():
+    """``stop_over`` (scontrol: an answer over the limit is unusable): killed there, not at the timeout."""
+    outcome = registration.run(["/usr/bin/yes"], ENV, 60, limit=1 << 20, stop_over=True)
+
+    assert outcome.truncated
+    assert outcome.status == -9  # killed by us, long before the 60 s timeout
+
+
+def test_memory_stays_bounded_while_a_command_prints_half_a_gigabyte():
+    """Output is read as it comes (the old ``communicate`` held all of it: 3 GiB for 1.5 GB)."""
+    probe = (
+        "import os, resource, sys\n"
+        "from spurinv import registration\n"
+        "out = registration.run(['/bin/sh', '-c', 'head -c 500000000 /dev/zero'], dict(os.environ), 120)\n"
+        "print(out.truncated, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    truncated, peak_kib = done.stdout.split()
+
+    assert truncated == "True"
+    assert int(peak_kib) < 200 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
+
+
+def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_timeout():
+    with pytest.raises(subprocess.TimeoutExpired):
+        registration.run(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], ENV, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('{"token": "abc123def", "ok": 1}', "abc123def"),
+        ("{'password': 'hunter2x'}", "hunter2x"),
+        ("login pass hunter2x done", "hunter2x"),
+        ("password hunter2x", "hunter2x"),
+        ("MYSQL_PWD=hunter2x", "hunter2x"),
+        ("api_key: k3yk3yk3y", "k3yk3yk3y"),
+        ("fetching https://admin:hunter2x@ctl.example/reload", "hunter2x"),
+        ("Authorization: Bearer s3cr3tvalue", "s3cr3tvalue"),
+        ("X-SLURM-USER-TOKEN: s3cr3tvalue", "s3cr3tvalue"),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJyb290In0.c2lnbmF0dXJl", "eyJzdWIiOiJyb290In0"),
+    ],
+)
+def test_credentials_in_a_commands_output_are_blanked(text, secret):
+    shown = blank(text)
+
+    assert secret not in shown
+    assert BLANK in shown
+
+
+def test_ordinary_output_is_left_alone():
+    text = "Restarted spurd.service; node n1 registered 64 GPUs in 2.1 s"
+
+    assert blank(text) == text
+
+
+@pytest.mark.parametrize(
+    ("argv", "secret"),
+    [
+        (["/usr/local/bin/rereg", "--token", "abc123def"], "abc123def"),
+        (["/usr/local/bin/rereg", "--password=hunter2x"], "hunter2x"),
+        (["curl", "-H", "Authorization: Bearer s3cr3tvalue", "https://ctl/reload"], "s3cr3tvalue"),
+        (["curl", "https://admin:hunter2x@ctl/reload"], "hunter2x"),
+        (["env", "API_KEY=k3yk3yk3y", "rereg"], "k3yk3yk3y"),
+    ],
+)
+def test_credentials_in_a_commands_argv_are_blanked(argv, secret):
+    shown = blank_argv(argv)
+
+    assert secret not in " ".join(shown)
+    assert shown[0] == argv[0]
+    assert len(shown) == len(argv)
+
+
+def test_an_argv_without_credentials_is_shown_as_is():
+    argv = ["systemctl", "restart", "spurd", "--no-block"]
+
+    assert blank_argv(argv) == argv
+
+
+_VALUE = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%^*_+.~", min_size=6, max_size=40)
+_TEMPLATES = (
+    "token={}",
+    "TOKEN = {}",
+    '{{"token": "{}"}}',
+    "password: {}",
+    "db_password='{}'",
+    "pass {}",
+    "Bearer {}",
+    "https://root:{}@host/x",
+)
+
+
+@given(value=_VALUE, template=st.sampled_from(_TEMPLATES), before=st.sampled_from(["", "ok ", "error: ", "{"]))
+def test_a_keyed_credential_never_survives_blanking(value, template, before):
+    assume(value not in before + template)
+    text = before + template.format(value)
+
+    assert value not in blank(text)
+
+
+def test_config_show_blanks_credentials_in_register_command(cli, env, tmp_path):
+    config = tmp_path / "spurinv.toml"
+    config.write_text('[controller]\ntransport = "scontrol"\nregister_command = ["/bin/true", "--token", "abc123def"]\n')
+
+    shown = cli("config", "show", "--config", config)
+    as_json = cli("config", "show", "--config", config, "--json")
+
+    assert 0 == shown.code, shown.err
+    assert "abc123def" not in shown.out + as_json.out
+    assert json.loads(as_json.out)["values"]["controller.register_command"] == ["/bin/true", "--token", BLANK]
