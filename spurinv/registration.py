@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from spurinv.budget import Budget
     from spurinv.config import ControllerSection
     from spurinv.log import Log
+    from spurinv.nodeview import NodeView
     from spurinv.transport import Transport
 
 MAX_OUTPUT = 64 << 10  # bytes kept from the command's output (the tail)
@@ -146,8 +147,9 @@ def _text(data: bytes, limit: int) -> str:
 class Registrar:
     """Runs ``controller.register_command`` for one transport and reads the result back.
 
-    ``budget`` (``controller.run_deadline``) bounds both: the command gets at most what is left
-    of the run, and a cut command or read-back ends the run with 75 and its intent kept.
+    ``budget`` (``controller.run_deadline``) bounds both: the command and the read-back get at
+    most what is left of the run, and end as if their own limit had passed (69, 76), so they are
+    backed off rather than run again by the next tick. None starts after the deadline (75).
     """
 
     def __init__(
@@ -162,6 +164,7 @@ class Registrar:
         monotonic: Callable[[], float] = time.monotonic,
         secrets: tuple[str, ...] = (),
         budget: Budget | None = None,
+        reserve: float = 0.0,
     ) -> None:
         self.argv = list(argv)
         self.timeout = timeout
@@ -172,6 +175,7 @@ class Registrar:
         self.monotonic = monotonic
         self.secrets = secrets
         self.budget = budget
+        self.reserve = reserve  # seconds of the run kept for the write after the read-back
         # the command as reports, logs and the state file show it
         self.shown = shlex.join(blank_argv(self.argv, secrets)).replace(f"'{BLANK}'", BLANK)
 
@@ -180,10 +184,6 @@ class Registrar:
 
     def _left(self) -> float:
         return self.budget.remaining() if self.budget is not None else float("inf")
-
-    def _deadline(self, during: str) -> DeadlineError:
-        seconds = self.budget.seconds if self.budget is not None else 0
-        return DeadlineError(f"controller.run_deadline ({seconds:g} s) reached during {during}; state saved")
 
     def register(self, client: Transport, models: dict[str, int]) -> RegisterResult:
         """Check the node is idle and not yet re-registered, run the command once, read back
@@ -207,11 +207,11 @@ class Registrar:
         try:
             outcome = run([program, *self.argv[1:]], self.environ, timeout)
         except subprocess.TimeoutExpired:
-            if timeout < self.timeout:
-                raise self._deadline(f"register_command `{command}` (killed)") from None
-            raise ControllerError(
-                "unreachable", f"register_command `{command}` did not finish within {self.timeout:g} s; killed"
-            ) from None
+            # a command too slow for the run is a failure to back off from (69), not a deadline
+            # that a next tick would meet again by running it again
+            bound = f"{timeout:.1f} s, what was left of controller.run_deadline" if timeout < self.timeout else f"{timeout:g} s"
+            message = f"register_command `{command}` did not finish within {bound}; killed"
+            raise ControllerError("unreachable", message) from None
         except OSError as exc:
             raise ConfigError(f"controller.register_command: cannot run {program}: {exc.strerror or exc}") from None
         client.sent[position] = record = replace(record, status=outcome.status)
@@ -230,39 +230,50 @@ class Registrar:
         """Poll the controller for up to ``wait`` seconds until its GPUs match ``models``.
 
         A controller that is briefly unreachable (slurmctld re-execs on ``scontrol reconfigure``)
-        is "not yet"; its error is raised only if it lasts until the end. A run deadline that
-        comes first ends the wait with 75: the command ran, whether it took is for the next run.
+        is "not yet"; its error is raised only if it lasts until the end. The wait ends with the
+        run's deadline if that comes first: still not listed then is a refusal too (76, backed
+        off), so a controller that never shows the GPUs does not get the command every tick.
         """
-        deadline = self.monotonic() + self.wait
+        # leave the run time for one more request: the drain that follows a refusal
+        wait = max(0.0, min(self.wait, self._left() - self.reserve))
+        deadline = self.monotonic() + wait
         pause = 0.25
+        last: NodeView | None = None
+        error: ControllerError | None = None
         while True:
-            error: ControllerError | None = None
             try:
-                view = client.view()
+                last, error = client.view(), None
+            except DeadlineError:  # the run's end came before this look: judge by the last one
+                if error is not None or last is None:
+                    raise error or self._no_time() from None
+                break
             except ControllerError as exc:
                 if exc.kind != "unreachable":
                     raise
                 error = exc
             else:
-                if gres_agrees(view.gres, models):
-                    return RegisterResult(True, view, None, line)
+                if gres_agrees(last.gres, models):
+                    return RegisterResult(True, last, None, line)
             remaining = deadline - self.monotonic()
             if remaining <= 0:
-                if error is not None:
-                    raise error
-                want = ",".join(f"gpu:{model}:{count}" for model, count in sorted(models.items()) if count) or "no GPUs"
-                return RegisterResult(
-                    False,
-                    view,
-                    f"after register_command the controller still lists {view.gres or 'no GPUs'!r}, "
-                    f"not {want}, after {self.wait:g} s",
-                    line,
-                    COMMAND_REMEDY,
-                )
-            if self._left() <= min(pause, remaining):
-                raise self._deadline("the read-back after register_command")
+                break
             self.sleep(min(pause, remaining))
             pause = min(pause * 2, 5.0)
+        if error is not None or last is None:
+            raise error or self._no_time()
+        want = ",".join(f"gpu:{model}:{count}" for model, count in sorted(models.items()) if count) or "no GPUs"
+        cut = " (the rest of controller.run_deadline)" if wait < self.wait else ""
+        return RegisterResult(
+            False,
+            last,
+            f"after register_command the controller still lists {last.gres or 'no GPUs'!r}, "
+            f"not {want}, after {wait:.1f} s{cut}",
+            line,
+            COMMAND_REMEDY,
+        )
+
+    def _no_time(self) -> DeadlineError:
+        return DeadlineError("controller.run_deadline reached before the controller could be read back; state saved")
 
 
 def registrar_for(
@@ -291,4 +302,5 @@ def registrar_for(
         sleep=sleep,
         secrets=secrets,
         budget=budget,
+        reserve=settings.timeout,
     )

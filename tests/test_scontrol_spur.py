@@ -314,8 +314,11 @@ def test_secrets_in_the_register_commands_argv_stay_out_of_output_state_and_log(
     assert "--token <secret>" in json.dumps(document)
 
 
-def test_the_run_deadline_cuts_a_hanging_register_command_75_and_the_next_run_settles_it(cli, adopted, built, tmp_path):
-    """register_timeout (30 s) is longer than what is left of run_deadline (2 s): the deadline wins."""
+def test_the_run_deadline_cuts_a_hanging_register_command_69_backed_off_and_a_later_run_settles_it(
+    cli, adopted, built, tmp_path
+):
+    """register_timeout (30 s) is longer than what is left of run_deadline (2 s): the deadline
+    wins, and the slow command is a failure to back off from, not something to run every tick."""
     hanging = tmp_path / "hanging-register"
     marker = tmp_path / "still-running"
     hanging.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
@@ -326,34 +329,38 @@ def test_the_run_deadline_cuts_a_hanging_register_command_75_and_the_next_run_se
 
     code, document, _ = refresh(cli, adopted, cpx)
 
-    assert exitcode.TEMPFAIL == code, document
-    assert "run_deadline" in document["steps"][-1]["error"]
+    assert exitcode.UNAVAILABLE == code, document
+    assert "what was left of controller.run_deadline" in document["steps"][-1]["error"]
     assert not marker.exists()
-    assert json.loads(adopted.state.read_text())["intent"]["kind"] == "register"
-    # spurd came back with the new inventory after all: the next run settles the intent from the view
+    saved = json.loads(adopted.state.read_text())
+    assert saved["intent"]["kind"] == "register"  # it may have worked before it was killed
+    assert saved["backoff"]["kind"] == "unreachable"
+    code, held, _ = refresh(cli, adopted, cpx)
+    assert exitcode.TEMPFAIL == code, held
+    assert [] == held["requests"]  # backed off: the command is not run again at once
+    # spurd came back with the new inventory after all: the next contact settles it, no command
     adopted.set_node(gpus=["mi300x"] * 64)
-    adopted.configure(register_command=[str(hanging)], register_timeout=30, run_deadline=2)
-    code, after, _ = refresh(cli, adopted, cpx)
+    code, after, _ = refresh(cli, adopted, cpx, "--ignore-backoff")
     assert 0 == code, after
+    assert not [r for r in after["requests"] if "hanging-register" in r["path"]]
     saved = json.loads(adopted.state.read_text())
     assert saved["intent"] is None
-    assert saved["baseline"]["inventory"]["fingerprint"] == saved["readings"][-1]["inventory"]["fingerprint"]
-    assert len(saved["baseline"]["inventory"]["devices"]) == 64
     assert saved["baseline"]["source"] == "registered"
+    assert len(saved["baseline"]["inventory"]["devices"]) == 64
 
 
-def test_the_run_deadline_ends_the_read_back_75_not_a_refusal(cli, adopted, built):
-    """register_wait (60 s) is longer than the run: the command ran, whether it took is the next run's to see."""
+def test_the_run_deadline_ends_the_read_back_as_a_refusal_76(cli, adopted, built):
+    """register_wait (60 s) is longer than the run: not listed by the run's end is a refusal (backed off)."""
     adopted.configure(register_wait=60, run_deadline=2)  # spurd re-registers the 8 its hardware file says
     cpx = built("mi300x-cpx")
     refresh(cli, adopted, cpx)
 
     code, document, _ = refresh(cli, adopted, cpx)
 
-    assert exitcode.TEMPFAIL == code, document
+    assert exitcode.PROTOCOL == code, [(s["action"], s["error"]) for s in document["steps"]]
     assert 1 == adopted.restarts()
-    assert "read-back" in document["steps"][-1]["error"]
-    assert cli("status", "--state", adopted.state, "--json").json()["refusal"] is None
+    assert "the rest of controller.run_deadline" in document["steps"][1]["error"]
+    assert cli("status", "--state", adopted.state, "--json").json()["refusal"] is not None
 
 
 def test_a_register_command_that_hangs_is_killed_and_69(cli, adopted, built, tmp_path):
