@@ -142,10 +142,14 @@ class Scontrol:
                     return ControllerError(kind, f"the controller does not know node {self.node!r} ({text})")
                 return ControllerError(kind, f"scontrol: {text}")
         if write and self.flavor == "spur" and "node update failed" in lowered and self._last is not None:
-            # spur prints only "node update failed" (scontrol.rs drops the gRPC status); spurctld's
-            # update_node fails a listed node only in require_admin (server.rs at 4cc3da8)
+            # spur prints only "node update failed" (scontrol.rs drops the gRPC status). For a node
+            # it lists, spurctld's update_node fails in require_admin, or with no raft leader or a
+            # failed log write (server.rs, cluster.rs at 4cc3da8): an auth error, backed off
+            # like one, never a refusal that drains the node
             return ControllerError(
-                "auth", f"scontrol: {text} (spur says no more; node {self.node!r} is listed, so this user is not a spur admin)"
+                "auth",
+                f"scontrol: {text} (spur says no more; node {self.node!r} is listed, so most likely this user "
+                "is not a spur admin, else spurctld has no leader or cannot write its log)",
             )
         if write:
             return ControllerError("refused", f"scontrol update refused: {text}")
