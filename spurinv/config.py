@@ -96,9 +96,10 @@ class ControllerSection(_Section):
     def _register_command(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(value) > 64:
             raise ValueError("at most 64 arguments")
-        for argument in value:
+        for number, argument in enumerate(value, 1):
             if not argument or len(argument) > 4096 or any(ord(c) < 32 or c == "\x7f" for c in argument):
-                raise ValueError(f"argument {argument[:40]!r} is empty, too long or holds control characters")
+                # named by position: the argument itself may be a credential with a stray newline
+                raise ValueError(f"argument {number} is empty, too long or holds control characters")
         if value:
             _program(value[0])
         return value
@@ -303,7 +304,7 @@ def render_show(loaded: Config, origins: dict[str, str], path: str, found: bool)
     for section, values in loaded.shown().items():
         lines.extend(["", f"[{section}]"])
         body = [(_toml_line(key, value), origins.get(f"{section}.{key}", "default")) for key, value in values.items()]
-        width = max(len(text) for text, _origin in body)
+        width = max((len(text) for text, _origin in body if len(text) <= 48), default=0)  # a long value: no padding
         lines.extend(f"{text:<{width}}  # {origin}" for text, origin in body)
     return "\n".join(lines) + "\n"
 

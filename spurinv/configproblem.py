@@ -20,6 +20,8 @@ import annotated_types
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from spurinv.secret import blank
+
 TOML_TYPES = {str: "a string", bool: "a boolean", int: "an integer", float: "a float", list: "an array", dict: "a table"}
 
 
@@ -36,7 +38,7 @@ def literal(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):  # escaped (as TOML allows) so no control or line-separator character breaks the line
-        return json.dumps(value[:80])
+        return json.dumps(blank(value[:80]))  # an error echoes the value: never a credential in it
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(literal(item) for item in value) + "]"
     if isinstance(value, dict):

@@ -289,11 +289,14 @@ class Controller:
             if status != 200:
                 raise self._fail("GET", self.node_path(), status, body)
             view = self._node(body)
-        if confirm_busy and view.gpus_used is None and not view.idle and view.dialect != "spur":
+        # GPU usage data decides busy, unless a register command needs the node idle of any job
+        whole_node = view.gpus_used is None or self.registrar is not None
+        if confirm_busy and whole_node and not view.idle and view.dialect != "spur":
             # Slurm's single-node GET (REQUEST_NODE_INFO_SINGLE) skips
             # select_g_select_nodeinfo_set_all(), so MIXED/ALLOCATED and alloc_cpus can still show
             # a job that ended until anyone queries all nodes; gres_used is fresh, so this is only
-            # needed when the view has none. The query costs the size of the cluster, so the
+            # needed when the view has none, or when any job counts (a register command). The
+            # query costs the size of the cluster, so the
             # policy asks for it at most once per controller.busy_recheck (docs/busy.md).
             self.rechecked = True
             path = f"/{self.api}/nodes"

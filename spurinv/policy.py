@@ -76,6 +76,9 @@ class Settings(BaseModel):
     backoff_max: int = 3600
     ignore_backoff: bool = False  # `refresh --ignore-backoff`: an operator retries now
     busy_recheck: int = 300  # controller.busy_recheck: least seconds between all-nodes queries
+    # controller.register_command set: it may restart the node's agent, so any job holds it off
+    # (docs/busy.md); a direct GRES update waits only for GPU jobs
+    any_job_busy: bool = False
 
 
 class Action(BaseModel):
@@ -211,7 +214,7 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
     summary = outcome.diff.summary()
-    if view.gpu_busy:
+    if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
         if foreign:
@@ -233,7 +236,7 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
                 kind=Do.HOLD,
                 reason=(
                     f"the controller refused the update ({refusal.error}); "
-                    f"an operator must update its configuration; retry at {when(_next_attempt(backoff, settings, now), now)}"
+                    f"{refusal.remedy or SLURM_REMEDY}; retry at {when(_next_attempt(backoff, settings, now), now)}"
                 ),
                 exit_code=exitcode.PROTOCOL,
             )

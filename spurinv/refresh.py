@@ -275,6 +275,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         backoff_max=config.policy.backoff_max,
         ignore_backoff=options.ignore_backoff,
         busy_recheck=config.controller.busy_recheck,
+        any_job_busy=bool(config.controller.register_command),
     )
     state, warning = clamp_backoff(state, settings, world.clock())
     if warning:

@@ -16,6 +16,8 @@ up to ``register_wait`` seconds until it lists the new inventory.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import selectors
 import shlex
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 
 MAX_OUTPUT = 64 << 10  # bytes kept from the command's output (the tail)
 LOGGED = 400  # characters of output put in the log line
+MIN_START = 5.0  # seconds of the run a register command needs left to be started at all
 def resolve(program: str, environ: Mapping[str, str], what: str) -> str:
     """The absolute path of ``program`` (a bare name is looked up on ``$PATH``); ConfigError (78)
     when it is missing or not executable."""
@@ -71,13 +74,14 @@ def run(
     argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: int = MAX_OUTPUT, stop_over: bool = False
 ) -> Outcome:
     """Run ``argv`` without a shell; raise ``subprocess.TimeoutExpired`` (after killing its
-    process group) or ``OSError`` (it could not start).
+    process group; its ``output``/``stderr`` hold what was read) or ``OSError`` (it could not start).
 
     Output is read as it comes and only the last ``limit`` bytes of each stream are kept, so a
     command that prints gigabytes costs at most twice ``limit`` of memory; ``stop_over``: kill
-    it as soon as a stream passes ``limit`` (its answer is unusable anyway). The timeout counts
-    until both pipes close: a grandchild that left the group (setsid) and holds them open is
-    never waited for past it.
+    it as soon as a stream passes ``limit`` (its answer is unusable anyway). Once the command
+    itself has exited, its output is read for at most ``GRACE`` seconds more: a daemon it started
+    may hold the pipes for ever, and is left running. The child dies with us (PDEATHSIG): a
+    SIGKILLed run leaves no command behind to overlap the next run's.
     """
     with subprocess.Popen(
         argv,
@@ -86,37 +90,47 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own group: a timeout kills its children too
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads here; the run is single-threaded)
     ) as process:
         ends = time.monotonic() + timeout
+        kept = [bytearray(), bytearray()]
         try:
-            kept, truncated = _collect(process, ends, limit, stop_over)
-            # a command that closed its output may still run: the same timeout bounds the wait
+            truncated = _collect(process, ends, limit, stop_over, kept)
             process.wait(timeout=max(0.0, ends - time.monotonic()))
-        except BaseException:  # the timeout, SIGTERM, Ctrl-C: never leave the child running
+        except BaseException as exc:  # the timeout, SIGTERM, Ctrl-C: never leave the child running
             _kill_group(process)
             for pipe in (process.stdout, process.stderr):
                 if pipe is not None:
                     pipe.close()
             process.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                exc.output, exc.stderr = bytes(kept[0][-limit:]), bytes(kept[1][-limit:])
             raise
     out, err = (_text(bytes(kept[stream]), limit) for stream in (0, 1))
     return Outcome(process.returncode, out, err, truncated)
 
 
-def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_over: bool) -> tuple[list[bytearray], bool]:
-    """Both streams' tails (``limit`` bytes each) until both close; TimeoutExpired at ``ends``."""
+GRACE = 0.5  # seconds output is still read after the command exited
+
+
+def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_over: bool, kept: list[bytearray]) -> bool:
+    """Read both streams' tails (``limit`` bytes each) into ``kept`` until both close (or
+    ``GRACE`` after the command exited); TimeoutExpired at ``ends``. True if output was cut."""
     assert process.stdout is not None
     assert process.stderr is not None
-    kept = [bytearray(), bytearray()]
     truncated = False
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ, 0)
         selector.register(process.stderr, selectors.EVENT_READ, 1)
         while selector.get_map():
-            left = ends - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if now >= ends:
                 raise subprocess.TimeoutExpired(process.args, 0)
-            for key, _ in selector.select(left):
+            if process.poll() is not None:
+                ends = min(ends, now + GRACE)  # it exited: what still holds the pipes is not it
+                if ends - now <= 0:
+                    break
+            for key, _ in selector.select(min(ends - now, 0.2)):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
                     selector.unregister(key.fileobj)
@@ -127,10 +141,16 @@ def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_ove
                     truncated = True
                     if stop_over:
                         _kill_group(process)
-                        return kept, truncated
+                        return truncated
                     if len(buffer) > 2 * limit:  # trim now and then, not on every chunk
                         del buffer[: len(buffer) - limit]
-    return kept, truncated
+    return truncated
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when spurinv dies (Linux prctl PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -186,11 +206,11 @@ class Registrar:
         return self.budget.remaining() if self.budget is not None else float("inf")
 
     def register(self, client: Transport, models: dict[str, int]) -> RegisterResult:
-        """Check the node is idle and not yet re-registered, run the command once, read back
-        until the GRES agree."""
+        """Check the node is idle (any job counts: a restart must not hit running jobs), run the
+        command once, read back until the GRES agree."""
         before = client.view()
-        if gres_agrees(before.gres, models):  # re-registered already (by hand, or a run cut short)
-            return RegisterResult(True, before, None, None)
+        if not before.idle:  # a single-node answer may be stale: confirm with the all-nodes query
+            before = client.view(confirm_busy=True)
         if not before.idle:
             return RegisterResult(
                 False, before, f"the node is no longer idle ({before.busy_text()}); register_command not run", busy=True
@@ -200,31 +220,48 @@ class Registrar:
         if self.budget is not None:
             self.budget.check(f"register_command `{command}`")
         timeout = min(self.timeout, self._left())
+        if timeout < min(self.timeout, MIN_START):
+            # started now it would be killed at once, perhaps half done: the next run starts it
+            raise DeadlineError(
+                f"controller.run_deadline leaves {timeout:.1f} s, too little to start register_command `{command}`; state saved"
+            )
         record = Request("EXEC", command, None)
         position = len(client.sent)
         client.sent.append(record)
         started = self.monotonic()
         try:
             outcome = run([program, *self.argv[1:]], self.environ, timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             # a command too slow for the run is a failure to back off from (69), not a deadline
             # that a next tick would meet again by running it again
             bound = f"{timeout:.1f} s, what was left of controller.run_deadline" if timeout < self.timeout else f"{timeout:g} s"
             message = f"register_command `{command}` did not finish within {bound}; killed"
+            self.log.error(f"{message}; its output: {self._tail(exc.output or '', exc.stderr or '')}")
             raise ControllerError("unreachable", message) from None
         except OSError as exc:
             raise ConfigError(f"controller.register_command: cannot run {program}: {exc.strerror or exc}") from None
         client.sent[position] = record = replace(record, status=outcome.status)
-        output = printable(blank(" ".join((outcome.stdout + " " + outcome.stderr).split()), self.secrets))
-        tail = output[-LOGGED:] if output else "no output"
+        tail = self._tail(outcome.stdout, outcome.stderr)
         took = self.monotonic() - started
         if outcome.status != 0:
             self.log.error(f"register_command `{command}` exited {outcome.status} after {took:.1f} s: {tail}")
+            # judge by the controller now, not by the look before the command: it may have taken
+            # effect, or someone may have drained the node meanwhile (never drain over theirs)
+            after = client.view()
+            if gres_agrees(after.gres, models):
+                self.log.warning(f"register_command exited {outcome.status}, but the controller lists the new GPUs")
+                return RegisterResult(True, after, None, record.line())
             return RegisterResult(
-                False, before, f"register_command `{command}` exited {outcome.status}: {tail}", record.line(), COMMAND_REMEDY
+                False, after, f"register_command `{command}` exited {outcome.status}: {tail}", record.line(), COMMAND_REMEDY
             )
         self.log.info(f"register_command `{command}` finished in {took:.1f} s: {tail}")
         return self.read_back(client, models, record.line())
+
+    def _tail(self, stdout: str | bytes, stderr: str | bytes) -> str:
+        """The end of the output as it may be logged: each stream blanked on its own, then joined."""
+        texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in (stdout, stderr)]
+        output = printable(" ".join(" ".join(blank(text, self.secrets).split()) for text in texts if text.strip()))
+        return output[-LOGGED:] if output else "no output"
 
     def read_back(self, client: Transport, models: dict[str, int], line: str) -> RegisterResult:
         """Poll the controller for up to ``wait`` seconds until its GPUs match ``models``.

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from spurinv.registration import Registrar
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
-MAX_OUTPUT = 64 << 20  # `--json show node` of every node: ~5 kB a node
+MAX_OUTPUT = 64 << 20  # `--json show node` of every node (fleet): ~5 kB a node
+MAX_ONE = 1 << 20  # anything about one node: ~5 kB; keeps a run far inside the unit's MemoryMax
 _VERSION = re.compile(r"^(slurm|spur) (\d+\.\d+\S*)")
 # slurm_errno.c texts → error kinds; the first match wins (munge before "authentication")
 _SLURM_ERRORS: tuple[tuple[ControllerKind, tuple[str, ...]], ...] = (
@@ -104,7 +105,7 @@ class Scontrol:
         self._last: NodeView | None = None
 
     # --- running scontrol -------------------------------------------------------------------
-    def _run(self, *args: str, write: bool = False) -> registration.Outcome:
+    def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> registration.Outcome:
         argv = [self.program, *args]
         record = Request("EXEC", shlex.join(argv), None)
         self.sent.append(record)
@@ -113,7 +114,7 @@ class Scontrol:
             self.budget.check(f"`{shlex.join(argv[:4])}`")
             timeout = min(timeout, self.budget.remaining())
         try:
-            outcome = registration.run(argv, self.environ, timeout, limit=MAX_OUTPUT, stop_over=True)
+            outcome = registration.run(argv, self.environ, timeout, limit=limit, stop_over=True)
         except subprocess.TimeoutExpired:
             if self.budget is not None and timeout < self.settings.timeout:
                 raise DeadlineError(
@@ -126,7 +127,7 @@ class Scontrol:
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
         self.sent[-1] = replace(record, status=outcome.status)
         if outcome.truncated:
-            raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {MAX_OUTPUT} bytes")
+            raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {limit} bytes")
         if outcome.status != 0:
             raise self._fail(outcome, write)
         return outcome
@@ -197,9 +198,9 @@ class Scontrol:
                 {"name": v.name, "state": _SPUR_DISPLAY.get("+".join((v.base, *v.flags)), v.base.lower()),
                  "reason": v.reason or None,
                  "alloc_cpus": v.alloc_cpus, "gres": v.gres or ""}
-                for v in parse_spur_nodes(self._run("show", "node").stdout)
+                for v in parse_spur_nodes(self._run("show", "node", limit=MAX_OUTPUT).stdout)
             ]  # fmt: skip
-        body = self._json("show", "node")
+        body = self._json("show", "node", limit=MAX_OUTPUT)
         listed = body.get("nodes") if isinstance(body, dict) else None
         if not isinstance(listed, list):
             raise ControllerError("protocol", "scontrol --json show node: no 'nodes' list")
@@ -208,15 +209,15 @@ class Scontrol:
     def nodes(self) -> list[NodeView]:
         """Every node the controller lists, as views."""
         if self.detect() == "spur":
-            return parse_spur_nodes(self._run("show", "node").stdout)
+            return parse_spur_nodes(self._run("show", "node", limit=MAX_OUTPUT).stdout)
         body = {"nodes": self.all_nodes()}
         names = [node["name"] for node in body["nodes"] if isinstance(node, dict) and isinstance(node.get("name"), str)]
         return [self._checked(parse_node, body, name) for name in names]
 
-    def _json(self, *args: str) -> Any:
+    def _json(self, *args: str, limit: int = MAX_ONE) -> Any:
         import json
 
-        outcome = self._run("--json", *args)
+        outcome = self._run("--json", *args, limit=limit)
         try:
             return json.loads(outcome.stdout)
         except (ValueError, RecursionError):

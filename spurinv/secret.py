@@ -14,6 +14,7 @@ server cannot fill the journal or the state file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 WINDOW = 8
 MAX_TEXT = 500
@@ -56,24 +57,51 @@ def printable(text: str) -> str:
 
 
 # Credentials in text a command prints, or in its argv: ``token=x``, ``"password": "x"``,
-# ``Bearer x``, a JWT, ``https://user:x@host``, ``password x``. It errs on the side of blanking.
-_WORDS = r"token|passw(?:or)?d|passphrase|secret|api[_-]?key|access[_-]?key|credential|authorization|pwd"
-_KEY = rf"(?:[\w.-]*(?:{_WORDS})[\w.-]*|pass)"
-_CREDENTIALS = (
-    (re.compile(r"eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"), lambda m: BLANK),  # a JWT
-    (re.compile(r"(?i)\b(bearer|basic)\s+\S+"), lambda m: f"{m.group(1)} {BLANK}"),
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@"), lambda m: f"{m.group(1)}:{BLANK}@"),
+# ``Bearer x``, a JWT, ``https://user:x@host``, ``password x``, ``--token x``, ``DB_PASS=x``,
+# an ``Authorization:``/``Cookie:`` header line, a PEM private key. It errs on the side of
+# blanking: a lost word in a log costs less than a leaked credential.
+_WORDS = (
+    r"token|passw(?:or)?d|passphrase|secret|api[ _-]?key|access[_-]?key|private[_-]?key|credential"
+    r"|authorization|pwd|cookie"
+)
+_KEY = rf"(?:[\w.-]*(?:{_WORDS})[\w.-]*|-*pass|sig|signature|auth)"
+_CREDENTIALS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     (
-        re.compile(rf"""(?i)(?<![\w.-])({_KEY})(["']?\s*[=:]\s*)("[^"]*"|'[^']*'|\S+)"""),
-        lambda m: f"{m.group(1)}{m.group(2)}{BLANK}",
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL),
+        lambda m: BLANK,
+    ),
+    (re.compile(r"eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"), lambda m: BLANK),  # a JWT
+    # a header line: everything after the name (``Token x``, ``Digest … response="x"``, cookies)
+    (
+        re.compile(r"(?im)^([ \t]*[<>*+]?[ \t]*(?:proxy-)?(?:authorization|cookie|set-cookie|x-[\w-]*token)[ \t]*:).*$"),
+        lambda m: f"{m.group(1)} {BLANK}",
     ),
     (
-        re.compile(r"(?i)(?<![\w.-])(passw(?:or)?d|passphrase|pass)(\s+)(?![=:<])\S+"),
+        re.compile(r"(?i)\b(bearer|basic|token|digest)\s+(?![=:<])(?!(?:is|was)\b)\S+"),
+        lambda m: f"{m.group(1)} {BLANK}",
+    ),
+    # user:password@ in a URL (the password may hold '@' or '/': up to the last '@' of the word)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):\S*@"), lambda m: f"{m.group(1)}:{BLANK}@"),
+    # environment style, upper case: DB_PASS=x, GITHUB_PAT=x, SLURM_JWT=x
+    (
+        re.compile(r"\b([A-Z0-9_]*(?:PASS|PWD|KEY|PAT|JWT|TOKEN|SECRET|CRED|AUTH|SIG)[A-Z0-9_]*)=(?!<secret>)\S+"),
+        lambda m: f"{m.group(1)}={BLANK}",
+    ),
+    (re.compile(rf"(?i)<({_KEY})>[^<]*</"), lambda m: f"<{m.group(1)}>{BLANK}</"),
+    (
+        re.compile(rf"""(?i)(?<![\w.])({_KEY})(["']?\s*[=:]\s*)(?!<secret>)("[^"]*"|'[^']*'|\S+)"""),
+        lambda m: f"{m.group(1)}{m.group(2)}{BLANK}",
+    ),
+    # a keyword and its value after a space: ``password hunter2``, ``--token x``, ``token is x``
+    (
+        re.compile(rf"(?i)(?<![\w.])({_KEY})(\s+(?:is\s+|was\s+)?)(?![=:<])(?!(?:is|was)\b)\S+"),
         lambda m: f"{m.group(1)}{m.group(2)}{BLANK}",
     ),
 )
-# an option whose value is the next argument: ``--token x``, ``--password x``
-_SECRET_OPTION = re.compile(rf"(?i)--?{_KEY}")
+# an option whose value is the next argument: ``--token x``, ``--password x``, ``-p x``; and
+# ``-u user:password``
+_SECRET_OPTION = re.compile(rf"(?i)(?:--?{_KEY}|--?key|-p)")
+_USER_OPTION = re.compile(r"(?i)(?:-u|--user)")
 BLANK = "<secret>"
 
 
@@ -91,9 +119,14 @@ def blank_argv(argv: tuple[str, ...] | list[str], secrets: tuple[str, ...] = ())
     """A command's arguments as they may be shown: credentials blanked, and the argument after an
     option named like one (``--token x``)."""
     shown: list[str] = []
-    for argument in argv:
-        after_option = bool(shown) and _SECRET_OPTION.fullmatch(shown[-1]) is not None
-        shown.append(BLANK if after_option and not argument.startswith("-") else blank(argument, secrets))
+    for position, argument in enumerate(argv):
+        option = argv[position - 1] if position else ""
+        if _SECRET_OPTION.fullmatch(option):  # whatever follows, even "-x…" (base64url may start so)
+            shown.append(BLANK)
+        elif _USER_OPTION.fullmatch(option) and ":" in argument:
+            shown.append(f"{argument.split(':', 1)[0]}:{BLANK}")
+        else:
+            shown.append(blank(argument, secrets))
     return shown
 
 

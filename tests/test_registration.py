@@ -77,6 +77,24 @@ def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_tim
         ("Authorization: Bearer s3cr3tvalue", "s3cr3tvalue"),
         ("X-SLURM-USER-TOKEN: s3cr3tvalue", "s3cr3tvalue"),
         ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJyb290In0.c2lnbmF0dXJl", "eyJzdWIiOiJyb290In0"),
+        # the shapes an attack round found unblanked
+        ("+ /bin/true --token TRACESECRET1 --pass TRACESECRET2", "TRACESECRET"),
+        ("Authorization: Token tok3nvalue", "tok3nvalue"),
+        ('Authorization: Digest username="u", response="d1g3stvalue"', "d1g3stvalue"),
+        ("Set-Cookie: session=c00kievalue; Path=/", "c00kievalue"),
+        ("DB_PASS=hunter2x GITHUB_PAT=ghp_value1 PRIVATE_KEY=k3yk3yk3y", "hunter2x"),
+        ("DB_PASS=hunter2x GITHUB_PAT=ghp_value1 PRIVATE_KEY=k3yk3yk3y", "ghp_value1"),
+        ("SLURM_JWT=notajwtvalue", "notajwtvalue"),
+        ("https://host/obj?sig=s1gnature1&x=1", "s1gnature1"),
+        ("https://u:p@ssw0rd@host/x", "ssw0rd"),
+        ("postgres://u:pa/ssw0rd@db/x", "ssw0rd"),
+        ("--password hunter2x", "hunter2x"),
+        ("TOKEN t0k3nvalue", "t0k3nvalue"),
+        ("the token is t0k3nvalue", "t0k3nvalue"),
+        ("api key: k3yk3yk3y", "k3yk3yk3y"),
+        ("client_secret s3cr3tvalue", "s3cr3tvalue"),
+        ("<password>hunter2x</password>", "hunter2x"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA"),
     ],
 )
 def test_credentials_in_a_commands_output_are_blanked(text, secret):
@@ -87,9 +105,12 @@ def test_credentials_in_a_commands_output_are_blanked(text, secret):
 
 
 def test_ordinary_output_is_left_alone():
-    text = "Restarted spurd.service; node n1 registered 64 GPUs in 2.1 s"
-
-    assert blank(text) == text
+    for text in (
+        "Restarted spurd.service; node n1 registered 64 GPUs in 2.1 s",
+        "slurm_reconfigure: Success; gres.conf updated for n1 (gpu:mi300x:64)",
+        "bypass=1 passed=3 signal=15 monkey business",
+    ):
+        assert blank(text) == text
 
 
 @pytest.mark.parametrize(
@@ -100,6 +121,12 @@ def test_ordinary_output_is_left_alone():
         (["curl", "-H", "Authorization: Bearer s3cr3tvalue", "https://ctl/reload"], "s3cr3tvalue"),
         (["curl", "https://admin:hunter2x@ctl/reload"], "hunter2x"),
         (["env", "API_KEY=k3yk3yk3y", "rereg"], "k3yk3yk3y"),
+        (["rereg", "--token", "-Xtok3nvalue"], "-Xtok3nvalue"),  # base64url may start with '-'
+        (["rereg", "--pass=hunter2x"], "hunter2x"),
+        (["rereg", "--auth", "hunter2x"], "hunter2x"),
+        (["rereg", "--key", "k3yk3yk3y"], "k3yk3yk3y"),
+        (["sshpass", "-p", "hunter2x", "ssh", "ctl"], "hunter2x"),
+        (["curl", "-u", "admin:hunter2x", "https://ctl/reload"], "hunter2x"),
     ],
 )
 def test_credentials_in_a_commands_argv_are_blanked(argv, secret):

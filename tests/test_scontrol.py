@@ -258,3 +258,16 @@ def test_a_reason_is_sent_exactly_as_one_argument_or_not_at_all(reason):
     assert args[:3] == ["update", "NodeName=n1", "State=DRAIN"]
     assert [f"Reason={reason}"] == args[3:]
     assert slurm_reason(args[3]) == reason
+
+
+def test_an_answer_about_one_node_over_a_mebibyte_is_cut_there_and_76(tmp_path):
+    """One node's answer is ~5 kB; one that goes on is stopped at 1 MiB, not read to 64 MiB (an
+    attack measured 300 MB of RSS for that), and never waited out to the timeout."""
+    program = fake_scontrol(tmp_path, "exec /usr/bin/yes '{\"nodes\": ['")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program, timeout=60), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+    assert "more than 1048576 bytes" in caught.value.message

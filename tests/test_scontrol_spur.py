@@ -314,16 +314,14 @@ def test_secrets_in_the_register_commands_argv_stay_out_of_output_state_and_log(
     assert "--token <secret>" in json.dumps(document)
 
 
-def test_the_run_deadline_cuts_a_hanging_register_command_69_backed_off_and_a_later_run_settles_it(
-    cli, adopted, built, tmp_path
-):
-    """register_timeout (30 s) is longer than what is left of run_deadline (2 s): the deadline
+def test_the_run_deadline_cuts_a_hanging_register_command_69_and_backed_off(cli, adopted, built, tmp_path):
+    """register_timeout (30 s) is longer than what is left of run_deadline (7 s): the deadline
     wins, and the slow command is a failure to back off from, not something to run every tick."""
     hanging = tmp_path / "hanging-register"
     marker = tmp_path / "still-running"
     hanging.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
     hanging.chmod(0o755)
-    adopted.configure(register_command=[str(hanging)], register_timeout=30, run_deadline=2)
+    adopted.configure(register_command=[str(hanging)], register_timeout=30, run_deadline=7)
     cpx = built("mi300x-cpx")
     refresh(cli, adopted, cpx)
 
@@ -338,20 +336,64 @@ def test_the_run_deadline_cuts_a_hanging_register_command_69_backed_off_and_a_la
     code, held, _ = refresh(cli, adopted, cpx)
     assert exitcode.TEMPFAIL == code, held
     assert [] == held["requests"]  # backed off: the command is not run again at once
-    # spurd came back with the new inventory after all: the next contact settles it, no command
-    adopted.set_node(gpus=["mi300x"] * 64)
-    code, after, _ = refresh(cli, adopted, cpx, "--ignore-backoff")
-    assert 0 == code, after
-    assert not [r for r in after["requests"] if "hanging-register" in r["path"]]
-    saved = json.loads(adopted.state.read_text())
-    assert saved["intent"] is None
-    assert saved["baseline"]["source"] == "registered"
-    assert len(saved["baseline"]["inventory"]["devices"]) == 64
+
+
+def test_too_little_of_the_run_left_starts_no_register_command_75(cli, adopted, built):
+    """Started with a second left it would be killed at once, perhaps half done."""
+    adopted.configure(run_deadline=2)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.TEMPFAIL == code, document
+    assert "too little to start register_command" in document["steps"][-1]["error"]
+    assert 0 == adopted.restarts()
+
+
+def test_a_failing_register_command_never_drains_over_an_operators_drain_set_meanwhile(cli, adopted, built, tmp_path):
+    """The refusal is judged on the controller after the command, not on the look before it."""
+    failing = tmp_path / "drain-then-fail"
+    failing.write_text(
+        f"#!/bin/sh\n{adopted.bin / 'scontrol'} update NodeName=n1 State=DRAIN 'Reason=bob: bad fan'\nexit 1\n"
+    )
+    failing.chmod(0o755)
+    adopted.configure(register_command=[str(failing)])
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, _ = refresh(cli, adopted, cpx)
+
+    assert exitcode.PROTOCOL == code, document
+    assert not [u for u in updates(document) if "State=DRAIN" in u]
+    assert adopted.node()["reason"] == "bob: bad fan"
+    adopted.configure(register_command=[str(adopted.bin / "spurd-restart"), "n1"])
+    adopted.set_hardware(64)
+    code, later, _ = refresh(cli, adopted, cpx, "--ignore-backoff")
+    assert not [u for u in updates(later) if "State=RESUME" in u]  # bob's drain stays bob's
+    assert adopted.node()["reason"] == "bob: bad fan"
+
+
+def test_a_register_command_that_took_effect_but_exited_nonzero_counts_as_applied(cli, adopted, built, tmp_path):
+    applied = tmp_path / "restart-then-fail"
+    applied.write_text(f"#!/bin/sh\n{adopted.bin / 'spurd-restart'} n1\nexit 1\n")
+    applied.chmod(0o755)
+    adopted.configure(register_command=[str(applied)])
+    adopted.set_hardware(64)
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+
+    code, document, err = refresh(cli, adopted, cpx)
+
+    assert 0 == code, document
+    assert "lists the new GPUs" in err
+    assert cli("status", "--state", adopted.state, "--json").json()["baseline"]["source"] == "registered"
+    assert adopted.node()["state"] == "Idle"
 
 
 def test_the_run_deadline_ends_the_read_back_as_a_refusal_76(cli, adopted, built):
     """register_wait (60 s) is longer than the run: not listed by the run's end is a refusal (backed off)."""
-    adopted.configure(register_wait=60, run_deadline=2)  # spurd re-registers the 8 its hardware file says
+    adopted.configure(register_wait=60, run_deadline=8, timeout=3)  # spurd re-registers the 8 its hardware says
     cpx = built("mi300x-cpx")
     refresh(cli, adopted, cpx)
 
@@ -360,6 +402,8 @@ def test_the_run_deadline_ends_the_read_back_as_a_refusal_76(cli, adopted, built
     assert exitcode.PROTOCOL == code, [(s["action"], s["error"]) for s in document["steps"]]
     assert 1 == adopted.restarts()
     assert "the rest of controller.run_deadline" in document["steps"][1]["error"]
+    assert ["read-view", "register", "drain", "hold"] == steps(document)  # one timeout was kept for it
+    assert adopted.node()["reason"].startswith(OUR_PREFIX)
     assert cli("status", "--state", adopted.state, "--json").json()["refusal"] is not None
 
 

@@ -167,7 +167,7 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
     assert node["gres"] == "gpu:mi300x:8"
     status = n1.status()
     assert status["baseline"]["devices"] == 8  # not moved on a refused write
-    assert any("update its configuration" in note for note in status["attention"])
+    assert any("spurinv discover --format slurm" in note for note in status["attention"])
 
     # the next tick: still refused, backoff running: no request at all (75: backoff not elapsed)
     code, again = n1.refresh("cpx")

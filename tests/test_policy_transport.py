@@ -1,0 +1,116 @@
+"""What the policy takes from the way the node re-registers (issue #14): the remedy a refusal
+names in our drain reason, and which jobs hold a re-registration off."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from factories import at, inventory, packages, reading
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spurinv.classify import classify
+from spurinv.nodeview import NodeView
+from spurinv.policy import PREFIX, Do, Settings, decide, settle
+from spurinv.state import Baseline, Drain, State
+from spurinv.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
+
+SPX = inventory(packages(8, "SPX"))
+CPX = inventory(packages(8, "CPX", per=8))
+NOW = at(600)
+DIRECT = Settings(observe=False)
+COMMAND = Settings(observe=False, any_job_busy=True)
+
+
+def view(state="IDLE", *flags, reason="", cpus=0, used="gpu:mi300x:0(IDX:N/A)") -> NodeView:
+    return NodeView(
+        name="n1", dialect="slurm-v0.0.39+", base=state, flags=flags, reason=reason,
+        alloc_cpus=cpus, gres="gpu:mi300x:8", gres_used=used,
+    )  # fmt: skip
+
+
+def confirmed() -> State:
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+    return state.record(reading(CPX, 0)).record(reading(CPX, 60))
+
+
+def decide_for(state: State, seen: NodeView, settings: Settings = DIRECT):
+    previous = state.readings[-2]
+    outcome = classify(state.baseline.inventory if state.baseline else None, previous, state.readings[-1])
+    return decide(outcome, seen, state, settings, NOW)
+
+
+def refused(remedy: str | None) -> State:
+    state = confirmed()
+    action = decide_for(state, view())
+    assert action.kind == Do.REGISTER
+    return settle(state, action, NOW, applied=False, error="not applied", settings=DIRECT, remedy=remedy)
+
+
+def test_a_refusal_keeps_the_remedy_of_the_transport_that_was_refused():
+    assert refused(COMMAND_REMEDY).refusal.remedy == COMMAND_REMEDY
+
+
+def test_the_drain_after_a_refusal_names_that_transports_remedy():
+    for remedy in (SLURM_REMEDY, COMMAND_REMEDY, SPUR_REMEDY):
+        action = decide_for(refused(remedy), view())
+
+        assert action.kind == Do.DRAIN
+        assert action.cause == "refused"
+        assert action.body["reason"].startswith(PREFIX)
+        assert action.body["reason"].endswith(remedy)
+
+
+def test_a_refusal_saved_without_a_remedy_was_slurms():
+    action = decide_for(refused(None), view())
+
+    assert action.body["reason"].endswith(SLURM_REMEDY)
+
+
+def test_while_backing_off_from_a_refusal_the_hold_names_its_remedy():
+    state = refused(SPUR_REMEDY)
+    state = state.model_copy(update={"drain": Drain(reason="spurinv: x", set_at=NOW, cause="refused")})
+    seen = view("IDLE", "DRAIN", reason="spurinv: x")
+
+    action = decide_for(state, seen)
+
+    assert action.kind == Do.HOLD
+    assert SPUR_REMEDY in action.reason
+    assert SLURM_REMEDY not in action.reason
+    assert state.backoff.next_attempt - NOW == timedelta(seconds=DIRECT.backoff_initial)
+
+
+def test_with_a_register_command_a_cpu_only_job_holds_the_change_off_with_a_busy_drain():
+    """A register command may restart the node's agent: any job counts (docs/busy.md)."""
+    state = confirmed()
+
+    direct = decide_for(state, view("MIXED", cpus=2), DIRECT)
+    command = decide_for(state, view("MIXED", cpus=2), COMMAND)
+
+    assert direct.kind == Do.REGISTER  # a GRES update does not touch a CPU job
+    assert (command.kind, command.cause) == (Do.DRAIN, "busy")
+
+
+def test_with_a_register_command_our_busy_drain_waits_for_every_job_then_registers():
+    state = confirmed().model_copy(
+        update={"drain": Drain(reason="spurinv: waiting", set_at=NOW, cause="busy", fingerprint=CPX.fingerprint)}
+    )
+
+    waiting = decide_for(state, view("MIXED", "DRAIN", reason="spurinv: waiting", cpus=2), COMMAND)
+    idle = decide_for(state, view("IDLE", "DRAIN", reason="spurinv: waiting"), COMMAND)
+
+    assert waiting.kind == Do.HOLD
+    assert idle.kind == Do.REGISTER
+
+
+@given(cpus=st.integers(0, 4), gpus=st.integers(0, 8), any_job=st.booleans())
+def test_a_register_happens_only_on_a_node_free_of_what_the_settings_count(cpus, gpus, any_job):
+    state = confirmed()
+    base = "IDLE" if cpus == gpus == 0 else "MIXED"
+    seen = view(base, cpus=cpus, used=f"gpu:mi300x:{gpus}(IDX:0-{gpus - 1})" if gpus else "gpu:mi300x:0(IDX:N/A)")
+
+    action = decide_for(state, seen, Settings(observe=False, any_job_busy=any_job))
+
+    busy = (cpus > 0 or gpus > 0) if any_job else gpus > 0
+    assert (action.kind == Do.REGISTER) == (not busy)
+    assert (action.kind == Do.DRAIN) == busy
