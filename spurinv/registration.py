@@ -122,15 +122,19 @@ def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_ove
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ, 0)
         selector.register(process.stderr, selectors.EVENT_READ, 1)
+        exited: float | None = None
         while selector.get_map():
             now = time.monotonic()
-            if now >= ends:
-                raise subprocess.TimeoutExpired(process.args, 0)
-            if process.poll() is not None:
-                ends = min(ends, now + GRACE)  # it exited: what still holds the pipes is not it
-                if ends - now <= 0:
+            if process.poll() is not None:  # it exited: what still holds the pipes is not it
+                exited = now if exited is None else exited
+                left = exited + GRACE - now
+                if left <= 0:
                     break
-            for key, _ in selector.select(min(ends - now, 0.2)):
+            else:
+                left = ends - now
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(process.args, 0)
+            for key, _ in selector.select(min(left, 0.2)):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
                     selector.unregister(key.fileobj)

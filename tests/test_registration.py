@@ -3,10 +3,14 @@ argv and output are shown without credentials (issue #14: bounded output, blanke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -174,3 +178,58 @@ def test_config_show_blanks_credentials_in_register_command(cli, env, tmp_path):
     assert 0 == shown.code, shown.err
     assert "abc123def" not in shown.out + as_json.out
     assert json.loads(as_json.out)["values"]["controller.register_command"] == ["/bin/true", "--token", BLANK]
+
+
+def test_a_daemon_the_command_leaves_holding_its_output_neither_fails_it_nor_dies(tmp_path):
+    """`spurd &` in a site script: the command exits 0 at once; the daemon keeps the pipes. The
+    outcome is the command's own, shortly after it exits, and the daemon is left running."""
+    pid_file = tmp_path / "daemon.pid"
+    script = f"setsid sleep 30 & echo $! > {pid_file}; echo started; exit 0"
+    try:
+        outcome = registration.run(["/bin/sh", "-c", script], ENV, 20)
+
+        assert (outcome.status, outcome.stdout.strip()) == (0, "started")
+        assert os.path.exists(f"/proc/{int(pid_file.read_text())}")
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the daemon we started, by PID
+
+
+def test_a_command_dies_with_a_spurinv_that_is_killed_outright(tmp_path):
+    """SIGKILL (OOM, cron's kill) leaves no register command running to overlap the next run's."""
+    pid_file = tmp_path / "child.pid"
+    probe = (
+        "import os, sys\n"
+        "from spurinv import registration\n"
+        f"registration.run(['/bin/sh', '-c', 'echo $$ > {pid_file}; exec sleep 30'], dict(os.environ), 60)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", probe]) as parent:
+        try:
+            deadline = time.monotonic() + 30
+            while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            child = int(pid_file.read_text())
+            parent.kill()
+        finally:
+            parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "zombie" not in status
+
+
+def test_the_output_of_a_command_killed_at_its_timeout_is_kept_for_the_log():
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
+        registration.run(["/bin/sh", "-c", "echo restarting spurd; sleep 30"], ENV, 0.5)
+
+    assert b"restarting spurd" in caught.value.output
