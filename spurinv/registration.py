@@ -213,7 +213,7 @@ class Registrar:
         """Check the node is idle (any job counts: a restart must not hit running jobs), run the
         command once, read back until the GRES agree."""
         before = client.view()
-        if not before.idle:  # a single-node answer may be stale: confirm with the all-nodes query
+        if not before.idle and not client.rechecked:  # a stale single-node answer: ask all nodes
             before = client.view(confirm_busy=True)
         if not before.idle:
             return RegisterResult(

@@ -386,3 +386,32 @@ def test_all_nodes_for_fleet_views_come_from_one_scontrol_call(clean_lab):
     assert [["IDLE"], ["IDLE"]] == [n["state"] for n in raw]
     assert ["gpu:mi300x:8", "gpu:4,fpga:4"] == [v.gres for v in views]
     assert client.version == "slurm 24.11.5"
+
+
+def test_with_register_command_a_cpu_only_job_is_waited_out_with_our_drain(clean_lab, tmp_path):
+    """A register command may restart the node's agent: a CPU-only job holds it off too (a
+    drain, then the command once the job ends), where a direct GRES update would not wait."""
+    script, log = _register_script(tmp_path)
+    node = Node(clean_lab, tmp_path, controller={"register_command": [script, "n1"], "register_wait": 10})
+    node.root("spx")
+    node.refresh("spx")
+    node.refresh("spx")
+    job = clean_lab.sbatch("n1", "--cpus-per-task=1")
+    clean_lab.wait_for(lambda: job_state(clean_lab, job) == "RUNNING", 15, "CPU job running on n1")
+    node.root("nps4", memory_mode="NPS4")
+    node.refresh("nps4")
+
+    code, drained = node.refresh("nps4")
+
+    assert 0 == code, drained
+    assert ["read-view", "drain", "hold"] == steps(drained)
+    assert not log.exists()  # never while a job runs
+    assert node.controller()["reason"].startswith(OUR_PREFIX)
+
+    clean_lab.scancel(job)
+    code, done = node.refresh("nps4")
+
+    assert 0 == code, done
+    assert ["read-view", "register", "resume", "none"] == steps(done), [s["reason"] for s in done["steps"]]
+    assert ["n1"] == log.read_text().split()
+    clean_lab.wait_for(lambda: node.controller()["state"] == ["IDLE"], 10, "n1 resumed and idle")
