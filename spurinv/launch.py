@@ -85,7 +85,7 @@ def _lean(command: str, options: dict[str, str]) -> int | None:
 def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
     import json
 
-    from spurinv import documents, locations, store
+    from spurinv import documents, locations, stateshape, store
 
     path = locations.state_path(options.get("--state"), environ)
     try:
@@ -93,7 +93,11 @@ def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
         state = json.loads(data) if data is not None else None
     except (store.StoreError, ValueError, RecursionError):
         return None  # the full CLI explains the problem
-    if state is not None and (not isinstance(state, dict) or state.get("schema_version") != documents.SCHEMA_VERSION):
+    if state is not None and (
+        not isinstance(state, dict)
+        or state.get("schema_version") != documents.SCHEMA_VERSION
+        or stateshape.problem(state) is not None  # what the full CLI calls corrupt (65), it must say so
+    ):
         return None
     try:
         text = documents.dumps(documents.status_document(state, path))

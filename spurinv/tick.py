@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from spurinv import __version__, ledger, locations, metrics, store
+from spurinv import __version__, ledger, locations, metrics, stateshape, store
 from spurinv.discovery import discover
 from spurinv.documents import now_text
 from spurinv.log import Log
@@ -65,8 +65,8 @@ def _tick(
             return None
         state = json.loads(data)
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
-        if steady is None:
-            return None
+        if steady is None or stateshape.problem(state) is not None:
+            return None  # a file the model would refuse: the full run moves it aside, never carry it on
         discovery = discover(
             Root(options.get("--root", "/")),
             cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
