@@ -35,7 +35,10 @@ MAX_TOKEN = 65536
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # strict: TOML has types, so `timeout = "5"` or `verify = "off"` is a mistake to report (78),
+    # not a value to coerce ("off" is not even false to pydantic's lax mode: it is one of its
+    # spellings of False). Arrays stay lax only so TOML's lists may fill the tuples.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class NodeSection(_Section):
@@ -71,7 +74,9 @@ class ControllerSection(_Section):
     )
     scontrol: str = Field("", description='The scontrol program for transport = "scontrol"; empty = scontrol on PATH')
     register_command: tuple[str, ...] = Field(
-        (), description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]'
+        (),
+        strict=False,
+        description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]',
     )
     register_timeout: float = Field(120.0, gt=0, le=600, description="Seconds register_command may run (then exit 69)")
     register_wait: float = Field(
@@ -83,6 +88,14 @@ class ControllerSection(_Section):
     def _api(cls, value: str) -> str:
         if not API.match(value):
             raise ValueError('expected "auto", "slurm/v0.0.NN" or "api/v1"')
+        return value
+
+    @field_validator("credential")
+    @classmethod
+    def _credential(cls, value: str) -> str:
+        # joined to $CREDENTIALS_DIRECTORY: "../../etc/x" or "/etc/x" would read a file outside it
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError('expected a credential name inside $CREDENTIALS_DIRECTORY (no ".." component, not absolute)')
         return value
 
     @field_validator("scontrol")
@@ -121,8 +134,10 @@ def _program(value: str) -> str:
 
 
 class DiscoverySection(_Section):
-    cdi_dirs: tuple[str, ...] = Field((), description="Extra CDI spec directories (after /etc/cdi and /var/run/cdi)")
-    ignore_pci: tuple[str, ...] = Field((), description="PCI functions to leave out, e.g. GPUs passed to VMs")
+    cdi_dirs: tuple[str, ...] = Field(
+        (), strict=False, description="Extra CDI spec directories (after /etc/cdi and /var/run/cdi)"
+    )
+    ignore_pci: tuple[str, ...] = Field((), strict=False, description="PCI functions to leave out, e.g. GPUs passed to VMs")
 
     @field_validator("ignore_pci")
     @classmethod

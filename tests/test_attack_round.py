@@ -193,3 +193,44 @@ def test_the_tick_hands_a_state_the_model_refuses_to_the_full_run(cli, built, st
     assert moved[0].read_bytes() == before
     assert "corrupt state file" in result.err
     assert state_file.load(str(state_path)) is not None  # what is there now, the model accepts
+
+
+# --- config values are taken as TOML typed them (B-6) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('[controller]\ntimeout = "5"\n', 'controller.timeout: "5" is a string; expected a number > 0 and <= 120'),
+        ('[controller]\nverify = "off"\n', 'controller.verify: "off" is a string; expected true or false'),
+        ("[controller]\nverify = 0\n", "controller.verify: 0 is an integer; expected true or false"),
+        ('[policy]\nbackoff_max = "60"\n', 'policy.backoff_max: "60" is a string; expected a whole number >= 1'),
+        ('[state]\nlock_timeout = "1"\n', 'state.lock_timeout: "1" is a string; expected a number >= 0'),
+        ('[controller]\ncredential = "../../etc/shadow"\n', 'controller.credential: "../../etc/shadow" is not valid'),
+        ('[controller]\ncredential = "a/../b"\n', 'controller.credential: "a/../b" is not valid'),
+        ('[controller]\ncredential = "/etc/shadow"\n', 'controller.credential: "/etc/shadow" is not valid'),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_a_config_error_not_coerced(cli, env, line, said):
+    """``timeout = "5"`` was taken as 5.0 and ``verify = "off"`` as false (pydantic's lax mode);
+    a credential name with ``..`` read a file outside ``$CREDENTIALS_DIRECTORY``."""
+    path = env["SPURINV_CONFIG"]
+    Path(path).write_text(line)
+
+    result = cli("config", "show")
+
+    assert result.code == 78
+    assert result.err.splitlines() == [result.err.splitlines()[0]]
+    assert result.err.startswith(f"spurinv: error: {path}: {said}"), result.err
+
+
+def test_numbers_and_booleans_typed_as_toml_types_them_still_load(cli, env):
+    Path(env["SPURINV_CONFIG"]).write_text(
+        '[controller]\ntimeout = 5\nverify = false\ncredential = "spurinv.token"\n[policy]\nconfirm_interval = 0\n'
+    )
+
+    result = cli("config", "show", "--json")
+
+    assert result.code == 0, result.err
+    values = result.json()["values"]
+    assert (values["controller.timeout"], values["controller.verify"], values["policy.confirm_interval"]) == (5.0, False, 0.0)
