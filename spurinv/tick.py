@@ -92,6 +92,12 @@ def _tick(
         try:
             metrics.write(metrics_file, text)
         except store.StoreError as exc:
+            # as the full run does: the saved record says how the run really ended (ledger.metrics_failed)
+            amended = {**after, "last": ledger.metrics_failed(after["last"], str(exc), exc.exit_code)}
+            try:
+                store.write_atomic(path, (json.dumps(amended, separators=(",", ":")) + "\n").encode())
+            except store.StoreError as again:
+                Log(environ).error(f"{again} (recording the metrics failure)")
             return _failed(environ, str(exc), exc.exit_code)
     if "--quiet" in options or "-q" in options:
         return 0
