@@ -59,8 +59,32 @@ def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run spurinv; return the exit status."""
+    """Run spurinv; return the exit status.
+
+    Standard output is guarded on both paths: a write that fails (a full disk, a closed pipe) is
+    one line on stderr and exit 74, never a traceback (:mod:`spurinv.output`).
+    """
+    from spurinv import output
+
     args = list(sys.argv[1:] if argv is None else argv)
+    real = sys.stdout
+    sys.stdout = output.Guarded(real)
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+    except output.OutputError as exc:
+        from spurinv import exitcode
+        from spurinv.log import Log
+
+        Log(os.environ).error(f"cannot write to standard output: {exc.reason}")
+        output.abandon(real)
+        return exitcode.IOERR
+    finally:
+        sys.stdout = real
+    return code
+
+
+def _run(args: list[str]) -> int:
     lean = lean_options(args)
     if lean is not None:
         code = _lean(*lean)

@@ -293,3 +293,51 @@ def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(c
     missing.parent.mkdir()
     assert cli(*args).code == 0
     assert cli("status", "--json", "--state", state_path).json()["last_decision"]["exit_code"] == 0
+
+
+# --- standard output that cannot be written (B-5) ---------------------------------------------------
+
+
+def _run_with_stdout(env: dict[str, str], stdout: int, *args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spurinv", *map(str, args)],
+        env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("refresh",), ("refresh", "--json"), ("status", "--json"), ("status",), ("discover", "--json"), ("version",)],
+    ids=["lean tick", "full refresh --json", "lean status --json", "full status", "discover --json", "version"],
+)
+@pytest.mark.parametrize("sink", ["/dev/full", "a closed pipe"])
+def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_path, env, command, sink):
+    """``spurinv refresh > /dev/full`` (or a reader that went away) was a traceback and exit 1 on
+    the fast path and "internal error" (70) on the full one."""
+    root = built("mi300x-spx")
+    for _ in range(2):
+        assert cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0").code == 0
+    args = [*command]
+    if command[0] in ("refresh", "discover"):
+        args += ["--root", root]
+    if command[0] in ("refresh", "status"):
+        args += ["--state", state_path]
+    if sink == "/dev/full":
+        if not os.path.exists("/dev/full"):
+            pytest.skip("this system has no /dev/full")
+        with open("/dev/full", "w") as full:
+            ran = _run_with_stdout(env, full.fileno(), *args)
+    else:
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            ran = _run_with_stdout(env, write, *args)
+        finally:
+            os.close(write)
+
+    reason = "No space left on device" if sink == "/dev/full" else "Broken pipe"
+    assert ran.returncode == 74, ran.stderr
+    assert ran.stderr == f"spurinv: error: cannot write to standard output: {reason}\n"
+    from spurinv import state as state_file
+
+    assert state_file.load(str(state_path)) is not None  # the state is whole
