@@ -8,6 +8,7 @@ is refused: whoever can write it can point spurinv (and its token) at another co
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -25,6 +26,7 @@ API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
 # not starting with "-" or "." (issue #11: `../../admin/x?y=1#` steered the request elsewhere).
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 NODE_NAME_RULE = 'letters, digits, "-", "_" and "." only, at most 64, not starting with "-" or "."'
+SCONTROL_ALL = 'is not a node for controller.transport = "scontrol": scontrol reads ALL, in any case, as every node'
 # Every number in the file is bounded (issue #11: a 10^12 s backoff passed validation, then
 # overflowed the clock arithmetic and lost the pending reading): waits at most 600 s
 # (controller.timeout 120 s), backoff at most 7 days, confirm_interval at most 300 s; no inf/nan.
@@ -184,7 +186,14 @@ class Config(_Section):
         name = self.node.name or hostname.split(".", maxsplit=1)[0]
         if not NODE_NAME.fullmatch(name):
             raise ConfigError(f"the hostname {name[:80]!r} is not a node name ({NODE_NAME_RULE}); set node.name")
+        if self.misread(name):
+            raise ConfigError(f"the hostname {name!r} {SCONTROL_ALL}; set node.name")
         return name
+
+    def misread(self, name: str) -> bool:
+        """Would the transport take ``name`` for something other than one node? ``scontrol``
+        reads ``ALL`` (any case) as every node; the REST API has no such word."""
+        return self.controller.transport == "scontrol" and name.upper() == "ALL"
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -269,7 +278,7 @@ def load(
         raw.setdefault(section, {})[key] = value
         origins[dotted] = "command line"
     try:
-        return Config.model_validate(raw), origins
+        loaded = Config.model_validate(raw)
     except ValidationError as exc:
         from spurinv.configproblem import Problems
 
@@ -278,6 +287,12 @@ def load(
         if all(origin == "command line" for origin, _line in found):
             raise UsageError(message) from None
         raise ConfigError(message) from None
+    if loaded.misread(loaded.node.name):  # refused before a run writes anything, not at its first controller call
+        if origins["node.name"] == "command line":
+            where = (flags or {}).get("node.name", "command line")
+            raise UsageError(f"{where}: node.name: {json.dumps(loaded.node.name)} {SCONTROL_ALL}")
+        raise ConfigError(f"{path}: node.name: {json.dumps(loaded.node.name)} {SCONTROL_ALL}")
+    return loaded, origins
 
 
 def render_default() -> str:

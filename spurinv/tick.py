@@ -44,6 +44,8 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
         options.get("--node"),
         os.uname().nodename,
     )
+    if not os.path.lexists(path):
+        return None  # no memo without a state file: the full run decides, and the tick made no lock or directory
     lock = store.Lock(path, 0, "refresh")
     try:
         if not lock.try_acquire():

@@ -341,3 +341,56 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_pa
     from spurinv import state as state_file
 
     assert state_file.load(str(state_path)) is not None  # the state is whole
+
+
+# --- a node name scontrol would misread (ALL) is refused before anything is written -----------------
+
+
+def _scontrol_config(env: dict[str, str], tmp_path: Path, extra: str = "") -> Path:
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text('#!/bin/sh\necho "scontrol must not run" >&2\nexit 1\n')
+    scontrol.chmod(0o755)
+    config = Path(env["SPURINV_CONFIG"])
+    config.write_text(f'{extra}[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n[policy]\nconfirm_interval = 0\n')
+    config.chmod(0o600)
+    return config
+
+
+@pytest.mark.parametrize("name", ["ALL", "all", "All"])
+def test_node_all_on_the_command_line_is_refused_up_front_with_64(cli, built, state_path, env, tmp_path, name):
+    """``refresh --node ALL`` with ``transport = "scontrol"`` ran once with exit 0 (a first
+    sighting needs no controller) and failed with 78 on the next run."""
+    _scontrol_config(env, tmp_path)
+    args = ("refresh", "--root", built("mi300x-spx"), "--state", state_path, "--node", name)
+
+    results = [cli(*args), cli(*args, "--json")]
+
+    assert [result.code for result in results] == [64, 64]
+    assert results[0].err == (
+        f'spurinv: error: --node: node.name: "{name}" is not a node for controller.transport = "scontrol": '
+        "scontrol reads ALL, in any case, as every node\n"
+    )
+    assert results[1].json()["error"]["code"] == "usage"
+    assert not state_path.exists()
+    assert not state_path.parent.exists() or list(state_path.parent.iterdir()) == []
+
+
+def test_node_name_all_in_the_config_file_is_78_naming_the_file(cli, built, state_path, env, tmp_path):
+    config = _scontrol_config(env, tmp_path, '[node]\nname = "all"\n')
+
+    result = cli("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+
+    assert result.code == 78
+    assert result.err.startswith(f'spurinv: error: {config}: node.name: "all" is not a node for controller.transport')
+    assert len(result.err.splitlines()) == 1
+    assert not state_path.exists()
+
+
+def test_a_host_named_all_needs_node_name_with_scontrol_but_not_with_rest():
+    from spurinv.config import Config
+    from spurinv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"the hostname 'all' is not a node for controller\.transport"):
+        Config.model_validate({"controller": {"transport": "scontrol"}}).node_name("all.example.org")
+    assert Config.model_validate({"controller": {"transport": "scontrol"}, "node": {"name": "n1"}}).node_name("all") == "n1"
+    assert Config().node_name("all") == "all"
