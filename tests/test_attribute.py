@@ -350,3 +350,17 @@ def test_both_bounded_reads_take_exactly_the_limit_and_refuse_one_byte_more(tmp_
         with pytest.raises(regularfile.Refused, match=rf"^{re.escape(str(path))} is larger than {size - 1} bytes$") as no:
             regularfile.read(str(path), size - 1)
         assert no.value.errno == errno.EFBIG
+
+
+def test_a_read_that_fails_after_the_open_is_a_read_error_naming_the_path():
+    """An attribute that opens but cannot be read (a sysfs file whose driver answers EIO) is a
+    failed read with its errno, never an empty value. ``/proc/self/mem`` is a regular file of this
+    process that answers EIO at offset 0: read-only, nothing of the host is touched."""
+    if not os.path.exists("/proc/self/mem"):
+        pytest.skip("no /proc/self/mem on this system to make a read fail after open")
+
+    with pytest.raises(ReadError) as caught:
+        read_bytes("/proc/self/mem")
+
+    assert (caught.value.path, caught.value.errno) == ("/proc/self/mem", errno.EIO)
+    assert str(caught.value) == "/proc/self/mem: Input/output error"

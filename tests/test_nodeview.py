@@ -152,6 +152,8 @@ def test_merge_extra_keeps_foreign_keys_and_refuses_foreign_text():
         ({"state": "IDLE", "state_flags": ["DRAIN", 7]}, "state_flags holds int '7', not a word"),
         ({"state": ["IDLE", None]}, "state holds NoneType 'None', not a word"),
         ({"state": [["IDLE"]]}, "state holds list \"['IDLE']\", not a word"),
+        ({"state": ["IDLE", 123456789012345678901234]}, "state holds int '12345678901234567890', not a word"),  # 20 shown
+        ({"state": 5}, "state is int"),
     ],
 )
 def test_state_words_that_are_not_a_list_of_strings_are_refused(node, said):
