@@ -15,6 +15,7 @@ import typer
 from spurinv import __version__, documents, exitcode, locations
 from spurinv.errors import ConfigError, SpurinvError, StateError, UsageError
 from spurinv.log import Log
+from spurinv.output import OutputError
 from spurinv.root import Root, RootError
 
 app = typer.Typer(
@@ -507,6 +508,8 @@ def run(args: list[str]) -> int:
         return 130
     except KeyboardInterrupt:
         return 130
+    except OutputError:  # stdout failed: launch.main says so (74); no internal error
+        raise
     except Exception as exc:  # a bug: say so in one line, trace only on request
         if os.environ.get("SPURINV_DEBUG"):
             raise

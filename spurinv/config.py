@@ -8,6 +8,7 @@ is refused: whoever can write it can point spurinv (and its token) at another co
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -26,6 +27,7 @@ API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
 # not starting with "-" or "." (issue #11: `../../admin/x?y=1#` steered the request elsewhere).
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 NODE_NAME_RULE = 'letters, digits, "-", "_" and "." only, at most 64, not starting with "-" or "."'
+SCONTROL_ALL = 'is not a node for controller.transport = "scontrol": scontrol reads ALL, in any case, as every node'
 # Every number in the file is bounded (issue #11: a 10^12 s backoff passed validation, then
 # overflowed the clock arithmetic and lost the pending reading): waits at most 600 s
 # (controller.timeout 120 s), backoff at most 7 days, confirm_interval at most 300 s; no inf/nan.
@@ -36,7 +38,10 @@ MAX_TOKEN = 65536
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # strict: TOML has types, so `timeout = "5"` or `verify = "off"` is a mistake to report (78),
+    # not a value to coerce ("off" is not even false to pydantic's lax mode: it is one of its
+    # spellings of False). Arrays stay lax only so TOML's lists may fill the tuples.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class NodeSection(_Section):
@@ -72,7 +77,9 @@ class ControllerSection(_Section):
     )
     scontrol: str = Field("", description='The scontrol program for transport = "scontrol"; empty = scontrol on PATH')
     register_command: tuple[str, ...] = Field(
-        (), description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]'
+        (),
+        strict=False,
+        description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]',
     )
     register_timeout: float = Field(120.0, gt=0, le=600, description="Seconds register_command may run (then exit 69)")
     register_wait: float = Field(
@@ -84,6 +91,14 @@ class ControllerSection(_Section):
     def _api(cls, value: str) -> str:
         if not API.match(value):
             raise ValueError('expected "auto", "slurm/v0.0.NN" or "api/v1"')
+        return value
+
+    @field_validator("credential")
+    @classmethod
+    def _credential(cls, value: str) -> str:
+        # joined to $CREDENTIALS_DIRECTORY: "../../etc/x" or "/etc/x" would read a file outside it
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError('expected a credential name inside $CREDENTIALS_DIRECTORY (no ".." component, not absolute)')
         return value
 
     @field_validator("scontrol")
@@ -123,8 +138,10 @@ def _program(value: str) -> str:
 
 
 class DiscoverySection(_Section):
-    cdi_dirs: tuple[str, ...] = Field((), description="Extra CDI spec directories (after /etc/cdi and /var/run/cdi)")
-    ignore_pci: tuple[str, ...] = Field((), description="PCI functions to leave out, e.g. GPUs passed to VMs")
+    cdi_dirs: tuple[str, ...] = Field(
+        (), strict=False, description="Extra CDI spec directories (after /etc/cdi and /var/run/cdi)"
+    )
+    ignore_pci: tuple[str, ...] = Field((), strict=False, description="PCI functions to leave out, e.g. GPUs passed to VMs")
 
     @field_validator("ignore_pci")
     @classmethod
@@ -178,7 +195,14 @@ class Config(_Section):
         name = self.node.name or hostname.split(".", maxsplit=1)[0]
         if not NODE_NAME.fullmatch(name):
             raise ConfigError(f"the hostname {name[:80]!r} is not a node name ({NODE_NAME_RULE}); set node.name")
+        if self.misread(name):
+            raise ConfigError(f"the hostname {name!r} {SCONTROL_ALL}; set node.name")
         return name
+
+    def misread(self, name: str) -> bool:
+        """Would the transport take ``name`` for something other than one node? ``scontrol``
+        reads ``ALL`` (any case) as every node; the REST API has no such word."""
+        return self.controller.transport == "scontrol" and name.upper() == "ALL"
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -263,7 +287,7 @@ def load(
         raw.setdefault(section, {})[key] = value
         origins[dotted] = "command line"
     try:
-        return Config.model_validate(raw), origins
+        loaded = Config.model_validate(raw)
     except ValidationError as exc:
         from spurinv.configproblem import Problems
 
@@ -272,6 +296,12 @@ def load(
         if all(origin == "command line" for origin, _line in found):
             raise UsageError(message) from None
         raise ConfigError(message) from None
+    if loaded.misread(loaded.node.name):  # refused before a run writes anything, not at its first controller call
+        if origins["node.name"] == "command line":
+            where = (flags or {}).get("node.name", "command line")
+            raise UsageError(f"{where}: node.name: {json.dumps(loaded.node.name)} {SCONTROL_ALL}")
+        raise ConfigError(f"{path}: node.name: {json.dumps(loaded.node.name)} {SCONTROL_ALL}")
+    return loaded, origins
 
 
 def render_default() -> str:

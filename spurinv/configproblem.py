@@ -135,7 +135,7 @@ class Problems:
             return f"{section}.{key}: {literal(value)} is not allowed; expected {expected}"
         if kind == "finite_number":  # inf or nan (#11 refuses them everywhere)
             return f"{section}.{key}: {literal(value)} is not a finite number; expected {expected}"
-        if kind == "int_from_float":
+        if kind == "int_from_float" or (kind == "int_type" and isinstance(value, float) and not value.is_integer()):
             return f"{section}.{key}: {literal(value)} has a fraction; expected {expected}"
         if kind.endswith("_parsing"):
             return f"{section}.{key}: {literal(value)} is not {expected.split(' >')[0].split(' <')[0]}; expected {expected}"

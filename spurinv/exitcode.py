@@ -17,7 +17,7 @@ NOINPUT = os.EX_NOINPUT  # status or diff cannot read the state file (permission
 NOHOST = os.EX_NOHOST  # the controller does not know this node's name
 UNAVAILABLE = os.EX_UNAVAILABLE  # controller unreachable, or a read-only gateway
 CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written
-IOERR = os.EX_IOERR  # discovery failed (or the state file could not be written)
+IOERR = os.EX_IOERR  # discovery failed (or the state file, or stdout, could not be written)
 TEMPFAIL = os.EX_TEMPFAIL  # lock held, backoff not elapsed, run deadline reached, or stopped by a signal
 PROTOCOL = os.EX_PROTOCOL  # the controller refused or did not apply our update, or answered garbage
 NOPERM = os.EX_NOPERM  # authentication or permission refused (by the controller, or unsafe token file)
@@ -33,7 +33,7 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (UNAVAILABLE, "EX_UNAVAILABLE", "controller unreachable, or a read-only gateway"),
     (SOFTWARE, "EX_SOFTWARE", "internal error"),
     (CANTCREAT, "EX_CANTCREAT", "state directory or metrics file not writable"),
-    (IOERR, "EX_IOERR", "discovery failed, or the state could not be written"),
+    (IOERR, "EX_IOERR", "discovery failed, the state could not be written, or standard output could not be written"),
     (TEMPFAIL, "EX_TEMPFAIL", "lock held, backoff not elapsed, run deadline reached, or stopped by SIGTERM/SIGINT"),
     (PROTOCOL, "EX_PROTOCOL", "controller refused or did not apply the update, or answered garbage"),
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),

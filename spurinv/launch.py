@@ -59,8 +59,32 @@ def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run spurinv; return the exit status."""
+    """Run spurinv; return the exit status.
+
+    Standard output is guarded on both paths: a write that fails (a full disk, a closed pipe) is
+    one line on stderr and exit 74, never a traceback (:mod:`spurinv.output`).
+    """
+    from spurinv import output
+
     args = list(sys.argv[1:] if argv is None else argv)
+    real = sys.stdout
+    sys.stdout = output.Guarded(real)
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+    except output.OutputError as exc:
+        from spurinv import exitcode
+        from spurinv.log import Log
+
+        Log(os.environ).error(f"cannot write to standard output: {exc.reason}")
+        output.abandon(real)
+        return exitcode.IOERR
+    finally:
+        sys.stdout = real
+    return code
+
+
+def _run(args: list[str]) -> int:
     lean = lean_options(args)
     if lean is not None:
         code = _lean(*lean)
@@ -85,7 +109,7 @@ def _lean(command: str, options: dict[str, str]) -> int | None:
 def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
     import json
 
-    from spurinv import documents, locations, store
+    from spurinv import documents, locations, stateshape, store
 
     path = locations.state_path(options.get("--state"), environ)
     try:
@@ -93,7 +117,11 @@ def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
         state = json.loads(data) if data is not None else None
     except (store.StoreError, ValueError, RecursionError):
         return None  # the full CLI explains the problem
-    if state is not None and (not isinstance(state, dict) or state.get("schema_version") != documents.SCHEMA_VERSION):
+    if state is not None and (
+        not isinstance(state, dict)
+        or state.get("schema_version") != documents.SCHEMA_VERSION
+        or stateshape.problem(state) is not None  # what the full CLI calls corrupt (65), it must say so
+    ):
         return None
     try:
         text = documents.dumps(documents.status_document(state, path))

@@ -106,6 +106,17 @@ def decision(
     }
 
 
+def metrics_failed(last: Mapping[str, Any], error: str, exit_code: int) -> dict[str, Any]:
+    """The ``last`` decision once the metrics write after the state write failed: the run's real
+    exit status and the failure as its last action (``status`` shows both).
+
+    The state is written first, so a crash never leaves metrics newer than the state; when the
+    metrics then fail, the run amends its record with this (a second write, on this path only).
+    The memo stays: the controller's answer did not change, and the next tick retries the metrics.
+    """
+    return {**last, "exit_code": exit_code, "actions": [*last.get("actions", ()), f"metrics: {error}"]}
+
+
 def settled(state: Mapping[str, Any], outcome: str, exit_code: int, observe: bool) -> bool:
     """May this run leave a memo? Only an *unchanged*, successful run with nothing outstanding.
 

@@ -136,14 +136,25 @@ def node_state(node: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...]]:
     """``(dialect, base state, flags)`` of one node dict in any dialect; ValueError if ``state`` is unusable."""
     state = node.get("state")
     if isinstance(state, list):
-        words = [str(word).upper() for word in state]
+        words = _words(state, "state")
         return "slurm-v0.0.39+", (words[0] if words else "UNKNOWN"), tuple(words[1:])
     if isinstance(state, str) and "state_flags" in node:
-        return "slurm-v0.0.38", state.upper(), tuple(str(flag).upper() for flag in node.get("state_flags") or [])
+        return "slurm-v0.0.38", state.upper(), tuple(_words(node["state_flags"], "state_flags"))
     if isinstance(state, str):
         base, flags = SPUR_WORDS.get(state.lower(), (state.upper(), ()))
         return "spur", base, flags
     raise ValueError(f"state is {type(state).__name__}")
+
+
+def _words(value: object, field: str) -> list[str]:
+    """A list of state words, upper case. Anything else is no answer to read: a string would be
+    read letter by letter ("DRAIN" as the flags D, R, A, I, N), a number would become a word."""
+    if not isinstance(value, list):
+        raise ValueError(f"{field} is {type(value).__name__}, not a list")
+    for word in value:
+        if not isinstance(word, str):
+            raise ValueError(f"{field} holds {type(word).__name__} {str(word)[:20]!r}, not a word")
+    return [word.upper() for word in value]
 
 
 def _view(node: dict[str, Any], name: str) -> NodeView:

@@ -317,6 +317,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
             try:
                 metrics.write(options.metrics_file, text)
             except store.StoreError as exc:
+                _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, world.log)
                 raise StateError(str(exc), exc.exit_code) from None
     client = result.client
     return RefreshDocument(
@@ -485,6 +486,18 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
         )
         steady = Steady.model_validate(memo)
     return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})
+
+
+def _record_metrics_failure(path: str, state: State, error: str, code: int, log: Log) -> None:
+    """The state was saved saying how the run went; the metrics after it failed, so the run exits
+    ``code``: amend the saved record so ``status`` tells the truth (:func:`ledger.metrics_failed`)."""
+    if state.last is None:
+        return
+    amended = ledger.metrics_failed(state.last.model_dump(), error, code)
+    try:
+        _save(path, state.model_copy(update={"last": Decision.model_validate(amended)}))
+    except StateError as exc:  # the metrics error is the one the run exits with
+        log.error(f"{exc.message} (recording the metrics failure)")
 
 
 def _save(path: str, state: State) -> None:

@@ -84,16 +84,26 @@ def read(path: str, limit: int) -> bytes:
     (``EFBIG``) when it holds more than ``limit`` bytes."""
     fd = open_fd(path)
     try:
-        chunks = []
-        total = 0
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > limit:
-                raise Refused(f"{path} is larger than {limit} bytes", errno.EFBIG)
-            chunks.append(chunk)
+        data = read_bounded(fd, limit)
     finally:
         os.close(fd)
+    if data is None:
+        raise Refused(f"{path} is larger than {limit} bytes", errno.EFBIG)
+    return data
+
+
+def read_bounded(fd: int, limit: int) -> bytes | None:
+    """The rest of ``fd``, or None as soon as it holds more than ``limit`` bytes (then at most one
+    64 KiB chunk past the limit has been read). The one bounded read loop: our own files here,
+    sysfs attributes in :func:`spurinv.sources.attribute.read_bytes`; OSError passes through."""
+    chunks = []
+    total = 0
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > limit:
+            return None
+        chunks.append(chunk)
     return b"".join(chunks)

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from spurinv import __version__, ledger, locations, metrics, store
+from spurinv import __version__, ledger, locations, metrics, stateshape, store
 from spurinv.discovery import discover
 from spurinv.documents import now_text
 from spurinv.log import Log
@@ -44,6 +44,8 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
         options.get("--node"),
         os.uname().nodename,
     )
+    if not os.path.lexists(path):
+        return None  # no memo without a state file: the full run decides, and the tick made no lock or directory
     lock = store.Lock(path, 0, "refresh")
     try:
         if not lock.try_acquire():
@@ -65,8 +67,8 @@ def _tick(
             return None
         state = json.loads(data)
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
-        if steady is None:
-            return None
+        if steady is None or stateshape.problem(state) is not None:
+            return None  # a file the model would refuse: the full run moves it aside, never carry it on
         discovery = discover(
             Root(options.get("--root", "/")),
             cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
@@ -92,6 +94,12 @@ def _tick(
         try:
             metrics.write(metrics_file, text)
         except store.StoreError as exc:
+            # as the full run does: the saved record says how the run really ended (ledger.metrics_failed)
+            amended = {**after, "last": ledger.metrics_failed(after["last"], str(exc), exc.exit_code)}
+            try:
+                store.write_atomic(path, (json.dumps(amended, separators=(",", ":")) + "\n").encode())
+            except store.StoreError as again:
+                Log(environ).error(f"{again} (recording the metrics failure)")
             return _failed(environ, str(exc), exc.exit_code)
     if "--quiet" in options or "-q" in options:
         return 0

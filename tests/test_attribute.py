@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -330,3 +331,36 @@ def test_cpu_numbers_of_up_to_twenty_digits_are_read_and_longer_ones_refused():
     assert parse_cpulist("0" * 19 + "1", "/sys/x") == [1]
     with pytest.raises(ReadError):
         parse_cpulist("0" * 20 + "1", "/sys/x")
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 200_000])
+def test_both_bounded_reads_take_exactly_the_limit_and_refuse_one_byte_more(tmp_path, size):
+    """attribute.read_bytes and regularfile.read share one loop (regularfile.read_bounded):
+    a file of ``limit`` bytes is read whole, one of ``limit + 1`` is refused, each in its own words."""
+    from spurinv import regularfile
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(256)) * (size // 256) + b"x" * (size % 256))
+
+    assert read_bytes(str(path), size) == path.read_bytes()
+    assert regularfile.read(str(path), size) == path.read_bytes()
+    if size:
+        with pytest.raises(ReadError, match=rf"^{re.escape(str(path))}: larger than {size - 1} bytes$"):
+            read_bytes(str(path), size - 1)
+        with pytest.raises(regularfile.Refused, match=rf"^{re.escape(str(path))} is larger than {size - 1} bytes$") as no:
+            regularfile.read(str(path), size - 1)
+        assert no.value.errno == errno.EFBIG
+
+
+def test_a_read_that_fails_after_the_open_is_a_read_error_naming_the_path():
+    """An attribute that opens but cannot be read (a sysfs file whose driver answers EIO) is a
+    failed read with its errno, never an empty value. ``/proc/self/mem`` is a regular file of this
+    process that answers EIO at offset 0: read-only, nothing of the host is touched."""
+    if not os.path.exists("/proc/self/mem"):
+        pytest.skip("no /proc/self/mem on this system to make a read fail after open")
+
+    with pytest.raises(ReadError) as caught:
+        read_bytes("/proc/self/mem")
+
+    assert (caught.value.path, caught.value.errno) == ("/proc/self/mem", errno.EIO)
+    assert str(caught.value) == "/proc/self/mem: Input/output error"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,37 @@ def test_merge_extra_keeps_foreign_keys_and_refuses_foreign_text():
     assert merge_extra('{"rack":"r2"}', {"fingerprint": "f"}) == '{"rack":"r2","spurinv":{"fingerprint":"f"}}'
     assert merge_extra("operator note", {"fingerprint": "f"}) is None
     assert merge_extra("", {"fingerprint": "f"}) == '{"spurinv":{"fingerprint":"f"}}'
+
+
+@pytest.mark.parametrize(
+    ("node", "said"),
+    [
+        ({"state": "IDLE", "state_flags": "DRAIN"}, "state_flags is str, not a list"),
+        ({"state": "IDLE", "state_flags": None}, "state_flags is NoneType, not a list"),
+        ({"state": "IDLE", "state_flags": {"DRAIN": True}}, "state_flags is dict, not a list"),
+        ({"state": "IDLE", "state_flags": ["DRAIN", 7]}, "state_flags holds int '7', not a word"),
+        ({"state": ["IDLE", None]}, "state holds NoneType 'None', not a word"),
+        ({"state": [["IDLE"]]}, "state holds list \"['IDLE']\", not a word"),
+        ({"state": ["IDLE", 123456789012345678901234]}, "state holds int '12345678901234567890', not a word"),  # 20 shown
+        ({"state": 5}, "state is int"),
+    ],
+)
+def test_state_words_that_are_not_a_list_of_strings_are_refused(node, said):
+    """``state_flags: "DRAIN"`` was read letter by letter (flags D, R, A, I, N) and numbers became words."""
+    from spurinv.nodeview import node_state
+
+    with pytest.raises(ValueError, match="^" + re.escape(said) + "$"):
+        node_state({"name": "n1", **node})
+    with pytest.raises(ControllerError, match=re.escape(said)) as caught:
+        parse_node({"nodes": [{"name": "n1", **node}]}, "n1")
+    assert caught.value.kind == "protocol"
+
+
+def test_state_words_are_read_upper_case_in_both_dialects():
+    from spurinv.nodeview import node_state
+
+    assert node_state({"state": ["idle", "drain"]}) == ("slurm-v0.0.39+", "IDLE", ("DRAIN",))
+    flagged = {"state": "idle", "state_flags": ["drain", "Completing"]}
+    assert node_state(flagged) == ("slurm-v0.0.38", "IDLE", ("DRAIN", "COMPLETING"))
+    assert node_state({"state": "idle", "state_flags": []}) == ("slurm-v0.0.38", "IDLE", ())
+    assert node_state({"state": []}) == ("slurm-v0.0.39+", "UNKNOWN", ())

@@ -216,7 +216,7 @@ def test_every_config_problem_is_reported_at_once_one_line_each(cli, env):
         "controller.timout: unknown key in [controller]; did you mean timeout?",
         "controller.timeout: -1 is out of range; expected a number > 0",
         'controller.auth: "jwt" is not allowed; expected one of "none", "slurm-jwt", "bearer"',
-        'policy.confirm_interval: "abc" is not a number; expected a number >= 0',
+        'policy.confirm_interval: "abc" is a string; expected a number >= 0',
         "policy.backoff_max: 1.5 has a fraction; expected a whole number >= 1",
         'discovery.cdi_dirs: "x" is a string; expected an array of strings',
         'discovery.ignore_pci: ["05:00.0"] is not valid; expected PCI addresses like 0000:05:00.0',

@@ -11,6 +11,8 @@ import errno
 import os
 import stat
 
+from spurinv.regularfile import read_bounded
+
 MAX_ATTRIBUTE = 1 << 20  # sysfs attributes are at most a page; CDI specs and /proc files are small too
 MAX_CPUS = 65536  # physical limits (issue #11): Linux's NR_CPUS tops out at 8192 today
 
@@ -42,21 +44,14 @@ def read_bytes(path: str, limit: int = MAX_ATTRIBUTE) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # sysfs and procfs attributes are regular files
             raise ReadError(path, "not a regular file (a FIFO, socket or device)")
-        chunks = []
-        total = 0
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > limit:
-                raise ReadError(path, f"larger than {limit} bytes")
-            chunks.append(chunk)
+        data = read_bounded(fd, limit)
     except OSError as exc:
         raise ReadError(path, _reason(exc), exc.errno) from None
     finally:
         os.close(fd)
-    return b"".join(chunks)
+    if data is None:
+        raise ReadError(path, f"larger than {limit} bytes")
+    return data
 
 
 def read_text(path: str, limit: int = MAX_ATTRIBUTE) -> str:

@@ -1,0 +1,75 @@
+"""Standard output that fails in one line. Stdlib only (hot path).
+
+``spurinv refresh > /dev/full``, or a reader that closed the pipe, made the first ``write`` or the
+final flush raise ``OSError``: a traceback on the lean path, "internal error" (70) on the full one.
+The entry point (:func:`spurinv.launch.main`) wraps ``sys.stdout`` in :class:`Guarded`, whose
+failures are :class:`OutputError` — deliberately not an ``OSError``, so that neither click's own
+broken-pipe handling nor any ``except OSError`` meant for a file on disk mistakes it — and turns
+one into a single line on stderr and exit 74 (EX_IOERR), whichever path wrote.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
+
+
+class OutputError(Exception):
+    """Writing to standard output failed; ``reason`` is the system's word for why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Guarded:
+    """A text stream whose ``write`` and ``flush`` raise :class:`OutputError`; everything else
+    (``isatty``, ``encoding``, ``fileno`` for rich and click) is the stream's own."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream  # None: Python started with fd 1 closed
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            raise OutputError(os.strerror(errno.EBADF))
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError) as exc:  # ValueError: the stream was closed under us
+            raise OutputError(_reason(exc)) from None
+
+    def flush(self) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except (OSError, ValueError) as exc:
+            raise OutputError(_reason(exc)) from None
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+def _reason(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+def abandon(stream: TextIO | None) -> None:
+    """After a failed write, point fd 1 at /dev/null so the interpreter's flush at exit cannot fail
+    again ("Exception ignored … BrokenPipeError", exit 120) with output nobody can read."""
+    try:
+        fd = stream.fileno() if stream is not None else -1
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+        return
+    if fd < 0:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
