@@ -79,9 +79,12 @@ class ControllerSection(_Section):
     register_command: tuple[str, ...] = Field(
         (),
         strict=False,
-        description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]',
+        description='Command (argv, no shell) that re-registers the node, e.g. ["systemctl", "restart", "spurd"]; '
+        "run only when no job at all runs on the node",
     )
-    register_timeout: float = Field(120.0, gt=0, le=600, description="Seconds register_command may run (then exit 69)")
+    register_timeout: float = Field(
+        120.0, gt=0, le=600, description="Seconds register_command may run, never past run_deadline (then killed: exit 69)"
+    )
     register_wait: float = Field(
         60.0, ge=0, le=600, description="Seconds to read back until the controller shows the new inventory"
     )
