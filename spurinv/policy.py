@@ -225,9 +225,11 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
         )
     refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
     if refusal is not None:
-        if not view.drained:
-            remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
-            body = {"state": ["DRAIN"], "reason": drain_reason(f"controller refused {summary}; {remedy}")}
+        remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
+        reason = drain_reason(f"controller refused {summary}; {remedy}")
+        # our own drain for busy said "re-registers when idle": now it must say what is wrong
+        if not view.drained or (drained_by_us and state.drain is not None and state.drain.reason != reason):
+            body = {"state": ["DRAIN"], "reason": reason}
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
             )
@@ -345,7 +347,9 @@ def expected_view(view: NodeView, action: Action) -> NodeView:
     """The view after a successful drain or resume, without another GET."""
     if action.kind == Do.DRAIN and action.body is not None:
         flags = tuple(dict.fromkeys((*view.flags, "DRAIN")))
-        return view.model_copy(update={"flags": flags, "reason": action.body["reason"]})
+        # the controller stamps a new reason time we have not read: an old one (a drain re-worded)
+        # would make our own drain look like someone else's
+        return view.model_copy(update={"flags": flags, "reason": action.body["reason"], "reason_changed_at": None})
     if action.kind == Do.RESUME:
         return view.model_copy(update={"flags": tuple(f for f in view.flags if f != "DRAIN")})
     return view

@@ -115,24 +115,16 @@ ROWS = [
     ("confirmed + idle + operator drain: gres only", SPX, CPX, CPX, {}, SLURM, NHC_IDLE, Do.REGISTER),
     ("refused + not drained: drain", SPX, CPX, CPX, {"refusal": True}, SLURM, IDLE, Do.DRAIN),
     (
-        "refused + drained by us + backoff: hold",
+        # our drain for another reason (busy) is re-worded to say what is wrong; with the
+        # refusal's own reason it holds, then retries (tests/test_policy_transport.py)
+        "refused + drained by us for another reason + backoff: re-drain with the refusal",
         SPX,
         CPX,
         CPX,
         {"refusal": True, "drain": True, "backoff": 9999},
         SLURM,
         OURS_IDLE,
-        Do.HOLD,
-    ),
-    (
-        "refused + drained by us, backoff over: retry",
-        SPX,
-        CPX,
-        CPX,
-        {"refusal": True, "drain": True, "backoff": 1},
-        SLURM,
-        OURS_IDLE,
-        Do.REGISTER,
+        Do.DRAIN,
     ),
     ("refused + foreign drain: never drains", SPX, CPX, CPX, {"refusal": True}, SLURM, NHC_IDLE, Do.REGISTER),
     ("transport backoff before any request", SPX, CPX, CPX, {"backoff": 9999, "backoff_kind": "unreachable"}, SLURM, None,
@@ -220,10 +212,13 @@ def test_register_body_records_the_gres_it_sends_next_to_foreign_extra_keys():
 
 def test_backoff_and_refused_hold_have_distinct_exit_codes():
     backoff = state_for(SPX, CPX, CPX, backoff=9999, backoff_kind="unreachable")
-    held = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=9999)
+    refused = state_for(SPX, CPX, CPX, refusal=True, backoff=9999)
+    drain = decide(outcome_for(refused), IDLE, refused, SLURM, NOW)  # the drain after a refusal
+    held = settle(refused, drain, NOW)
+    drained = view("IDLE", "DRAIN", reason=drain.body["reason"])
 
     assert exitcode.TEMPFAIL == decide(outcome_for(backoff), None, backoff, SLURM, NOW).exit_code
-    assert exitcode.PROTOCOL == decide(outcome_for(held), OURS_IDLE, held, SLURM, NOW).exit_code
+    assert exitcode.PROTOCOL == decide(outcome_for(held), drained, held, SLURM, NOW).exit_code
 
 
 def test_settle_moves_the_baseline_only_on_an_applied_registration():

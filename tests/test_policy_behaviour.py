@@ -287,8 +287,9 @@ def test_adopting_takes_the_reading_and_clears_what_it_settles():
 def test_an_applied_registration_clears_refusal_and_backoff():
     backoff = Backoff(kind="refused", failures=2, next_attempt=at(1), error="x")
     state = confirmed(SPX, CPX, refusal=Refusal(fingerprint=CPX.fingerprint, at=at(1), error="x"), backoff=backoff)
-    drained = view("IDLE", "DRAIN", reason="spurinv: x")
-    state = state.model_copy(update={"drain": Drain(reason="spurinv: x", set_at=at(1), cause="refused")})
+    reason = decide(outcome_of(state), view(), state, SLURM, NOW).body["reason"]  # the drain after the refusal
+    drained = view("IDLE", "DRAIN", reason=reason)
+    state = state.model_copy(update={"drain": Drain(reason=reason, set_at=at(1), cause="refused")})
 
     action = decide(outcome_of(state), drained, state, SLURM, NOW)
     after = settle(state, action, NOW)

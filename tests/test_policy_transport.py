@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from spurinv.classify import classify
 from spurinv.nodeview import NodeView
-from spurinv.policy import PREFIX, Do, Settings, decide, settle
+from spurinv.policy import PREFIX, Do, Settings, decide, expected_view, ours, settle
 from spurinv.state import Baseline, Drain, State
 from spurinv.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
 
@@ -34,10 +34,12 @@ def confirmed() -> State:
     return state.record(reading(CPX, 0)).record(reading(CPX, 60))
 
 
+def outcome_for(state: State):
+    return classify(state.baseline.inventory if state.baseline else None, state.readings[-2], state.readings[-1])
+
+
 def decide_for(state: State, seen: NodeView, settings: Settings = DIRECT):
-    previous = state.readings[-2]
-    outcome = classify(state.baseline.inventory if state.baseline else None, previous, state.readings[-1])
-    return decide(outcome, seen, state, settings, NOW)
+    return decide(outcome_for(state), seen, state, settings, NOW)
 
 
 def refused(remedy: str | None) -> State:
@@ -67,10 +69,17 @@ def test_a_refusal_saved_without_a_remedy_was_slurms():
     assert action.body["reason"].endswith(SLURM_REMEDY)
 
 
+def refused_and_drained(remedy: str | None) -> tuple[State, NodeView]:
+    """A refusal, then the drain the policy asks for after it, as the controller shows it."""
+    state = refused(remedy)
+    drain = decide_for(state, view())
+    assert drain.kind == Do.DRAIN
+    state = settle(state, drain, NOW)
+    return state, view("IDLE", "DRAIN", reason=drain.body["reason"])
+
+
 def test_while_backing_off_from_a_refusal_the_hold_names_its_remedy():
-    state = refused(SPUR_REMEDY)
-    state = state.model_copy(update={"drain": Drain(reason="spurinv: x", set_at=NOW, cause="refused")})
-    seen = view("IDLE", "DRAIN", reason="spurinv: x")
+    state, seen = refused_and_drained(SPUR_REMEDY)
 
     action = decide_for(state, seen)
 
@@ -78,6 +87,38 @@ def test_while_backing_off_from_a_refusal_the_hold_names_its_remedy():
     assert SPUR_REMEDY in action.reason
     assert SLURM_REMEDY not in action.reason
     assert state.backoff.next_attempt - NOW == timedelta(seconds=DIRECT.backoff_initial)
+
+
+def test_once_the_backoff_is_over_the_refused_registration_is_retried():
+    state, seen = refused_and_drained(COMMAND_REMEDY)
+
+    action = decide(outcome_for(state), seen, state, DIRECT, NOW + timedelta(seconds=DIRECT.backoff_initial))
+
+    assert action.kind == Do.REGISTER
+
+
+def test_our_busy_drain_is_reworded_when_the_registration_is_then_refused():
+    """It said "re-registers when idle" on an idle node waiting for an operator (attack round)."""
+    state = refused(COMMAND_REMEDY).model_copy(
+        update={"drain": Drain(reason="spurinv: mi300x 8→64; re-registers when idle", set_at=NOW, cause="busy")}
+    )
+    seen = view("IDLE", "DRAIN", reason="spurinv: mi300x 8→64; re-registers when idle")
+
+    action = decide_for(state, seen)
+    after = settle(state, action, NOW)
+
+    assert (action.kind, action.cause) == (Do.DRAIN, "refused")
+    assert action.body["reason"].endswith(COMMAND_REMEDY)
+    assert after.drain.reason == action.body["reason"]
+    assert decide_for(after, view("IDLE", "DRAIN", reason=after.drain.reason)).kind == Do.HOLD
+
+
+def test_an_operators_drain_is_never_reworded_after_a_refusal():
+    state = refused(COMMAND_REMEDY)
+
+    action = decide_for(state, view("IDLE", "DRAIN", reason="NHC: bad ECC"))
+
+    assert action.kind != Do.DRAIN
 
 
 def test_with_a_register_command_a_cpu_only_job_holds_the_change_off_with_a_busy_drain():
@@ -114,3 +155,20 @@ def test_a_register_happens_only_on_a_node_free_of_what_the_settings_count(cpus,
     busy = (cpus > 0 or gpus > 0) if any_job else gpus > 0
     assert (action.kind == Do.REGISTER) == (not busy)
     assert (action.kind == Do.DRAIN) == busy
+
+
+def test_a_reworded_drain_stays_ours_until_the_controller_is_read_again():
+    """The view after our write must not keep the old drain's reason time: with it our re-worded
+    drain looked like someone else's, was forgotten, and stranded the node."""
+    old_time = int(at(0).timestamp())
+    state = refused(COMMAND_REMEDY).model_copy(
+        update={"drain": Drain(reason="spurinv: busy", set_at=at(0), cause="busy", reason_changed_at=old_time)}
+    )
+    seen = view("IDLE", "DRAIN", reason="spurinv: busy").model_copy(update={"reason_changed_at": old_time})
+    action = decide_for(state, seen)
+    assert action.kind == Do.DRAIN
+
+    after = settle(state, action, NOW)
+
+    assert ours(expected_view(seen, action), after)
+    assert decide_for(after, expected_view(seen, action)).kind == Do.HOLD
