@@ -100,7 +100,7 @@ class ControllerSection(_Section):
     @classmethod
     def _credential(cls, value: str) -> str:
         # joined to $CREDENTIALS_DIRECTORY: "../../etc/x" or "/etc/x" would read a file outside it
-        if value.startswith("/") or ".." in value.split("/"):
+        if value.startswith("/") or not value.strip(". /") or ".." in value.split("/"):
             raise ValueError('expected a credential name inside $CREDENTIALS_DIRECTORY (no ".." component, not absolute)')
         return value
 
@@ -127,6 +127,18 @@ class ControllerSection(_Section):
     def _url(cls, value: str) -> str:
         if value and not re.match(r"^https?://[^/\s]+", value):
             raise ValueError("expected http://host[:port] or https://host[:port]")
+        if value:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(value)
+            if "@" in parts.netloc:  # requests would send it as Basic auth, plain HTTP included
+                raise ValueError("expected no user or password in the URL (the token goes in controller.token_file)")
+            try:
+                parts.port  # noqa: B018 (it validates)
+            except ValueError:
+                raise ValueError("expected http://host[:port] or https://host[:port] with a port from 1 to 65535") from None
+            if parts.port == 0:
+                raise ValueError("expected http://host[:port] or https://host[:port] with a port from 1 to 65535")
         return value.rstrip("/")
 
 

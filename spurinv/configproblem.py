@@ -20,7 +20,7 @@ import annotated_types
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from spurinv.secret import blank
+from spurinv.secret import blank, blank_argv
 
 TOML_TYPES = {str: "a string", bool: "a boolean", int: "an integer", float: "a float", list: "an array", dict: "a table"}
 
@@ -40,7 +40,8 @@ def literal(value: Any) -> str:
     if isinstance(value, str):  # escaped (as TOML allows) so no control or line-separator character breaks the line
         return json.dumps(blank(value[:80]))  # an error echoes the value: never a credential in it
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(item) for item in value) + "]"
+        shown = blank_argv(list(value)) if all(isinstance(item, str) for item in value) else value  # ["--token", "x"]
+        return "[" + ", ".join(literal(item) for item in shown) + "]"
     if isinstance(value, dict):
         return "a table"
     return str(value)[:80]

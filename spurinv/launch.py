@@ -67,8 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spurinv import output
 
     args = list(sys.argv[1:] if argv is None else argv)
-    real = sys.stdout
+    real, real_err = sys.stdout, sys.stderr
     sys.stdout = output.Guarded(real)
+    sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
     try:
         code = _run(args)
         sys.stdout.flush()
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output.abandon(real)
         return exitcode.IOERR
     finally:
-        sys.stdout = real
+        sys.stdout, sys.stderr = real, real_err
     return code
 
 

@@ -55,6 +55,34 @@ class Guarded:
         return getattr(self.stream, name)
 
 
+class Lossy:
+    """Standard error that drops what it cannot write: a log line that cannot be written has
+    nowhere to be reported, and must not turn a run's exit status into 1 or abort its save."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if self.stream is not None:
+            try:
+                return self.stream.write(text)
+            except (OSError, ValueError):
+                pass
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            try:  # noqa: SIM105 (contextlib is not imported on the hot path)
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
 def _reason(exc: Exception) -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 

@@ -244,6 +244,8 @@ def converge(
             steps.append(step)
             if refused:
                 exit_code = exitcode.PROTOCOL
+                # --ignore-backoff buys one retry, not one per step: the refusal just recorded holds
+                settings = settings.model_copy(update={"ignore_backoff": False})
         except (ControllerError, Interrupted, DeadlineError) as exc:
             # the state as it stands: an unsettled write keeps its intent for the next run
             failed = isinstance(exc, ControllerError)

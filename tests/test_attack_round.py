@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -394,3 +395,38 @@ def test_a_host_named_all_needs_node_name_with_scontrol_but_not_with_rest():
         Config.model_validate({"controller": {"transport": "scontrol"}}).node_name("all.example.org")
     assert Config.model_validate({"controller": {"transport": "scontrol"}, "node": {"name": "n1"}}).node_name("all") == "n1"
     assert Config().node_name("all") == "all"
+
+
+@pytest.mark.parametrize(("args", "code"), [(["status", "--bogus"], 64), (["refresh", "--config", "/nonexistent/x.toml"], 78)])
+def test_an_unwritable_stderr_keeps_the_real_exit_status(tmp_path: Path, env: dict[str, str], args, code):
+    """With 2>/dev/full every error became exit 1, and a run that logged mid-way died unsaved."""
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, stderr=full, stdout=subprocess.DEVNULL,
+                             timeout=60, check=False)  # fmt: skip
+
+    assert ran.returncode == code
+
+
+def test_a_refresh_that_logs_with_an_unwritable_stderr_still_saves(tmp_path: Path, env: dict[str, str], built):
+    state = tmp_path / "state.json"
+    argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run([*argv, "--confirm-interval", "0"], env=env, stderr=full, stdout=subprocess.DEVNULL,
+                             timeout=60, check=False)  # fmt: skip
+
+    assert ran.returncode == 0
+    assert json.loads(state.read_text())["readings"]
+
+
+@pytest.mark.parametrize("version", ['"2"', "2.0", "true", "0"])
+def test_a_schema_version_that_is_not_a_version_number_is_corrupt_and_never_rewritten_as_ours(
+    tmp_path: Path, cli, version
+):
+    state = tmp_path / "state.json"
+    state.write_text('{"schema_version": ' + version + ', "readings": []}')
+
+    lean = cli("status", "--state", state, "--json")
+    full = cli("status", "--state", state)
+
+    assert (lean.code, full.code) == (65, 65)
+    assert json.loads(lean.out)["ok"] is False

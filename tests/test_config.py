@@ -47,6 +47,12 @@ def test_file_then_flags_with_origins(tmp_path):
         ("[policy]\nbogus = 1\n", "policy.bogus"),
         ('[discovery]\nignore_pci = ["05:00.0"]\n', "discovery.ignore_pci"),
         ("[node\n", "line 1"),
+        # requests sends URL user info as Basic auth, plain HTTP included (attack round)
+        ('[controller]\nurl = "http://u:p4ss@127.0.0.1:6820"\n', "controller.url"),
+        ('[controller]\nurl = "http://127.0.0.1:99999"\n', "controller.url"),
+        ('[controller]\nurl = "http://127.0.0.1:0"\n', "controller.url"),
+        ('[controller]\ncredential = "."\n', "controller.credential"),
+        ('[controller]\ncredential = ""\n', "controller.credential"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_field(tmp_path, text, words):
@@ -114,3 +120,18 @@ def test_config_show_says_where_each_value_came_from(cli, env, tmp_path):
     assert document["origins"]["node.name"].endswith("config.toml")
     assert document["origins"]["controller.url"] == "default"
     assert set(document["values"]) == set(config.keys())
+
+
+def test_a_config_error_never_echoes_a_credential(tmp_path):
+    for text in (
+        '[controller]\nurl = "http://u:p4ssw0rd@127.0.0.1:6820"\n',
+        '[controller]\nregister_command = ["a", ["--token", "p4ssw0rd"]]\n',
+        '[controller]\nregister_command = "rereg --token p4ssw0rd"\n',
+        '[controller]\nregister_command = ["rereg", "p4ssw0rd\\n"]\n',
+    ):
+        path = write(tmp_path / "c.toml", text)
+
+        with pytest.raises(ConfigError) as caught:
+            config.load(str(path), True)
+
+        assert "p4ssw0rd" not in str(caught.value), text

@@ -407,6 +407,26 @@ def test_the_run_deadline_ends_the_read_back_as_a_refusal_76(cli, adopted, built
     assert cli("status", "--state", adopted.state, "--json").json()["refusal"] is not None
 
 
+def test_ignore_backoff_buys_one_retry_of_a_refused_registration_not_one_per_step(cli, adopted, built, tmp_path):
+    """An operator's `--ignore-backoff` re-ran a failing register command up to the step limit
+    (a spurd restart seven times in one run: attack round)."""
+    count = tmp_path / "runs"
+    failing = tmp_path / "failing-register"
+    failing.write_text(f"#!/bin/sh\necho x >> {count}\nexit 3\n")
+    failing.chmod(0o755)
+    adopted.configure(register_command=[str(failing)])
+    cpx = built("mi300x-cpx")
+    refresh(cli, adopted, cpx)
+    code, first, _ = refresh(cli, adopted, cpx)
+    assert exitcode.PROTOCOL == code, first
+
+    code, retried, _ = refresh(cli, adopted, cpx, "--ignore-backoff")
+
+    assert exitcode.PROTOCOL == code, retried
+    assert 2 == len(count.read_text().splitlines())  # one in each run
+    assert steps(retried).count("register") == 1
+
+
 def test_a_register_command_that_hangs_is_killed_and_69(cli, adopted, built, tmp_path):
     hanging = tmp_path / "hanging-register"
     marker = tmp_path / "still-running"
