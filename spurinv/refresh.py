@@ -49,6 +49,7 @@ from spurinv.state import Api, Decision, State, Steady
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
+    from spurinv.transport import Request
     from spurinv.transport import Transport as Controller
 
 MAX_STEPS = 8
@@ -218,6 +219,7 @@ def converge(
     action = Action(kind=Do.NONE, reason="starting")
     state = forget_stale_refusal(state, judge(state))
     for _ in range(MAX_STEPS):
+        start = len(client.sent) if client else 0  # this step's requests are the ones after it
         try:
             outcome = judge(state)
             action = decide(outcome, view, state, settings, clock())
@@ -248,10 +250,7 @@ def converge(
                 settings = settings.model_copy(update={"ignore_backoff": False})
         except (ControllerError, Interrupted, DeadlineError) as exc:
             # the state as it stands: an unsettled write keeps its intent for the next run
-            failed = isinstance(exc, ControllerError)
-            steps.append(
-                Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=failed, error=exc.message)
-            )
+            steps.append(_failed(action, client.sent[start:] if client else [], exc))
             if log is not None:
                 log.error(exc.message)
             if isinstance(exc, ControllerError):  # a signal or our own deadline is no reason to back off
@@ -415,6 +414,14 @@ def _remember_api(state: State, client: Controller, now: datetime) -> State:
     if client.api and (state.api is None or state.api.version != client.api or state.api.url != url):
         return state.model_copy(update={"api": Api(url=url, version=client.api, detected_at=now)})
     return state
+
+
+def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError) -> Step:
+    """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
+    request shown as "would send")."""
+    sent = bool(mine) or isinstance(exc, ControllerError)
+    return Step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
+                error=exc.message)  # fmt: skip
 
 
 def _last(client: Controller | None) -> str | None:
