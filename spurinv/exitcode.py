@@ -32,8 +32,13 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (NOHOST, "EX_NOHOST", "the controller does not know this node"),
     (UNAVAILABLE, "EX_UNAVAILABLE", "controller unreachable, or a read-only gateway"),
     (SOFTWARE, "EX_SOFTWARE", "internal error"),
-    (CANTCREAT, "EX_CANTCREAT", "state directory or metrics file not writable"),
-    (IOERR, "EX_IOERR", "discovery failed, the state could not be written, or standard output could not be written"),
+    (CANTCREAT, "EX_CANTCREAT", "state directory or metrics file not writable (permission, read-only file system)"),
+    (
+        IOERR,
+        "EX_IOERR",
+        "discovery failed, the state or metrics could not be written (an I/O error, a full disk), "
+        "or standard output could not be written",
+    ),
     (TEMPFAIL, "EX_TEMPFAIL", "lock held, backoff not elapsed, run deadline reached, or stopped by SIGTERM/SIGINT"),
     (PROTOCOL, "EX_PROTOCOL", "controller refused or did not apply the update, or answered garbage"),
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),
