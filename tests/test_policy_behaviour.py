@@ -30,6 +30,7 @@ from spurinv.policy import (
     decide,
     drain_reason,
     expected_view,
+    forget_stale_refusal,
     register_body,
     settle,
     with_backoff,
@@ -213,6 +214,80 @@ def test_actions_are_immutable():
 
     with pytest.raises(ValidationError):
         action.kind = Do.DRAIN  # type: ignore[misc]
+
+
+def test_the_policy_settings_are_immutable():
+    """One Settings serves every step of a run: no step can change the bounds the next one reads."""
+    policy = Settings(observe=False, backoff_initial=7)
+
+    with pytest.raises(ValidationError):
+        policy.backoff_initial = 0  # type: ignore[misc]
+    assert policy.backoff_initial == 7
+
+
+# ------------------------------------------------------- a refusal the node no longer needs
+
+
+def _refused(backoff_kind: str = "refused") -> State:
+    """CPX confirmed, its registration refused, and a backoff still running."""
+    refusal = Refusal(fingerprint=CPX.fingerprint, at=at(60), error="2072 Invalid gres")
+    backoff = Backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")
+    return confirmed(SPX, CPX, refusal=refusal, backoff=backoff)
+
+
+def test_back_at_the_baseline_a_refusal_and_its_backoff_are_forgotten_so_the_change_is_tried_at_once_next_time():
+    reverted = _refused().record(reading(SPX, 120))
+
+    forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
+    again = forgotten.record(reading(CPX, 180)).record(reading(CPX, 240))
+
+    assert (forgotten.refusal, forgotten.backoff) == (None, None)
+    assert decide(outcome_of(again), None, again, SLURM, at(300)).kind == Do.READ_VIEW  # not held by the old backoff
+    assert decide(outcome_of(again), view(), again, SLURM, at(300)).kind == Do.REGISTER  # not drained as refused
+
+
+def test_without_forgetting_the_same_change_would_wait_for_the_old_backoff():
+    """The contrast to the test above: what the old refusal does when it is kept."""
+    kept = _refused().record(reading(SPX, 120)).record(reading(CPX, 180)).record(reading(CPX, 240))
+
+    assert decide(outcome_of(kept), None, kept, SLURM, at(300)).kind == Do.BACKOFF
+
+
+@pytest.mark.parametrize("kind", ["unreachable", "auth"])
+def test_back_at_the_baseline_a_transport_backoff_is_kept_and_still_blocks_contact(kind):
+    reverted = _refused(kind).record(reading(SPX, 120))
+
+    forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
+
+    assert forgotten.refusal is None
+    assert forgotten.backoff == reverted.backoff
+    again = forgotten.record(reading(CPX, 180)).record(reading(CPX, 240))
+    assert decide(outcome_of(again), None, again, SLURM, at(300)).kind == Do.BACKOFF
+
+
+@pytest.mark.parametrize("left", ["refusal", "backoff"])
+def test_a_refusal_or_a_refused_backoff_alone_is_forgotten_too(left):
+    gone = "backoff" if left == "refusal" else "refusal"
+    reverted = _refused().model_copy(update={gone: None}).record(reading(SPX, 120))
+
+    forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
+
+    assert (forgotten.refusal, forgotten.backoff) == (None, None)
+
+
+def test_a_refusal_is_kept_while_the_node_still_differs_from_its_baseline():
+    state = _refused()  # CPX confirmed twice: the refused inventory is still there
+
+    assert forget_stale_refusal(state, outcome_of(state)) == state
+    pending = state.record(reading(NONE, 120))  # something else, seen once
+    assert forget_stale_refusal(pending, outcome_of(pending)) == pending
+
+
+@pytest.mark.parametrize("backoff", [None, Backoff(kind="auth", failures=1, next_attempt=at(99_999), error="401")])
+def test_back_at_the_baseline_with_nothing_refused_nothing_changes(backoff):
+    state = confirmed(SPX, SPX, backoff=backoff)
+
+    assert forget_stale_refusal(state, outcome_of(state)) == state
 
 
 # ------------------------------------------------------------------ outcomes and exit statuses
