@@ -4,6 +4,8 @@ person reads (the wording is documented output: README's ``status`` example show
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from factories import inventory, packages, reading
 from hypothesis import given, settings
@@ -140,3 +142,15 @@ def test_a_confirmed_change_says_whether_there_was_a_baseline():
     assert "no baseline" not in changed.reason
     assert "no baseline yet" in first.reason
     assert "differ" not in first.reason
+
+
+def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_shows_it():
+    """The release quotes the fingerprint the way `spurinv status` and `refresh` print it (12 hex
+    digits), so an operator can match the held reading before accepting it."""
+    on_bus = inventory(packages(8, "SPX")[:-1], pci=[d.pci_bdf for d in SPX.devices])
+
+    held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
+
+    command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held.release or "")
+    assert command is not None
+    assert command.group(1) == on_bus.fingerprint[:12]

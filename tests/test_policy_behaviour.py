@@ -35,7 +35,7 @@ from spurinv.policy import (
     settle,
     with_backoff,
 )
-from spurinv.state import Backoff, Baseline, Drain, Refusal, State
+from spurinv.state import Backoff, Baseline, Drain, Intent, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -432,6 +432,32 @@ def test_steps_that_write_nothing_change_nothing(kind):
     state = confirmed(SPX, CPX)
 
     assert settle(state, Action(kind=kind, reason="x"), NOW) == state
+
+
+def _write(kind: Do) -> Action:
+    body = {"state": ["DRAIN"], "reason": "spurinv: x"} if kind == Do.DRAIN else {"state": ["RESUME"]}
+    return Action(kind=kind, reason="x", body=register_body(view(), CPX) if kind == Do.REGISTER else body, cause="busy")
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("kind", [Do.REGISTER, Do.DRAIN, Do.RESUME])
+def test_a_writes_outcome_clears_its_write_ahead_intent(kind, applied):
+    """Once settle knows how a write ended, the next run must not settle it again from the view."""
+    action = _write(kind)
+    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX.fingerprint)
+    state = confirmed(SPX, CPX, intent=intent)
+
+    after = settle(state, action, NOW, applied=applied, error=None if applied else "2072", settings=SLURM)
+
+    assert after.intent is None
+
+
+@pytest.mark.parametrize("kind", [Do.NONE, Do.READ_VIEW, Do.FORGET_DRAIN])
+def test_a_step_that_writes_nothing_keeps_an_unsettled_intent(kind):
+    intent = Intent(kind="drain", body={"state": ["DRAIN"], "reason": "spurinv: x"}, at=NOW)
+    state = confirmed(SPX, CPX, intent=intent)
+
+    assert settle(state, Action(kind=kind, reason="x"), NOW).intent == intent
 
 
 def test_expected_view_after_drain_and_resume_matches_what_slurm_shows():
