@@ -332,6 +332,8 @@ def test_observe_mode_observes_a_confirmed_change_and_settle_makes_it_the_observ
     after = settle(state, action, NOW)
 
     assert action.kind == Do.OBSERVE
+    assert outcome_of(state).diff.summary() in action.reason  # what would change, against the baseline
+    assert "first inventory" not in action.reason
     assert after.baseline.inventory.fingerprint == CPX.fingerprint
     assert after.baseline.source == "observed"
 
@@ -342,6 +344,7 @@ def test_observe_mode_with_no_baseline_still_records_the_first_inventory():
     action = decide(outcome_of(state), None, state, Settings(observe=True), NOW)
 
     assert action.kind == Do.OBSERVE
+    assert f"first inventory: {SPX.summary()}" in action.reason  # no baseline to compare with: what it is
     assert settle(state, action, NOW).baseline.inventory == SPX
 
 
