@@ -154,3 +154,11 @@ def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_
     command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held.release or "")
     assert command is not None
     assert command.group(1) == on_bus.fingerprint[:12]
+
+
+def test_a_model_that_appears_or_disappears_is_counted_from_or_to_zero():
+    """The drain reason says how many GPUs of each model there were and are: none is 0, not less."""
+    mi325x = inventory(packages(8, "SPX", model="mi325x"))
+
+    assert compare(SPX, mi325x).summary().split("; ")[:2] == ["mi300x 8→0", "mi325x 0→8"]
+    assert compare(None, SPX).summary() == "mi300x 0→8"

@@ -336,6 +336,8 @@ def test_what_merge_extra_writes_extra_fingerprint_reads_back(other, fingerprint
         '{"spurinv": "x"}',
         '{"spurinv": {"fingerprint": 5}}',
         '{"other": {"fingerprint": "f"}}',
+        '{"spurinv": {"fingerprint": "f"',  # cut short: not JSON
+        '{"a": ' + "[" * 100_000,  # nested past the parser's recursion limit
     ],
 )
 def test_extra_without_our_record_has_no_fingerprint(extra):
