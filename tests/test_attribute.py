@@ -312,6 +312,20 @@ def test_a_failed_read_gives_the_systems_reason_and_a_symlink_says_so(tmp_path):
     assert link.value.reason != os.strerror(errno.ELOOP)
 
 
+def test_a_file_that_opens_but_fails_to_read_is_a_failed_read_not_an_empty_one():
+    """A regular file whose read(2) fails (EIO, as a sysfs attribute whose driver errs does): here
+    /proc/self/mem, whose first page is never mapped. Not empty text, and not "absent" either."""
+    path = "/proc/self/mem"
+
+    with pytest.raises(ReadError) as failed:
+        read_bytes(path)
+    with pytest.raises(ReadError) as optional:
+        read_optional(path)
+
+    assert (failed.value.path, failed.value.errno, failed.value.reason) == (path, errno.EIO, os.strerror(errno.EIO))
+    assert optional.value.errno == errno.EIO
+
+
 def test_reads_do_not_leak_file_descriptors(tmp_path):
     path = tmp_path / "attr"
     path.write_text("1\n")

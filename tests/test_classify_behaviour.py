@@ -4,12 +4,14 @@ person reads (the wording is documented output: README's ``status`` example show
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from factories import inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.classify import Kind, classify, compare
+from spurinv.classify import FieldChange, Kind, classify, compare
 
 SPX = inventory(packages(8, "SPX"))
 ONE = inventory(packages(1, "SPX"))
@@ -110,3 +112,53 @@ def test_only_an_accepted_suspicious_reading_says_it_was_accepted():
     assert (accepted.kind, plain.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
     assert "accepted" in accepted.reason
     assert "accepted" not in plain.reason
+
+
+def test_a_changed_field_carries_its_values_before_and_after():
+    """What `spurinv diff` shows in its before/after columns (and --json lists): the values themselves,
+    a partition as plain data."""
+    one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
+    other_numa = inventory(packages(1, "SPX", numa=1))
+    ident = ONE.devices[0].id
+
+    assert compare(ONE, one_nps4).changed == (
+        FieldChange(
+            id=ident,
+            field="partition",
+            old={"compute": "SPX", "memory": "NPS1", "index": 0},
+            new={"compute": "SPX", "memory": "NPS4", "index": 0},
+        ),
+    )
+    assert compare(ONE, other_numa).changed == (FieldChange(id=ident, field="numa_node", old=0, new=1),)
+
+
+def test_a_confirmed_change_says_whether_there_was_a_baseline():
+    """The operator reads whether this is a change of a known inventory or the node's first one."""
+    changed = classify(ONE, reading(SPX, 0), reading(SPX, 60))
+    first = classify(None, reading(SPX, 0), reading(SPX, 60))
+
+    assert (changed.kind, first.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
+    assert "differ from the baseline" in changed.reason
+    assert "no baseline" not in changed.reason
+    assert "no baseline yet" in first.reason
+    assert "differ" not in first.reason
+
+
+def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_shows_it():
+    """The release quotes the fingerprint the way `spurinv status` and `refresh` print it (12 hex
+    digits), so an operator can match the held reading before accepting it."""
+    on_bus = inventory(packages(8, "SPX")[:-1], pci=[d.pci_bdf for d in SPX.devices])
+
+    held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
+
+    command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held.release or "")
+    assert command is not None
+    assert command.group(1) == on_bus.fingerprint[:12]
+
+
+def test_a_model_that_appears_or_disappears_is_counted_from_or_to_zero():
+    """The drain reason says how many GPUs of each model there were and are: none is 0, not less."""
+    mi325x = inventory(packages(8, "SPX", model="mi325x"))
+
+    assert compare(SPX, mi325x).summary().split("; ")[:2] == ["mi300x 8→0", "mi325x 0→8"]
+    assert compare(None, SPX).summary() == "mi300x 0→8"

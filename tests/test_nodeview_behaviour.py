@@ -261,6 +261,45 @@ def test_an_eighteen_digit_count_is_still_a_count():
     assert parse_gres("gpu:" + "9" * 18)[0].count == int("9" * 18)
 
 
+def test_a_bare_number_among_the_gres_entries_is_a_resource_of_that_name_not_a_crash():
+    """Slurm never lists one, but a hand-edited node can: it must not end the run with a traceback."""
+    assert [(e.name, e.type, e.count) for e in parse_gres("gpu:mi300x:8,4")] == [("gpu", "mi300x", 8), ("4", None, 1)]
+    assert gpu_counts("gpu:mi300x:8,4") == {"mi300x": 8}
+    assert rebuild_gres("gpu:mi300x:8,4", {"mi300x": 64}) == "gpu:mi300x:64,4"
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="gpu:mi30x0129,()SIDX-/ ", max_size=40))
+def test_any_gres_text_gives_entries_or_a_protocol_error(text):
+    kind = None
+    try:
+        entries = parse_gres(text)
+        rebuild_gres(text, {"mi300x": 8})  # and the register body can be built from it
+    except ControllerError as exc:
+        kind, entries = exc.kind, []
+    assert kind in (None, "protocol")
+    assert all(entry.count >= 0 for entry in entries)
+
+
+# ------------------------------------------------------------------------- reason timestamps
+
+
+@pytest.mark.parametrize(
+    ("number", "seen"),
+    [(0, None), (1, 1), (1_764_700_000, 1_764_700_000), ((1 << 40) - 1, (1 << 40) - 1), (1 << 40, None), (-5, None)],
+)
+def test_when_the_reason_was_set_is_known_for_every_positive_time_and_unknown_for_zero(number, seen):
+    """Slurm sends 0 for "never set"; any later moment, however early, is a time ours() can compare."""
+    for capture, value in [
+        ("24.11/v0.0.42/node-n1-idle.json", {"set": True, "infinite": False, "number": number}),
+        ("22.05/v0.0.38/node-n1-idle.json", number),
+    ]:
+        node = node_of(capture)
+        node["reason_changed_at"] = value
+
+        assert parse_node({"nodes": [node]}, "n1").reason_changed_at == seen
+
+
 # ------------------------------------------------------------------------------ extra record
 
 
@@ -297,6 +336,8 @@ def test_what_merge_extra_writes_extra_fingerprint_reads_back(other, fingerprint
         '{"spurinv": "x"}',
         '{"spurinv": {"fingerprint": 5}}',
         '{"other": {"fingerprint": "f"}}',
+        '{"spurinv": {"fingerprint": "f"',  # cut short: not JSON
+        '{"a": ' + "[" * 100_000,  # nested past the parser's recursion limit
     ],
 )
 def test_extra_without_our_record_has_no_fingerprint(extra):

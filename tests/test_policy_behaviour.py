@@ -30,11 +30,12 @@ from spurinv.policy import (
     decide,
     drain_reason,
     expected_view,
+    forget_stale_refusal,
     register_body,
     settle,
     with_backoff,
 )
-from spurinv.state import Backoff, Baseline, Drain, Refusal, State
+from spurinv.state import Backoff, Baseline, Drain, Intent, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -215,6 +216,80 @@ def test_actions_are_immutable():
         action.kind = Do.DRAIN  # type: ignore[misc]
 
 
+def test_the_policy_settings_are_immutable():
+    """One Settings serves every step of a run: no step can change the bounds the next one reads."""
+    policy = Settings(observe=False, backoff_initial=7)
+
+    with pytest.raises(ValidationError):
+        policy.backoff_initial = 0  # type: ignore[misc]
+    assert policy.backoff_initial == 7
+
+
+# ------------------------------------------------------- a refusal the node no longer needs
+
+
+def _refused(backoff_kind: str = "refused") -> State:
+    """CPX confirmed, its registration refused, and a backoff still running."""
+    refusal = Refusal(fingerprint=CPX.fingerprint, at=at(60), error="2072 Invalid gres")
+    backoff = Backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")
+    return confirmed(SPX, CPX, refusal=refusal, backoff=backoff)
+
+
+def test_back_at_the_baseline_a_refusal_and_its_backoff_are_forgotten_so_the_change_is_tried_at_once_next_time():
+    reverted = _refused().record(reading(SPX, 120))
+
+    forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
+    again = forgotten.record(reading(CPX, 180)).record(reading(CPX, 240))
+
+    assert (forgotten.refusal, forgotten.backoff) == (None, None)
+    assert decide(outcome_of(again), None, again, SLURM, at(300)).kind == Do.READ_VIEW  # not held by the old backoff
+    assert decide(outcome_of(again), view(), again, SLURM, at(300)).kind == Do.REGISTER  # not drained as refused
+
+
+def test_without_forgetting_the_same_change_would_wait_for_the_old_backoff():
+    """The contrast to the test above: what the old refusal does when it is kept."""
+    kept = _refused().record(reading(SPX, 120)).record(reading(CPX, 180)).record(reading(CPX, 240))
+
+    assert decide(outcome_of(kept), None, kept, SLURM, at(300)).kind == Do.BACKOFF
+
+
+@pytest.mark.parametrize("kind", ["unreachable", "auth"])
+def test_back_at_the_baseline_a_transport_backoff_is_kept_and_still_blocks_contact(kind):
+    reverted = _refused(kind).record(reading(SPX, 120))
+
+    forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
+
+    assert forgotten.refusal is None
+    assert forgotten.backoff == reverted.backoff
+    again = forgotten.record(reading(CPX, 180)).record(reading(CPX, 240))
+    assert decide(outcome_of(again), None, again, SLURM, at(300)).kind == Do.BACKOFF
+
+
+@pytest.mark.parametrize("left", ["refusal", "backoff"])
+def test_a_refusal_or_a_refused_backoff_alone_is_forgotten_too(left):
+    gone = "backoff" if left == "refusal" else "refusal"
+    reverted = _refused().model_copy(update={gone: None}).record(reading(SPX, 120))
+
+    forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
+
+    assert (forgotten.refusal, forgotten.backoff) == (None, None)
+
+
+def test_a_refusal_is_kept_while_the_node_still_differs_from_its_baseline():
+    state = _refused()  # CPX confirmed twice: the refused inventory is still there
+
+    assert forget_stale_refusal(state, outcome_of(state)) == state
+    pending = state.record(reading(NONE, 120))  # something else, seen once
+    assert forget_stale_refusal(pending, outcome_of(pending)) == pending
+
+
+@pytest.mark.parametrize("backoff", [None, Backoff(kind="auth", failures=1, next_attempt=at(99_999), error="401")])
+def test_back_at_the_baseline_with_nothing_refused_nothing_changes(backoff):
+    state = confirmed(SPX, SPX, backoff=backoff)
+
+    assert forget_stale_refusal(state, outcome_of(state)) == state
+
+
 # ------------------------------------------------------------------ outcomes and exit statuses
 
 
@@ -257,6 +332,8 @@ def test_observe_mode_observes_a_confirmed_change_and_settle_makes_it_the_observ
     after = settle(state, action, NOW)
 
     assert action.kind == Do.OBSERVE
+    assert outcome_of(state).diff.summary() in action.reason  # what would change, against the baseline
+    assert "first inventory" not in action.reason
     assert after.baseline.inventory.fingerprint == CPX.fingerprint
     assert after.baseline.source == "observed"
 
@@ -267,6 +344,7 @@ def test_observe_mode_with_no_baseline_still_records_the_first_inventory():
     action = decide(outcome_of(state), None, state, Settings(observe=True), NOW)
 
     assert action.kind == Do.OBSERVE
+    assert f"first inventory: {SPX.summary()}" in action.reason  # no baseline to compare with: what it is
     assert settle(state, action, NOW).baseline.inventory == SPX
 
 
@@ -358,6 +436,32 @@ def test_steps_that_write_nothing_change_nothing(kind):
     state = confirmed(SPX, CPX)
 
     assert settle(state, Action(kind=kind, reason="x"), NOW) == state
+
+
+def _write(kind: Do) -> Action:
+    body = {"state": ["DRAIN"], "reason": "spurinv: x"} if kind == Do.DRAIN else {"state": ["RESUME"]}
+    return Action(kind=kind, reason="x", body=register_body(view(), CPX) if kind == Do.REGISTER else body, cause="busy")
+
+
+@pytest.mark.parametrize("applied", [True, False])
+@pytest.mark.parametrize("kind", [Do.REGISTER, Do.DRAIN, Do.RESUME])
+def test_a_writes_outcome_clears_its_write_ahead_intent(kind, applied):
+    """Once settle knows how a write ended, the next run must not settle it again from the view."""
+    action = _write(kind)
+    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX.fingerprint)
+    state = confirmed(SPX, CPX, intent=intent)
+
+    after = settle(state, action, NOW, applied=applied, error=None if applied else "2072", settings=SLURM)
+
+    assert after.intent is None
+
+
+@pytest.mark.parametrize("kind", [Do.NONE, Do.READ_VIEW, Do.FORGET_DRAIN])
+def test_a_step_that_writes_nothing_keeps_an_unsettled_intent(kind):
+    intent = Intent(kind="drain", body={"state": ["DRAIN"], "reason": "spurinv: x"}, at=NOW)
+    state = confirmed(SPX, CPX, intent=intent)
+
+    assert settle(state, Action(kind=kind, reason="x"), NOW).intent == intent
 
 
 def test_expected_view_after_drain_and_resume_matches_what_slurm_shows():
