@@ -345,7 +345,11 @@ def _spur_view(block: list[str]) -> NodeView:
     cpus = _SPUR_CPUALLOC.search("CPUTot=" + fields["CPUTot"]) if "CPUTot" in fields else None
     if cpus is None:
         raise ControllerError("protocol", f"spur's scontrol printed no CPUAlloc= for node {name!r}")
+    # a later spur composes the word as Slurm does (DRAINED+RESERVED, IDLE+MAINTENANCE+RESERVED):
+    # the first part is the state, the rest are flags
+    word, *overlay = word.split("+")
     base, flags = SPUR_WORDS.get("drained" if word == "DRAIN" else word.lower(), (word or "UNKNOWN", ()))
+    flags = (*flags, *(part for part in overlay if part))
     return NodeView(
         name=name,
         dialect="spur-scontrol",

@@ -87,6 +87,22 @@ def test_a_drained_idle_node_and_a_draining_busy_one():
     assert (draining.drained, draining.idle) == (True, False)
 
 
+@pytest.mark.parametrize(
+    ("word", "base", "flags", "drained"),
+    [
+        ("DRAINED+RESERVED", "IDLE", ("DRAIN", "RESERVED"), True),
+        ("DRAINING+MAINTENANCE+RESERVED", "ALLOCATED", ("DRAIN", "MAINTENANCE", "RESERVED"), True),
+        ("IDLE+PLANNED", "IDLE", ("PLANNED",), False),
+    ],
+)
+def test_a_later_spurs_composite_state_word_keeps_its_state(word, base, flags, drained):
+    """spur after 4cc3da8 composes State= as Slurm does (scontrol.rs ``node_state_display``):
+    DRAINED+RESERVED read as an unknown word would be "not drained": our drain never lifted."""
+    (view,) = parse_spur_nodes(f"NodeName=n1\n   State={word} Reason=x\n   CPUTot=8 CPUAlloc=0 RealMemory=1 FreeMem=1\n")
+
+    assert (view.base, view.flags, view.drained) == (base, flags, drained)
+
+
 @pytest.mark.parametrize("word", ["IDLE", "MIXED", "ALLOCATED", "DOWN"])
 def test_a_node_that_is_not_drained_is_never_read_as_drained(word):
     (view,) = parse_spur_nodes(f"NodeName=n1\n   State={word} Reason=\n   CPUTot=8 CPUAlloc=0 RealMemory=1 FreeMem=1\n")
