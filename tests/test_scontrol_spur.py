@@ -314,21 +314,29 @@ def test_secrets_in_the_register_commands_argv_stay_out_of_output_state_and_log(
     assert "--token <secret>" in json.dumps(document)
 
 
-def test_the_run_deadline_cuts_a_hanging_register_command_69_and_backed_off(cli, adopted, built, tmp_path):
-    """register_timeout (30 s) is longer than what is left of run_deadline (7 s): the deadline
-    wins, and the slow command is a failure to back off from, not something to run every tick."""
+@pytest.mark.parametrize(
+    ("limits", "words"),
+    [
+        ({"register_timeout": 0.5}, "did not finish within 0.5 s"),
+        # register_timeout (30 s) is longer than what is left of run_deadline (7 s): the deadline wins
+        ({"register_timeout": 30, "run_deadline": 7}, "what was left of controller.run_deadline"),
+    ],
+)
+def test_a_register_command_that_hangs_is_killed_69_and_backed_off(cli, adopted, built, tmp_path, limits, words):
+    """Killed (its group) at its own limit or the run's, whichever comes first; a command too slow
+    for the run is a failure to back off from, not something to run again every tick."""
     hanging = tmp_path / "hanging-register"
     marker = tmp_path / "still-running"
     hanging.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
     hanging.chmod(0o755)
-    adopted.configure(register_command=[str(hanging)], register_timeout=30, run_deadline=7)
+    adopted.configure(register_command=[str(hanging)], **limits)
     cpx = built("mi300x-cpx")
     refresh(cli, adopted, cpx)
 
     code, document, _ = refresh(cli, adopted, cpx)
 
     assert exitcode.UNAVAILABLE == code, document
-    assert "what was left of controller.run_deadline" in document["steps"][-1]["error"]
+    assert words in document["steps"][-1]["error"]
     assert not marker.exists()
     saved = json.loads(adopted.state.read_text())
     assert saved["intent"]["kind"] == "register"  # it may have worked before it was killed
@@ -425,22 +433,6 @@ def test_ignore_backoff_buys_one_retry_of_a_refused_registration_not_one_per_ste
     assert exitcode.PROTOCOL == code, retried
     assert 2 == len(count.read_text().splitlines())  # one in each run
     assert steps(retried).count("register") == 1
-
-
-def test_a_register_command_that_hangs_is_killed_and_69(cli, adopted, built, tmp_path):
-    hanging = tmp_path / "hanging-register"
-    marker = tmp_path / "still-running"
-    hanging.write_text(f"#!/bin/sh\nsleep 30\ntouch {marker}\n")
-    hanging.chmod(0o755)
-    adopted.configure(register_command=[str(hanging)], register_timeout=0.5)
-    cpx = built("mi300x-cpx")
-    refresh(cli, adopted, cpx)
-
-    code, document, _ = refresh(cli, adopted, cpx)
-
-    assert exitcode.UNAVAILABLE == code, document
-    assert "did not finish within 0.5 s" in document["steps"][-1]["error"]
-    assert not marker.exists()
 
 
 def test_a_register_command_without_effect_is_76_after_register_wait(cli, adopted, built):
