@@ -378,3 +378,11 @@ def test_a_read_that_fails_after_the_open_is_a_read_error_naming_the_path():
 
     assert (caught.value.path, caught.value.errno) == ("/proc/self/mem", errno.EIO)
     assert str(caught.value) == "/proc/self/mem: Input/output error"
+
+
+@pytest.mark.parametrize("digits", [21, 22, 40])
+def test_a_value_padded_with_leading_zeros_past_twenty_digits_is_still_its_number(digits):
+    """Leading zeros are stripped before the 20-digit bound: 0…018446744073709551615 is 2^64 - 1."""
+    value = str((1 << 64) - 1).rjust(digits, "0")
+
+    assert parse_properties(f"unique_id {value}\n", "/sys/x") == {"unique_id": (1 << 64) - 1}

@@ -162,3 +162,16 @@ def test_a_model_that_appears_or_disappears_is_counted_from_or_to_zero():
 
     assert compare(SPX, mi325x).summary().split("; ")[:2] == ["mi300x 8→0", "mi325x 0→8"]
     assert compare(None, SPX).summary() == "mi300x 0→8"
+
+
+def test_an_outcome_is_an_immutable_value():
+    """The outcome a run classified is what its steps and its record say: nothing may change it
+    in between, or add to it."""
+    from pydantic import ValidationError
+
+    outcome = classify(None, None, reading(inventory(packages(8, "SPX")), 0))
+
+    with pytest.raises(ValidationError):
+        outcome.reason = "changed"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        type(outcome).model_validate({**outcome.model_dump(), "extra": 1})
