@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from factories import at, inventory, packages, reading
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from spurinv.classify import classify
 from spurinv.nodeview import NodeView
 from spurinv.policy import PREFIX, Do, Settings, decide, expected_view, ours, settle
-from spurinv.state import Baseline, Drain, State
+from spurinv.state import Baseline, Drain, Intent, State
 from spurinv.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
 
 SPX = inventory(packages(8, "SPX"))
@@ -172,3 +173,40 @@ def test_a_reworded_drain_stays_ours_until_the_controller_is_read_again():
 
     assert ours(expected_view(seen, action), after)
     assert decide_for(after, expected_view(seen, action)).kind == Do.HOLD
+
+
+def test_a_change_seen_once_never_acts_and_says_it_waits():
+    """One reading never acts, whatever else makes the policy read the node (an unsettled write
+    here), and the run says the change waits, not "unchanged"."""
+    nps = inventory(packages(8, "SPX", memory_mode="NPS4"))
+    state = confirmed().record(reading(nps, 120))  # a different inventory, seen once
+    state = state.model_copy(update={"intent": Intent(kind="drain", body={"state": ["DRAIN"], "reason": "x"}, at=at(30))})
+    outcome = outcome_for(state)
+
+    for seen in (None, view()):
+        action = decide(outcome, seen, state, DIRECT, NOW)
+
+        assert (action.kind, action.body) == (Do.NONE, None)
+        assert action.reason == outcome.reason
+
+
+def test_an_unchanged_node_with_an_unsettled_intent_needs_nothing_once_the_node_is_read():
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+    state = state.record(reading(SPX, 0)).record(reading(SPX, 60))
+    state = state.model_copy(update={"intent": Intent(kind="register", body={"gres": "gpu:mi300x:8"}, at=at(30))})
+
+    action = decide_for(state, view())
+
+    assert (action.kind, action.body, action.exit_code) == (Do.NONE, None, 0)
+
+
+def test_a_view_of_the_node_is_an_immutable_value():
+    """The view a step decided on is the one the next step sees: nothing may change it in between."""
+    from pydantic import ValidationError
+
+    seen = view()
+
+    with pytest.raises(ValidationError):
+        seen.reason = "changed"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        NodeView.model_validate({**seen.model_dump(), "extra_field": 1})
