@@ -41,6 +41,17 @@ class Budget:
         if self.remaining() <= 0:
             raise DeadlineError(f"controller.run_deadline ({self.seconds:g} s) reached before {what}; state saved")
 
+    def allow(self, seconds: float, what: str) -> float:
+        """The seconds ``what``, starting now, may take: ``seconds`` cut to what is left of the
+        run; DeadlineError if nothing is (no request or command starts after the deadline)."""
+        self.check(what)
+        return min(seconds, self.remaining())
+
+    def cut(self, what: str) -> DeadlineError:
+        """The error for ``what``, stopped because the deadline cut its own timeout short: the
+        deadline's doing, not the controller's (no backoff for it)."""
+        return DeadlineError(f"controller.run_deadline ({self.seconds:g} s) reached during {what}; state saved")
+
 
 class Signals:
     """While active, SIGTERM and SIGINT raise Interrupted (once) in the main thread."""

@@ -23,7 +23,7 @@ import requests
 
 from spurinv.budget import Budget
 from spurinv.config import ControllerSection
-from spurinv.errors import ConfigError, ControllerError, DeadlineError, TokenError
+from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.nodeview import NodeView, gpu_counts, parse_node, slurm_errors, used_count
 from spurinv.secret import Secret
 from spurinv.transport import RegisterResult, Request, register_directly
@@ -133,9 +133,8 @@ class Controller:
         """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble."""
         url = self.settings.url + path
         timeout = self.settings.timeout
-        if self.budget is not None:
-            self.budget.check(f"{method} {path}")  # no request starts after the run's deadline
-            timeout = min(timeout, self.budget.remaining())
+        if self.budget is not None:  # no request starts after the run's deadline, none runs past it
+            timeout = self.budget.allow(timeout, f"{method} {path}")
         record = Request(method, path, body)
         self.sent.append(record)
         verify: bool | str = self.settings.ca_file or self.settings.verify
@@ -183,9 +182,7 @@ class Controller:
         """A request that ran out of time because the run's deadline cut its timeout short is
         the deadline's doing, not the controller's: no backoff for it."""
         if self.budget is not None and timeout < self.settings.timeout:
-            raise DeadlineError(
-                f"controller.run_deadline ({self.budget.seconds:g} s) reached during {method} {path}; state saved"
-            ) from None
+            raise self.budget.cut(f"{method} {path}") from None
 
     def _read(self, response: requests.Response, limit: int) -> bytearray:
         declared = response.headers.get("Content-Length")

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 MAX_OUTPUT = 64 << 10  # bytes kept from the command's output (the tail)
 LOGGED = 400  # characters of output put in the log line
 MIN_START = 5.0  # seconds of the run a register command needs left to be started at all
+
+
 def resolve(program: str, environ: Mapping[str, str], what: str) -> str:
     """The absolute path of ``program`` (a bare name is looked up on ``$PATH``); ConfigError (78)
     when it is missing or not executable."""
@@ -80,8 +82,9 @@ def run(
     command that prints gigabytes costs at most twice ``limit`` of memory; ``stop_over``: kill
     it as soon as a stream passes ``limit`` (its answer is unusable anyway). Once the command
     itself has exited, its output is read for at most ``GRACE`` seconds more: a daemon it started
-    may hold the pipes for ever, and is left running. The child dies with us (PDEATHSIG): a
-    SIGKILLed run leaves no command behind to overlap the next run's.
+    may hold the pipes for ever, and is left running. The command itself dies with us
+    (PDEATHSIG): a SIGKILLed run does not leave it to overlap the next run's (what it started
+    may live on).
     """
     with subprocess.Popen(
         argv,
@@ -221,9 +224,7 @@ class Registrar:
             )
         program = resolve(self.argv[0], self.environ, "controller.register_command")
         command = self.shown
-        if self.budget is not None:
-            self.budget.check(f"register_command `{command}`")
-        timeout = min(self.timeout, self._left())
+        timeout = self.budget.allow(self.timeout, f"register_command `{command}`") if self.budget else self.timeout
         if timeout < min(self.timeout, MIN_START):
             # started now it would be killed at once, perhaps half done: the next run starts it
             raise DeadlineError(

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from spurinv import registration
 from spurinv.budget import Budget
-from spurinv.errors import ConfigError, ControllerError, ControllerKind, DeadlineError
+from spurinv.errors import ConfigError, ControllerError, ControllerKind
 from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
 from spurinv.secret import printable
 from spurinv.transport import SPUR_REMEDY, RegisterResult, Request, register_directly
@@ -107,19 +107,16 @@ class Scontrol:
     # --- running scontrol -------------------------------------------------------------------
     def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> registration.Outcome:
         argv = [self.program, *args]
+        timeout = self.settings.timeout
+        if self.budget is not None:  # checked before the record: a command never started is not "sent"
+            timeout = self.budget.allow(timeout, f"`{shlex.join(argv[:4])}`")
         record = Request("EXEC", shlex.join(argv), None)
         self.sent.append(record)
-        timeout = self.settings.timeout
-        if self.budget is not None:
-            self.budget.check(f"`{shlex.join(argv[:4])}`")
-            timeout = min(timeout, self.budget.remaining())
         try:
             outcome = registration.run(argv, self.environ, timeout, limit=limit, stop_over=True)
         except subprocess.TimeoutExpired:
             if self.budget is not None and timeout < self.settings.timeout:
-                raise DeadlineError(
-                    f"controller.run_deadline ({self.budget.seconds:g} s) reached during `{shlex.join(argv[:4])}`; state saved"
-                ) from None
+                raise self.budget.cut(f"`{shlex.join(argv[:4])}`") from None
             raise ControllerError(
                 "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
             ) from None

@@ -271,3 +271,21 @@ def test_an_answer_about_one_node_over_a_mebibyte_is_cut_there_and_76(tmp_path):
 
     assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
     assert "more than 1048576 bytes" in caught.value.message
+
+
+def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(tmp_path):
+    """The step's report lists what this step sent: a command never started is not among it."""
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    ran = tmp_path / "ran"
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, f"touch {ran}")), "n1", os.environ,
+        budget=Budget(0),
+    )  # fmt: skip
+
+    with pytest.raises(DeadlineError):
+        client.view()
+
+    assert client.sent == []
+    assert not ran.exists()
