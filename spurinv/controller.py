@@ -293,8 +293,8 @@ class Controller:
             # select_g_select_nodeinfo_set_all(), so MIXED/ALLOCATED and alloc_cpus can still show
             # a job that ended until anyone queries all nodes; gres_used is fresh, so this is only
             # needed when the view has none, or when any job counts (a register command). The
-            # query costs the size of the cluster, so the
-            # policy asks for it at most once per controller.busy_recheck (docs/busy.md).
+            # query costs the size of the cluster, so the policy asks for it at most once per
+            # controller.busy_recheck (docs/busy.md).
             self.rechecked = True
             path = f"/{self.api}/nodes"
             status, body = self._call("GET", path, limit=MAX_NODES_BODY)

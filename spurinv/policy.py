@@ -238,7 +238,7 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
                 kind=Do.HOLD,
                 reason=(
                     f"the controller refused the update ({refusal.error}); "
-                    f"{refusal.remedy or SLURM_REMEDY}; retry at {when(_next_attempt(backoff, settings, now), now)}"
+                    f"{remedy}; retry at {when(_next_attempt(backoff, settings, now), now)}"
                 ),
                 exit_code=exitcode.PROTOCOL,
             )

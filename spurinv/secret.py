@@ -19,6 +19,7 @@ from collections.abc import Callable
 WINDOW = 8
 MAX_TEXT = 500
 MARK = "<token>"
+BLANK = "<secret>"  # what blank() puts where a credential-looking word was
 
 
 class Secret:
@@ -102,7 +103,6 @@ _CREDENTIALS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]
 # ``-u user:password``
 _SECRET_OPTION = re.compile(rf"(?i)(?:--?{_KEY}|--?key|-p)")
 _USER_OPTION = re.compile(r"(?i)(?:-u|--user)")
-BLANK = "<secret>"
 
 
 def blank(text: str, secrets: tuple[str, ...] = ()) -> str:

@@ -224,11 +224,11 @@ def _decode(data: bytes, path: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise Corrupt(f"{path}: not a JSON object")
     version = raw.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
-        raise NewerSchema(f"{path} has schema_version {version}; this spurinv understands {SCHEMA_VERSION}")
     # "2", 2.0, true: never coerced to a version (a rewrite would then stamp it as ours)
     if "schema_version" in raw and (type(version) is not int or version < 1):
         raise Corrupt(f"{path}: schema_version {str(version)[:20]!r} is not a version number")
+    if type(version) is int and version > SCHEMA_VERSION:
+        raise NewerSchema(f"{path} has schema_version {version}; this spurinv understands {SCHEMA_VERSION}")
     return raw
 
 
