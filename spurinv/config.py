@@ -134,10 +134,10 @@ class ControllerSection(_Section):
             if "@" in parts.netloc:  # requests would send it as Basic auth, plain HTTP included
                 raise ValueError("expected no user or password in the URL (the token goes in controller.token_file)")
             try:
-                parts.port  # noqa: B018 (it validates)
+                port = parts.port  # ValueError beyond 65535
             except ValueError:
-                raise ValueError("expected http://host[:port] or https://host[:port] with a port from 1 to 65535") from None
-            if parts.port == 0:
+                port = 0
+            if port == 0:
                 raise ValueError("expected http://host[:port] or https://host[:port] with a port from 1 to 65535")
         return value.rstrip("/")
 

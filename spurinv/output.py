@@ -26,12 +26,21 @@ class OutputError(Exception):
         self.reason = reason
 
 
-class Guarded:
-    """A text stream whose ``write`` and ``flush`` raise :class:`OutputError`; everything else
-    (``isatty``, ``encoding``, ``fileno`` for rich and click) is the stream's own."""
+class _Wrapped:
+    """A text stream with its own ``write`` and ``flush``; everything else (``isatty``,
+    ``encoding``, ``fileno`` for rich and click) is the stream's own."""
 
     def __init__(self, stream: TextIO | None) -> None:
-        self.stream = stream  # None: Python started with fd 1 closed
+        self.stream = stream  # None: Python started with the descriptor closed
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
+
+
+class Guarded(_Wrapped):
+    """Standard output whose ``write`` and ``flush`` raise :class:`OutputError`."""
 
     def write(self, text: str) -> int:
         if self.stream is None:
@@ -49,18 +58,10 @@ class Guarded:
         except (OSError, ValueError) as exc:
             raise OutputError(_reason(exc)) from None
 
-    def __getattr__(self, name: str) -> Any:
-        if self.stream is None:
-            raise AttributeError(name)
-        return getattr(self.stream, name)
 
-
-class Lossy:
+class Lossy(_Wrapped):
     """Standard error that drops what it cannot write: a log line that cannot be written has
     nowhere to be reported, and must not turn a run's exit status into 1 or abort its save."""
-
-    def __init__(self, stream: TextIO | None) -> None:
-        self.stream = stream
 
     def write(self, text: str) -> int:
         if self.stream is not None:
@@ -76,11 +77,6 @@ class Lossy:
                 self.stream.flush()
             except (OSError, ValueError):
                 pass
-
-    def __getattr__(self, name: str) -> Any:
-        if self.stream is None:
-            raise AttributeError(name)
-        return getattr(self.stream, name)
 
 
 def _reason(exc: Exception) -> str:
