@@ -328,12 +328,18 @@ def _register_script(tmp: Path) -> tuple[str, Path]:
     return str(script), log
 
 
-def test_register_command_replaces_gres_through_scontrol(clean_lab, tmp_path):
-    script, log = _register_script(tmp_path)
-    node = Node(clean_lab, tmp_path, controller={"register_command": [script, "n1"], "register_wait": 10})
+def _adopted_with_register_command(lab, tmp: Path) -> tuple[Node, str, Path]:
+    """n1 in SPX with a site register command, adopted (two readings, no write)."""
+    script, log = _register_script(tmp)
+    node = Node(lab, tmp, controller={"register_command": [script, "n1"], "register_wait": 10})
     node.root("spx")
     node.refresh("spx")
     node.refresh("spx")
+    return node, script, log
+
+
+def test_register_command_replaces_gres_through_scontrol(clean_lab, tmp_path):
+    node, script, log = _adopted_with_register_command(clean_lab, tmp_path)
     node.root("nps4", memory_mode="NPS4")
     node.refresh("nps4")
 
@@ -391,11 +397,7 @@ def test_all_nodes_for_fleet_views_come_from_one_scontrol_call(clean_lab):
 def test_with_register_command_a_cpu_only_job_is_waited_out_with_our_drain(clean_lab, tmp_path):
     """A register command may restart the node's agent: a CPU-only job holds it off too (a
     drain, then the command once the job ends), where a direct GRES update would not wait."""
-    script, log = _register_script(tmp_path)
-    node = Node(clean_lab, tmp_path, controller={"register_command": [script, "n1"], "register_wait": 10})
-    node.root("spx")
-    node.refresh("spx")
-    node.refresh("spx")
+    node, _script, log = _adopted_with_register_command(clean_lab, tmp_path)
     job = clean_lab.sbatch("n1", "--cpus-per-task=1")
     clean_lab.wait_for(lambda: job_state(clean_lab, job) == "RUNNING", 15, "CPU job running on n1")
     node.root("nps4", memory_mode="NPS4")
