@@ -26,7 +26,7 @@ from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.nodeview import NodeView, gpu_counts, parse_node, slurm_errors, used_count
 from spurinv.secret import Secret
-from spurinv.transport import RegisterResult, Request, register_directly
+from spurinv.transport import RegisterResult, Request, recorded, register_directly
 
 if TYPE_CHECKING:
     from spurinv.registration import Registrar
@@ -307,6 +307,9 @@ class Controller:
         """The write as a report line (``--dry-run``)."""
         if "gres" in body and self.registrar is not None:
             return self.registrar.line()
+        if "gres" in body and "extra" in body:  # the record follows the GRES, as its own update
+            first = Request("POST", self.node_path(), {"gres": body["gres"]}).line()
+            return f"{first}; then {Request('POST', self.node_path(), {'extra': body['extra']}).line()}"
         return Request("POST", self.node_path(), body).line()
 
     def post(self, body: dict[str, Any]) -> None:
@@ -320,7 +323,7 @@ class Controller:
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory: the register command if set, else the GRES POST, read back."""
         if self.registrar is not None:
-            return self.registrar.register(self, models)
+            return recorded(self, body, self.registrar.register(self, models))
         return register_directly(self, body, models, fingerprint, self._scrub)
 
     def all_nodes(self) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 FORMAT_VERSION = 1  # of every JSON document spurinv prints
-SCHEMA_VERSION = 1  # of the state file
+SCHEMA_VERSION = 2  # of the state file (history: spurinv/state.py)
 KEEP_READINGS = 2
 
 
@@ -93,6 +93,7 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     drain = state.get("drain")
     if drain:
         notes.append(f"spurinv drained this node ({drain.get('cause')}): {drain.get('reason')}")
+        notes += _drain_notes(drain)
     intent = state.get("intent")
     if isinstance(intent, dict):
         notes.append(
@@ -104,6 +105,22 @@ def attention(state: Mapping[str, Any]) -> list[str]:
         notes.append(f"controller backoff ({backoff.get('kind')}) until {backoff.get('next_attempt')}: {backoff.get('error')}")
     if int(state.get("consecutive_failures") or 0) > 0:
         notes.append(f"discovery failed {state['consecutive_failures']} time(s) in a row")
+    return notes
+
+
+def _drain_notes(drain: Mapping[str, Any]) -> list[str]:
+    """A drain rebuilt from the controller, and the clock skew its reason time shows."""
+    from spurinv import ownership
+
+    notes = []
+    if drain.get("recovered") == "controller-record":
+        notes.append("drain recovered from the controller record (the state file had been lost or moved aside)")
+    elif drain.get("recovered") == "reason":
+        notes.append("drain recovered from the id in its reason (the state file had been lost; the controller keeps no record)")
+    changed = drain.get("reason_changed_at")
+    warning = ownership.skew_warning(ownership.skew(changed, ownership.epoch_of(drain.get("set_at"))))
+    if warning:
+        notes.append(warning)
     return notes
 
 

@@ -6,8 +6,8 @@ applied but not answered would look foreign to every later run and never be lift
 So a write goes: :meth:`Journal.begin` (the intended change — kind, exact body, fingerprint, time —
 saved to the state file with fsync), then the request, then ``policy.settle``, which clears it.
 Whatever dies in between leaves the intent in the state file, and the next run that reads the
-node's view settles it with :func:`reconcile`: a drain carrying exactly our recorded reason, set
-when we sent it, is ours.
+node's view settles it with :func:`reconcile`: a drain carrying exactly our recorded reason (which
+holds the drain's id) is ours, whatever the clocks say (:mod:`spurinv.ownership`).
 
 The journal knows nothing about the transport: a write is a kind and a payload, and whoever sends
 it (the REST client today, an ``scontrol`` runner tomorrow) calls ``begin`` first.
@@ -16,19 +16,12 @@ it (the REST client today, an ``scontrol`` runner tomorrow) calls ``begin`` firs
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from spurinv.nodeview import NodeView, extra_fingerprint, gres_agrees
+from spurinv.nodeview import NodeView, gres_agrees
+from spurinv.ownership import Claim, controller_claim, extra_fingerprint, owns
 from spurinv.state import Baseline, Drain, Intent, State
-
-# How far the controller's clock may be from ours. Slurm authenticates every RPC with munge,
-# whose credentials live 300 s by default: nodes whose clocks differ by more cannot talk to
-# slurmctld at all. A reason set outside this window around our write was not set by it.
-CLOCK_SKEW = 300
-# A write reaches the controller while the run that sent it lives: within the longest run
-# (controller.run_deadline ≤ 120 s, the last request cut at the deadline) after it was recorded.
-WRITE_SLACK = 120
 
 Kind = Literal["drain", "resume", "register"]
 KINDS: dict[str, Kind] = {"drain": "drain", "resume": "resume", "register": "register"}  # an action's kind → a write's
@@ -62,15 +55,6 @@ class Journal:
         return pending
 
 
-def in_window(changed_at: int | None, written_at: datetime, slack: float = WRITE_SLACK) -> bool:
-    """Could the controller's ``reason_changed_at`` come from a write we made at ``written_at``?"""
-    if changed_at is None:
-        return True  # the controller does not say: the reason text alone decides
-    low = written_at - timedelta(seconds=CLOCK_SKEW)
-    high = written_at + timedelta(seconds=CLOCK_SKEW + slack)
-    return low.timestamp() <= changed_at <= high.timestamp()
-
-
 def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
     """Settle an unsettled intent from the controller's view; pin our drain's reason time.
 
@@ -83,7 +67,8 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
         return state, pinned
     cleared = state.model_copy(update={"intent": None})
     if intent.kind == "drain" and intent.reason is not None:
-        if view.drained and view.reason == intent.reason and in_window(view.reason_changed_at, intent.at):
+        claim = Claim(intent.reason, "intent", at=int(intent.at.timestamp()))
+        if owns(view.drained, view.reason, view.reason_changed_at, claim):
             drain = Drain(
                 reason=intent.reason,
                 set_at=intent.at,
@@ -103,7 +88,9 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
         latest is not None
         and intent.fingerprint == latest.fingerprint
         and gres_agrees(view.gres, latest.gpu_counts())
-        and extra_fingerprint(view.extra) == intent.fingerprint
+        # the record follows the GRES (a second update): a run that died between the two has not
+        # registered, and registering again sends both
+        and ("extra" not in intent.body or extra_fingerprint(view.extra) == intent.fingerprint)
     ):
         baseline = Baseline(inventory=latest, since=intent.at, source="registered")
         update = {"baseline": baseline, "pending": None, "refusal": None, "accepted": None}
@@ -118,13 +105,45 @@ def _pin(state: State, view: NodeView) -> tuple[State, str | None]:
         drain is None
         or drain.reason_changed_at is not None
         or view.reason_changed_at is None
-        or not view.drained
-        or view.reason != drain.reason
-        or not in_window(view.reason_changed_at, drain.set_at)
+        or not owns(view.drained, view.reason, view.reason_changed_at, drain.claim)
     ):
         return state, None
     pinned = drain.model_copy(update={"reason_changed_at": view.reason_changed_at})
     return state.model_copy(update={"drain": pinned}), None
 
 
-__all__ = ["CLOCK_SKEW", "WRITE_SLACK", "Journal", "in_window", "reconcile"]
+def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | None]:
+    """A state started afresh meets the controller for the first time: a drain the controller
+    says is ours on this node (:func:`spurinv.ownership.controller_claim`) becomes ours again.
+
+    Only a fresh state asks: one that knows the node and forgot a drain (someone re-worded it,
+    or re-drained keeping our text) must never take it back from the controller's word. Pure.
+    """
+    if not state.fresh:
+        return state, None
+    state = state.model_copy(update={"fresh": False})
+    if state.drain is not None or not view.drained:
+        return state, None
+    claim = controller_claim(view.name, view.reason, view.extra)
+    if claim is None or not owns(view.drained, view.reason, view.reason_changed_at, claim):
+        return state, None
+    drain = Drain(
+        reason=claim.reason,
+        set_at=datetime.fromtimestamp(claim.at, UTC) if claim.at is not None else now,
+        cause=KIND_CAUSES.get(claim.cause, "busy"),
+        fingerprint=claim.fingerprint,
+        reason_changed_at=view.reason_changed_at,
+        recovered="controller-record" if claim.source == "controller-record" else "reason",
+    )
+    where = "the controller record" if drain.recovered == "controller-record" else "the id in its reason (no controller record)"
+    return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours"
+
+
+KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious"]] = {
+    "busy": "busy",
+    "refused": "refused",
+    "suspicious": "suspicious",
+}
+
+
+__all__ = ["Journal", "reconcile", "recover"]

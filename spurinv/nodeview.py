@@ -8,7 +8,6 @@ Dialects (docs/slurm-rest.md §1, docs/spur.md §2):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from spurinv.errors import ControllerError
+from spurinv.ownership import changed_at
 
 BUSY_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 # spur's node display words (spur-core node.rs) → (base state, flags)
@@ -166,23 +166,13 @@ def _view(node: dict[str, Any], name: str) -> NodeView:
         flags=flags,
         reason=str(node.get("reason") or ""),
         reason_set_by=node.get("reason_set_by_user") or None,
-        reason_changed_at=_epoch(node.get("reason_changed_at")),
+        reason_changed_at=changed_at(node.get("reason_changed_at")),
         alloc_cpus=int(node.get("alloc_cpus") or 0),
         alloc_memory=int(node.get("alloc_memory") or 0),
         gres=node["gres"] if isinstance(node.get("gres"), str) else None,
         gres_used=node["gres_used"] if isinstance(node.get("gres_used"), str) else None,
         extra=node["extra"] if isinstance(node.get("extra"), str) else None,
     )
-
-
-def _epoch(value: object) -> int | None:
-    """``reason_changed_at``: an int (≤ v0.0.39) or ``{"set","infinite","number"}`` (v0.0.40+);
-    0, unset, infinite or anything else is unknown."""
-    if isinstance(value, dict):
-        value = value.get("number") if value.get("set") and not value.get("infinite") else None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 1 << 40:
-        return None
-    return value
 
 
 class Gres(BaseModel):
@@ -264,41 +254,6 @@ def gres_agrees(current: str | None, models: dict[str, int]) -> bool:
     if None in counts and len(counts) == 1:
         return counts[None] == sum(models.values())
     return counts == {model: count for model, count in models.items() if count}
-
-
-def merge_extra(current: str | None, ours: dict[str, Any]) -> str | None:
-    """Put our record under ``"spurinv"`` in the node's ``extra`` JSON, keeping other keys.
-
-    Returns None when ``extra`` holds someone else's non-JSON text: we do not overwrite it.
-    """
-    if not current:
-        return json.dumps({"spurinv": ours}, sort_keys=True, separators=(",", ":"))
-    try:
-        data = json.loads(current)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    data["spurinv"] = ours
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def extra_record(extra: object) -> dict[str, Any] | None:
-    """Our record (``{"fingerprint", "inventory", "gres"}``; ``gres`` only since 0.2) in ``extra``, if any."""
-    if not isinstance(extra, str) or not extra.lstrip().startswith("{"):
-        return None  # empty, or someone's plain text: not worth a failed parse per node of a fleet
-    try:
-        data = json.loads(extra)
-    except (ValueError, RecursionError):
-        return None
-    record = data.get("spurinv") if isinstance(data, dict) else None
-    return record if isinstance(record, dict) else None
-
-
-def extra_fingerprint(extra: str | None) -> str | None:
-    """The fingerprint we recorded in ``extra``, if any."""
-    value = (extra_record(extra) or {}).get("fingerprint")
-    return value if isinstance(value, str) else None
 
 
 # spur's `scontrol show node` text (ROCm/spur crates/spur-cli/src/scontrol.rs at 4cc3da8, `show`):

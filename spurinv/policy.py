@@ -18,10 +18,12 @@ any, refused backoff only the refused retry      no request; anything else goes 
 any                 drain not ours               never resumed, never overwritten
 ==================  ==========================  ============================================
 
-"Ours" = DRAIN flag set and the reason equal to the one the state file says we set (NHC's
-leader convention made exact: docs/slurm-rest.md §6). ``decide`` is called repeatedly within a
-run, each time with the state and view as updated by :func:`settle`, until it returns a
-terminal action; each non-terminal action is one request (or none).
+"Ours" = DRAIN flag set and the reason equal to the one we set, which carries the drain's id
+(:mod:`spurinv.ownership`; NHC's leader convention made exact: docs/slurm-rest.md §6). A state
+started afresh reads the controller once, even for a first reading, so a drain the lost state
+knew is found (``intent.recover``). ``decide`` is called repeatedly within a run, each time with
+the state and view as updated by :func:`settle`, until it returns a terminal action; each
+non-terminal action is one request (or none).
 """
 
 from __future__ import annotations
@@ -36,14 +38,11 @@ from pydantic import BaseModel, ConfigDict
 from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
-from spurinv.intent import in_window
 from spurinv.model import Inventory
-from spurinv.nodeview import NodeView, gres_agrees, merge_extra, rebuild_gres
+from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres
+from spurinv.ownership import owns, reason_for, reason_id, record_value, splice, stamp, text_of
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 from spurinv.transport import SLURM_REMEDY
-
-PREFIX = "spurinv:"
-MAX_REASON = 240
 
 
 class Do(StrEnum):
@@ -76,6 +75,9 @@ class Settings(BaseModel):
     backoff_max: int = 3600
     ignore_backoff: bool = False  # `refresh --ignore-backoff`: an operator retries now
     busy_recheck: int = 300  # controller.busy_recheck: least seconds between all-nodes queries
+    # the longest ``extra`` the transport can carry (bytes; None: no limit of its own), so our
+    # record never makes a write the transport cannot send (transport.extra_limit)
+    max_extra: int | None = None
     # controller.register_command set: it may restart the node's agent, so any job holds it off
     # (docs/busy.md); a direct GRES update waits only for GPU jobs
     any_job_busy: bool = False
@@ -93,22 +95,32 @@ class Action(BaseModel):
     exit_code: int = exitcode.OK
 
 
-def drain_reason(text: str) -> str:
-    """``spurinv: <text>`` on one line, short enough for ``sinfo -R``."""
-    line = " ".join(f"{PREFIX} {text}".split())
-    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 1] + "…"
+def drain_reason(text: str, node: str = "", nonce: str = "0000") -> str:
+    """``spurinv: [<id>] <text>`` on one line, short enough for ``sinfo -R`` (the id: ``nonce``
+    and a digest binding it to ``node`` and the text, :func:`spurinv.ownership.reason_for`)."""
+    return reason_for(node, nonce, text)
+
+
+def drain_body(view: NodeView, text: str, cause: str, fingerprint: str | None, settings: Settings, now: datetime,
+               nonce: str) -> dict[str, Any]:  # fmt: skip
+    """The drain, and our record of it in ``extra`` in the same update where the controller has
+    ``extra`` we may rewrite and the transport can carry it (else the id in the reason is all)."""
+    reason = drain_reason(text, view.name, nonce)
+    body: dict[str, Any] = {"state": ["DRAIN"], "reason": reason}
+    drain = {"id": reason_id(reason, view.name), "reason": reason, "cause": cause,
+             "fingerprint": fingerprint, "at": stamp(int(now.timestamp()))}  # fmt: skip
+    extra = splice(view.extra, record_value(view.extra, view.name, {"drain": drain}), settings.max_extra)
+    if extra is not None:
+        body["extra"] = extra
+    return body
 
 
 def ours(view: NodeView, state: State) -> bool:
-    """Is the node drained by us? DRAIN set, exactly the reason we recorded, and — where the
-    controller says when the reason was set — set by our write, not by a later drain that reused
-    our text (NHC keeps an existing reason when it re-drains)."""
+    """Is the node drained by us? DRAIN set, exactly the reason we recorded (which carries our
+    drain's id), and — where the controller says when the reason was set — still the time we
+    first saw, not a later drain that reused our text (:func:`spurinv.ownership.owns`)."""
     drain = state.drain
-    if not (view.drained and drain is not None and view.reason == drain.reason):
-        return False
-    if drain.reason_changed_at is not None and view.reason_changed_at is not None:
-        return view.reason_changed_at == drain.reason_changed_at
-    return in_window(view.reason_changed_at, drain.set_at)
+    return drain is not None and owns(view.drained, view.reason, view.reason_changed_at, drain.claim)
 
 
 def when(moment: datetime, now: datetime) -> str:
@@ -150,11 +162,16 @@ def _retry_only(outcome: Outcome, state: State) -> bool:
     )
 
 
-def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Settings, now: datetime) -> Action:
-    """Return the next step for this run."""
+def decide(
+    outcome: Outcome, view: NodeView | None, state: State, settings: Settings, now: datetime, *, nonce: str = "0000"
+) -> Action:
+    """Return the next step for this run (``nonce``: the random part of a drain's id)."""
     if outcome.kind == Kind.DISCOVERY_FAILED:
         return Action(kind=Do.NONE, reason=f"{outcome.reason}; nothing may be acted on", exit_code=exitcode.IOERR)
-    if outcome.kind == Kind.CHANGE_PENDING:
+    # a state started afresh reads the controller once whatever the reading: a drain of ours
+    # the lost state knew is found only there
+    first_look = state.fresh and not settings.observe
+    if outcome.kind == Kind.CHANGE_PENDING and not (first_look and view is None):
         return Action(kind=Do.NONE, reason=outcome.reason)
     current = state.latest.inventory if state.latest else None
     if settings.observe:
@@ -170,6 +187,7 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
         or (outcome.kind == Kind.SUSPICIOUS and settings.drain_on_suspicious)
         or (outcome.kind == Kind.UNCHANGED and state.drain is not None)
         or state.intent is not None  # an unsettled write: the controller's view settles it
+        or first_look
     )
     if not needs_view:
         if outcome.kind == Kind.SUSPICIOUS:
@@ -186,6 +204,8 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
                 reason=f"backing off until {when(_next_attempt(backoff, settings, now), now)} after: {backoff.error}",
                 exit_code=exitcode.TEMPFAIL,
             )
+        if first_look:
+            return Action(kind=Do.READ_VIEW, reason="no state yet: read the node from the controller, and any drain of ours")
         return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
 
     drained_by_us = ours(view, state)
@@ -204,8 +224,9 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
     if outcome.kind == Kind.SUSPICIOUS:
         if view.drained:
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; node already drained")
-        reason = drain_reason(f"suspicious reading: {outcome.reason}")
-        return Action(kind=Do.DRAIN, reason=outcome.reason, body={"state": ["DRAIN"], "reason": reason}, cause="suspicious")
+        words = f"suspicious reading: {outcome.reason}"
+        body = drain_body(view, words, "suspicious", outcome.fingerprint, settings, now, nonce)
+        return Action(kind=Do.DRAIN, reason=outcome.reason, body=body, cause="suspicious")
 
     # change-confirmed
     assert current is not None
@@ -219,17 +240,20 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
         if foreign:
             return Action(kind=Do.HOLD, reason=f"busy and drained by someone else ({view.reason!r}); not touching it")
-        body = {"state": ["DRAIN"], "reason": drain_reason(f"{summary}; re-registers when idle")}
+        body = drain_body(view, f"{summary}; re-registers when idle", "busy", current.fingerprint, settings, now, nonce)
         return Action(
-            kind=Do.DRAIN, reason=f"busy ({view.busy_text()}); draining so jobs finish first", body=body, cause="busy"
+            kind=Do.DRAIN,
+            reason=f"busy ({view.busy_text()}); draining so jobs finish first{_unrecorded(view, body)}",
+            body=body,
+            cause="busy",
         )
     refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
     if refusal is not None:
         remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
-        reason = drain_reason(f"controller refused {summary}; {remedy}")
+        words = f"controller refused {summary}; {remedy}"
         # our own drain for busy said "re-registers when idle": now it must say what is wrong
-        if not view.drained or (drained_by_us and state.drain is not None and state.drain.reason != reason):
-            body = {"state": ["DRAIN"], "reason": reason}
+        if not view.drained or (drained_by_us and state.drain is not None and not _says(state.drain.reason, words)):
+            body = drain_body(view, words, "refused", current.fingerprint, settings, now, nonce)
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
             )
@@ -242,7 +266,20 @@ def decide(outcome: Outcome, view: NodeView | None, state: State, settings: Sett
                 ),
                 exit_code=exitcode.PROTOCOL,
             )
-    return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}", body=register_body(view, current))
+    body = register_body(view, current, settings)
+    return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}{_unrecorded(view, body)}", body=body)
+
+
+def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
+    """Say so when the controller has ``extra`` but our record cannot go into it."""
+    if view.extra is None or "extra" in body:
+        return ""
+    return " (the node's extra is not one JSON object we may rewrite, or too long for the transport: no record in it)"
+
+
+def _says(reason: str, words: str) -> bool:
+    """Does our drain's ``reason`` already say ``words`` (whatever its id)?"""
+    return text_of(reason) == text_of(drain_reason(words))
 
 
 def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) -> bool:
@@ -256,12 +293,19 @@ def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) 
     return (now - last).total_seconds() >= interval + jitter
 
 
-def register_body(view: NodeView, inventory: Inventory) -> dict[str, Any]:
-    """The complete ``gres`` (GPUs rebuilt, everything else kept) and our record in ``extra``."""
+def register_body(view: NodeView, inventory: Inventory, settings: Settings | None = None) -> dict[str, Any]:
+    """The complete ``gres`` (GPUs rebuilt, everything else kept) and our record in ``extra``.
+
+    The transport sends the record only once the controller lists the GRES (a second update:
+    Slurm applies ``extra`` even when it refuses the GRES of the same update), spliced into the
+    ``extra`` it then reads; ``extra`` is left out where we may not rewrite it.
+    """
     gres = rebuild_gres(view.gres or "", inventory.gpu_counts())
     body: dict[str, Any] = {"gres": gres}
     # the gres we sent goes into the record too, so `spurinv fleet` can see a later hand edit
-    extra = merge_extra(view.extra, {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres})
+    update = {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres}
+    limit = settings.max_extra if settings is not None else None
+    extra = splice(view.extra, record_value(view.extra, view.name, update), limit)
     if extra is not None:
         body["extra"] = extra
     return body
@@ -349,7 +393,10 @@ def expected_view(view: NodeView, action: Action) -> NodeView:
         flags = tuple(dict.fromkeys((*view.flags, "DRAIN")))
         # the controller stamps a new reason time we have not read: an old one (a drain re-worded)
         # would make our own drain look like someone else's
-        return view.model_copy(update={"flags": flags, "reason": action.body["reason"], "reason_changed_at": None})
+        update = {"flags": flags, "reason": action.body["reason"], "reason_changed_at": None}
+        if "extra" in action.body:
+            update["extra"] = action.body["extra"]
+        return view.model_copy(update=update)
     if action.kind == Do.RESUME:
         return view.model_copy(update={"flags": tuple(f for f in view.flags if f != "DRAIN")})
     return view

@@ -24,10 +24,11 @@ from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
-from spurinv.errors import ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
-from spurinv.intent import KINDS, Journal, reconcile
+from spurinv.errors import ConfigError, ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
+from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
+from spurinv.ownership import nonce_of, skew_warning
 from spurinv.policy import (
     TERMINAL,
     Action,
@@ -44,7 +45,8 @@ from spurinv.policy import (
 )
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
-from spurinv.state import Api, Decision, State, Steady
+from spurinv.state import Api, Decision, Drain, State, Steady
+from spurinv.transport import extra_limit
 
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
@@ -70,6 +72,7 @@ class World:
     sleep: Callable[[float], None] = time.sleep
     hostname: str = field(default_factory=lambda: os.uname().nodename)
     session_factory: SessionFactory | None = None
+    entropy: Callable[[int], bytes] = os.urandom  # the random part of a drain's id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,13 +109,30 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
                 notes.append(f"{exc}; deciding as on a first run (a run that can read it may decide otherwise)")
             else:
                 notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
-            return State(), notes
+            return State(fresh=True), notes
         moved = store.quarantine(path, state_file.stamp(now))
         message = f"corrupt state file: {exc}; moved aside to {moved}; starting afresh"
         log.error(message)
         notes.append(message)
         loaded = None
-    return loaded or State(), notes
+    # no usable state: the first run that reads the controller looks for a drain of ours there
+    return loaded or State(fresh=True), notes
+
+
+def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
+    """The state file describes one node: refuse a run for another (before anything is written).
+
+    A run for n2 with n1's state would forget n1's drain and drain n2 with n1's inventory.
+    """
+    if state.node is None or state.node == node:
+        return
+    source = "--node" if from_flag else "node.name (or the host name)"
+    message = (
+        f"{path} is the state of node {state.node!r}, but this run is for {node!r} (from {source}); "
+        f"to run for {state.node!r} pass --node {state.node}; if this node was renamed, move {path} aside "
+        "(the next run rebuilds any drain of ours from the controller)"
+    )
+    raise UsageError(message) if from_flag else ConfigError(message)
 
 
 def _remove_leftovers(path: str) -> None:
@@ -183,6 +203,7 @@ class Converged:
     steps: list[Step]
     exit_code: int
     client: Controller | None
+    notes: list[str] = field(default_factory=list)  # warnings for the run's output (clock skew)
 
 
 def converge(
@@ -196,6 +217,7 @@ def converge(
     log: Log | None = None,
     journal: Journal | None = None,
     budget: Budget | None = None,
+    nonce: str = "0000",
 ) -> Converged:
     """Ask the policy for steps until it says stop, performing each step's single request.
 
@@ -203,7 +225,9 @@ def converge(
     client the first time one is needed (so a tick that needs none imports no HTTP library).
     Every write is recorded in ``journal`` before it is sent (write-ahead; without a journal the
     intent is only kept in the returned state); an intent left by an earlier run is settled from
-    the first view read. No request starts after ``budget``'s deadline; SIGTERM/SIGINT
+    the first view read, and a state started afresh recovers a drain of ours from it. ``nonce``
+    is the random part of the id of a drain this run writes. No request starts after
+    ``budget``'s deadline; SIGTERM/SIGINT
     (:class:`~spurinv.budget.Signals`) stop the loop with the state as it stands.
     """
 
@@ -212,6 +236,7 @@ def converge(
         return classify_for(current.model_copy(update={"readings": current.readings[:-1]}), reading, settings)
 
     steps: list[Step] = []
+    notes: list[str] = []
     view: NodeView | None = None
     client: Controller | None = None
     exit_code = exitcode.OK
@@ -222,7 +247,7 @@ def converge(
         start = len(client.sent) if client else 0  # this step's requests are the ones after it
         try:
             outcome = judge(state)
-            action = decide(outcome, view, state, settings, clock())
+            action = decide(outcome, view, state, settings, clock(), nonce=nonce)
             if action.kind in TERMINAL:
                 steps.append(Step(action=action.kind.value, reason=action.reason))
                 exit_code = exit_code or action.exit_code
@@ -236,13 +261,13 @@ def converge(
             if client is None:
                 client = connect(state)
             if action.kind == Do.READ_VIEW:
-                view, state = _read_view(client, action, state, settings, clock(), steps)
+                view, state = _read_view(client, action, state, settings, clock(), steps, notes, log)
                 continue
             assert view is not None
             assert action.body is not None
             if not dry_run:
                 state = _begin(journal, state, action, clock(), client.name)
-            view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock())
+            view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock(), notes, log)
             steps.append(step)
             if refused:
                 exit_code = exitcode.PROTOCOL
@@ -260,15 +285,16 @@ def converge(
     final = judge(state)
     if final.kind == Kind.DISCOVERY_FAILED:
         exit_code = exit_code or exitcode.IOERR
-    return Converged(state, final, steps, exit_code, client)
+    return Converged(state, final, steps, exit_code, client, notes)
 
 
 def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
     config = options.config
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
+    node = config.node_name(world.hostname)
+    check_node(state, node, options.state_path, options.node_flag is not None)
     if not options.dry_run:
         _remove_leftovers(options.state_path)
-    node = config.node_name(world.hostname)
     settings = Settings(
         observe=config.observe,
         drain_on_suspicious=config.policy.drain_on_suspicious,
@@ -277,6 +303,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         ignore_backoff=options.ignore_backoff,
         busy_recheck=config.controller.busy_recheck,
         any_job_busy=bool(config.controller.register_command),
+        max_extra=extra_limit(config.controller.transport),
     )
     state, warning = clamp_backoff(state, settings, world.clock())
     if warning:
@@ -308,7 +335,9 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         log=world.log,
         journal=None if options.dry_run else Journal(lambda pending: _save(options.state_path, pending)),
         budget=budget,
+        nonce=nonce_of(world.entropy(2)),
     )
+    notes += result.notes
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)
@@ -378,10 +407,19 @@ def _scontrol_label(config: Config) -> str:
 
 
 def _read_view(
-    client: Controller, action: Action, state: State, settings: Settings, now: datetime, steps: list[Step]
+    client: Controller,
+    action: Action,
+    state: State,
+    settings: Settings,
+    now: datetime,
+    steps: list[Step],
+    notes: list[str],
+    log: Log | None = None,
 ) -> tuple[NodeView, State]:
     """Read the node (confirming "busy" with an all-nodes query only when one is due), then settle
-    an intent an earlier run left unsettled."""
+    an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
+    of clock skew the first time our drain's reason time is seen."""
+    before = state.drain
     confirm = recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
     view = client.view(confirm_busy=confirm)
     steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
@@ -391,7 +429,40 @@ def _read_view(
     state, note = reconcile(state, view)
     if note:
         steps.append(Step(action="reconcile", reason=note))
+    state, note = recover(state, view, now)
+    if note:
+        steps.append(Step(action="recover", reason=note))
+    _warn_skew(before, state, notes, log)
     return view, state
+
+
+def _read_back(
+    client: Controller, expected: NodeView, state: State, notes: list[str], log: Log | None
+) -> tuple[NodeView, State]:
+    """Read our drain back at once and pin the controller's time for it: a later drain that
+    keeps our text (a re-drain by someone else) then has another time and is not ours. Best
+    effort: if the read fails, the next run pins it (the drain is settled either way)."""
+    before = state.drain
+    try:
+        seen = client.view()
+    except (ControllerError, DeadlineError):
+        return expected, state
+    state, _ = reconcile(state, seen)
+    _warn_skew(before, state, notes, log)
+    return seen, state
+
+
+def _warn_skew(before: Drain | None, state: State, notes: list[str], log: Log | None) -> None:
+    """Warn when the controller's time for our drain, pinned just now, is far from ours
+    (``status`` and the metrics keep saying it while the drain is on)."""
+    drain = state.drain
+    if drain is None or drain.reason_changed_at is None or (before is not None and before.reason_changed_at is not None):
+        return
+    warning = skew_warning(drain.skew)
+    if warning is not None:
+        notes.append(warning)
+        if log is not None:
+            log.warning(warning)
 
 
 def _begin(journal: Journal, state: State, action: Action, now: datetime, transport: str) -> State:
@@ -429,9 +500,18 @@ def _last(client: Controller | None) -> str | None:
 
 
 def _write(
-    client: Controller, action: Action, view: NodeView, state: State, settings: Settings, dry_run: bool, now: datetime
+    client: Controller,
+    action: Action,
+    view: NodeView,
+    state: State,
+    settings: Settings,
+    dry_run: bool,
+    now: datetime,
+    notes: list[str] | None = None,
+    log: Log | None = None,
 ) -> tuple[NodeView, State, Step, bool]:
-    """Perform (or, in a dry run, describe) one write; return the new view and state."""
+    """Perform (or, in a dry run, describe) one write; return the new view and state (a drain is
+    read back at once, :func:`_read_back`)."""
     assert action.body is not None
     assert state.latest is not None
     assert state.latest.inventory is not None
@@ -450,7 +530,7 @@ def _write(
             return result.view, state.model_copy(update={"intent": None}), step, False
         step = Step(
             action=action.kind.value,
-            reason=action.reason,
+            reason=f"{action.reason} ({result.warning})" if result.warning else action.reason,
             request=result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client)),
             sent=True,
             error=None if result.applied else result.error,
@@ -463,7 +543,10 @@ def _write(
         )
     client.post(action.body)
     step = Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
-    return expected_view(view, action), settle(state, action, now, settings=settings), step, False
+    after, state = expected_view(view, action), settle(state, action, now, settings=settings)
+    if action.kind == Do.DRAIN:
+        after, state = _read_back(client, after, state, notes if notes is not None else [], log)
+    return after, state, step, False
 
 
 def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:

@@ -26,6 +26,7 @@ would expand (a hostlist like ``n[1-4]``) or read as an option is refused.
 
 from __future__ import annotations
 
+import errno
 import re
 import shlex
 import subprocess
@@ -37,8 +38,9 @@ from spurinv import registration
 from spurinv.budget import Budget
 from spurinv.errors import ConfigError, ControllerError, ControllerKind
 from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
+from spurinv.ownership import MAX_ARG_STRLEN
 from spurinv.secret import printable
-from spurinv.transport import SPUR_REMEDY, RegisterResult, Request, register_directly
+from spurinv.transport import SPUR_REMEDY, RegisterResult, Request, recorded, register_directly
 
 if TYPE_CHECKING:
     from spurinv.config import ControllerSection
@@ -107,6 +109,16 @@ class Scontrol:
     # --- running scontrol -------------------------------------------------------------------
     def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> registration.Outcome:
         argv = [self.program, *args]
+        for word in args:
+            # the kernel refuses the whole exec (E2BIG) for one argument beyond MAX_ARG_STRLEN; the
+            # policy keeps our record out of an extra that long, so this is what the controller holds
+            if len(word.encode("utf-8", "surrogateescape")) >= MAX_ARG_STRLEN:
+                key = word.split("=", 1)[0][:20]
+                raise ControllerError(
+                    "protocol",
+                    f"`{shlex.join(argv[:3])} …`: {key}= would be {len(word.encode('utf-8', 'surrogateescape'))} bytes, "
+                    f"beyond Linux's {MAX_ARG_STRLEN}-byte limit for one argument (MAX_ARG_STRLEN); not run",
+                )
         timeout = self.settings.timeout
         if self.budget is not None:  # checked before the record: a command never started is not "sent"
             timeout = self.budget.allow(timeout, f"`{shlex.join(argv[:4])}`")
@@ -121,6 +133,8 @@ class Scontrol:
                 "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
             ) from None
         except OSError as exc:
+            if exc.errno == errno.E2BIG:  # what we would pass, not how spurinv is configured
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {exc.strerror}; not run") from None
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
         self.sent[-1] = replace(record, status=outcome.status)
         if outcome.truncated:
@@ -245,10 +259,10 @@ class Scontrol:
             args.append("State=RESUME")
         elif state is None and "gres" in body:
             args.append(f"Gres={body['gres']}")
-            if "extra" in body:
-                args.append(f"Extra={body['extra']}")
-        else:
+        elif state is not None or "extra" not in body:
             raise ControllerError("protocol", f"no scontrol update for {sorted(body)}")
+        if "extra" in body:  # our record: with a drain, or on its own after a registration
+            args.append(f"Extra={body['extra']}")
         return args
 
     def describe(self, body: dict[str, Any]) -> str:
@@ -256,6 +270,9 @@ class Scontrol:
             return self.registrar.line()
         if "gres" in body and self.detect() == "spur":
             return "none: " + SPUR_CANNOT_REGISTER
+        if "gres" in body and "extra" in body:  # the record follows the GRES, as its own update
+            first = shlex.join([self.program, *self._update_args({"gres": body["gres"]})])
+            return f"EXEC {first}; then EXEC {shlex.join([self.program, *self._update_args({'extra': body['extra']})])}"
         return f"EXEC {shlex.join([self.program, *self._update_args(body)])}"
 
     def post(self, body: dict[str, Any]) -> None:
@@ -274,7 +291,7 @@ class Scontrol:
         not apply (as slurmrestd answers 200).
         """
         if self.registrar is not None:
-            return self.registrar.register(self, models)
+            return recorded(self, body, self.registrar.register(self, models))
         if self.detect() == "spur":
             view = self._last or self.view()
             if gres_agrees(view.gres, models):  # spurd was restarted by hand: nothing left to do

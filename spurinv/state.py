@@ -3,6 +3,12 @@ drains, refusals and backoff. Loading and saving go through :mod:`spurinv.store`
 
 Schema history (``schema_version``):
     1 — first version.
+    2 — ``drain.recovered`` (a drain rebuilt from the controller) and ``fresh`` (a state started
+        afresh that has not yet read the controller). Version 1 lacked them: its model forbids
+        unknown keys, so version 1 would call a version 2 file corrupt and move it aside, losing
+        the drain it records; it refuses a newer version instead, untouched. A version 1 file
+        loads as it is (no drain in it carries an id: it is ours by its exact reason alone) and
+        is written back as version 2.
 A file from a newer schema is refused and never overwritten; a corrupt one is moved aside.
 """
 
@@ -17,6 +23,7 @@ from spurinv import exitcode, ledger, store
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.errors import ControllerKind
 from spurinv.model import Frozen, Inventory, Reading
+from spurinv.ownership import Claim, skew
 
 
 class Baseline(Frozen):
@@ -40,16 +47,33 @@ class Pending(Frozen):
 
 
 class Drain(Frozen):
-    """A drain *we* set: only a node whose reason still equals ``reason`` is ours to resume."""
+    """A drain *we* set: only a node whose reason still equals ``reason`` is ours to resume
+    (:func:`spurinv.ownership.owns`)."""
 
     reason: str
-    set_at: AwareDatetime
+    set_at: AwareDatetime  # our clock when we wrote it (or, recovered, what the record says)
     cause: Literal["busy", "refused", "suspicious"]
     fingerprint: str | None = None
     # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
-    # pinned from the first view after our drain: the same text set again later (NHC re-drains
-    # with the existing reason) has another time and is not ours.
+    # pinned from the first view after our drain: the same text set again later (a re-drain
+    # that keeps the existing reason) has another time and is not ours.
     reason_changed_at: int | None = None
+    # Rebuilt from the controller by a run that had no usable state: from our record in the
+    # node's ``extra``, or from the id in the reason alone (a controller without ``extra``).
+    recovered: Literal["controller-record", "reason"] | None = None
+
+    @property
+    def claim(self) -> Claim:
+        """The drain as the ownership rule reads it."""
+        return Claim(
+            self.reason, "state", at=int(self.set_at.timestamp()), pinned=self.reason_changed_at, cause=self.cause,
+            fingerprint=self.fingerprint,
+        )  # fmt: skip
+
+    @property
+    def skew(self) -> int | None:
+        """The controller's reason time minus ours (clock skew), once pinned."""
+        return skew(self.reason_changed_at, int(self.set_at.timestamp()))
 
 
 class Intent(Frozen):
@@ -158,6 +182,9 @@ class State(Frozen):
     steady: Steady | None = None
     intent: Intent | None = None
     busy_checked_at: AwareDatetime | None = None  # the last all-nodes query confirming "busy"
+    # Started afresh (no file, or a corrupt one moved aside) and the controller not yet read: the
+    # first view looks for a drain the lost state knew (the controller's record of it).
+    fresh: bool = False
 
     @property
     def latest(self) -> Reading | None:
@@ -234,7 +261,8 @@ def _decode(data: bytes, path: str) -> dict[str, Any]:
 
 def _validate(raw: dict[str, Any], path: str) -> State:
     try:
-        return State.model_validate(raw)
+        # an older version's file is read as it is and written back as this version's
+        return State.model_validate(raw).model_copy(update={"schema_version": SCHEMA_VERSION})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top)"

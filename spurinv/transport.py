@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spurinv.errors import ControllerError
-from spurinv.nodeview import extra_fingerprint, gres_agrees
+from spurinv.nodeview import gres_agrees
+from spurinv.ownership import MAX_ARG_STRLEN, extra_record, splice
 
 if TYPE_CHECKING:
     from spurinv.config import ControllerSection
@@ -66,6 +67,7 @@ class RegisterResult:
     request: str | None = None
     remedy: str = SLURM_REMEDY
     busy: bool = False
+    warning: str | None = None  # applied, but something an operator should know (our record not written)
 
 
 class Transport(Protocol):
@@ -93,13 +95,23 @@ class Transport(Protocol):
         """The write ``body`` would be, as a report line (for ``--dry-run``)."""
 
 
+def extra_limit(transport: str) -> int | None:
+    """The longest ``extra`` (UTF-8 bytes) a transport can send: ``scontrol`` passes it as one
+    argument, ``Extra=<text>``, which Linux caps at MAX_ARG_STRLEN with its NUL; REST has no
+    limit of its own (the body goes as JSON)."""
+    return MAX_ARG_STRLEN - len("Extra=") - 1 if transport == "scontrol" else None
+
+
 def register_directly(
     client: Transport, body: dict[str, Any], models: dict[str, int], fingerprint: str, scrub: Callable[[str], str] = str
 ) -> RegisterResult:
-    """Send the GRES update as one write, then read it back: Slurm accepts a GPU type change it
-    silently does not apply (docs/slurm-rest.md §2), so only the read-back says "applied"."""
+    """Send the GRES update, read it back, and only then our record: Slurm accepts a GPU type
+    change it silently does not apply (docs/slurm-rest.md §2), so only the read-back says
+    "applied"; and it applies ``extra`` even when it refuses the GRES of the same update, so a
+    record sent with the GRES would claim a registration that never happened."""
+    del fingerprint  # the read-back judges by the GRES; the record carries the fingerprint
     try:
-        client.post(body)
+        client.post({"gres": body["gres"]})
     except ControllerError as exc:
         if exc.kind != "refused":
             raise
@@ -107,9 +119,31 @@ def register_directly(
         return RegisterResult(False, client.view(), exc.message, line)
     line = client.sent[-1].line()
     after = client.view()
-    problems = []
-    if "gres" in body and not gres_agrees(after.gres, models):
-        problems.append(f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}")
-    if "extra" in body and extra_fingerprint(after.extra) != fingerprint:
-        problems.append("extra does not carry the new fingerprint")
-    return RegisterResult(not problems, after, scrub("; ".join(problems)) or None, line)
+    if not gres_agrees(after.gres, models):
+        problem = f"the controller still says gres {after.gres!r} after accepting {body['gres']!r}"
+        return RegisterResult(False, after, scrub(problem), line)
+    return recorded(client, body, RegisterResult(True, after, None, line))
+
+
+def recorded(client: Transport, body: dict[str, Any], result: RegisterResult) -> RegisterResult:
+    """After a registration the controller confirmed: our record (the value of our key in
+    ``body["extra"]``) spliced into the ``extra`` the controller now holds, as its own update.
+
+    Nothing is written for a registration that did not happen, or where ``extra`` may no longer be
+    rewritten; a refusal of the record leaves the registration done, with a warning.
+    """
+    value = extra_record(body.get("extra"))
+    if not result.applied or value is None:
+        return result
+    text = splice(result.view.extra, value, extra_limit(client.name))
+    if text is None:
+        return replace(result, warning="the node's extra can no longer take our record (not rewritten); registered without it")
+    if text == result.view.extra:
+        return result
+    try:
+        client.post({"extra": text})
+    except ControllerError as exc:
+        if exc.kind != "refused":
+            raise
+        return replace(result, warning=f"registered, but the controller refused our record in extra: {exc.message}")
+    return replace(result, view=result.view.model_copy(update={"extra": text}))

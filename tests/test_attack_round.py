@@ -95,10 +95,8 @@ def test_the_run_deadline_cuts_a_hanging_scontrol(tmp_path: Path, env: dict[str,
     config.chmod(0o600)
     state = tmp_path / "state" / "state.json"
     argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
-    first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
-    assert first.returncode == 0, first.stderr
 
-    started = time.monotonic()
+    started = time.monotonic()  # no state yet: even the first reading reads the controller
     ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     assert ran.returncode == 75, (ran.stdout, ran.stderr)

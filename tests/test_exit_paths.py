@@ -47,8 +47,8 @@ class Scene:
         return self.cli("refresh", "--root", self.built("mi300x-spx"), "--state", self.state, "--json", *args)
 
     def prime(self) -> None:
-        """One observe-mode reading: the next run with a controller confirms and asks it."""
-        assert 0 == self.refresh("--confirm-interval", "0", "--config", self.config("")).code
+        """One observe-mode reading of node n1: the next run with a controller confirms and asks it."""
+        assert 0 == self.refresh("--confirm-interval", "0", "--config", self.config('[node]\nname = "n1"\n')).code
 
     def against(self, reply: Reply) -> Any:
         self.prime()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from spurinv.errors import ControllerError
-from spurinv.nodeview import NodeView, gres_agrees, merge_extra, parse_gres, parse_node, rebuild_gres, slurm_errors, used_count
+from spurinv.nodeview import NodeView, gres_agrees, parse_gres, parse_node, rebuild_gres, slurm_errors, used_count
+from spurinv.ownership import splice
 
 RESPONSES = Path(__file__).parent / "fixtures" / "slurm" / "responses"
 
@@ -137,10 +138,10 @@ def test_gres_agrees():
     assert not gres_agrees(None, {"mi300x": 8})
 
 
-def test_merge_extra_keeps_foreign_keys_and_refuses_foreign_text():
-    assert merge_extra('{"rack":"r2"}', {"fingerprint": "f"}) == '{"rack":"r2","spurinv":{"fingerprint":"f"}}'
-    assert merge_extra("operator note", {"fingerprint": "f"}) is None
-    assert merge_extra("", {"fingerprint": "f"}) == '{"spurinv":{"fingerprint":"f"}}'
+def test_a_splice_keeps_foreign_keys_and_refuses_foreign_text():
+    assert splice('{"rack":"r2"}', {"fingerprint": "f"}) == '{"rack":"r2","spurinv":{"fingerprint":"f"}}'
+    assert splice("operator note", {"fingerprint": "f"}) is None
+    assert splice("", {"fingerprint": "f"}) == '{"spurinv":{"fingerprint":"f"}}'
 
 
 @pytest.mark.parametrize(

@@ -20,16 +20,15 @@ from hypothesis import strategies as st
 from spurinv.errors import ControllerError
 from spurinv.nodeview import (
     NodeView,
-    extra_fingerprint,
     gpu_counts,
     gres_agrees,
-    merge_extra,
     parse_gres,
     parse_node,
     rebuild_gres,
     slurm_errors,
     used_count,
 )
+from spurinv.ownership import MAX_EPOCH, extra_fingerprint, splice
 
 RESPONSES = Path(__file__).parent / "fixtures" / "slurm" / "responses"
 
@@ -286,7 +285,7 @@ def test_any_gres_text_gives_entries_or_a_protocol_error(text):
 
 @pytest.mark.parametrize(
     ("number", "seen"),
-    [(0, None), (1, 1), (1_764_700_000, 1_764_700_000), ((1 << 40) - 1, (1 << 40) - 1), (1 << 40, None), (-5, None)],
+    [(0, None), (1, 1), (1_764_700_000, 1_764_700_000), (MAX_EPOCH - 1, MAX_EPOCH - 1), (MAX_EPOCH, None), (-5, None)],
 )
 def test_when_the_reason_was_set_is_known_for_every_positive_time_and_unknown_for_zero(number, seen):
     """Slurm sends 0 for "never set"; any later moment, however early, is a time ours() can compare."""
@@ -314,10 +313,10 @@ def test_when_the_reason_was_set_is_known_for_every_positive_time_and_unknown_fo
     ),
     fingerprint=st.text(min_size=1, max_size=20),
 )
-def test_what_merge_extra_writes_extra_fingerprint_reads_back(other, fingerprint):
-    current = other if other is None or isinstance(other, str) else json.dumps(other)
+def test_what_a_splice_writes_extra_fingerprint_reads_back(other, fingerprint):
+    current = "" if other is None else other if isinstance(other, str) else json.dumps(other)
 
-    merged = merge_extra(current, {"fingerprint": fingerprint, "inventory": "8 × mi300x"})
+    merged = splice(current, {"fingerprint": fingerprint, "inventory": "8 × mi300x"})
 
     assert merged is not None
     assert extra_fingerprint(merged) == fingerprint
@@ -344,9 +343,9 @@ def test_extra_without_our_record_has_no_fingerprint(extra):
     assert extra_fingerprint(extra) is None
 
 
-def test_merge_extra_leaves_foreign_non_object_json_alone():
-    assert merge_extra("[1, 2]", {"fingerprint": "f"}) is None
-    assert merge_extra('"text"', {"fingerprint": "f"}) is None
+def test_a_splice_leaves_foreign_non_object_json_alone():
+    assert splice("[1, 2]", {"fingerprint": "f"}) is None
+    assert splice('"text"', {"fingerprint": "f"}) is None
 
 
 @pytest.mark.parametrize("nodes", ["n1", {"name": "n1", "state": ["IDLE"]}, 5])

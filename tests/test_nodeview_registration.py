@@ -18,7 +18,7 @@ import pytest
 from faultserver import FaultServer, Gateway, Reply, capture
 
 from spurinv import exitcode
-from spurinv.nodeview import extra_fingerprint
+from spurinv.ownership import extra_fingerprint
 
 NODES_PATH = "/slurm/v0.0.42/nodes"
 
@@ -113,8 +113,10 @@ def test_an_applied_registration_moves_the_baseline_and_drains_nothing(lab):
     assert status["baseline"]["source"] == "registered"
     assert status["refusal"] is None
     assert status["drain"] is None
-    assert [post.get("state") for post in lab.posts()] == [None]  # one POST, no DRAIN
-    assert [seen.method for seen in lab.sent] == ["GET", "POST", "GET"]
+    # the GRES, read back, then our record on its own (issue #20: Slurm applies extra even when
+    # it refuses the GRES of the same update); no DRAIN
+    assert [sorted(post) for post in lab.posts()] == [["gres"], ["extra"]]
+    assert [seen.method for seen in lab.sent] == ["GET", "POST", "GET", "POST"]
     assert extra_fingerprint(lab.node["extra"]) == new
     assert "DRAIN" not in lab.node["state"]
 
@@ -146,7 +148,7 @@ def test_a_stale_busy_word_with_no_gpus_in_gres_used_is_idle_without_the_all_nod
     paths = [(seen.method, seen.path) for seen in lab.sent]
     assert code == exitcode.OK
     assert ("GET", NODES_PATH) not in paths
-    assert [post.get("state") for post in lab.posts()] == [None]
+    assert [sorted(post) for post in lab.posts()] == [["gres"], ["extra"]]
     assert lab.status()["drain"] is None
 
 

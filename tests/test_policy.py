@@ -13,7 +13,19 @@ from hypothesis import strategies as st
 from spurinv import exitcode
 from spurinv.classify import Kind, classify
 from spurinv.nodeview import NodeView
-from spurinv.policy import WRITES, Do, Settings, clamp_backoff, decide, expected_view, ours, recheck_due, settle, when
+from spurinv.policy import (
+    WRITES,
+    Do,
+    Settings,
+    clamp_backoff,
+    decide,
+    drain_reason,
+    expected_view,
+    ours,
+    recheck_due,
+    settle,
+    when,
+)
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
@@ -32,10 +44,12 @@ def view(
     gres: str | None = "gpu:mi300x:8",
     cpus: int = 0,
     used: str = "gpu:mi300x:0(IDX:N/A)",
+    extra: str | None = "",
 ) -> NodeView:
     return NodeView(
-        name="n1", dialect="slurm-v0.0.39+", base=state, flags=flags, reason=reason, alloc_cpus=cpus, gres=gres, gres_used=used
-    )
+        name="n1", dialect="slurm-v0.0.39+", base=state, flags=flags, reason=reason, alloc_cpus=cpus, gres=gres, gres_used=used,
+        extra=extra,
+    )  # fmt: skip
 
 
 IDLE = view()
@@ -174,11 +188,37 @@ def test_policy_table(name, baseline, previous, current, extras, policy, node, e
 
 
 def test_drain_body_and_reason():
+    """The reason carries the drain's id (the nonce and a digest of node and text); the same
+    update records it in extra under our key, beside the admin's keys."""
     state = state_for(SPX, CPX, CPX)
+    busy = BUSY.model_copy(update={"extra": '{"rack": "r2"}'})
 
-    action = decide(outcome_for(state), BUSY, state, SLURM, NOW)
+    action = decide(outcome_for(state), busy, state, SLURM, NOW, nonce="3f9a")
 
-    assert {"state": ["DRAIN"], "reason": OUR_REASON} == action.body
+    reason = drain_reason(OUR_REASON.removeprefix("spurinv: "), "n1", "3f9a")
+    assert reason.startswith("spurinv: [3f9a")
+    assert ["state", "reason", "extra"] == list(action.body)
+    assert (["DRAIN"], reason) == (action.body["state"], action.body["reason"])
+    extra = json.loads(action.body["extra"])
+    assert extra["rack"] == "r2"
+    assert extra["spurinv"] == {
+        "node": "n1",
+        "drain": {"id": reason[10:18], "reason": reason, "cause": "busy", "fingerprint": CPX.fingerprint,
+                  "at": NOW.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }  # fmt: skip
+
+
+def test_a_drain_without_extra_to_write_is_the_id_in_the_reason_alone():
+    """spur (no extra), foreign extra text, or extra longer than the transport carries."""
+    state = state_for(SPX, CPX, CPX)
+    large = '{"blob": "' + "x" * 200 + '"}'
+    for extra, limit in ((None, None), ("operator note", None), ('{"a": 1, "a": 2}', None), (large, 100)):
+        busy = BUSY.model_copy(update={"extra": extra})
+
+        action = decide(outcome_for(state), busy, state, SLURM.model_copy(update={"max_extra": limit}), NOW, nonce="3f9a")
+
+        assert ["state", "reason"] == list(action.body), extra
+        assert action.body["reason"].startswith("spurinv: [3f9a")
 
 
 def test_resume_sends_state_only_never_a_reason():
@@ -207,7 +247,8 @@ def test_register_body_records_the_gres_it_sends_next_to_foreign_extra_keys():
 
     extra = json.loads(action.body["extra"])
     assert "r2" == extra["rack"]
-    assert {"fingerprint": CPX.fingerprint, "inventory": CPX.summary(), "gres": action.body["gres"]} == extra["spurinv"]
+    record = {"fingerprint": CPX.fingerprint, "inventory": CPX.summary(), "gres": action.body["gres"], "node": "n1"}
+    assert record == extra["spurinv"]
 
 
 def test_backoff_and_refused_hold_have_distinct_exit_codes():

@@ -19,10 +19,9 @@ from pydantic import ValidationError
 from spurinv import exitcode
 from spurinv.classify import Kind, classify
 from spurinv.config import Config
-from spurinv.nodeview import NodeView, extra_fingerprint, parse_gres
+from spurinv.nodeview import NodeView, parse_gres
+from spurinv.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_id
 from spurinv.policy import (
-    MAX_REASON,
-    PREFIX,
     Action,
     Do,
     Settings,
@@ -73,43 +72,48 @@ def outcome_of(state: State):
 # ------------------------------------------------------------------------ the reason length cap
 
 
+HEAD = len(f"{PREFIX} [12345678] ")  # the prefix and the drain id before the text
+
+
 def _text_of_length(total: int) -> str:
-    """A text that makes ``spurinv: <text>`` exactly ``total`` characters long."""
-    return "x" * (total - len(PREFIX) - 1)
+    """A text that makes ``spurinv: [<id>] <text>`` exactly ``total`` characters long."""
+    return "x" * (total - HEAD)
 
 
 @pytest.mark.parametrize("length", [MAX_REASON - 1, MAX_REASON])
 def test_a_reason_within_the_cap_is_sent_whole(length):
     text = _text_of_length(length)
 
-    reason = drain_reason(text)
+    reason = drain_reason(text, "n1", "3f9a")
 
     assert len(reason) == length
     assert reason.endswith(text)
+    assert reason.startswith(f"{PREFIX} [3f9a")
 
 
 @pytest.mark.parametrize("length", [MAX_REASON + 1, MAX_REASON + 2, 1000])
 def test_a_longer_reason_is_cut_to_exactly_the_cap_and_marked(length):
-    reason = drain_reason(_text_of_length(length))
+    reason = drain_reason(_text_of_length(length), "n1", "3f9a")
 
     assert len(reason) == MAX_REASON
-    assert reason.startswith(f"{PREFIX} x")
+    assert reason.startswith(f"{PREFIX} [3f9a")
     assert reason.endswith("…")
-    assert reason[:-1] == f"{PREFIX} {_text_of_length(length)}"[: MAX_REASON - 1]
+    assert reason[HEAD:-1] == _text_of_length(length)[: MAX_REASON - 1 - HEAD]
 
 
 @settings(max_examples=300)
-@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=600))
-def test_a_drain_reason_is_always_one_line_within_the_cap_and_ours(text):
-    reason = drain_reason(text)
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=600), st.sampled_from(["n1", "gpu-07"]))
+def test_a_drain_reason_is_always_one_line_within_the_cap_and_ours(text, node):
+    reason = drain_reason(text, node, "3f9a")
 
     assert len(reason) <= MAX_REASON
-    assert reason.startswith(PREFIX)
+    assert reason.startswith(f"{PREFIX} [3f9a")
     assert "\n" not in reason
     assert reason == " ".join(reason.split())
-    words = " ".join(f"{PREFIX} {text}".split())
-    if len(words) <= MAX_REASON:
-        assert reason == words  # nothing is cut that fits
+    assert reason_id(reason, node) == reason[HEAD - 10 : HEAD - 2]  # carries a valid id for its node
+    words = " ".join(text.split())
+    if len(words) <= MAX_REASON - HEAD:
+        assert reason[HEAD:].strip() == words  # nothing is cut that fits
 
 
 def test_a_busy_drain_with_a_huge_diff_stays_within_the_cap():
@@ -520,5 +524,8 @@ def test_the_register_body_records_the_fingerprint_readably(extra):
     current = None if extra is None else (extra if isinstance(extra, str) else json.dumps(extra))
     body = register_body(view(extra=current), CPX)
 
+    if extra is None:  # the controller has no extra (spur, Slurm 22.05): nothing to write
+        assert "extra" not in body
+        return
     assert extra_fingerprint(body["extra"]) == CPX.fingerprint
     assert [(g.name, g.type, g.count) for g in parse_gres(body["gres"])] == [("gpu", "mi300x", 64)]

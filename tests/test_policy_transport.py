@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from spurinv.classify import classify
 from spurinv.nodeview import NodeView
-from spurinv.policy import PREFIX, Do, Settings, decide, expected_view, ours, settle
+from spurinv.ownership import PREFIX
+from spurinv.policy import Do, Settings, decide, expected_view, ours, settle
 from spurinv.state import Baseline, Drain, Intent, State
 from spurinv.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
 
