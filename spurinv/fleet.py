@@ -7,10 +7,13 @@ the REST client's :meth:`spurinv.controller.Controller.all_nodes` (``GET …/nod
 ``reason_changed_at``, ``reason_set_by_user``, ``gres`` and ``extra``.
 
 Who owns a drain: the DRAIN flag decides "drained" (a resumed node may keep its old reason
-text, docs/slurm-rest.md §3; README "Fleet view"), and the reason's
-``spurinv:`` prefix decides "ours" — the user that set it cannot tell (Slurm, NHC and spurinv
-all drain as root). A node is *managed* when its ``extra`` holds our record (written on
-re-registration) or it is under our drain (a node drained while busy has no record yet).
+text, docs/slurm-rest.md §3; README "Fleet view"), and the reason's ``spurinv:`` prefix decides
+whose it looks like — the user that set it cannot tell (Slurm, NHC and spurinv all drain as
+root). Whether spurinv will ever lift it is the rule ``refresh`` uses when its state is gone
+(:func:`spurinv.ownership.controller_claim`): a ``spurinv:`` drain whose reason carries no valid id
+for the node, or contradicts our record in ``extra``, is *orphaned* — only a state file that
+still knows it can lift it, so it needs a person. A node is *managed* when its ``extra`` holds
+our record or it is under a ``spurinv:`` drain.
 
 Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fleetview.py);
 :class:`spurinv.report.FleetDocument` pins the shape and generates ``schemas/fleet.schema.json``.
@@ -25,38 +28,21 @@ from typing import Any, Protocol
 
 from spurinv.documents import envelope
 from spurinv.errors import ControllerError
-from spurinv.nodeview import extra_record, node_state
-from spurinv.policy import PREFIX
+from spurinv.nodeview import node_state
+from spurinv.ownership import PREFIX, changed_at, controller_claim, extra_record, owns
 
 SPURINV_DRAIN = "spurinv-drain"
+ORPHANED_DRAIN = "spurinv-drain-orphaned"
 OTHER_DRAIN = "drained-by-others"
 GRES_CHANGED = "gres-changed"
-ATTENTION = (SPURINV_DRAIN, OTHER_DRAIN, GRES_CHANGED)
+ATTENTION = (SPURINV_DRAIN, ORPHANED_DRAIN, OTHER_DRAIN, GRES_CHANGED)
 _SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "(S:0,1)", as nodeview splits GRES
-MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later (or an infinite float) is no timestamp
 
 
 class NodeSource(Protocol):
     """A transport that can list every node in the data parser's shape."""
 
     def all_nodes(self) -> list[dict[str, Any]]: ...
-
-
-def epoch(value: object) -> int | None:
-    """Slurm's ``reason_changed_at``: a plain int (≤ v0.0.39) or ``{"set", "infinite", "number"}``.
-
-    None for unset, zero, infinite, negative or absurd values (and for booleans, which JSON
-    decoding would otherwise hand over as ints).
-    """
-    if isinstance(value, dict):
-        if value.get("set") is False or value.get("infinite") is True:
-            return None
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if not 0 < value < MAX_EPOCH:  # also false for NaN
-        return None
-    return int(value)
 
 
 def stamp(seconds: int) -> str:
@@ -87,7 +73,9 @@ def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
     drained = "DRAIN" in flags
     ours = drained and reason.startswith(PREFIX)
     record = extra_record(node.get("extra"))
-    since = epoch(node.get("reason_changed_at")) if reason or drained else None
+    since = changed_at(node.get("reason_changed_at")) if reason or drained else None
+    # what refresh would conclude with no state file: will a spurinv ever lift this drain?
+    recorded = owns(drained, reason, since, controller_claim(name, reason, node.get("extra"))) if ours else None
     gres = _text(node.get("gres"))
     registered = None
     changed = None
@@ -102,6 +90,8 @@ def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
     attention = []
     if ours:
         attention.append(SPURINV_DRAIN)
+        if not recorded:
+            attention.append(ORPHANED_DRAIN)
     elif drained:
         attention.append(OTHER_DRAIN)
     if changed:
@@ -112,6 +102,7 @@ def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
         "flags": list(flags),
         "drained": drained,
         "drain_owner": ("spurinv" if ours else "other") if drained else None,
+        "drain_recorded": recorded,
         "reason": reason,
         "reason_set_by": _text(node.get("reason_set_by_user")) if reason else None,
         "reason_since": stamp(since) if since is not None else None,
@@ -144,22 +135,27 @@ def build(nodes: Sequence[object], now: int) -> dict[str, Any]:
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts, our drains oldest first (unknown age last), and the nodes whose gres was changed."""
+    """Counts, our drains oldest first (unknown age last), the orphaned ones among them, and the
+    nodes whose gres was changed."""
     ours = [r for r in rows if r["drain_owner"] == "spurinv"]
     ours.sort(key=lambda r: (r["reason_age_seconds"] is None, -(r["reason_age_seconds"] or 0)))
+    orphans = [r for r in ours if not r["drain_recorded"]]
     return {
         "nodes": len(rows),
         "managed": sum(1 for r in rows if r["managed"]),
         "spurinv_drained": len(ours),
+        "orphaned_drained": len(orphans),
         "drained_by_others": sum(1 for r in rows if r["drain_owner"] == "other"),
         "gres_changed": sum(1 for r in rows if r["gres_changed"]),
         "attention": sum(1 for r in rows if r["attention"]),
-        "spurinv_drains": [
-            {"name": r["name"], "reason": r["reason"], "since": r["reason_since"], "age_seconds": r["reason_age_seconds"]}
-            for r in ours
-        ],
+        "spurinv_drains": [_drain(r) for r in ours],
+        "orphaned_drains": [_drain(r) for r in orphans],
         "gres_changed_nodes": [r["name"] for r in rows if r["gres_changed"]],
     }
+
+
+def _drain(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": r["name"], "reason": r["reason"], "since": r["reason_since"], "age_seconds": r["reason_age_seconds"]}
 
 
 def age_text(seconds: int | None) -> str:

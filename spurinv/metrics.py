@@ -58,7 +58,22 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
         "# TYPE spurinv_tick_duration_seconds gauge",
         f"spurinv_tick_duration_seconds {tick_seconds:.6f}",
     ]
+    skew = _skew(state.get("drain"))
+    if skew is not None:
+        lines += [
+            "# HELP spurinv_drain_clock_skew_seconds The controller's time for our drain's reason minus ours (while it is on).",
+            "# TYPE spurinv_drain_clock_skew_seconds gauge",
+            f"spurinv_drain_clock_skew_seconds {skew}",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _skew(drain: object) -> int | None:
+    if not isinstance(drain, dict):
+        return None
+    from spurinv import ownership
+
+    return ownership.skew(drain.get("reason_changed_at"), ownership.epoch_of(drain.get("set_at")))
 
 
 def _epoch(stamp: str) -> int:
@@ -94,6 +109,8 @@ def render_fleet(summary: Mapping[str, Any] | None, taken_at: int | None) -> str
         ("managed_nodes", "Nodes with a spurinv record in extra or under a spurinv drain.", summary["managed"]),
         ("attention_nodes", "Nodes under a drain or whose gres changed since spurinv registered it.", summary["attention"]),
         ("gres_changed_nodes", "Managed nodes whose gres differs from what spurinv registered.", summary["gres_changed"]),
+        ("orphaned_drain_nodes", "spurinv drains no id or record ties to their node (no spurinv lifts them by itself).",
+         summary["orphaned_drained"]),
         ("oldest_drain_age_seconds", "Age of the oldest spurinv drain (0 when there is none).", oldest),
     )  # fmt: skip
     for name, meaning, number in gauges:

@@ -321,6 +321,8 @@ def _fit(text: str, width: int) -> str:
 
 def _fleet_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
     owner = {"spurinv": "ours", "other": "other"}.get(row["drain_owner"] or "")
+    if owner == "ours" and row.get("drain_recorded") is False:
+        owner = "orphan"
     return (
         printable(row["name"]),
         printable("+".join([row["state"], *row["flags"]]).lower()),
@@ -358,7 +360,9 @@ def _fleet_widths(cells: list[tuple[str, ...]], total: int) -> list[int]:
 
 def _cell_style(row: Mapping[str, Any], index: int) -> Style | None:
     if index == 3 and row["drained"]:
-        return _OURS if row["drain_owner"] == "spurinv" else _OTHER
+        if row["drain_owner"] == "spurinv":
+            return _CHANGED if row.get("drain_recorded") is False else _OURS
+        return _OTHER
     if index == 4 and row["gres_changed"]:
         return _CHANGED
     return None
@@ -378,7 +382,8 @@ def fleet(out: Console, document: Mapping[str, Any], show_all: bool = False) -> 
         ),
         Text(
             _fit(
-                f"spurinv drains {summary['spurinv_drained']} · drained by others {summary['drained_by_others']}"
+                f"spurinv drains {summary['spurinv_drained']} (orphaned {summary['orphaned_drained']})"
+                f" · drained by others {summary['drained_by_others']}"
                 f" · gres changed by hand {summary['gres_changed']}",
                 width,
             ).rstrip()
@@ -389,6 +394,11 @@ def fleet(out: Console, document: Mapping[str, Any], show_all: bool = False) -> 
         since = f" (since {oldest['since']})" if oldest["since"] else ""
         text = f"oldest spurinv drain: {printable(oldest['name'])}, {age_text(oldest['age_seconds'])}{since}"
         head.append(Text(_fit(text, width).rstrip(), style="yellow"))
+    if summary["orphaned_drains"]:
+        names = ", ".join(printable(drain["name"]) for drain in summary["orphaned_drains"][:5])
+        more = " …" if len(summary["orphaned_drains"]) > 5 else ""
+        text = f"orphaned spurinv drains (no id or record ties them to the node): {names}{more}"
+        head.append(Text(_fit(text, width).rstrip(), style="bold red"))
     for line in head:
         out.print(line)
     rows = [row for row in document["nodes"] if show_all or row["attention"]]

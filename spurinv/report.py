@@ -160,6 +160,9 @@ class FleetNode(BaseModel):
     flags: list[str]
     drained: bool
     drain_owner: Literal["spurinv", "other"] | None
+    # a spurinv drain: does the controller alone show it is spurinv's (a valid id, our record)?
+    # False: orphaned, only a state file that still knows it lifts it. None: no spurinv drain.
+    drain_recorded: bool | None
     reason: str
     reason_set_by: str | None
     reason_since: str | None
@@ -168,7 +171,7 @@ class FleetNode(BaseModel):
     registered: FleetRecord | None
     gres: str | None
     gres_changed: bool | None
-    attention: list[Literal["spurinv-drain", "drained-by-others", "gres-changed"]]
+    attention: list[Literal["spurinv-drain", "spurinv-drain-orphaned", "drained-by-others", "gres-changed"]]
 
 
 class FleetDrain(BaseModel):
@@ -186,10 +189,12 @@ class FleetSummary(BaseModel):
     nodes: int
     managed: int
     spurinv_drained: int
+    orphaned_drained: int
     drained_by_others: int
     gres_changed: int
     attention: int
     spurinv_drains: list[FleetDrain]
+    orphaned_drains: list[FleetDrain]
     gres_changed_nodes: list[str]
 
 

@@ -25,8 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import exitcode, fleet, metrics, render
+from spurinv import exitcode, fleet, metrics, ownership, render
 from spurinv.errors import ControllerError
+from spurinv.ownership import MAX_EPOCH, changed_at
 from spurinv.report import FleetDocument
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,7 +95,10 @@ def test_slurm_22_05_our_drain_from_state_flags_and_a_plain_int_timestamp():
     assert n1["reason"].startswith("spurinv: ")
     assert NOW - 1796229703 == n1["reason_age_seconds"]
     assert n1["registered"] is None  # drained while busy: no record yet, managed all the same
-    assert ["spurinv-drain"] == n1["attention"]
+    # a drain of a spurinv before drain ids: no id, no record; only its node's state file knows it
+    assert ["spurinv-drain", "spurinv-drain-orphaned"] == n1["attention"]
+    assert n1["drain_recorded"] is False
+    assert [n1["name"]] == [drain["name"] for drain in view["summary"]["orphaned_drains"]]
     assert ([], False, None) == (n2["attention"], n2["managed"], n2["reason_since"])
     assert [{"name": "n1", "reason": n1["reason"], "since": n1["reason_since"], "age_seconds": n1["reason_age_seconds"]}] == (
         view["summary"]["spurinv_drains"]
@@ -126,12 +130,54 @@ def test_spur_gateway_drains_are_read_by_reason_and_have_no_age():
     assert ("IDLE", ["DRAIN"], "spurinv", None) == (
         rows["gpu1"]["state"], rows["gpu1"]["flags"], rows["gpu1"]["drain_owner"], rows["gpu1"]["reason_age_seconds"],
     )  # fmt: skip
+    assert rows["gpu1"]["drain_recorded"] is False  # no id in the reason: orphaned
     assert ("ALLOCATED", "other") == (rows["gpu2"]["state"], rows["gpu2"]["drain_owner"])
     assert ("", None, []) == (rows["gpu3"]["reason"], rows["gpu3"]["gres"], rows["gpu3"]["attention"])
 
 
 def _n1() -> dict[str, Any]:
     return nodes("24.11/v0.0.42/nodes-idle")[0]
+
+
+def _our_drain(name: str, text: str = "mi300x 8→7; re-registers when idle", **record: Any) -> dict[str, Any]:
+    """A node under a drain spurinv wrote (its id in the reason, its record in extra)."""
+    reason = ownership.reason_for(name, "3f9a", text)
+    drain = {"id": reason[10:18], "reason": reason, "cause": "busy", "at": "2026-12-03T09:00:00Z", **record}
+    return edited(_n1(), name=name, state=["MIXED", "DRAIN"], reason=reason,
+                  extra=extra({"node": name, "drain": drain}, rack="r2"))  # fmt: skip
+
+
+def test_a_drain_spurinv_can_tell_is_its_own_is_not_orphaned_and_the_rest_are():
+    """What refresh would conclude with no state file (the one rule, issue #20): a valid id for the
+    node (with or without a record, spur has none) is spurinv's; the same words copied onto
+    another node, edited after the id, or a record that says other words, are orphaned."""
+    ours = _our_drain("a")
+    spur = {"name": "b", "state": "drained", "reason": ownership.reason_for("b", "3f9a", "x"), "alloc_cpus": 0}
+    copied = edited(_our_drain("a"), name="c")
+    edited_reason = edited(_our_drain("d"), reason=_our_drain("d")["reason"] + " (do not resume)")
+    contradicted = _our_drain("e", reason="spurinv: [00000000] other words")
+    legacy = edited(_n1(), name="f", state=["IDLE", "DRAIN"], reason="spurinv: mi300x 8→7; re-registers when idle")
+
+    view = fleet.build([ours, spur, copied, edited_reason, contradicted, legacy], NOW)
+    rows = by_name(view)
+
+    assert {"a": True, "b": True, "c": False, "d": False, "e": False, "f": False} == {
+        name: row["drain_recorded"] for name, row in rows.items()
+    }
+    assert all(row["drain_owner"] == "spurinv" and "spurinv-drain" in row["attention"] for row in rows.values())
+    assert ["c", "d", "e", "f"] == sorted(drain["name"] for drain in view["summary"]["orphaned_drains"])
+    assert (6, 4) == (view["summary"]["spurinv_drained"], view["summary"]["orphaned_drained"])
+    assert ["spurinv-drain"] == rows["a"]["attention"]
+    assert ["spurinv-drain", "spurinv-drain-orphaned"] == rows["c"]["attention"]
+
+
+def test_an_operators_drain_is_never_spurinvs_whatever_our_record_says():
+    """A record in extra claims nothing by itself: the reason must carry our id."""
+    node = edited(_our_drain("a"), reason="NHC: bad ECC on GPU 3")
+
+    row = fleet.build([node], NOW)["nodes"][0]
+
+    assert ("other", None, ["drained-by-others"]) == (row["drain_owner"], row["drain_recorded"], row["attention"])
 
 
 def test_our_record_makes_a_node_managed_and_a_hand_edited_gres_shows():
@@ -193,11 +239,12 @@ def test_drains_are_listed_oldest_first_and_unknown_ages_last():
         ({"set": False, "infinite": False, "number": 1796230332}, None),
         ({"set": True, "infinite": True, "number": 0}, None),
         (0, None), (-5, None), (True, None), (math.inf, None), (math.nan, None), (1e999, None), ("1796229703", None),
-        (10**30, None), ({"number": [1]}, None), (None, None),
+        (10**30, None), ({"number": [1]}, None), (None, None), ({"number": 1796229703}, None), (1796229703.0, None),
     ],
 )  # fmt: skip
 def test_reason_changed_at_in_every_shape(value, expected):
-    assert expected == fleet.epoch(value)
+    """The one parser (ownership.changed_at) that refresh uses too: a dict must say it is set."""
+    assert expected == changed_at(value)
 
 
 def test_a_clock_behind_the_controller_gives_age_zero_not_negative():
@@ -230,7 +277,7 @@ FIELDS = ("name", "state", "state_flags", "reason", "reason_changed_at", "reason
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON | st.text(), max_size=8), max_size=5),
-    st.integers(0, fleet.MAX_EPOCH - 1),
+    st.integers(0, MAX_EPOCH - 1),
 )
 def test_any_json_is_a_fleet_view_or_a_protocol_error(entries, now):
     """Whatever a transport hands over, build() answers a view that fits the model, or a ControllerError."""
@@ -266,13 +313,15 @@ def test_age_text(seconds, text):
 # --- the table -----------------------------------------------------------------------------------
 
 HOSTILE_NAME = "gpu-[bold red]x[/]../../etc"
-HOSTILE_REASON = "spurinv: 8→7 GPUs \x1b[31mred\x1b[0m ../../etc/passwd [link=file:///etc]x[/link]\u202eevil"
+HOSTILE_TEXT = "8→7 GPUs \x1b[31mred\x1b[0m ../../etc/passwd [link=file:///etc]x[/link]\u202eevil"
+HOSTILE_REASON = ownership.reason_for(HOSTILE_NAME, "3f9a", HOSTILE_TEXT)
 
 
 def table_fleet() -> list[dict[str, Any]]:
     """The 24.11 capture (n1 resumed with our old reason, n2 drained by NHC) plus edited copies:
     our drain with a hostile name and reason, a record whose gres was changed by hand, a long
-    name, a managed idle node, and an invalid registration Slurm drained."""
+    name, a managed idle node, an invalid registration Slurm drained, and an orphaned drain of a
+    spurinv before drain ids."""
     n1, n2 = nodes("24.11/v0.0.42/nodes-n1-idle-n2-drained")
     at = dict(n2["reason_changed_at"])
     return [
@@ -285,6 +334,8 @@ def table_fleet() -> list[dict[str, Any]]:
         edited(n1, name="n6", state=["DOWN", "DRAIN", "INVALID_REG"], extra=extra(RECORD),
                reason="gres/gpu count reported lower than configured (7 < 8)", reason_changed_at={**at, "number": NOW - 300}),
         edited(n1, name="節点-七", reason=""),
+        edited(n1, name="n8", state=["IDLE", "DRAIN"], reason="spurinv: mi300x 8→7; re-registers when idle",
+               reason_changed_at={**at, "number": NOW - 3600}),
     ]  # fmt: skip
 
 
@@ -401,14 +452,17 @@ def test_metrics_count_the_fleet_and_date_each_of_our_drains():
     samples = families(metrics.render_fleet(summary, NOW))
 
     assert [({}, 1)] == samples["spurinv_fleet_up"]
-    assert [({}, 8)] == samples["spurinv_fleet_nodes"]
-    assert [({}, 5)] == samples["spurinv_fleet_managed_nodes"]
-    assert [({"by": "spurinv"}, 2), ({"by": "others"}, 2)] == samples["spurinv_fleet_drained_nodes"]
+    assert [({}, 9)] == samples["spurinv_fleet_nodes"]
+    assert [({}, 6)] == samples["spurinv_fleet_managed_nodes"]
+    assert [({"by": "spurinv"}, 3), ({"by": "others"}, 2)] == samples["spurinv_fleet_drained_nodes"]
     assert [({}, 1)] == samples["spurinv_fleet_gres_changed_nodes"]
-    assert [({}, 5)] == samples["spurinv_fleet_attention_nodes"]
+    assert [({}, 1)] == samples["spurinv_fleet_orphaned_drain_nodes"]  # n8, a drain from before drain ids
+    assert [({}, 6)] == samples["spurinv_fleet_attention_nodes"]
     assert [({}, 3 * 86400 + 7200)] == samples["spurinv_fleet_oldest_drain_age_seconds"]
     assert [({}, NOW)] == samples["spurinv_fleet_last_success_timestamp_seconds"]
-    assert [({"node": HOSTILE_NAME}, NOW - 3 * 86400 - 7200)] == samples["spurinv_fleet_drain_since_timestamp_seconds"]
+    assert [({"node": HOSTILE_NAME}, NOW - 3 * 86400 - 7200), ({"node": "n8"}, NOW - 3600)] == samples[
+        "spurinv_fleet_drain_since_timestamp_seconds"
+    ]
 
 
 def test_metrics_when_the_fleet_could_not_be_read():
@@ -452,7 +506,7 @@ def test_fleet_json_reads_every_node_with_one_query(cli, configure):
     assert ("fleet", 1, "slurm/v0.0.42", "rest") == (
         document["command"], document["format_version"], document["api"], document["transport"],
     )  # fmt: skip
-    assert 7 == len(document["nodes"]) == document["summary"]["nodes"]
+    assert 8 == len(document["nodes"]) == document["summary"]["nodes"]
     FleetDocument.model_validate(document)
 
 
@@ -572,7 +626,7 @@ def test_metrics_file_is_written_atomically_world_readable(cli, configure, tmp_p
         assert 0 == cli("fleet", "--metrics-file", prom).code
 
     assert 0o644 == stat.S_IMODE(prom.stat().st_mode)
-    assert [({}, 7)] == families(prom.read_text())["spurinv_fleet_nodes"]
+    assert [({}, 8)] == families(prom.read_text())["spurinv_fleet_nodes"]
     assert ["fleet.prom"] == [path.name for path in tmp_path.iterdir() if path.name.startswith("fleet")]
 
 
