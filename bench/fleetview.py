@@ -4,8 +4,8 @@
 ``tests/fixtures/slurm/responses/24.11/v0.0.42/nodes-n1-idle-n2-drained.json``: its two nodes
 are replicated under new names and serialised as slurmrestd prints it (indented by 2), about
 2.7 kB a node. Per 100 nodes: 60 carry spurinv's record in ``extra``, 1 is under a spurinv drain
-(set 1 minute to 99 days ago), 1 under an NHC drain (the captured n2), 1 has a record whose gres
-no longer matches; so 300 of 10,000 need attention, the rest are quiet.
+(set 1 minute to 99 days ago; its id in the reason and its record in ``extra``), 1 under an NHC
+drain (the captured n2), 1 has a record whose gres no longer matches; so 300 of 10,000 need attention, the rest are quiet.
 
 **In one fresh process** (``python -m bench.fleetview BODY``): the body's bytes → ``json.loads``
 (what the REST client does with the answer) → :func:`spurinv.fleet.build` → the JSON document
@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import Row, Stats, peak_rss, run_once
+from spurinv.ownership import reason_for
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "tests" / "fixtures" / "slurm" / "responses" / "24.11" / "v0.0.42" / "nodes-n1-idle-n2-drained.json"
 NOW = 1796316732
 RECORD = {"fingerprint": "31ad919b5202" + "0" * 52, "inventory": "8 devices (mi300x 8), 192 CPUs, 1547 GiB"}
 PHASES = ("parse", "build", "json", "table", "table_all")
+DRAIN_TEXT = "8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
 
 
 def response(count: int) -> bytes:
@@ -50,13 +52,16 @@ def response(count: int) -> bytes:
         node["name"] = node["hostname"] = f"gpu{index:05d}"
         node["reason"] = node["reason"] if kind == 1 else ""
         node["extra"] = ""
-        if kind == 0:
+        record: dict[str, Any] = {**RECORD, "node": node["name"]}
+        if kind == 0:  # our drain: its id in the reason, its record in extra
             node["state"] = ["MIXED", "DRAIN"] if index % 200 else ["IDLE", "DRAIN"]
-            node["reason"] = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
+            node["reason"] = reason_for(node["name"], f"{index % 65536:04x}", DRAIN_TEXT)
             node["reason_changed_at"]["number"] = NOW - 60 - (index * 8641) % (99 * 86400)
+            record["drain"] = {"id": node["reason"][10:18], "reason": node["reason"], "cause": "busy",
+                               "at": "2026-12-03T09:00:00Z"}  # fmt: skip
         if kind < 62 and kind != 1:  # 60 quiet managed nodes, our drain, the hand-edited gres
             gres = "gpu:mi300x:8,fpga:4" if kind == 2 else "gpu:mi300x:8"
-            node["extra"] = json.dumps({"spurinv": {**RECORD, "gres": gres}}, sort_keys=True, separators=(",", ":"))
+            node["extra"] = json.dumps({"spurinv": {**record, "gres": gres}}, sort_keys=True, separators=(",", ":"))
         nodes.append(node)
     return json.dumps({**captured, "nodes": nodes}, indent=2).encode()
 

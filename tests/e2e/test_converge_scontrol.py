@@ -127,8 +127,9 @@ def test_idle_memory_mode_change_is_registered_through_scontrol_update_and_read_
 
     assert 0 == code, document
     assert ["read-view", "register", "none"] == steps(document)
-    (update,) = updates(document)
-    assert " update NodeName=n1 Gres=gpu:mi300x:8 'Extra={" in update
+    gres, record = updates(document)  # the GRES, read back, then our record on its own
+    assert gres.endswith(" update NodeName=n1 Gres=gpu:mi300x:8")
+    assert " update NodeName=n1 'Extra={" in record
     node = n1.controller()
     assert document["fingerprint"] in node["extra"]
     assert node["state"] == ["IDLE"]
@@ -220,9 +221,8 @@ def test_an_operators_drain_is_never_touched(n1):
 def test_an_unknown_node_name_is_68(clean_lab, tmp_path):
     node = Node(clean_lab, tmp_path, name="n9")
     node.root("spx")
-    node.refresh("spx")
 
-    code, document = node.refresh("spx")
+    code, document = node.refresh("spx")  # no state yet: the first run reads the controller
 
     assert exitcode.NOHOST == code, document
     assert "n9" in document["steps"][-1]["error"]
@@ -347,7 +347,10 @@ def test_register_command_replaces_gres_through_scontrol(clean_lab, tmp_path):
 
     assert 0 == code, document
     assert ["read-view", "register", "none"] == steps(document)
-    assert [] == updates(document)  # no Gres= update: the command did it
+    # no Gres= update: the command did it; then, the GPUs listed, our record of it on its own
+    (record,) = updates(document)
+    assert " update NodeName=n1 'Extra={\"spurinv\":" in record
+    assert document["fingerprint"] in node.controller()["extra"]
     assert document["steps"][1]["request"] == f"EXEC {script} n1 → 0"
     assert ["n1"] == log.read_text().split()
     assert "abc123" not in document["_stderr"]
@@ -372,7 +375,8 @@ def test_register_command_replaces_the_post_over_rest_too(clean_lab, tmp_path):
 
     assert 0 == code, document
     assert ["read-view", "register", "none"] == steps(document)
-    assert [] == [r for r in document["requests"] if r["method"] == "POST"]
+    # no GRES POST: the command did it; then, the GPUs listed, our record of it on its own
+    assert [["extra"]] == [list(r["body"]) for r in document["requests"] if r["method"] == "POST"]
     assert 1 == len(log.read_text().splitlines())
     assert node.status()["baseline"]["source"] == "registered"
 

@@ -20,6 +20,7 @@ import pytest
 import rootbuilder as rb
 
 from spurinv import exitcode, fleet
+from spurinv.ownership import changed_at
 
 pytestmark = pytest.mark.e2e
 
@@ -104,8 +105,9 @@ def test_fleet_lists_our_drain_with_reason_and_age_and_a_free_node_as_unmanaged(
     assert first["reason"].startswith("spurinv: ")
     assert first["reason_set_by"] == "root"
     assert 0 <= first["reason_age_seconds"] <= after - before + 2
-    assert before - 2 <= fleet.epoch(lab.node_json("n1")["reason_changed_at"]) <= after
-    assert ["spurinv-drain"] == first["attention"]
+    assert before - 2 <= changed_at(lab.node_json("n1")["reason_changed_at"]) <= after
+    assert ["spurinv-drain"] == first["attention"]  # its id and record tie it to n1: not orphaned
+    assert first["drain_recorded"] is True
     assert "DRAIN" in first["flags"]
     assert (False, None, False, [], None) == (
         second["drained"], second["drain_owner"], second["managed"], second["attention"], second["registered"],

@@ -1,0 +1,123 @@
+"""Ownership that outlives the node (issue #20), against the real Slurm 24.11 lab, over REST and
+over ``scontrol``: our drain survives the loss of the state directory (the controller carries the
+record), an operator's drain never becomes ours, and a state file is bound to its node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from test_converge import Node as RestNode
+from test_converge import job_state
+from test_converge_scontrol import Node as ScontrolNode
+
+from spurinv import exitcode
+from spurinv.ownership import extra_record, reason_for, reason_id
+
+pytestmark = pytest.mark.e2e
+
+TRANSPORTS = {"rest": RestNode, "scontrol": ScontrolNode}
+
+
+def steps(document: dict) -> list[str]:
+    return [step["action"] for step in document["steps"]]
+
+
+@pytest.fixture(params=sorted(TRANSPORTS))
+def n1(request, clean_lab, tmp_path):
+    node = TRANSPORTS[request.param](clean_lab, tmp_path)
+    node.transport = request.param
+    node.root("spx")
+    node.root("nps4", memory_mode="NPS4")
+    for _ in range(2):
+        code, document = node.refresh("spx")
+        assert code == 0, document
+    assert node.status()["baseline"]["source"] == "adopted"
+    return node
+
+
+def drain_busy(node) -> int:
+    """A job holds a GPU; the memory mode changes: our drain goes on. Returns the job."""
+    lab = node.lab
+    job = lab.sbatch("n1", "--gres=gpu:mi300x:1")
+    lab.wait_for(lambda: job_state(lab, job) == "RUNNING", 15, "job running on n1")
+    node.refresh("nps4")
+    code, drained = node.refresh("nps4")
+    assert code == 0, drained
+    assert "drain" in steps(drained), drained["steps"]
+    return job
+
+
+def test_a_deleted_state_directory_rebuilds_our_drain_from_the_controller_and_lifts_it(n1):
+    job = drain_busy(n1)
+    seen = n1.controller()
+    assert reason_id(seen["reason"], "n1") is not None  # the drain carries its id
+    record = extra_record(seen["extra"])
+    assert record["node"] == "n1"
+    assert record["drain"]["reason"] == seen["reason"]  # and its record, written in the same update
+    shutil.rmtree(n1.state.parent)
+    n1.lab.scancel(job)
+
+    code, first = n1.refresh("nps4")
+
+    assert code == 0, first
+    assert "recover" in steps(first), first["steps"]
+    status = n1.status()
+    assert status["drain"]["recovered"] == "controller-record"
+    assert any("drain recovered from the controller record" in note for note in status["attention"])
+    code, second = n1.refresh("nps4")
+    assert code == 0, second
+    assert "resume" in steps(second), second["steps"]
+    n1.lab.wait_for(lambda: "DRAIN" not in n1.controller()["state"], 10, "n1 resumed")
+    assert n1.status()["drain"] is None
+
+
+@pytest.mark.parametrize("reason", ["NHC: bad ECC on GPU 3", "copied from n2"])
+def test_an_operators_drain_with_a_lost_state_is_never_touched(n1, reason):
+    """The operator's own words, or a spurinv reason with a valid id for another node copied onto
+    this one: after the state directory is gone, no run takes it."""
+    if reason == "copied from n2":
+        reason = reason_for("n2", "3f9a", "mi300x 8 GPUs; re-registers when idle")
+    lab = n1.lab
+    lab.scontrol("update", "nodename=n1", "state=drain", f"reason={reason}")
+    shutil.rmtree(n1.state.parent)
+
+    for label in ("nps4", "nps4", "spx", "spx"):
+        code, document = n1.refresh(label, "--ignore-backoff")
+        assert code == 0, document
+        assert "recover" not in steps(document)
+        assert "resume" not in steps(document)
+    node = n1.controller()
+    assert "DRAIN" in node["state"]
+    assert node["reason"] == reason
+
+
+def test_a_run_for_another_node_with_this_nodes_state_is_refused_and_writes_nothing(n1):
+    job = drain_busy(n1)
+    before = n1.state.read_bytes()
+    nodes_before = {node["name"]: (node["state"], node["reason"], node["extra"]) for node in n1.lab.nodes()}
+
+    code, document = n1.refresh("spx", "--node", "n2")
+
+    assert code == exitcode.USAGE, document
+    message = document["error"]["message"]
+    assert "'n1'" in message
+    assert "'n2'" in message
+    assert "--node n1" in message
+    assert n1.state.read_bytes() == before
+    assert {node["name"]: (node["state"], node["reason"], node["extra"]) for node in n1.lab.nodes()} == nodes_before
+    n1.lab.scancel(job)
+
+
+def test_the_admins_extra_keeps_its_bytes_around_our_record(n1):
+    """extra as an admin typed it (spacing, 1E5, key order) stays byte for byte outside our key."""
+    text = '{"rack":  "r07", "power": 1E5, "owner": "ops"}'
+    n1.lab.scontrol("update", "nodename=n1", f"extra={text}")
+    job = drain_busy(n1)
+
+    stored = n1.controller()["extra"]
+
+    assert stored.startswith('{"rack":  "r07", "power": 1E5, "owner": "ops","spurinv":{')
+    assert json.loads(stored)["spurinv"]["drain"]["reason"] == n1.controller()["reason"]
+    n1.lab.scancel(job)
