@@ -31,7 +31,7 @@ from spurinv import exitcode
 from spurinv import state as state_file
 from spurinv.config import Config
 from spurinv.errors import StateError
-from spurinv.intent import Journal, reconcile, recover
+from spurinv.intent import Journal, reconcile
 from spurinv.log import Log
 from spurinv.nodeview import NodeView
 from spurinv.policy import drain_reason, ours

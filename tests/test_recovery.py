@@ -284,8 +284,12 @@ def test_a_run_for_another_node_is_refused_and_writes_nothing(tmp_path, built, c
     assert flag.code == exitcode.USAGE
     assert configured.code == exitcode.CONFIG
     message = flag.json()["error"]["message"]
-    assert "'n1'" in message and "'n2'" in message and "--node n1" in message and "move" in message
-    assert "n1" in configured.err and "n2" in configured.err
+    assert "'n1'" in message
+    assert "'n2'" in message
+    assert "--node n1" in message
+    assert "move" in message
+    assert "n1" in configured.err
+    assert "n2" in configured.err
     assert node.state_path.read_bytes() == before
     assert sorted(path.name for path in node.state_path.parent.iterdir()) == listing
     assert "DRAIN" in node.controller["state"]

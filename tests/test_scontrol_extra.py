@@ -67,7 +67,8 @@ class Slurm:
         program.chmod(0o755)
         self.config = tmp / "config.toml"
         self.config.write_text(
-            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{program}"\n[policy]\nconfirm_interval = 0\n'
+            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{program}"\n'
+            "[policy]\nconfirm_interval = 0\n"
         )
         self.config.chmod(0o600)
         self.state = tmp / "state" / "state.json"
@@ -142,7 +143,8 @@ def test_extra_just_within_the_limit_carries_our_record(cli, built, tmp_path, mo
 
     assert code == exitcode.OK, document
     record = extra_record(lab.node["extra"])
-    assert record is not None and record["fingerprint"] == document["fingerprint"]
+    assert record is not None
+    assert record["fingerprint"] == document["fingerprint"]
     assert MAX_ARG_STRLEN - 600 < lab.longest_argument() < MAX_ARG_STRLEN
 
 
