@@ -143,11 +143,6 @@ def text_of(reason: str) -> str:
     return parts[2] if parts is not None else reason.removeprefix(PREFIX).lstrip(" ")
 
 
-def has_id(reason: str) -> bool:
-    """Does ``reason`` look like it carries a drain id (whether or not it is valid for a node)?"""
-    return _split(reason) is not None
-
-
 # --- the record in extra ----------------------------------------------------------------------------
 
 

@@ -208,6 +208,20 @@ def test_drain_body_and_reason():
     }  # fmt: skip
 
 
+def test_a_write_that_cannot_carry_our_record_says_so_and_one_that_can_does_not():
+    state = state_for(SPX, CPX, CPX)
+    idle = view(gres="gpu:mi300x:8", extra="operator note")
+
+    foreign = decide(outcome_for(state), idle, state, SLURM, NOW)
+    fine = decide(outcome_for(state), idle.model_copy(update={"extra": '{"rack": "r2"}'}), state, SLURM, NOW)
+    spur = decide(outcome_for(state), idle.model_copy(update={"extra": None}), state, SLURM, NOW)
+
+    assert (foreign.kind, "extra" in foreign.body) == (Do.REGISTER, False)
+    assert "no record in it" in foreign.reason
+    assert "no record" not in fine.reason
+    assert "no record" not in spur.reason  # no extra at all: nothing to say
+
+
 def test_a_drain_without_extra_to_write_is_the_id_in_the_reason_alone():
     """spur (no extra), foreign extra text, or extra longer than the transport carries."""
     state = state_for(SPX, CPX, CPX)
@@ -460,6 +474,24 @@ def test_the_jitter_spreads_a_fleet():
         next(s for s in range(300, 400) if recheck_due(NOW - timedelta(seconds=s), f"n{i:05d}", 300, NOW)) for i in range(200)
     }
     assert len(offsets) > 40
+    assert max(offsets) > 300 * 1.2  # up to a quarter of the interval later, not a fifth
+
+
+def test_a_fresh_state_reads_the_controller_once_even_for_a_first_reading():
+    """No state file (or a corrupt one moved aside): the first run looks at the controller for a
+    drain of ours the lost state knew, then waits for the second reading as always."""
+    state = State(fresh=True).record(reading(CPX, 0))
+    outcome = outcome_for(state)
+    assert outcome.kind == Kind.CHANGE_PENDING
+
+    first = decide(outcome, None, state, SLURM, NOW)
+    then = decide(outcome, view(), state.model_copy(update={"fresh": False}), SLURM, NOW)
+    settled = decide(outcome, None, state.model_copy(update={"fresh": False}), SLURM, NOW)
+    observing = decide(outcome, None, state, OBSERVE, NOW)
+
+    assert first.kind == Do.READ_VIEW
+    assert "no state yet" in first.reason
+    assert (then.kind, settled.kind, observing.kind) == (Do.NONE, Do.NONE, Do.NONE)
 
 
 @settings(max_examples=200)
