@@ -64,8 +64,6 @@ _SPUR_ERRORS: tuple[tuple[ControllerKind, tuple[str, ...]], ...] = (
     ("auth", ("PermissionDenied", "Unauthenticated", "requires cluster admin", "permission denied")),
     ("unknown-node", ("NotFound", "not found")),
 )
-# NodeView state text → spur's lower-case display word (spur-core node.rs `display`)
-_SPUR_DISPLAY = {"IDLE+DRAIN": "drained", "ALLOCATED+DRAIN": "draining", "IDLE+SUSPENDED": "suspended"}
 SPUR_CANNOT_REGISTER = (
     "spur's scontrol cannot change a node's GRES (it ignores Gres=) and controller.register_command is not set: "
     "this controller cannot re-register the node; set controller.register_command "
@@ -187,13 +185,13 @@ class Scontrol:
     def all_nodes(self) -> list[dict[str, Any]]:
         """Every node the controller lists, in the data parser's shape (for fleet views).
 
-        Slurm: the ``nodes`` list of ``scontrol --json show node``. spur: its text, as the dicts
-        spur's REST gateway would give (``state`` a lower-case display word, no timestamps).
+        Slurm: the ``nodes`` list of ``scontrol --json show node``. spur: its text read by the
+        parser ``view`` uses, handed over with ``state`` as the data parser's list (base state,
+        then flags), so a composite word (DRAINED+RESERVED) keeps its DRAIN flag; no timestamps.
         """
         if self.detect() == "spur":
             return [
-                {"name": v.name, "state": _SPUR_DISPLAY.get("+".join((v.base, *v.flags)), v.base.lower()),
-                 "reason": v.reason or None,
+                {"name": v.name, "state": [v.base, *v.flags], "reason": v.reason or None,
                  "alloc_cpus": v.alloc_cpus, "gres": v.gres or ""}
                 for v in parse_spur_nodes(self._run("show", "node", limit=MAX_OUTPUT).stdout)
             ]  # fmt: skip
