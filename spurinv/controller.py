@@ -36,6 +36,10 @@ MAX_NODES_BODY = 64 << 20  # GET …/nodes: ~2.8 kB a node on 24.11, so room for
 PROBE_VERSIONS = ("slurm/v0.0.46", "slurm/v0.0.45", "slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42",
                   "slurm/v0.0.41", "slurm/v0.0.40", "slurm/v0.0.39", "slurm/v0.0.38", "api/v1")  # fmt: skip
 AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentication error
+# slurm_errno.h: Slurm could not talk to slurmctld (SLURM_COMMUNICATIONS_*, SLURMCTLD_COMMUNICATIONS_*,
+# socket errors). slurmrestd answers 502 with 1800 when slurmctld is down: the controller is unreachable.
+UNREACHABLE_ERRORS = frozenset({*range(1001, 1005), *range(1013, 1017), *range(1800, 1806), *range(5003, 5006)})
+GATEWAY_DOWN = frozenset({502, 503, 504})  # the gateway is up, what is behind it is not
 UNKNOWN_NODE = 2018
 _NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")  # JWTs are base64url and dots; anything else is a broken token file
@@ -209,6 +213,8 @@ class Controller:
             return ControllerError("read-only", f"{where}: the gateway has no node write route (read-only gateway)")
         if UNKNOWN_NODE in numbers or (status == 404 and method == "GET"):
             return ControllerError("unknown-node", f"{where}: the controller does not know node {self.node!r}")
+        if numbers & UNREACHABLE_ERRORS or status in GATEWAY_DOWN:
+            return ControllerError("unreachable", f"{where}: controller unreachable ({text})")
         if status >= 500 and errors and any(number not in (None, -1, 0) for number in numbers):
             return ControllerError("refused", f"{where}: {text}")
         if status >= 500:

@@ -126,6 +126,8 @@ GET_FAULTS = [
     ("500 with an unknown Slurm error", Reply(500, {"errors": [{"error_number": 9001, "description": "x"}]}), 76),
     ("503 without a body", Reply(503), 69),
     ("503 with a Slurm error body (error 0)", Reply(503, ERRORS["query-missing"]), 69),
+    ("502 slurmctld down (real 24.11: error 1800)", Reply(502, capture("ctld-down-node-n1")), 69),
+    ("500 with error 1800 (cannot contact slurmctld)", Reply(500, capture("ctld-down-node-n1")), 69),
     ("401 text/plain", Reply(401, NO_TOKEN_TEXT), 77),
     ("403", Reply(403, "Forbidden"), 77),
     ("511 bad token", Reply(511, ERRORS["bad-token"]), 77),
@@ -184,6 +186,7 @@ def test_a_redirect_is_never_followed_and_the_other_host_sees_nothing(rig, ledge
         ("POST headers delayed 30 s", Reply(200, {"errors": []}, delay=30), 69),
         ("POST connection reset", Reset(), 69),
         ("POST 503", Reply(503), 69),
+        ("POST 502 slurmctld down (real 24.11: error 1800)", Reply(502, capture("ctld-down-post-node-n1-drain")), 69),
         ("POST 500 garbage", Reply(500, b"\x00\xff"), 69),
         ("POST 401", Reply(401, NO_TOKEN_TEXT), 77),
         ("POST 404 (read-only gateway)", Reply(404, "Not Found"), 69),
@@ -337,6 +340,23 @@ def test_auth_refused_backs_off_and_the_next_run_sends_nothing(rig, ledger):
     assert backoff["kind"] == "auth"
     assert backoff["failures"] == 1
     assert "backing off until" in second.document()["steps"][-1]["reason"]
+
+
+def test_slurmctld_down_is_unreachable_and_the_next_run_sends_nothing(rig, ledger):
+    """slurmrestd answers 502 with error 1800 when slurmctld is down (the real 24.11 answer):
+    once read as a refusal (76), which backs off only its own retry, so every tick asked again."""
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", NODE_PATH, Reply(502, capture("ctld-down-node-n1")))
+
+    first = rig.run("mi300x-spx", backoff_initial=60, backoff_max=3600)
+    second = rig.run("mi300x-spx", backoff_initial=60, backoff_max=3600)
+
+    record(ledger, "502/1800 slurmctld down, then a run within the backoff", second, lost=bool(second.requests))
+    assert first.code == 69, first.err
+    assert "Unable to contact slurm controller" in first.err
+    assert second.code == 75, second.err
+    assert second.requests == []
+    assert rig.status()["backoff"]["kind"] == "unreachable"
 
 
 def test_backoff_doubles_up_to_the_maximum_and_shows_in_status(rig, ledger):
