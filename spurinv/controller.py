@@ -115,6 +115,7 @@ class Controller:
         self.settings = settings
         self.node = node
         self.api = api if api else (None if settings.api == "auto" else settings.api)
+        self._cached = bool(api) and settings.api == "auto"  # detected by an earlier run: may be gone since
         self.session = session or requests.Session()
         self.session.trust_env = False  # no proxies or .netrc credentials from the environment
         self.session.headers.update(self._auth_headers(token))
@@ -289,9 +290,13 @@ class Controller:
         view = self.detect()
         if view is None:
             status, body = self._call("GET", self.node_path())
-            if status != 200:
+            if status == 404 and self._forget_cached(body):
+                view = self.detect()
+                if view is None:
+                    status, body = self._call("GET", self.node_path())
+            if view is None and status != 200:
                 raise self._fail("GET", self.node_path(), status, body)
-            view = self._node(body)
+            view = view or self._node(body)
         # GPU usage data decides busy, unless a register command needs the node idle of any job
         whole_node = view.gpus_used is None or self.registrar is not None
         if confirm_busy and whole_node and not view.idle and view.dialect != "spur":
@@ -308,6 +313,15 @@ class Controller:
                 raise self._fail("GET", path, status, body)
             view = self._node(body)
         return view
+
+    def _forget_cached(self, body: Any) -> bool:
+        """A 404 that names no node, from a version an earlier run detected: the server may have
+        been upgraded past it (Slurm 26.11 drops v0.0.42). Forget it so it is detected again, once."""
+        if not self._cached or slurm_errors(body) or _mentions_node(body):
+            return False
+        self._cached = False
+        self.api = None
+        return True
 
     def describe(self, body: dict[str, Any]) -> str:
         """The write as a report line (``--dry-run``)."""

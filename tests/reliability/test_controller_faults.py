@@ -19,7 +19,7 @@ from typing import Any
 
 import hostile
 import pytest
-from faultserver import ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply, Reset, capture
+from faultserver import CAPTURES, ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply, Reset, capture
 
 TIMEOUT = 1.0
 MARGIN = 6.0  # interpreter start-up, imports and discovery on a loaded 2-core CI machine
@@ -478,6 +478,47 @@ def test_api_detection_survives_a_garbage_openapi_document(rig, ledger):
         "/slurm/v0.0.42/node/n1",
     ]
     assert rig.status()["api"]["version"] == "slurm/v0.0.42"
+
+
+UNSERVED = (CAPTURES / "node-n1-unserved-version-v0.0.39.txt").read_text()  # the real 24.11 404 text
+
+
+def test_a_cached_api_version_the_upgraded_server_dropped_is_detected_again(rig, ledger):
+    """``api = "auto"`` cached v0.0.42; an upgraded slurmrestd no longer serves it (26.11 drops
+    it) and answers its real 404. Read as "unknown node" (68) on every run, the change was never
+    registered: one 404 from a cached version re-detects once before concluding anything."""
+    rig.prime("mi300x-spx")
+    assert rig.run("mi300x-spx", api="auto").code == 0  # adopted; v0.0.42 cached
+    assert rig.status()["api"]["version"] == "slurm/v0.0.42"
+    rig.gateway.version = "v0.0.44"
+    rig.gateway.gres_policy = "accept"
+    rig.server.script("GET", NODE_PATH, Reply(404, UNSERVED, {"Content-Type": "text/plain"}))
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx", api="auto")
+
+    record(ledger, "api auto: the cached version is gone after an upgrade", run)
+    assert run.code == 0, run.err
+    assert [(r.method, r.path) for r in run.requests][:3] == [
+        ("GET", NODE_PATH), ("GET", "/openapi/v3"), ("GET", "/slurm/v0.0.44/node/n1"),
+    ]  # fmt: skip
+    assert rig.gateway.nodes["n1"]["gres"] == "gpu:mi300x:64"
+    assert rig.status()["api"]["version"] == "slurm/v0.0.44"
+
+
+def test_a_404_from_a_freshly_detected_version_is_not_detected_again(rig, ledger):
+    """Re-detection is once: a server whose spec lists a version it then answers 404 for ends the
+    run (68) after one more GET, never a probing loop."""
+    rig.prime("mi300x-spx")
+    assert rig.run("mi300x-spx", api="auto").code == 0
+    rig.server.script("GET", NODE_PATH, Reply(404, UNSERVED, {"Content-Type": "text/plain"}))
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx", api="auto")
+
+    record(ledger, "api auto: the listed version answers 404", run)
+    assert run.code == 68, run.err
+    assert [r.path for r in run.requests] == [NODE_PATH, "/openapi/v3", NODE_PATH]
 
 
 def test_api_detection_against_a_server_that_never_answers_is_bounded(rig, ledger):
