@@ -384,14 +384,15 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
         from spurinv.scontrol import Scontrol
 
         # the node name only addresses single-node calls, which a fleet view never makes
-        nodes = Scontrol(loaded.controller, loaded.node.name or "fleet", environ).all_nodes()
+        source = Scontrol(loaded.controller, loaded.node.name or "fleet", environ, log=Log(environ))
+        nodes = source.all_nodes(keep=fleet_view.essentials)
         now = int(time.time())
         return fleet_view.build(nodes, now), now, None
     from spurinv.config import read_token
     from spurinv.controller import Controller
 
-    client = Controller(loaded.controller, "", read_token(loaded.controller, environ))
-    nodes = client.all_nodes()
+    client = Controller(loaded.controller, "", read_token(loaded.controller, environ), log=Log(environ))
+    nodes = client.all_nodes(keep=fleet_view.essentials)
     now = int(time.time())
     return fleet_view.build(nodes, now), now, client.api
 

@@ -370,7 +370,7 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     registrar = registrar_for(
         settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget
     )
-    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget)
+    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 
 
 def _scontrol_label(config: Config) -> str:
