@@ -3,6 +3,7 @@ most one clear error line, an exit status from the table, and no lost state."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from faultserver import CAPTURES, FaultServer, Gateway, Reply, capture
 from spurinv import fleet
 from spurinv.config import ControllerSection
 from spurinv.controller import MAX_NODES_BODY
+from spurinv.log import Log
 from spurinv.scontrol import Scontrol
 
 
@@ -218,3 +220,41 @@ def test_refresh_with_a_lone_surrogate_in_the_controllers_text_saves_its_state(c
     assert saved["drain"]["reason"].startswith("spurinv: ")
     assert saved["intent"] is None
     assert "gpu:mi300x:2(IDX:0-1\ufffd) allocated" in json.dumps(saved, ensure_ascii=False)
+
+
+# --- terminal escapes in controller text (item 7) ----------------------------------------------------
+
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"
+
+
+def test_controller_text_on_the_refresh_and_status_screens_cannot_steer_the_terminal(cli, env, built, state_path):
+    """``gres`` in the adopt step and ``gres_used`` in the busy step reached the refresh and status
+    screens raw: ESC/OSC sequences went to the operator's terminal (fleet escaped them)."""
+    gateway = Gateway()
+    node = gateway.add_node("n1", gres=f"gpu:mi300x:8,fpga:1{ESCAPES}", alloc_cpus=4, state=("MIXED",),
+                            gres_used=f"gpu:mi300x:2(IDX:0-1{ESCAPES})")  # fmt: skip
+    with FaultServer(gateway=gateway) as server:
+        _configure(env, server.url)
+        cli("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+        adopted = cli("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+        cli("refresh", "--root", built("mi300x-cpx"), "--state", state_path)
+        drained = cli("refresh", "--root", built("mi300x-cpx"), "--state", state_path)
+        status = cli("status", "--state", state_path)
+
+    assert "adopt" in adopted.out, adopted.out
+    assert "DRAIN" in node["state"]
+    for shown in (adopted, drained, status):
+        assert shown.code == 0, shown.err
+        for text in (shown.out, shown.err):
+            assert not any(char in text for char in "\x1b\x07\x9b\u202e"), text
+    assert "\\x1b]0;pwned" in adopted.out
+    assert "\\x1b]0;pwned" in drained.out
+    assert "\\x1b]0;pwned" in status.out
+
+
+def test_a_log_line_with_controller_text_cannot_steer_the_terminal():
+    stream = io.StringIO()
+
+    Log({}, stream=stream).error(f"scontrol: node n1 {ESCAPES} refused")
+
+    assert stream.getvalue() == "spurinv: error: scontrol: node n1 \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e refused\n"
