@@ -89,7 +89,7 @@ def run(
     may live on).
     """
     with subprocess.Popen(
-        argv,
+        _encoded(argv),
         env=dict(environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -116,6 +116,13 @@ def run(
 
 
 GRACE = 0.5  # seconds output is still read after the command exited
+
+
+def _encoded(argv: list[str]) -> list[bytes]:
+    """The program as the file system names it (it was found through ``$PATH`` or checked with
+    the locale's encoding); its arguments as UTF-8 whatever the locale, so a drain reason reads
+    back as it was sent, as over REST (a Latin-1 locale could not encode "→": exit 70)."""
+    return [os.fsencode(argv[0]), *(argument.encode("utf-8", "surrogateescape") for argument in argv[1:])]
 
 
 def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_over: bool, kept: list[bytearray]) -> bool:

@@ -1,0 +1,114 @@
+"""The node's environment is hostile too (issue #21): a Latin-1 locale, a metrics file over the
+state, where the state directory comes from, and what CDI specs cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from faultserver import CAPTURES, FaultServer, Gateway
+
+# --- a Latin-1 locale (item 10) ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def latin1(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """``LANG=en_US`` as Debian defines it (ISO-8859-1), compiled by ``localedef`` into a private
+    ``LOCPATH``: the host's /etc and /usr/lib/locale are never touched."""
+    localedef = shutil.which("localedef")
+    if localedef is None or not Path("/usr/share/i18n/locales/en_US").exists():
+        pytest.skip("needs localedef and the locale sources (Debian package `locales`; scripts/test-setup installs it)")
+    where = tmp_path_factory.mktemp("locale")
+    subprocess.run([localedef, "-i", "en_US", "-f", "ISO-8859-1", str(where / "en_US")], check=False,
+                   capture_output=True, timeout=120)  # fmt: skip  (exit 1 on warnings; checked below)
+    environ = {key: value for key, value in os.environ.items() if not key.startswith(("LC_", "PYTHONIOENCODING", "PYTHONUTF8"))}
+    environ.update(LOCPATH=str(where), LANG="en_US")
+    probe = [sys.executable, "-c", "import sys; print(sys.getfilesystemencoding(), sys.stdout.encoding)"]
+    said = subprocess.run(probe, env=environ, capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    assert said == ["iso8859-1", "iso8859-1"], said  # the locale is in force: the test tests something
+    return {"LOCPATH": str(where), "LANG": "en_US"}
+
+
+def _run(env: dict[str, str], *args: object) -> subprocess.CompletedProcess[bytes]:
+    clean = {key: value for key, value in env.items() if not key.startswith(("LC_", "PYTHONIOENCODING", "PYTHONUTF8"))}
+    return subprocess.run([sys.executable, "-m", "spurinv", *map(str, args)], env=clean, capture_output=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+SLURM_SCONTROL = """#!/bin/sh
+case "$1" in
+  --version) echo "slurm 24.11.5" ;;
+  --json) cat "{node}" ;;
+  update) for word in "$@"; do printf '%s\\n' "$word"; done >> "{log}" ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+def _busy_node(path: Path) -> Path:
+    body = json.loads((CAPTURES / "node-n1-idle.json").read_text())
+    body["nodes"][0].update(state=["MIXED"], alloc_cpus=4, gres_used="gpu:mi300x:2(IDX:0-1)")
+    path.write_text(json.dumps(body))
+    return path
+
+
+def test_a_latin1_locale_still_drains_through_scontrol_with_a_utf8_reason(latin1, env, built, tmp_path):
+    """Under ``LANG=en_US`` (ISO-8859-1) the drain reason "8→64" could not go into scontrol's argv:
+    every run exited 70 and the busy node was never drained."""
+    updates = tmp_path / "updates"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(SLURM_SCONTROL.format(node=_busy_node(tmp_path / "node.json"), log=updates))
+    scontrol.chmod(0o755)
+    config = Path(env["SPURINV_CONFIG"])
+    config.write_text(f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n'
+                      "[policy]\nconfirm_interval = 0\n")  # fmt: skip
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    local = {**env, **latin1}
+    for root in ("mi300x-spx", "mi300x-spx", "mi300x-cpx"):
+        assert _run(local, "refresh", "--root", built(root), "--state", state).returncode == 0
+
+    ran = _run(local, "refresh", "--root", built("mi300x-cpx"), "--state", state)
+
+    assert ran.returncode == 0, ran.stderr.decode("utf-8", "replace")
+    reason = next(line for line in updates.read_bytes().splitlines() if line.startswith(b"Reason="))
+    assert "8→64" in reason.decode("utf-8")  # UTF-8 bytes, as the REST path sends them
+    assert "8→64" in ran.stdout.decode("utf-8")
+    assert json.loads(state.read_bytes().decode("utf-8"))["drain"]["reason"] == reason.decode("utf-8")[len("Reason="):]
+
+
+def test_a_latin1_locale_prints_utf8_after_a_rest_drain(latin1, env, built, tmp_path):
+    """Over REST the drain was sent, then stdout failed with 74 on "→"."""
+    gateway = Gateway()
+    node = gateway.add_node("n1", state=("MIXED",), alloc_cpus=4, gres_used="gpu:mi300x:2(IDX:0-1)")
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    with FaultServer(gateway=gateway) as server:
+        config = Path(env["SPURINV_CONFIG"])
+        config.write_text(f'[node]\nname = "n1"\n[controller]\nurl = "{server.url}"\napi = "slurm/v0.0.42"\n'
+                          "[policy]\nconfirm_interval = 0\n")  # fmt: skip
+        local = {**env, **latin1}
+        for root in ("mi300x-spx", "mi300x-spx", "mi300x-cpx"):
+            assert _run(local, "refresh", "--root", built(root), "--state", state).returncode == 0
+
+        ran = _run(local, "refresh", "--root", built("mi300x-cpx"), "--state", state)
+        as_json = _run(local, "status", "--state", state, "--json")
+
+    assert ran.returncode == 0, ran.stderr.decode("utf-8", "replace")
+    assert "DRAIN" in node["state"]
+    assert "8→64" in ran.stdout.decode("utf-8")
+    assert as_json.returncode == 0
+    assert "8→64" in json.loads(as_json.stdout.decode("utf-8"))["drain"]["reason"]
+
+
+@pytest.mark.parametrize("args", [("version",), ("config", "show")])
+def test_a_latin1_locale_changes_no_byte_of_plain_output(latin1, env, args: tuple[str, ...]):
+    plain = _run(env, *args)
+    local = _run({**env, **latin1}, *args)
+
+    assert (local.returncode, local.stdout) == (plain.returncode, plain.stdout)
