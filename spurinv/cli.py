@@ -205,8 +205,10 @@ def refresh(
             "policy.confirm_interval": confirm_interval,
         }
         loaded, _origins, path = _config(config_file, overrides)
+        state_path = locations.state_path(state, environ)
+        _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
         options = Options(
-            state_path=locations.state_path(state, environ),
+            state_path=state_path,
             config=loaded,
             config_identity=locations.identity(path),
             metrics_file=metrics_file or loaded.metrics.file or None,
@@ -227,6 +229,16 @@ def refresh(
 
         render.refresh(render.console(), document)
     raise typer.Exit(document.exit_code)
+
+
+def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str) -> None:
+    """The metrics file must not be the state file or its lock: the metrics would replace the
+    state, which the next run would then move aside as corrupt (64 from the flag, 78 from the file)."""
+    if flag:
+        if clash := locations.clash(flag, state):
+            raise UsageError(f"--metrics-file {flag}: that is {clash}; name a file of its own")
+    elif configured and (clash := locations.clash(configured, state)):
+        raise ConfigError(f"{config_file}: metrics.file = {configured!r}: that is {clash}; name a file of its own")
 
 
 @app.command(short_help="Read-only: what differs from the baseline and the last reading.")

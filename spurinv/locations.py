@@ -33,6 +33,22 @@ def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:
     return DEFAULT_CONFIG, False
 
 
+def clash(other: str, state: str) -> str | None:
+    """Which of spurinv's own files writing ``other`` would replace (the state file or its
+    lock), named for a message; None when it is neither."""
+    target = _landing(other)
+    for what, path in (("the state file", state), ("the state file's lock", state + ".lock")):
+        if target == _landing(path):
+            return f"{what} {path}"
+    return None
+
+
+def _landing(path: str) -> str:
+    """Where a file renamed to ``path`` lands: its directory resolved, its own name as it is."""
+    absolute = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+
+
 def identity(path: str) -> str:
     """What changes when the file changes: inode, size, mtime — or ``none``."""
     try:

@@ -112,3 +112,36 @@ def test_a_latin1_locale_changes_no_byte_of_plain_output(latin1, env, args: tupl
     local = _run({**env, **latin1}, *args)
 
     assert (local.returncode, local.stdout) == (plain.returncode, plain.stdout)
+
+
+# --- the metrics file over the state (item 11) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["", ".lock"], ids=["state", "lock"])
+@pytest.mark.parametrize("spelling", ["same", "through a symlinked directory", "relative"])
+def test_metrics_file_naming_the_state_or_its_lock_is_refused(cli, env, built, tmp_path, monkeypatch, suffix, spelling):
+    """``--metrics-file`` (64) or ``metrics.file`` (78) naming the state file or its lock was
+    accepted: exit 0, state.json became Prometheus text, the next run discarded it as corrupt."""
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(state.parent)
+    monkeypatch.chdir(tmp_path)
+    target = {
+        "same": f"{state}{suffix}",
+        "through a symlinked directory": f"{tmp_path / 'link' / 'state.json'}{suffix}",
+        "relative": f"state/state.json{suffix}",
+    }[spelling]
+    root = built("mi300x-spx")
+    assert cli("refresh", "--root", root, "--state", state).code == 0
+    before = state.read_bytes()
+
+    flag = cli("refresh", "--root", root, "--state", state, "--metrics-file", target)
+    config = Path(env["SPURINV_CONFIG"])
+    config.write_text(f'[metrics]\nfile = "{target}"\n')
+    from_file = cli("refresh", "--root", root, "--state", state)
+
+    assert (flag.code, from_file.code) == (64, 78), (flag.err, from_file.err)
+    assert "--metrics-file" in flag.err
+    assert str(config) in from_file.err
+    assert "metrics.file" in from_file.err
+    assert state.read_bytes() == before
