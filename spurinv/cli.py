@@ -218,6 +218,7 @@ def refresh(
             strict=strict,
             accept=accept,
             ignore_backoff=ignore_backoff,
+            state_named=locations.state_named(state, environ),
         )
         document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:

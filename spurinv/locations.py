@@ -1,7 +1,8 @@
 """Where the state and config files are. Stdlib only (used by the lean entry point).
 
 State: ``--state`` > ``$SPURINV_STATE`` > ``$STATE_DIRECTORY/state.json`` (systemd's
-``StateDirectory=``) > ``/var/lib/spurinv/state.json``.
+``StateDirectory=``) > ``/var/lib/spurinv/state.json``; the first two must name an existing
+directory, the others are created (0700) when missing.
 Config: ``--config`` > ``$SPURINV_CONFIG`` > ``/etc/spurinv/config.toml``.
 """
 
@@ -22,6 +23,13 @@ def state_path(flag: str | None, environ: dict[str, str]) -> str:
     if environ.get("STATE_DIRECTORY"):
         return os.path.join(environ["STATE_DIRECTORY"].split(":")[0], "state.json")
     return DEFAULT_STATE
+
+
+def state_named(flag: str | None, environ: dict[str, str]) -> bool:
+    """Was the state file named by the operator (``--state``, ``$SPURINV_STATE``)? Then its
+    directory must exist: a typo must not be a fresh start. The default directory comes from the
+    unit's ``StateDirectory=``, or is created."""
+    return bool(flag or environ.get("SPURINV_STATE"))
 
 
 def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:

@@ -86,6 +86,7 @@ class Options:
     strict: bool = False
     accept: str | None = None
     ignore_backoff: bool = False
+    state_named: bool = False  # --state or $SPURINV_STATE: its directory must exist
 
 
 def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: bool = False) -> tuple[State, list[str]]:
@@ -122,9 +123,9 @@ def _remove_leftovers(path: str) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: str, timeout: float) -> Iterator[None]:
+def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
     # the lock wait counts against the run's deadline (the caller passes what is left)
-    lock = store.Lock(path, timeout, "refresh")
+    lock = store.Lock(path, timeout, "refresh", create=create)
     try:
         lock.acquire()
     except store.LockHeld as exc:
@@ -155,7 +156,7 @@ def run(world: World, options: Options) -> RefreshDocument:
     with Signals():
         if options.dry_run:
             return _run(world, options, started, budget)
-        with _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining())):
+        with _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining()), not options.state_named):
             return _run(world, options, started, budget)
 
 

@@ -46,6 +46,7 @@ class Spur:
         self.write({"controller_up": True, "admin": True, "nodes": {"n1": node}})
         self.set_hardware(8)
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.config = Path(env["SPURINV_CONFIG"])
         monkeypatch.setenv("SPUR_STANDIN_STATE", str(self.file))
         monkeypatch.setenv("SPUR_STANDIN_HARDWARE", str(self.hardware))

@@ -37,6 +37,7 @@ class Rig:
         self.server = server
         self.gateway = server.gateway
         self.state = tmp_path / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.token = hostile.token(tmp_path / "secrets" / "token")
 
     def prime(self, root: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -144,4 +145,64 @@ def test_metrics_file_naming_the_state_or_its_lock_is_refused(cli, env, built, t
     assert "--metrics-file" in flag.err
     assert str(config) in from_file.err
     assert "metrics.file" in from_file.err
+    assert state.read_bytes() == before
+
+
+# --- where the state goes (item 12) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["--state", "SPURINV_STATE"])
+def test_a_state_path_in_a_missing_directory_is_refused_not_a_fresh_start(cli, env, built, tmp_path, monkeypatch, how):
+    """``--state /nonexistent/dir/state.json`` exited 0 after creating both directories and a new
+    baseline: a typo was a fresh start."""
+    state = tmp_path / "nonexistent" / "dir" / "state.json"
+    args = ["--state", state] if how == "--state" else []
+    if how == "SPURINV_STATE":
+        monkeypatch.setenv("SPURINV_STATE", str(state))
+
+    result = cli("refresh", "--root", built("mi300x-spx"), *args)
+
+    assert result.code == 73, result.err
+    assert f"state directory {state.parent} does not exist" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_missing_default_directories_are_made_0700_one_by_one_under_umask_000(env, built, tmp_path):
+    """The default state directory (here from ``$STATE_DIRECTORY``) is created when missing, and
+    under ``umask 000`` every missing parent was 0777 (only the last one 0700)."""
+    state_directory = tmp_path / "var" / "lib" / "spurinv"
+    command = f"umask 000; exec {sys.executable} -m spurinv refresh --root {built('mi300x-spx')}"
+    clean = {key: value for key, value in env.items() if key != "SPURINV_STATE"}
+    ran = subprocess.run(["sh", "-c", command], env={**clean, "STATE_DIRECTORY": str(state_directory)},
+                         capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    made = [tmp_path / "var", tmp_path / "var" / "lib", state_directory]
+    assert [oct(stat.S_IMODE(path.stat().st_mode)) for path in made] == [oct(0o700)] * 3
+    assert stat.S_IMODE((state_directory / "state.json").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner"),
+    [(0o777, None), (0o770, None), (0o1777, None), (0o720, None), (0o700, 65534)],
+    ids=["0777", "0770", "sticky 1777", "group-writable 0720", "another user's 0700"],
+)
+def test_a_state_directory_another_user_can_write_is_refused(cli, built, tmp_path, mode, owner):
+    """Another user who can write the directory can swap the state (or the directory) under a
+    root agent, which then read it without an owner check."""
+    root = built("mi300x-spx")
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    state = directory / "state.json"
+    assert cli("refresh", "--root", root, "--state", state).code == 0
+    before = state.read_bytes()
+    directory.chmod(mode)
+    if owner is not None:
+        os.chown(directory, owner, -1)
+
+    result = cli("refresh", "--root", root, "--state", state)
+
+    assert result.code == 73, result.err
+    assert f"state directory {directory} can be written by another user" in result.err
     assert state.read_bytes() == before
