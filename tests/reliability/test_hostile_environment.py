@@ -14,6 +14,10 @@ from pathlib import Path
 import pytest
 from faultserver import CAPTURES, FaultServer, Gateway
 
+from spurinv.root import Root
+from spurinv.sources import cdi
+from spurinv.sources.report import Report
+
 # --- a Latin-1 locale (item 10) ----------------------------------------------------------------------
 
 
@@ -206,3 +210,64 @@ def test_a_state_directory_another_user_can_write_is_refused(cli, built, tmp_pat
     assert result.code == 73, result.err
     assert f"state directory {directory} can be written by another user" in result.err
     assert state.read_bytes() == before
+
+
+# --- what CDI specs cost (item 13) -------------------------------------------------------------------
+
+SPEC = (
+    'cdiVersion: "0.6.0"\nkind: example.com/{kind}\ndevices:\n- name: "0"\n'
+    "  containerEdits:\n    deviceNodes:\n    - path: /dev/{kind}0\n"
+)
+
+
+def _specs(tmp_path: Path, count: int, size: int = 0) -> Path:
+    directory = tmp_path / "etc" / "cdi"
+    directory.mkdir(parents=True)
+    for index in range(count):
+        text = SPEC.format(kind=f"fpga{index:03d}")
+        (directory / f"spec{index:03d}.yaml").write_text(text + "# " + "x" * max(0, size - len(text) - 3) + "\n")
+    return directory
+
+
+def test_the_number_of_cdi_specs_read_in_one_run_is_bounded(tmp_path):
+    """Nothing bounded the number of spec files a run parsed."""
+    _specs(tmp_path, cdi.MAX_SPECS + 10)
+    report = Report("cdi")
+
+    found = cdi.read_cdi(Root(str(tmp_path)), report)
+
+    assert len(found) == cdi.MAX_SPECS
+    assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == [f"spec{cdi.MAX_SPECS:03d}.yaml"]
+    assert "not read, nor any spec after it" in report.flags[0]["reason"]
+    assert report.status == "ok"
+
+
+def test_the_bytes_of_cdi_specs_read_in_one_run_are_bounded(tmp_path):
+    """Nor their size: 4 MiB each (about 16 s of CPU with the pure-Python parser), any number."""
+    share = cdi.MAX_SPEC_BYTES // 3 + 1
+    _specs(tmp_path, 4, size=share)
+    report = Report("cdi")
+
+    found = cdi.read_cdi(Root(str(tmp_path)), report)
+
+    assert [device["kind"] for device in found] == ["example.com/fpga000", "example.com/fpga001"]
+    assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec002.yaml"]
+
+
+HEAD = 'cdiVersion: "0.6.0"\nkind: example.com/fpga\n'
+ALIAS = HEAD + "x: &edits {deviceNodes: [{path: /dev/fpga0}]}\ndevices:\n- name: a\n  containerEdits: *edits\n"
+AMPERSAND = HEAD + 'devices:\n- name: a\n  containerEdits: {deviceNodes: [{path: "/dev/a&b"}]}\n'
+
+
+@pytest.mark.parametrize("libyaml", [True, False], ids=["libyaml", "pure-Python"])
+def test_a_yaml_alias_is_refused_with_either_loader_and_an_ampersand_is_no_alias(monkeypatch, libyaml):
+    import yaml
+
+    if libyaml and getattr(yaml, "CSafeLoader", None) is None:
+        pytest.skip("PyYAML here has no libyaml (the pure-Python case covers spurinv on this machine)")
+    if not libyaml:
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+
+    with pytest.raises(cdi.SpecError, match=r"YAML alias \*edits at line 6 refused"):
+        cdi.parse_spec(ALIAS, True)
+    assert cdi.parse_spec(AMPERSAND, True) == [("example.com/fpga", "a", ["/dev/a&b"])]
