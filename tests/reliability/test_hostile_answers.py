@@ -258,3 +258,17 @@ def test_a_log_line_with_controller_text_cannot_steer_the_terminal():
     Log({}, stream=stream).error(f"scontrol: node n1 {ESCAPES} refused")
 
     assert stream.getvalue() == "spurinv: error: scontrol: node n1 \\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e refused\n"
+
+
+def test_fleet_over_scontrol_names_the_node_whose_text_is_not_utf8(cli, env, tmp_path):
+    """``scontrol --json show node`` prints the same raw byte (it was always read with U+FFFD; now
+    the node is named too)."""
+    answer = CAPTURES / "nodes-n2-reason-latin1.json"
+    scontrol = _script(tmp_path / "scontrol", f'[ "$1" = --version ] && {{ echo "slurm 24.11.5"; exit 0; }}\ncat "{answer}"\n')
+    Path(env["SPURINV_CONFIG"]).write_text(f'[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n')
+
+    result = cli("fleet", "--json", "--all")
+
+    assert result.code == 0, result.err
+    assert {row["name"]: row["reason"] for row in result.json()["nodes"]}["n2"] == "Zo\ufffd"
+    assert "scontrol --json show node: text that is not UTF-8 (read as U+FFFD) in node n2" in result.err
