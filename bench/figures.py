@@ -132,6 +132,7 @@ class Figures:
         config.write_text("")
         config.chmod(0o600)
         state = work / "tick" / "state.json"
+        state.parent.mkdir(mode=0o700)  # --state names an existing directory
         env = clean_env(SPURINV_CONFIG=str(config))
         _steady_state(roots.cpx, state, env)
         self.work = work

@@ -7,8 +7,9 @@ are replicated under new names and serialised as slurmrestd prints it (indented 
 (set 1 minute to 99 days ago; its id in the reason and its record in ``extra``), 1 under an NHC
 drain (the captured n2), 1 has a record whose gres no longer matches; so 300 of 10,000 need attention, the rest are quiet.
 
-**In one fresh process** (``python -m bench.fleetview BODY``): the body's bytes → ``json.loads``
-(what the REST client does with the answer) → :func:`spurinv.fleet.build` → the JSON document
+**In one fresh process** (``python -m bench.fleetview BODY``): the body's bytes, fed in 64 KiB
+chunks to :class:`spurinv.answer.Reader` keeping :func:`spurinv.fleet.essentials` of each node
+(what the REST client does with the answer as it arrives) → :func:`spurinv.fleet.build` → the JSON document
 (``documents.dumps``) → the table (default: the nodes needing attention) and the table with
 ``--all``, each timed; the process's peak RSS is its ``VmHWM`` (the exec'd image's own
 high-water mark; see measure.py for why ``ru_maxrss`` would not do). The budget (issue #15) is
@@ -76,11 +77,14 @@ def _peak_mib() -> float:
 
 def child(body_path: str) -> dict[str, Any]:
     """One measured run (in a fresh process): wall and CPU ms per phase, rows shown, peak RSS."""
-    from spurinv import documents, fleet, render
+    from spurinv import answer, documents, fleet, render
 
     data = Path(body_path).read_bytes()
     marks = [(time.perf_counter(), time.process_time())]
-    nodes = json.loads(data)["nodes"]
+    reader = answer.Reader(fleet.essentials)
+    for start in range(0, len(data), 65536):
+        reader.feed(data[start : start + 65536])
+    nodes = reader.close()["nodes"]
     marks.append((time.perf_counter(), time.process_time()))
     view = fleet.build(nodes, NOW)
     marks.append((time.perf_counter(), time.process_time()))
@@ -127,7 +131,7 @@ def measure(count: int, runs: int, python: str, spurinv: str, env: dict[str, str
         first = results[0]
         label = f"fleet view {count} nodes:"
         rows = [
-            Row(f"{label} json.loads of the answer", "ms", ms["parse"]),
+            Row(f"{label} reading the answer (answer.Reader)", "ms", ms["parse"]),
             Row(f"{label} rows + summary", "ms", ms["build"]),
             Row(f"{label} JSON document (compact)", "ms", ms["json"]),
             Row(f"{label} table, {first['attention']} need attention", "ms", ms["table"]),

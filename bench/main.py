@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import figures, fleet, fleetview, waiting
+from bench import allnodes, cdi, figures, fleet, fleetview, waiting
 from bench.measure import Row, table
 from bench.roots import Roots
 
@@ -76,6 +76,14 @@ def main(argv: list[str]) -> int:
         print("bench: spurinv fleet on a 10,000-node answer …", file=sys.stderr, flush=True)
         rows, more = fleetview.measure(10000, min(args.runs, 5), figures.PYTHON, figures.SPURINV, figures.clean_env())
         sections.append(("spurinv fleet: a 10,000-node all-nodes answer", rows))
+        notes += more
+        print("bench: the largest all-nodes answer accepted (64 MiB) …", file=sys.stderr, flush=True)
+        rows, more = allnodes.measure(1 if args.quick else 3, figures.SPURINV, figures.clean_env())
+        sections.append(("the largest all-nodes answer accepted, in the unit's memory", rows))
+        notes += more
+        print("bench: CDI specs (alias bomb, the largest spec, the bound of a run) …", file=sys.stderr, flush=True)
+        rows, more = cdi.measure(1 if args.quick else 3)
+        sections.append(("CDI specs, CPU seconds in one process", rows))
         notes += more
     finally:
         if args.keep:

@@ -205,8 +205,10 @@ def refresh(
             "policy.confirm_interval": confirm_interval,
         }
         loaded, _origins, path = _config(config_file, overrides)
+        state_path = locations.state_path(state, environ)
+        _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
         options = Options(
-            state_path=locations.state_path(state, environ),
+            state_path=state_path,
             config=loaded,
             config_identity=locations.identity(path),
             metrics_file=metrics_file or loaded.metrics.file or None,
@@ -216,6 +218,7 @@ def refresh(
             strict=strict,
             accept=accept,
             ignore_backoff=ignore_backoff,
+            state_named=locations.state_named(state, environ),
         )
         document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:
@@ -227,6 +230,16 @@ def refresh(
 
         render.refresh(render.console(), document)
     raise typer.Exit(document.exit_code)
+
+
+def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str) -> None:
+    """The metrics file must not be the state file or its lock: the metrics would replace the
+    state, which the next run would then move aside as corrupt (64 from the flag, 78 from the file)."""
+    if flag:
+        if clash := locations.clash(flag, state):
+            raise UsageError(f"--metrics-file {flag}: that is {clash}; name a file of its own")
+    elif configured and (clash := locations.clash(configured, state)):
+        raise ConfigError(f"{config_file}: metrics.file = {configured!r}: that is {clash}; name a file of its own")
 
 
 @app.command(short_help="Read-only: what differs from the baseline and the last reading.")
@@ -384,14 +397,15 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
         from spurinv.scontrol import Scontrol
 
         # the node name only addresses single-node calls, which a fleet view never makes
-        nodes = Scontrol(loaded.controller, loaded.node.name or "fleet", environ).all_nodes()
+        source = Scontrol(loaded.controller, loaded.node.name or "fleet", environ, log=Log(environ))
+        nodes = source.all_nodes(keep=fleet_view.essentials)
         now = int(time.time())
         return fleet_view.build(nodes, now), now, None
     from spurinv.config import read_token
     from spurinv.controller import Controller
 
-    client = Controller(loaded.controller, "", read_token(loaded.controller, environ))
-    nodes = client.all_nodes()
+    client = Controller(loaded.controller, "", read_token(loaded.controller, environ), log=Log(environ))
+    nodes = client.all_nodes(keep=fleet_view.essentials)
     now = int(time.time())
     return fleet_view.build(nodes, now), now, client.api
 

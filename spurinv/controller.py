@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import re
 import signal
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from spurinv import answer
 from spurinv.budget import Budget
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, TokenError
@@ -29,13 +29,20 @@ from spurinv.secret import Secret
 from spurinv.transport import RegisterResult, Request, recorded, register_directly
 
 if TYPE_CHECKING:
+    from spurinv.log import Log
     from spurinv.registration import Registrar
 
 MAX_BODY = 8 << 20  # slurmrestd 24.11's /openapi/v3 with every plugin is ~2 MB
-MAX_NODES_BODY = 64 << 20  # GET …/nodes: ~2.8 kB a node on 24.11, so room for about 20,000 nodes
+# GET …/nodes: 1.6-2.1 kB a node on 24.11 (compact or indented), so about 30,000-40,000 nodes; read
+# as it arrives, keeping only what the caller needs (answer.Reader), so it fits the unit's MemoryMax
+MAX_NODES_BODY = 64 << 20
 PROBE_VERSIONS = ("slurm/v0.0.46", "slurm/v0.0.45", "slurm/v0.0.44", "slurm/v0.0.43", "slurm/v0.0.42",
                   "slurm/v0.0.41", "slurm/v0.0.40", "slurm/v0.0.39", "slurm/v0.0.38", "api/v1")  # fmt: skip
 AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentication error
+# slurm_errno.h: Slurm could not talk to slurmctld (SLURM_COMMUNICATIONS_*, SLURMCTLD_COMMUNICATIONS_*,
+# socket errors). slurmrestd answers 502 with 1800 when slurmctld is down: the controller is unreachable.
+UNREACHABLE_ERRORS = frozenset({*range(1001, 1005), *range(1013, 1017), *range(1800, 1806), *range(5003, 5006)})
+GATEWAY_DOWN = frozenset({502, 503, 504})  # the gateway is up, what is behind it is not
 UNKNOWN_NODE = 2018
 _NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")  # JWTs are base64url and dots; anything else is a broken token file
@@ -96,6 +103,7 @@ class Controller:
         session: requests.Session | None = None,
         budget: Budget | None = None,
         registrar: Registrar | None = None,
+        log: Log | None = None,
     ) -> None:
         plain = urlsplit(settings.url).scheme != "https" and not is_loopback(settings.url)
         if token and plain and not settings.allow_plain_http_token:
@@ -111,6 +119,7 @@ class Controller:
         self.settings = settings
         self.node = node
         self.api = api if api else (None if settings.api == "auto" else settings.api)
+        self._cached = bool(api) and settings.api == "auto"  # detected by an earlier run: may be gone since
         self.session = session or requests.Session()
         self.session.trust_env = False  # no proxies or .netrc credentials from the environment
         self.session.headers.update(self._auth_headers(token))
@@ -118,6 +127,7 @@ class Controller:
         self.budget = budget
         self.rechecked = False  # the last view() confirmed "busy" with an all-nodes query
         self.registrar = registrar  # controller.register_command replaces the GRES POST
+        self.log = log  # says which node's text was not UTF-8
 
     def _auth_headers(self, token: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "spurinv"}
@@ -129,8 +139,13 @@ class Controller:
         return headers
 
     # --- transport -------------------------------------------------------------------------
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, limit: int = MAX_BODY) -> tuple[int, Any]:
-        """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble."""
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, limit: int = MAX_BODY, keep: answer.Keep | None = None
+    ) -> tuple[int, Any]:
+        """Send one request; return (status, parsed JSON or None); raise ControllerError on transport trouble.
+
+        ``keep`` reduces a successful answer's ``nodes`` while it is read (:class:`answer.Reader`).
+        """
         url = self.settings.url + path
         timeout = self.settings.timeout
         if self.budget is not None:  # no request starts after the run's deadline, none runs past it
@@ -150,7 +165,7 @@ class Controller:
                     verify=verify,
                 )
                 try:
-                    data = self._read(response, limit)
+                    parsed = self._read(response, limit, keep, f"{method} {path}")
                 finally:
                     response.close()
         except _Deadline:
@@ -170,12 +185,6 @@ class Controller:
         if 300 <= response.status_code < 400:
             where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")
-        parsed = None
-        if data:
-            try:
-                parsed = json.loads(data)
-            except (ValueError, RecursionError):  # garbage, or nested deeper than the parser goes
-                parsed = None
         return response.status_code, parsed
 
     def _cut(self, method: str, path: str, timeout: float) -> None:
@@ -184,16 +193,32 @@ class Controller:
         if self.budget is not None and timeout < self.settings.timeout:
             raise self.budget.cut(f"{method} {path}") from None
 
-    def _read(self, response: requests.Response, limit: int) -> bytearray:
+    def _read(self, response: requests.Response, limit: int, keep: answer.Keep | None, where: str) -> Any:
+        """The answer's JSON as it arrives (None for garbage, or JSON nested deeper than the parser
+        goes); more than ``limit`` bytes is a protocol error. Never holds the whole body."""
         declared = response.headers.get("Content-Length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise ControllerError("protocol", f"response of {declared} bytes exceeds {limit}")
-        data = bytearray()  # grown in place: a joined list of chunks would hold a large body twice
+        reader: answer.Reader | None = answer.Reader(keep if response.status_code == 200 else None)
+        size = 0
         for chunk in response.iter_content(65536):
-            if len(data) + len(chunk) > limit:
+            size += len(chunk)
+            if size > limit:
                 raise ControllerError("protocol", f"response exceeds {limit} bytes")
-            data += chunk
-        return data
+            if reader is not None:
+                try:
+                    reader.feed(chunk)
+                except (ValueError, RecursionError):
+                    reader = None  # garbage: read on only to hold the limit
+        if reader is None:
+            return None
+        try:
+            parsed = reader.close()
+        except (ValueError, RecursionError):
+            return None
+        if reader.replaced and self.log is not None:
+            self.log.warning(f"{where}: {self._scrub(answer.not_utf8(reader.marked, reader.marked_count))}")
+        return parsed
 
     def _fail(self, method: str, path: str, status: int, body: Any) -> ControllerError:
         """Map an unsuccessful answer to an error kind (docs/slurm-rest.md §4)."""
@@ -209,6 +234,8 @@ class Controller:
             return ControllerError("read-only", f"{where}: the gateway has no node write route (read-only gateway)")
         if UNKNOWN_NODE in numbers or (status == 404 and method == "GET"):
             return ControllerError("unknown-node", f"{where}: the controller does not know node {self.node!r}")
+        if numbers & UNREACHABLE_ERRORS or status in GATEWAY_DOWN:
+            return ControllerError("unreachable", f"{where}: controller unreachable ({text})")
         if status >= 500 and errors and any(number not in (None, -1, 0) for number in numbers):
             return ControllerError("refused", f"{where}: {text}")
         if status >= 500:
@@ -283,9 +310,13 @@ class Controller:
         view = self.detect()
         if view is None:
             status, body = self._call("GET", self.node_path())
-            if status != 200:
+            if status == 404 and self._forget_cached(body):
+                view = self.detect()
+                if view is None:
+                    status, body = self._call("GET", self.node_path())
+            if view is None and status != 200:
                 raise self._fail("GET", self.node_path(), status, body)
-            view = self._node(body)
+            view = view or self._node(body)
         # GPU usage data decides busy, unless a register command needs the node idle of any job
         whole_node = view.gpus_used is None or self.registrar is not None
         if confirm_busy and whole_node and not view.idle and view.dialect != "spur":
@@ -297,11 +328,24 @@ class Controller:
             # controller.busy_recheck (docs/busy.md).
             self.rechecked = True
             path = f"/{self.api}/nodes"
-            status, body = self._call("GET", path, limit=MAX_NODES_BODY)
+            status, body = self._call("GET", path, limit=MAX_NODES_BODY, keep=self._only_ours)
             if status != 200:
                 raise self._fail("GET", path, status, body)
             view = self._node(body)
         return view
+
+    def _only_ours(self, node: Any) -> Any:
+        """Of an all-nodes answer, only this node is kept (the rest is read and dropped)."""
+        return node if isinstance(node, dict) and node.get("name") == self.node else None
+
+    def _forget_cached(self, body: Any) -> bool:
+        """A 404 that names no node, from a version an earlier run detected: the server may have
+        been upgraded past it (Slurm 26.11 drops v0.0.42). Forget it so it is detected again, once."""
+        if not self._cached or slurm_errors(body) or _mentions_node(body):
+            return False
+        self._cached = False
+        self.api = None
+        return True
 
     def describe(self, body: dict[str, Any]) -> str:
         """The write as a report line (``--dry-run``)."""
@@ -326,8 +370,9 @@ class Controller:
             return recorded(self, body, self.registrar.register(self, models))
         return register_directly(self, body, models, fingerprint, self._scrub)
 
-    def all_nodes(self) -> list[dict[str, Any]]:
-        """``GET …/nodes``: every node as the data parser prints it (``spurinv fleet``'s one query).
+    def all_nodes(self, keep: answer.Keep | None = None) -> list[Any]:
+        """``GET …/nodes``: every node as the data parser prints it (``spurinv fleet``'s one query),
+        each reduced by ``keep`` as it is read.
 
         With ``api = "auto"`` the version comes from ``/openapi/v3``, else from probing ``…/nodes``
         newest first (not ``…/node/{name}``: the host running ``fleet`` need not be a node).
@@ -335,7 +380,7 @@ class Controller:
         if self.api is None and not self._detect_from_spec():
             for version in PROBE_VERSIONS:
                 path = f"/{version}/nodes"
-                status, body = self._call("GET", path, limit=MAX_NODES_BODY)
+                status, body = self._call("GET", path, limit=MAX_NODES_BODY, keep=keep)
                 if status == 404 and not slurm_errors(body) and not _mentions_node(body):
                     continue
                 self.api = version
@@ -344,10 +389,10 @@ class Controller:
                 "protocol", "no known REST API version answers (tried /openapi/v3 and " + ", ".join(PROBE_VERSIONS) + ")"
             )
         path = f"/{self.api}/nodes"
-        status, body = self._call("GET", path, limit=MAX_NODES_BODY)
+        status, body = self._call("GET", path, limit=MAX_NODES_BODY, keep=keep)
         return self._node_list(path, status, body)
 
-    def _node_list(self, path: str, status: int, body: Any) -> list[dict[str, Any]]:
+    def _node_list(self, path: str, status: int, body: Any) -> list[Any]:
         if status != 200:
             error = self._fail("GET", path, status, body)
             if error.kind == "unknown-node":  # a 404 here names no node: the route is missing

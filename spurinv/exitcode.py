@@ -16,7 +16,7 @@ DATAERR = os.EX_DATAERR  # corrupt state file (refresh only with --strict), or o
 NOINPUT = os.EX_NOINPUT  # status or diff cannot read the state file (permission, not a regular file)
 NOHOST = os.EX_NOHOST  # the controller does not know this node's name
 UNAVAILABLE = os.EX_UNAVAILABLE  # controller unreachable, or a read-only gateway
-CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written
+CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written, or is unsafe
 IOERR = os.EX_IOERR  # discovery failed (or the state file, or stdout, could not be written)
 TEMPFAIL = os.EX_TEMPFAIL  # lock held, backoff not elapsed, run deadline reached, or stopped by a signal
 PROTOCOL = os.EX_PROTOCOL  # the controller refused or did not apply our update, or answered garbage
@@ -32,7 +32,12 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (NOHOST, "EX_NOHOST", "the controller does not know this node"),
     (UNAVAILABLE, "EX_UNAVAILABLE", "controller unreachable, or a read-only gateway"),
     (SOFTWARE, "EX_SOFTWARE", "internal error"),
-    (CANTCREAT, "EX_CANTCREAT", "state directory or metrics file not writable (permission, read-only file system)"),
+    (
+        CANTCREAT,
+        "EX_CANTCREAT",
+        "state directory or metrics file not writable (permission, read-only file system), a missing directory for an "
+        "explicit --state, or a state directory another user can write",
+    ),
     (
         IOERR,
         "EX_IOERR",

@@ -22,7 +22,7 @@ Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fle
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -37,12 +37,20 @@ OTHER_DRAIN = "drained-by-others"
 GRES_CHANGED = "gres-changed"
 ATTENTION = (SPURINV_DRAIN, ORPHANED_DRAIN, OTHER_DRAIN, GRES_CHANGED)
 _SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "(S:0,1)", as nodeview splits GRES
+# The fields a row reads: a transport keeps only these of each node while it reads the answer
+FIELDS = ("name", "state", "state_flags", "reason", "reason_changed_at", "reason_set_by_user", "gres", "extra")
 
 
 class NodeSource(Protocol):
-    """A transport that can list every node in the data parser's shape."""
+    """A transport that can list every node in the data parser's shape, each reduced by ``keep``."""
 
-    def all_nodes(self) -> list[dict[str, Any]]: ...
+    def all_nodes(self, keep: Callable[[Any], Any] | None = None) -> list[Any]: ...
+
+
+def essentials(node: Any) -> Any:
+    """What a row needs of a node (:data:`FIELDS`); anything but an object as it is, for
+    :func:`build` to refuse."""
+    return {key: node[key] for key in FIELDS if key in node} if isinstance(node, dict) else node
 
 
 def stamp(seconds: int) -> str:

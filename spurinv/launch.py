@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     real, real_err = sys.stdout, sys.stderr
+    output.utf8(real)
+    output.utf8(real_err)
     sys.stdout = output.Guarded(real)
     sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
     try:

@@ -31,6 +31,10 @@ class Log:
         if self.quiet and priority > WARNING:
             return
         line = " ".join(message.split())
+        if not line.isprintable():  # controller text in a message must not steer a terminal
+            from spurinv.secret import printable
+
+            line = printable(line)
         prefix = f"<{priority}>" if self.journal else f"spurinv: {NAMES[priority]}: " if priority <= WARNING else "spurinv: "
         self.stream.write(f"{prefix}{line}\n")
         self.stream.flush()

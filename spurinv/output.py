@@ -79,6 +79,19 @@ class Lossy(_Wrapped):
                 pass
 
 
+def utf8(stream: TextIO | None) -> None:
+    """Make ``stream`` write UTF-8 whatever the locale says. Under ``LANG=en_US`` (ISO-8859-1 on
+    Debian) an arrow in a drain reason could not be written (74) after the drain was sent; what
+    spurinv prints is UTF-8, as its files are. A stream that is not a real text file is left as it is."""
+    encoding = getattr(stream, "encoding", None)
+    if stream is None or not isinstance(encoding, str) or encoding.replace("-", "").lower() == "utf8":
+        return
+    try:  # noqa: SIM105 (contextlib is not imported on the hot path)
+        stream.reconfigure(encoding="utf-8", errors=stream.errors)  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 def _reason(exc: Exception) -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 

@@ -89,6 +89,7 @@ class Options:
     strict: bool = False
     accept: str | None = None
     ignore_backoff: bool = False
+    state_named: bool = False  # --state or $SPURINV_STATE: its directory must exist
 
 
 def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: bool = False) -> tuple[State, list[str]]:
@@ -142,9 +143,9 @@ def _remove_leftovers(path: str) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: str, timeout: float) -> Iterator[None]:
+def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
     # the lock wait counts against the run's deadline (the caller passes what is left)
-    lock = store.Lock(path, timeout, "refresh")
+    lock = store.Lock(path, timeout, "refresh", create=create)
     try:
         lock.acquire()
     except store.LockHeld as exc:
@@ -175,7 +176,7 @@ def run(world: World, options: Options) -> RefreshDocument:
     with Signals():
         if options.dry_run:
             return _run(world, options, started, budget)
-        with _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining())):
+        with _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining()), not options.state_named):
             return _run(world, options, started, budget)
 
 
@@ -399,7 +400,7 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     registrar = registrar_for(
         settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget
     )
-    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget)
+    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 
 
 def _scontrol_label(config: Config) -> str:

@@ -62,14 +62,16 @@ def resolve(program: str, environ: Mapping[str, str], what: str) -> str:
 
 
 class Outcome:
-    """A finished command: exit status, its output (the last ``limit`` bytes of each stream), and
-    whether more was written than kept."""
+    """A finished command: exit status, its output (the last ``limit`` bytes of each stream),
+    whether more was written than kept, and whether its stdout held bytes that are not UTF-8
+    (read as U+FFFD)."""
 
-    def __init__(self, status: int, stdout: str, stderr: str, truncated: bool = False) -> None:
+    def __init__(self, status: int, stdout: str, stderr: str, truncated: bool = False, replaced: bool = False) -> None:
         self.status = status
         self.stdout = stdout
         self.stderr = stderr
         self.truncated = truncated
+        self.replaced = replaced
 
 
 def run(
@@ -87,7 +89,7 @@ def run(
     may live on).
     """
     with subprocess.Popen(
-        argv,
+        _encoded(argv),
         env=dict(environ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -109,11 +111,18 @@ def run(
             if isinstance(exc, subprocess.TimeoutExpired):
                 exc.output, exc.stderr = bytes(kept[0][-limit:]), bytes(kept[1][-limit:])
             raise
-    out, err = (_text(bytes(kept[stream]), limit) for stream in (0, 1))
-    return Outcome(process.returncode, out, err, truncated)
+    (out, replaced), (err, _) = (_text(bytes(kept[stream]), limit) for stream in (0, 1))
+    return Outcome(process.returncode, out, err, truncated, replaced)
 
 
 GRACE = 0.5  # seconds output is still read after the command exited
+
+
+def _encoded(argv: list[str]) -> list[bytes]:
+    """The program as the file system names it (it was found through ``$PATH`` or checked with
+    the locale's encoding); its arguments as UTF-8 whatever the locale, so a drain reason reads
+    back as it was sent, as over REST (a Latin-1 locale could not encode "→": exit 70)."""
+    return [os.fsencode(argv[0]), *(argument.encode("utf-8", "surrogateescape") for argument in argv[1:])]
 
 
 def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_over: bool, kept: list[bytearray]) -> bool:
@@ -167,8 +176,12 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         process.kill()
 
 
-def _text(data: bytes, limit: int) -> str:
-    return data[-limit:].decode("utf-8", errors="replace")
+def _text(data: bytes, limit: int) -> tuple[str, bool]:
+    """The tail as text, and whether some of it was not UTF-8 (then read as U+FFFD)."""
+    try:
+        return data[-limit:].decode("utf-8"), False
+    except UnicodeDecodeError:
+        return data[-limit:].decode("utf-8", errors="replace"), True
 
 
 class Registrar:

@@ -56,11 +56,15 @@ def _print(out: Console, renderable: RenderableType) -> None:
 
 
 def _labelled(out: Console, rows: Iterable[Row], indent: int = 10) -> None:
-    """``label  value`` lines; a long value wraps under itself, indented past the label."""
+    """``label  value`` lines; a long value wraps under itself, indented past the label.
+
+    Every value goes through :func:`printable`: the refresh and status screens show controller
+    text (a reason, ``gres``, ``gres_used`` in a step) that must not steer the terminal.
+    """
     rows = list(rows)
     indent = max(indent, *(len(label) + 1 for label, _value, _style in rows))
     for label, value, style in rows:
-        lines = Text(value, style=style or "").wrap(out, max(out.width - indent, 20), overflow="fold")
+        lines = Text(printable(value), style=style or "").wrap(out, max(out.width - indent, 20), overflow="fold")
         for number, line in enumerate(lines):
             line.rstrip()
             head = Text(f"{label if number == 0 else '':<{indent}}", style=(style or "") if number == 0 else "")

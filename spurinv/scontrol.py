@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from spurinv import registration
+from spurinv import answer, registration
+from spurinv.answer import holds_replacement
 from spurinv.budget import Budget
 from spurinv.errors import ConfigError, ControllerError, ControllerKind
 from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
@@ -66,8 +67,6 @@ _SPUR_ERRORS: tuple[tuple[ControllerKind, tuple[str, ...]], ...] = (
     ("auth", ("PermissionDenied", "Unauthenticated", "requires cluster admin", "permission denied")),
     ("unknown-node", ("NotFound", "not found")),
 )
-# NodeView state text → spur's lower-case display word (spur-core node.rs `display`)
-_SPUR_DISPLAY = {"IDLE+DRAIN": "drained", "ALLOCATED+DRAIN": "draining", "IDLE+SUSPENDED": "suspended"}
 SPUR_CANNOT_REGISTER = (
     "spur's scontrol cannot change a node's GRES (it ignores Gres=) and controller.register_command is not set: "
     "this controller cannot re-register the node; set controller.register_command "
@@ -188,7 +187,7 @@ class Scontrol:
         del confirm_busy
         self.rechecked = self.detect() == "slurm"
         if self.flavor == "spur":
-            views = parse_spur_nodes(self._run("show", "node", self.node).stdout)
+            views = self._spur_nodes(self.node)
             view = next((v for v in views if v.name == self.node), None)
             if view is None:
                 missing = f"the controller does not know node {self.node!r} (spur lists no such node)"
@@ -198,20 +197,22 @@ class Scontrol:
         self._last = view
         return view
 
-    def all_nodes(self) -> list[dict[str, Any]]:
-        """Every node the controller lists, in the data parser's shape (for fleet views).
+    def all_nodes(self, keep: answer.Keep | None = None) -> list[Any]:
+        """Every node the controller lists, in the data parser's shape (for fleet views), each
+        reduced by ``keep`` as it is read.
 
-        Slurm: the ``nodes`` list of ``scontrol --json show node``. spur: its text, as the dicts
-        spur's REST gateway would give (``state`` a lower-case display word, no timestamps).
+        Slurm: the ``nodes`` list of ``scontrol --json show node``. spur: its text read by the
+        parser ``view`` uses, handed over with ``state`` as the data parser's list (base state,
+        then flags), so a composite word (DRAINED+RESERVED) keeps its DRAIN flag; no timestamps.
         """
         if self.detect() == "spur":
-            return [
-                {"name": v.name, "state": _SPUR_DISPLAY.get("+".join((v.base, *v.flags)), v.base.lower()),
-                 "reason": v.reason or None,
+            nodes = [
+                {"name": v.name, "state": [v.base, *v.flags], "reason": v.reason or None,
                  "alloc_cpus": v.alloc_cpus, "gres": v.gres or ""}
-                for v in parse_spur_nodes(self._run("show", "node", limit=MAX_OUTPUT).stdout)
+                for v in self._spur_nodes(limit=MAX_OUTPUT)
             ]  # fmt: skip
-        body = self._json("show", "node", limit=MAX_OUTPUT)
+            return nodes if keep is None else [kept for node in nodes if (kept := keep(node)) is not None]
+        body = self._json("show", "node", limit=MAX_OUTPUT, keep=keep)
         listed = body.get("nodes") if isinstance(body, dict) else None
         if not isinstance(listed, list):
             raise ControllerError("protocol", "scontrol --json show node: no 'nodes' list")
@@ -220,19 +221,34 @@ class Scontrol:
     def nodes(self) -> list[NodeView]:
         """Every node the controller lists, as views."""
         if self.detect() == "spur":
-            return parse_spur_nodes(self._run("show", "node", limit=MAX_OUTPUT).stdout)
+            return self._spur_nodes(limit=MAX_OUTPUT)
         body = {"nodes": self.all_nodes()}
         names = [node["name"] for node in body["nodes"] if isinstance(node, dict) and isinstance(node.get("name"), str)]
         return [self._checked(parse_node, body, name) for name in names]
 
-    def _json(self, *args: str, limit: int = MAX_ONE) -> Any:
-        import json
+    def _spur_nodes(self, *names: str, limit: int = MAX_ONE) -> list[NodeView]:
+        outcome = self._run("show", "node", *names, limit=limit)
+        views = parse_spur_nodes(outcome.stdout)
+        if outcome.replaced:
+            marked = [view.name for view in views if holds_replacement([view.name, view.reason, view.gres or ""])]
+            self._not_utf8("scontrol show node", marked[: answer.MARKED], len(marked))
+        return views
 
+    def _json(self, *args: str, limit: int = MAX_ONE, keep: answer.Keep | None = None) -> Any:
         outcome = self._run("--json", *args, limit=limit)
+        reader = answer.Reader(keep, replaced=outcome.replaced)
         try:
-            return json.loads(outcome.stdout)
+            reader.feed(outcome.stdout)
+            body = reader.close()
         except (ValueError, RecursionError):
             raise ControllerError("protocol", f"scontrol --json {' '.join(args)}: not JSON") from None
+        if outcome.replaced:
+            self._not_utf8(f"scontrol --json {' '.join(args)}", reader.marked, reader.marked_count)
+        return body
+
+    def _not_utf8(self, what: str, marked: list[str], count: int) -> None:
+        if self.log is not None:
+            self.log.warning(printable(f"{what}: {answer.not_utf8(marked, count)}"))
 
     def _checked(self, parse: Any, body: Any, name: str | None = None) -> NodeView:
         try:

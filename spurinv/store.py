@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import time
 
 from spurinv import exitcode, regularfile
@@ -51,29 +52,65 @@ class LockHeld(Exception):
     """Another run holds the lock; the message says who."""
 
 
-def ensure_directory(path: str) -> None:
-    """Create the state file's directory (mode 0700) if needed."""
+def ensure_directory(path: str, *, create: bool = True) -> None:
+    """The state file's directory, ready: created when missing (each missing component mode 0700,
+    whatever the umask) unless ``create`` is false (an explicit ``--state``: a typo must not be
+    a fresh start, so a missing directory is refused), and refused when another user can write
+    it (they could swap the state, or the directory, under us). Unsafe and missing: exit 73."""
     directory = os.path.dirname(path) or "."
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        info = os.stat(directory)
+    except FileNotFoundError:
+        if not create:
+            raise StoreError(
+                f"state directory {directory} does not exist (create it, mode 0700, or correct the state path)",
+                errno.ENOENT,
+            ) from None
+        _make_private(directory)
+        info = os.stat(directory)
     except OSError as exc:
-        raise StoreError(f"cannot create state directory {directory}: {exc.strerror}", exc.errno) from None
-    if not os.path.isdir(directory):
+        raise StoreError(f"cannot use state directory {directory}: {exc.strerror}", exc.errno) from None
+    if not stat.S_ISDIR(info.st_mode):
         raise StoreError(f"state directory {directory} is not a directory", errno.ENOTDIR)
+    if info.st_mode & 0o022 or info.st_uid not in (os.geteuid(), 0):
+        raise Unsafe(
+            f"state directory {directory} can be written by another user (mode {stat.S_IMODE(info.st_mode):04o}, "
+            f"owner uid {info.st_uid}); make it the running user's, mode 0700",
+            errno.EPERM,
+        )
+
+
+def _make_private(directory: str) -> None:
+    """Create ``directory`` and its missing parents one by one, each 0700 (``os.makedirs`` gives
+    the parents 0777 less the umask: 0777 under ``umask 000``)."""
+    missing = []
+    current = os.path.abspath(directory)
+    while not os.path.lexists(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    for each in reversed(missing):
+        try:
+            os.mkdir(each, 0o700)
+            os.chmod(each, 0o700)  # the umask only narrows what mkdir grants
+        except FileExistsError:
+            continue  # made meanwhile by someone else: checked like any existing directory
+        except OSError as exc:
+            raise StoreError(f"cannot create state directory {each}: {exc.strerror}", exc.errno) from None
 
 
 class Lock:
     """An exclusive ``flock`` on ``<state>.lock``, waited for at most ``timeout`` seconds."""
 
-    def __init__(self, state: str, timeout: float, holder: str) -> None:
+    def __init__(self, state: str, timeout: float, holder: str, *, create: bool = True) -> None:
         self.path = state + ".lock"
         self.timeout = timeout
         self.holder = holder
+        self.create = create  # may the state directory be created (not for an explicit --state)
         self.fd = -1
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free right now; True on success."""
-        ensure_directory(self.path)
+        ensure_directory(self.path, create=self.create)
         self.fd = open_lock(self.path)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

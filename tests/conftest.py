@@ -109,6 +109,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(locations, "DEFAULT_STATE", str(home / "default-state" / "state.json"))
     monkeypatch.setattr(locations, "DEFAULT_CONFIG", str(home / "no-default-config.toml"))
+    (home / "state").mkdir(mode=0o700)  # $SPURINV_STATE names an existing directory
     monkeypatch.setenv("SPURINV_STATE", str(home / "state" / "state.json"))
     monkeypatch.setenv("SPURINV_CONFIG", str(config))
     for name in ("STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "JOURNAL_STREAM", "NO_COLOR", "SPURINV_DEBUG"):
@@ -170,6 +171,7 @@ def spurinv_process(env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
 
 @pytest.fixture
 def state_path(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "state").mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     return tmp_path / "state" / "state.json"
 
 

@@ -94,6 +94,7 @@ def test_the_run_deadline_cuts_a_hanging_scontrol(tmp_path: Path, env: dict[str,
     )
     config.chmod(0o600)
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
 
     started = time.monotonic()  # no state yet: even the first reading reads the controller

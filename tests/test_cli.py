@@ -148,7 +148,7 @@ def test_status_on_a_corrupt_file_exits_65_and_leaves_it(cli, tmp_path):
 
 
 def test_refresh_moves_a_corrupt_state_aside_and_starts_afresh(cli, built, state_path):
-    state_path.parent.mkdir(parents=True)
+    state_path.parent.mkdir(parents=True, exist_ok=True)
     state_path.write_text("{not json")
 
     result = refresh(cli, built("mi300x-spx"), state_path)
@@ -162,7 +162,7 @@ def test_refresh_moves_a_corrupt_state_aside_and_starts_afresh(cli, built, state
 
 
 def test_strict_refuses_a_corrupt_state_with_65(cli, built, state_path):
-    state_path.parent.mkdir(parents=True)
+    state_path.parent.mkdir(parents=True, exist_ok=True)
     state_path.write_text("{not json")
 
     result = refresh(cli, built("mi300x-spx"), state_path, "--strict")
@@ -172,7 +172,7 @@ def test_strict_refuses_a_corrupt_state_with_65(cli, built, state_path):
 
 
 def test_a_newer_state_file_is_never_overwritten(cli, built, state_path):
-    state_path.parent.mkdir(parents=True)
+    state_path.parent.mkdir(parents=True, exist_ok=True)
     state_path.write_text('{"schema_version": 7}')
 
     result = refresh(cli, built("mi300x-spx"), state_path)

@@ -31,6 +31,7 @@ class Scene:
         self.built = built
         self.tmp = tmp
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
 
     def config(self, text: str, name: str = "config.toml") -> Path:
         path = self.tmp / name
@@ -77,7 +78,7 @@ def usage(scene: Scene) -> Any:
 
 
 def corrupt(scene: Scene) -> Any:
-    scene.state.parent.mkdir()
+    scene.state.parent.mkdir(exist_ok=True)
     scene.state.write_text("{not json")
     return scene.cli("status", "--state", scene.state, "--json")
 

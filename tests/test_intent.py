@@ -100,6 +100,7 @@ class Node:
     def __init__(self, tmp: Path, built: Any, gres_policy: str = "slurm", skew: float = 0) -> None:
         self.roots = {"spx": built("mi300x-spx"), "cpx": built("mi300x-cpx")}
         self.state_path = tmp / "state" / "state.json"
+        self.state_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # an explicit state path's directory exists
         self.now = START
         self.labels: list[str] = []
         self.skew = skew  # how far the controller's clock is ahead of the node's (negative: behind)
@@ -417,6 +418,7 @@ class Process:
     def __init__(self, tmp: Path, built: Any, env: dict[str, str], server: Any, timeout: float = 2.0) -> None:
         self.tmp, self.built, self.env, self.server = tmp, built, env, server
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # an explicit state path's directory exists
         self.config = tmp / "controller.toml"
         self.config.write_text(
             f'[node]\nname = "n1"\n[controller]\nurl = "{server.url}"\napi = "slurm/v0.0.42"\ntimeout = {timeout}\n'

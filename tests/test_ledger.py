@@ -133,6 +133,7 @@ def test_fast_and_full_paths_leave_the_same_state_file(
     try:
         root = str(built(fixture))
         state = work / "state" / "state.json"
+        state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         found = discover(Root(root))["inventory"]
         counts: dict[str, int] = {}
         for device in found["devices"]:

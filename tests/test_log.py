@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from spurinv import exitcode
 from spurinv.log import ERROR, INFO, NOTICE, WARNING, Log
+from spurinv.secret import printable
 
 JOURNAL = {"JOURNAL_STREAM": "8:123456"}
 
@@ -43,12 +44,13 @@ def test_quiet_drops_info_and_notice_but_never_warnings_or_errors():
 
 @given(message=st.text(), journal=st.booleans(), priority=st.sampled_from([ERROR, WARNING, NOTICE, INFO]))
 def test_every_event_is_exactly_one_line(message, journal, priority):
-    """Whatever the message holds (newlines from an exception, tabs, CRs), one event is one line."""
+    """Whatever the message holds (newlines from an exception, tabs, CRs), one event is one line;
+    control characters left after that are shown escaped (secret.printable)."""
     out = emitted(JOURNAL if journal else {}, priority, message)
     assert 1 == len(out.splitlines()) == out.count("\n")
     level = {ERROR: "error: ", WARNING: "warning: "}.get(priority, "")
     prefix = f"<{priority}>" if journal else f"spurinv: {level}"
-    assert prefix + " ".join(message.split()) + "\n" == out
+    assert prefix + printable(" ".join(message.split())) + "\n" == out
 
 
 def test_a_held_lock_is_one_error_line_under_systemd(spurinv_process, state_path, tmp_path, lock_holder):

@@ -46,6 +46,7 @@ class Lab:
         self.server = server
         self.node = server.gateway.nodes["n1"]  # type: ignore[union-attr]
         self.state = tmp_path / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.config = tmp_path / "controller.toml"
         self.config.write_text(
             "\n".join(

@@ -72,6 +72,7 @@ class Slurm:
         )
         self.config.chmod(0o600)
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700)  # an explicit state path's directory must exist
 
     @property
     def node(self) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class Spur:
         self.write({"controller_up": True, "admin": True, "nodes": {"n1": node}})
         self.set_hardware(8)
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.config = Path(env["SPURINV_CONFIG"])
         monkeypatch.setenv("SPUR_STANDIN_STATE", str(self.file))
         monkeypatch.setenv("SPUR_STANDIN_HARDWARE", str(self.hardware))
@@ -220,8 +221,8 @@ def test_all_nodes_are_read_for_fleet_views(spur):
     assert ["n1", "n2"] == [v.name for v in views]
     assert (views[1].base, views[1].flags, views[1].reason, views[1].idle) == ("ALLOCATED", ("DRAIN",), "r: x=y", False)
     assert client.flavor == "spur"
-    raw = client.all_nodes()  # the shape spur's REST gateway gives, for fleet views
-    assert [("n1", "idle"), ("n2", "draining")] == [(n["name"], n["state"]) for n in raw]
+    raw = client.all_nodes()  # the data parser's shape, for fleet views: the state as its list
+    assert [("n1", ["IDLE"]), ("n2", ["ALLOCATED", "DRAIN"])] == [(n["name"], n["state"]) for n in raw]
     again = parse_node({"nodes": raw}, "n2")
     assert (again.base, again.flags, again.reason, again.alloc_cpus) == ("ALLOCATED", ("DRAIN",), "r: x=y", 3)
 

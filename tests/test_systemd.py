@@ -490,6 +490,7 @@ def test_a_failed_cron_run_leaves_a_trace_on_stderr_and_beside_the_state(tmp_pat
 def test_cron_command_with_the_real_program_and_a_held_lock_is_silent(tmp_path):
     """The real spurinv, a lock held by another run: exit 75, nothing in syslog, nothing mailed."""
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     settings = tmp_path / "config.toml"
     settings.write_text("[state]\nlock_timeout = 0\n")
     settings.chmod(0o600)

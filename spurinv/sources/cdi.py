@@ -23,7 +23,13 @@ if TYPE_CHECKING:
     from spurinv.records import CdiDevice
     from spurinv.root import Root
 
-MAX_SPEC = 4 << 20
+# What one run reads of CDI specs at most. A real node has a few specs of some kB (nvidia-ctk's
+# for one GPU is 13 kB; with MIG on eight, some hundred kB), a Kubernetes node perhaps a small
+# transient spec per claim. YAML costs ~1 s of CPU a MiB even with libyaml (PyYAML builds the
+# objects in Python; bench/cdi.py), so the bounds are what keeps discovery's cost bounded.
+MAX_SPEC = 1 << 20
+MAX_SPECS = 64
+MAX_SPEC_BYTES = 2 << 20
 VERSIONS = ((0, 3, 0), (1, 1, 0))
 KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
 NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
@@ -40,7 +46,7 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
         import yaml  # only when a YAML spec exists: importing it costs ~10 ms
 
         try:
-            data = yaml.load(text, Loader=_loader())  # noqa: S506  (a SafeLoader that refuses aliases)
+            data = _load_yaml(text)
         except _AliasRefused as exc:
             raise SpecError(str(exc)) from None
         except yaml.YAMLError as exc:
@@ -85,6 +91,32 @@ class _AliasRefused(Exception):
     pass
 
 
+def _load_yaml(text: str) -> object:
+    """Safe YAML without aliases, with libyaml (PyYAML's C loader) where PyYAML has it.
+
+    The C parser cannot be hooked where an alias is composed, so its events are read first, and
+    a spec with an alias is refused before anything is built, in a twentieth of the pure-Python
+    parser's time (bench/cdi.py); a spec without ``&`` has no anchor, so no alias: one pass.
+    Without libyaml, the pure-Python loader refuses the alias where it meets it.
+    """
+    import yaml
+
+    fast = getattr(yaml, "CSafeLoader", None)
+    if fast is None:
+        return yaml.load(text, Loader=_loader())  # noqa: S506  (a SafeLoader that refuses aliases)
+    if "&" not in text:  # no anchor, so no alias can resolve (an undefined one is a YAML error)
+        return yaml.load(text, Loader=fast)  # noqa: S506  (CSafeLoader)
+    for event in yaml.parse(text, Loader=fast):
+        if isinstance(event, yaml.AliasEvent):
+            raise _AliasRefused(f"YAML alias *{event.anchor} at line {_line(event)} refused (aliases are not expanded)")
+    return yaml.load(text, Loader=fast)  # noqa: S506  (CSafeLoader: safe, and the text holds no alias)
+
+
+def _line(event: object) -> int:
+    mark = getattr(event, "start_mark", None)
+    return int(mark.line) + 1 if mark is not None else 0
+
+
 def _loader() -> type:
     """``yaml.SafeLoader`` without aliases: an anchor reused 2,000 times in a 540 KB spec
     expanded to 40 M paths and 385 MB, past the unit's MemoryMax (issue #11). CDI specs written
@@ -95,11 +127,17 @@ def _loader() -> type:
         def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()  # type: ignore[no-untyped-call]
-                line = event.start_mark.line + 1 if event.start_mark else 0
-                raise _AliasRefused(f"YAML alias *{event.anchor} at line {line} refused (aliases are not expanded)")
+                raise _AliasRefused(f"YAML alias *{event.anchor} at line {_line(event)} refused (aliases are not expanded)")
             return super().compose_node(parent, index)
 
     return NoAliases
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # read_text says what is wrong with it
 
 
 def _device_nodes(edits: object, position: int) -> list[str]:
@@ -125,6 +163,8 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
     found: dict[str, CdiDevice] = {}
     directories = 0
     files = 0
+    read = 0  # bytes of specs read or tried (at most MAX_SPEC_BYTES a run), and at most MAX_SPECS files
+    stopped = False
     paths = root.resolver()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
@@ -145,7 +185,19 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
                 # symlinked specs, so one we skip must be heard of, not silently dropped.
                 report.flag(file_path, "not a regular file (a symlink or a directory): ignored")
                 continue
+            if stopped:
+                continue
+            size = min(_size(file_path), MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
+            if files >= MAX_SPECS or read + size > MAX_SPEC_BYTES:
+                stopped = True
+                report.flag(
+                    file_path,
+                    f"not read, nor any spec after it: {files} specs of {read} bytes were read "
+                    f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
+                )
+                continue
             files += 1
+            read += size
             try:
                 devices = parse_spec(read_text(file_path, MAX_SPEC), not name.endswith(".json"))
             except ReadError as exc:

@@ -33,6 +33,7 @@ class Node:
     def __init__(self, lab, tmp: Path, name: str = "n1", gpus: int = 8, **policy: object) -> None:
         self.lab, self.name, self.tmp, self.gpus = lab, name, tmp, gpus
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.token_file = tmp / "token"
         self.token_file.write_text(lab.token("root") + "\n")
         self.token_file.chmod(0o600)

@@ -32,6 +32,7 @@ class Node:
     def __init__(self, lab, tmp: Path, name: str = "n1", gpus: int = 8, scontrol: str | None = None, **extra) -> None:
         self.lab, self.name, self.tmp, self.gpus = lab, name, tmp, gpus
         self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.config = tmp / "config.toml"
         controller = {"transport": "scontrol", "scontrol": scontrol or str(lab.prefix / "bin" / "scontrol"),
                       "timeout": 5, **extra.pop("controller", {})}  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 
 import hostile
 import pytest
-from faultserver import ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply, Reset, capture
+from faultserver import CAPTURES, ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply, Reset, capture
 
 TIMEOUT = 1.0
 MARGIN = 6.0  # interpreter start-up, imports and discovery on a loaded 2-core CI machine
@@ -37,6 +37,7 @@ class Rig:
         self.server = server
         self.gateway = server.gateway
         self.state = tmp_path / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.token = hostile.token(tmp_path / "secrets" / "token")
 
     def prime(self, root: str) -> None:
@@ -126,6 +127,8 @@ GET_FAULTS = [
     ("500 with an unknown Slurm error", Reply(500, {"errors": [{"error_number": 9001, "description": "x"}]}), 76),
     ("503 without a body", Reply(503), 69),
     ("503 with a Slurm error body (error 0)", Reply(503, ERRORS["query-missing"]), 69),
+    ("502 slurmctld down (real 24.11: error 1800)", Reply(502, capture("ctld-down-node-n1")), 69),
+    ("500 with error 1800 (cannot contact slurmctld)", Reply(500, capture("ctld-down-node-n1")), 69),
     ("401 text/plain", Reply(401, NO_TOKEN_TEXT), 77),
     ("403", Reply(403, "Forbidden"), 77),
     ("511 bad token", Reply(511, ERRORS["bad-token"]), 77),
@@ -184,6 +187,7 @@ def test_a_redirect_is_never_followed_and_the_other_host_sees_nothing(rig, ledge
         ("POST headers delayed 30 s", Reply(200, {"errors": []}, delay=30), 69),
         ("POST connection reset", Reset(), 69),
         ("POST 503", Reply(503), 69),
+        ("POST 502 slurmctld down (real 24.11: error 1800)", Reply(502, capture("ctld-down-post-node-n1-drain")), 69),
         ("POST 500 garbage", Reply(500, b"\x00\xff"), 69),
         ("POST 401", Reply(401, NO_TOKEN_TEXT), 77),
         ("POST 404 (read-only gateway)", Reply(404, "Not Found"), 69),
@@ -339,6 +343,23 @@ def test_auth_refused_backs_off_and_the_next_run_sends_nothing(rig, ledger):
     assert "backing off until" in second.document()["steps"][-1]["reason"]
 
 
+def test_slurmctld_down_is_unreachable_and_the_next_run_sends_nothing(rig, ledger):
+    """slurmrestd answers 502 with error 1800 when slurmctld is down (the real 24.11 answer):
+    once read as a refusal (76), which backs off only its own retry, so every tick asked again."""
+    rig.prime("mi300x-spx")
+    rig.server.script("GET", NODE_PATH, Reply(502, capture("ctld-down-node-n1")))
+
+    first = rig.run("mi300x-spx", backoff_initial=60, backoff_max=3600)
+    second = rig.run("mi300x-spx", backoff_initial=60, backoff_max=3600)
+
+    record(ledger, "502/1800 slurmctld down, then a run within the backoff", second, lost=bool(second.requests))
+    assert first.code == 69, first.err
+    assert "Unable to contact slurm controller" in first.err
+    assert second.code == 75, second.err
+    assert second.requests == []
+    assert rig.status()["backoff"]["kind"] == "unreachable"
+
+
 def test_backoff_doubles_up_to_the_maximum_and_shows_in_status(rig, ledger):
     rig.prime("mi300x-spx")
     rig.server.script("GET", NODE_PATH, Reply(503))
@@ -458,6 +479,47 @@ def test_api_detection_survives_a_garbage_openapi_document(rig, ledger):
         "/slurm/v0.0.42/node/n1",
     ]
     assert rig.status()["api"]["version"] == "slurm/v0.0.42"
+
+
+UNSERVED = (CAPTURES / "node-n1-unserved-version-v0.0.39.txt").read_text()  # the real 24.11 404 text
+
+
+def test_a_cached_api_version_the_upgraded_server_dropped_is_detected_again(rig, ledger):
+    """``api = "auto"`` cached v0.0.42; an upgraded slurmrestd no longer serves it (26.11 drops
+    it) and answers its real 404. Read as "unknown node" (68) on every run, the change was never
+    registered: one 404 from a cached version re-detects once before concluding anything."""
+    rig.prime("mi300x-spx")
+    assert rig.run("mi300x-spx", api="auto").code == 0  # adopted; v0.0.42 cached
+    assert rig.status()["api"]["version"] == "slurm/v0.0.42"
+    rig.gateway.version = "v0.0.44"
+    rig.gateway.gres_policy = "accept"
+    rig.server.script("GET", NODE_PATH, Reply(404, UNSERVED, {"Content-Type": "text/plain"}))
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx", api="auto")
+
+    record(ledger, "api auto: the cached version is gone after an upgrade", run)
+    assert run.code == 0, run.err
+    assert [(r.method, r.path) for r in run.requests][:3] == [
+        ("GET", NODE_PATH), ("GET", "/openapi/v3"), ("GET", "/slurm/v0.0.44/node/n1"),
+    ]  # fmt: skip
+    assert rig.gateway.nodes["n1"]["gres"] == "gpu:mi300x:64"
+    assert rig.status()["api"]["version"] == "slurm/v0.0.44"
+
+
+def test_a_404_from_a_freshly_detected_version_is_not_detected_again(rig, ledger):
+    """Re-detection is once: a server whose spec lists a version it then answers 404 for ends the
+    run (68) after one more GET, never a probing loop."""
+    rig.prime("mi300x-spx")
+    assert rig.run("mi300x-spx", api="auto").code == 0
+    rig.server.script("GET", NODE_PATH, Reply(404, UNSERVED, {"Content-Type": "text/plain"}))
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx", api="auto")
+
+    record(ledger, "api auto: the listed version answers 404", run)
+    assert run.code == 68, run.err
+    assert [r.path for r in run.requests] == [NODE_PATH, "/openapi/v3", NODE_PATH]
 
 
 def test_api_detection_against_a_server_that_never_answers_is_bounded(rig, ledger):

@@ -386,7 +386,7 @@ FAULTS = [
     Fault("cdi JSON spec nested 100000 deep", SPX, lambda r, c: cdi_spec(r).write_text("[" * 100000 + "]" * 100000),
           "flagged", "cdi", "amd.json"),
     Fault("cdi spec is not UTF-8", SPX, lambda r, c: cdi_spec(r).write_bytes(b"\xff\xfe{}"), "flagged", "cdi", "UTF-8"),
-    Fault("cdi spec larger than 4 MiB", SPX, lambda r, c: cdi_spec(r).write_text(" " * (5 << 20)), "flagged", "cdi",
+    Fault("cdi spec larger than 1 MiB", SPX, lambda r, c: cdi_spec(r).write_text(" " * (5 << 20)), "flagged", "cdi",
           "larger than"),
     Fault("cdi spec of an unsupported version", SPX, lambda r, c: edit(cdi_spec(r), '"0.6.0"', '"9.0.0"'), "flagged", "cdi",
           "unsupported cdiVersion"),

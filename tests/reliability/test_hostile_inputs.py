@@ -38,6 +38,7 @@ def one_line(text: str) -> str:
 def observed_state(tmp_path: Path, built, cli) -> Path:
     """A state file from a real observe-mode run (two readings, a baseline)."""
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     config = hostile.config(tmp_path / "observe.toml")
     for _ in range(2):
         assert 0 == cli("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config).code

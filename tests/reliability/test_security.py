@@ -43,6 +43,7 @@ def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, sp
     server, _gateway = gateway_server, gateway_server.gateway
     token = hostile.write_private(tmp_path / "secrets" / "token", f"SLURM_JWT={hostile.TOKEN}\n")  # `scontrol token` form
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     metrics = tmp_path / "metrics" / "spurinv.prom"
     metrics.parent.mkdir()
     observe = hostile.config(tmp_path / "observe.toml")
@@ -261,16 +262,19 @@ def test_a_planted_symlink_is_never_followed(tmp_path, built, spurinv, ledger, p
 
 
 def test_state_is_0600_in_a_0700_directory_even_with_a_permissive_umask(tmp_path, built, env, ledger):
-    state = tmp_path / "new" / "dir" / "state.json"
-    command = (f"umask 000; exec {sys.executable} -m spurinv refresh --root {built('mi300x-spx')} --state {state} "
+    state = tmp_path / "new" / "dir" / "state.json"  # the default place ($STATE_DIRECTORY), created when missing
+    command = (f"umask 000; exec {sys.executable} -m spurinv refresh --root {built('mi300x-spx')} "
                f"--config {hostile.config(tmp_path / 'c.toml')}")  # fmt: skip
-    result = subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True, check=False)
+    default = {**{k: v for k, v in env.items() if k != "SPURINV_STATE"}, "STATE_DIRECTORY": str(state.parent)}
+    result = subprocess.run(["sh", "-c", command], env=default, capture_output=True, text=True, check=False)
 
-    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (state, state.parent, Path(f"{state}.lock"))}
+    paths = (state, state.parent, state.parent.parent, Path(f"{state}.lock"))
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in paths}
+    wanted = {"state.json": 0o600, "dir": 0o700, "new": 0o700, "state.json.lock": 0o600}
     ledger.record("security", "file modes under umask 000", " ".join(f"{k} {v:o}" for k, v in modes.items()),
-                  lost=modes != {"state.json": 0o600, "dir": 0o700, "state.json.lock": 0o600})  # fmt: skip
+                  lost=modes != wanted)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert modes == {"state.json": 0o600, "dir": 0o700, "state.json.lock": 0o600}
+    assert modes == wanted
 
 
 # --- a dedicated unprivileged system user ---------------------------------------------------------

@@ -62,6 +62,7 @@ def test_sigkill_at_random_points_leaves_the_old_or_the_new_state(built, env, tm
     roots = [built("mi300x-spx"), built("mi300x-cpx")]  # 8 and 64 devices: 15 kB and 100 kB states
     config = hostile.config(tmp_path / "config.toml", lock_timeout=10)
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     durations = []
     for root in (roots[0], roots[1], roots[0]):  # also creates the first state
         started = time.monotonic()
@@ -123,6 +124,7 @@ def primed_state(built, env, tmp_path) -> tuple[Path, Path]:
     """A state whose last reading is SPX; a run on the CPX root then sees a change and, with a
     confirm interval, sleeps under the lock (a holder that deterministically outlasts the waiters)."""
     state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     code, err = finish(start(built("mi300x-spx"), state, lock_config(tmp_path, 1, 0), env))
     assert code == 0, err
     return state, built("mi300x-cpx")
