@@ -57,6 +57,7 @@ def test_a_deleted_state_directory_rebuilds_our_drain_from_the_controller_and_li
     assert record["node"] == "n1"
     assert record["drain"]["reason"] == seen["reason"]  # and its record, written in the same update
     shutil.rmtree(n1.state.parent)
+    n1.state.parent.mkdir(mode=0o700)  # a reboot: systemd's StateDirectory= makes it again, empty
     n1.lab.scancel(job)
 
     code, first = n1.refresh("nps4")
@@ -82,6 +83,7 @@ def test_an_operators_drain_with_a_lost_state_is_never_touched(n1, reason):
     lab = n1.lab
     lab.scontrol("update", "nodename=n1", "state=drain", f"reason={reason}")
     shutil.rmtree(n1.state.parent)
+    n1.state.parent.mkdir(mode=0o700)  # a reboot: systemd's StateDirectory= makes it again, empty
 
     for label in ("nps4", "nps4", "spx", "spx"):
         code, document = n1.refresh(label, "--ignore-backoff")
