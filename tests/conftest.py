@@ -20,6 +20,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rootbuilder as rb
 
 REPO = Path(__file__).resolve().parent.parent
+# the reliability ledger and the Slurm lab timings, printed once, also under pytest-xdist
+pytest_plugins = ["summaries"]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``-n``), the tests in ``tests/e2e`` run on one worker, one after the
+    other, as without xdist: one Slurm lab per run (its munged is shared and stopped by the lab
+    that started it), and the lab's resets between tests stay serial. Every other test is its
+    own unit of work, as with ``--dist load``; the e2e unit, the largest, is handed out first.
+    (``--dist loadgroup`` would do this from a mark, but xdist 3.8 sets a test id attribute that
+    pytest 9.2 no longer reads.)"""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneLab(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+    return OneLab(config, log)
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -583,8 +583,8 @@ def test_a_backoff_stored_under_a_wrong_clock_is_clamped_with_a_dated_warning(tm
 
 
 def test_budget_signals_raise_once_and_wait_for_a_shielded_save():
-    import os
     import signal
+    import threading
 
     from spurinv.budget import Signals, shielded
     from spurinv.errors import Interrupted
@@ -593,14 +593,16 @@ def test_budget_signals_raise_once_and_wait_for_a_shielded_save():
 
     def save_then_continue() -> None:
         with shielded():
-            os.kill(os.getpid(), signal.SIGINT)
+            # to this (the main) thread: a process-wide signal may go to another thread of the test
+            # process (pytest-xdist's), which the mask does not hold; spurinv has no other thread
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
             events.append("saved")  # the signal waits for the end of the block
         events.append("not reached")
 
     with Signals() as signals:
         with pytest.raises(Interrupted):
             save_then_continue()
-        os.kill(os.getpid(), signal.SIGTERM)  # a second signal while the first is handled: ignored
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # a second one while the first is handled: ignored
         events.append("still running")
     assert ["saved", "still running"] == events
     assert signals.received == signal.SIGINT

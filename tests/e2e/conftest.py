@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import summaries
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also works under --import-mode=importlib
 
 from slurmlab import SlurmLab, unavailable_reason
-
-_LABS = pytest.StashKey[list[SlurmLab]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -26,7 +25,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "e2e: end-to-end test against a real Slurm 24.11 lab on 127.0.0.1 "
         "(needs root and Slurm from lab/slurm/ensure-slurm.sh; skipped otherwise)",
     )
-    config.stash[_LABS] = []
 
 
 @pytest.fixture(scope="session")
@@ -35,35 +33,32 @@ def slurm_lab(request: pytest.FixtureRequest) -> Iterator[SlurmLab]:
     if reason:
         pytest.skip(reason)
     lab = SlurmLab()
-    request.config.stash[_LABS].append(lab)
     try:
         lab.start()  # cleans up after itself if it fails
         yield lab
     finally:
-        lab.stop()
+        try:
+            lab.stop()
+        finally:
+            summaries.LAB_TIMINGS.append(_timings(lab))
+
+
+def _timings(lab: SlurmLab) -> str:
+    t = lab.timings
+    resets = t.get("reset", [])
+    parts = []
+    if "start" in t:
+        parts.append(f"start {t['start']:.2f} s")
+    if resets:
+        parts.append(
+            f"reset x{len(resets)} mean {sum(resets) / len(resets):.2f} s (min {min(resets):.2f}, max {max(resets):.2f})"
+        )
+    if "stop" in t:
+        parts.append(f"stop {t['stop']:.2f} s")
+    return f"LAB_DIR={lab.lab_dir} ports {lab.port_base}-{(lab.port_base or 0) + 3}: " + ", ".join(parts)
 
 
 @pytest.fixture
 def clean_lab(slurm_lab: SlurmLab) -> SlurmLab:
     slurm_lab.reset()
     return slurm_lab
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
-    for lab in config.stash.get(_LABS, []):
-        t = lab.timings
-        resets = t.get("reset", [])
-        parts = []
-        if "start" in t:
-            parts.append(f"start {t['start']:.2f} s")
-        if resets:
-            parts.append(
-                f"reset x{len(resets)} mean {sum(resets) / len(resets):.2f} s "
-                f"(min {min(resets):.2f}, max {max(resets):.2f})"
-            )
-        if "stop" in t:
-            parts.append(f"stop {t['stop']:.2f} s")
-        terminalreporter.write_sep("-", "slurm lab timings")
-        terminalreporter.write_line(
-            f"LAB_DIR={lab.lab_dir} ports {lab.port_base}-{(lab.port_base or 0) + 3}: " + ", ".join(parts)
-        )
