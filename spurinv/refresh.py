@@ -46,7 +46,7 @@ from spurinv.policy import (
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
 from spurinv.state import Api, Decision, Drain, State, Steady
-from spurinv.transport import extra_limit
+from spurinv.transport import RegisterResult, extra_limit, recorded
 
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
@@ -253,7 +253,9 @@ def converge(
                 steps.append(Step(action=action.kind.value, reason=action.reason))
                 exit_code = exit_code or action.exit_code
                 break
-            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN):
+            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN) or (
+                action.kind == Do.RECORD and action.body is not None and "extra" not in action.body
+            ):  # no request: a record that cannot go into extra is not written (the id in a reason is all)
                 steps.append(Step(action=action.kind.value, reason=action.reason))
                 state = settle(state, action, clock())
                 continue
@@ -421,7 +423,8 @@ def _read_view(
     an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
     of clock skew the first time our drain's reason time is seen."""
     before = state.drain
-    confirm = recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
+    # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
+    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
     view = client.view(confirm_busy=confirm)
     steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
     state = contacted(_remember_api(state, client, now))
@@ -517,6 +520,8 @@ def _write(
     assert state.latest is not None
     assert state.latest.inventory is not None
     inventory = state.latest.inventory
+    if action.kind == Do.RECORD:
+        return _record(client, action, view, state, settings, dry_run, now)
     if dry_run:
         line = client.describe(action.body)
         step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
@@ -548,6 +553,26 @@ def _write(
     if action.kind == Do.DRAIN:
         after, state = _read_back(client, after, state, notes if notes is not None else [], log)
     return after, state, step, False
+
+
+def _record(
+    client: Controller, action: Action, view: NodeView, state: State, settings: Settings, dry_run: bool, now: datetime
+) -> tuple[NodeView, State, Step, bool]:
+    """The controller lists the reading already (someone did what a refusal asked): no GRES
+    update, only our registration record, an ``extra``-only update spliced into what the
+    controller holds (:func:`spurinv.transport.recorded`); then the reading is the baseline."""
+    assert action.body is not None
+    if dry_run:
+        line = client.describe({"extra": action.body["extra"]})
+        after = view.model_copy(update={"extra": action.body["extra"]})
+        return after, settle(state, action, now, settings=settings), Step(action=action.kind.value, reason=action.reason,
+                                                                          request=line, sent=False), False  # fmt: skip
+    before = len(client.sent)
+    result = recorded(client, action.body, RegisterResult(True, view, None))
+    mine = client.sent[before:]
+    reason = f"{action.reason} ({result.warning})" if result.warning else action.reason
+    step = Step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
+    return result.view, settle(state, action, now, settings=settings), step, False
 
 
 def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:
