@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
@@ -51,6 +51,7 @@ from spurinv.transport import RegisterResult, extra_limit, recorded
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
+    from spurinv.registration import Details
     from spurinv.transport import Request
     from spurinv.transport import Transport as Controller
 
@@ -158,9 +159,10 @@ def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
         lock.release()
 
 
-def _take_reading(world: World, config: Config) -> Reading:
+def _take_reading(world: World, config: Config) -> tuple[Reading, dict[str, Any]]:
+    """The reading, and discovery's raw result (``discover --json``'s, for a register command)."""
     raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
-    return Reading.of(Discovery.model_validate(raw), world.clock())
+    return Reading.of(Discovery.model_validate(raw), world.clock()), raw
 
 
 def run(world: World, options: Options) -> RefreshDocument:
@@ -312,7 +314,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if warning:
         world.log.warning(warning)
         notes.append(warning)
-    reading = _take_reading(world, config)
+    reading, raw = _take_reading(world, config)
     if options.accept:
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
@@ -324,7 +326,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.sleep(config.policy.confirm_interval)
-        reading = _take_reading(world, config)
+        reading, raw = _take_reading(world, config)
         outcome = classify_for(state, reading, settings)
         state = state.record(reading)
 
@@ -332,7 +334,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state,
         reading,
         settings,
-        lambda current: _client(world, config, node, current, budget),
+        lambda current: _client(world, config, node, current, budget, _details(world, node, reading, raw)),
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
@@ -383,16 +385,29 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
     return state.model_copy(update={"accepted": fingerprint})
 
 
-def _client(world: World, config: Config, node: str, state: State, budget: Budget | None = None) -> Controller:
+def _details(world: World, node: str, reading: Reading, raw: dict[str, Any]) -> Details:
+    """What a register command is told besides the GRES (its environment, registration.py)."""
+    from spurinv.documents import discover_document
+    from spurinv.slurmconf import gres_conf
+    from spurinv.sources.host import read_numa_cpus
+
+    lines = gres_conf(reading.inventory, node, read_numa_cpus(world.root)) if reading.inventory else []
+    document = discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
+    return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
+
+
+def _client(
+    world: World, config: Config, node: str, state: State, budget: Budget | None = None, details: Details | None = None
+) -> Controller:
     """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
-    through ``controller.register_command`` when it is set."""
+    through ``controller.register_command`` when it is set (told ``details``)."""
     from spurinv.registration import registrar_for
 
     settings = config.controller
     if settings.transport == "scontrol":
         from spurinv.scontrol import Scontrol
 
-        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget)
+        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget, details=details)
         return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar, budget=budget)
     from spurinv.controller import Controller as Rest
 
@@ -400,7 +415,7 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
     registrar = registrar_for(
-        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget
+        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget, details=details
     )
     return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 

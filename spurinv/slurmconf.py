@@ -60,6 +60,18 @@ def expand(expression: str) -> list[str]:
     return paths
 
 
+def expand_all(value: str) -> list[str]:
+    """The paths of a ``File=`` value: :func:`compress`'s expressions joined by commas."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(value):
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            parts.append(value[start:i])
+            start = i + 1
+    parts.append(value[start:])
+    return [path for part in parts if part for path in expand(part)]
+
+
 def _runs(numbers: list[int]) -> list[tuple[int, int]]:
     runs: list[tuple[int, int]] = []
     for n in numbers:

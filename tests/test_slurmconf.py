@@ -8,7 +8,7 @@ from factories import inventory, packages
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv.slurmconf import compress, expand, gres, gres_conf
+from spurinv.slurmconf import compress, expand, expand_all, gres, gres_conf
 
 prefixes = st.sampled_from(["/dev/dri/renderD", "/dev/nvidia", "/dev/accel/accel", "/lab/gpu", "/dev/x"])
 numbers = st.integers(0, 300)
@@ -23,6 +23,7 @@ def test_compressed_paths_expand_to_exactly_the_paths(items):
 
     assert sorted(p for e in expressions for p in expand(e)) == sorted(set(paths))
     assert len(expressions) <= len(set(paths))
+    assert sorted(expand_all(",".join(expressions))) == sorted(set(paths))  # as File= carries them
 
 
 @given(st.sets(numbers, min_size=1, max_size=80))
