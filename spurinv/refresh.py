@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
@@ -51,6 +51,7 @@ from spurinv.transport import RegisterResult, extra_limit, recorded
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
+    from spurinv.records import Discovery as RawDiscovery
     from spurinv.registration import Details
     from spurinv.transport import Request
     from spurinv.transport import Transport as Controller
@@ -159,7 +160,7 @@ def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
         lock.release()
 
 
-def _take_reading(world: World, config: Config) -> tuple[Reading, dict[str, Any]]:
+def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     """The reading, and discovery's raw result (``discover --json``'s, for a register command)."""
     raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
     return Reading.of(Discovery.model_validate(raw), world.clock()), raw
@@ -347,8 +348,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if not options.dry_run:
         _save(options.state_path, state)
         if options.metrics_file:
-            raw = state.model_dump(mode="json")
-            text = metrics.render(raw, time.perf_counter() - started, node, _version())
+            saved = state.model_dump(mode="json")
+            text = metrics.render(saved, time.perf_counter() - started, node, _version())
             try:
                 metrics.write(options.metrics_file, text)
             except store.StoreError as exc:
@@ -385,9 +386,10 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
     return state.model_copy(update={"accepted": fingerprint})
 
 
-def _details(world: World, node: str, reading: Reading, raw: dict[str, Any]) -> Details:
+def _details(world: World, node: str, reading: Reading, raw: RawDiscovery) -> Details:
     """What a register command is told besides the GRES (its environment, registration.py)."""
     from spurinv.documents import discover_document
+    from spurinv.registration import Details
     from spurinv.slurmconf import gres_conf
     from spurinv.sources.host import read_numa_cpus
 
