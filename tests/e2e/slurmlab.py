@@ -79,14 +79,15 @@ def _port_free(port: int, host: str) -> bool:
 
 
 def pick_port_base(low: int = 20000, high: int = 32000, tries: int = 200) -> int:
-    """A base port such that base..base+3 are free on 127.0.0.1 (base also on 0.0.0.0: slurmctld binds the wildcard).
+    """A base port such that base..base+4 are free on 127.0.0.1 (base+4: a dynamic node's slurmd; base also on
+    0.0.0.0: slurmctld binds the wildcard).
 
     The range stays below Linux's default ephemeral range (32768-60999) so client sockets do not collide with it.
     """
     rng = random.SystemRandom()
     for _ in range(tries):
         base = rng.randrange(low, high - 4)
-        if all(_port_free(base + i, "127.0.0.1") for i in range(4)) and _port_free(base, "0.0.0.0"):  # noqa: S104 - a bind test only
+        if all(_port_free(base + i, "127.0.0.1") for i in range(5)) and _port_free(base, "0.0.0.0"):  # noqa: S104 - a bind test only
             return base
     raise SlurmLabError(f"no 4 consecutive free ports found in {low}-{high} after {tries} tries")
 
@@ -475,6 +476,52 @@ class SlurmLab:
         argv = [str(self.prefix / "sbin" / "slurmd"), *(args or ("-f", str(self.slurm_conf), "-N", node))]
         subprocess.run(argv, check=True, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
         self.wait_for(lambda: _alive(_read_pid(self._dir / f"slurmd-{node}.pid")), 15, f"slurmd {node} pid file")
+
+    # ------------------------------------------------------------------ dynamic nodes (slurmd -Z)
+    def dynamic_port(self) -> int:
+        assert self.port_base is not None, "lab not started"
+        return self.port_base + 4
+
+    def dynamic_env_file(self, name: str) -> Path:
+        return self._dir / "etc" / f"slurmd-{name}.env"
+
+    def restart_dynamic_argv(self, name: str) -> list[str]:
+        """The lab's ``systemctl restart slurmd`` for dynamic node ``name``: slurmd-dynamic.sh."""
+        return [str(SCRIPTS_DIR / "slurmd-dynamic.sh"), name, str(self.dynamic_port()), str(self.dynamic_env_file(name))]
+
+    def start_dynamic(self, name: str, gres: str, gres_lines: list[str]) -> None:
+        """Start a dynamic node (``slurmd -Z --conf "… Gres=<gres>"``) with its gres.conf lines (device files
+        under ``$LAB_DIR`` made as character devices); wait until the controller lists it idle."""
+        self.configure(name, "", gres_lines)  # gres.conf only: a dynamic node has no slurm.conf line
+        self.dynamic_env_file(name).write_text(f"SLURMD_GRES={gres}\n")
+        subprocess.run(self.restart_dynamic_argv(name), check=True, env=self.env, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)  # fmt: skip
+
+        def listed() -> tuple[bool, Any]:
+            node = next((n for n in self.nodes() if n["name"] == name), None)
+            # a dynamic node's state carries DYNAMIC_NORM
+            ok = bool(node and node["state"][:1] == ["IDLE"] and "DRAIN" not in node["state"] and node["gres"] == gres)
+            return ok, node and (node["state"], node["gres"], node["reason"])
+
+        self.wait_for(listed, 30, f"dynamic node {name} idle with {gres}")
+
+    def stop_dynamic(self, name: str) -> None:
+        """Stop the dynamic node's slurmd (by its pid file), delete the node, put gres.conf back."""
+        pid = _read_pid(self._dir / f"slurmd-{name}.pid")
+        if pid and _alive(pid):
+            os.kill(pid, 15)
+            self.wait_for(lambda: not _alive(pid), 30, f"slurmd {name} (pid {pid}) to exit")
+        (self._dir / f"slurmd-{name}.pid").unlink(missing_ok=True)
+        if ids := self.jobs():
+            self.run("scancel", *map(str, ids))
+            self.wait_for(lambda: (not (j := self.jobs()), j), 30, "all jobs to leave the queue")
+        self.wait_for(
+            lambda: self.scontrol("delete", f"nodename={name}", check=False).returncode == 0
+            or name not in [n["name"] for n in self.nodes()],
+            30,
+            f"dynamic node {name} deleted",
+        )
+        self.restore_config()
 
     def reset(self) -> None:
         """Bring both nodes back to a clean idle state (see ``_clean_nodes``) between tests.
