@@ -130,3 +130,36 @@ def test_an_operators_drain_on_a_dynamic_node_is_never_lost_by_a_re_create(d1):
     assert exitcode.PROTOCOL == code, document  # the command refused: 77 from it, 76 from spurinv
     node = d1.controller()
     assert (node["reason"], "DRAIN" in node["state"], node["gres"]) == ("admin: burn-in", True, "gpu:mi300x:8")
+
+
+def test_a_busy_dynamic_node_is_drained_and_converges_once_its_job_ends(d1):
+    """CPX (64) → SPX (8) while a job runs: drained with our reason (no delete hits the job); the
+    job ends; the next tick re-creates the node with 8 GPUs and nothing of ours is left on it."""
+    lab = d1.lab
+    d1.refresh("CPX")
+    assert d1.refresh("CPX")[0] == exitcode.OK
+    assert d1.controller()["gres"] == "gpu:mi300x:64"
+    job = lab.sbatch(NAME, "--gres=gpu:mi300x:1")
+    lab.wait_for(lambda: lab.run("squeue", "-h", "-j", str(job), "-o", "%T").stdout.strip() == "RUNNING", 30, "job running")
+    d1.refresh("SPX")
+
+    code, busy = d1.refresh("SPX")
+
+    assert exitcode.OK == code, busy
+    assert "drain" in steps(busy)
+    node = d1.controller()
+    assert "DRAIN" in node["state"]
+    assert node["reason"].startswith("spurinv: [")
+    assert node["gres"] == "gpu:mi300x:64"  # nothing deleted under the job
+    assert lab.run("squeue", "-h", "-j", str(job), "-o", "%T").stdout.strip() == "RUNNING"
+
+    lab.scancel(job)
+    code, after = d1.refresh("SPX")
+
+    assert exitcode.OK == code, (after, after["_stderr"])
+    assert "register" in steps(after)
+    node = d1.controller()
+    assert node["gres"] == "gpu:mi300x:8"
+    assert "DRAIN" not in node["state"]
+    status = d1.status()
+    assert (status["baseline"]["fingerprint"], status["drain"]) == (after["fingerprint"], None)
