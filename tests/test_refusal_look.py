@@ -152,3 +152,42 @@ def test_an_admins_drain_after_the_fix_is_never_lifted(cli, built, slurm):
     assert code == exitcode.OK, document
     assert "resume" not in [step["action"] for step in document["steps"]]
     assert (slurm.node["reason"], "DRAIN" in slurm.node["state"]) == ("admin: burn-in", True)
+
+
+def test_a_dry_run_after_the_fix_says_what_it_would_record_and_runs_no_update(cli, built, slurm):
+    refused(cli, built, slurm)
+    slurm.update(gres="gpu:mi300x:64", refuse_gres=False)
+    before = len(slurm.calls())
+    state = slurm.state.read_bytes()
+
+    result = cli("refresh", "--root", built("mi300x-cpx"), "--state", slurm.state, "--config", slurm.config, "--json",
+                 "--dry-run")  # fmt: skip
+
+    document = result.json()
+    assert result.code == exitcode.OK, document
+    assert ["read-view", "record", "resume", "none"] == [step["action"] for step in document["steps"]]
+    record = document["steps"][1]
+    assert record["sent"] is False
+    assert "Extra=" in record["request"]
+    assert "Gres=" not in record["request"]
+    assert updates_since(slurm, before) == []
+    assert slurm.state.read_bytes() == state
+
+
+def test_a_run_killed_before_the_record_was_sent_records_it_next_time(cli, built, slurm):
+    """The record's intent is saved before the update; a run that died there leaves it unsettled,
+    and the next run (the extra still without our fingerprint) decides afresh and records."""
+    refused(cli, built, slurm)
+    slurm.update(gres="gpu:mi300x:64", refuse_gres=False)
+    saved = json.loads(slurm.state.read_text())
+    saved["intent"] = {"kind": "register", "body": {"gres": "gpu:mi300x:64", "extra": "{}"}, "at": saved["refusal"]["at"],
+                       "fingerprint": saved["refusal"]["fingerprint"], "cause": None, "transport": "scontrol"}  # fmt: skip
+    slurm.state.write_text(json.dumps(saved))
+
+    code, document = refresh(cli, slurm, built("mi300x-cpx"))
+
+    assert code == exitcode.OK, document
+    actions = [step["action"] for step in document["steps"]]
+    assert actions[:2] == ["read-view", "reconcile"]
+    assert "record" in actions
+    assert json.loads(slurm.node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]
