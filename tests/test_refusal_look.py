@@ -33,6 +33,9 @@ with open(path) as f:
 with open(path + ".argv", "a") as f:
     f.write(json.dumps(args) + "\n")
 if args[:3] == ["--json", "show", "node"]:
+    import time
+    if time.time() < node.get("absent_until", 0):  # deleted, not yet re-created
+        print(json.dumps({"nodes": [], "errors": [{"error": "Invalid node name specified"}]})); sys.exit(0)
     print(json.dumps({"nodes": [node]})); sys.exit(0)
 if args[:1] == ["update"]:
     if node.get("refuse_gres") and any(a.startswith("Gres=") for a in args):
