@@ -335,7 +335,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state,
         reading,
         settings,
-        lambda current: _client(world, config, node, current, budget, _details(world, node, reading, raw)),
+        lambda current: _client(world, config, node, current, budget, _details(world, config, node, reading, raw)),
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
@@ -386,8 +386,11 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
     return state.model_copy(update={"accepted": fingerprint})
 
 
-def _details(world: World, node: str, reading: Reading, raw: RawDiscovery) -> Details:
-    """What a register command is told besides the GRES (its environment, registration.py)."""
+def _details(world: World, config: Config, node: str, reading: Reading, raw: RawDiscovery) -> Details | None:
+    """What a register command is told besides the GRES (its environment, registration.py);
+    None without one (nothing read for it)."""
+    if not config.controller.register_command:
+        return None
     from spurinv.documents import discover_document
     from spurinv.registration import Details
     from spurinv.slurmconf import gres_conf
