@@ -220,7 +220,7 @@ def decide(
 
     drained_by_us = ours(view, state)
     if state.drain is not None and not drained_by_us:
-        what = "the node was resumed" if not view.drained else f"the reason is now {view.reason!r}"
+        what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
         return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
     foreign = view.drained and not drained_by_us
 
