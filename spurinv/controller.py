@@ -367,7 +367,7 @@ class Controller:
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory: the register command if set, else the GRES POST, read back."""
         if self.registrar is not None:
-            return recorded(self, body, self.registrar.register(self, models))
+            return recorded(self, body, self.registrar.register(self, models, body.get("gres", ""), fingerprint))
         return register_directly(self, body, models, fingerprint, self._scrub)
 
     def all_nodes(self, keep: answer.Keep | None = None) -> list[Any]:

@@ -56,12 +56,13 @@ class Do(StrEnum):
     OBSERVE = "observe"
     FORGET_DRAIN = "forget-drain"
     REGISTER = "register"
+    RECORD = "record"
     DRAIN = "drain"
     RESUME = "resume"
 
 
 TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
-WRITES = frozenset({Do.REGISTER, Do.DRAIN, Do.RESUME})
+WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME})
 
 
 class Settings(BaseModel):
@@ -198,7 +199,16 @@ def decide(
         # another action this reading needs (lift our drain after a revert, drain a newly busy
         # node, register another inventory) goes ahead at once.
         backoff = _active_backoff(state, settings, now)
-        if backoff is not None and (backoff.kind != "refused" or _retry_only(outcome, state)):
+        if backoff is not None and backoff.kind == "refused" and _retry_only(outcome, state):
+            # the refused write waits for its backoff, but not the look that may show it moot:
+            # the operator fixed slurm.conf and the controller lists the reading now. One
+            # single-node read (``cause``: never the all-nodes busy re-check for it).
+            return Action(
+                kind=Do.READ_VIEW,
+                reason="the refused update waits for its backoff; reading the node: the controller may list the GPUs now",
+                cause="refused",
+            )
+        if backoff is not None and backoff.kind != "refused":
             return Action(
                 kind=Do.BACKOFF,
                 reason=f"backing off until {when(_next_attempt(backoff, settings, now), now)} after: {backoff.error}",
@@ -210,15 +220,16 @@ def decide(
 
     drained_by_us = ours(view, state)
     if state.drain is not None and not drained_by_us:
-        what = "the node was resumed" if not view.drained else f"the reason is now {view.reason!r}"
+        what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
         return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
     foreign = view.drained and not drained_by_us
 
     if outcome.kind == Kind.UNCHANGED:
         if drained_by_us:
-            return Action(
-                kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain", body={"state": ["RESUME"]}
-            )
+            reason = "inventory matches the baseline; lifting our drain"
+            if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
+                reason = f"the controller now lists {view.gres}; our drain lifted"
+            return Action(kind=Do.RESUME, reason=reason, body={"state": ["RESUME"]})
         return Action(kind=Do.NONE, reason="unchanged")
 
     if outcome.kind == Kind.SUSPICIOUS:
@@ -234,6 +245,16 @@ def decide(
     models = current.gpu_counts()
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
+    refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
+    if refusal is not None and state.baseline is not None and gres_agrees(view.gres, models):
+        # someone did what the refusal asked (slurm.conf, gres.conf, reconfigure, slurmd): the
+        # refused write is moot, busy or not; only our record is written (extra alone)
+        body = record_body(view, current, settings)
+        return Action(
+            kind=Do.RECORD,
+            reason=f"the controller now lists {view.gres}; taking it as registered{_unrecorded(view, body)}",
+            body=body,
+        )
     summary = outcome.diff.summary()
     if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
@@ -247,7 +268,6 @@ def decide(
             body=body,
             cause="busy",
         )
-    refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
     if refusal is not None:
         remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
         words = f"controller refused {summary}; {remedy}"
@@ -300,15 +320,29 @@ def register_body(view: NodeView, inventory: Inventory, settings: Settings | Non
     Slurm applies ``extra`` even when it refuses the GRES of the same update), spliced into the
     ``extra`` it then reads; ``extra`` is left out where we may not rewrite it.
     """
-    gres = rebuild_gres(view.gres or "", inventory.gpu_counts())
+    return _registration(view, inventory, rebuild_gres(view.gres or "", inventory.gpu_counts()), settings)
+
+
+def record_body(view: NodeView, inventory: Inventory, settings: Settings | None = None) -> dict[str, Any]:
+    """A registration someone else did (the controller already lists the reading): the GRES as
+    the controller lists it, which is never sent, and our registration record for ``extra``."""
+    return _registration(view, inventory, view.gres or "", settings)
+
+
+def _registration(view: NodeView, inventory: Inventory, gres: str, settings: Settings | None) -> dict[str, Any]:
     body: dict[str, Any] = {"gres": gres}
-    # the gres we sent goes into the record too, so `spurinv fleet` can see a later hand edit
+    # the gres goes into the record too, so `spurinv fleet` can see a later hand edit
     update = {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres}
     limit = settings.max_extra if settings is not None else None
     extra = splice(view.extra, record_value(view.extra, view.name, update), limit)
     if extra is not None:
         body["extra"] = extra
     return body
+
+
+def _counts(state: State) -> dict[str, int]:
+    latest = state.latest.inventory if state.latest else None
+    return latest.gpu_counts() if latest is not None else {}
 
 
 def _next_attempt(backoff: Backoff, settings: Settings, now: datetime) -> datetime:
@@ -365,7 +399,7 @@ def settle(
         return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
     if action.kind == Do.FORGET_DRAIN:
         return state.model_copy(update={"drain": None})
-    if action.kind == Do.REGISTER and current is not None:
+    if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:
         if applied:
             baseline = Baseline(inventory=current, since=now, source="registered")
             update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}

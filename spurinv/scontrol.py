@@ -307,7 +307,7 @@ class Scontrol:
         not apply (as slurmrestd answers 200).
         """
         if self.registrar is not None:
-            return recorded(self, body, self.registrar.register(self, models))
+            return recorded(self, body, self.registrar.register(self, models, body.get("gres", ""), fingerprint))
         if self.detect() == "spur":
             view = self._last or self.view()
             if gres_agrees(view.gres, models):  # spurd was restarted by hand: nothing left to do

@@ -91,6 +91,8 @@ def test_install_puts_every_file_where_the_units_expect_it(installed: Path):
         assert (REPO / "systemd" / name).read_bytes() == (root / "etc/systemd/system" / name).read_bytes()
     assert (REPO / "systemd/90-spurinv.rules").read_bytes() == (root / "etc/udev/rules.d/90-spurinv.rules").read_bytes()
     assert (root / "usr/local/share/man/man8/spurinv.8").exists()
+    assert (root / "usr/local/share/man/man8/spurinv-slurm-dynamic.8").exists()
+    assert os.readlink(root / "usr/local/bin/spurinv-slurm-dynamic").endswith("/opt/spurinv/bin/spurinv-slurm-dynamic")
     assert os.access(root / "usr/local/bin/spurinv", os.X_OK)
     token = root / "etc/spurinv/token"
     assert 0o600 == stat.S_IMODE(token.stat().st_mode)

@@ -145,8 +145,18 @@ ROWS = [
      Do.BACKOFF),
     ("auth backoff blocks even lifting our drain", SPX, SPX, SPX, {"drain": True, "backoff": 9999, "backoff_kind": "auth"},
      SLURM, None, Do.BACKOFF),
-    ("refusal backoff blocks its own retry, with no request", SPX, CPX, CPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("refusal backoff: its own retry waits, the node is still read", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
+    ("refusal backoff: the controller still disagrees, hold", SPX, CPX, CPX,
+     {"refusal": True, "backoff": 9999}, SLURM, NHC_IDLE, Do.HOLD),
+    ("refusal backoff: the controller lists the reading now, record it", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, view("IDLE", "DRAIN", reason=OUR_REASON,
+     gres="gpu:mi300x:64"), Do.RECORD),
+    ("refusal, no backoff left: the controller lists the reading, record, never re-send", SPX, CPX, CPX,
+     {"refusal": True}, SLURM, view(gres="gpu:mi300x:64"), Do.RECORD),
+    ("refusal backoff: busy, and the controller lists the reading, record", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2,
+     gres="gpu:mi300x:64", used="gpu:mi300x:2(IDX:0-1)"), Do.RECORD),
     ("refusal backoff: the GPUs switched back, read to lift our drain", SPX, CPX, SPX,
      {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
     ("refusal backoff: the reverted node's drain is lifted at once", SPX, CPX, SPX,
@@ -417,7 +427,72 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
         retry_only = (
             outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal.fingerprint == outcome.fingerprint
         )
-        assert (action.kind == Do.BACKOFF) == retry_only, (outcome.kind, action.reason)
+        # a refusal's backoff never stops the look (one single-node read) that may show it moot
+        assert action.kind != Do.BACKOFF, (outcome.kind, action.reason)
+        assert (action.kind == Do.READ_VIEW and action.cause == "refused") == retry_only, (outcome.kind, action.reason)
+
+
+# --- issue #23: a refusal never hides the controller -----------------------------------------
+
+
+GRES_TEXTS = ["gpu:mi300x:8", "gpu:mi300x:64", "gpu:mi300x:63", "gpu:mi300x:64,nic:2", "gpu:h100:64", "", None]
+
+
+@settings(max_examples=300)
+@given(
+    gres=st.sampled_from(GRES_TEXTS),
+    drained=st.booleans(),
+    busy=st.booleans(),
+    left=st.integers(1, 3600),
+    ignore=st.booleans(),
+)
+def test_a_refused_update_is_never_resent_while_it_backs_off_but_a_controller_that_agrees_ends_it(
+    gres, drained, busy, left, ignore
+):
+    """During a refusal's backoff the node is read; the refused GRES update is never sent again
+    before the backoff ends (unless --ignore-backoff), and a controller that lists the reading is
+    taken as registered, whatever else the node is doing."""
+    state = state_for(SPX, CPX, CPX, refusal=True, drain=drained)
+    state = state.model_copy(update={"backoff": Backoff(kind="refused", failures=2, next_attempt=NOW + timedelta(seconds=left),
+                                                        error="x")})  # fmt: skip
+    policy = Settings(observe=False, ignore_backoff=ignore)
+    flags = ("DRAIN",) if drained else ()
+    node = view("MIXED" if busy else "IDLE", *flags, reason=OUR_REASON if drained else "", gres=gres, cpus=2 if busy else 0,
+                used="gpu:mi300x:2(IDX:0-1)" if busy else "gpu:mi300x:0(IDX:N/A)")  # fmt: skip
+    outcome = outcome_for(state)
+
+    first = decide(outcome, None, state, policy, NOW)
+    action = decide(outcome, node, state, policy, NOW)
+
+    if not ignore:
+        assert Do.READ_VIEW == first.kind
+        assert "refused" == first.cause  # the single-node read, never the all-nodes re-check
+        assert Do.REGISTER != action.kind
+    agrees = gres in ("gpu:mi300x:64", "gpu:mi300x:64,nic:2")
+    assert (action.kind == Do.RECORD) == agrees, action.reason
+    if agrees:
+        assert f"the controller now lists {gres}" in action.reason
+        assert gres == action.body["gres"]  # nothing to send: the GRES as the controller lists it
+        assert CPX.fingerprint == json.loads(action.body["extra"])["spurinv"]["fingerprint"]
+
+
+def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_run():
+    refused = state_for(SPX, CPX, CPX, refusal=True, backoff=9999)
+    drain = decide(outcome_for(refused), IDLE, refused, SLURM, NOW)  # the drain after a refusal
+    state = settle(refused, drain, NOW)
+    fixed = view("IDLE", "DRAIN", reason=drain.body["reason"], gres="gpu:mi300x:64")
+
+    record = decide(outcome_for(state), fixed, state, SLURM, NOW)
+    recorded = settle(state, record, NOW, settings=SLURM)
+    resume = decide(outcome_for(recorded), fixed, recorded, SLURM, NOW)
+    actions, state = _run_to_rest(state, fixed, SLURM)
+
+    assert [Do.RECORD, Do.RESUME, Do.NONE] == actions
+    assert "registered" == state.baseline.source
+    assert CPX.fingerprint == state.baseline.inventory.fingerprint
+    assert state.refusal is None
+    assert state.backoff is None
+    assert "the controller now lists gpu:mi300x:64; our drain lifted" == resume.reason
 
 
 @settings(max_examples=300)

@@ -237,6 +237,57 @@ def test_gres_refused_2072_drains_exits_76_and_keeps_the_baseline(rig, ledger):
     assert status["drain"]["cause"] == "refused"
 
 
+def refused_and_drained(rig: Rig) -> dict[str, Any]:
+    """Baseline SPX; CPX refused (2072) and drained by us: the state an operator's fix meets."""
+    adopt_spx(rig)
+    rig.prime("mi300x-cpx")
+    assert rig.run("mi300x-cpx").code == 76
+    status = rig.status()
+    assert (status["backoff"]["kind"], status["drain"]["cause"]) == ("refused", "refused")
+    return status
+
+
+def test_the_operators_fix_is_seen_at_the_next_run_though_the_refusal_backs_off(rig, ledger):
+    """Issue #23: slurm.conf says gpu:mi300x:64 now. The run within the backoff reads the node
+    once (single-node GET), records our registration in extra alone, lifts our drain, and the
+    reading is the baseline: no GRES update is sent again."""
+    refused = refused_and_drained(rig)
+    node = rig.gateway.nodes["n1"]
+    node.update(gres="gpu:mi300x:64", extra='{"rack": "r2"}')  # the operator's fix, and an admin's extra
+
+    run = rig.run("mi300x-cpx")
+
+    status = rig.status()
+    record(ledger, "refused, backing off; the operator fixed slurm.conf", run, lost=status["drain"] is not None)
+    assert run.code == 0, run.err
+    assert [(r.method, r.path) for r in run.requests] == [("GET", NODE_PATH), ("POST", NODE_PATH), ("POST", NODE_PATH)]
+    record_post, resume = (post.json() for post in run.posts())
+    assert set(record_post) == {"extra"}  # never the refused GRES again
+    assert resume == {"state": ["RESUME"]}
+    extra = json.loads(node["extra"])
+    assert (extra["rack"], extra["spurinv"]["fingerprint"]) == ("r2", run.document()["fingerprint"])
+    assert extra["spurinv"]["gres"] == "gpu:mi300x:64"
+    assert "DRAIN" not in node["state"]
+    assert (status["baseline"]["fingerprint"], status["baseline"]["source"]) == (run.document()["fingerprint"], "registered")
+    assert (status["drain"], status["refusal"], status["backoff"]) == (None, None, None)
+    assert refused["baseline"]["fingerprint"] != status["baseline"]["fingerprint"]
+    reasons = [step["reason"] for step in run.document()["steps"]]
+    assert any("the controller now lists gpu:mi300x:64; our drain lifted" in reason for reason in reasons), reasons
+
+
+def test_without_the_fix_the_run_in_the_backoff_reads_once_and_sends_nothing(rig, ledger):
+    """The control: the controller still lists gpu:mi300x:8. One single-node GET, no write, 76."""
+    refused_and_drained(rig)
+
+    run = rig.run("mi300x-cpx")
+
+    record(ledger, "refused, backing off, nothing fixed", run, lost=bool(run.posts()))
+    assert run.code == 76, run.err
+    assert [(r.method, r.path) for r in run.requests] == [("GET", NODE_PATH)]
+    assert "retry at" in run.document()["steps"][-1]["reason"]
+    assert rig.status()["backoff"]["failures"] == 1  # a look is no retry: the backoff does not grow
+
+
 def test_a_write_answered_200_but_not_applied_keeps_the_baseline(rig, ledger):
     """Slurm answers 200 to a GPU type change it does not apply (docs/slurm-rest.md §2): only the read-back tells."""
     rig.gateway.nodes["n1"]["gres"] = "gpu:mi250x:8"
