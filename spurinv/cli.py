@@ -192,7 +192,7 @@ def refresh(
     ] = False,
 ) -> None:
     """Discover, confirm with the previous reading, and converge the controller."""
-    from spurinv.refresh import Options, World, run
+    from spurinv.refresh import World, run
 
     environ = dict(os.environ)
     try:
@@ -204,22 +204,10 @@ def refresh(
             "controller.api": api,
             "policy.confirm_interval": confirm_interval,
         }
-        loaded, _origins, path = _config(config_file, overrides)
-        state_path = locations.state_path(state, environ)
-        _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
-        options = Options(
-            state_path=state_path,
-            config=loaded,
-            config_identity=locations.identity(path),
-            metrics_file=metrics_file or loaded.metrics.file or None,
-            metrics_flag=metrics_file,
-            node_flag=node,
-            dry_run=dry_run,
-            strict=strict,
-            accept=accept,
-            ignore_backoff=ignore_backoff,
-            state_named=locations.state_named(state, environ),
-        )
+        options = _run_options(
+            state, config_file, overrides, metrics_file, node, environ,
+            dry_run=dry_run, strict=strict, accept=accept, ignore_backoff=ignore_backoff,
+        )  # fmt: skip
         document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:
         raise _fail("refresh", error, as_json) from None
@@ -230,6 +218,84 @@ def refresh(
 
         render.refresh(render.console(), document)
     raise typer.Exit(document.exit_code)
+
+
+def _run_options(
+    state: str | None,
+    config_file: str | None,
+    overrides: dict[str, Any],
+    metrics_file: str | None,
+    node: str | None,
+    environ: dict[str, str],
+    **choices: Any,
+) -> Any:
+    """The run's options from its flags: the config, the state file, the metrics file, the node
+    flag. ``refresh`` and ``check`` both resolve them here, so check asks about the very paths
+    and names a run would use."""
+    from spurinv.refresh import Options
+
+    loaded, _origins, path = _config(config_file, overrides)
+    state_path = locations.state_path(state, environ)
+    _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
+    return Options(
+        state_path=state_path,
+        config=loaded,
+        config_identity=locations.identity(path),
+        metrics_file=metrics_file or loaded.metrics.file or None,
+        metrics_flag=metrics_file,
+        node_flag=node,
+        state_named=locations.state_named(state, environ),
+        **choices,
+    )
+
+
+@app.command(short_help="Read-only preflight: config, token, controller, paths, schedule.")
+def check(
+    root: RootOption = "/",
+    state: StateOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+    node: Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")] = None,
+    metrics_file: Annotated[
+        str | None, typer.Option("--metrics-file", metavar="FILE", help="Check this metrics file, as refresh would write it.")
+    ] = None,
+) -> None:
+    """Check that this node is ready: one line per check, each failure with its fix. Writes nothing.
+
+    Exit 0 when nothing failed (warnings allowed), else the status refresh would exit with for
+    the first failed check; 75 when stopped by SIGTERM or controller.run_deadline.
+    """
+    from spurinv import check as preflight
+    from spurinv.refresh import World
+
+    environ = dict(os.environ)
+    try:
+        target = _root(root)
+        flag = _node_flag(node)
+    except SpurinvError as error:
+        raise _fail("check", error, as_json) from None
+    world = World(target, environ, Log(environ, quiet=True))
+    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None)
+    results, code = preflight.run(
+        world, lambda: _run_options(state, config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True), host
+    )
+    if as_json:
+        _emit_json(documents.envelope("check", code, {"root": target.path, "checks": [r.as_dict() for r in results]}))
+        raise typer.Exit(code)
+    from spurinv.secret import printable
+
+    for result in results:
+        fix = f"  fix: {result.fix}" if result.fix and result.status in ("warn", "fail") else ""
+        sys.stdout.write(printable(f"{result.status:<4}  {result.name:<16}  {result.detail}{fix}") + "\n")
+    failed = [result.name for result in results if result.status == "fail"]
+    warned = sum(result.status == "warn" for result in results)
+    if failed:
+        sys.stdout.write(f"not ready: {', '.join(failed)} failed (exit {code})\n")
+    elif code:
+        sys.stdout.write(f"not finished: stopped before every check ran (exit {code})\n")
+    else:
+        sys.stdout.write("ready" + (f" ({warned} warning{'s' if warned > 1 else ''})" if warned else "") + "\n")
+    raise typer.Exit(code)
 
 
 def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str) -> None:

@@ -24,7 +24,16 @@ from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
-from spurinv.errors import ConfigError, ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
+from spurinv.errors import (
+    ConfigError,
+    ControllerError,
+    DeadlineError,
+    Interrupted,
+    LockError,
+    StateError,
+    TokenError,
+    UsageError,
+)
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
@@ -318,6 +327,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
     if outcome.kind == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
+    if outcome.kind == Kind.CHANGE_PENDING and not config.observe:
+        _credentials(config, world.environ)  # a missing token is said now, not after the confirm wait
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
@@ -338,6 +349,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         budget=budget,
         nonce=nonce_of(world.entropy(2)),
     )
+    if options.dry_run and result.client is None and not config.observe:
+        result = _probe(result, lambda: _client(world, config, node, state, budget), world.log)
     notes += result.notes
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
@@ -370,6 +383,35 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         errors=list(reading.errors),
         notes=notes,
     )
+
+
+def _credentials(config: Config, environ: dict[str, str]) -> None:
+    """What the transport will need, checked before a run waits: the token (77, naming its key)
+    or the scontrol program (78)."""
+    settings = config.controller
+    if settings.transport == "scontrol":
+        from spurinv.registration import resolve
+
+        resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
+    else:
+        read_token(settings, environ)
+
+
+def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Converged:
+    """A dry run that needed no request still reads the node once: a bad token, URL or node name
+    shows now, not on the run that confirms a real change (issue #25)."""
+    reason = "dry run: one read of the node checks the controller, the credentials and the node name"
+    client: Controller | None = None
+    try:
+        client = connect()
+        client.view()
+    except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
+        log.error(exc.message)
+        step = Step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
+        code = result.exit_code or exc.exit_code
+        return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
+    step = Step(action="read", reason=reason, request=_last(client), sent=True)
+    return Converged(result.state, result.outcome, [*result.steps, step], result.exit_code, client, result.notes)
 
 
 def _accept(state: State, reading: Reading, prefix: str) -> State:
