@@ -348,8 +348,7 @@ def _token(run: _Run) -> Check:
         fix = (
             "run spurinv check as root, the user the timer runs spurinv as"
             if "Permission denied" in exc.message and run.host.euid != 0
-            else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, "
-            "chown root, chmod 0600"
+            else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
         )
         return Check("token", "fail", _one(exc.message.split("; put the")[0]), fix, exc.exit_code)
     assert token is not None
@@ -415,10 +414,8 @@ def _controller(run: _Run) -> Check:
         return Check("controller", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
     what = f"node {view.name}: {'+'.join([view.base, *view.flags])}, gres {view.gres or 'none'}"
     if config.controller.transport == "scontrol":
-        return Check(
-            "controller", "ok",
-            f"{client.program}: {client.version} ({client.flavor}; munge authenticated the read); {what}",
-        )  # fmt: skip
+        program, version, flavor = (getattr(client, key, "?") for key in ("program", "version", "flavor"))
+        return Check("controller", "ok", f"{program}: {version} ({flavor}; munge authenticated the read); {what}")
     return Check("controller", "ok", f"{config.controller.url} {client.api} ({_api_why(config, state, client)}); {what}")
 
 
@@ -450,7 +447,7 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
         return f'set node.name to the name the controller lists for this host (`scontrol show node`; now "{node}")'
     if kind == "read-only":
         return 'point controller.url at slurmrestd, or set controller.transport = "scontrol"'
-    return "check controller.url and controller.api (\"auto\" detects the version)"
+    return 'check controller.url and controller.api ("auto" detects the version)'
 
 
 def _permission(run: _Run) -> Check:
@@ -531,12 +528,12 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
     """``systemctl ARGS`` (bounded); its first word, or None when it cannot answer."""
     if run.host.systemctl is None:
         return None
+    from spurinv import registration
+
     timeout = min(5.0, run.budget.remaining())
-    try:
-        done = subprocess.run(
-            [run.host.systemctl, *args], capture_output=True, text=True, timeout=timeout, check=False,
-            env={**run.world.environ, "SYSTEMD_PAGER": "", "LC_ALL": "C"},
-        )  # fmt: skip
+    environ = {**run.world.environ, "SYSTEMD_PAGER": "", "LC_ALL": "C"}
+    try:  # bounded, its process group killed on expiry or on SIGTERM
+        done = registration.run([run.host.systemctl, *args], environ, timeout, limit=4096)
     except (OSError, subprocess.TimeoutExpired):
         return None
     words = done.stdout.split()
@@ -553,9 +550,7 @@ def _schedule(run: _Run) -> Check:
             "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
             INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
-    enabled = any(
-        os.path.lexists(run.world.root.join(directory, "timers.target.wants", TIMER)) for directory in UNIT_DIRS
-    )
+    enabled = any(os.path.lexists(run.world.root.join(directory, "timers.target.wants", TIMER)) for directory in UNIT_DIRS)
     active = _ask_systemctl(run, "is-active", TIMER)
     if active is None and run.host.systemctl is not None:
         detail_active = "systemctl did not answer"

@@ -478,9 +478,7 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
 
 @config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
-    path: Annotated[
-        str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")
-    ] = locations.DEFAULT_CONFIG,
+    path: Annotated[str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write the configuration template: every key commented out with its default."""

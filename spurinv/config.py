@@ -188,7 +188,6 @@ class DiscoverySection(_Section):
                 raise ValueError(f"expected PCI addresses like 0000:05:00.0 ({item!r} is not one)")
         return value
 
-
     @field_validator("cdi_dirs")
     @classmethod
     def _dirs(cls, value: tuple[str, ...]) -> tuple[str, ...]:

@@ -95,7 +95,7 @@ def check_ca_file(path: str) -> None:
     naming the key, not later as a TLS error that backs off like an unreachable controller."""
     import ssl
 
-    fix = "point it at a PEM CA bundle, or set it to \"\" for the system store"
+    fix = 'point it at a PEM CA bundle, or set it to "" for the system store'
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
