@@ -64,16 +64,16 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
     lines += [
         "# HELP spurinv_drain_since_timestamp_seconds When spurinv set the drain that is on (Unix time; 0: none).",
         "# TYPE spurinv_drain_since_timestamp_seconds gauge",
-        f"spurinv_drain_since_timestamp_seconds {_epoch(drain['set_at']) if _has(drain, 'set_at') else 0}",
+        f"spurinv_drain_since_timestamp_seconds {_since(drain, 'set_at')}",
         "# HELP spurinv_change_pending_since_timestamp_seconds Since when a change waits to be confirmed (Unix time; 0: none).",
         "# TYPE spurinv_change_pending_since_timestamp_seconds gauge",
-        f"spurinv_change_pending_since_timestamp_seconds {_epoch(pending['since']) if _has(pending, 'since') else 0}",
+        f"spurinv_change_pending_since_timestamp_seconds {_since(pending, 'since')}",
         "# HELP spurinv_refusal_active 1 while the controller refuses (or ignores) the update for this inventory.",
         "# TYPE spurinv_refusal_active gauge",
         f"spurinv_refusal_active {1 if refusal else 0}",
         "# HELP spurinv_refusal_since_timestamp_seconds When the controller refused the update (Unix time; 0: none).",
         "# TYPE spurinv_refusal_since_timestamp_seconds gauge",
-        f"spurinv_refusal_since_timestamp_seconds {_epoch(refusal['at']) if _has(refusal, 'at') else 0}",
+        f"spurinv_refusal_since_timestamp_seconds {_since(refusal, 'at')}",
         "# HELP spurinv_controller_failures_consecutive Controller errors in a row (backoff), by kind; 0: last contact worked.",
         "# TYPE spurinv_controller_failures_consecutive gauge",
     ]
@@ -92,8 +92,10 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
     return "\n".join(lines) + "\n"
 
 
-def _has(record: object, key: str) -> bool:
-    return isinstance(record, dict) and isinstance(record.get(key), str)
+def _since(record: object, key: str) -> int:
+    """The Unix time of ``record[key]`` (a state timestamp), 0 when there is none."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return _epoch(value) if isinstance(value, str) else 0
 
 
 def _skew(drain: object) -> int | None:
