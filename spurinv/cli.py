@@ -436,8 +436,11 @@ def fleet(
     except SpurinvError as error:
         raise _fail("fleet", error, as_json) from None
     code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
+    from spurinv.refresh import scontrol_label
+
+    controller = scontrol_label(loaded) if loaded.controller.transport == "scontrol" else loaded.controller.url
     document = fleet_view.document(
-        view, now=now, controller=loaded.controller.url, api=api, transport=loaded.controller.transport, exit_code=code
+        view, now=now, controller=controller, api=api, transport=loaded.controller.transport, exit_code=code
     )
     if metrics_file:
         try:

@@ -373,7 +373,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
         state_file=options.state_path,
-        controller=_scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
+        controller=scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
@@ -443,7 +443,7 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 
 
-def _scontrol_label(config: Config) -> str:
+def scontrol_label(config: Config) -> str:
     return f"scontrol ({config.controller.scontrol or 'on PATH'})"
 
 
