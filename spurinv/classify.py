@@ -95,8 +95,8 @@ class InventoryDiff(_Value):
         fields: dict[str, int] = {}
         memory: dict[tuple[str, str], int] = {}
         for change in self.changed:
-            if modes := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
-                memory[modes] = memory.get(modes, 0) + 1
+            if switched := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
+                memory[switched] = memory.get(switched, 0) + 1
                 continue
             fields[change.field] = fields.get(change.field, 0) + 1
         parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(memory.items()))
