@@ -118,7 +118,7 @@ def discover(
         output = "json"
     try:
         _node_flag(node)
-        loaded, _origins, _path = _config(config_file)
+        loaded = _discover_config(config_file)
         target = _root(root)
     except SpurinvError as error:
         raise _fail("discover", error, output == "json") from None
@@ -149,6 +149,22 @@ def discover(
         raise typer.Exit(code)
     render.discover(render.console(), result, target.path, per_device=devices)
     raise typer.Exit(code)
+
+
+def _discover_config(flag: str | None) -> Any:
+    """discover needs no controller: a default config file this user may not read (a non-root
+    user, /etc/spurinv/config.toml 0640) means the defaults, said once on stderr, not exit 78.
+    An explicit --config or $SPURINV_CONFIG is still read or refused."""
+    from spurinv.config import Config
+
+    path, explicit = locations.config_path(flag, dict(os.environ))
+    if not explicit and os.path.exists(path) and not os.access(path, os.R_OK):
+        Log(os.environ).warning(
+            f"cannot read {path} as uid {os.geteuid()}: discovering with the default discovery settings "
+            "(run as root to use its discovery.cdi_dirs and discovery.ignore_pci)"
+        )
+        return Config()
+    return _config(flag)[0]
 
 
 @app.command(short_help="Discover, confirm and converge the controller (the timer's job).")
@@ -335,7 +351,7 @@ def diff(
     except SpurinvError as error:
         raise _fail("diff", error, as_json) from None
     except OSError as exc:  # the state file is there but cannot be read
-        raise _fail("diff", StateError(str(exc), exitcode.NOINPUT), as_json) from None
+        raise _fail("diff", StateError(_unreadable(exc), exitcode.NOINPUT), as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
     result = Discovery.model_validate(raw)
     current = result.inventory
@@ -374,6 +390,15 @@ def diff(
     raise typer.Exit(code)
 
 
+def _unreadable(exc: OSError) -> str:
+    """A state file this user may not read: say who may (the state directory is root's, 0700)."""
+    import errno
+
+    if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+        return f"{exc}; the state belongs to the user the timer runs spurinv as: run as root (sudo spurinv …)"
+    return str(exc)
+
+
 @app.command(short_help="What the state file says: readings, baseline, the last run.")
 def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     """What the state file says, without discovering: readings, baseline, pending change, last decision."""
@@ -388,7 +413,7 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     except SpurinvError as error:
         raise _fail("status", error, as_json) from None
     except OSError as exc:  # the state file is there but cannot be read
-        raise _fail("status", StateError(str(exc), exitcode.NOINPUT), as_json) from None
+        raise _fail("status", StateError(_unreadable(exc), exitcode.NOINPUT), as_json) from None
     document = documents.status_document(raw, path)
     if as_json:
         _emit_json(document)
