@@ -215,6 +215,14 @@ def _state(run: _Run) -> Check:
             fix = f"chown root {directory} && chmod 0700 {directory}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
     if missing:
+        existing = directory
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return Check(
+                "state", "fail", f"{directory} is missing; uid {run.host.euid} cannot create it in {existing}",
+                "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
+            )  # fmt: skip
         return Check("state", "ok", f"{directory} does not exist yet: the first run creates it (mode 0700)")
     if not os.access(directory, os.W_OK | os.X_OK):
         return Check(
@@ -552,25 +560,27 @@ def _schedule(run: _Run) -> Check:
         )  # fmt: skip
     enabled = any(os.path.lexists(run.world.root.join(directory, "timers.target.wants", TIMER)) for directory in UNIT_DIRS)
     active = _ask_systemctl(run, "is-active", TIMER)
-    if active is None and run.host.systemctl is not None:
-        detail_active = "systemctl did not answer"
+    if run.host.systemctl is None:
+        detail_active = "(systemctl not asked: --root is another system)"
+    elif active is None:
+        detail_active = "(systemctl did not answer)"
     else:
-        detail_active = f"is {active}" if active else "(activity not asked: another root)"
+        detail_active = f"and {active}"
     running = active == "active" or (active is None and enabled)
     if running and cron:
         return Check(
             "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"
         )
     if running:
-        return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'}, {detail_active}")
+        return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
     if cron:
         return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({TIMER} not active)")
     if not installed:
         return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
                      f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
                      exitcode.CONFIG)  # fmt: skip
-    return Check("schedule", "fail", f"{TIMER} is installed but not running ({detail_active})", INSTALL_TIMER,
-                 exitcode.CONFIG)  # fmt: skip
+    state = active or detail_active.strip("()")
+    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state})", INSTALL_TIMER, exitcode.CONFIG)
 
 
 def _udev(run: _Run) -> Check:

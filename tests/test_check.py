@@ -11,6 +11,7 @@ import base64
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -374,7 +375,7 @@ def test_an_active_timer_is_ok_and_with_cron_too_warns(node, tmp_path):
     (node.host / "etc" / "cron.d" / "spurinv").unlink()
     checks = run_checks(node, active)
     assert checks["schedule"].status == "ok"
-    assert "enabled, is active" in checks["schedule"].detail
+    assert "enabled and active" in checks["schedule"].detail
     assert checks["udev"].status == "ok"
 
 
@@ -449,3 +450,23 @@ def test_sigterm_ends_check_at_once_with_the_rest_skipped(env, node):
     assert "SIGTERM" in checks["controller"]["detail"]
     assert checks["udev"]["status"] == "skip"
     assert "SIGTERM" in checks["udev"]["detail"]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs setpriv and root")
+def test_a_state_directory_this_user_cannot_create_fails(node, env, tmp_path):
+    """The default state directory, missing, under a parent this user cannot write (a non-root
+    user and /var/lib): refresh would fail with 73, so check does, and creates nothing. Played by
+    root without the DAC capabilities and a 0500 parent."""
+    node.config()
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o500)
+    environ = {key: value for key, value in env.items() if key != "SPURINV_STATE"}
+    environ["STATE_DIRECTORY"] = str(parent / "spurinv")
+    argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m", "spurinv", "check",
+            "--json", "--root", str(node.host), "--config", str(node.tmp / "config.toml")]  # fmt: skip
+    ran = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=60, check=False)
+    state = by_name(json.loads(ran.stdout))["state"]
+    assert state["status"] == "fail", state
+    assert "cannot create it" in state["detail"]
+    assert ran.returncode == exitcode.CANTCREAT
+    assert not (parent / "spurinv").exists()  # checked, never created
