@@ -61,6 +61,8 @@ UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
 CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
 TOKEN_WARN_DAYS = 7
+LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
+MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
 INSTALL_TIMER = f"systemctl enable --now {TIMER}"
 INSTALL_CRON = "install -m 0644 systemd/spurinv.cron /etc/cron.d/spurinv"
@@ -384,7 +386,10 @@ def jwt_expiry(token: str) -> int | None:
     except (ValueError, TypeError):
         return None
     exp = payload.get("exp") if isinstance(payload, dict) else None
-    return int(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) and 0 < exp < 1 << 40 else None
+    # at most the last second of year 9999: datetime cannot show a later one
+    if not isinstance(exp, int | float) or isinstance(exp, bool) or not 1 <= exp < LAST_SECOND:
+        return None
+    return int(exp)
 
 
 def _credential_source(run: _Run, credential: str) -> str | None:
@@ -502,14 +507,28 @@ def _register_command(run: _Run) -> Check:
 # --- how it is scheduled -------------------------------------------------------------------------
 
 
+def _read_text(path: str) -> str | None:
+    """A regular file's first 64 KiB as text, or None: never blocks on a FIFO (O_NONBLOCK), and
+    follows symlinks (unit files often are ones)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, MAX_TEXT).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _unit_text(run: _Run, unit: str) -> str | None:
     for directory in UNIT_DIRS:
-        path = run.world.root.join(directory, unit)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                return handle.read(1 << 16)
-        except OSError:
-            continue
+        text = _read_text(run.world.root.join(directory, unit))
+        if text is not None:
+            return text
     return None
 
 
@@ -521,11 +540,8 @@ def _systemd(run: _Run) -> bool:
 def _cron(run: _Run) -> str | None:
     """The cron file (or crontab) that runs spurinv refresh, if any."""
     for name in CRON_FILES:
-        path = run.world.root.join(name)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read(1 << 16)
-        except OSError:
+        text = _read_text(run.world.root.join(name))
+        if text is None:
             continue
         if any("spurinv refresh" in line and not line.lstrip().startswith("#") for line in text.splitlines()):
             return "/" + name

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 from faultserver import FaultServer, Gateway, Reply
+from hypothesis import given
+from hypothesis import strategies as st
 from reliability.hostile import TOKEN, write_private
 
 from spurinv import check, exitcode
@@ -470,3 +472,34 @@ def test_a_state_directory_this_user_cannot_create_fails(node, env, tmp_path):
     assert "cannot create it" in state["detail"]
     assert ran.returncode == exitcode.CANTCREAT
     assert not (parent / "spurinv").exists()  # checked, never created
+
+
+def jwt_with(claims: dict[str, Any]) -> str:
+    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJIUzI1NiJ9.{body}.c2ln"
+
+
+CLAIM = st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=5), st.booleans(), st.none())
+
+
+@given(st.one_of(st.text(max_size=200), st.builds(jwt_with, st.dictionaries(st.sampled_from(["exp", "sun", "iat"]), CLAIM))))
+def test_jwt_expiry_never_raises_and_stays_in_range(token):
+    found = check.jwt_expiry(token)
+    assert found is None or 0 < found < check.LAST_SECOND
+
+
+def test_a_huge_expiry_is_no_expiry(cli, node):
+    node.config("http://127.0.0.1:9")
+    write_private(node.token, jwt(10**15) + "\n")
+    token = by_name(cli(*node.args("--json")).json())["token"]
+    assert token["status"] == "ok"
+
+
+def test_a_fifo_where_the_cron_file_would_be_never_hangs_check(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    os.mkfifo(node.host / "etc" / "cron.d" / "spurinv")
+    started = time.monotonic()
+    checks = run_checks(node, None)
+    assert time.monotonic() - started < 10
+    assert checks["schedule"].status == "fail"
