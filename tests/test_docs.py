@@ -318,3 +318,10 @@ def test_the_readme_install_ends_with_spurinv_check_and_points_containers_to_cro
     assert "without systemd as PID 1" in after.split("\n\n")[1]
     assert "spurinv.cron" in after.split("\n\n")[1]
     assert "config show`, `spurinv refresh --dry-run`" not in README  # the old post-install check
+
+
+def test_the_development_section_says_each_thing_once_and_how_long_the_suite_takes():
+    section = README[README.index("## Development\n") :]
+    assert plain(section).count("tests/test_docs.py") == 1
+    assert "about 17 minutes" in section
+    assert "refuses with 78 unless `--force`" in README  # config init over an existing file
