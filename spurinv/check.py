@@ -152,6 +152,8 @@ def _needs(run: _Run, name: str, *wanted: str) -> Check | None:
     """A skip when a check this one builds on did not pass."""
     for earlier in wanted:
         result = run.results.get(earlier)
+        if earlier == "config" and run.options is not None and name != "controller":
+            continue  # loaded, with a file a later run cannot use (ca_file): the local checks go on
         if result is None or result.status in ("fail", "skip"):
             return Check(name, "skip", f"needs the {earlier} check to pass")
     return None
@@ -167,6 +169,14 @@ def _config(run: _Run) -> Check:
         return Check("config", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
     config = options.config
     run.budget = Budget(config.controller.run_deadline)
+    if not config.observe and config.controller.transport == "rest" and config.controller.ca_file and config.controller.verify:
+        from spurinv.controller import check_ca_file
+
+        try:  # said here, whatever the token check finds
+            check_ca_file(config.controller.ca_file)
+        except ConfigError as exc:
+            return Check("config", "fail", exc.message, "point controller.ca_file at a PEM CA bundle, or set it to \"\"",
+                         exc.exit_code)  # fmt: skip
     if config.observe:
         mode = "observe mode (no controller.url: nothing is sent)"
     elif config.controller.transport == "scontrol":

@@ -225,10 +225,12 @@ def test_a_bad_ca_file_is_a_config_error_in_check_and_refresh(cli, node, built, 
         ca.write_text(content)
     node.config("https://127.0.0.1:9", f'ca_file = "{ca}"\n', auth="none")
     ran = cli(*node.args("--json"))
-    controller = by_name(ran.json())["controller"]
-    assert controller["status"] == "fail"
-    assert "controller.ca_file" in controller["detail"]
-    assert words in controller["detail"]
+    checks = by_name(ran.json())
+    assert checks["config"]["status"] == "fail"
+    assert "controller.ca_file" in checks["config"]["detail"]
+    assert words in checks["config"]["detail"]
+    assert checks["controller"]["status"] == "skip"
+    assert checks["state"]["status"] == "ok"  # the local checks still run
     assert ran.code == exitcode.CONFIG
     refresh = cli(
         "refresh", "--dry-run", "--root", built("mi300x-spx"), "--state", node.state, "--config", node.tmp / "config.toml"
