@@ -104,6 +104,7 @@ class _Run:
     state: State | None = None
     view: NodeView | None = None
     client: Any = None
+    token_file: str | None = None  # the unit's LoadCredential= source, when the config names no token file
     results: dict[str, Check] = field(default_factory=dict)
 
     @property
@@ -361,6 +362,7 @@ def _token(run: _Run) -> Check:
                 'set controller.token_file = "/etc/spurinv/token" (mode 0600)', exitcode.NOPERM,
             )  # fmt: skip
         source = settings.model_copy(update={"token_file": loaded})
+        run.token_file = loaded  # the controller check reads the token the unit would pass
     try:
         token = read_token(source, run.world.environ)
     except TokenError as exc:
@@ -428,6 +430,9 @@ def _controller(run: _Run) -> Check:
     state = run.state or State(fresh=True)
     client = None
     try:
+        if run.token_file is not None:
+            settings = config.controller.model_copy(update={"token_file": run.token_file})
+            config = config.model_copy(update={"controller": settings})
         client = _client(run.world, config, run.node, state, run.budget)
         run.client = client
         run.view = view = client.view()

@@ -505,3 +505,24 @@ def test_a_fifo_where_the_cron_file_would_be_never_hangs_check(node):
     checks = run_checks(node, None)
     assert time.monotonic() - started < 10
     assert checks["schedule"].status == "fail"
+
+
+def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, node):
+    """The unit passes the token as a credential (README: the config needs no token_file); check,
+    run from a shell without $CREDENTIALS_DIRECTORY, reads the unit's LoadCredential= source and
+    reads the node with it."""
+    units = node.host / "etc" / "systemd" / "system"
+    units.mkdir(parents=True)
+    source = write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    (units / check.SERVICE).write_text("[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        node.config(server.url, token_file="")
+        ran = cli(*node.args("--json"))
+        sent = [request.headers.get("x-slurm-user-token") for request in server.seen]
+    checks = by_name(ran.json())
+    assert checks["token"]["status"] == "ok"
+    assert str(source) in checks["token"]["detail"]
+    assert checks["controller"]["status"] == "ok"
+    assert sent == [TOKEN]
+    assert ran.code == 0
