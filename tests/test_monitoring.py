@@ -136,7 +136,11 @@ def test_a_stopped_timer_a_failing_discovery_and_a_controller_outage_page_distin
 
 @needs_promtool
 def test_a_missing_metrics_file_alerts(tmp_path):
-    scenes: dict[str, Scene] = {"ok:9100": healthy, "gone:9100": lambda minute: healthy(minute) if minute < 3 else None}
+    scenes: dict[str, Scene] = {
+        "ok:9100": healthy,
+        "gone:9100": lambda minute: healthy(minute) if minute < 3 else None,
+        "never:9100": lambda minute: None,  # node_exporter on a node without spurinv: no alert
+    }
     promtool(
         tmp_path,
         series(scenes, 40),
