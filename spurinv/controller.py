@@ -456,7 +456,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def _os_reason(exc: BaseException) -> str:
     """The operating system's words ("Connection refused") buried in urllib3's exception chain,
-    or one plain sentence; never the library's repr (issue #25)."""
+    or one plain sentence; never the library's repr."""
     import http.client
 
     for current in _chain(exc):

@@ -399,7 +399,7 @@ def _credentials(config: Config, environ: dict[str, str]) -> None:
 
 def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Converged:
     """A dry run that needed no request still reads the node once: a bad token, URL or node name
-    shows now, not on the run that confirms a real change (issue #25)."""
+    shows now, not on the run that confirms a real change."""
     reason = "dry run: one read of the node checks the controller, the credentials and the node name"
     client: Controller | None = None
     try:
