@@ -450,7 +450,7 @@ def fleet(
         if loaded.controller.transport == "rest" and not loaded.controller.url:
             raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
         try:
-            view, now, api = _read_fleet(loaded, environ)
+            view, now, api, controller = _read_fleet(loaded, environ)
         except SpurinvError:
             if metrics_file:  # say "down" rather than leave the last good numbers standing
                 try:
@@ -461,9 +461,6 @@ def fleet(
     except SpurinvError as error:
         raise _fail("fleet", error, as_json) from None
     code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
-    from spurinv.refresh import scontrol_label
-
-    controller = scontrol_label(loaded) if loaded.controller.transport == "scontrol" else loaded.controller.url
     document = fleet_view.document(
         view, now=now, controller=controller, api=api, transport=loaded.controller.transport, exit_code=code
     )
@@ -481,8 +478,10 @@ def fleet(
     raise typer.Exit(code)
 
 
-def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None]:
-    """One all-nodes query through the configured transport, then the pure view at this moment."""
+def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None, str]:
+    """One all-nodes query through the configured transport, then the pure view at this moment;
+    the API version used and what the header calls the controller (the URL, or the scontrol
+    program that was run, found on PATH or not)."""
     import time
 
     from spurinv import fleet as fleet_view
@@ -494,14 +493,14 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
         source = Scontrol(loaded.controller, loaded.node.name or "fleet", environ, log=Log(environ))
         nodes = source.all_nodes(keep=fleet_view.essentials)
         now = int(time.time())
-        return fleet_view.build(nodes, now), now, None
+        return fleet_view.build(nodes, now), now, None, f"scontrol ({source.program})"
     from spurinv.config import read_token
     from spurinv.controller import Controller
 
     client = Controller(loaded.controller, "", read_token(loaded.controller, environ), log=Log(environ))
     nodes = client.all_nodes(keep=fleet_view.essentials)
     now = int(time.time())
-    return fleet_view.build(nodes, now), now, client.api
+    return fleet_view.build(nodes, now), now, client.api, loaded.controller.url
 
 
 @config_app.command("init", short_help="Write the config template (every key commented out).")
