@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import re
 import signal
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -88,6 +90,23 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+def check_ca_file(path: str) -> None:
+    """``controller.ca_file`` must load as a CA bundle: refused here as a configuration error (78)
+    naming the key, not later as a TLS error that backs off like an unreachable controller."""
+    import ssl
+
+    fix = 'point it at a PEM CA bundle, or set it to "" for the system store'
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"controller.ca_file = {path!r}: not a regular file; {fix}")
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError:  # an OSError too: caught first
+        raise ConfigError(f"controller.ca_file = {path!r}: holds no PEM certificate; {fix}") from None
+    except OSError as exc:
+        raise ConfigError(f"controller.ca_file = {path!r}: {exc.strerror or exc}; {fix}") from None
+
+
 class Controller:
     """A client for one node on one controller."""
 
@@ -111,6 +130,8 @@ class Controller:
                 f"refusing to send the token over plain HTTP to {urlsplit(settings.url).hostname}; "
                 "use https:// or set controller.allow_plain_http_token = true"
             )
+        if settings.ca_file and settings.verify:
+            check_ca_file(settings.ca_file)
         if token and not _TOKEN.match(token):
             # requests would put the header value, token and all, in its InvalidHeader message
             raise TokenError("the token holds whitespace or control characters (a broken token file?); not sending it")
@@ -172,7 +193,8 @@ class Controller:
             self._cut(method, path, timeout)
             raise ControllerError("unreachable", f"{method} {path}: no complete answer within {timeout:g} s") from None
         except requests.exceptions.SSLError as exc:
-            raise ControllerError("unreachable", f"{method} {path}: TLS error: {_first_line(exc)}") from None
+            where = urlsplit(self.settings.url).netloc
+            raise ControllerError("unreachable", f"{method} {path}: TLS with {where} failed: {_tls_reason(exc)}") from None
         except requests.exceptions.Timeout:
             self._cut(method, path, timeout)
             raise ControllerError("unreachable", f"{method} {path}: timed out after {timeout:g} s") from None
@@ -419,8 +441,8 @@ def _mentions_node(body: Any) -> bool:
     return isinstance(body, dict) and ("nodes" in body or "node" in body)
 
 
-def _os_reason(exc: BaseException) -> str:
-    """The operating system's words ("Connection refused") buried in urllib3's exception chain."""
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception urllib3 and requests wrapped in it (args, cause, context, reason)."""
     seen: set[int] = set()
     pending: list[object] = [exc]
     while pending:
@@ -428,10 +450,41 @@ def _os_reason(exc: BaseException) -> str:
         if not isinstance(current, BaseException) or id(current) in seen:
             continue
         seen.add(id(current))
+        yield current
+        pending.extend([*current.args, current.__cause__, current.__context__, getattr(current, "reason", None)])
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The operating system's words ("Connection refused") buried in urllib3's exception chain,
+    or one plain sentence; never the library's repr."""
+    import http.client
+
+    for current in _chain(exc):
+        if isinstance(current, http.client.RemoteDisconnected):
+            # slurmctld's own port (6817) and other non-HTTP services close without answering
+            return "the server closed the connection without an HTTP answer (is controller.url slurmrestd's port?)"
         if isinstance(current, OSError) and current.strerror:
             return current.strerror
-        pending.extend([*current.args, current.__cause__, current.__context__, getattr(current, "reason", None)])
-    return _first_line(exc)
+    return "connection failed"
+
+
+# OpenSSL's reason codes (ssl.SSLError.reason) in an operator's words, with the config key to change
+_TLS_REASONS = {
+    "WRONG_VERSION_NUMBER": "the server does not speak TLS on this port (use http:// in controller.url, or the TLS port)",
+    "CERTIFICATE_VERIFY_FAILED": "its certificate is not trusted (set controller.ca_file to the CA bundle that signed it)",
+    "TLSV1_ALERT_PROTOCOL_VERSION": "no TLS version in common with the server",
+    "SSLV3_ALERT_HANDSHAKE_FAILURE": "the TLS handshake failed (no cipher in common, or a client certificate required)",
+}
+
+
+def _tls_reason(exc: BaseException) -> str:
+    for current in _chain(exc):
+        if "hostname" in str(getattr(current, "verify_message", "")).lower():
+            return "the certificate does not name this host (use the name it was issued for in controller.url)"
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, str) and reason.isupper():
+            return _TLS_REASONS.get(reason, reason.replace("_", " ").lower())
+    return "the TLS handshake failed"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -24,7 +24,16 @@ from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
-from spurinv.errors import ConfigError, ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
+from spurinv.errors import (
+    ConfigError,
+    ControllerError,
+    DeadlineError,
+    Interrupted,
+    LockError,
+    StateError,
+    TokenError,
+    UsageError,
+)
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
@@ -323,6 +332,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
     if outcome.kind == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
+    if outcome.kind == Kind.CHANGE_PENDING and not config.observe:
+        _credentials(config, world.environ)  # a missing token is said now, not after the confirm wait
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
@@ -343,6 +354,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         budget=budget,
         nonce=nonce_of(world.entropy(2)),
     )
+    if options.dry_run and result.client is None and not config.observe:
+        result = _probe(result, lambda: _client(world, config, node, state, budget), world.log)
     notes += result.notes
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
@@ -365,7 +378,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
         state_file=options.state_path,
-        controller=_scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
+        controller=scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
@@ -375,6 +388,35 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         errors=list(reading.errors),
         notes=notes,
     )
+
+
+def _credentials(config: Config, environ: dict[str, str]) -> None:
+    """What the transport will need, checked before a run waits: the token (77, naming its key)
+    or the scontrol program (78)."""
+    settings = config.controller
+    if settings.transport == "scontrol":
+        from spurinv.registration import resolve
+
+        resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
+    else:
+        read_token(settings, environ)
+
+
+def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Converged:
+    """A dry run that needed no request still reads the node once: a bad token, URL or node name
+    shows now, not on the run that confirms a real change."""
+    reason = "dry run: one read of the node checks the controller, the credentials and the node name"
+    client: Controller | None = None
+    try:
+        client = connect()
+        client.view()
+    except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
+        log.error(exc.message)
+        step = Step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
+        code = result.exit_code or exc.exit_code
+        return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
+    step = Step(action="read", reason=reason, request=_last(client), sent=True)
+    return Converged(result.state, result.outcome, [*result.steps, step], result.exit_code, client, result.notes)
 
 
 def _accept(state: State, reading: Reading, prefix: str) -> State:
@@ -425,7 +467,7 @@ def _client(
     return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 
 
-def _scontrol_label(config: Config) -> str:
+def scontrol_label(config: Config) -> str:
     return f"scontrol ({config.controller.scontrol or 'on PATH'})"
 
 
@@ -619,7 +661,12 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
             world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
         )
         memo = ledger.memo(
-            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node,
+            outcome.fingerprint,
+            key,
+            config.discovery.cdi_dirs,
+            config.discovery.ignore_pci,
+            options.metrics_file,
+            node,
             config.observe,
         )
         steady = Steady.model_validate(memo)

@@ -57,6 +57,14 @@ def ensure_directory(path: str, *, create: bool = True) -> None:
     whatever the umask) unless ``create`` is false (an explicit ``--state``: a typo must not be
     a fresh start, so a missing directory is refused), and refused when another user can write
     it (they could swap the state, or the directory, under us). Unsafe and missing: exit 73."""
+    if inspect_directory(path, create=create):
+        _make_private(os.path.dirname(path) or ".")
+        inspect_directory(path, create=False)
+
+
+def inspect_directory(path: str, *, create: bool = True) -> bool:
+    """:func:`ensure_directory` without the writing (``spurinv check``): raise what it would
+    raise; True when the directory is missing and would be created."""
     directory = os.path.dirname(path) or "."
     try:
         info = os.stat(directory)
@@ -66,8 +74,7 @@ def ensure_directory(path: str, *, create: bool = True) -> None:
                 f"state directory {directory} does not exist (create it, mode 0700, or correct the state path)",
                 errno.ENOENT,
             ) from None
-        _make_private(directory)
-        info = os.stat(directory)
+        return True
     except OSError as exc:
         raise StoreError(f"cannot use state directory {directory}: {exc.strerror}", exc.errno) from None
     if not stat.S_ISDIR(info.st_mode):
@@ -78,6 +85,7 @@ def ensure_directory(path: str, *, create: bool = True) -> None:
             f"owner uid {info.st_uid}); make it the running user's, mode 0700",
             errno.EPERM,
         )
+    return False
 
 
 def _make_private(directory: str) -> None:

@@ -579,3 +579,13 @@ def test_fleet_reads_every_spur_node_through_scontrol(cli, spur):
     assert rows["n3"]["managed"] is False
     assert rows["n3"]["drain_owner"] is None
     assert document["summary"]["spurinv_drained"] == 1
+
+
+def test_fleet_over_scontrol_names_its_program_as_the_controller(cli, spur):
+    """Issue #25: the header said `fleet    2026-…` with an empty controller field."""
+    document = cli("fleet", "--json").json()
+    assert document["controller"].startswith("scontrol (/")  # the program run, resolved on PATH if need be
+    assert document["controller"].endswith("/scontrol)")
+    text = cli("fleet").out.splitlines()[0]
+    assert text.startswith("fleet  20")
+    assert "scontrol (" in text
