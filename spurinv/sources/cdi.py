@@ -34,6 +34,7 @@ VERSIONS = ((0, 3, 0), (1, 1, 0))
 KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
 NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
 SUFFIXES = (".json", ".yaml", ".yml")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SpecError(Exception):
@@ -62,15 +63,16 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
             raise SpecError("invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError("not a mapping")
+    _refuse_surrogates(data)
     version = data.get("cdiVersion")
-    if not isinstance(version, str) or not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        raise SpecError(f"bad cdiVersion {version!r}")
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}", version):
+        raise SpecError(f"bad cdiVersion {_shown(version)}")
     number = tuple(int(p) for p in version.split("."))
     if not VERSIONS[0] <= number <= VERSIONS[1]:
         raise SpecError(f"unsupported cdiVersion {version}")
     kind = data.get("kind")
     if not isinstance(kind, str) or not KIND.match(kind):
-        raise SpecError(f"bad kind {kind!r} (expected vendor/class)")
+        raise SpecError(f"bad kind {_shown(kind)} (expected vendor/class)")
     devices = data.get("devices")
     if not isinstance(devices, list) or not devices:
         raise SpecError("no devices")
@@ -79,12 +81,38 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
     for position, device in enumerate(devices):
         name = device.get("name") if isinstance(device, dict) else None
         if not isinstance(name, str) or not NAME.match(name):
-            raise SpecError(f"devices[{position}]: bad device name {name!r}")
+            raise SpecError(f"devices[{position}]: bad device name {_shown(name)}")
         if name in seen:
-            raise SpecError(f"devices[{position}]: duplicate device name {name!r}")
+            raise SpecError(f"devices[{position}]: duplicate device name {_shown(name)}")
         seen.add(name)
         result.append((kind, name, _device_nodes(device.get("containerEdits"), position)))
     return result
+
+
+def _refuse_surrogates(data: object) -> None:
+    """A lone surrogate (``"\\ud800"`` is valid JSON; PyYAML's pure-Python scanner makes one of a
+    ``\\ud800`` escape) is text no file, argv or terminal can hold: the spec is refused, not carried
+    into the state file where it would fail the save (iterative: a deep spec costs no recursion)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise SpecError("holds a lone surrogate escape (not valid Unicode text)")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _shown(value: object) -> str:
+    """A value from the spec in a message: quoted, ASCII, bounded (no Python repr of bytes)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return "null" if value is None else f"of type {type(value).__name__}"
+    if not isinstance(value, str):
+        return f"of type {type(value).__name__}"
+    return json.dumps(value[:60] + ("..." if len(value) > 60 else ""))
 
 
 class _AliasRefused(Exception):

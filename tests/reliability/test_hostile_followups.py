@@ -1,0 +1,65 @@
+"""Hostile input, follow-ups (issue #21, the attacker's second look at the fixes): each test
+reproduces one problem found after the first round and failed before its fix."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spurinv.sources import cdi
+
+# --- a lone surrogate or an invalid escape in a CDI spec (item 1) --------------------------------
+
+SURROGATE_SPECS = {
+    "json-path": (
+        '{"cdiVersion":"0.6.0","kind":"x.com/g","devices":[{"name":"a",'
+        '"containerEdits":{"deviceNodes":[{"path":"/dev/\\udc00"}]}}]}',
+        False,
+    ),
+    "json-key": ('{"cdiVersion":"0.6.0","kind":"x.com/g","\\ud800":1,"devices":[{"name":"a"}]}', False),
+    "yaml-path": (
+        'cdiVersion: "0.6.0"\nkind: x.com/h\ndevices:\n- name: a\n  containerEdits:\n'
+        '    deviceNodes:\n    - path: "/dev/\\udc00"\n',
+        True,
+    ),
+    "yaml-name": ('cdiVersion: "0.6.0"\nkind: x.com/h\ndevices:\n- name: "\\ud800"\n', True),
+    "version-digits": ('{"cdiVersion":"0.6.%s","kind":"x.com/g","devices":[{"name":"a"}]}' % ("0" * 5000), False),
+}
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure-python"])
+@pytest.mark.parametrize("case", sorted(SURROGATE_SPECS))
+def test_a_cdi_spec_with_a_lone_surrogate_or_a_huge_number_is_refused_not_kept(case, pure, monkeypatch):
+    """``"\\udc00"`` is valid JSON (and PyYAML's pure-Python scanner makes one of it): a device
+    path holding one reached the state file and the output, and every run exited 70."""
+    text, yaml_format = SURROGATE_SPECS[case]
+    if pure:
+        import yaml
+
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)  # a PyYAML without libyaml
+    with pytest.raises(cdi.SpecError) as raised:
+        cdi.parse_spec(text, yaml_format)
+    message = str(raised.value)
+    message.encode("utf-8")  # the message itself is valid text
+    assert "\\u" not in message or "surrogate" in message
+    assert len(message) < 200
+
+
+@pytest.mark.parametrize("case", ["json-path", "yaml-path", "version-digits"])
+def test_a_cdi_spec_with_a_lone_surrogate_is_a_flag_naming_the_file_and_the_run_goes_on(case, root_copy, state_path, spurinv):
+    root = root_copy("mi300x-spx")
+    text, yaml_format = SURROGATE_SPECS[case]
+    spec = root / "etc" / "cdi" / ("hostile.yaml" if yaml_format else "hostile.json")
+    spec.write_text(text)
+
+    discovered = spurinv("discover", "--json", "--root", root)
+    ran = spurinv("refresh", "--json", "--root", root, "--state", state_path)
+
+    assert discovered.code == 0, discovered
+    flags = [flag for flag in json.loads(discovered.out)["flags"] if flag["path"].endswith(spec.name)]
+    assert flags, json.loads(discovered.out)["flags"]
+    assert flags[0]["source"] == "cdi", flags
+    assert ran.code == 0, ran
+    assert json.loads(state_path.read_text())  # saved, and valid UTF-8
+    assert "Traceback" not in ran.err + discovered.err
