@@ -4,6 +4,8 @@ reproduces one problem found after the first round and failed before its fix."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +65,56 @@ def test_a_cdi_spec_with_a_lone_surrogate_is_a_flag_naming_the_file_and_the_run_
     assert ran.code == 0, ran
     assert json.loads(state_path.read_text())  # saved, and valid UTF-8
     assert "Traceback" not in ran.err + discovered.err
+
+
+# --- the metrics file over the state, its lock or the config, by another name (item 2) ------------
+
+
+def _spelling(tmp_path: Path, state: Path, config: Path, spelling: str) -> str:
+    """A name for the state file (or the config) that is not its path."""
+    if spelling == "dotdot after a symlink":
+        (state.parent / "deeper").mkdir()
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "hop").symlink_to(state.parent / "deeper")
+        return f"{tmp_path}/elsewhere/hop/../state.json"  # the kernel: state/deeper/.. = state/
+    if spelling == "hard link":
+        (tmp_path / "prom").mkdir()
+        os.link(state, tmp_path / "prom" / "spurinv.prom")
+        return str(tmp_path / "prom" / "spurinv.prom")
+    if spelling == "the config file":
+        return str(config)
+    raise AssertionError(spelling)
+
+
+@pytest.mark.parametrize("spelling", ["dotdot after a symlink", "hard link", "the config file"])
+def test_metrics_file_by_another_name_is_refused_by_refresh_fleet_and_config(cli, env, built, tmp_path, spelling):
+    """``a/link/../state.json`` (abspath drops ``link/..``, the kernel does not), a hard link to
+    the state file, or the config file itself were accepted as the metrics file: exit 0, and the
+    state (or config) replaced by Prometheus text. ``fleet --metrics-file`` had no check at all."""
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    config = Path(env["SPURINV_CONFIG"])
+    root = built("mi300x-spx")
+    assert cli("refresh", "--root", root, "--state", state).code == 0
+    target = _spelling(tmp_path, state, config, spelling)
+    before = state.read_bytes(), config.read_bytes()
+
+    flag = cli("refresh", "--root", root, "--state", state, "--metrics-file", target)
+    os.environ["SPURINV_STATE"] = str(state)  # fleet and config show take the state from here
+    try:
+        fleet = cli("fleet", "--controller-url", "http://127.0.0.1:9", "--metrics-file", target)
+        config.write_text(f'[metrics]\nfile = "{target}"\n')
+        config.chmod(0o600)
+        from_file = cli("refresh", "--root", root, "--state", state)
+        shown = cli("config", "show")
+    finally:
+        del os.environ["SPURINV_STATE"]
+
+    assert (flag.code, fleet.code, from_file.code, shown.code) == (64, 64, 78, 78), (flag, fleet, from_file, shown)
+    assert "--metrics-file" in flag.err
+    assert "--metrics-file" in fleet.err
+    assert "metrics.file" in from_file.err
+    assert "metrics.file" in shown.err
+    for ran in (flag, fleet, from_file, shown):
+        assert len(ran.err.strip().splitlines()) == 1, ran.err
+    assert state.read_bytes() == before[0]
