@@ -208,12 +208,16 @@ class Controller:
             if reader is not None:
                 try:
                     reader.feed(chunk)
+                except answer.TooLarge as exc:
+                    raise ControllerError("protocol", f"{where}: {self._scrub(str(exc))}") from None
                 except (ValueError, RecursionError):
                     reader = None  # garbage: read on only to hold the limit
         if reader is None:
             return None
         try:
             parsed = reader.close()
+        except answer.TooLarge as exc:
+            raise ControllerError("protocol", f"{where}: {self._scrub(str(exc))}") from None
         except (ValueError, RecursionError):
             return None
         if reader.replaced and self.log is not None:

@@ -397,9 +397,7 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     token = read_token(settings, world.environ)
     cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
-    registrar = registrar_for(
-        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget
-    )
+    registrar = registrar_for(settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget)
     return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 
 
@@ -574,7 +572,12 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
             world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
         )
         memo = ledger.memo(
-            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node,
+            outcome.fingerprint,
+            key,
+            config.discovery.cdi_dirs,
+            config.discovery.ignore_pci,
+            options.metrics_file,
+            node,
             config.observe,
         )
         steady = Steady.model_validate(memo)
