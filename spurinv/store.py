@@ -209,6 +209,18 @@ def write_atomic(path: str, data: bytes, mode: int = 0o600, *, make_directory: b
         pass  # the rename is done; some filesystems refuse fsync on a directory
 
 
+def write_state(path: str, data: bytes) -> None:
+    """Write the state file, never one its loader (``read``: at most MAX_STATE) would refuse:
+    such a file would be moved aside as corrupt by the next run, and the baseline with it."""
+    if len(data) > MAX_STATE:
+        raise StoreError(
+            f"cannot write {path}: the state would be {len(data)} bytes, more than the {MAX_STATE >> 20} MiB "
+            "a run reads back; the previous state file is untouched",
+            errno.EFBIG,
+        )
+    write_atomic(path, data)
+
+
 def discard(path: str) -> None:
     """Remove a temporary file if it is there."""
     try:  # noqa: SIM105  (importing contextlib costs the timer's tick 0.6 ms: issue #6)

@@ -31,6 +31,7 @@ MAX_SPEC = 1 << 20
 MAX_SPECS = 64
 MAX_SPEC_BYTES = 2 << 20
 VERSIONS = ((0, 3, 0), (1, 1, 0))
+MAX_NAME = 255  # characters of a kind or a device name: each goes into the state file's readings
 KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
 NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
 SUFFIXES = (".json", ".yaml", ".yml")
@@ -71,7 +72,7 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
     if not VERSIONS[0] <= number <= VERSIONS[1]:
         raise SpecError(f"unsupported cdiVersion {version}")
     kind = data.get("kind")
-    if not isinstance(kind, str) or not KIND.match(kind):
+    if not isinstance(kind, str) or len(kind) > MAX_NAME or not KIND.match(kind):
         raise SpecError(f"bad kind {_shown(kind)} (expected vendor/class)")
     devices = data.get("devices")
     if not isinstance(devices, list) or not devices:
@@ -80,7 +81,7 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
     seen = set()
     for position, device in enumerate(devices):
         name = device.get("name") if isinstance(device, dict) else None
-        if not isinstance(name, str) or not NAME.match(name):
+        if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.match(name):
             raise SpecError(f"devices[{position}]: bad device name {_shown(name)}")
         if name in seen:
             raise SpecError(f"devices[{position}]: duplicate device name {_shown(name)}")

@@ -118,3 +118,38 @@ def test_metrics_file_by_another_name_is_refused_by_refresh_fleet_and_config(cli
     for ran in (flag, fleet, from_file, shown):
         assert len(ran.err.strip().splitlines()) == 1, ran.err
     assert state.read_bytes() == before[0]
+
+
+# --- CDI flags and names grow the state past what its loader reads (item 4) ----------------------
+
+
+def test_unbounded_cdi_flags_never_make_a_state_the_loader_refuses(root_copy, state_path, spurinv):
+    """40,000 symbolic links in etc/cdi were 40,000 flags in every reading: the state grew past
+    16 MiB and the next run moved it aside as corrupt, losing the baseline."""
+    root = root_copy("mi300x-spx")
+    directory = root / "etc" / "cdi"
+    for index in range(40000):
+        (directory / f"{index:05d}{'x' * 240}.json").symlink_to("amd.json")
+
+    runs = [spurinv("refresh", "--json", "--root", root, "--state", state_path) for _ in range(3)]
+
+    assert [ran.code for ran in runs] == [0, 0, 0], runs
+    assert not list(state_path.parent.glob("*.corrupt-*")), "the state was moved aside as corrupt"
+    assert state_path.stat().st_size < (1 << 20)
+    flags = json.loads(state_path.read_text())["readings"][-1]["flags"]
+    assert len(flags) <= 101, len(flags)
+    assert "more" in flags[-1]["reason"], flags[-1]
+    assert all(len(flag["path"]) <= 1024 and len(flag["reason"]) <= 1024 for flag in flags)
+
+
+def test_a_state_past_what_the_loader_reads_is_never_written(tmp_path):
+    """The last line of defence: whatever grew the state, the previous file stays as it was."""
+    from spurinv import store
+
+    path = tmp_path / "state.json"
+    path.write_bytes(b"{}\n")
+
+    with pytest.raises(store.StoreError, match="more than the 16 MiB"):
+        store.write_state(str(path), b" " * (store.MAX_STATE + 1))
+    assert path.read_bytes() == b"{}\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
