@@ -50,8 +50,15 @@ MAX_KEPT = 2 << 20
 _SLICE = 1 << 16  # text is taken in slices so a value's cap holds however the answer is fed
 
 
-class TooLarge(ValueError):
+class Unusable(ValueError):
+    """An answer that is JSON but cannot be used, with where and why (one line)."""
+
+
+class TooLarge(Unusable):
     """An answer past one of the bounds above: refused, with the bound in the message."""
+
+
+_LONG_NUMBER = re.compile(r'"([^"\\]{0,60})"\s*:\s*-?[0-9]{4000}')
 
 
 class Reader:
@@ -99,7 +106,12 @@ class Reader:
         if self._whole is None:
             self._resume()
         if self._whole is not None:
-            return clean(json.loads("".join(self._whole)))
+            try:
+                return clean(json.loads("".join(self._whole)))
+            except json.JSONDecodeError:
+                raise
+            except ValueError:
+                raise Unusable("a number of more than 4300 digits (refused)") from None
         if not self._finished:
             raise ValueError("the answer ends before its JSON does")
         return self._value
@@ -230,6 +242,8 @@ class Reader:
             except json.JSONDecodeError:
                 if self._final:
                     raise
+            except ValueError:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+                raise self._long_number(where) from None
             else:
                 # a number or literal that ends the buffer may go on in the next chunk
                 if end < len(self._text) or self._final:
@@ -243,6 +257,11 @@ class Reader:
             # try again once the unparsed text has doubled (a huge value costs O(n), not O(n²)),
             # and no later than just past the cap
             yield max(1, min(have, MAX_VALUE + 1 - have))
+
+    def _long_number(self, where: str) -> Unusable:
+        found = _LONG_NUMBER.search(self._text, self._pos)
+        field = f"{found.group(1)!r}: " if found else ""
+        return Unusable(f"{where or 'a value'}: {field}a number of more than 4300 digits (refused)")
 
     def _too_large(self, where: str) -> TooLarge:
         return TooLarge(f"{where or 'a value'}: larger than {MAX_VALUE >> 20} MiB of JSON (refused)")

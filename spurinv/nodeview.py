@@ -167,12 +167,25 @@ def _view(node: dict[str, Any], name: str) -> NodeView:
         reason=str(node.get("reason") or ""),
         reason_set_by=node.get("reason_set_by_user") or None,
         reason_changed_at=changed_at(node.get("reason_changed_at")),
-        alloc_cpus=int(node.get("alloc_cpus") or 0),
-        alloc_memory=int(node.get("alloc_memory") or 0),
+        alloc_cpus=_count(node, "alloc_cpus"),
+        alloc_memory=_count(node, "alloc_memory"),
         gres=node["gres"] if isinstance(node.get("gres"), str) else None,
         gres_used=node["gres_used"] if isinstance(node.get("gres_used"), str) else None,
         extra=node["extra"] if isinstance(node.get("extra"), str) else None,
     )
+
+
+def _count(node: dict[str, Any], field: str) -> int:
+    """A count the controller sent: a JSON number, or digits; anything else is a field error
+    naming the field (``int()`` of 5,000 digits raises, 1e999 is an infinite float)."""
+    value = node.get(field) or 0
+    if isinstance(value, str) and len(value.strip()) > 18:
+        raise ValueError(f"{field}: {len(value.strip())} characters is no count")
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = repr(value)[:20] if isinstance(value, (str, float)) else type(value).__name__
+        raise ValueError(f"{field}: {shown} is no count") from None
 
 
 class Gres(BaseModel):

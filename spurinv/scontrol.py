@@ -240,7 +240,7 @@ class Scontrol:
         try:
             reader.feed(outcome.stdout)
             body = reader.close()
-        except answer.TooLarge as exc:
+        except answer.Unusable as exc:
             raise ControllerError("protocol", f"scontrol --json {' '.join(args)}: {printable(str(exc))}") from None
         except (ValueError, RecursionError):
             raise ControllerError("protocol", f"scontrol --json {' '.join(args)}: not JSON") from None
