@@ -259,6 +259,15 @@ def rebuild_gres(current: str, models: dict[str, int]) -> str:
     return ",".join(result)
 
 
+def unsendable_gres(current: str) -> str | None:
+    """The first entry :func:`rebuild_gres` would send back that does not round-trip: text read
+    with U+FFFD (bytes that were not UTF-8, a lone surrogate) is not what the controller holds.
+    GPU entries are rebuilt from the inventory, so only the others count."""
+    if "\ufffd" not in current:
+        return None
+    return next((entry.text for entry in parse_gres(current) if entry.name != "gpu" and "\ufffd" in entry.text), None)
+
+
 def gres_agrees(current: str | None, models: dict[str, int]) -> bool:
     """Does the controller's GPU GRES say what the inventory says?"""
     if current is None:
