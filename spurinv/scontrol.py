@@ -228,7 +228,7 @@ class Scontrol:
 
     def _spur_nodes(self, *names: str, limit: int = MAX_ONE) -> list[NodeView]:
         outcome = self._run("show", "node", *names, limit=limit)
-        views = parse_spur_nodes(outcome.stdout)
+        views = parse_spur_nodes(outcome.stdout, names[0] if len(names) == 1 else None)
         if outcome.replaced:
             marked = [view.name for view in views if holds_replacement([view.name, view.reason, view.gres or ""])]
             self._not_utf8("scontrol show node", marked[: answer.MARKED], len(marked))
