@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 MAX_SPEC = 1 << 20
 MAX_SPECS = 64
 MAX_SPEC_BYTES = 2 << 20
+# YAML costs 20-60 times JSON's CPU a byte (bench/cdi.py: 1 MiB is ~1 s with libyaml, ~6 s with
+# the pure-Python parser), and discovery runs on every tick: YAML specs get their own budget, a
+# quarter of it without libyaml. A YAML spec past it is flagged and skipped (JSON ones still read).
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_BYTES_PURE = 256 << 10
 VERSIONS = ((0, 3, 0), (1, 1, 0))
 MAX_NAME = 255  # characters of a kind or a device name: each goes into the state file's readings
 KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
@@ -162,6 +167,13 @@ def _loader() -> type:
     return NoAliases
 
 
+def _libyaml() -> bool:
+    """Does PyYAML have its C loader? (Importing yaml costs ~10 ms: only asked once a YAML spec is met.)"""
+    import yaml
+
+    return hasattr(yaml, "CSafeLoader")
+
+
 def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
@@ -194,6 +206,8 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
     files = 0
     read = 0  # bytes of specs read or tried (at most MAX_SPEC_BYTES a run), and at most MAX_SPECS files
     stopped = False
+    yaml_read = 0
+    yaml_budget = 0  # known once a YAML spec is met (importing yaml costs the tick ~10 ms)
     paths = root.resolver()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
@@ -225,10 +239,22 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
                     f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
                 )
                 continue
+            yaml_format = not name.endswith(".json")
+            if yaml_format and not yaml_budget:
+                yaml_budget = MAX_YAML_BYTES if _libyaml() else MAX_YAML_BYTES_PURE
+            if yaml_format and yaml_read + size > yaml_budget:
+                report.flag(
+                    file_path,
+                    f"YAML spec not read: {yaml_read} bytes of YAML were read, at most {yaml_budget >> 10} KiB a run "
+                    f"({'with' if yaml_budget == MAX_YAML_BYTES else 'without'} libyaml); write large specs as JSON",
+                )
+                continue
             files += 1
             read += size
+            if yaml_format:
+                yaml_read += size
             try:
-                devices = parse_spec(read_text(file_path, MAX_SPEC), not name.endswith(".json"))
+                devices = parse_spec(read_text(file_path, MAX_SPEC), yaml_format)
             except ReadError as exc:
                 report.flag(exc.path, exc.reason)
                 continue

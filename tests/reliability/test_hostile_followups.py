@@ -153,3 +153,81 @@ def test_a_state_past_what_the_loader_reads_is_never_written(tmp_path):
         store.write_state(str(path), b" " * (store.MAX_STATE + 1))
     assert path.read_bytes() == b"{}\n"
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+# --- the state directory's parents (item 9) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("parent", ["0777 without sticky", "another user's", "through a link"])
+def test_a_state_directory_under_a_parent_others_can_write_is_refused(cli, built, tmp_path, parent):
+    """Only the state directory itself was checked: under a world-writable parent (0777, not
+    sticky) or another user's, anyone could rename it away and put their own in its place."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if parent == "0777 without sticky":
+        shared.chmod(0o777)
+    elif parent == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give a directory to another user")
+        os.chown(shared, 4242, 4242)
+    else:
+        shared.chmod(0o777)
+        (tmp_path / "link").symlink_to(shared)
+    state_dir = shared / "state"
+    state_dir.mkdir(mode=0o700)
+    spelled = (tmp_path / "link" / "state") if parent == "through a link" else state_dir
+    sticky = tmp_path / "sticky"  # /tmp's shape: 1777, root's, is fine
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "state").mkdir(mode=0o700)
+
+    refused = cli("refresh", "--root", built("mi300x-spx"), "--state", spelled / "state.json")
+    fine = cli("refresh", "--root", built("mi300x-spx"), "--state", sticky / "state" / "state.json")
+
+    assert refused.code == 73, refused.err
+    assert str(spelled.parent) in refused.err  # the parent as the path spells it
+    assert len(refused.err.strip().splitlines()) == 1, refused.err
+    assert not (state_dir / "state.json").exists()
+    assert fine.code == 0, fine.err
+
+
+# --- what YAML specs cost a run (item 12) ----------------------------------------------------------
+
+
+def _yaml_spec(index: int, size: int) -> str:
+    head = f'cdiVersion: "0.6.0"\nkind: example.com/k{index}\ndevices:\n'
+    device = "- name: d{}\n  containerEdits:\n    deviceNodes:\n    - path: /dev/fpga{}\n"
+    parts, total, number = [head], len(head), 0
+    while total < size - 120:
+        parts.append(device.format(number, number))
+        total += len(parts[-1])
+        number += 1
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("libyaml", [True, False], ids=["libyaml", "pure-python"])
+def test_the_yaml_a_run_parses_is_bounded_and_json_specs_are_still_read(tmp_path, libyaml, monkeypatch):
+    """Two MiB of YAML specs cost ~2.4 s of CPU with libyaml and ~12 s without, on every tick:
+    YAML gets its own budget a run (smaller without libyaml); JSON specs after it are still read."""
+    import yaml
+
+    from spurinv.root import Root
+    from spurinv.sources.report import Report
+
+    if not libyaml:
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    budget = cdi.MAX_YAML_BYTES if libyaml else cdi.MAX_YAML_BYTES_PURE
+    directory = tmp_path / "etc" / "cdi"
+    directory.mkdir(parents=True)
+    share = budget // 2 - 1000
+    for index in range(3):
+        (directory / f"spec{index}.yaml").write_text(_yaml_spec(index, share))
+    (directory / "zz.json").write_text(json.dumps({"cdiVersion": "0.6.0", "kind": "example.com/j", "devices": [{"name": "a"}]}))
+    report = Report("cdi")
+
+    found = cdi.read_cdi(Root(str(tmp_path)), report)
+
+    kinds = {device["kind"] for device in found}
+    assert kinds == {"example.com/k0", "example.com/k1", "example.com/j"}, kinds
+    assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec2.yaml"]
+    assert "YAML" in report.flags[0]["reason"]
