@@ -199,15 +199,51 @@ def _device_nodes(edits: object, position: int) -> list[str]:
     return paths
 
 
+class _Bounds:
+    """What one run may read of CDI specs: MAX_SPECS files, MAX_SPEC_BYTES, and the YAML budget."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.files = 0
+        self.read = 0  # bytes of specs read or tried
+        self.stopped = False
+        self.yaml_read = 0
+        self.yaml_budget = 0  # known once a YAML spec is met (importing yaml costs the tick ~10 ms)
+
+    def admit(self, file_path: str, yaml_format: bool) -> bool:
+        """May this spec be read? Flags it when not."""
+        if self.stopped:
+            return False
+        size = min(_size(file_path), MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
+        if self.files >= MAX_SPECS or self.read + size > MAX_SPEC_BYTES:
+            self.stopped = True
+            self.report.flag(
+                file_path,
+                f"not read, nor any spec after it: {self.files} specs of {self.read} bytes were read "
+                f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
+            )
+            return False
+        if yaml_format and not self.yaml_budget:
+            self.yaml_budget = MAX_YAML_BYTES if _libyaml() else MAX_YAML_BYTES_PURE
+        if yaml_format and self.yaml_read + size > self.yaml_budget:
+            self.report.flag(
+                file_path,
+                f"YAML spec not read: {self.yaml_read} bytes of YAML were read, at most {self.yaml_budget >> 10} KiB "
+                f"a run ({'with' if self.yaml_budget == MAX_YAML_BYTES else 'without'} libyaml); write large specs as JSON",
+            )
+            return False
+        self.files += 1
+        self.read += size
+        if yaml_format:
+            self.yaml_read += size
+        return True
+
+
 def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> list[CdiDevice]:
     """Return every valid CDI device, later directories overriding earlier ones."""
     found: dict[str, CdiDevice] = {}
     directories = 0
-    files = 0
-    read = 0  # bytes of specs read or tried (at most MAX_SPEC_BYTES a run), and at most MAX_SPECS files
-    stopped = False
-    yaml_read = 0
-    yaml_budget = 0  # known once a YAML spec is met (importing yaml costs the tick ~10 ms)
+    bounds = _Bounds(report)
     paths = root.resolver()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
@@ -228,31 +264,9 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
                 # symlinked specs, so one we skip must be heard of, not silently dropped.
                 report.flag(file_path, "not a regular file (a symlink or a directory): ignored")
                 continue
-            if stopped:
-                continue
-            size = min(_size(file_path), MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
-            if files >= MAX_SPECS or read + size > MAX_SPEC_BYTES:
-                stopped = True
-                report.flag(
-                    file_path,
-                    f"not read, nor any spec after it: {files} specs of {read} bytes were read "
-                    f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
-                )
-                continue
             yaml_format = not name.endswith(".json")
-            if yaml_format and not yaml_budget:
-                yaml_budget = MAX_YAML_BYTES if _libyaml() else MAX_YAML_BYTES_PURE
-            if yaml_format and yaml_read + size > yaml_budget:
-                report.flag(
-                    file_path,
-                    f"YAML spec not read: {yaml_read} bytes of YAML were read, at most {yaml_budget >> 10} KiB a run "
-                    f"({'with' if yaml_budget == MAX_YAML_BYTES else 'without'} libyaml); write large specs as JSON",
-                )
+            if not bounds.admit(file_path, yaml_format):
                 continue
-            files += 1
-            read += size
-            if yaml_format:
-                yaml_read += size
             try:
                 devices = parse_spec(read_text(file_path, MAX_SPEC), yaml_format)
             except ReadError as exc:
@@ -275,5 +289,5 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
     if not directories:
         report.absent("no CDI spec directory")
     else:
-        report.detail = f"{files} specs, {len(found)} devices"
+        report.detail = f"{bounds.files} specs, {len(found)} devices"
     return list(found.values())
