@@ -25,7 +25,7 @@ from spurinv.budget import Budget
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.nodeview import NodeView, gpu_counts, parse_node, slurm_errors, used_count
-from spurinv.secret import Secret
+from spurinv.secret import Secret, printable
 from spurinv.transport import RegisterResult, Request, recorded, register_directly
 
 if TYPE_CHECKING:
@@ -202,13 +202,13 @@ class Controller:
         goes); more than ``limit`` bytes is a protocol error. Never holds the whole body."""
         declared = response.headers.get("Content-Length")
         if declared and declared.isdigit() and int(declared) > limit:
-            raise ControllerError("protocol", f"response of {declared} bytes exceeds {limit}")
+            raise ControllerError("protocol", f"{where}: response of {declared} bytes exceeds {limit}")
         reader: answer.Reader | None = answer.Reader(keep if response.status_code == 200 else None)
         size = 0
         for chunk in response.iter_content(65536):
             size += len(chunk)
             if size > limit:
-                raise ControllerError("protocol", f"response exceeds {limit} bytes")
+                raise ControllerError("protocol", f"{where}: response exceeds {limit} bytes")
             if reader is not None:
                 try:
                     reader.feed(chunk)
@@ -452,4 +452,17 @@ def _os_reason(exc: BaseException) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+    """An exception's words for a one-line message: its first argument when that is text (urllib3
+    wraps a tuple: ``('Connection broken: InvalidChunkLength(got length b'zz', …)', …)``), without
+    Python's ``b'…'`` spelling of bytes, control characters escaped."""
+    current = exc
+    for _ in range(8):  # requests wraps urllib3's error, which wraps the cause
+        if not (current.args and isinstance(current.args[0], BaseException)):
+            break
+        current = current.args[0]
+    words = current.args[0] if current.args and isinstance(current.args[0], str) else str(current)
+    words = _BYTES_REPR.sub(r"\1\2\1", words)
+    return printable((words.splitlines() or [type(exc).__name__])[0][:200]) or type(exc).__name__
+
+
+_BYTES_REPR = re.compile(r"\bb(['\"])(.*?)\1")

@@ -231,3 +231,44 @@ def test_the_yaml_a_run_parses_is_bounded_and_json_specs_are_still_read(tmp_path
     assert kinds == {"example.com/k0", "example.com/k1", "example.com/j"}, kinds
     assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec2.yaml"]
     assert "YAML" in report.flags[0]["reason"]
+
+
+# --- one line, no Python spelling of bytes (item 11) -------------------------------------------------
+
+
+def test_a_broken_chunked_answer_is_one_line_without_python_reprs(tmp_path):
+    """A server that sends a bad chunk length: requests says ``ChunkedEncodingError(ProtocolError(
+    ('Connection broken: InvalidChunkLength(got length b'zz', 0 bytes read)', …)))``; the run's
+    line said the tuple, with ``b'zz'``."""
+    import socket
+    import threading
+
+    from spurinv.config import ControllerSection
+    from spurinv.controller import Controller
+    from spurinv.errors import ControllerError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        settings = ControllerSection(url=f"http://127.0.0.1:{port}", api="slurm/v0.0.42", timeout=5)
+        with pytest.raises(ControllerError) as raised:
+            Controller(settings, "n1", None).view()
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+
+    message = raised.value.message
+    assert "\n" not in message
+    assert "b'" not in message
+    assert "/slurm/v0.0.42/node/n1" in message
