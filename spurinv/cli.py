@@ -315,13 +315,16 @@ def check(
 
 
 def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str) -> None:
-    """The metrics file must not be the state file or its lock: the metrics would replace the
-    state, which the next run would then move aside as corrupt (64 from the flag, 78 from the file)."""
+    """The metrics file must not be the state file, its lock or the config file: the metrics
+    would replace the state, which the next run would then move aside as corrupt (64 from the
+    flag, 78 from the file). One check (``locations.clash``) for refresh, fleet and config show."""
+    from spurinv.secret import printable
+
     if flag:
-        if clash := locations.clash(flag, state):
-            raise UsageError(f"--metrics-file {flag}: that is {clash}; name a file of its own")
-    elif configured and (clash := locations.clash(configured, state)):
-        raise ConfigError(f"{config_file}: metrics.file = {configured!r}: that is {clash}; name a file of its own")
+        if clash := locations.clash(flag, state, config_file):
+            raise UsageError(f"--metrics-file {printable(flag)}: that is {clash}; name a file of its own")
+    elif configured and (clash := locations.clash(configured, state, config_file)):
+        raise ConfigError(f"{config_file}: metrics.file = {printable(configured)}: that is {clash}; name a file of its own")
 
 
 @app.command(short_help="Read-only: what differs from the baseline and the last reading.")
@@ -447,6 +450,7 @@ def fleet(
     environ = dict(os.environ)
     try:
         loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
+        _metrics_apart(metrics_file, "", locations.state_path(None, environ), path)
         if loaded.controller.transport == "rest" and not loaded.controller.url:
             raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
         try:
@@ -536,6 +540,7 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
 
     try:
         loaded, origins, path = _config(config_file)
+        _metrics_apart(None, loaded.metrics.file, locations.state_path(None, dict(os.environ)), path)
     except SpurinvError as error:
         raise _fail("config", error, as_json) from None
     flat = {

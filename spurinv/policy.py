@@ -39,8 +39,9 @@ from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
-from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres
+from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres, unsendable_gres
 from spurinv.ownership import owns, reason_for, reason_id, record_value, splice, stamp, text_of
+from spurinv.secret import printable
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 from spurinv.transport import SLURM_REMEDY
 
@@ -286,6 +287,16 @@ def decide(
                 ),
                 exit_code=exitcode.PROTOCOL,
             )
+    if altered := unsendable_gres(view.gres or ""):
+        return Action(
+            kind=Do.HOLD,
+            reason=(
+                f'the controller\'s GRES entry "{printable(altered[:60])}" held bytes that are not UTF-8 (read as U+FFFD): '
+                "it cannot be sent back as it was, and leaving it out would zero it; not re-registering "
+                f"({summary}); fix the node's GRES on the controller"
+            ),
+            exit_code=exitcode.PROTOCOL,
+        )
     body = register_body(view, current, settings)
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}{_unrecorded(view, body)}", body=body)
 

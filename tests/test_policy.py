@@ -497,7 +497,7 @@ def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_ru
 
 @settings(max_examples=300)
 @given(
-    ahead=st.integers(-10**6, 10**9),
+    ahead=st.integers(-(10**6), 10**9),
     maximum=st.integers(1, 7 * 86400),
     kind=st.sampled_from([*BLOCKING, "refused"]),
 )
@@ -529,7 +529,7 @@ def test_backoff_messages_show_the_date_when_it_is_not_today():
 @given(
     name=st.text(min_size=1, max_size=40),
     interval=st.integers(60, 86400),
-    since=st.integers(-10**6, 10**6),
+    since=st.integers(-(10**6), 10**6),
 )
 def test_the_all_nodes_query_is_at_most_once_per_interval_per_node_and_at_most_a_quarter_later(name, interval, since):
     last = NOW - timedelta(seconds=since)
@@ -589,3 +589,36 @@ def test_a_waiting_node_with_gpus_in_use_holds_and_one_without_registers():
 
     assert Do.HOLD == waiting.kind
     assert Do.REGISTER == cpu_only.kind
+
+
+# --- controller text cleaned on input is never written back (issue #21 follow-up, item 6) ---------
+
+
+@pytest.mark.parametrize("extra", ['{"rack": "Zo\ufffd"}', '{"\ufffd": 1, "spurinv": {"node": "n1"}}', "note \ufffd"])
+def test_an_extra_read_with_replacement_is_never_spliced_and_the_run_says_so(extra):
+    """``extra`` with a raw Latin-1 byte (read as U+FFFD) was spliced and sent back with U+FFFD
+    in place of the admin's byte: the drain and the registration now leave ``extra`` alone."""
+    state = state_for(SPX, CPX, CPX)
+
+    drain = decide(outcome_for(state), BUSY.model_copy(update={"extra": extra}), state, SLURM, NOW, nonce="3f9a")
+    register = decide(outcome_for(state), view(gres="gpu:mi300x:8", extra=extra), state, SLURM, NOW)
+
+    assert list(drain.body) == ["state", "reason"]
+    assert (register.kind, "extra" in register.body) == (Do.REGISTER, False)
+    assert "no record in it" in register.reason
+
+
+def test_a_gres_entry_read_with_replacement_is_never_sent_back():
+    """Re-registering sends every non-GPU entry back as listed; one read with U+FFFD would go
+    back altered (and leaving it out zeroes it): the run holds, says which, and exits 76."""
+    state = state_for(SPX, CPX, CPX)
+    idle = view(gres="gpu:mi300x:8,fpga:x\ufffd:2")
+
+    action = decide(outcome_for(state), idle, state, SLURM, NOW)
+
+    assert action.kind == Do.HOLD
+    assert action.exit_code == exitcode.PROTOCOL
+    assert "fpga:x\ufffd:2" in action.reason
+    plain = decide(outcome_for(state), view(gres="gpu:mi\ufffd:8,fpga:x:2"), state, SLURM, NOW)
+    assert plain.kind == Do.REGISTER  # a GPU entry is rebuilt from the inventory: nothing of it goes back
+    assert plain.body["gres"] == "gpu:mi300x:64,fpga:x:2"

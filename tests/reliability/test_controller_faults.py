@@ -596,3 +596,64 @@ def test_proxy_variables_in_the_environment_are_ignored(rig, ledger):
         assert proxy.seen == []
     assert run.code == 0, run.err
     assert len(run.requests) == 1
+
+
+# --- issue #21 follow-ups: numbers past int()'s limit, a failed read, a JSON 404 --------------------
+
+
+def test_a_5000_digit_number_in_the_answer_is_a_field_error_not_a_crash(rig, ledger):
+    """``int()`` refuses more than 4,300 digits (ValueError): in ``/openapi/v3``'s paths (the
+    version) it crashed the run (70); in a node, it is a malformed answer naming the field."""
+    rig.prime("mi300x-spx")
+    huge = "1" + "0" * 5000
+    spec = {"openapi": "3.0.2", "paths": {f"/slurm/v0.0.{huge}/node/{{node_name}}": {"get": {}},
+                                          "/slurm/v0.0.42/node/{node_name}": {"get": {}}}}  # fmt: skip
+    rig.server.script("GET", "/openapi/v3", Reply(200, spec))
+    detected = rig.run("mi300x-spx", api="auto")
+    body = json.dumps(capture("node-n1-idle")).replace('"alloc_cpus":0', f'"alloc_cpus":{huge}')
+    body = body.replace('"alloc_cpus": 0', f'"alloc_cpus": {huge}')
+    assert huge in body
+    rig.server.script("GET", NODE_PATH, Reply(200, body.encode(), {"Content-Type": "application/json"}))
+    rig.prime("mi300x-cpx")  # a change: the run must read the node (no replayed no-change tick)
+    counted = rig.run("mi300x-cpx")
+
+    record(ledger, "a 5000-digit number in the answer", counted)
+    assert detected.code == 0, detected.err
+    assert counted.code == 76, counted.err
+    assert "alloc_cpus" in counted.err
+    assert "4300 digits" in counted.err
+    assert len(counted.err.strip().splitlines()) == 1, counted.err
+
+
+def test_a_read_answered_500_with_a_slurm_error_is_unreachable_not_refused(rig, ledger):
+    """A GET that fails is not a refusal: 76 left no backoff and the next run asked again."""
+    rig.prime("mi300x-spx")
+    failed = {"errors": [{"error_number": 2000 + 1, "error": "Unspecified error", "description": "x"}]}
+    rig.server.script("GET", NODE_PATH, Reply(500, failed))
+
+    run = rig.run("mi300x-spx")
+
+    record(ledger, "GET answered 500 with a Slurm error", run)
+    assert run.code == 69, run.err
+    assert rig.status()["backoff"]["failures"] == 1, rig.status()["backoff"]
+
+
+def test_a_cached_api_version_answered_with_a_json_404_is_detected_again(rig, ledger):
+    """Only slurmrestd's plain-text 404 re-detected; a JSON error body (a proxy's, a later
+    slurmrestd's) made every run "unknown node" (68) and the change was never registered."""
+    rig.prime("mi300x-spx")
+    assert rig.run("mi300x-spx", api="auto").code == 0  # adopted; v0.0.42 cached
+    rig.gateway.version = "v0.0.44"
+    rig.gateway.gres_policy = "accept"
+    gone = {"errors": [{"error_number": 9000, "error": "Unable find requested URL", "description": "GET " + NODE_PATH}]}
+    rig.server.script("GET", NODE_PATH, Reply(404, gone))
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx", api="auto")
+
+    record(ledger, "api auto: the cached version answers a JSON 404", run)
+    assert run.code == 0, run.err
+    assert [(r.method, r.path) for r in run.requests][:3] == [
+        ("GET", NODE_PATH), ("GET", "/openapi/v3"), ("GET", "/slurm/v0.0.44/node/n1"),
+    ]  # fmt: skip
+    assert rig.status()["api"]["version"] == "slurm/v0.0.44"
