@@ -190,6 +190,9 @@ def test_a_splice_changes_only_our_key_every_other_byte_stays(obj, record):
     text, members = obj
     result = splice(text, record)
 
+    if "\ufffd" in text:  # maybe bytes cleaned on input: never written back (docs/security.md)
+        assert result is None
+        return
     assert result is not None
     assert json.loads(result) == {**members, KEY: record}
     extra = parse_extra(text)
