@@ -84,7 +84,8 @@ class InventoryDiff(_Value):
             groups[key] = groups.get(key, 0) + 1
         for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
             gpus = f"{number} GPU{'s' if number > 1 else ''}"
-            modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else ""
+            # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
+            modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else f" {old_mode}" if old_mode else ""
             parts.append(
                 f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
             )

@@ -58,6 +58,19 @@ class NvidiaGpu(TypedDict):
     path: str
 
 
+class MigInstance(TypedDict):
+    gi: int
+    ci: int
+    gi_minor: int
+    ci_minor: int
+
+
+class MigGpu(TypedDict):
+    minor: int
+    instances: list[MigInstance]
+    empty_gis: list[int]
+
+
 class CdiDevice(TypedDict):
     qualified: str
     name: str

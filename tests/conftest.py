@@ -82,6 +82,10 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
     "vega10-duplicate": lambda p: rb.build_vega10(p, keep_synthetic_copy=True),
     "nvidia-8": rb.build_nvidia,
     "nvidia-cdi": rb.build_nvidia_cdi,
+    **{
+        f"mig-{layout}": (lambda p, layout=layout: rb.build_nvidia_mig(p, f"mig-{layout}"))
+        for layout in ("disabled", "all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci", "applying")
+    },
     **{f"host-{name}": (lambda p, name=name: rb.build_host_only(p, name)) for name in rb.HOST_SETS},
 }
 

@@ -24,6 +24,7 @@ from pathlib import Path
 # --------------------------------------------------------------------------- fixture locations
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+SYNTHETIC = Path(__file__).resolve().parent / "fixtures" / "synthetic"
 _KFD_SETS = REAL / "ROCm__k8s-device-plugin" / "testdata"
 MI300X_CPX_TOPOLOGY = _KFD_SETS / "topo-mi300-cpx" / "topology"
 MI308X_TOPOLOGY = _KFD_SETS / "topology-parsing-mi308" / "topology"
@@ -842,6 +843,25 @@ def build_nvidia_cdi(root: Path) -> Path:
     build_nvidia(root, [gpu])
     write(root, "etc/cdi/nvidia.yaml", NVIDIA_CDI_YAML.read_text())
     return Path(root)
+
+
+def materialize_synthetic(set_name: str, root: Path) -> Path:
+    """Lay the issue-24 synthetic set ``<family>/<set>`` over ``root`` (``build.materialize``:
+    its ``root/`` plus the empty directories git cannot hold)."""
+    src = SYNTHETIC / set_name
+    shutil.copytree(src / "root", root, symlinks=True, dirs_exist_ok=True)
+    empty = src / "empty-dirs.txt"
+    if empty.exists():
+        for line in empty.read_text().splitlines():
+            Path(root, line).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+def build_nvidia_mig(root: Path, layout: str) -> Path:
+    """The 8 × H100 node of ``build_nvidia`` (the same BDFs, minors and UUIDs as the synthetic
+    sets) with the capability tree and CDI spec of ``nvidia-mig/<layout>``."""
+    build_nvidia(root)
+    return materialize_synthetic(f"nvidia-mig/{layout}", root)
 
 
 # --------------------------------------------------------------------------- host only
