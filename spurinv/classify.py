@@ -29,6 +29,15 @@ class Kind(StrEnum):
     CHANGE_PENDING = "change-pending"
     CHANGE_CONFIRMED = "change-confirmed"
     SUSPICIOUS = "suspicious"
+    SWITCHING = "switching"  # a partition switch in progress: neither a change nor a failure
+
+
+SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.report.SWITCH)
+
+
+def switching(reading: Reading) -> bool:
+    """Whether ``reading`` caught a partition switch in progress (its errors carry the evidence)."""
+    return not reading.ok and any(error.source == SWITCH for error in reading.errors)
 
 
 class _Value(BaseModel):
@@ -173,6 +182,10 @@ def classify(
     ``accepted`` is a fingerprint an operator accepted with ``refresh --accept``: it releases a
     suspicious reading with exactly that fingerprint, and nothing else.
     """
+    if switching(current):
+        evidence = [error for error in current.errors if error.source == SWITCH]
+        more = f" (+{len(evidence) - 1} more)" if len(evidence) > 1 else ""
+        return Outcome(kind=Kind.SWITCHING, reason=f"partition switch in progress: {evidence[0].reason}{more}")
     if not current.ok or current.inventory is None:
         first = current.errors[0].line() if current.errors else "no inventory"
         more = f" (+{len(current.errors) - 1} more)" if len(current.errors) > 1 else ""

@@ -129,7 +129,7 @@ def discover(
     raw = run_discovery(
         target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci), topology=True
     )
-    code = exitcode.OK if raw["ok"] else exitcode.IOERR
+    code = documents.discover_exit(raw)
     if output == "json":
         _emit_json(documents.discover_document(raw, target.path, code))
         raise typer.Exit(code)

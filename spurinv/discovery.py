@@ -16,6 +16,7 @@ positional index, never the render minor (reused across modes: docs/spur.md "Ide
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -112,7 +113,9 @@ def _result(
     devices: list[Device],
     pci_functions: list[str],
 ) -> Discovery:
-    errors: list[Problem] = [error for report in reports.values() for error in report.errors]
+    # a switch in progress explains the rest: its evidence comes first (the reading's headline)
+    evidence: list[Problem] = [problem for report in reports.values() for problem in report.evidence]
+    errors: list[Problem] = evidence + [error for report in reports.values() for error in report.errors]
     flags: list[Problem] = [flag for report in reports.values() for flag in report.flags]
     sources = {name: report.as_dict() for name, report in reports.items()}
     if errors or cpus is None or memory is None:
@@ -200,13 +203,17 @@ def _amd_devices(
     for function in functions:
         if function["driver"] == "amdgpu":
             bound.append(function)
+        elif function["driver"] is None:
+            # amdgpu unloading or probing (an NPS change reloads it): a switch, until switch_timeout
+            reports["pci"].switching(function["path"], f"AMD GPU {function['bdf']} has no driver (amdgpu loading?)")
         else:
-            driver = function["driver"] or "no driver"
+            driver = function["driver"]
             reports["pci"].fail(function["path"], f"AMD GPU bound to {driver}, not amdgpu: the driver does not show it")
-    if kfd_report.status == FAILED:
+    if kfd_report.status == FAILED or kfd_report.evidence:
         return []
     if bound and kfd_report.status == ABSENT:
-        kfd_report.fail(root.join(places.KFD_TOPOLOGY), f"missing, but PCI shows {len(bound)} AMD GPUs bound to amdgpu")
+        reason = f"missing, but PCI shows {len(bound)} AMD GPUs bound to amdgpu (amdgpu loading?)"
+        kfd_report.switching(root.join(places.KFD_TOPOLOGY), reason)
         return []
     groups: dict[tuple[int, int, int], list[tuple[int, KfdNode]]] = {}
     for node in kfd:
@@ -234,7 +241,13 @@ def _amd_devices(
                 devices.append(device)
     for function in bound:
         if _slot(function["bdf"]) not in groups:
-            kfd_report.fail(root.join(places.KFD_TOPOLOGY), f"PCI shows AMD GPU {function['bdf']} but KFD has no node for it")
+            where = root.join(places.KFD_TOPOLOGY)
+            reason = f"PCI shows AMD GPU {function['bdf']} but KFD has no node for it"
+            if os.path.lexists(os.path.join(function["path"], "current_compute_partition")):
+                # a partitionable package whose nodes left KFD and are not back yet (§2.2)
+                kfd_report.switching(where, reason + " (its partitions are being re-created?)")
+            else:
+                kfd_report.fail(where, reason)
     _link_peers(devices, kfd, kfd_ids)
     return devices
 
@@ -248,14 +261,23 @@ def _package(
         compute = _word(read_optional(os.path.join(function["path"], "current_compute_partition")))
         memory_mode = _word(read_optional(os.path.join(function["path"], "current_memory_partition")))
     except ReadError as exc:
-        reports["pci"].fail(exc.path, exc.reason)
+        if exc.errno in (errno.EPERM, errno.EBUSY):  # amdgpu answers EPERM while the package resets
+            reports["pci"].switching(exc.path, f"{exc.reason} (a reset or partition switch in progress)")
+        else:
+            reports["pci"].fail(exc.path, exc.reason)
         return []
+    for attribute, mode in (("current_compute_partition", compute), ("current_memory_partition", memory_mode)):
+        if mode == "UNKNOWN":  # the hardware reports no valid mode: mid-switch (docs/partitions.md §2.4)
+            reports["pci"].switching(os.path.join(function["path"], attribute), f"{function['bdf']} reports UNKNOWN")
+            return []
     model = catalog.model_for("amd", function["device_id"], function["product"])
     expected = catalog.expected_partitions(compute, model)
     if expected is not None and len(members) != expected:
         found = len(members)
         reason = f"{function['bdf']} is in {compute}: {expected} partitions expected, KFD shows {found}"
-        kfd_report.fail(members[0][1]["path"], reason)
+        # nodes leave and re-join KFD during a switch; a count that never settles is a failure
+        # once policy.switch_timeout has passed (the real 63-node capture, docs/partitions.md §2.5)
+        kfd_report.switching(members[0][1]["path"], reason)
         return []
     base_function = sort_key(function["bdf"])[3]
     split = (expected or len(members)) > 1
@@ -342,7 +364,8 @@ def _nvidia_devices(
         if layout and layout["empty_gis"]:
             gis = ", ".join(str(gi) for gi in layout["empty_gis"])
             where = root.join(places.NVIDIA_CAPABILITIES, f"gpu{gpu['minor']}", "mig")
-            report.flag(where, f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied?)")
+            reason = f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied)"
+            report.switching(where, reason)
         if layout and layout["instances"]:
             # The type stays the GPU's model: profile names (1g.10gb) only NVML knows.
             devices.extend(

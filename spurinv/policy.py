@@ -6,6 +6,7 @@ The table (issue #4; the review of ROCm/spur#834 by yansun1996; docs/spur.md):
 outcome             controller view              action
 ==================  ==========================  ============================================
 discovery-failed    —                            none (nothing may be acted on)
+switching           —                            none, exit 75 (a switch in progress; not a failure)
 change-pending      —                            none (wait for a second identical reading)
 suspicious          —                            hold; drain only with drain_on_suspicious
 unchanged           our drain on                 resume (``{"state":["RESUME"]}`` only)
@@ -71,6 +72,8 @@ class Settings(BaseModel):
 
     observe: bool
     drain_on_suspicious: bool = False
+    switch_timeout: int = 600  # policy.switch_timeout: a switch in progress longer than this is a failure
+    drain_on_degraded_link: bool = False
     backoff_initial: int = 60
     backoff_max: int = 3600
     ignore_backoff: bool = False  # `refresh --ignore-backoff`: an operator retries now
@@ -168,6 +171,9 @@ def decide(
     """Return the next step for this run (``nonce``: the random part of a drain's id)."""
     if outcome.kind == Kind.DISCOVERY_FAILED:
         return Action(kind=Do.NONE, reason=f"{outcome.reason}; nothing may be acted on", exit_code=exitcode.IOERR)
+    if outcome.kind == Kind.SWITCHING:
+        # not settled: no change to confirm, no failure to back off from; the next tick looks again
+        return Action(kind=Do.NONE, reason=f"{outcome.reason}; waiting for the settled reading", exit_code=exitcode.TEMPFAIL)
     # a state started afresh reads the controller once whatever the reading: a drain of ours
     # the lost state knew is found only there
     first_look = state.fresh and not settings.observe

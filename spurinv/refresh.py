@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
 from spurinv.budget import Budget, Signals, shielded
-from spurinv.classify import Kind, Outcome, classify
+from spurinv.classify import Kind, Outcome, classify, switching
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
 from spurinv.errors import ConfigError, ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
@@ -187,12 +187,30 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     there were no baseline, so the first confirmed reading is compared with the controller's view.
     """
     baseline = state.baseline
+    if switching(reading):
+        return _switching(state, reading, settings)
     if baseline is not None and baseline.source == "observed" and not settings.observe:
         outcome = classify(None, state.latest, reading, state.accepted)
         # the same story status tells about this baseline, not "no baseline yet"
         reason = outcome.reason.replace("no baseline yet", "the baseline was only observed, never told to a controller")
         return outcome.model_copy(update={"reason": reason})
     return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
+
+
+def _switching(state: State, reading: Reading, settings: Settings) -> Outcome:
+    """A switch in progress says since when; past ``policy.switch_timeout`` it is a failure."""
+    outcome = classify(None, None, reading)
+    since = state.switching.since if state.switching else reading.taken_at
+    detail = outcome.reason.removeprefix("partition switch in progress: ")
+    started = f"partition switch in progress since {since:%H:%M} UTC"
+    if state.overdue(reading, settings.switch_timeout):
+        reason = f"{started}, longer than policy.switch_timeout ({settings.switch_timeout} s): {detail}"
+        return Outcome(kind=Kind.DISCOVERY_FAILED, reason=reason)
+    return outcome.model_copy(update={"reason": f"{started}: {detail}"})
+
+
+# A reading nothing may act on ends the run with this status, whatever its steps did
+_UNSETTLED = {Kind.DISCOVERY_FAILED: exitcode.IOERR, Kind.SWITCHING: exitcode.TEMPFAIL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,8 +302,7 @@ def converge(
             exit_code = exc.exit_code
             break
     final = judge(state)
-    if final.kind == Kind.DISCOVERY_FAILED:
-        exit_code = exit_code or exitcode.IOERR
+    exit_code = exit_code or _UNSETTLED.get(final.kind, exitcode.OK)
     return Converged(state, final, steps, exit_code, client, notes)
 
 
@@ -299,6 +316,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     settings = Settings(
         observe=config.observe,
         drain_on_suspicious=config.policy.drain_on_suspicious,
+        switch_timeout=config.policy.switch_timeout,
+        drain_on_degraded_link=config.policy.drain_on_degraded_link,
         backoff_initial=config.policy.backoff_initial,
         backoff_max=config.policy.backoff_max,
         ignore_backoff=options.ignore_backoff,
@@ -314,7 +333,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if options.accept:
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
-    state = state.record(reading).model_copy(update={"node": node})
+    state = state.record(reading, settings.switch_timeout).model_copy(update={"node": node})
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
     if outcome.kind == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
@@ -324,7 +343,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         world.sleep(config.policy.confirm_interval)
         reading = _take_reading(world, config)
         outcome = classify_for(state, reading, settings)
-        state = state.record(reading)
+        state = state.record(reading, settings.switch_timeout)
 
     result = converge(
         state,

@@ -180,7 +180,9 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
     rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
     if rows:
         _labelled(out, rows, indent=7)
-    if not discovery.ok:
+    if not discovery.ok and any(error.source == "switch" for error in discovery.errors):
+        out.print(Text("partition switch in progress: not a settled reading; nothing will be reported", style="bold yellow"))
+    elif not discovery.ok:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
     elif inventory is not None and not inventory.devices:
         out.print(Text("no GPU or accelerator on this node (every source read cleanly)"))
@@ -223,7 +225,8 @@ def refresh(out: Console, document: RefreshDocument) -> None:
     mode = "observe mode (no controller configured)" if document.mode == "observe" else f"controller {document.controller}"
     out.print(Text(f"spurinv refresh, node {document.node}, {mode}", style="bold"))
     rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document.dry_run else []
-    reading = document.inventory if document.reading_ok else "FAILED"
+    switch = any(error.source == "switch" for error in document.errors)
+    reading = document.inventory if document.reading_ok else "SWITCHING" if switch else "FAILED"
     rows.append(("reading", f"{reading}", None))
     if document.fingerprint:
         rows.append(("", f"fingerprint {document.fingerprint[:12]}", None))
@@ -266,7 +269,8 @@ def status(out: Console, document: dict[str, Any]) -> None:
             rows.append((label, text, None))
         else:
             why = reading["errors"][0]["reason"] if reading["errors"] else ""
-            rows.append((label, f"{reading['taken_at']}  FAILED  {why}", "red"))
+            switch = bool(reading["errors"]) and reading["errors"][0]["source"] == "switch"
+            rows.append((label, f"{reading['taken_at']}  {'SWITCHING' if switch else 'FAILED'}  {why}", "red"))
     baseline = document["baseline"]
     if baseline:
         text = f"{baseline['since']}  {baseline['source']}  {baseline['devices']} devices ({_models(baseline)})"

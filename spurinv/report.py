@@ -70,6 +70,7 @@ class StatusDocument(_Document):
     drain: dict[str, Any] | None
     refusal: dict[str, Any] | None
     backoff: dict[str, Any] | None
+    switching: dict[str, Any] | None = None  # a partition switch in progress: {"since"}
     api: dict[str, Any] | None
     consecutive_failures: int
     controller_errors: int

@@ -86,6 +86,10 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
         f"mig-{layout}": (lambda p, layout=layout: rb.build_nvidia_mig(p, f"mig-{layout}"))
         for layout in ("disabled", "all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci", "applying")
     },
+    **{
+        f"amd-{name}": (lambda p, name=name: rb.build_amd_switch(p, name))
+        for name in ("spx-settled", "cpx-switching", "nps-reloading")
+    },
     **{f"host-{name}": (lambda p, name=name: rb.build_host_only(p, name)) for name in rb.HOST_SETS},
 }
 

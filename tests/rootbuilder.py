@@ -864,6 +864,19 @@ def build_nvidia_mig(root: Path, layout: str) -> Path:
     return materialize_synthetic(f"nvidia-mig/{layout}", root)
 
 
+def build_amd_switch(root: Path, snapshot: str) -> Path:
+    """The MI300X node of ``amd-switch/<snapshot>`` (PCI functions, partition attributes, KFD
+    topology) made whole: the host files, and a render node for each KFD GPU node's
+    ``drm_render_minor`` (on a platform device, as amdgpu's XCP nodes are)."""
+    root = materialize_synthetic(f"amd-switch/{snapshot}", root)
+    for node in gpu_nodes(root):
+        minor = int(read_properties(node / "properties")["drm_render_minor"])
+        parent = add_xcp_device(root, f"amdgpu_xcp_r{minor}")
+        add_drm_minor(root, parent, f"renderD{minor}", minor)
+    add_host(root, "0-191", MI300X_MEMTOTAL_KB, ["0-95", "96-191"])
+    return Path(root)
+
+
 # --------------------------------------------------------------------------- host only
 
 

@@ -37,11 +37,16 @@ def expect(layout: str) -> dict:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_each_layout_reads_as_its_compute_instances_or_the_whole_gpu(built, layout):
-    """Identity ``<BDF>/mig<gi>.<ci>`` per compute instance; a GPU without one stays whole."""
+def test_each_layout_reads_as_its_compute_instances_or_the_whole_gpu(built, tmp_path, layout):
+    """Identity ``<BDF>/mig<gi>.<ci>`` per compute instance; a GPU without one stays whole
+    (mig-applying without its half-built GPU instance, which makes it a switch in progress)."""
     wanted = expect(layout)
+    root = built(f"mig-{layout}")
+    if layout == "applying":
+        root = _copy(built, layout, tmp_path)
+        shutil.rmtree(root / CAPS / "gpu0/mig/gi10")
 
-    result = run(built(f"mig-{layout}"))
+    result = run(root)
 
     assert result.ok, result.errors
     assert result.inventory is not None
@@ -87,13 +92,15 @@ def test_cdi_names_join_by_the_nvidia_cap_minors_not_the_nvml_index(built, layou
         assert any(n.startswith("nvidia.com/gpu=MIG-") for n in device.cdi_names)
 
 
-def test_a_layout_being_applied_is_flagged_and_a_stale_spec_never_fails(built):
-    """mig-applying: GI 10 of 0000:48:00.0 has no compute instance; the CDI spec is the old
-    layout's. Neither fails the reading; both are said."""
+def test_a_layout_being_applied_is_a_switch_and_a_stale_spec_only_a_flag(built):
+    """mig-applying: GI 10 of 0000:48:00.0 has no compute instance (mig-parted between creating
+    the GI and its CI): a switch in progress, not a failure and not a layout; the CDI spec is the
+    old layout's, which is said but never fails anything."""
     result = run(built("mig-applying"))
 
+    assert [error.source for error in result.errors] == ["switch"]
+    assert "GPU instance 10 of 0000:48:00.0 has no compute instance" in result.errors[0].reason
     reasons = [flag.reason for flag in result.flags]
-    assert any("GPU instance 10 of 0000:48:00.0 has no compute instance" in r for r in reasons)
     assert any("which no discovered GPU has" in r for r in reasons)
     assert any("stale spec" in r for r in reasons)
 

@@ -2,7 +2,9 @@
 
 A *problem* names the source, the path and the reason. ``errors`` make the whole discovery fail;
 ``flags`` are inconsistencies worth reporting that do not change what can be scheduled (a stale
-CDI spec, say). Plain classes and dicts: this runs on the timer's hot path.
+CDI spec, say); ``evidence`` says a partition switch is in progress (docs/partitions.md §2.4):
+the reading is *switching*, not failed, and its problems carry the source ``switch``.
+Plain classes and dicts: this runs on the timer's hot path.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.records import Problem, SourceStatus
 
+SWITCH = "switch"  # the source of a switch-in-progress problem (its evidence)
 OK = "ok"
 ABSENT = "absent"
 FAILED = "failed"
@@ -19,7 +22,7 @@ FAILED = "failed"
 class Report:
     """What one source found out about itself while reading."""
 
-    __slots__ = ("detail", "errors", "flags", "name", "status")
+    __slots__ = ("detail", "errors", "evidence", "flags", "name", "status")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -27,6 +30,7 @@ class Report:
         self.detail = ""
         self.errors: list[Problem] = []
         self.flags: list[Problem] = []
+        self.evidence: list[Problem] = []
 
     def fail(self, path: str, reason: str) -> None:
         """Record a read or consistency error: the source, and so the discovery, failed."""
@@ -36,6 +40,10 @@ class Report:
     def flag(self, path: str, reason: str) -> None:
         """Record an inconsistency that does not change the schedulable inventory."""
         self.flags.append({"source": self.name, "path": path, "reason": reason})
+
+    def switching(self, path: str, reason: str) -> None:
+        """Record evidence that a partition switch is in progress: the reading is not settled."""
+        self.evidence.append({"source": SWITCH, "path": path, "reason": f"{self.name}: {reason}"})
 
     def absent(self, reason: str) -> None:
         """Mark the source as not present on this node, with the reason."""
