@@ -93,6 +93,11 @@ def discover(
         *_nvidia_devices(root, pci, nvidia, mig, nodes, ignore_pci, reports),
         *_intel_devices(pci, nodes, reports),
     ]
+    for function in pci:
+        link = function["link"]
+        if link is not None and link["state"] == "gone":  # a presence problem, not a link fact
+            reason = f"{function['bdf']} link reads all ones (width 63): the device does not answer"
+            reports["pci"].flag(function["path"], reason)
     devices.sort(key=_device_order)
     seen: set[str] = set()
     for device in devices:
@@ -191,6 +196,7 @@ def _device(
         "driver": function["driver"],
         "peers": [],
         "cdi_names": [],
+        "link": function["link"],
     }
 
 

@@ -103,6 +103,10 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     backoff = state.get("backoff")
     if backoff:
         notes.append(f"controller backoff ({backoff.get('kind')}) until {backoff.get('next_attempt')}: {backoff.get('error')}")
+    from spurinv.sources import link
+
+    for degraded in link.confirmed(state.get("readings") or []):
+        notes.append(f"degraded PCIe link: {link.line(degraded)} ({degraded['speed'] or 'unknown'}), in the last two readings")
     switch = state.get("switching")
     if isinstance(switch, dict):
         notes.append(f"partition switch in progress since {switch.get('since')}: waiting for the settled reading")
@@ -125,6 +129,12 @@ def _drain_notes(drain: Mapping[str, Any]) -> list[str]:
     if warning:
         notes.append(warning)
     return notes
+
+
+def _degraded_links(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from spurinv.sources import link
+
+    return link.confirmed(state.get("readings") or [])
 
 
 def discover_exit(result: Mapping[str, Any]) -> int:
@@ -156,6 +166,7 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any
                 "refusal": None,
                 "backoff": None,
                 "switching": None,
+                "degraded_links": [],
                 "api": None,
                 "consecutive_failures": 0,
                 "controller_errors": 0,
@@ -190,6 +201,7 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any
             "refusal": state.get("refusal"),
             "backoff": state.get("backoff"),
             "switching": state.get("switching"),
+            "degraded_links": _degraded_links(state),
             "api": state.get("api"),
             "consecutive_failures": int(state.get("consecutive_failures") or 0),
             "controller_errors": int(state.get("controller_errors") or 0),

@@ -22,6 +22,15 @@ class SourceStatus(TypedDict):
     detail: str
 
 
+class Link(TypedDict):
+    device: str
+    width: int | None
+    max_width: int | None
+    speed: str | None
+    max_speed: str | None
+    state: str
+
+
 class PciFunction(TypedDict):
     bdf: str
     vendor: str
@@ -32,6 +41,7 @@ class PciFunction(TypedDict):
     numa_node: int | None
     product: str | None
     path: str
+    link: Link | None
 
 
 class DrmNode(TypedDict):
@@ -101,6 +111,7 @@ class Device(TypedDict):
     driver: str | None
     peers: list[str]
     cdi_names: list[str]
+    link: Link | None
 
 
 class Inventory(TypedDict):

@@ -45,6 +45,7 @@ from spurinv.policy import (
 )
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
+from spurinv.sources import link
 from spurinv.state import Api, Decision, Drain, State, Steady
 from spurinv.transport import extra_limit
 
@@ -358,6 +359,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         nonce=nonce_of(world.entropy(2)),
     )
     notes += result.notes
+    for degraded in link.confirmed([reading.model_dump(mode="json") for reading in result.state.readings]):
+        notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)

@@ -178,6 +178,11 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
     sources(out, discovery)
     rows: list[Row] = [("error", error.line(), "red") for error in discovery.errors]
     rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
+    if inventory is not None:
+        from spurinv.sources import link
+
+        shown = [device.model_dump(mode="json") for device in inventory.devices]
+        rows.extend(("link", text, "yellow") for text in link.changes(None, shown))
     if rows:
         _labelled(out, rows, indent=7)
     if not discovery.ok and any(error.source == "switch" for error in discovery.errors):
@@ -186,6 +191,12 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
     elif inventory is not None and not inventory.devices:
         out.print(Text("no GPU or accelerator on this node (every source read cleanly)"))
+
+
+def links(out: Console, lines: list[str]) -> None:
+    """PCIe link health beside a diff: degraded or recovered links (not schedulable)."""
+    if lines:
+        _labelled(out, [("link", text, "yellow") for text in lines])
 
 
 def diff(out: Console, title: str, change: InventoryDiff | None) -> None:

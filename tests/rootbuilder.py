@@ -849,7 +849,19 @@ def materialize_synthetic(set_name: str, root: Path) -> Path:
     """Lay the issue-24 synthetic set ``<family>/<set>`` over ``root`` (``build.materialize``:
     its ``root/`` plus the empty directories git cannot hold)."""
     src = SYNTHETIC / set_name
-    shutil.copytree(src / "root", root, symlinks=True, dirs_exist_ok=True)
+    for path in sorted((src / "root").rglob("*")):  # over a built node: its links may exist already
+        dest = Path(root, path.relative_to(src / "root"))
+        if path.is_symlink():
+            if not dest.is_symlink():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.symlink_to(os.readlink(path))
+            elif os.readlink(dest) != os.readlink(path):
+                raise ValueError(f"{dest} already links elsewhere than {set_name} says")
+        elif path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
     empty = src / "empty-dirs.txt"
     if empty.exists():
         for line in empty.read_text().splitlines():
