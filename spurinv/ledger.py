@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
+from spurinv.sources import link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -149,9 +150,11 @@ def memo(
     metrics_file: str | None,
     node: str,
     observe: bool = False,
+    drain_links: bool = False,
 ) -> dict[str, Any]:
     """The ``steady`` field: what the next tick needs to replay this run without the config."""
     return {
+        "drain_links": drain_links,
         "fingerprint": fingerprint,
         "key": key,
         "cdi_dirs": list(cdi_dirs),
@@ -186,8 +189,11 @@ def replay(
     if baseline is None or baseline["inventory"]["fingerprint"] != steady["fingerprint"]:
         return None  # a hand-edited file: the memo no longer describes it
     new = reading(discovery, taken_at)
+    books = record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"])
+    if steady.get("drain_links") and link.confirmed(books["readings"]):
+        return None  # policy.drain_on_degraded_link: the full run drains (not a memo's answer)
     return {
         **state,
-        **record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"]),
+        **books,
         "last": decision(taken_at, UNCHANGED, NO_ACTION, UNCHANGED_REASON, 0, 0, [_QUIET[bool(steady.get("observe"))]]),
     }

@@ -597,7 +597,7 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
         )
         memo = ledger.memo(
             outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node,
-            config.observe,
+            config.observe, config.policy.drain_on_degraded_link,
         )
         steady = Steady.model_validate(memo)
     return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})

@@ -61,7 +61,7 @@ class Drain(Frozen):
 
     reason: str
     set_at: AwareDatetime  # our clock when we wrote it (or, recovered, what the record says)
-    cause: Literal["busy", "refused", "suspicious"]
+    cause: Literal["busy", "refused", "suspicious", "link"]
     fingerprint: str | None = None
     # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
     # pinned from the first view after our drain: the same text set again later (a re-drain
@@ -94,7 +94,7 @@ class Intent(Frozen):
     body: dict[str, Any]
     at: AwareDatetime
     fingerprint: str | None = None
-    cause: Literal["busy", "refused", "suspicious"] | None = None
+    cause: Literal["busy", "refused", "suspicious", "link"] | None = None
     transport: str = "rest"
 
     @property
@@ -161,6 +161,7 @@ class Steady(Frozen):
     metrics_file: str | None = None
     node: str = ""
     observe: bool = False  # the run was in observe mode: the replayed decision says so, as a full run would
+    drain_links: bool = False  # policy.drain_on_degraded_link: a degraded link hands the tick over
 
     @model_validator(mode="before")
     @classmethod

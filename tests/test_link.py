@@ -152,3 +152,72 @@ def test_diff_and_discover_say_the_link_beside_an_unchanged_inventory(cli, built
     assert diff["different"] is False
     assert diff["links"] == ["0000:88:00.0 PCIe x16→x8 (degraded)"]
     assert "0000:88:00.0 PCIe x16→x8" in shown.out
+
+
+# --- policy.drain_on_degraded_link ------------------------------------------------------------------
+
+
+def link_node(tmp_path, built, drain: bool):
+    from test_intent import URL, Node  # tests/ is on sys.path
+
+    from spurinv.config import Config
+
+    node = Node(tmp_path, built)
+    node.roots = {"ok": built("nvidia-8"), "x8": built("nvidia-h100-x8")}
+    node.controller["gres"] = "gpu:h100-80gb-hbm3:8"
+    node.config = Config.model_validate(
+        {"node": {"name": "n1"}, "controller": {"url": URL, "api": "slurm/v0.0.42"},
+         "policy": {"confirm_interval": 0, "drain_on_degraded_link": drain}}
+    )  # fmt: skip
+    node.tick("ok")
+    node.tick("ok")
+    assert node.state().baseline is not None
+    return node
+
+
+def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_back(tmp_path, built):
+    node = link_node(tmp_path, built, drain=True)
+
+    once = node.tick("x8")
+    assert "DRAIN" not in node.controller["state"]  # one reading never acts
+    twice = node.tick("x8")
+    drained_reason = node.controller["reason"]
+    held = node.tick("x8")
+    back = node.tick("ok")
+
+    assert [step.action for step in once.steps] == ["none"]
+    assert "drain" in [step.action for step in twice.steps]
+    assert drained_reason.startswith("spurinv: [")
+    assert drained_reason.endswith("] 0000:88:00.0 PCIe x16→x8")
+    assert node.state().drain is None
+    assert [step.action for step in held.steps][-1] == "none"
+    assert "resume" in [step.action for step in back.steps]
+    assert "DRAIN" not in node.controller["state"]
+    assert twice.outcome.kind == "unchanged"  # never a re-registration: the inventory is the same
+
+
+def test_without_the_option_a_degraded_link_is_reported_not_drained(tmp_path, built):
+    node = link_node(tmp_path, built, drain=False)
+
+    node.tick("x8")
+    twice = node.tick("x8")
+
+    assert "DRAIN" not in node.controller["state"]
+    assert any("degraded PCIe link: 0000:88:00.0 PCIe x16→x8" in note for note in twice.notes)
+
+
+def test_a_memo_never_replays_over_a_degraded_link_the_config_would_drain():
+    from spurinv import ledger
+
+    devices = [{"pci_bdf": "0000:88:00.0", "link": {"width": 8, "max_width": 16, "speed": None, "max_speed": None,
+                                                    "state": "degraded"}}]  # fmt: skip
+    inventory = {"fingerprint": "f", "devices": devices}
+    state = {"baseline": {"inventory": inventory}, "readings": [{"ok": True, "inventory": inventory, "fingerprint": "f"}]}
+    discovery = {"ok": True, "inventory": inventory, "errors": [], "flags": []}
+
+    def replay(drain_links):
+        steady = ledger.memo("f", "k", (), (), None, "n1", False, drain_links)
+        return ledger.replay(state, steady, discovery, "2026-12-04T10:00:00Z")
+
+    assert replay(True) is None
+    assert replay(False) is not None
