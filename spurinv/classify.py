@@ -36,8 +36,9 @@ SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.report.S
 
 
 def switching(reading: Reading) -> bool:
-    """Whether ``reading`` caught a partition switch in progress (its errors carry the evidence)."""
-    return not reading.ok and any(error.source == SWITCH for error in reading.errors)
+    """Whether ``reading`` caught a partition switch in progress: every error is its evidence (a
+    real failure beside a switch is a failure, which counts)."""
+    return not reading.ok and bool(reading.errors) and all(error.source == SWITCH for error in reading.errors)
 
 
 class _Value(BaseModel):

@@ -249,7 +249,7 @@ def _amd_devices(
         if _slot(function["bdf"]) not in groups:
             where = root.join(places.KFD_TOPOLOGY)
             reason = f"PCI shows AMD GPU {function['bdf']} but KFD has no node for it"
-            if os.path.lexists(os.path.join(function["path"], "current_compute_partition")):
+            if kfd_report.status != FAILED and os.path.lexists(os.path.join(function["path"], "current_compute_partition")):
                 # a partitionable package whose nodes left KFD and are not back yet (§2.2)
                 kfd_report.switching(where, reason + " (its partitions are being re-created?)")
             else:

@@ -138,13 +138,13 @@ def _degraded_links(state: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def discover_exit(result: Mapping[str, Any]) -> int:
-    """``discover``'s status: 0, 75 when it caught a partition switch in progress (errors of the
-    source ``switch``: come back later), 74 for any other failure."""
+    """``discover``'s status: 0, 75 when it caught a partition switch in progress (every error of
+    the source ``switch``: come back later), 74 for any other failure."""
     from spurinv import exitcode  # stdlib-only constants; imported where used, as elsewhere here
 
     if result["ok"]:
         return exitcode.OK
-    switching = any(error["source"] == "switch" for error in result["errors"])
+    switching = bool(result["errors"]) and all(error["source"] == "switch" for error in result["errors"])
     return exitcode.TEMPFAIL if switching else exitcode.IOERR
 
 

@@ -185,7 +185,7 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
         rows.extend(("link", text, "yellow") for text in link.changes(None, shown))
     if rows:
         _labelled(out, rows, indent=7)
-    if not discovery.ok and any(error.source == "switch" for error in discovery.errors):
+    if not discovery.ok and discovery.errors and all(error.source == "switch" for error in discovery.errors):
         out.print(Text("partition switch in progress: not a settled reading; nothing will be reported", style="bold yellow"))
     elif not discovery.ok:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
@@ -236,7 +236,7 @@ def refresh(out: Console, document: RefreshDocument) -> None:
     mode = "observe mode (no controller configured)" if document.mode == "observe" else f"controller {document.controller}"
     out.print(Text(f"spurinv refresh, node {document.node}, {mode}", style="bold"))
     rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document.dry_run else []
-    switch = any(error.source == "switch" for error in document.errors)
+    switch = bool(document.errors) and all(error.source == "switch" for error in document.errors)
     reading = document.inventory if document.reading_ok else "SWITCHING" if switch else "FAILED"
     rows.append(("reading", f"{reading}", None))
     if document.fingerprint:
@@ -280,7 +280,7 @@ def status(out: Console, document: dict[str, Any]) -> None:
             rows.append((label, text, None))
         else:
             why = reading["errors"][0]["reason"] if reading["errors"] else ""
-            switch = bool(reading["errors"]) and reading["errors"][0]["source"] == "switch"
+            switch = bool(reading["errors"]) and all(error["source"] == "switch" for error in reading["errors"])
             rows.append((label, f"{reading['taken_at']}  {'SWITCHING' if switch else 'FAILED'}  {why}", "red"))
     baseline = document["baseline"]
     if baseline:

@@ -117,15 +117,20 @@ def test_a_mig_layout_being_applied_is_switching(built):
     assert "GPU instance 10 of 0000:48:00.0" in result.errors[0].reason
 
 
-def test_a_failure_beside_a_switch_is_still_listed(root_copy):
+def test_a_failure_beside_a_switch_is_a_failure_with_the_evidence_listed(root_copy):
+    """A real failure counts even during a switch: only a reading whose every error is evidence
+    is switching."""
     root = root_copy("mi300x-spx")
     (root / "sys/bus/pci/devices/0000:85:00.0/current_compute_partition").write_text("UNKNOWN\n")
     (root / "proc/meminfo").write_text("garbage\n")
 
     result = run(root)
+    reading = Reading(taken_at=T0, ok=False, fingerprint=None, inventory=None, errors=result.errors)
 
     assert result.errors[0].source == SWITCH
     assert any(error.source == "memory" for error in result.errors)
+    assert not switching(reading)
+    assert classify(None, None, reading).kind == Kind.DISCOVERY_FAILED
 
 
 # --- the run ---------------------------------------------------------------------------------------
