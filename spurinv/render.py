@@ -176,7 +176,10 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
             _print(out, device_table(inventory.devices, per_device))
         out.print(Text(f"fingerprint {inventory.fingerprint}"))
     sources(out, discovery)
-    rows: list[Row] = [("error", error.line(), "red") for error in discovery.errors]
+    rows: list[Row] = [
+        ("switch", error.line(), "yellow") if error.source == "switch" else ("error", error.line(), "red")
+        for error in discovery.errors
+    ]
     rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
     if inventory is not None:
         from spurinv.sources import link

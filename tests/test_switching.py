@@ -265,3 +265,11 @@ def test_classify_calls_a_reading_switching_exactly_when_it_carries_evidence(kin
     outcome = classify(None, None, reading)
     assert switching(reading) == (kind == "switching")
     assert (outcome.kind == Kind.SWITCHING) == (kind == "switching")
+
+
+def test_discover_says_switch_not_failed_to_a_person(cli, built):
+    shown = cli("discover", "--root", built("amd-cpx-switching"))
+
+    assert shown.code == exitcode.TEMPFAIL
+    assert "partition switch in progress: not a settled reading" in shown.out
+    assert "discovery FAILED" not in shown.out
