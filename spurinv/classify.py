@@ -29,6 +29,16 @@ class Kind(StrEnum):
     CHANGE_PENDING = "change-pending"
     CHANGE_CONFIRMED = "change-confirmed"
     SUSPICIOUS = "suspicious"
+    SWITCHING = "switching"  # a partition switch in progress: neither a change nor a failure
+
+
+SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.report.SWITCH)
+
+
+def switching(reading: Reading) -> bool:
+    """Whether ``reading`` caught a partition switch in progress: every error is its evidence (a
+    real failure beside a switch is a failure, which counts)."""
+    return not reading.ok and bool(reading.errors) and all(error.source == SWITCH for error in reading.errors)
 
 
 class _Value(BaseModel):
@@ -84,7 +94,8 @@ class InventoryDiff(_Value):
             groups[key] = groups.get(key, 0) + 1
         for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
             gpus = f"{number} GPU{'s' if number > 1 else ''}"
-            modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else ""
+            # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
+            modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else f" {old_mode}" if old_mode else ""
             parts.append(
                 f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
             )
@@ -187,6 +198,10 @@ def classify(
     ``accepted`` is a fingerprint an operator accepted with ``refresh --accept``: it releases a
     suspicious reading with exactly that fingerprint, and nothing else.
     """
+    if switching(current):
+        evidence = [error for error in current.errors if error.source == SWITCH]
+        more = f" (+{len(evidence) - 1} more)" if len(evidence) > 1 else ""
+        return Outcome(kind=Kind.SWITCHING, reason=f"partition switch in progress: {evidence[0].reason}{more}")
     if not current.ok or current.inventory is None:
         first = current.errors[0].line() if current.errors else "no inventory"
         more = f" (+{len(current.errors) - 1} more)" if len(current.errors) > 1 else ""

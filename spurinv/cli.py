@@ -129,7 +129,7 @@ def discover(
     raw = run_discovery(
         target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci), topology=True
     )
-    code = exitcode.OK if raw["ok"] else exitcode.IOERR
+    code = documents.discover_exit(raw)
     if output == "json":
         _emit_json(documents.discover_document(raw, target.path, code))
         raise typer.Exit(code)
@@ -364,6 +364,10 @@ def diff(
     vs_latest = compare(latest, current) if current is not None and latest is not None else None
     different = current is None or baseline is None or (vs_baseline is not None and not vs_baseline.empty)
     code = exitcode.IOERR if current is None else (exitcode.DIFFERENT if exit_code and different else exitcode.OK)
+    from spurinv.sources import link
+
+    before = [device.model_dump(mode="json") for device in baseline.devices] if baseline else None
+    links = link.changes(before, [device.model_dump(mode="json") for device in current.devices]) if current else []
     if as_json:
         _emit_json(
             documents.envelope(
@@ -378,6 +382,7 @@ def diff(
                     "different": different,
                     "vs_baseline": vs_baseline.model_dump(mode="json") if vs_baseline else None,
                     "vs_latest_reading": vs_latest.model_dump(mode="json") if vs_latest else None,
+                    "links": links,
                 },
             )
         )
@@ -390,6 +395,7 @@ def diff(
         raise typer.Exit(code)
     render.diff(out, f"against the reported baseline ({baseline.fingerprint[:12] if baseline else 'none yet'})", vs_baseline)
     render.diff(out, f"against the last reading ({latest.fingerprint[:12] if latest else 'none yet'})", vs_latest)
+    render.links(out, links)
     raise typer.Exit(code)
 
 

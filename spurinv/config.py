@@ -201,6 +201,10 @@ class PolicySection(_Section):
     drain_on_suspicious: bool = Field(False, description="Drain (never re-register) on a suspicious reading")
     backoff_initial: int = Field(60, ge=1, le=MAX_BACKOFF, description="Seconds of backoff after the first controller error")
     backoff_max: int = Field(3600, ge=1, le=MAX_BACKOFF, description="Upper bound of the backoff, in seconds")
+    switch_timeout: int = Field(
+        600, ge=0, le=3600, description="Seconds a partition switch may stay in progress before it counts as a failure"
+    )
+    drain_on_degraded_link: bool = Field(False, description="Drain the node while a GPU's PCIe link is narrower than it can be")
 
 
 class StateSection(_Section):

@@ -16,6 +16,7 @@ positional index, never the render minor (reused across modes: docs/spur.md "Ide
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -27,6 +28,8 @@ from spurinv.sources.cdi import read_cdi
 from spurinv.sources.drm import read_drm
 from spurinv.sources.host import read_cpus, read_memory
 from spurinv.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
+from spurinv.sources.mig import index as mig_index
+from spurinv.sources.mig import read_mig
 from spurinv.sources.nvidia import read_nvidia
 from spurinv.sources.pci import BDF, MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.sources.report import ABSENT, FAILED, Report
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
         DrmNode,
         Inventory,
         KfdNode,
+        MigGpu,
         NvidiaGpu,
         Partition,
         PciFunction,
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 SOURCES = ("pci", "drm", "kfd", "nvidia", "cdi", "cpus", "memory")
 MIB = 1 << 20
 _NVIDIA_NODE = re.compile(r"^/dev/nvidia\d+$")
+_CAP_PREFIX = "/dev/nvidia-caps/nvidia-cap"
 
 
 def discover(
@@ -70,18 +75,29 @@ def discover(
     drm = read_drm(root, reports["drm"])
     kfd = read_kfd(root, reports["kfd"], topology=topology)
     nvidia = read_nvidia(root, reports["nvidia"])
+    mig = read_mig(root, reports["nvidia"], nvidia)
     cdi = read_cdi(root, reports["cdi"], cdi_dirs)
     cpus = read_cpus(root, reports["cpus"])
     memory = read_memory(root, reports["memory"])
 
     nodes = _DrmIndex(drm)
+    caps = {  # a MIG device's own device node, the one a CDI spec names it by
+        f"{bdf}/mig{i['gi']}.{i['ci']}": f"/dev/nvidia-caps/nvidia-cap{i['ci_minor']}"
+        for bdf, layout in mig.items()
+        for i in layout["instances"]
+    }
     if reports["pci"].status != FAILED:
         _check_drm_on_bus(drm, bus, ignore_pci, reports["drm"])
     devices = [
         *_amd_devices(root, pci, kfd, nodes, reports),
-        *_nvidia_devices(root, pci, nvidia, nodes, ignore_pci, reports),
+        *_nvidia_devices(root, pci, nvidia, mig, nodes, ignore_pci, reports),
         *_intel_devices(pci, nodes, reports),
     ]
+    for function in pci:
+        link = function["link"]
+        if link is not None and link["state"] == "gone":  # a presence problem, not a link fact
+            reason = f"{function['bdf']} link reads all ones (width 63): the device does not answer"
+            reports["pci"].flag(function["path"], reason)
     devices.sort(key=_device_order)
     seen: set[str] = set()
     for device in devices:
@@ -91,7 +107,7 @@ def discover(
     if len(devices) > MAX_ACCELERATORS:
         reason = f"{len(devices)} devices: beyond {MAX_ACCELERATORS}, the physical limit"
         reports["pci"].fail(root.join(places.PCI_DEVICES), reason)
-    _cross_check_cdi(devices, cdi, reports["cdi"])
+    _cross_check_cdi(devices, cdi, caps, reports["cdi"])
     return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
 
 
@@ -103,7 +119,9 @@ def _result(
     pci_functions: list[str],
 ) -> Discovery:
     listed = [report.listed() for report in reports.values()]
-    errors: list[Problem] = [error for found, _ in listed for error in found]
+    # a switch in progress explains the rest: its evidence comes first (the reading's headline)
+    evidence: list[Problem] = [problem for report in reports.values() for problem in report.evidence]
+    errors: list[Problem] = evidence + [error for found, _ in listed for error in found]
     flags: list[Problem] = [flag for _, found in listed for flag in found]
     sources = {name: report.as_dict() for name, report in reports.items()}
     if errors or cpus is None or memory is None:
@@ -179,6 +197,7 @@ def _device(
         "driver": function["driver"],
         "peers": [],
         "cdi_names": [],
+        "link": function["link"],
     }
 
 
@@ -191,13 +210,17 @@ def _amd_devices(
     for function in functions:
         if function["driver"] == "amdgpu":
             bound.append(function)
+        elif function["driver"] is None:
+            # amdgpu unloading or probing (an NPS change reloads it): a switch, until switch_timeout
+            reports["pci"].switching(function["path"], f"AMD GPU {function['bdf']} has no driver (amdgpu loading?)")
         else:
-            driver = function["driver"] or "no driver"
+            driver = function["driver"]
             reports["pci"].fail(function["path"], f"AMD GPU bound to {driver}, not amdgpu: the driver does not show it")
-    if kfd_report.status == FAILED:
+    if kfd_report.status == FAILED or kfd_report.evidence:
         return []
     if bound and kfd_report.status == ABSENT:
-        kfd_report.fail(root.join(places.KFD_TOPOLOGY), f"missing, but PCI shows {len(bound)} AMD GPUs bound to amdgpu")
+        reason = f"missing, but PCI shows {len(bound)} AMD GPUs bound to amdgpu (amdgpu loading?)"
+        kfd_report.switching(root.join(places.KFD_TOPOLOGY), reason)
         return []
     groups: dict[tuple[int, int, int], list[tuple[int, KfdNode]]] = {}
     for node in kfd:
@@ -225,7 +248,13 @@ def _amd_devices(
                 devices.append(device)
     for function in bound:
         if _slot(function["bdf"]) not in groups:
-            kfd_report.fail(root.join(places.KFD_TOPOLOGY), f"PCI shows AMD GPU {function['bdf']} but KFD has no node for it")
+            where = root.join(places.KFD_TOPOLOGY)
+            reason = f"PCI shows AMD GPU {function['bdf']} but KFD has no node for it"
+            if kfd_report.status != FAILED and os.path.lexists(os.path.join(function["path"], "current_compute_partition")):
+                # a partitionable package whose nodes left KFD and are not back yet (§2.2)
+                kfd_report.switching(where, reason + " (its partitions are being re-created?)")
+            else:
+                kfd_report.fail(where, reason)
     _link_peers(devices, kfd, kfd_ids)
     return devices
 
@@ -239,14 +268,23 @@ def _package(
         compute = _word(read_optional(os.path.join(function["path"], "current_compute_partition")))
         memory_mode = _word(read_optional(os.path.join(function["path"], "current_memory_partition")))
     except ReadError as exc:
-        reports["pci"].fail(exc.path, exc.reason)
+        if exc.errno in (errno.EPERM, errno.EBUSY):  # amdgpu answers EPERM while the package resets
+            reports["pci"].switching(exc.path, f"{exc.reason} (a reset or partition switch in progress)")
+        else:
+            reports["pci"].fail(exc.path, exc.reason)
         return []
+    for attribute, mode in (("current_compute_partition", compute), ("current_memory_partition", memory_mode)):
+        if mode == "UNKNOWN":  # the hardware reports no valid mode: mid-switch (docs/partitions.md §2.4)
+            reports["pci"].switching(os.path.join(function["path"], attribute), f"{function['bdf']} reports UNKNOWN")
+            return []
     model = catalog.model_for("amd", function["device_id"], function["product"])
     expected = catalog.expected_partitions(compute, model)
     if expected is not None and len(members) != expected:
         found = len(members)
         reason = f"{function['bdf']} is in {compute}: {expected} partitions expected, KFD shows {found}"
-        kfd_report.fail(members[0][1]["path"], reason)
+        # nodes leave and re-join KFD during a switch; a count that never settles is a failure
+        # once policy.switch_timeout has passed (the real 63-node capture, docs/partitions.md §2.5)
+        kfd_report.switching(members[0][1]["path"], reason)
         return []
     base_function = sort_key(function["bdf"])[3]
     split = (expected or len(members)) > 1
@@ -309,10 +347,12 @@ def _nvidia_devices(
     root: Root,
     pci: list[PciFunction],
     gpus: list[NvidiaGpu],
+    mig: dict[str, MigGpu],
     drm: _DrmIndex,
     ignore: frozenset[str],
     reports: dict[str, Report],
 ) -> list[Device]:
+    """One device per GPU, or per MIG compute instance (``<BDF>/mig<gi>.<ci>``) of a GPU that has any."""
     report = reports["nvidia"]
     if report.status == FAILED:
         return []
@@ -326,10 +366,32 @@ def _nvidia_devices(
             report.fail(where, f"PCI shows NVIDIA GPU {function['bdf']} (driver {driver}) but the NVIDIA driver does not")
             continue
         nodes = drm.by_bdf.get(function["bdf"], {})
+        model = catalog.normalize(gpu["model"])
+        layout = mig.get(function["bdf"])
+        if layout and layout["empty_gis"]:
+            gis = ", ".join(str(gi) for gi in layout["empty_gis"])
+            where = root.join(places.NVIDIA_CAPABILITIES, f"gpu{gpu['minor']}", "mig")
+            reason = f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied)"
+            report.switching(where, reason)
+        if layout and layout["instances"]:
+            # The type stays the GPU's model: profile names (1g.10gb) only NVML knows.
+            devices.extend(
+                _device(
+                    function,
+                    model,
+                    ident=f"{function['bdf']}/mig{instance['gi']}.{instance['ci']}",
+                    render=nodes.get("render"),
+                    card=nodes.get("card"),
+                    node=f"/dev/nvidia{gpu['minor']}",
+                    partition={"compute": "MIG", "memory": None, "index": mig_index(instance["gi"], instance["ci"])},
+                )
+                for instance in layout["instances"]
+            )
+            continue
         devices.append(
             _device(
                 function,
-                catalog.normalize(gpu["model"]),
+                model,
                 render=nodes.get("render"),
                 card=nodes.get("card"),
                 node=f"/dev/nvidia{gpu['minor']}",
@@ -369,11 +431,25 @@ def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Re
 MAX_CDI_NAMES = 32
 
 
-def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], report: Report) -> None:
+def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str, str], report: Report) -> None:
     """Attach CDI names to devices; flag names that point at hardware we do not see, and GPUs
-    a vendor's spec leaves out (a stale spec after a partition switch)."""
+    a vendor's spec leaves out (a stale spec after a partition switch).
+
+    A MIG device is matched by its compute instance's ``nvidia-cap`` node only: every MIG device
+    of a GPU shares ``/dev/nvidia<M>``, and the ``i`` of a ``"i:j"`` name is NVML's index, not a minor.
+    """
     by_node: dict[str, Device] = {}
+    parents: set[str] = set()  # /dev/nvidia<M> of GPUs in MIG: a whole-GPU entry for them is not stale
     for device in devices:
+        cap = caps.get(device["id"])
+        if cap is not None:
+            by_node[cap] = device
+            parents.add(device["device_node"] or "")
+            if device["render_minor"] is not None:
+                parents.add(f"/dev/dri/renderD{device['render_minor']}")
+            if device["card"] is not None:
+                parents.add(f"/dev/dri/card{device['card']}")
+            continue
         if device["device_node"]:
             by_node[device["device_node"]] = device
         if device["render_minor"] is not None:
@@ -386,7 +462,14 @@ def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], report: Report
     for entry in cdi:
         if entry["name"] == "all":
             continue
-        gpu_nodes = [p for p in entry["nodes"] if p.startswith("/dev/dri/") or _NVIDIA_NODE.match(p)]
+        mig_nodes = [p for p in entry["nodes"] if p.startswith(_CAP_PREFIX)]
+        if mig_nodes:
+            gpu_nodes = mig_nodes[-1:]  # the compute instance's cap (after the GPU instance's)
+        else:
+            gpu_nodes = [p for p in entry["nodes"] if p.startswith("/dev/dri/") or _NVIDIA_NODE.match(p)]
+        if gpu_nodes and all(p in parents for p in gpu_nodes):
+            vendors_with_specs.add(entry["kind"].split(".", 1)[0])
+            continue  # nvidia-ctk < 1.18 also lists a MIG GPU whole ("0" beside "0:0")
         matched = {by_node[p]["id"]: by_node[p] for p in gpu_nodes if p in by_node}
         if entry["name"] in by_node:
             matched[by_node[entry["name"]]["id"]] = by_node[entry["name"]]

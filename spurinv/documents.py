@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 FORMAT_VERSION = 1  # of every JSON document spurinv prints
-SCHEMA_VERSION = 2  # of the state file (history: spurinv/state.py)
+SCHEMA_VERSION = 3  # of the state file (history: spurinv/state.py)
 KEEP_READINGS = 2
 
 
@@ -103,6 +103,13 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     backoff = state.get("backoff")
     if backoff:
         notes.append(f"controller backoff ({backoff.get('kind')}) until {backoff.get('next_attempt')}: {backoff.get('error')}")
+    from spurinv.sources import link
+
+    for degraded in link.confirmed(state.get("readings") or []):
+        notes.append(f"degraded PCIe link: {link.line(degraded)} ({degraded['speed'] or 'unknown'}), in the last two readings")
+    switch = state.get("switching")
+    if isinstance(switch, dict):
+        notes.append(f"partition switch in progress since {switch.get('since')}: waiting for the settled reading")
     if int(state.get("consecutive_failures") or 0) > 0:
         notes.append(f"discovery failed {state['consecutive_failures']} time(s) in a row")
     return notes
@@ -124,6 +131,23 @@ def _drain_notes(drain: Mapping[str, Any]) -> list[str]:
     return notes
 
 
+def _degraded_links(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from spurinv.sources import link
+
+    return link.confirmed(state.get("readings") or [])
+
+
+def discover_exit(result: Mapping[str, Any]) -> int:
+    """``discover``'s status: 0, 75 when it caught a partition switch in progress (every error of
+    the source ``switch``: come back later), 74 for any other failure."""
+    from spurinv import exitcode  # stdlib-only constants; imported where used, as elsewhere here
+
+    if result["ok"]:
+        return exitcode.OK
+    switching = bool(result["errors"]) and all(error["source"] == "switch" for error in result["errors"])
+    return exitcode.TEMPFAIL if switching else exitcode.IOERR
+
+
 def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any]:
     """``status --json`` from the raw state document (None: no state file yet)."""
     if state is None:
@@ -141,6 +165,8 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any
                 "drain": None,
                 "refusal": None,
                 "backoff": None,
+                "switching": None,
+                "degraded_links": [],
                 "api": None,
                 "consecutive_failures": 0,
                 "controller_errors": 0,
@@ -174,6 +200,8 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any
             "drain": state.get("drain"),
             "refusal": state.get("refusal"),
             "backoff": state.get("backoff"),
+            "switching": state.get("switching"),
+            "degraded_links": _degraded_links(state),
             "api": state.get("api"),
             "consecutive_failures": int(state.get("consecutive_failures") or 0),
             "controller_errors": int(state.get("controller_errors") or 0),

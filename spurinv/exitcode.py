@@ -18,7 +18,7 @@ NOHOST = os.EX_NOHOST  # the controller does not know this node's name
 UNAVAILABLE = os.EX_UNAVAILABLE  # controller unreachable, or a read-only gateway
 CANTCREAT = os.EX_CANTCREAT  # the state directory or metrics file cannot be created or written, or is unsafe
 IOERR = os.EX_IOERR  # discovery failed (or the state file, or stdout, could not be written)
-TEMPFAIL = os.EX_TEMPFAIL  # lock held, backoff not elapsed, run deadline reached, or stopped by a signal
+TEMPFAIL = os.EX_TEMPFAIL  # lock held, backoff, run deadline, a partition switch in progress, or a signal
 PROTOCOL = os.EX_PROTOCOL  # the controller refused or did not apply our update, or answered garbage
 NOPERM = os.EX_NOPERM  # authentication or permission refused (by the controller, or unsafe token file)
 CONFIG = os.EX_CONFIG  # configuration error (a bad value in the config file, or the file itself)
@@ -44,7 +44,12 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         "discovery failed, the state or metrics could not be written (an I/O error, a full disk), "
         "or standard output could not be written",
     ),
-    (TEMPFAIL, "EX_TEMPFAIL", "lock held, backoff not elapsed, run deadline reached, or stopped by SIGTERM/SIGINT"),
+    (
+        TEMPFAIL,
+        "EX_TEMPFAIL",
+        "lock held, backoff not elapsed, run deadline reached, a partition switch in progress "
+        "(until policy.switch_timeout), or stopped by SIGTERM/SIGINT",
+    ),
     (PROTOCOL, "EX_PROTOCOL", "controller refused or did not apply the update, or answered garbage"),
     (NOPERM, "EX_NOPERM", "authentication or permission refused, or an unsafe token file"),
     (CONFIG, "EX_CONFIG", "configuration error: the config file, or a bad value in it"),

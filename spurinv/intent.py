@@ -42,7 +42,7 @@ class Journal:
         now: datetime,
         *,
         fingerprint: str | None = None,
-        cause: Literal["busy", "refused", "suspicious"] | None = None,
+        cause: Literal["busy", "refused", "suspicious", "link"] | None = None,
         transport: str = "rest",
     ) -> State:
         """Return ``state`` with the intent recorded, after saving it durably.
@@ -140,10 +140,11 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours"
 
 
-KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious"]] = {
+KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {
     "busy": "busy",
     "refused": "refused",
     "suspicious": "suspicious",
+    "link": "link",
 }
 
 

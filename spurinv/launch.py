@@ -140,7 +140,7 @@ def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
 
 
 def _discover(options: dict[str, str], environ: dict[str, str]) -> int | None:
-    from spurinv import documents, exitcode, locations
+    from spurinv import documents, locations
     from spurinv.discovery import discover
     from spurinv.root import Root, RootError
 
@@ -152,6 +152,6 @@ def _discover(options: dict[str, str], environ: dict[str, str]) -> int | None:
     except RootError:
         return None
     result = discover(root, topology=True)
-    code = exitcode.OK if result["ok"] else exitcode.IOERR
+    code = documents.discover_exit(result)
     sys.stdout.write(documents.dumps(documents.discover_document(result, root.path, code)) + "\n")
     return code

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
+from spurinv.sources import link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,14 +55,19 @@ def record(
     fingerprint: str | None,
     taken_at: T,
     baseline: str | None,
+    switching: bool = False,
+    overdue: bool = False,
 ) -> dict[str, Any]:
     """The top-level fields that change when ``reading`` is recorded into ``state``.
 
     ``state`` needs ``readings``, ``pending`` (``{"fingerprint", "since"}`` or None),
-    ``consecutive_failures`` and ``last_success``; ``baseline`` is the baseline's fingerprint.
+    ``consecutive_failures``, ``last_success`` and ``switching`` (``{"since"}`` or None);
+    ``baseline`` is the baseline's fingerprint.
     A successful reading that differs from the baseline is pending from the first time it was
     seen; one equal to the baseline clears it; a failure changes neither (it only resets
     confirmation, which :mod:`spurinv.classify` reads from the readings kept).
+    A ``switching`` reading (a partition switch in progress) keeps the time the switch was first
+    seen and is no failure, unless ``overdue`` (longer than ``policy.switch_timeout``).
     """
     readings: Sequence[R] = state.get("readings") or ()
     pending = state.get("pending")
@@ -70,11 +76,14 @@ def record(
             pending = {"fingerprint": fingerprint or "", "since": taken_at}
     elif ok:
         pending = None
+    switch = state.get("switching")
+    failures = int(state.get("consecutive_failures") or 0)
     return {
         "readings": [*readings, reading][-KEEP_READINGS:],
         "pending": pending,
-        "consecutive_failures": 0 if ok else int(state.get("consecutive_failures") or 0) + 1,
+        "consecutive_failures": 0 if ok else failures + (0 if switching and not overdue else 1),
         "last_success": taken_at if ok else state.get("last_success"),
+        "switching": ({"since": switch["since"]} if switch else {"since": taken_at}) if switching else None,
     }
 
 
@@ -141,9 +150,11 @@ def memo(
     metrics_file: str | None,
     node: str,
     observe: bool = False,
+    drain_links: bool = False,
 ) -> dict[str, Any]:
     """The ``steady`` field: what the next tick needs to replay this run without the config."""
     return {
+        "drain_links": drain_links,
         "fingerprint": fingerprint,
         "key": key,
         "cdi_dirs": list(cdi_dirs),
@@ -178,8 +189,11 @@ def replay(
     if baseline is None or baseline["inventory"]["fingerprint"] != steady["fingerprint"]:
         return None  # a hand-edited file: the memo no longer describes it
     new = reading(discovery, taken_at)
+    books = record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"])
+    if steady.get("drain_links") and link.confirmed(books["readings"]):
+        return None  # policy.drain_on_degraded_link: the full run drains (not a memo's answer)
     return {
         **state,
-        **record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"]),
+        **books,
         "last": decision(taken_at, UNCHANGED, NO_ACTION, UNCHANGED_REASON, 0, 0, [_QUIET[bool(steady.get("observe"))]]),
     }

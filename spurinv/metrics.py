@@ -38,6 +38,10 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
     ]
     lines += [f'spurinv_devices{{vendor="{_escape(v)}",model="{_escape(m)}"}} {n}' for (v, m), n in sorted(counts.items())]
     success = state.get("last_success")
+    switch = state.get("switching")
+    from spurinv.sources import link
+
+    degraded = link.confirmed(state.get("readings") or [])
     lines += [
         "# HELP spurinv_last_success_timestamp_seconds When discovery last succeeded (Unix time).",
         "# TYPE spurinv_last_success_timestamp_seconds gauge",
@@ -48,6 +52,18 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
         "# HELP spurinv_drain_active 1 while a drain set by spurinv is on the node.",
         "# TYPE spurinv_drain_active gauge",
         f"spurinv_drain_active {1 if state.get('drain') else 0}",
+        "# HELP spurinv_partition_switch_since_timestamp_seconds When the switch in progress was first seen (0: none).",
+        "# TYPE spurinv_partition_switch_since_timestamp_seconds gauge",
+        f"spurinv_partition_switch_since_timestamp_seconds {_epoch(switch['since']) if isinstance(switch, dict) else 0}",
+        "# HELP spurinv_link_degraded A GPU's PCIe link narrower than it can be, in the last two readings (width as label).",
+        "# TYPE spurinv_link_degraded gauge",
+        *(
+            f'spurinv_link_degraded{{pci_bdf="{_escape(d["pci_bdf"])}",width="{d["width"]}",max_width="{d["max_width"]}"}} 1'
+            for d in degraded
+        ),
+        "# HELP spurinv_links_degraded GPUs whose PCIe link is degraded in the last two readings.",
+        "# TYPE spurinv_links_degraded gauge",
+        f"spurinv_links_degraded {len(degraded)}",
         "# HELP spurinv_discovery_failures_consecutive Consecutive failed discoveries.",
         "# TYPE spurinv_discovery_failures_consecutive gauge",
         f"spurinv_discovery_failures_consecutive {int(state.get('consecutive_failures') or 0)}",

@@ -38,6 +38,23 @@ class Partition(Frozen):
     index: int
 
 
+class Link(Frozen):
+    """A GPU's PCIe link as read (``device``: the function whose link it is): width judged, speed
+    reported (spurinv.sources.link). Not schedulable: never in the fingerprint."""
+
+    device: str
+    width: int | None
+    max_width: int | None
+    speed: str | None
+    max_speed: str | None
+    state: Literal["ok", "degraded", "down", "unknown", "gone"]
+
+    def line(self) -> str:
+        """``x8 of x16, 32.0 GT/s of 32.0 GT/s``."""
+        width = f"x{self.width if self.width is not None else '?'} of x{self.max_width if self.max_width is not None else '?'}"
+        return f"{width}, {self.speed or 'unknown'} of {self.max_speed or 'unknown'}"
+
+
 class Device(Frozen):
     """One schedulable GPU (or GPU partition), named by a stable identity."""
 
@@ -56,6 +73,7 @@ class Device(Frozen):
     driver: str | None
     peers: tuple[str, ...] = ()
     cdi_names: tuple[str, ...] = ()
+    link: Link | None = None
 
 
 class Inventory(Frozen):

@@ -48,7 +48,7 @@ _TAG = 4  # hex digits of the digest
 _OPEN = f"{PREFIX} ["  # ``spurinv: [`` then the id, ``] `` and the text
 _HEX = frozenset("0123456789abcdef")
 _SPACE = " \t\n\r"
-CAUSES = ("busy", "refused", "suspicious")
+CAUSES = ("busy", "refused", "suspicious", "link")
 
 
 # --- the controller's reason time -----------------------------------------------------------------
@@ -383,6 +383,8 @@ def cause_in(reason: str) -> str:
         return "suspicious"
     if text.startswith("controller refused"):
         return "refused"
+    if " PCIe x" in text and "→x" in text:
+        return "link"
     return "busy"
 
 

@@ -6,9 +6,13 @@ The table (issue #4; the review of ROCm/spur#834 by yansun1996; docs/spur.md):
 outcome             controller view              action
 ==================  ==========================  ============================================
 discovery-failed    —                            none (nothing may be acted on)
+switching           —                            none, exit 75 (a switch in progress; not a failure)
 change-pending      —                            none (wait for a second identical reading)
 suspicious          —                            hold; drain only with drain_on_suspicious
-unchanged           our drain on                 resume (``{"state":["RESUME"]}`` only)
+unchanged           our drain on                 resume (``{"state":["RESUME"]}`` only); a link drain
+                                                 only once the link is back
+unchanged           link degraded twice          drain with ``spurinv: 0000:05:00.0 PCIe x16→x8``, only
+                                                 with drain_on_degraded_link
 unchanged           otherwise                    none, and no request at all
 change-confirmed    no baseline, gres agrees     adopt the reading as the baseline
 change-confirmed    idle                         register (complete gres + extra), read back
@@ -42,6 +46,7 @@ from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres, unsendable_gres
 from spurinv.ownership import owns, reason_for, reason_id, record_value, splice, stamp, text_of
 from spurinv.secret import printable
+from spurinv.sources import link
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 from spurinv.transport import SLURM_REMEDY
 
@@ -73,6 +78,8 @@ class Settings(BaseModel):
 
     observe: bool
     drain_on_suspicious: bool = False
+    switch_timeout: int = 600  # policy.switch_timeout: a switch in progress longer than this is a failure
+    drain_on_degraded_link: bool = False
     backoff_initial: int = 60
     backoff_max: int = 3600
     ignore_backoff: bool = False  # `refresh --ignore-backoff`: an operator retries now
@@ -93,7 +100,7 @@ class Action(BaseModel):
     kind: Do
     reason: str
     body: dict[str, Any] | None = None
-    cause: Literal["busy", "refused", "suspicious"] | None = None
+    cause: Literal["busy", "refused", "suspicious", "link"] | None = None
     exit_code: int = exitcode.OK
 
 
@@ -170,6 +177,9 @@ def decide(
     """Return the next step for this run (``nonce``: the random part of a drain's id)."""
     if outcome.kind == Kind.DISCOVERY_FAILED:
         return Action(kind=Do.NONE, reason=f"{outcome.reason}; nothing may be acted on", exit_code=exitcode.IOERR)
+    if outcome.kind == Kind.SWITCHING:
+        # not settled: no change to confirm, no failure to back off from; the next tick looks again
+        return Action(kind=Do.NONE, reason=f"{outcome.reason}; waiting for the settled reading", exit_code=exitcode.TEMPFAIL)
     # a state started afresh reads the controller once whatever the reading: a drain of ours
     # the lost state knew is found only there
     first_look = state.fresh and not settings.observe
@@ -184,8 +194,10 @@ def decide(
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
         return Action(kind=Do.NONE, reason="unchanged (observe mode)")
 
+    degraded = _degraded_links(state) if settings.drain_on_degraded_link else []
     needs_view = (
         outcome.kind == Kind.CHANGE_CONFIRMED
+        or (outcome.kind == Kind.UNCHANGED and bool(degraded) and state.drain is None)
         or (outcome.kind == Kind.SUSPICIOUS and settings.drain_on_suspicious)
         or (outcome.kind == Kind.UNCHANGED and state.drain is not None)
         or state.intent is not None  # an unsettled write: the controller's view settles it
@@ -226,12 +238,7 @@ def decide(
     foreign = view.drained and not drained_by_us
 
     if outcome.kind == Kind.UNCHANGED:
-        if drained_by_us:
-            reason = "inventory matches the baseline; lifting our drain"
-            if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
-                reason = f"the controller now lists {view.gres}; our drain lifted"
-            return Action(kind=Do.RESUME, reason=reason, body={"state": ["RESUME"]})
-        return Action(kind=Do.NONE, reason="unchanged")
+        return _unchanged(view, state, settings, now, nonce, drained_by_us=drained_by_us, degraded=degraded)
 
     if outcome.kind == Kind.SUSPICIOUS:
         if view.drained:
@@ -299,6 +306,31 @@ def decide(
         )
     body = register_body(view, current, settings)
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}{_unrecorded(view, body)}", body=body)
+
+
+def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, nonce: str, *, drained_by_us: bool,
+               degraded: list[dict[str, Any]]) -> Action:  # fmt: skip
+    """Unchanged inventory: lift our drain, or (drain_on_degraded_link) drain while a link is degraded."""
+    words = "; ".join(link.line(found) for found in degraded)
+    link_drain = state.drain is not None and state.drain.cause == "link"
+    if drained_by_us and link_drain and degraded:
+        return Action(kind=Do.NONE, reason=f"drained by spurinv while a PCIe link is degraded ({words})")
+    if drained_by_us:
+        reason = f"{'the PCIe link is back' if link_drain else 'inventory matches the baseline'}; lifting our drain"
+        if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
+            reason = f"the controller now lists {view.gres}; our drain lifted"
+        return Action(kind=Do.RESUME, reason=reason, body={"state": ["RESUME"]})
+    if degraded and not view.drained:
+        current = state.latest.inventory if state.latest else None
+        body = drain_body(view, words, "link", current.fingerprint if current else None, settings, now, nonce)
+        reason = f"degraded PCIe link in two readings ({words}); policy.drain_on_degraded_link"
+        return Action(kind=Do.DRAIN, reason=reason + _unrecorded(view, body), body=body, cause="link")
+    return Action(kind=Do.NONE, reason="unchanged")
+
+
+def _degraded_links(state: State) -> list[dict[str, Any]]:
+    """Links degraded at the same width in the last two readings (spurinv.sources.link.confirmed)."""
+    return link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
 
 
 def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:

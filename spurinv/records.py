@@ -22,6 +22,15 @@ class SourceStatus(TypedDict):
     detail: str
 
 
+class Link(TypedDict):
+    device: str
+    width: int | None
+    max_width: int | None
+    speed: str | None
+    max_speed: str | None
+    state: str
+
+
 class PciFunction(TypedDict):
     bdf: str
     vendor: str
@@ -32,6 +41,7 @@ class PciFunction(TypedDict):
     numa_node: int | None
     product: str | None
     path: str
+    link: Link | None
 
 
 class DrmNode(TypedDict):
@@ -56,6 +66,19 @@ class NvidiaGpu(TypedDict):
     uuid: str | None
     minor: int
     path: str
+
+
+class MigInstance(TypedDict):
+    gi: int
+    ci: int
+    gi_minor: int
+    ci_minor: int
+
+
+class MigGpu(TypedDict):
+    minor: int
+    instances: list[MigInstance]
+    empty_gis: list[int]
 
 
 class CdiDevice(TypedDict):
@@ -88,6 +111,7 @@ class Device(TypedDict):
     driver: str | None
     peers: list[str]
     cdi_names: list[str]
+    link: Link | None
 
 
 class Inventory(TypedDict):

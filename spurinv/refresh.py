@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from spurinv import exitcode, ledger, metrics, store
 from spurinv import state as state_file
 from spurinv.budget import Budget, Signals, shielded
-from spurinv.classify import Kind, Outcome, classify
+from spurinv.classify import Kind, Outcome, classify, switching
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
 from spurinv.errors import (
@@ -54,6 +54,7 @@ from spurinv.policy import (
 )
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root
+from spurinv.sources import link
 from spurinv.state import Api, Decision, Drain, State, Steady
 from spurinv.transport import RegisterResult, extra_limit, recorded
 
@@ -199,12 +200,30 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     there were no baseline, so the first confirmed reading is compared with the controller's view.
     """
     baseline = state.baseline
+    if switching(reading):
+        return _switching(state, reading, settings)
     if baseline is not None and baseline.source == "observed" and not settings.observe:
         outcome = classify(None, state.latest, reading, state.accepted)
         # the same story status tells about this baseline, not "no baseline yet"
         reason = outcome.reason.replace("no baseline yet", "the baseline was only observed, never told to a controller")
         return outcome.model_copy(update={"reason": reason})
     return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
+
+
+def _switching(state: State, reading: Reading, settings: Settings) -> Outcome:
+    """A switch in progress says since when; past ``policy.switch_timeout`` it is a failure."""
+    outcome = classify(None, None, reading)
+    since = state.switching.since if state.switching else reading.taken_at
+    detail = outcome.reason.removeprefix("partition switch in progress: ")
+    started = f"partition switch in progress since {since:%H:%M} UTC"
+    if state.overdue(reading, settings.switch_timeout):
+        reason = f"{started}, longer than policy.switch_timeout ({settings.switch_timeout} s): {detail}"
+        return Outcome(kind=Kind.DISCOVERY_FAILED, reason=reason)
+    return outcome.model_copy(update={"reason": f"{started}: {detail}"})
+
+
+# A reading nothing may act on ends the run with this status, whatever its steps did
+_UNSETTLED = {Kind.DISCOVERY_FAILED: exitcode.IOERR, Kind.SWITCHING: exitcode.TEMPFAIL}
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,8 +317,7 @@ def converge(
             exit_code = exc.exit_code
             break
     final = judge(state)
-    if final.kind == Kind.DISCOVERY_FAILED:
-        exit_code = exit_code or exitcode.IOERR
+    exit_code = exit_code or _UNSETTLED.get(final.kind, exitcode.OK)
     return Converged(state, final, steps, exit_code, client, notes)
 
 
@@ -313,6 +331,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     settings = Settings(
         observe=config.observe,
         drain_on_suspicious=config.policy.drain_on_suspicious,
+        switch_timeout=config.policy.switch_timeout,
+        drain_on_degraded_link=config.policy.drain_on_degraded_link,
         backoff_initial=config.policy.backoff_initial,
         backoff_max=config.policy.backoff_max,
         ignore_backoff=options.ignore_backoff,
@@ -328,7 +348,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if options.accept:
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
-    state = state.record(reading).model_copy(update={"node": node})
+    state = state.record(reading, settings.switch_timeout).model_copy(update={"node": node})
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
     if outcome.kind == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
@@ -340,7 +360,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         world.sleep(config.policy.confirm_interval)
         reading, raw = _take_reading(world, config)
         outcome = classify_for(state, reading, settings)
-        state = state.record(reading)
+        state = state.record(reading, settings.switch_timeout)
 
     result = converge(
         state,
@@ -357,6 +377,8 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if options.dry_run and result.client is None and not config.observe:
         result = _probe(result, lambda: _client(world, config, node, state, budget), world.log)
     notes += result.notes
+    for degraded in link.confirmed([reading.model_dump(mode="json") for reading in result.state.readings]):
+        notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)
@@ -668,6 +690,7 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
             options.metrics_file,
             node,
             config.observe,
+            config.policy.drain_on_degraded_link,
         )
         steady = Steady.model_validate(memo)
     return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})

@@ -176,14 +176,30 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
             _print(out, device_table(inventory.devices, per_device))
         out.print(Text(f"fingerprint {inventory.fingerprint}"))
     sources(out, discovery)
-    rows: list[Row] = [("error", error.line(), "red") for error in discovery.errors]
+    rows: list[Row] = [
+        ("switch", error.line(), "yellow") if error.source == "switch" else ("error", error.line(), "red")
+        for error in discovery.errors
+    ]
     rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
+    if inventory is not None:
+        from spurinv.sources import link
+
+        shown = [device.model_dump(mode="json") for device in inventory.devices]
+        rows.extend(("link", text, "yellow") for text in link.changes(None, shown))
     if rows:
         _labelled(out, rows, indent=7)
-    if not discovery.ok:
+    if not discovery.ok and discovery.errors and all(error.source == "switch" for error in discovery.errors):
+        out.print(Text("partition switch in progress: not a settled reading; nothing will be reported", style="bold yellow"))
+    elif not discovery.ok:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
     elif inventory is not None and not inventory.devices:
         out.print(Text("no GPU or accelerator on this node (every source read cleanly)"))
+
+
+def links(out: Console, lines: list[str]) -> None:
+    """PCIe link health beside a diff: degraded or recovered links (not schedulable)."""
+    if lines:
+        _labelled(out, [("link", text, "yellow") for text in lines])
 
 
 def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
@@ -223,7 +239,8 @@ def refresh(out: Console, document: RefreshDocument) -> None:
     mode = "observe mode (no controller configured)" if document.mode == "observe" else f"controller {document.controller}"
     out.print(Text(f"spurinv refresh, node {document.node}, {mode}", style="bold"))
     rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document.dry_run else []
-    reading = document.inventory if document.reading_ok else "FAILED"
+    switch = bool(document.errors) and all(error.source == "switch" for error in document.errors)
+    reading = document.inventory if document.reading_ok else "SWITCHING" if switch else "FAILED"
     rows.append(("reading", f"{reading}", None))
     if document.fingerprint:
         rows.append(("", f"fingerprint {document.fingerprint[:12]}", None))
@@ -266,7 +283,8 @@ def status(out: Console, document: dict[str, Any]) -> None:
             rows.append((label, text, None))
         else:
             why = reading["errors"][0]["reason"] if reading["errors"] else ""
-            rows.append((label, f"{reading['taken_at']}  FAILED  {why}", "red"))
+            switch = bool(reading["errors"]) and all(error["source"] == "switch" for error in reading["errors"])
+            rows.append((label, f"{reading['taken_at']}  {'SWITCHING' if switch else 'FAILED'}  {why}", "red"))
     baseline = document["baseline"]
     if baseline:
         text = f"{baseline['since']}  {baseline['source']}  {baseline['devices']} devices ({_models(baseline)})"

@@ -70,6 +70,8 @@ class StatusDocument(_Document):
     drain: dict[str, Any] | None
     refusal: dict[str, Any] | None
     backoff: dict[str, Any] | None
+    switching: dict[str, Any] | None = None  # a partition switch in progress: {"since"}
+    degraded_links: list[dict[str, Any]] = []  # PCIe links narrower than they can be, in two readings
     api: dict[str, Any] | None
     consecutive_failures: int
     controller_errors: int
@@ -121,6 +123,7 @@ class DiffDocument(_Document):
     different: bool
     vs_baseline: InventoryDiff | None
     vs_latest_reading: InventoryDiff | None
+    links: list[str] = []  # PCIe link health against the baseline (not schedulable: not in the diff)
 
 
 class ConfigDocument(_Document):

@@ -22,6 +22,8 @@ SYS = "sys"
 MEMINFO = "proc/meminfo"
 CPUINFO = "proc/cpuinfo"
 NVIDIA_GPUS = "proc/driver/nvidia/gpus"
+NVIDIA_CAPABILITIES = "proc/driver/nvidia/capabilities"  # MIG: gpu<minor>/mig/gi<G>/ci<C>/access
+NVIDIA_MIG_MINORS = "proc/driver/nvidia-caps/mig-minors"  # the driver's static minor table
 CDI_DIRS = ("etc/cdi", "var/run/cdi")  # the CDI spec's default directories, in priority order
 # Not under the root: the state lock is this machine's, and so is the process holding it.
 PROCESS_COMMAND_LINE = "/proc/{pid}/cmdline"

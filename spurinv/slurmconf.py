@@ -13,7 +13,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from spurinv.model import Inventory
+from spurinv.model import Device, Inventory
+from spurinv.sources.mig import ci_minor, gi_minor
+
+_MIG = re.compile(r"/mig(\d+)\.(\d+)$")
+_PARENT = re.compile(r"^/dev/nvidia(\d+)$")
+
+
+def _files(device: Device) -> str:
+    """``File=`` of a device; a MIG device is ``MultipleFiles=`` of its GPU and its two caps (as
+    Slurm's AutoDetect=nvml writes them, gpu_nvml.c), by the driver's minor table."""
+    mig, parent = _MIG.search(device.id), _PARENT.match(device.device_node or "")
+    if device.partition is None or device.partition.compute != "MIG" or mig is None or parent is None:
+        return f"File={device.device_node}"
+    gpu, gi, ci = int(parent[1]), int(mig[1]), int(mig[2])
+    caps = f"/dev/nvidia-caps/nvidia-cap{gi_minor(gpu, gi)},/dev/nvidia-caps/nvidia-cap{ci_minor(gpu, gi, ci)}"
+    return f"MultipleFiles={device.device_node},{caps}"
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
@@ -85,14 +100,23 @@ def _runs(numbers: list[int]) -> list[tuple[int, int]]:
 def gres_conf(inventory: Inventory, node: str, numa_cpus: dict[int, str]) -> list[str]:
     """gres.conf lines: one per model and NUMA node, in the order of the devices' first file
     (Slurm numbers GPUs in gres.conf order), ``Cores=`` the NUMA node's CPU list where known."""
-    groups: dict[tuple[str, int | None], list[str]] = {}
+    # a MIG device names its GPU and two caps (MultipleFiles=): a line of its own, in order
+    groups: dict[tuple[str, int | None] | str, tuple[str, int | None, list[str]]] = {}
     for device in inventory.devices:
-        if device.device_node is not None:
-            groups.setdefault((device.model, device.numa_node), []).append(device.device_node)
+        if device.device_node is None:
+            continue
+        named = _files(device)
+        if named.startswith("MultipleFiles="):
+            groups[device.id] = (device.model, device.numa_node, [named])
+        else:
+            groups.setdefault((device.model, device.numa_node), (device.model, device.numa_node, []))[2].append(
+                device.device_node
+            )
     lines = []
-    for (model, numa), files in groups.items():
+    for key, (model, numa, files) in groups.items():
         cores = numa_cpus.get(numa) if numa is not None else None
-        line = f"NodeName={node} Name=gpu Type={model} File={','.join(compress(files))}"
+        where = files[0] if isinstance(key, str) else f"File={','.join(compress(files))}"
+        line = f"NodeName={node} Name=gpu Type={model} {where}"
         lines.append(line + (f" Cores={cores}" if cores else ""))
     return lines
 

@@ -9,6 +9,8 @@ Schema history (``schema_version``):
         the drain it records; it refuses a newer version instead, untouched. A version 1 file
         loads as it is (no drain in it carries an id: it is ours by its exact reason alone) and
         is written back as version 2.
+    3 — ``switching`` (a partition switch in progress, since when). Version 2 forbids the key,
+        so it refuses a version 3 file instead of calling it corrupt.
 A file from a newer schema is refused and never overwritten; a corrupt one is moved aside.
 """
 
@@ -20,6 +22,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
 from spurinv import exitcode, ledger, store
+from spurinv.classify import switching
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.errors import ControllerKind
 from spurinv.model import Frozen, Inventory, Reading
@@ -39,6 +42,12 @@ class Baseline(Frozen):
         return self.inventory.fingerprint
 
 
+class Switching(Frozen):
+    """A partition switch in progress, since the first reading that caught it."""
+
+    since: AwareDatetime
+
+
 class Pending(Frozen):
     """A change seen but not yet confirmed, and since when."""
 
@@ -52,7 +61,7 @@ class Drain(Frozen):
 
     reason: str
     set_at: AwareDatetime  # our clock when we wrote it (or, recovered, what the record says)
-    cause: Literal["busy", "refused", "suspicious"]
+    cause: Literal["busy", "refused", "suspicious", "link"]
     fingerprint: str | None = None
     # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
     # pinned from the first view after our drain: the same text set again later (a re-drain
@@ -85,7 +94,7 @@ class Intent(Frozen):
     body: dict[str, Any]
     at: AwareDatetime
     fingerprint: str | None = None
-    cause: Literal["busy", "refused", "suspicious"] | None = None
+    cause: Literal["busy", "refused", "suspicious", "link"] | None = None
     transport: str = "rest"
 
     @property
@@ -152,6 +161,7 @@ class Steady(Frozen):
     metrics_file: str | None = None
     node: str = ""
     observe: bool = False  # the run was in observe mode: the replayed decision says so, as a full run would
+    drain_links: bool = False  # policy.drain_on_degraded_link: a degraded link hands the tick over
 
     @model_validator(mode="before")
     @classmethod
@@ -185,13 +195,20 @@ class State(Frozen):
     # Started afresh (no file, or a corrupt one moved aside) and the controller not yet read: the
     # first view looks for a drain the lost state knew (the controller's record of it).
     fresh: bool = False
+    switching: Switching | None = None  # a partition switch in progress (readings with its evidence)
 
     @property
     def latest(self) -> Reading | None:
         """The newest reading (after :meth:`record`, the one being acted on)."""
         return self.readings[-1] if self.readings else None
 
-    def record(self, reading: Reading) -> State:
+    def overdue(self, reading: Reading, switch_timeout: float) -> bool:
+        """Whether ``reading``, a switch in progress, caught one older than ``switch_timeout`` seconds."""
+        if not switching(reading) or self.switching is None:
+            return False
+        return (reading.taken_at - self.switching.since).total_seconds() > switch_timeout
+
+    def record(self, reading: Reading, switch_timeout: float = 600) -> State:
         """Return the state with ``reading`` appended, keeping the last two, and counters updated
         (the rule is :func:`spurinv.ledger.record`'s, which the timer's tick applies to the raw file)."""
         update = ledger.record(
@@ -200,15 +217,20 @@ class State(Frozen):
                 "pending": self.pending.model_dump() if self.pending else None,
                 "consecutive_failures": self.consecutive_failures,
                 "last_success": self.last_success,
+                "switching": self.switching.model_dump() if self.switching else None,
             },
             reading,
             ok=reading.ok,
             fingerprint=reading.fingerprint,
             taken_at=reading.taken_at,
             baseline=self.baseline.fingerprint if self.baseline else None,
+            switching=switching(reading),
+            overdue=self.overdue(reading, switch_timeout),
         )
         pending = update["pending"]
         update["pending"] = None if pending is None else Pending(**pending)
+        switch = update["switching"]
+        update["switching"] = None if switch is None else Switching(**switch)
         update["readings"] = tuple(update["readings"])
         return self.model_copy(update=update)
 

@@ -82,6 +82,16 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
     "vega10-duplicate": lambda p: rb.build_vega10(p, keep_synthetic_copy=True),
     "nvidia-8": rb.build_nvidia,
     "nvidia-cdi": rb.build_nvidia_cdi,
+    "nvidia-h100-x8": lambda p: rb.materialize_synthetic("pcie-link/h100-x8", rb.build_nvidia(p)),
+    "amd-internal-switch": lambda p: rb.materialize_synthetic("pcie-link/amd-internal-switch", p),
+    **{
+        f"mig-{layout}": (lambda p, layout=layout: rb.build_nvidia_mig(p, f"mig-{layout}"))
+        for layout in ("disabled", "all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci", "applying")
+    },
+    **{
+        f"amd-{name}": (lambda p, name=name: rb.build_amd_switch(p, name))
+        for name in ("spx-settled", "cpx-switching", "nps-reloading")
+    },
     **{f"host-{name}": (lambda p, name=name: rb.build_host_only(p, name)) for name in rb.HOST_SETS},
 }
 

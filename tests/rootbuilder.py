@@ -24,6 +24,7 @@ from pathlib import Path
 # --------------------------------------------------------------------------- fixture locations
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+SYNTHETIC = Path(__file__).resolve().parent / "fixtures" / "synthetic"
 _KFD_SETS = REAL / "ROCm__k8s-device-plugin" / "testdata"
 MI300X_CPX_TOPOLOGY = _KFD_SETS / "topo-mi300-cpx" / "topology"
 MI308X_TOPOLOGY = _KFD_SETS / "topology-parsing-mi308" / "topology"
@@ -841,6 +842,50 @@ def build_nvidia_cdi(root: Path) -> Path:
            "model": "NVIDIA H100 PCIe", "device": 0x2331, "numa_node": -1}
     build_nvidia(root, [gpu])
     write(root, "etc/cdi/nvidia.yaml", NVIDIA_CDI_YAML.read_text())
+    return Path(root)
+
+
+def materialize_synthetic(set_name: str, root: Path) -> Path:
+    """Lay the issue-24 synthetic set ``<family>/<set>`` over ``root`` (``build.materialize``:
+    its ``root/`` plus the empty directories git cannot hold)."""
+    src = SYNTHETIC / set_name
+    for path in sorted((src / "root").rglob("*")):  # over a built node: its links may exist already
+        dest = Path(root, path.relative_to(src / "root"))
+        if path.is_symlink():
+            if not dest.is_symlink():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.symlink_to(os.readlink(path))
+            elif os.readlink(dest) != os.readlink(path):
+                raise ValueError(f"{dest} already links elsewhere than {set_name} says")
+        elif path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+    empty = src / "empty-dirs.txt"
+    if empty.exists():
+        for line in empty.read_text().splitlines():
+            Path(root, line).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+def build_nvidia_mig(root: Path, layout: str) -> Path:
+    """The 8 × H100 node of ``build_nvidia`` (the same BDFs, minors and UUIDs as the synthetic
+    sets) with the capability tree and CDI spec of ``nvidia-mig/<layout>``."""
+    build_nvidia(root)
+    return materialize_synthetic(f"nvidia-mig/{layout}", root)
+
+
+def build_amd_switch(root: Path, snapshot: str) -> Path:
+    """The MI300X node of ``amd-switch/<snapshot>`` (PCI functions, partition attributes, KFD
+    topology) made whole: the host files, and a render node for each KFD GPU node's
+    ``drm_render_minor`` (on a platform device, as amdgpu's XCP nodes are)."""
+    root = materialize_synthetic(f"amd-switch/{snapshot}", root)
+    for node in gpu_nodes(root):
+        minor = int(read_properties(node / "properties")["drm_render_minor"])
+        parent = add_xcp_device(root, f"amdgpu_xcp_r{minor}")
+        add_drm_minor(root, parent, f"renderD{minor}", minor)
+    add_host(root, "0-191", MI300X_MEMTOTAL_KB, ["0-95", "96-191"])
     return Path(root)
 
 

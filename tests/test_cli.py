@@ -43,12 +43,14 @@ def test_a_broken_reading_in_between_never_confirms(cli, built, state_path):
 
     kinds = [refresh(cli, root, state_path).json()["outcome"]["kind"] for root in (cpx, broken, cpx, broken, cpx)]
 
-    assert ["change-pending", "discovery-failed", "change-pending", "discovery-failed", "change-pending"] == kinds
+    # the captured root's count disagrees with its mode: a switch in progress (issue #24), which
+    # resets confirmation like a failure
+    assert ["change-pending", "switching", "change-pending", "switching", "change-pending"] == kinds
     assert cli("status", "--state", state_path, "--json").json()["baseline"]["devices"] == 8
 
 
 def test_failed_discovery_exits_74_and_records_the_failure(cli, built, state_path):
-    result = refresh(cli, built("mi300x-cpx-captured"), state_path)
+    result = refresh(cli, built("vega10-duplicate"), state_path)
 
     assert exitcode.IOERR == result.code
     document = result.json()

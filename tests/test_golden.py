@@ -26,6 +26,7 @@ from spurinv.root import Root
 
 WIDTHS = [80, 120]
 STAMPS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+SINCE = re.compile(r"since \d\d:\d\d UTC")
 
 
 def rendered(width: int, draw: Callable[[Any], None]) -> str:
@@ -102,6 +103,7 @@ def test_refresh(cli, built, state_path, golden, width):
         body = run.out
         for path, shown in sorted(roots.items(), key=lambda item: -len(item[0])):  # -captured first
             body = body.replace(path, shown)
+        body = SINCE.sub("since 18:02 UTC", body)  # a switch's start: the run's own clock, made stable
         document = RefreshDocument.model_validate_json(body)
         texts.append(rendered(width, lambda out, document=document: render.refresh(out, document)))
 

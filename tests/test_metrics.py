@@ -22,6 +22,9 @@ FAMILIES = {
     "spurinv_last_success_timestamp_seconds": "gauge",
     "spurinv_change_pending": "gauge",
     "spurinv_drain_active": "gauge",
+    "spurinv_partition_switch_since_timestamp_seconds": "gauge",
+    "spurinv_link_degraded": "gauge",
+    "spurinv_links_degraded": "gauge",
     "spurinv_discovery_failures_consecutive": "gauge",
     "spurinv_controller_errors": "counter",  # exposed as spurinv_controller_errors_total
     "spurinv_tick_duration_seconds": "gauge",

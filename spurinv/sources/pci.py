@@ -12,6 +12,7 @@ import re
 
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_optional, read_text
+from spurinv.sources.link import read_link
 from spurinv.sources.report import Report
 
 TYPE_CHECKING = False
@@ -150,4 +151,5 @@ def _read_function(path: str, bdf: str, report: Report) -> PciFunction | None:
         "numa_node": numa if numa >= 0 else None,
         "product": (product or "").strip() or None,
         "path": path,
+        "link": read_link(path, vendor_id),
     }

@@ -2,7 +2,9 @@
 
 A *problem* names the source, the path and the reason. ``errors`` make the whole discovery fail;
 ``flags`` are inconsistencies worth reporting that do not change what can be scheduled (a stale
-CDI spec, say). Plain classes and dicts: this runs on the timer's hot path.
+CDI spec, say); ``evidence`` says a partition switch is in progress (docs/partitions.md §2.4):
+the reading is *switching*, not failed, and its problems carry the source ``switch``.
+Plain classes and dicts: this runs on the timer's hot path.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 MAX_PROBLEMS = 100
 MAX_TEXT = 1024  # characters of a problem's path or reason
 
+SWITCH = "switch"  # the source of a switch-in-progress problem (its evidence)
 OK = "ok"
 ABSENT = "absent"
 FAILED = "failed"
@@ -25,7 +28,9 @@ FAILED = "failed"
 class Report:
     """What one source found out about itself while reading."""
 
-    __slots__ = ("detail", "errors", "flags", "name", "status", "unlisted_errors", "unlisted_flags", "unlisted_path")
+    __slots__ = (
+        "detail", "errors", "evidence", "flags", "name", "status", "unlisted_errors", "unlisted_flags", "unlisted_path"
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -36,6 +41,7 @@ class Report:
         self.unlisted_errors = 0
         self.unlisted_flags = 0
         self.unlisted_path = ""  # the last problem past the bound names a path for the count
+        self.evidence: list[Problem] = []
 
     def fail(self, path: str, reason: str) -> None:
         """Record a read or consistency error: the source, and so the discovery, failed."""
@@ -73,6 +79,12 @@ class Report:
                 self._problem(self.unlisted_path, f"{self.unlisted_flags} more flags not listed, the last of them here")
             )
         return errors, flags
+
+    def switching(self, path: str, reason: str) -> None:
+        """Record evidence that a partition switch is in progress: the reading is not settled."""
+        if len(self.evidence) < MAX_PROBLEMS:
+            problem = self._problem(path, f"{self.name}: {reason}")
+            self.evidence.append({**problem, "source": SWITCH})
 
     def absent(self, reason: str) -> None:
         """Mark the source as not present on this node, with the reason."""

@@ -1,0 +1,223 @@
+"""PCIe link health as a fact (issue #24): widths judged, speeds reported, 255/63/Unknown never a
+false alarm, the AMD card judged at its topmost AMD bridge, confirmed over two readings like
+everything else, and shown by discover, diff, status, refresh and the metrics. Never part of the
+fingerprint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spurinv import metrics
+from spurinv.discovery import discover
+from spurinv.model import Discovery
+from spurinv.root import Root
+from spurinv.sources import link
+from spurinv.sources.pci import read_pci
+from spurinv.sources.report import Report
+
+
+def run(root) -> Discovery:
+    return Discovery.model_validate(discover(Root(str(root))))
+
+
+def links_of(result: Discovery) -> dict:
+    assert result.inventory is not None
+    return {device.pci_bdf: device.link for device in result.inventory.devices}
+
+
+def test_an_h100_trained_at_x8_is_degraded_and_nothing_else_is(built):
+    """h100-x8: 0000:88:00.0 at x8 of x16; 0000:c8:00.0 idles at 2.5 GT/s (speed: not judged);
+    0000:cb:00.0 reads all ones (width 63): the device is gone, a flag, not a link fact."""
+    result = run(built("nvidia-h100-x8"))
+
+    links = links_of(result)
+    states = {bdf: found.state for bdf, found in links.items() if found is not None}
+    assert [bdf for bdf, state in states.items() if state == "degraded"] == ["0000:88:00.0"]
+    assert states["0000:c8:00.0"] == "ok"
+    assert links["0000:c8:00.0"].speed == "2.5 GT/s"
+    assert states["0000:cb:00.0"] == "gone"
+    assert any("0000:cb:00.0 link reads all ones" in flag.reason for flag in result.flags)
+    assert (links["0000:88:00.0"].width, links["0000:88:00.0"].max_width) == (8, 16)
+
+
+def test_the_link_is_not_schedulable(built):
+    """The same GPUs with a down-trained link have the same fingerprint: no re-registration."""
+    plain, degraded = run(built("nvidia-8")).inventory, run(built("nvidia-h100-x8")).inventory
+    assert plain is not None
+    assert degraded is not None
+    assert plain.fingerprint == degraded.fingerprint
+
+
+def test_an_amd_card_is_judged_at_its_topmost_amd_bridge(built):
+    """nokyan/resources#512's values: the endpoint reads x16 of x16 (an internal link); the card's
+    upstream port 0000:01:00.0 is at x8 of x16."""
+    functions, _ = read_pci(Root(str(built("amd-internal-switch"))), Report("pci"))
+
+    (gpu,) = functions
+    assert gpu["bdf"] == "0000:03:00.0"
+    assert gpu["link"] is not None
+    assert (gpu["link"]["device"], gpu["link"]["width"], gpu["link"]["max_width"]) == ("0000:01:00.0", 8, 16)
+    assert gpu["link"]["state"] == "degraded"
+
+
+def test_a_card_wider_than_its_slot_is_the_platform_not_a_fault():
+    assert link.verdict(8, 16, 8, "32.0 GT/s") == "ok"
+    assert link.verdict(8, 16, None, "32.0 GT/s") == "degraded"
+    assert link.verdict(4, 16, 8, "32.0 GT/s") == "degraded"
+
+
+@pytest.mark.parametrize(
+    ("text", "speed"),
+    [("32.0 GT/s PCIe\n", "32.0 GT/s"), ("8 GT/s\n", "8.0 GT/s"), ("2.5 GT/s\n", "2.5 GT/s"), ("Unknown\n", None),
+     ("Unknown speed\n", None), ("", None), ("fast", None)],
+)  # fmt: skip
+def test_speeds_in_every_kernel_format(text, speed):
+    assert link.parse_speed(text) == speed
+
+
+WIDTH = st.one_of(st.none(), st.integers(0, 300))
+
+
+@given(WIDTH, WIDTH, WIDTH, st.sampled_from([None, "32.0 GT/s", "2.5 GT/s"]))
+def test_degraded_only_when_the_width_is_below_what_the_link_can_reach(width, max_width, port, speed):
+    """Never a verdict from 255, 63-with-Unknown, a missing value or an absurd one; degraded
+    exactly when 0 < width < min(max, port max)."""
+    found = link.verdict(width, max_width, port, speed)
+    readable = width is not None and max_width is not None and 0 <= width <= 32 and max_width <= 32
+    if width == 63 and speed is None:
+        assert found == "gone"
+    elif not readable:
+        assert found == "unknown"
+    else:
+        assert width is not None
+        assert max_width is not None
+        reach = min(max_width, port) if port is not None and 0 < port <= 32 else max_width
+        assert (found == "degraded") == (0 < width < reach)
+        assert (found == "down") == (width == 0)
+
+
+def _reading(devices):
+    return {"ok": True, "inventory": {"devices": devices}}
+
+
+def _gpu(width, state="degraded"):
+    return {"pci_bdf": "0000:88:00.0", "link": {"width": width, "max_width": 16, "speed": "32.0 GT/s",
+                                                 "max_speed": "32.0 GT/s", "state": state}}  # fmt: skip
+
+
+def test_one_reading_never_confirms_a_degraded_link():
+    assert link.confirmed([_reading([_gpu(8)])]) == []
+    assert link.confirmed([_reading([_gpu(16, "ok")]), _reading([_gpu(8)])]) == []
+    assert link.confirmed([_reading([_gpu(4)]), _reading([_gpu(8)])]) == []  # not the same width twice
+    assert link.confirmed([{"ok": False, "inventory": None}, _reading([_gpu(8)])]) == []
+    (both,) = link.confirmed([_reading([_gpu(8)]), _reading([_gpu(8)])])
+    assert link.line(both) == "0000:88:00.0 PCIe x16→x8"
+
+
+def test_refresh_status_and_metrics_show_a_confirmed_degraded_link(cli, built, state_path, tmp_path):
+    metrics_file = tmp_path / "spurinv.prom"
+    root = built("nvidia-h100-x8")
+
+    def refresh():
+        return cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0",
+                   "--metrics-file", metrics_file, "--json").json()  # fmt: skip
+
+    first = refresh()
+    first_metrics = metrics_file.read_text()
+    second = refresh()
+    status = cli("status", "--state", state_path, "--json").json()
+
+    assert not any("degraded PCIe link" in note for note in first["notes"])
+    assert "spurinv_links_degraded 0" in first_metrics
+    assert "degraded PCIe link: 0000:88:00.0 PCIe x16→x8, in the last two readings" in second["notes"]
+    assert [(d["pci_bdf"], d["width"], d["max_width"]) for d in status["degraded_links"]] == [("0000:88:00.0", 8, 16)]
+    assert any("0000:88:00.0 PCIe x16→x8" in note for note in status["attention"])
+    text = metrics_file.read_text()
+    assert 'spurinv_link_degraded{pci_bdf="0000:88:00.0",width="8",max_width="16"} 1' in text
+    assert "spurinv_links_degraded 1" in text
+    assert metrics.render(json.loads(state_path.read_text()), 0.0, "n1", "v") .count("spurinv_link_degraded{") == 1
+
+
+def test_diff_and_discover_say_the_link_beside_an_unchanged_inventory(cli, built, state_path):
+    for _ in range(2):
+        cli("refresh", "--root", built("nvidia-8"), "--state", state_path, "--confirm-interval", "0")
+
+    diff = cli("diff", "--root", built("nvidia-h100-x8"), "--state", state_path, "--json").json()
+    shown = cli("discover", "--root", built("nvidia-h100-x8"))
+
+    assert diff["different"] is False
+    assert diff["links"] == ["0000:88:00.0 PCIe x16→x8 (degraded)"]
+    assert "0000:88:00.0 PCIe x16→x8" in shown.out
+
+
+# --- policy.drain_on_degraded_link ------------------------------------------------------------------
+
+
+def link_node(tmp_path, built, drain: bool):
+    from test_intent import URL, Node  # tests/ is on sys.path
+
+    from spurinv.config import Config
+
+    node = Node(tmp_path, built)
+    node.roots = {"ok": built("nvidia-8"), "x8": built("nvidia-h100-x8")}
+    node.controller["gres"] = "gpu:h100-80gb-hbm3:8"
+    node.config = Config.model_validate(
+        {"node": {"name": "n1"}, "controller": {"url": URL, "api": "slurm/v0.0.42"},
+         "policy": {"confirm_interval": 0, "drain_on_degraded_link": drain}}
+    )  # fmt: skip
+    node.tick("ok")
+    node.tick("ok")
+    assert node.state().baseline is not None
+    return node
+
+
+def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_back(tmp_path, built):
+    node = link_node(tmp_path, built, drain=True)
+
+    once = node.tick("x8")
+    assert "DRAIN" not in node.controller["state"]  # one reading never acts
+    twice = node.tick("x8")
+    drained_reason = node.controller["reason"]
+    held = node.tick("x8")
+    back = node.tick("ok")
+
+    assert [step.action for step in once.steps] == ["none"]
+    assert "drain" in [step.action for step in twice.steps]
+    assert drained_reason.startswith("spurinv: [")
+    assert drained_reason.endswith("] 0000:88:00.0 PCIe x16→x8")
+    assert node.state().drain is None
+    assert [step.action for step in held.steps][-1] == "none"
+    assert "resume" in [step.action for step in back.steps]
+    assert "DRAIN" not in node.controller["state"]
+    assert twice.outcome.kind == "unchanged"  # never a re-registration: the inventory is the same
+
+
+def test_without_the_option_a_degraded_link_is_reported_not_drained(tmp_path, built):
+    node = link_node(tmp_path, built, drain=False)
+
+    node.tick("x8")
+    twice = node.tick("x8")
+
+    assert "DRAIN" not in node.controller["state"]
+    assert any("degraded PCIe link: 0000:88:00.0 PCIe x16→x8" in note for note in twice.notes)
+
+
+def test_a_memo_never_replays_over_a_degraded_link_the_config_would_drain():
+    from spurinv import ledger
+
+    devices = [{"pci_bdf": "0000:88:00.0", "link": {"width": 8, "max_width": 16, "speed": None, "max_speed": None,
+                                                    "state": "degraded"}}]  # fmt: skip
+    inventory = {"fingerprint": "f", "devices": devices}
+    state = {"baseline": {"inventory": inventory}, "readings": [{"ok": True, "inventory": inventory, "fingerprint": "f"}]}
+    discovery = {"ok": True, "inventory": inventory, "errors": [], "flags": []}
+
+    def replay(drain_links):
+        steady = ledger.memo("f", "k", (), (), None, "n1", False, drain_links)
+        return ledger.replay(state, steady, discovery, "2026-12-04T10:00:00Z")
+
+    assert replay(True) is None
+    assert replay(False) is not None
