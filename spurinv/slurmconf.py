@@ -117,7 +117,7 @@ def gres_conf(inventory: Inventory, node: str, numa_cpus: dict[int, str]) -> lis
         cores = numa_cpus.get(numa) if numa is not None else None
         where = files[0] if isinstance(key, str) else f"File={','.join(compress(files))}"
         line = f"NodeName={node} Name=gpu Type={model} {where}"
-        lines.append(line + (f" Cores={cores}" if cores else ""))
+        lines.append(line + (f" Cores={cores}" if cores else "") + (f"  # {key}" if isinstance(key, str) else ""))
     return lines
 
 
