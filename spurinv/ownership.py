@@ -305,6 +305,63 @@ def record_value(extra: str | None, node: str, update: dict[str, Any]) -> dict[s
     return {**kept, **update, "node": node}
 
 
+def retired_value(extra: str | None, node: str, drain_id: str | None, at: str) -> dict[str, Any] | None:
+    """Our key's new value once our drain is gone: the record for ``node`` without its drain
+    entry, saying which drain was lifted and when; None when ``extra`` holds no drain entry of
+    ours for ``node`` (nothing to retire)."""
+    current = extra_record(extra)
+    if current is None or current.get("node") != node or "drain" not in current:
+        return None
+    kept = {key: value for key, value in current.items() if key != "drain"}
+    return {**kept, "lifted": {"id": drain_id, "at": at}, "node": node}
+
+
+def stale_drain(extra: str | None, node: str, drained: bool, reason: str) -> str | None:
+    """The id of the drain entry our record in ``extra`` still holds for ``node`` although the
+    node no longer carries that drain (resumed, re-worded, or lifted by a run that died before
+    the record followed); None when the entry is current, or there is none."""
+    record = extra_record(extra)
+    drain = record.get("drain") if record is not None else None
+    if record is None or record.get("node") != node or not isinstance(drain, dict):
+        return None
+    ours = drain.get("reason")
+    if drained and isinstance(ours, str) and (reason == ours or amended(reason, ours) is not None):
+        return None
+    drain_id = drain.get("id")
+    return drain_id if isinstance(drain_id, str) else ""
+
+
+def amended(reason: str, ours: str) -> str | None:
+    """What slurmctld appended to our reason, if ``reason`` is ``ours`` plus `` : <message>``.
+
+    slurmctld's ``set_node_reason()`` (src/slurmctld/node_mgr.c) appends " : <message>" to a
+    node's existing reason when it sets the node DOWN ("Not responding", a failed registration
+    such as "gres/gpu count reported lower than configured", "reboot issued"), and stamps a new
+    reason time. The drain is still the one we set; the node now needs more than our lift
+    (docs/security.md, "When Slurm rewrites our reason").
+    """
+    head = f"{ours} : "
+    if not ours.startswith(PREFIX) or not reason.startswith(head) or len(reason) == len(head):
+        return None
+    return reason[len(head) :]
+
+
+# --- lifting ----------------------------------------------------------------------------------------
+
+# Flags a drained node may carry that are no reason to keep our drain: a job still completing,
+# a reservation, a dynamic or cloud node. Anything else (NOT_RESPONDING, FAIL, REBOOT_*,
+# INVALID_REG, POWER*, an unknown word) was set by Slurm or an operator for its own reason.
+HARMLESS_FLAGS = frozenset({"DRAIN", "COMPLETING", "RESERVED", "MAINTENANCE", "PLANNED", "DYNAMIC_NORM", "CLOUD"})
+LIFTABLE_BASES = frozenset({"IDLE", "ALLOCATED", "MIXED"})
+
+
+def lift_blockers(base: str, flags: tuple[str, ...]) -> list[str]:
+    """Why our drain must stay although it is ours: the node is DOWN (or in another base state
+    than IDLE/ALLOCATED/MIXED) or carries a flag someone else set. Empty: it may be lifted."""
+    found = [] if base.upper() in LIFTABLE_BASES else [base.upper()]
+    return found + [flag for flag in flags if flag.upper() not in HARMLESS_FLAGS]
+
+
 # --- the rule ---------------------------------------------------------------------------------------
 
 
@@ -414,15 +471,19 @@ __all__ = [
     "SKEW_WARNING",
     "Claim",
     "Extra",
+    "amended",
     "changed_at",
     "controller_claim",
     "extra_fingerprint",
     "extra_record",
+    "lift_blockers",
     "owns",
     "parse_extra",
     "reason_for",
     "reason_id",
     "record_value",
+    "retired_value",
     "skew",
     "splice",
+    "stale_drain",
 ]

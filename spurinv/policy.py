@@ -40,7 +40,19 @@ from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres
-from spurinv.ownership import owns, reason_for, reason_id, record_value, splice, stamp, text_of
+from spurinv.ownership import (
+    amended,
+    lift_blockers,
+    owns,
+    reason_for,
+    reason_id,
+    record_value,
+    retired_value,
+    splice,
+    stale_drain,
+    stamp,
+    text_of,
+)
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 from spurinv.transport import SLURM_REMEDY
 
@@ -58,10 +70,11 @@ class Do(StrEnum):
     REGISTER = "register"
     DRAIN = "drain"
     RESUME = "resume"
+    RETIRE = "retire-record"  # our record's drain entry, once the drain is gone (extra only)
 
 
 TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
-WRITES = frozenset({Do.REGISTER, Do.DRAIN, Do.RESUME})
+WRITES = frozenset({Do.REGISTER, Do.DRAIN, Do.RESUME, Do.RETIRE})
 
 
 class Settings(BaseModel):
@@ -190,6 +203,10 @@ def decide(
         or first_look
     )
     if not needs_view:
+        # the view read for another reason this run (a drain just forgotten) shows a stale record
+        retire = stale_record(view, state, settings, now) if view is not None else None
+        if retire is not None:
+            return retire
         if outcome.kind == Kind.SUSPICIOUS:
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
         return Action(kind=Do.NONE, reason="unchanged; no controller request needed")
@@ -210,15 +227,19 @@ def decide(
 
     drained_by_us = ours(view, state)
     if state.drain is not None and not drained_by_us:
-        what = "the node was resumed" if not view.drained else f"the reason is now {view.reason!r}"
-        return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
+        return _no_longer_exactly_ours(view, state.drain.reason)
     foreign = view.drained and not drained_by_us
+    retire = stale_record(view, state, settings, now)
+    if retire is not None:
+        return retire
 
     if outcome.kind == Kind.UNCHANGED:
         if drained_by_us:
-            return Action(
-                kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain", body={"state": ["RESUME"]}
-            )
+            blockers = lift_blockers(view.base, view.flags)
+            if blockers:
+                return Action(kind=Do.HOLD, reason=_held(view, blockers))
+            return Action(kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain",
+                          body=lift_body(view, state, settings, now))  # fmt: skip
         return Action(kind=Do.NONE, reason="unchanged")
 
     if outcome.kind == Kind.SUSPICIOUS:
@@ -268,6 +289,72 @@ def decide(
             )
     body = register_body(view, current, settings)
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}{_unrecorded(view, body)}", body=body)
+
+
+def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -> dict[str, Any]:
+    """Lift our drain with the narrowest write: Slurm's ``UNDRAIN`` clears the DRAIN flag only,
+    where ``RESUME`` would also clear DOWN, FAIL and a requested reboot (update_node() in
+    src/slurmctld/node_mgr.c); spur knows only ``RESUME`` (its nodes have no other flag to
+    lose). The drain entry of our record in ``extra`` is retired in the same update, so the record
+    never says "drain on" once it is gone (a record a crash left behind is retired later:
+    :func:`stale_record`)."""
+    body: dict[str, Any] = {"state": ["RESUME"] if view.dialect == "spur" else ["UNDRAIN"]}
+    drain_id = reason_id(state.drain.reason, view.name) if state.drain is not None else None
+    value = retired_value(view.extra, view.name, drain_id, stamp(int(now.timestamp())))
+    extra = splice(view.extra, value, settings.max_extra) if value is not None else None
+    if extra is not None:
+        body["extra"] = extra
+    return body
+
+
+def _held(view: NodeView, blockers: list[str]) -> str:
+    """Why our drain stays although the inventory is back."""
+    return (
+        f"inventory matches the baseline, but the node is also {'+'.join(blockers)} "
+        f"(reason {view.reason!r}): not ours to clear; our drain stays until that is gone "
+        "(lifting it would not make the node usable, and Slurm's RESUME would clear the rest too)"
+    )
+
+
+def stale_record(view: NodeView, state: State, settings: Settings, now: datetime) -> Action | None:
+    """A drain entry our record in ``extra`` still holds for a drain the node no longer carries
+    (a run that died between lifting and recording, or an operator's resume): retire it with an
+    ``extra``-only update, every other byte of the admin's text unchanged. Not while a write of
+    ours is unsettled: its outcome decides first."""
+    if state.intent is not None or view.extra is None:
+        return None
+    drain_id = stale_drain(view.extra, view.name, view.drained, view.reason)
+    if drain_id is None:
+        return None
+    value = retired_value(view.extra, view.name, drain_id or None, stamp(int(now.timestamp())))
+    extra = splice(view.extra, value, settings.max_extra) if value is not None else None
+    if extra is None or extra == view.extra:
+        return None
+    return Action(
+        kind=Do.RETIRE,
+        reason=f"our record in extra still holds drain {drain_id or '(no id)'}, which the node no longer carries: retiring it",
+        body={"extra": extra},
+    )
+
+
+def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
+    """Our drain's reason is not on the node as we set it: slurmctld appended to it (still ours,
+    held and said), or it is gone or someone else's (forgotten)."""
+    added = amended(view.reason, reason) if view.drained else None
+    if added is not None:
+        return Action(kind=Do.HOLD, reason=_amended(view, added))
+    what = "the node was resumed" if not view.drained else f"the reason is now {view.reason!r}"
+    return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
+
+
+def _amended(view: NodeView, added: str) -> str:
+    """Our drain, with slurmctld's words appended (:func:`spurinv.ownership.amended`)."""
+    state = "+".join([view.base, *view.flags])
+    return (
+        f"our drain is still on, but slurmctld appended {added!r} to its reason (node {state}): "
+        f"the node needs an operator; spurinv keeps it drained and does not lift it "
+        f"(once fixed: scontrol update NodeName={view.name} State=UNDRAIN)"
+    )
 
 
 def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
@@ -397,6 +484,9 @@ def expected_view(view: NodeView, action: Action) -> NodeView:
         if "extra" in action.body:
             update["extra"] = action.body["extra"]
         return view.model_copy(update=update)
+    changes: dict[str, Any] = {}
     if action.kind == Do.RESUME:
-        return view.model_copy(update={"flags": tuple(f for f in view.flags if f != "DRAIN")})
-    return view
+        changes["flags"] = tuple(f for f in view.flags if f != "DRAIN")
+    if action.kind in (Do.RESUME, Do.RETIRE) and action.body is not None and "extra" in action.body:
+        changes["extra"] = action.body["extra"]
+    return view.model_copy(update=changes) if changes else view

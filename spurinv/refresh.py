@@ -266,7 +266,9 @@ def converge(
                 continue
             assert view is not None
             assert action.body is not None
-            if not dry_run:
+            # a record retired: its outcome is read from the view again by any later run, which
+            # retires it again if needed; no intent to settle
+            if not dry_run and action.kind != Do.RETIRE:
                 state = _begin(journal, state, action, clock(), client.name)
             view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock(), notes, log)
             steps.append(step)
