@@ -298,7 +298,7 @@ def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -
     lose). The drain entry of our record in ``extra`` is retired in the same update, so the record
     never says "drain on" once it is gone (a record a crash left behind is retired later:
     :func:`stale_record`)."""
-    body: dict[str, Any] = {"state": ["RESUME"] if view.dialect == "spur" else ["UNDRAIN"]}
+    body: dict[str, Any] = {"state": ["RESUME"] if view.dialect.startswith("spur") else ["UNDRAIN"]}
     drain_id = reason_id(state.drain.reason, view.name) if state.drain is not None else None
     value = retired_value(view.extra, view.name, drain_id, stamp(int(now.timestamp())))
     extra = splice(view.extra, value, settings.max_extra) if value is not None else None

@@ -244,9 +244,10 @@ def test_resume_sends_state_only_never_a_reason():
     assert {"state": ["UNDRAIN"]} == action.body
 
 
-def test_spur_knows_only_resume():
+@pytest.mark.parametrize("dialect", ["spur", "spur-scontrol"])
+def test_spur_knows_only_resume(dialect):
     state = state_for(SPX, SPX, SPX, drain=True)
-    spur = OURS_IDLE.model_copy(update={"dialect": "spur", "extra": None})
+    spur = OURS_IDLE.model_copy(update={"dialect": dialect, "extra": None})
 
     assert {"state": ["RESUME"]} == decide(outcome_for(state), spur, state, SLURM, NOW).body
 
