@@ -116,13 +116,15 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     """A state started afresh meets the controller for the first time: a drain the controller
     says is ours on this node (:func:`spurinv.ownership.controller_claim`) becomes ours again.
 
-    Only a fresh state asks: one that knows the node and forgot a drain (someone re-worded it,
-    or re-drained keeping our text) must never take it back from the controller's word. Pure.
+    Only a fresh state asks (no usable file, or one written under another boot: a stale copy
+    may hold another drain, or none): one of this boot that knows the node and forgot a drain
+    (someone re-worded it) never takes it back from the controller's word. Pure.
     """
     if not state.fresh:
         return state, None
     state = state.model_copy(update={"fresh": False})
-    if state.drain is not None or not view.drained:
+    known = state.drain
+    if not view.drained or (known is not None and owns(view.drained, view.reason, view.reason_changed_at, known.claim)):
         return state, None
     claim = controller_claim(view.name, view.reason, view.extra)
     if claim is None or not owns(view.drained, view.reason, view.reason_changed_at, claim):

@@ -78,6 +78,16 @@ def skew(controller_time: int | None, our_time: int | None) -> int | None:
     return controller_time - our_time
 
 
+def drain_skew(drain: object) -> int | None:
+    """The skew a saved drain (the state file's ``drain`` as JSON) shows: None until its reason
+    time is pinned, and None for a drain recovered from the id in its reason alone, whose
+    ``set_at`` is when we found it, not when we wrote it (no time of ours to compare with).
+    The one reading of it: ``status``, the metrics and ``refresh``."""
+    if not isinstance(drain, dict) or drain.get("recovered") == "reason":
+        return None
+    return skew(changed_at(drain.get("reason_changed_at")), epoch_of(drain.get("set_at")))
+
+
 def skew_warning(seconds: int | None) -> str | None:
     """The sentence for a skew worth reporting (None when there is none)."""
     if seconds is None or abs(seconds) <= SKEW_WARNING:
@@ -474,6 +484,7 @@ __all__ = [
     "amended",
     "changed_at",
     "controller_claim",
+    "drain_skew",
     "extra_fingerprint",
     "extra_record",
     "lift_blockers",

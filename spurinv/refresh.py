@@ -136,6 +136,27 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
     raise UsageError(message) if from_flag else ConfigError(message)
 
 
+def bind_to_boot(state: State, boot: str) -> tuple[State, str | None]:
+    """Bind the state to this boot; a state written under another one (a golden image, a snapshot
+    rolled back, a copy) may not know a drain of ours the controller carries, so the run reads
+    the controller's record as a state started afresh would (:func:`spurinv.intent.recover`).
+
+    A state that records no boot (written before spurinv kept one) is checked once the same way.
+    Without a boot id to read (``boot`` empty) nothing changes. Pure.
+    """
+    if not boot or state.boot_id == boot:
+        return state, None
+    bound = state.model_copy(update={"boot_id": boot})
+    if state.fresh:
+        return bound, None
+    note = (
+        f"the state file was written under another boot ({state.boot_id[:8]}…, now {boot[:8]}…): "
+        if state.boot_id
+        else "the state file records no boot: "
+    ) + "it may be a stale copy, so the controller's record of our drain is read again"
+    return bound.model_copy(update={"fresh": True}), note
+
+
 def _remove_leftovers(path: str) -> None:
     """Temporary files of killed runs (we hold the lock, so none is being written)."""
     for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
@@ -296,6 +317,9 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)
     check_node(state, node, options.state_path, options.node_flag is not None)
+    state, stale = bind_to_boot(state, ledger.boot_id(world.root.path))
+    if stale:
+        notes.append(stale)
     if not options.dry_run:
         _remove_leftovers(options.state_path)
     settings = Settings(
@@ -573,8 +597,9 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
     )
     if ledger.settled(outstanding, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
         key = ledger.steady_key(
-            world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
-        )
+            world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname,
+            state.boot_id or "",
+        )  # fmt: skip
         memo = ledger.memo(
             outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node,
             config.observe,

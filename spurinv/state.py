@@ -72,8 +72,10 @@ class Drain(Frozen):
 
     @property
     def skew(self) -> int | None:
-        """The controller's reason time minus ours (clock skew), once pinned."""
-        return skew(self.reason_changed_at, int(self.set_at.timestamp()))
+        """The controller's reason time minus ours (clock skew), once pinned; None for a drain
+        recovered from the id in its reason alone (its ``set_at`` is when we found it, not when
+        we wrote it: no time of ours to compare with)."""
+        return None if self.recovered == "reason" else skew(self.reason_changed_at, int(self.set_at.timestamp()))
 
 
 class Intent(Frozen):
@@ -185,6 +187,9 @@ class State(Frozen):
     # Started afresh (no file, or a corrupt one moved aside) and the controller not yet read: the
     # first view looks for a drain the lost state knew (the controller's record of it).
     fresh: bool = False
+    # The boot it was written under (/proc/sys/kernel/random/boot_id under --root): a state from
+    # another boot (a golden image, a snapshot rolled back) is checked against the controller.
+    boot_id: str | None = None
 
     @property
     def latest(self) -> Reading | None:

@@ -43,6 +43,7 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
         options.get("--metrics-file"),
         options.get("--node"),
         os.uname().nodename,
+        ledger.boot_id(options.get("--root", "/")),
     )
     if not os.path.lexists(path):
         return None  # no memo without a state file: the full run decides, and the tick made no lock or directory
