@@ -356,6 +356,20 @@ def amended(reason: str, ours: str) -> str | None:
     return reason[len(head) :]
 
 
+def unamended(reason: str, node: str) -> tuple[str, str] | None:
+    """``(our reason, what slurmctld appended)`` when ``reason`` is a reason spurinv wrote for
+    ``node`` (a valid id) with `` : <message>`` appended (:func:`amended`); None otherwise.
+    How a run with no state still knows such a drain is ours."""
+    index = reason.find(" : ")
+    while index != -1:
+        head = reason[:index]
+        if reason_id(head, node) is not None:
+            added = amended(reason, head)
+            return (head, added) if added is not None else None
+        index = reason.find(" : ", index + 1)
+    return None
+
+
 # --- lifting ----------------------------------------------------------------------------------------
 
 # Flags a drained node may carry that are no reason to keep our drain: a job still completing,
@@ -497,4 +511,5 @@ __all__ = [
     "skew",
     "splice",
     "stale_drain",
+    "unamended",
 ]

@@ -245,3 +245,34 @@ def test_a_down_or_flagged_node_keeps_its_state_and_our_drain_stays_until_it_is_
 
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
+
+
+@pytest.mark.parametrize("extra", [True, False], ids=["record in extra", "id in the reason only"])
+def test_a_lost_state_still_knows_our_drain_after_slurmctld_appended_to_it(tmp_path, built, extra):
+    """No state file, and slurmctld appended " : Not responding" to our reason: the run says the
+    drain is ours and why it stays, never lifts it, never treats it as someone else's."""
+    import shutil
+
+    node = adopted(tmp_path, built)
+    if not extra:
+        del node.controller["extra"]
+    reason = drained(node)
+    node.busy(0)
+    node.controller["reason"] = f"{reason} : Not responding"
+    node.controller["state"][0] = "DOWN"
+    shutil.rmtree(node.state_path.parent)
+    node.state_path.parent.mkdir(mode=0o700)
+
+    document = node.tick("spx", minutes=61)
+
+    recovered = [step.reason for step in document.steps if step.action == "recover"]
+    assert recovered, document.steps
+    assert "'Not responding'" in recovered[0]
+    for _ in range(3):  # the first reading of a new state is only pending: the next ones decide
+        document = node.tick("spx", minutes=61)
+        assert document.steps[-1].action == "hold", document.steps
+        assert "slurmctld appended 'Not responding'" in document.steps[-1].reason
+    assert node.state().drain.reason == reason
+    assert node.state().drain.skew is None
+    assert node.controller["state"][:2] == ["DOWN", "DRAIN"]
+    assert not [label for label in node.labels if label.startswith("before POST")]
