@@ -20,7 +20,9 @@ stateless nodes lose ``/var`` at every reboot). Every drain spurinv writes says 
 Ownership (:func:`owns`): the DRAIN flag, and the reason equal to the one a :class:`Claim` holds
 — from the state file (the drain we set, or the write-ahead intent of one), or, when the state
 is gone, from the controller (:func:`controller_claim`) — and, where the controller says when the
-reason was set, set at the time we first saw it (a re-drain that keeps our text is not ours).
+reason was set, set at the time we first saw it (our text set again after the node was resumed
+has a new time and is not ours; an identical re-drain of a drained node is skipped by Slurm
+24.11's update_node(), reason time included, so nothing tells it apart: it stays ours).
 No clock window decides it: the controller's ``reason_changed_at`` far from our record's time is
 clock skew (:func:`skew`), reported, never "not ours".
 """

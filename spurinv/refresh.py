@@ -467,7 +467,8 @@ def _read_back(
     client: Controller, expected: NodeView, state: State, notes: list[str], log: Log | None
 ) -> tuple[NodeView, State]:
     """Read our drain back at once and pin the controller's time for it: a later drain that
-    keeps our text (a re-drain by someone else) then has another time and is not ours. Best
+    keeps our text, set after the node was resumed, then has another time and is not ours (an
+    identical re-drain of a drained node is a no-op on Slurm 24.11: same time, same drain). Best
     effort: if the read fails, the next run pins it (the drain is settled either way)."""
     before = state.drain
     try:

@@ -55,8 +55,9 @@ class Drain(Frozen):
     cause: Literal["busy", "refused", "suspicious"]
     fingerprint: str | None = None
     # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
-    # pinned from the first view after our drain: the same text set again later (a re-drain
-    # that keeps the existing reason) has another time and is not ours.
+    # pinned from the first view after our drain: the same text set again after the node was
+    # resumed has another time and is not ours (an identical re-drain of a drained node is
+    # skipped by Slurm 24.11, time included: it stays ours).
     reason_changed_at: int | None = None
     # Rebuilt from the controller by a run that had no usable state: from our record in the
     # node's ``extra``, or from the id in the reason alone (a controller without ``extra``).
