@@ -33,35 +33,6 @@ UNCHANGED_REASON = "matches the reported baseline"
 _QUIET = ("none: unchanged; no controller request needed", "none: unchanged (observe mode)")
 
 
-BOOT_ID = "proc/sys/kernel/random/boot_id"  # a new random UUID at every boot (proc(5))
-
-
-def boot_id(root: str) -> str:
-    """This boot's id, read under ``root`` (``""`` when there is none to read: a fixture root, a
-    container without /proc, or anything that is not a small regular file holding a UUID).
-
-    A state file carries the boot it was written under: one restored from a golden image, a
-    snapshot rollback or another boot no longer matches, so the run re-reads the controller's
-    record instead of trusting it, and the tick's memo (keyed on it) does not apply.
-    """
-    import stat
-
-    try:
-        fd = os.open(os.path.join(root, BOOT_ID), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""  # a FIFO or device planted in a root: never wait on it
-        text = os.read(fd, 64).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
-    hexdigits = text.replace("-", "")
-    return text if len(text) == 36 and len(hexdigits) == 32 and all(c in "0123456789abcdef" for c in hexdigits) else ""
-
-
 def steady_key(
     root: str, config_identity: str, metrics_flag: str | None, node_flag: str | None, host: str, boot: str = ""
 ) -> str:
@@ -71,7 +42,7 @@ def steady_key(
     settings, the node name and the mode), and the command-line flags a tick can carry that change
     what is written: ``--metrics-file`` and ``--node`` (the node labels the metrics), plus the
     host name the node name defaults to, and the boot (a state file from another boot must be
-    checked against the controller by a full run: :func:`boot_id`).
+    checked against the controller by a full run: :func:`spurinv.root.boot_id`).
     """
     return (
         f"root={os.path.abspath(root)}|config={config_identity}|metrics={metrics_flag or ''}|node={node_flag or ''}|host={host}"

@@ -44,7 +44,7 @@ from spurinv.policy import (
     with_backoff,
 )
 from spurinv.report import RefreshDocument, Step
-from spurinv.root import Root
+from spurinv.root import Root, boot_id
 from spurinv.state import Api, Decision, Drain, State, Steady
 from spurinv.transport import extra_limit
 
@@ -317,7 +317,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)
     check_node(state, node, options.state_path, options.node_flag is not None)
-    state, stale = bind_to_boot(state, ledger.boot_id(world.root.path))
+    state, stale = bind_to_boot(state, boot_id(world.root.path))
     if stale:
         notes.append(stale)
     if not options.dry_run:

@@ -18,6 +18,7 @@ from test_intent import Node, adopted, busy_drain_scenario, settle_after_revert 
 
 from spurinv import ledger
 from spurinv.ownership import drain_skew
+from spurinv.root import BOOT_ID, boot_id
 
 
 def boot(node: Node, tmp_path, name: str | None = None) -> str:
@@ -28,7 +29,7 @@ def boot(node: Node, tmp_path, name: str | None = None) -> str:
             copy = tmp_path / "roots" / label
             shutil.copytree(root, copy, symlinks=True)
             node.roots[label] = copy
-        target = node.roots[label] / ledger.BOOT_ID
+        target = node.roots[label] / BOOT_ID
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(value + "\n")
     return value
@@ -87,10 +88,10 @@ def test_the_ticks_memo_is_keyed_on_the_boot():
 )
 def test_a_boot_id_is_a_uuid_or_nothing(tmp_path_factory, data):
     root = tmp_path_factory.mktemp("boot")
-    target = root / ledger.BOOT_ID
+    target = root / BOOT_ID
     target.parent.mkdir(parents=True)
     target.write_bytes(data)
-    value = ledger.boot_id(str(root))
+    value = boot_id(str(root))
 
     text = data[:64].decode("ascii", "replace").strip()
     try:
@@ -104,7 +105,7 @@ def test_a_boot_id_is_a_uuid_or_nothing(tmp_path_factory, data):
 def test_a_boot_id_that_is_no_regular_file_is_none(tmp_path, kind):
     import os
 
-    target = tmp_path / ledger.BOOT_ID
+    target = tmp_path / BOOT_ID
     target.parent.mkdir(parents=True)
     if kind == "fifo":
         os.mkfifo(target)
@@ -114,7 +115,7 @@ def test_a_boot_id_that_is_no_regular_file_is_none(tmp_path, kind):
     elif kind == "directory":
         target.mkdir()
 
-    assert ledger.boot_id(str(tmp_path)) == ""  # and it returned: a FIFO is never waited on
+    assert boot_id(str(tmp_path)) == ""  # and it returned: a FIFO is never waited on
 
 
 # --- skew only against a time we had ----------------------------------------------------------------
