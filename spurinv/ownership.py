@@ -309,12 +309,44 @@ def extra_fingerprint(extra: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def record_value(extra: str | None, node: str, update: dict[str, Any]) -> dict[str, Any]:
-    """Our key's new value: the record ``extra`` holds for ``node`` (another node's — a renamed or
-    copied one — is not carried over) with ``update`` applied."""
-    current = extra_record(extra) or {}
-    kept = current if current.get("node") in (node, None) else {}
-    return {**kept, **update, "node": node}
+# every key a record of ours has held (``node`` since issue #20; older ones lack it)
+RECORD_KEYS = frozenset({"node", "drain", "lifted", "fingerprint", "inventory", "gres"})
+
+
+def foreign_key(extra: str | None, node: str) -> str | None:
+    """Why our key in ``extra`` is not ours to rewrite, or None when it is (absent, or a record
+    of ours for ``node``, or one from before records named their node).
+
+    An admin's own value under ``spurinv`` (text, a number, an object of another shape) is their
+    data; a record naming another node (a renamed node's, or one copied with the admin's
+    ``extra``) is that node's evidence of its drain (``fleet`` reads it). Neither is rewritten:
+    the id in the reason is then the record.
+    """
+    if not isinstance(extra, str) or not extra.lstrip().startswith("{"):
+        return None
+    parsed = parse_extra(extra)
+    if parsed is None or KEY not in parsed.members:
+        return None
+    value = parsed.members[KEY]
+    if not isinstance(value, dict) or not set(value) <= RECORD_KEYS or not isinstance(value.get("node", node), str):
+        return (
+            f"the node's extra holds a {KEY!r} key that is not spurinv's record: left as it is "
+            "(the id in the reason is the record)"
+        )
+    if value.get("node", node) != node:
+        return (
+            f"the node's extra holds spurinv's record for node {value['node']!r} (renamed, or copied?): left as it is "
+            f"(the id in the reason is the record; remove the key by hand if {value['node']!r} is gone)"
+        )
+    return None
+
+
+def record_value(extra: str | None, node: str, update: dict[str, Any]) -> dict[str, Any] | None:
+    """Our key's new value: the record ``extra`` holds for ``node`` with ``update`` applied; None
+    when our key holds something that is not ours to rewrite (:func:`foreign_key`)."""
+    if foreign_key(extra, node) is not None:
+        return None
+    return {**(extra_record(extra) or {}), **update, "node": node}
 
 
 def retired_value(extra: str | None, node: str, drain_id: str | None, at: str) -> dict[str, Any] | None:
@@ -503,6 +535,7 @@ __all__ = [
     "drain_skew",
     "extra_fingerprint",
     "extra_record",
+    "foreign_key",
     "lift_blockers",
     "owns",
     "parse_extra",

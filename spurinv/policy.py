@@ -42,6 +42,7 @@ from spurinv.model import Inventory
 from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres
 from spurinv.ownership import (
     amended,
+    foreign_key,
     lift_blockers,
     owns,
     reason_for,
@@ -122,7 +123,8 @@ def drain_body(view: NodeView, text: str, cause: str, fingerprint: str | None, s
     body: dict[str, Any] = {"state": ["DRAIN"], "reason": reason}
     drain = {"id": reason_id(reason, view.name), "reason": reason, "cause": cause,
              "fingerprint": fingerprint, "at": stamp(int(now.timestamp()))}  # fmt: skip
-    extra = splice(view.extra, record_value(view.extra, view.name, {"drain": drain}), settings.max_extra)
+    value = record_value(view.extra, view.name, {"drain": drain})
+    extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is not None:
         body["extra"] = extra
     return body
@@ -361,6 +363,9 @@ def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
     """Say so when the controller has ``extra`` but our record cannot go into it."""
     if view.extra is None or "extra" in body:
         return ""
+    foreign = foreign_key(view.extra, view.name)
+    if foreign is not None:
+        return f" ({foreign})"
     return " (the node's extra is not one JSON object we may rewrite, or too long for the transport: no record in it)"
 
 
@@ -392,7 +397,8 @@ def register_body(view: NodeView, inventory: Inventory, settings: Settings | Non
     # the gres we sent goes into the record too, so `spurinv fleet` can see a later hand edit
     update = {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres}
     limit = settings.max_extra if settings is not None else None
-    extra = splice(view.extra, record_value(view.extra, view.name, update), limit)
+    value = record_value(view.extra, view.name, update)
+    extra = splice(view.extra, value, limit) if value is not None else None
     if extra is not None:
         body["extra"] = extra
     return body

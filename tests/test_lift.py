@@ -276,3 +276,45 @@ def test_a_lost_state_still_knows_our_drain_after_slurmctld_appended_to_it(tmp_p
     assert node.state().drain.skew is None
     assert node.controller["state"][:2] == ["DOWN", "DRAIN"]
     assert not [label for label in node.labels if label.startswith("before POST")]
+
+
+# --- our key holding what is not ours ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['"rack 7"', "42", '{"old": true}', '{"node": 5}', '["a"]', '{"node": "n1", "owner": "ops"}'],
+    ids=["text", "number", "other object", "node not a name", "list", "extra members"],
+)
+def test_an_admins_own_spurinv_key_is_never_overwritten_and_we_say_so(tmp_path, built, value):
+    node = adopted(tmp_path, built)
+    text = '{"rack": "r2", "spurinv": ' + value + "}"
+    node.controller["extra"] = text
+
+    busy_drain_scenario(node)
+    document = node.tick("cpx")
+
+    assert "DRAIN" in node.controller["state"]
+    assert node.controller["extra"] == text
+    drain_step = next(step for step in document.steps if step.action == "drain")
+    assert "not spurinv's record: left as it is" in drain_step.reason
+    node.busy(0)
+    assert "resume" in settle_after_revert(node)  # the id in the reason did the work
+    assert node.controller["extra"] == text
+
+
+def test_another_nodes_record_is_left_and_named(tmp_path, built):
+    """A renamed node's record (n7's drain) stays as evidence of n7's drain; ours goes in the id."""
+    node = adopted(tmp_path, built)
+    text = '{"spurinv": ' + json.dumps({"node": "n7", "drain": {"id": "3f9a0000", "reason": "spurinv: [3f9a0000] x"}}) + "}"
+    node.controller["extra"] = text
+
+    busy_drain_scenario(node)
+    document = node.tick("cpx")
+    node.busy(0)
+    actions = settle_after_revert(node)
+
+    assert "for node 'n7'" in next(step.reason for step in document.steps if step.action == "drain")
+    assert "resume" in actions
+    assert "retire-record" not in actions
+    assert node.controller["extra"] == text
