@@ -39,7 +39,7 @@ from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
-from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres
+from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres
 from spurinv.ownership import (
     amended,
     foreign_key,
@@ -257,7 +257,7 @@ def decide(
     models = current.gpu_counts()
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
-    summary = outcome.diff.summary()
+    summary = against(view, current) if state.baseline is None else outcome.diff.summary()
     if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
@@ -357,6 +357,17 @@ def _amended(view: NodeView, added: str) -> str:
         f"the node needs an operator; spurinv keeps it drained and does not lift it "
         f"(once fixed: scontrol update NodeName={view.name} State=UNDRAIN)"
     )
+
+
+def against(view: NodeView, inventory: Inventory) -> str:
+    """The change without a baseline (a first run, a wiped state): against the GPUs the
+    controller lists, never "0→8" from nothing."""
+    listed = gpu_counts(view.gres or "")
+    new: dict[str | None, int] = dict(inventory.gpu_counts().items())
+    models = sorted(set(listed) | set(new), key=str)
+    parts = [f"{model or 'gpu'} {listed.get(model, 0)}→{new.get(model, 0)}" for model in models
+             if listed.get(model, 0) != new.get(model, 0)]  # fmt: skip
+    return "; ".join(parts) + " (vs the controller's gres)" if parts else f"as the controller lists: {inventory.summary()}"
 
 
 def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:

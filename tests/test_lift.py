@@ -318,3 +318,24 @@ def test_another_nodes_record_is_left_and_named(tmp_path, built):
     assert "resume" in actions
     assert "retire-record" not in actions
     assert node.controller["extra"] == text
+
+
+# --- a change without a baseline is told against the controller ---------------------------------------
+
+
+def test_a_wiped_state_tells_the_change_against_the_controllers_gres_not_from_zero(tmp_path, built):
+    """After a wipe there is no baseline: the drain's words compare with what the controller
+    lists (mi300x 8→64), never "0→64" from nothing."""
+    import shutil
+
+    node = adopted(tmp_path, built)
+    shutil.rmtree(node.state_path.parent)
+    node.state_path.parent.mkdir(mode=0o700)
+    node.busy(2)
+    node.tick("cpx")
+    node.tick("cpx")
+
+    reason = node.controller["reason"]
+    assert "DRAIN" in node.controller["state"]
+    assert "mi300x 8→64" in reason
+    assert "0→" not in reason
