@@ -28,7 +28,7 @@ from spurinv.errors import ConfigError, ControllerError, DeadlineError, Interrup
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.ownership import nonce_of, skew_warning
+from spurinv.ownership import PREFIX, extra_record, nonce_of, skew_warning
 from spurinv.policy import (
     TERMINAL,
     Action,
@@ -130,8 +130,9 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
     source = "--node" if from_flag else "node.name (or the host name)"
     message = (
         f"{path} is the state of node {state.node!r}, but this run is for {node!r} (from {source}); "
-        f"to run for {state.node!r} pass --node {state.node}; if this node was renamed, move {path} aside "
-        "(the next run rebuilds any drain of ours from the controller)"
+        f"to run for {state.node!r} pass --node {state.node}; if this node was renamed, move {path} aside: "
+        f"a drain spurinv set as {state.node!r} is not ours as {node!r} (its id names the old name), so "
+        f"check `sinfo -R` and lift it by hand (scontrol update NodeName={node} State=UNDRAIN)"
     )
     raise UsageError(message) if from_flag else ConfigError(message)
 
@@ -459,8 +460,28 @@ def _read_view(
     state, note = recover(state, view, now)
     if note:
         steps.append(Step(action="recover", reason=note))
+    orphan = orphaned(view, state)
+    if orphan:
+        notes.append(orphan)
+        if log is not None:
+            log.warning(orphan)
     _warn_skew(before, state, notes, log)
     return view, state
+
+
+def orphaned(view: NodeView, state: State) -> str | None:
+    """A ``spurinv:`` drain on this node that is not ours (an id for another node name — a
+    renamed node's —, an edited or an older reason): nothing will ever lift it, so say so."""
+    if not view.drained or not view.reason.startswith(PREFIX) or state.drain is not None:
+        return None
+    record = extra_record(view.extra)
+    named = record.get("node") if record is not None else None
+    whose = f"; our record in extra names node {named!r}" if isinstance(named, str) and named != view.name else ""
+    return (
+        f"node {view.name!r} is drained with a spurinv reason that is not this node's drain of ours "
+        f"({view.reason[:80]!r}: an id for another node name, an edited or older reason{whose}); "
+        f"spurinv never lifts it: check it and lift it by hand (scontrol update NodeName={view.name} State=UNDRAIN)"
+    )
 
 
 def _read_back(

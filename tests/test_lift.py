@@ -339,3 +339,43 @@ def test_a_wiped_state_tells_the_change_against_the_controllers_gres_not_from_ze
     assert "DRAIN" in node.controller["state"]
     assert "mi300x 8→64" in reason
     assert "0→" not in reason
+
+
+# --- orphaned drains and renames ------------------------------------------------------------------
+
+
+def test_a_drain_of_ours_under_another_node_name_is_noted_never_lifted(tmp_path, built):
+    """Renamed n7 → n1: n7's drain (its id and record name n7) is not ours as n1; every run that
+    reads the node says so, and nothing lifts it."""
+    from spurinv.ownership import reason_for
+
+    node = adopted(tmp_path, built)
+    reason = reason_for("n7", "3f9a", "mi300x 8→64; re-registers when idle")
+    node.controller["state"].append("DRAIN")
+    node.controller["reason"] = reason
+    record = {"node": "n7", "drain": {"id": reason[10:18], "reason": reason}}
+    node.controller["extra"] = '{"spurinv": ' + json.dumps(record) + "}"
+
+    node.tick("cpx")  # first sighting: no controller read
+    document = node.tick("cpx")
+    again = node.tick("cpx", minutes=61)
+
+    for run in (document, again):
+        notes = [note for note in run.notes if "not this node's drain" in note]
+        assert notes, run.notes
+        assert "names node 'n7'" in notes[0]
+    assert node.controller["reason"] == reason
+    assert "DRAIN" in node.controller["state"]
+
+
+def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
+    from spurinv.errors import ConfigError
+    from spurinv.refresh import check_node
+    from spurinv.state import State
+
+    with pytest.raises(ConfigError) as caught:
+        check_node(State(node="n7"), "n1", "/s/state.json", from_flag=False)
+
+    assert "not ours as 'n1'" in caught.value.message
+    assert "State=UNDRAIN" in caught.value.message
+    assert "rebuilds" not in caught.value.message
