@@ -157,7 +157,7 @@ def test_gpu_count_change_is_refused_76_with_our_drain_and_the_revert_lifts_it(n
     assert 0 == code, back
     assert ["read-view", "resume", "none"] == steps(back)
     # UNDRAIN clears DRAIN only (RESUME would clear DOWN too), with our record's drain entry retired
-    assert " update NodeName=n1 State=UNDRAIN Extra=" in updates(back)[-1]
+    assert " update NodeName=n1 State=UNDRAIN 'Extra={" in updates(back)[-1]
     n1.lab.wait_for(lambda: "DRAIN" not in n1.controller()["state"], 10, "n1 resumed")
 
 
