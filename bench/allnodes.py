@@ -18,7 +18,15 @@ switched to CPX and seen once; the measured run confirms the change, reads the n
 (bench/measure.py says why not ``ru_maxrss``), from the same saved state every time. Then
 ``spurinv fleet --json`` on the same answer.
 
-``.venv/bin/python -m bench.allnodes [--runs N]`` prints the table; ``bench/run`` includes it.
+**Hostile shapes** (issue #21 follow-up): the same 64 MiB as no real answer is — a node nested
+``[[],[],…]`` (objects cost 22 times their text), the same under another top-level key, an
+answer that is not an object, one 64 MiB string of raw Latin-1 bytes, 21 million ``{}`` nodes,
+a node of 32 million zeros — each read in a fresh process through ``answer.Reader`` as the
+busy re-check reads it (keeping only ``n1``), peak RSS by ``/usr/bin/time``, with what the
+reader said. Before the bounds (``answer.MAX_VALUE``, ``MAX_NODES``, ``MAX_KEPT``) these peaked
+at 331 MiB to 1.8 GiB.
+
+``.venv/bin/python -m bench.allnodes [--runs N] [--hostile-only]`` prints the table; ``bench/run`` includes it.
 """
 
 from __future__ import annotations
@@ -64,6 +72,69 @@ def response(limit: int, *, compact: bool) -> tuple[bytes, int]:
     separator = "," if compact else ",\n"
     body = '{"nodes":[' + separator.join(parts) + "]," + head[1:]
     return body.encode(), len(parts)
+
+
+def hostile_shapes(limit: int) -> dict[str, bytes]:
+    """Answers of ``limit`` bytes no controller sends, each built to cost the most memory."""
+
+    def node(extra: str = "") -> str:
+        return '{"name":"n1","state":["MIXED"]' + extra + "}"
+
+    def fill(unit: str) -> str:
+        return ",".join([unit] * ((limit - 100) // (len(unit) + 1)))
+
+    latin1 = ('{"nodes":[' + node(',"reason":"')[:-1]).encode() + b"\xeb" * (limit - 100) + b'"}]}'
+    return {
+        "a node nested [[],[],...]": ('{"nodes":[' + node(',"junk":[' + fill("[]") + "]") + "]}").encode(),
+        "another top-level key [{},{},...]": ('{"x":[' + fill("{}") + '],"nodes":[' + node() + "]}").encode(),
+        "not an object [{},{},...]": ("[" + fill("{}") + "]").encode(),
+        "one string of Latin-1 bytes": latin1,
+        "millions of {} nodes": ('{"nodes":[' + node() + "," + fill("{}") + "]}").encode(),
+        "a node of zeros": ('{"nodes":[' + node(',"junk":[' + fill("0") + "]") + "]}").encode(),
+    }
+
+
+READ = """
+import sys
+from spurinv import answer
+reader = answer.Reader(lambda node: node if isinstance(node, dict) and node.get("name") == "n1" else None)
+try:
+    with open(sys.argv[1], "rb") as body:
+        while chunk := body.read(65536):
+            reader.feed(chunk)
+    reader.close()
+    print("read")
+except (ValueError, RecursionError) as exc:
+    print(f"refused: {str(exc)[:70]}")
+"""
+
+
+def measure_hostile(env: dict[str, str]) -> tuple[list[Row], list[str]]:
+    """Peak RSS of reading each hostile shape as the busy re-check does (a fresh process each)."""
+    from bench.measure import TIME
+    from spurinv.controller import MAX_NODES_BODY
+
+    rows: list[Row] = []
+    notes: list[str] = []
+    if TIME is None:
+        return rows, ["hostile shapes: /usr/bin/time is missing, not measured"]
+    work = Path(tempfile.mkdtemp(prefix="spurinv-hostile-"))
+    try:
+        for name, body in hostile_shapes(MAX_NODES_BODY).items():
+            path = work / "body.json"
+            path.write_bytes(body)
+            del body
+            said = run_once([sys.executable, "-c", READ, str(path)], env)
+            peak = peak_rss([sys.executable, "-c", READ, str(path)], env)
+            if peak is None:
+                notes.append(f"hostile shape {name}: the reader process failed: {said.err[-200:]}")
+                continue
+            rows.append(Row(f"{name}, {MAX_NODES_BODY >> 20} MiB: peak RSS", "MiB", Stats.of([peak]),
+                            budget=UNIT_LIMIT_MIB * 0.75, judge="max"))  # fmt: skip
+            notes.append(f"hostile shape {name}: {said.out.strip()}")
+        return rows, notes
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _config(path: Path, url: str) -> Path:
@@ -141,11 +212,22 @@ def measure(runs: int, spurinv: str, env: dict[str, str]) -> tuple[list[Row], li
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.allnodes", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="measured runs per answer (default 3)")
+    parser.add_argument("--hostile-only", action="store_true", help="only the hostile shapes (about 30 s)")
     args = parser.parse_args(argv)
     from bench.figures import SPURINV, clean_env
 
-    rows, notes = measure(args.runs, SPURINV, clean_env())
-    print(table([("the largest all-nodes answer accepted", rows)]))
+    env = {**clean_env(), "PYTHONPATH": str(REPO)}
+    rows, notes = ([], []) if args.hostile_only else measure(args.runs, SPURINV, clean_env())
+    hostile_rows, hostile_notes = measure_hostile(env)
+    notes += hostile_notes
+    print(
+        table(
+            [
+                ("the largest all-nodes answer accepted", rows),
+                ("hostile answer shapes, read as the re-check reads", hostile_rows),
+            ]
+        )
+    )
     for note in notes:
         print(f"- {note}")
     return 0 if rows and all(row.verdict() != "FAIL" for row in rows) else 1

@@ -81,6 +81,9 @@ def main(argv: list[str]) -> int:
         rows, more = allnodes.measure(1 if args.quick else 3, figures.SPURINV, figures.clean_env())
         sections.append(("the largest all-nodes answer accepted, in the unit's memory", rows))
         notes += more
+        rows, more = allnodes.measure_hostile(figures.clean_env(PYTHONPATH=str(allnodes.REPO)))
+        sections.append(("hostile answer shapes (64 MiB), read as the busy re-check reads", rows))
+        notes += more
         print("bench: CDI specs (alias bomb, the largest spec, the bound of a run) …", file=sys.stderr, flush=True)
         rows, more = cdi.measure(1 if args.quick else 3)
         sections.append(("CDI specs, CPU seconds in one process", rows))

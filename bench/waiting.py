@@ -122,9 +122,9 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     return kinds, holds
 
 
-def waiting_cost(roots: Roots, fleet: int = 10000, share: float = 0.1, sample: int = 40, minutes: int = 30) -> tuple[
-    list[Row], list[str]
-]:
+def waiting_cost(
+    roots: Roots, fleet: int = 10000, share: float = 0.1, sample: int = 40, minutes: int = 30
+) -> tuple[list[Row], list[str]]:
     """Rows and notes: requests and bytes per minute the waiting share of ``fleet`` costs the controller."""
     waiting = round(fleet * share)
     sizes_gateway = _gateway()

@@ -15,6 +15,13 @@ Stdlib only, no I/O: the transports feed it what they received.
   parses it as it arrives: the ``nodes`` list one node at a time, each handed to ``keep``, and
   only what ``keep`` returns stays (the node under test; a fleet row's fields). Text waits in a
   buffer only until the value it holds is complete.
+* **Shape.** Objects cost up to 22 times their JSON text (``[[],[],…]``: a 56-byte list and an
+  8-byte reference for 3 bytes), so the bytes the transport accepts do not bound the memory by
+  themselves: one value (a node, or another top-level key) is at most ``MAX_VALUE`` of text,
+  the ``nodes`` list at most ``MAX_NODES`` long, and what is kept whole (top-level values, and
+  every node when there is no ``keep``) at most ``MAX_KEPT`` of text. Past any of them the
+  answer is refused (:class:`TooLarge`), never truncated: a shortened ``extra`` written back
+  would lose the admin's bytes. A string is one value, so it is bounded the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +41,24 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # how a surrogate gets into JSON text
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _DECODER = json.JSONDecoder()
+# A real node is 1.6-2.1 kB of JSON (slurmrestd 24.11); an admin's `extra` over 128 KiB already
+# cannot pass through scontrol's argv. 1 MiB a value is generous and costs at most ~22 MiB of
+# objects; 64 MiB (controller.MAX_NODES_BODY) of real nodes is ~42,000 of them.
+MAX_VALUE = 1 << 20
+MAX_NODES = 65536
+MAX_KEPT = 2 << 20
+_SLICE = 1 << 16  # text is taken in slices so a value's cap holds however the answer is fed
+
+
+class Unusable(ValueError):
+    """An answer that is JSON but cannot be used, with where and why (one line)."""
+
+
+class TooLarge(Unusable):
+    """An answer past one of the bounds above: refused, with the bound in the message."""
+
+
+_LONG_NUMBER = re.compile(r'"([^"\\]{0,60})"\s*:\s*-?[0-9]{4000}')
 
 
 class Reader:
@@ -59,6 +84,9 @@ class Reader:
         self._whole: list[str] | None = None  # not an object: parsed whole at close
         self._escapes = False  # the buffer may hold a surrogate escape
         self._value: Any = None
+        self._last = 0  # characters of the last value parsed
+        self._kept = 0  # characters of JSON text kept whole (MAX_KEPT)
+        self._whole_size = 0
         self._finished = False
         self._steps = self._parse()
 
@@ -66,8 +94,8 @@ class Reader:
     def feed(self, chunk: bytes | str) -> None:
         """Take the next piece of the answer."""
         text = chunk if isinstance(chunk, str) else self._decode(chunk, final=False)
-        if text:
-            self._take(text)
+        for start in range(0, len(text), _SLICE):
+            self._take(text[start : start + _SLICE])
 
     def close(self) -> Any:
         """The whole answer has been fed: parse what is left and return the value."""
@@ -78,7 +106,12 @@ class Reader:
         if self._whole is None:
             self._resume()
         if self._whole is not None:
-            return clean(json.loads("".join(self._whole)))
+            try:
+                return clean(json.loads("".join(self._whole)))
+            except json.JSONDecodeError:
+                raise
+            except ValueError:
+                raise Unusable("a number of more than 4300 digits (refused)") from None
         if not self._finished:
             raise ValueError("the answer ends before its JSON does")
         return self._value
@@ -95,6 +128,9 @@ class Reader:
     def _take(self, text: str) -> None:
         if self._whole is not None:
             self._whole.append(text)
+            self._whole_size += len(text)
+            if self._whole_size > MAX_VALUE:
+                raise TooLarge(f"an answer that is not a JSON object, larger than {MAX_VALUE >> 20} MiB")
             return
         if self._finished:
             if text.strip(" \t\n\r"):
@@ -128,6 +164,7 @@ class Reader:
         first = yield from self._char()
         if first != "{":  # not an object: no nodes to reduce, parse it whole
             self._whole = [self._text[self._pos :]]
+            self._whole_size = len(self._whole[0])
             return WHOLE
         self._pos += 1
         top: dict[str, Any] = {}
@@ -144,7 +181,8 @@ class Reader:
                 self._pos += 1
                 top[key] = yield from self._nodes()
             else:
-                top[key] = yield from self._json()
+                top[key] = yield from self._json(key)
+                self._keep_whole(key)
             following = yield from self._char()
             self._pos += 1
             if following == "}":
@@ -159,11 +197,16 @@ class Reader:
         if (yield from self._char()) == "]":
             self._pos += 1
             return kept
+        count = 0
         while True:
-            node = yield from self._json()
+            count += 1
+            if count > MAX_NODES:
+                raise TooLarge(f"more than {MAX_NODES} nodes in one answer")
+            node = yield from self._json(f"nodes[{count - 1}]")
             if self.replaced:
                 self._mark(node)
             if self.keep is None:
+                self._keep_whole(f"nodes[{count - 1}]")
                 kept.append(node)
             elif (chosen := self.keep(node)) is not None:
                 kept.append(chosen)
@@ -189,22 +232,44 @@ class Reader:
             raise ValueError(f"expected {wanted!r} in the answer, found {self._text[self._pos]!r}")
         self._pos += 1
 
-    def _json(self) -> Any:
-        """One complete JSON value at the current position, cleaned."""
+    def _json(self, where: str = "") -> Any:
+        """One complete JSON value at the current position, cleaned (at most MAX_VALUE of text)."""
         yield from self._char()
         while True:
+            have = len(self._text) - self._pos
             try:
                 value, end = _DECODER.raw_decode(self._text, self._pos)
             except json.JSONDecodeError:
                 if self._final:
                     raise
+            except ValueError:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+                raise self._long_number(where) from None
             else:
                 # a number or literal that ends the buffer may go on in the next chunk
                 if end < len(self._text) or self._final:
+                    self._last = end - self._pos
+                    if self._last > MAX_VALUE:
+                        raise self._too_large(where)
                     self._pos = end
                     return clean(value) if self._escapes else value
-            # try again once the unparsed text has doubled: a huge value costs O(n), not O(n²)
-            yield max(1, len(self._text) - self._pos)
+            if have > MAX_VALUE:
+                raise self._too_large(where)
+            # try again once the unparsed text has doubled (a huge value costs O(n), not O(n²)),
+            # and no later than just past the cap
+            yield max(1, min(have, MAX_VALUE + 1 - have))
+
+    def _long_number(self, where: str) -> Unusable:
+        found = _LONG_NUMBER.search(self._text, self._pos)
+        field = f"{found.group(1)!r}: " if found else ""
+        return Unusable(f"{where or 'a value'}: {field}a number of more than 4300 digits (refused)")
+
+    def _too_large(self, where: str) -> TooLarge:
+        return TooLarge(f"{where or 'a value'}: larger than {MAX_VALUE >> 20} MiB of JSON (refused)")
+
+    def _keep_whole(self, where: str) -> None:
+        self._kept += self._last
+        if self._kept > MAX_KEPT:
+            raise TooLarge(f"{where}: more than {MAX_KEPT >> 20} MiB of JSON kept whole (refused)")
 
     def _mark(self, node: Any) -> None:
         if not holds_replacement(node):

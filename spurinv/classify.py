@@ -93,11 +93,26 @@ class InventoryDiff(_Value):
             if old != new:
                 parts.append(f"{model} {old}→{new}")
         fields: dict[str, int] = {}
+        memory: dict[tuple[str, str], int] = {}
         for change in self.changed:
+            if switched := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
+                memory[switched] = memory.get(switched, 0) + 1
+                continue
             fields[change.field] = fields.get(change.field, 0) + 1
+        parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(memory.items()))
         parts.extend(f"{field} changed on {count} device{'s' if count > 1 else ''}" for field, count in sorted(fields.items()))
         parts.extend(f"{change.field} {change.old}→{change.new}" for change in self.node)
         return "; ".join(parts) or "no schedulable difference"
+
+
+def _memory_modes(change: FieldChange) -> tuple[str, str] | None:
+    """(old, new) memory modes of a partition change that switched the memory mode, else None."""
+    if change.field != "partition" or not isinstance(change.old, dict) or not isinstance(change.new, dict):
+        return None
+    old, new = change.old.get("memory"), change.new.get("memory")
+    if old == new:
+        return None
+    return str(old or "-"), str(new or "-")
 
 
 class Outcome(_Value):

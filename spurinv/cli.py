@@ -118,7 +118,7 @@ def discover(
         output = "json"
     try:
         _node_flag(node)
-        loaded, _origins, _path = _config(config_file)
+        loaded = _discover_config(config_file)
         target = _root(root)
     except SpurinvError as error:
         raise _fail("discover", error, output == "json") from None
@@ -149,6 +149,22 @@ def discover(
         raise typer.Exit(code)
     render.discover(render.console(), result, target.path, per_device=devices)
     raise typer.Exit(code)
+
+
+def _discover_config(flag: str | None) -> Any:
+    """discover needs no controller: a default config file this user may not read (a non-root
+    user, /etc/spurinv/config.toml 0640) means the defaults, said once on stderr, not exit 78.
+    An explicit --config or $SPURINV_CONFIG is still read or refused."""
+    from spurinv.config import Config
+
+    path, explicit = locations.config_path(flag, dict(os.environ))
+    if not explicit and os.path.exists(path) and not os.access(path, os.R_OK):
+        Log(os.environ).warning(
+            f"cannot read {path} as uid {os.geteuid()}: discovering with the default discovery settings "
+            "(run as root to use its discovery.cdi_dirs and discovery.ignore_pci)"
+        )
+        return Config()
+    return _config(flag)[0]
 
 
 @app.command(short_help="Discover, confirm and converge the controller (the timer's job).")
@@ -192,7 +208,7 @@ def refresh(
     ] = False,
 ) -> None:
     """Discover, confirm with the previous reading, and converge the controller."""
-    from spurinv.refresh import Options, World, run
+    from spurinv.refresh import World, run
 
     environ = dict(os.environ)
     try:
@@ -204,22 +220,10 @@ def refresh(
             "controller.api": api,
             "policy.confirm_interval": confirm_interval,
         }
-        loaded, _origins, path = _config(config_file, overrides)
-        state_path = locations.state_path(state, environ)
-        _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
-        options = Options(
-            state_path=state_path,
-            config=loaded,
-            config_identity=locations.identity(path),
-            metrics_file=metrics_file or loaded.metrics.file or None,
-            metrics_flag=metrics_file,
-            node_flag=node,
-            dry_run=dry_run,
-            strict=strict,
-            accept=accept,
-            ignore_backoff=ignore_backoff,
-            state_named=locations.state_named(state, environ),
-        )
+        options = _run_options(
+            state, config_file, overrides, metrics_file, node, environ,
+            dry_run=dry_run, strict=strict, accept=accept, ignore_backoff=ignore_backoff,
+        )  # fmt: skip
         document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:
         raise _fail("refresh", error, as_json) from None
@@ -232,14 +236,95 @@ def refresh(
     raise typer.Exit(document.exit_code)
 
 
+def _run_options(
+    state: str | None,
+    config_file: str | None,
+    overrides: dict[str, Any],
+    metrics_file: str | None,
+    node: str | None,
+    environ: dict[str, str],
+    **choices: Any,
+) -> Any:
+    """The run's options from its flags: the config, the state file, the metrics file, the node
+    flag. ``refresh`` and ``check`` both resolve them here, so check asks about the very paths
+    and names a run would use."""
+    from spurinv.refresh import Options
+
+    loaded, _origins, path = _config(config_file, overrides)
+    state_path = locations.state_path(state, environ)
+    _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
+    return Options(
+        state_path=state_path,
+        config=loaded,
+        config_identity=locations.identity(path),
+        metrics_file=metrics_file or loaded.metrics.file or None,
+        metrics_flag=metrics_file,
+        node_flag=node,
+        state_named=locations.state_named(state, environ),
+        **choices,
+    )
+
+
+@app.command(short_help="Read-only preflight: config, token, controller, paths, schedule.")
+def check(
+    root: RootOption = "/",
+    state: StateOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+    node: Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")] = None,
+    metrics_file: Annotated[
+        str | None, typer.Option("--metrics-file", metavar="FILE", help="Check this metrics file, as refresh would write it.")
+    ] = None,
+) -> None:
+    """Check that this node is ready: one line per check, each failure with its fix. Writes nothing.
+
+    Exit 0 when nothing failed (warnings allowed), else the status refresh would exit with for
+    the first failed check; 75 when stopped by SIGTERM or controller.run_deadline.
+    """
+    from spurinv import check as preflight
+    from spurinv.refresh import World
+
+    environ = dict(os.environ)
+    try:
+        target = _root(root)
+        flag = _node_flag(node)
+    except SpurinvError as error:
+        raise _fail("check", error, as_json) from None
+    world = World(target, environ, Log(environ, quiet=True))
+    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None)
+    results, code = preflight.run(
+        world, lambda: _run_options(state, config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True), host
+    )
+    if as_json:
+        _emit_json(documents.envelope("check", code, {"root": target.path, "checks": [r.as_dict() for r in results]}))
+        raise typer.Exit(code)
+    from spurinv.secret import printable
+
+    for result in results:
+        fix = f"  fix: {result.fix}" if result.fix and result.status in ("warn", "fail") else ""
+        sys.stdout.write(printable(f"{result.status:<4}  {result.name:<16}  {result.detail}{fix}") + "\n")
+    failed = [result.name for result in results if result.status == "fail"]
+    warned = sum(result.status == "warn" for result in results)
+    if failed:
+        sys.stdout.write(f"not ready: {', '.join(failed)} failed (exit {code})\n")
+    elif code:
+        sys.stdout.write(f"not finished: stopped before every check ran (exit {code})\n")
+    else:
+        sys.stdout.write("ready" + (f" ({warned} warning{'s' if warned > 1 else ''})" if warned else "") + "\n")
+    raise typer.Exit(code)
+
+
 def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str) -> None:
-    """The metrics file must not be the state file or its lock: the metrics would replace the
-    state, which the next run would then move aside as corrupt (64 from the flag, 78 from the file)."""
+    """The metrics file must not be the state file, its lock or the config file: the metrics
+    would replace the state, which the next run would then move aside as corrupt (64 from the
+    flag, 78 from the file). One check (``locations.clash``) for refresh, fleet and config show."""
+    from spurinv.secret import printable
+
     if flag:
-        if clash := locations.clash(flag, state):
-            raise UsageError(f"--metrics-file {flag}: that is {clash}; name a file of its own")
-    elif configured and (clash := locations.clash(configured, state)):
-        raise ConfigError(f"{config_file}: metrics.file = {configured!r}: that is {clash}; name a file of its own")
+        if clash := locations.clash(flag, state, config_file):
+            raise UsageError(f"--metrics-file {printable(flag)}: that is {clash}; name a file of its own")
+    elif configured and (clash := locations.clash(configured, state, config_file)):
+        raise ConfigError(f"{config_file}: metrics.file = {printable(configured)}: that is {clash}; name a file of its own")
 
 
 @app.command(short_help="Read-only: what differs from the baseline and the last reading.")
@@ -269,7 +354,7 @@ def diff(
     except SpurinvError as error:
         raise _fail("diff", error, as_json) from None
     except OSError as exc:  # the state file is there but cannot be read
-        raise _fail("diff", StateError(str(exc), exitcode.NOINPUT), as_json) from None
+        raise _fail("diff", StateError(_unreadable(exc), exitcode.NOINPUT), as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
     result = Discovery.model_validate(raw)
     current = result.inventory
@@ -308,6 +393,15 @@ def diff(
     raise typer.Exit(code)
 
 
+def _unreadable(exc: OSError) -> str:
+    """A state file this user may not read: say who may (the state directory is root's, 0700)."""
+    import errno
+
+    if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+        return f"{exc}; the state belongs to the user the timer runs spurinv as: run as root (sudo spurinv …)"
+    return str(exc)
+
+
 @app.command(short_help="What the state file says: readings, baseline, the last run.")
 def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     """What the state file says, without discovering: readings, baseline, pending change, last decision."""
@@ -322,7 +416,7 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
     except SpurinvError as error:
         raise _fail("status", error, as_json) from None
     except OSError as exc:  # the state file is there but cannot be read
-        raise _fail("status", StateError(str(exc), exitcode.NOINPUT), as_json) from None
+        raise _fail("status", StateError(_unreadable(exc), exitcode.NOINPUT), as_json) from None
     document = documents.status_document(raw, path)
     if as_json:
         _emit_json(document)
@@ -356,10 +450,11 @@ def fleet(
     environ = dict(os.environ)
     try:
         loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
+        _metrics_apart(metrics_file, "", locations.state_path(None, environ), path)
         if loaded.controller.transport == "rest" and not loaded.controller.url:
             raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
         try:
-            view, now, api = _read_fleet(loaded, environ)
+            view, now, api, controller = _read_fleet(loaded, environ)
         except SpurinvError:
             if metrics_file:  # say "down" rather than leave the last good numbers standing
                 try:
@@ -371,7 +466,7 @@ def fleet(
         raise _fail("fleet", error, as_json) from None
     code = exitcode.ATTENTION if exit_code and view["summary"]["attention"] else exitcode.OK
     document = fleet_view.document(
-        view, now=now, controller=loaded.controller.url, api=api, transport=loaded.controller.transport, exit_code=code
+        view, now=now, controller=controller, api=api, transport=loaded.controller.transport, exit_code=code
     )
     if metrics_file:
         try:
@@ -387,8 +482,10 @@ def fleet(
     raise typer.Exit(code)
 
 
-def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None]:
-    """One all-nodes query through the configured transport, then the pure view at this moment."""
+def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None, str]:
+    """One all-nodes query through the configured transport, then the pure view at this moment;
+    the API version used and what the header calls the controller (the URL, or the scontrol
+    program that was run, found on PATH or not)."""
     import time
 
     from spurinv import fleet as fleet_view
@@ -400,21 +497,19 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
         source = Scontrol(loaded.controller, loaded.node.name or "fleet", environ, log=Log(environ))
         nodes = source.all_nodes(keep=fleet_view.essentials)
         now = int(time.time())
-        return fleet_view.build(nodes, now), now, None
+        return fleet_view.build(nodes, now), now, None, f"scontrol ({source.program})"
     from spurinv.config import read_token
     from spurinv.controller import Controller
 
     client = Controller(loaded.controller, "", read_token(loaded.controller, environ), log=Log(environ))
     nodes = client.all_nodes(keep=fleet_view.essentials)
     now = int(time.time())
-    return fleet_view.build(nodes, now), now, client.api
+    return fleet_view.build(nodes, now), now, client.api, loaded.controller.url
 
 
 @config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
-    path: Annotated[
-        str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")
-    ] = locations.DEFAULT_CONFIG,
+    path: Annotated[str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write the configuration template: every key commented out with its default."""
@@ -445,6 +540,7 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
 
     try:
         loaded, origins, path = _config(config_file)
+        _metrics_apart(None, loaded.metrics.file, locations.state_path(None, dict(os.environ)), path)
     except SpurinvError as error:
         raise _fail("config", error, as_json) from None
     flat = {

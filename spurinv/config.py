@@ -139,7 +139,29 @@ class ControllerSection(_Section):
                 port = 0
             if port == 0:
                 raise ValueError("expected http://host[:port] or https://host[:port] with a port from 1 to 65535")
+            if parts.path.strip("/") or parts.query or parts.fragment:
+                # spurinv adds /slurm/v0.0.NN/... itself (controller.api picks the version): a
+                # path here would be requested as .../slurm/v0.0.42/slurm/v0.0.42/node/x
+                raise ValueError(
+                    f"expected http://host[:port] or https://host[:port] without a path (got {parts.path[:40]!r}); "
+                    "set the version with controller.api"
+                )
         return value.rstrip("/")
+
+    @field_validator("token_file", "ca_file")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return _absolute_path(value)
+
+
+def _absolute_path(value: str) -> str:
+    """A file the service reads: an absolute path, or empty. A relative one would be resolved
+    against whatever directory the timer, cron or an operator's shell happens to start in."""
+    if value and not value.startswith("/"):
+        raise ValueError(f"{value[:80]!r} is a relative path; give an absolute path")
+    if any(ord(c) < 32 or c == "\x7f" for c in value):
+        raise ValueError("holds control characters")
+    return value
 
 
 def _program(value: str) -> str:
@@ -166,6 +188,13 @@ class DiscoverySection(_Section):
                 raise ValueError(f"expected PCI addresses like 0000:05:00.0 ({item!r} is not one)")
         return value
 
+    @field_validator("cdi_dirs")
+    @classmethod
+    def _dirs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            _absolute_path(item)
+        return value
+
 
 class PolicySection(_Section):
     confirm_interval: float = Field(3.0, ge=0, le=300, description="Seconds before a first sighting is re-read; 0 = next tick")
@@ -180,6 +209,11 @@ class StateSection(_Section):
 
 class MetricsSection(_Section):
     file: str = Field("", description="node_exporter textfile-collector file to write; empty = none")
+
+    @field_validator("file")
+    @classmethod
+    def _file(cls, value: str) -> str:
+        return _absolute_path(value)
 
 
 class Config(_Section):
@@ -365,15 +399,25 @@ def read_token(section: ControllerSection, environ: dict[str, str]) -> str | Non
         return None
     credentials = environ.get("CREDENTIALS_DIRECTORY")
     path = os.path.join(credentials, section.credential) if credentials else ""
+    key = f"controller.credential ({section.credential!r} in $CREDENTIALS_DIRECTORY)"
     if not (path and os.path.exists(path)):
-        path = section.token_file
+        path, key = section.token_file, "controller.token_file"
     if not path:
-        raise TokenError(f"controller.auth is {section.auth!r} but there is no token: set controller.token_file")
-    token = read_private(path, "token file", TokenError, readable=True, limit=MAX_TOKEN).strip()
+        raise TokenError(
+            f"controller.auth is {section.auth!r} but there is no token: set controller.token_file "
+            '(e.g. "/etc/spurinv/token", mode 0600), or controller.auth = "none"'
+        )
+    fix = f"put the controller's token (`scontrol token`) in {path}, owned by root, mode 0600, or change {key}"
+    try:
+        token = read_private(path, "token file", TokenError, readable=True, limit=MAX_TOKEN).strip()
+    except TokenError as exc:
+        raise TokenError(f"{key}: {exc.message}; {fix}") from None
     if not token:
-        raise TokenError(f"token file {path} is empty")
+        raise TokenError(f"{key}: token file {path} is empty; {fix}")
     if token.startswith("SLURM_JWT="):  # the form `scontrol token` prints
         token = token.removeprefix("SLURM_JWT=").strip()
         if not token:  # `SLURM_JWT=` alone would send every request without authentication
-            raise TokenError(f"token file {path} holds an empty SLURM_JWT=")
+            raise TokenError(f"{key}: token file {path} holds an empty SLURM_JWT=; {fix}")
+    if "\n" in token or "\r" in token:
+        raise TokenError(f"{key}: token file {path} holds more than one line; {fix}")
     return token

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import re
 import signal
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,7 @@ from spurinv.budget import Budget
 from spurinv.config import ControllerSection
 from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.nodeview import NodeView, gpu_counts, parse_node, slurm_errors, used_count
-from spurinv.secret import Secret
+from spurinv.secret import Secret, printable
 from spurinv.transport import RegisterResult, Request, recorded, register_directly
 
 if TYPE_CHECKING:
@@ -42,9 +44,13 @@ AUTH_ERRORS = {2010, 1007}  # Invalid user id (not an admin); Protocol authentic
 # slurm_errno.h: Slurm could not talk to slurmctld (SLURM_COMMUNICATIONS_*, SLURMCTLD_COMMUNICATIONS_*,
 # socket errors). slurmrestd answers 502 with 1800 when slurmctld is down: the controller is unreachable.
 UNREACHABLE_ERRORS = frozenset({*range(1001, 1005), *range(1013, 1017), *range(1800, 1806), *range(5003, 5006)})
+# A read is never refused: a GET that fails with 500 is a controller that could not answer
+# (unreachable, backed off), unless its error says the request itself was invalid
+# (slurm_errno.h: ESLURM_REST_* 9000-, ESLURM_DATA_* 9200-: parsing the query).
+INVALID_REQUEST = frozenset({*range(9000, 9100), *range(9200, 9300)})
 GATEWAY_DOWN = frozenset({502, 503, 504})  # the gateway is up, what is behind it is not
 UNKNOWN_NODE = 2018
-_NODE_PATH = re.compile(r"^/(slurm/v0\.0\.(\d+))/node/\{node_name\}$")
+_NODE_PATH = re.compile(r"^/(slurm/v0\.0\.([0-9]{1,6}))/node/\{node_name\}$")  # int() of 5,000 digits raises
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")  # JWTs are base64url and dots; anything else is a broken token file
 
 SessionFactory = Callable[[], requests.Session]  # how a run gets its HTTP session (tests mount adapters)
@@ -88,6 +94,23 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+def check_ca_file(path: str) -> None:
+    """``controller.ca_file`` must load as a CA bundle: refused here as a configuration error (78)
+    naming the key, not later as a TLS error that backs off like an unreachable controller."""
+    import ssl
+
+    fix = 'point it at a PEM CA bundle, or set it to "" for the system store'
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"controller.ca_file = {path!r}: not a regular file; {fix}")
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError:  # an OSError too: caught first
+        raise ConfigError(f"controller.ca_file = {path!r}: holds no PEM certificate; {fix}") from None
+    except OSError as exc:
+        raise ConfigError(f"controller.ca_file = {path!r}: {exc.strerror or exc}; {fix}") from None
+
+
 class Controller:
     """A client for one node on one controller."""
 
@@ -111,6 +134,8 @@ class Controller:
                 f"refusing to send the token over plain HTTP to {urlsplit(settings.url).hostname}; "
                 "use https:// or set controller.allow_plain_http_token = true"
             )
+        if settings.ca_file and settings.verify:
+            check_ca_file(settings.ca_file)
         if token and not _TOKEN.match(token):
             # requests would put the header value, token and all, in its InvalidHeader message
             raise TokenError("the token holds whitespace or control characters (a broken token file?); not sending it")
@@ -172,7 +197,8 @@ class Controller:
             self._cut(method, path, timeout)
             raise ControllerError("unreachable", f"{method} {path}: no complete answer within {timeout:g} s") from None
         except requests.exceptions.SSLError as exc:
-            raise ControllerError("unreachable", f"{method} {path}: TLS error: {_first_line(exc)}") from None
+            where = urlsplit(self.settings.url).netloc
+            raise ControllerError("unreachable", f"{method} {path}: TLS with {where} failed: {_tls_reason(exc)}") from None
         except requests.exceptions.Timeout:
             self._cut(method, path, timeout)
             raise ControllerError("unreachable", f"{method} {path}: timed out after {timeout:g} s") from None
@@ -198,22 +224,26 @@ class Controller:
         goes); more than ``limit`` bytes is a protocol error. Never holds the whole body."""
         declared = response.headers.get("Content-Length")
         if declared and declared.isdigit() and int(declared) > limit:
-            raise ControllerError("protocol", f"response of {declared} bytes exceeds {limit}")
+            raise ControllerError("protocol", f"{where}: response of {declared} bytes exceeds {limit}")
         reader: answer.Reader | None = answer.Reader(keep if response.status_code == 200 else None)
         size = 0
         for chunk in response.iter_content(65536):
             size += len(chunk)
             if size > limit:
-                raise ControllerError("protocol", f"response exceeds {limit} bytes")
+                raise ControllerError("protocol", f"{where}: response exceeds {limit} bytes")
             if reader is not None:
                 try:
                     reader.feed(chunk)
+                except answer.Unusable as exc:
+                    raise ControllerError("protocol", f"{where}: {self._scrub(str(exc))}") from None
                 except (ValueError, RecursionError):
                     reader = None  # garbage: read on only to hold the limit
         if reader is None:
             return None
         try:
             parsed = reader.close()
+        except answer.Unusable as exc:
+            raise ControllerError("protocol", f"{where}: {self._scrub(str(exc))}") from None
         except (ValueError, RecursionError):
             return None
         if reader.replaced and self.log is not None:
@@ -236,7 +266,9 @@ class Controller:
             return ControllerError("unknown-node", f"{where}: the controller does not know node {self.node!r}")
         if numbers & UNREACHABLE_ERRORS or status in GATEWAY_DOWN:
             return ControllerError("unreachable", f"{where}: controller unreachable ({text})")
-        if status >= 500 and errors and any(number not in (None, -1, 0) for number in numbers):
+        if status >= 500 and method == "GET" and numbers & INVALID_REQUEST:
+            return ControllerError("protocol", f"{where}: the controller says the request is invalid ({text})")
+        if status >= 500 and method != "GET" and errors and any(number not in (None, -1, 0) for number in numbers):
             return ControllerError("refused", f"{where}: {text}")
         if status >= 500:
             return ControllerError("unreachable", f"{where}: controller error ({text})")
@@ -279,7 +311,7 @@ class Controller:
             return None
         for version in PROBE_VERSIONS:
             status, body = self._call("GET", f"/{version}/node/{self._segment}")
-            if status == 404 and not slurm_errors(body) and not _mentions_node(body):
+            if status == 404 and not _about_node(body):
                 continue
             self.api = version
             if status == 200:
@@ -340,8 +372,10 @@ class Controller:
 
     def _forget_cached(self, body: Any) -> bool:
         """A 404 that names no node, from a version an earlier run detected: the server may have
-        been upgraded past it (Slurm 26.11 drops v0.0.42). Forget it so it is detected again, once."""
-        if not self._cached or slurm_errors(body) or _mentions_node(body):
+        been upgraded past it (Slurm 26.11 drops v0.0.42). Forget it so it is detected again, once,
+        whether the 404 is slurmrestd's plain text or a JSON error body (a proxy's, a later
+        slurmrestd's): only an answer about the node (2018, or a ``nodes`` list) is about the node."""
+        if not self._cached or _about_node(body):
             return False
         self._cached = False
         self.api = None
@@ -367,7 +401,7 @@ class Controller:
     def register(self, body: dict[str, Any], models: dict[str, int], fingerprint: str) -> RegisterResult:
         """Re-register the inventory: the register command if set, else the GRES POST, read back."""
         if self.registrar is not None:
-            return recorded(self, body, self.registrar.register(self, models))
+            return recorded(self, body, self.registrar.register(self, models, body.get("gres", ""), fingerprint))
         return register_directly(self, body, models, fingerprint, self._scrub)
 
     def all_nodes(self, keep: answer.Keep | None = None) -> list[Any]:
@@ -381,7 +415,7 @@ class Controller:
             for version in PROBE_VERSIONS:
                 path = f"/{version}/nodes"
                 status, body = self._call("GET", path, limit=MAX_NODES_BODY, keep=keep)
-                if status == 404 and not slurm_errors(body) and not _mentions_node(body):
+                if status == 404 and not _about_node(body):
                     continue
                 self.api = version
                 return self._node_list(path, status, body)
@@ -419,8 +453,13 @@ def _mentions_node(body: Any) -> bool:
     return isinstance(body, dict) and ("nodes" in body or "node" in body)
 
 
-def _os_reason(exc: BaseException) -> str:
-    """The operating system's words ("Connection refused") buried in urllib3's exception chain."""
+def _about_node(body: Any) -> bool:
+    """Is a 404 about the node (it names no such node) rather than about the route?"""
+    return _mentions_node(body) or UNKNOWN_NODE in {number for number, _ in slurm_errors(body)}
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception urllib3 and requests wrapped in it (args, cause, context, reason)."""
     seen: set[int] = set()
     pending: list[object] = [exc]
     while pending:
@@ -428,11 +467,55 @@ def _os_reason(exc: BaseException) -> str:
         if not isinstance(current, BaseException) or id(current) in seen:
             continue
         seen.add(id(current))
+        yield current
+        pending.extend([*current.args, current.__cause__, current.__context__, getattr(current, "reason", None)])
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The operating system's words ("Connection refused") buried in urllib3's exception chain,
+    or one plain sentence; never the library's repr."""
+    import http.client
+
+    for current in _chain(exc):
+        if isinstance(current, http.client.RemoteDisconnected):
+            # slurmctld's own port (6817) and other non-HTTP services close without answering
+            return "the server closed the connection without an HTTP answer (is controller.url slurmrestd's port?)"
         if isinstance(current, OSError) and current.strerror:
             return current.strerror
-        pending.extend([*current.args, current.__cause__, current.__context__, getattr(current, "reason", None)])
-    return _first_line(exc)
+    return "connection failed"
+
+
+# OpenSSL's reason codes (ssl.SSLError.reason) in an operator's words, with the config key to change
+_TLS_REASONS = {
+    "WRONG_VERSION_NUMBER": "the server does not speak TLS on this port (use http:// in controller.url, or the TLS port)",
+    "CERTIFICATE_VERIFY_FAILED": "its certificate is not trusted (set controller.ca_file to the CA bundle that signed it)",
+    "TLSV1_ALERT_PROTOCOL_VERSION": "no TLS version in common with the server",
+    "SSLV3_ALERT_HANDSHAKE_FAILURE": "the TLS handshake failed (no cipher in common, or a client certificate required)",
+}
+
+
+def _tls_reason(exc: BaseException) -> str:
+    for current in _chain(exc):
+        if "hostname" in str(getattr(current, "verify_message", "")).lower():
+            return "the certificate does not name this host (use the name it was issued for in controller.url)"
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, str) and reason.isupper():
+            return _TLS_REASONS.get(reason, reason.replace("_", " ").lower())
+    return "the TLS handshake failed"
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+    """An exception's words for a one-line message: its first argument when that is text (urllib3
+    wraps a tuple: ``('Connection broken: InvalidChunkLength(got length b'zz', …)', …)``), without
+    Python's ``b'…'`` spelling of bytes, control characters escaped."""
+    current = exc
+    for _ in range(8):  # requests wraps urllib3's error, which wraps the cause
+        if not (current.args and isinstance(current.args[0], BaseException)):
+            break
+        current = current.args[0]
+    words = current.args[0] if current.args and isinstance(current.args[0], str) else str(current)
+    words = _BYTES_REPR.sub(r"\1\2\1", words)
+    return printable((words.splitlines() or [type(exc).__name__])[0][:200]) or type(exc).__name__
+
+
+_BYTES_REPR = re.compile(r"\bb(['\"])(.*?)\1")

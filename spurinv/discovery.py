@@ -102,8 +102,9 @@ def _result(
     devices: list[Device],
     pci_functions: list[str],
 ) -> Discovery:
-    errors: list[Problem] = [error for report in reports.values() for error in report.errors]
-    flags: list[Problem] = [flag for report in reports.values() for flag in report.flags]
+    listed = [report.listed() for report in reports.values()]
+    errors: list[Problem] = [error for found, _ in listed for error in found]
+    flags: list[Problem] = [flag for _, found in listed for flag in found]
     sources = {name: report.as_dict() for name, report in reports.items()}
     if errors or cpus is None or memory is None:
         if not errors:  # unreachable by construction; keeps the invariant local and explicit
@@ -363,6 +364,11 @@ def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Re
     return devices
 
 
+# nvidia-ctk names a GPU by index and UUID, a MIG device by index pair and UUID: a handful. The
+# names go into every reading the state file keeps, so a spec naming one GPU 10,000 times is cut.
+MAX_CDI_NAMES = 32
+
+
 def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], report: Report) -> None:
     """Attach CDI names to devices; flag names that point at hardware we do not see, and GPUs
     a vendor's spec leaves out (a stale spec after a partition switch)."""
@@ -394,6 +400,12 @@ def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], report: Report
             device["cdi_names"].append(entry["qualified"])
     for device in devices:
         device["cdi_names"].sort()
+        if len(device["cdi_names"]) > MAX_CDI_NAMES:
+            report.flag(
+                device["device_node"] or device["id"],
+                f"{len(device['cdi_names'])} CDI names for {device['id']}: only the first {MAX_CDI_NAMES} are kept",
+            )
+            del device["cdi_names"][MAX_CDI_NAMES:]
         if not device["cdi_names"] and device["vendor"] in vendors_with_specs:
             where = device["device_node"] or device["id"]
             report.flag(where, f"no CDI device for {device['id']} in the {device['vendor']} spec (stale spec?)")

@@ -24,7 +24,8 @@ from spurinv.ownership import Claim, controller_claim, extra_fingerprint, owns, 
 from spurinv.state import Baseline, Drain, Intent, State
 
 Kind = Literal["drain", "resume", "register"]
-KINDS: dict[str, Kind] = {"drain": "drain", "resume": "resume", "register": "register"}  # an action's kind → a write's
+# an action's kind → a write's ("record": our registration record after someone else registered)
+KINDS: dict[str, Kind] = {"drain": "drain", "resume": "resume", "register": "register", "record": "register"}
 
 
 class Journal:

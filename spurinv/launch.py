@@ -79,8 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from spurinv import exitcode
         from spurinv.log import Log
 
-        Log(os.environ).error(f"cannot write to standard output: {exc.reason}")
         output.abandon(real)
+        if exc.closed and args[:1] != ["refresh"]:
+            # a closed pipe after output is the reader's choice, as for every Unix filter
+            # (`spurinv discover | head`): exit quietly. refresh is no filter: its exit status is
+            # the timer's record of the run, so a report it could not deliver stays 74.
+            return exitcode.OK
+        Log(os.environ).error(f"cannot write to standard output: {exc.reason}")
         return exitcode.IOERR
     finally:
         sys.stdout, sys.stderr = real, real_err

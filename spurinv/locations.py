@@ -41,20 +41,51 @@ def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:
     return DEFAULT_CONFIG, False
 
 
-def clash(other: str, state: str) -> str | None:
-    """Which of spurinv's own files writing ``other`` would replace (the state file or its
-    lock), named for a message; None when it is neither."""
+def clash(other: str, state: str, config: str | None = None) -> str | None:
+    """Which of spurinv's own files writing ``other`` would land on (the state file, its lock, the
+    config file), named for a message; None when it is none of them.
+
+    The same file has many names: ``..`` after a symbolic link (the kernel resolves the link
+    first, ``os.path.abspath`` does not), a bind mount of the directory, a hard link. So the
+    directory is resolved as the kernel would and compared by device and inode, and where the
+    target exists, the file itself is compared by device and inode too.
+    """
     target = _landing(other)
-    for what, path in (("the state file", state), ("the state file's lock", state + ".lock")):
-        if target == _landing(path):
+    mine = [("the state file", state), ("the state file's lock", state + ".lock")]
+    if config:
+        mine.append(("the config file", config))
+    for what, path in mine:
+        if _same(target, _landing(path)):
             return f"{what} {path}"
     return None
 
 
-def _landing(path: str) -> str:
-    """Where a file renamed to ``path`` lands: its directory resolved, its own name as it is."""
-    absolute = os.path.abspath(path)
-    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+Landing = tuple[str, "tuple[int, int] | None", str, "tuple[int, int] | None"]
+
+
+def _landing(path: str) -> Landing:
+    """Where a file renamed to ``path`` lands: its directory (resolved, and its device and inode
+    if it exists), its own name, and the device and inode of what is there now (or None)."""
+    joined = path if path.startswith("/") else os.path.join(os.getcwd(), path)  # not normalised: see clash
+    directory, name = joined.rsplit("/", 1)
+    resolved = os.path.realpath(directory or "/")
+    return resolved, _inode(resolved), name, _inode(joined)
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _same(one: Landing, other: Landing) -> bool:
+    if one[3] is not None and one[3] == other[3]:
+        return True  # the same file now: a hard link, a bind mount, a link to it
+    if one[2] != other[2]:
+        return False
+    return one[0] == other[0] or (one[1] is not None and one[1] == other[1])
 
 
 def identity(path: str) -> str:

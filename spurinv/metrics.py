@@ -58,7 +58,31 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
         "# TYPE spurinv_tick_duration_seconds gauge",
         f"spurinv_tick_duration_seconds {tick_seconds:.6f}",
     ]
-    skew = _skew(state.get("drain"))
+    drain, pending, refusal, backoff = (state.get(key) for key in ("drain", "pending", "refusal", "backoff"))
+    # the ages an alert needs, as timestamps (node clock): rules compare them with time() with a
+    # tolerance far above any sane skew (monitoring/spurinv.rules.yml)
+    lines += [
+        "# HELP spurinv_drain_since_timestamp_seconds When spurinv set the drain that is on (Unix time; 0: none).",
+        "# TYPE spurinv_drain_since_timestamp_seconds gauge",
+        f"spurinv_drain_since_timestamp_seconds {_since(drain, 'set_at')}",
+        "# HELP spurinv_change_pending_since_timestamp_seconds Since when a change waits to be confirmed (Unix time; 0: none).",
+        "# TYPE spurinv_change_pending_since_timestamp_seconds gauge",
+        f"spurinv_change_pending_since_timestamp_seconds {_since(pending, 'since')}",
+        "# HELP spurinv_refusal_active 1 while the controller refuses (or ignores) the update for this inventory.",
+        "# TYPE spurinv_refusal_active gauge",
+        f"spurinv_refusal_active {1 if refusal else 0}",
+        "# HELP spurinv_refusal_since_timestamp_seconds When the controller refused the update (Unix time; 0: none).",
+        "# TYPE spurinv_refusal_since_timestamp_seconds gauge",
+        f"spurinv_refusal_since_timestamp_seconds {_since(refusal, 'at')}",
+        "# HELP spurinv_controller_failures_consecutive Controller errors in a row (backoff), by kind; 0: last contact worked.",
+        "# TYPE spurinv_controller_failures_consecutive gauge",
+    ]
+    if isinstance(backoff, dict) and backoff.get("kind"):
+        kind = _escape(str(backoff["kind"]))
+        lines.append(f'spurinv_controller_failures_consecutive{{kind="{kind}"}} {int(backoff.get("failures") or 0)}')
+    else:
+        lines.append('spurinv_controller_failures_consecutive{kind="none"} 0')
+    skew = _skew(drain)
     if skew is not None:
         lines += [
             "# HELP spurinv_drain_clock_skew_seconds The controller's time for our drain's reason minus ours (while it is on).",
@@ -66,6 +90,12 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
             f"spurinv_drain_clock_skew_seconds {skew}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _since(record: object, key: str) -> int:
+    """The Unix time of ``record[key]`` (a state timestamp), 0 when there is none."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return _epoch(value) if isinstance(value, str) else 0
 
 
 def _skew(drain: object) -> int | None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from spurinv.errors import ControllerError
 from spurinv.ownership import changed_at
+from spurinv.secret import printable
 
 BUSY_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 # spur's node display words (spur-core node.rs) → (base state, flags)
@@ -167,12 +168,25 @@ def _view(node: dict[str, Any], name: str) -> NodeView:
         reason=str(node.get("reason") or ""),
         reason_set_by=node.get("reason_set_by_user") or None,
         reason_changed_at=changed_at(node.get("reason_changed_at")),
-        alloc_cpus=int(node.get("alloc_cpus") or 0),
-        alloc_memory=int(node.get("alloc_memory") or 0),
+        alloc_cpus=_count(node, "alloc_cpus"),
+        alloc_memory=_count(node, "alloc_memory"),
         gres=node["gres"] if isinstance(node.get("gres"), str) else None,
         gres_used=node["gres_used"] if isinstance(node.get("gres_used"), str) else None,
         extra=node["extra"] if isinstance(node.get("extra"), str) else None,
     )
+
+
+def _count(node: dict[str, Any], field: str) -> int:
+    """A count the controller sent: a JSON number, or digits; anything else is a field error
+    naming the field (``int()`` of 5,000 digits raises, 1e999 is an infinite float)."""
+    value = node.get(field) or 0
+    if isinstance(value, str) and len(value.strip()) > 18:
+        raise ValueError(f"{field}: {len(value.strip())} characters is no count")
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = repr(value)[:20] if isinstance(value, (str, float)) else type(value).__name__
+        raise ValueError(f"{field}: {shown} is no count") from None
 
 
 class Gres(BaseModel):
@@ -246,6 +260,15 @@ def rebuild_gres(current: str, models: dict[str, int]) -> str:
     return ",".join(result)
 
 
+def unsendable_gres(current: str) -> str | None:
+    """The first entry :func:`rebuild_gres` would send back that does not round-trip: text read
+    with U+FFFD (bytes that were not UTF-8, a lone surrogate) is not what the controller holds.
+    GPU entries are rebuilt from the inventory, so only the others count."""
+    if "\ufffd" not in current:
+        return None
+    return next((entry.text for entry in parse_gres(current) if entry.name != "gpu" and "\ufffd" in entry.text), None)
+
+
 def gres_agrees(current: str | None, models: dict[str, int]) -> bool:
     """Does the controller's GPU GRES say what the inventory says?"""
     if current is None:
@@ -261,21 +284,40 @@ def gres_agrees(current: str | None, models: dict[str, int]) -> bool:
 # "Key=value" lines; `Gres=gpu:TYPE:1,…` has one entry per GPU and is left out with no GPUs.
 SPUR_KEYS = ("Partitions=", "CPUTot=", "Gres=", "Arch=", "Labels=", "ActiveReservation=", "CpuLoad=")
 _SPUR_STATE = re.compile(r"^State=(\S*) Reason=(.*)$")
+_LOOKS_LIKE_KEY = re.compile(r"^\s*[A-Za-z][A-Za-z_]*=")
 _SPUR_CPUALLOC = re.compile(r"(?:^| )CPUAlloc=(\d{1,9})(?: |$)")
 
 
-def parse_spur_nodes(text: str) -> list[NodeView]:
-    """Every node block in spur's ``scontrol show node`` output (none for an unknown node)."""
+def parse_spur_nodes(text: str, only: str | None = None) -> list[NodeView]:
+    """Every node block in spur's ``scontrol show node`` output (none for an unknown node).
+
+    ``only``: the one node asked for; a second block can then only come from text in a reason.
+    """
+    lines = text.split("\n")
+    if only is not None and (blocks := sum(line.startswith("NodeName=") for line in lines)) > 1:
+        raise _ambiguous(only, f"{blocks} node blocks for one node")
     views: list[NodeView] = []
     block: list[str] | None = None
-    for line in [*text.split("\n"), "NodeName="]:
+    for line in [*lines, "NodeName="]:
         if line.startswith("NodeName="):
             if block is not None:
                 views.append(_spur_view(block))
             block = [line]
         elif block is not None:
             block.append(line)
+    names = [view.name for view in views]
+    if len(set(names)) != len(names):  # a reason's line break followed by "NodeName=…"
+        twice = next(name for name in names if names.count(name) > 1)
+        raise _ambiguous(twice, "the node is listed twice")
     return views
+
+
+def _ambiguous(name: str, why: str) -> ControllerError:
+    """spur prints a reason as it is, line breaks included: text after one that reads as spur's
+    own lines cannot be told from them, so the answer is not read at all (never a guess)."""
+    return ControllerError(
+        "protocol", f"spur's scontrol output for node {name!r} is ambiguous ({why}; a reason holding a line break?): not read"
+    )
 
 
 def _spur_view(block: list[str]) -> NodeView:
@@ -288,13 +330,20 @@ def _spur_view(block: list[str]) -> NodeView:
     word, reason = state.group(1).upper(), state.group(2)
     fields: dict[str, str] = {}
     continued = True  # lines before the first known key continue a multi-line reason
+    last = -1  # spur prints its keys once each, in SPUR_KEYS order (scontrol.rs `show`)
     for line in block[2:]:
         stripped = line.strip()
         if stripped.startswith(SPUR_KEYS):
             continued = False
             key, _, value = stripped.partition("=")
+            order = next(index for index, known in enumerate(SPUR_KEYS) if stripped.startswith(known))
+            if order <= last:
+                raise _ambiguous(name, f"{key}= out of spur's order or twice")
+            last = order
             fields[key] = value
         elif continued and line:
+            if _LOOKS_LIKE_KEY.match(line) or _SPUR_STATE.match(stripped):
+                raise _ambiguous(name, f"a reason line that reads as a field: {printable(stripped[:40])!r}")
             reason += "\n" + line
     # "idle" rests on CPUAlloc (spur shows no GPU allocation): without it the node is not idle
     cpus = _SPUR_CPUALLOC.search("CPUTot=" + fields["CPUTot"]) if "CPUTot" in fields else None

@@ -19,11 +19,17 @@ if TYPE_CHECKING:
 
 
 class OutputError(Exception):
-    """Writing to standard output failed; ``reason`` is the system's word for why."""
+    """Writing to standard output failed; ``reason`` is the system's word for why, ``errno`` its number."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, number: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.errno = number
+
+    @property
+    def closed(self) -> bool:
+        """The reader went away (``spurinv discover | head``): its choice, not a failure."""
+        return self.errno == errno.EPIPE
 
 
 class _Wrapped:
@@ -48,7 +54,7 @@ class Guarded(_Wrapped):
         try:
             return self.stream.write(text)
         except (OSError, ValueError) as exc:  # ValueError: the stream was closed under us
-            raise OutputError(_reason(exc)) from None
+            raise OutputError(_reason(exc), getattr(exc, "errno", None)) from None
 
     def flush(self) -> None:
         if self.stream is None:
@@ -56,7 +62,7 @@ class Guarded(_Wrapped):
         try:
             self.stream.flush()
         except (OSError, ValueError) as exc:
-            raise OutputError(_reason(exc)) from None
+            raise OutputError(_reason(exc), getattr(exc, "errno", None)) from None
 
 
 class Lossy(_Wrapped):

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 PREFIX = "spurinv:"
 KEY = "spurinv"  # our key in the node's ``extra`` JSON object
+REPLACEMENT = "\ufffd"  # what answer.py made of text that was not valid UTF-8
 MAX_REASON = 240  # short enough for ``sinfo -R``
 MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestamp
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
@@ -273,8 +274,11 @@ def encode(value: dict[str, Any]) -> str:
 def splice(text: str | None, value: dict[str, Any], limit: int | None = None) -> str | None:
     """``text`` with our key's value set to ``value``, every other byte unchanged; None when the
     controller has no ``extra`` (``text`` None), when it is not text we may rewrite
-    (:func:`parse_extra`), or when the result would be longer than ``limit`` bytes (UTF-8)."""
-    if text is None:
+    (:func:`parse_extra`), when it holds U+FFFD (text cleaned on input), or when the result would be
+    longer than ``limit`` bytes (UTF-8)."""
+    if text is None or REPLACEMENT in text:
+        # U+FFFD: bytes that were not UTF-8, or a lone surrogate, cleaned when read (answer.py);
+        # what the admin wrote cannot be reproduced, so it is not written back at all
         return None
     ours = encode(value)
     if not text.strip():

@@ -39,7 +39,7 @@ from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
-from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres
+from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres, unsendable_gres
 from spurinv.ownership import (
     amended,
     foreign_key,
@@ -54,6 +54,7 @@ from spurinv.ownership import (
     stamp,
     text_of,
 )
+from spurinv.secret import printable
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
 from spurinv.transport import SLURM_REMEDY
 
@@ -69,13 +70,14 @@ class Do(StrEnum):
     OBSERVE = "observe"
     FORGET_DRAIN = "forget-drain"
     REGISTER = "register"
+    RECORD = "record"
     DRAIN = "drain"
     RESUME = "resume"
     RETIRE = "retire-record"  # our record's drain entry, once the drain is gone (extra only)
 
 
 TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
-WRITES = frozenset({Do.REGISTER, Do.DRAIN, Do.RESUME, Do.RETIRE})
+WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME, Do.RETIRE})
 
 
 class Settings(BaseModel):
@@ -217,7 +219,16 @@ def decide(
         # another action this reading needs (lift our drain after a revert, drain a newly busy
         # node, register another inventory) goes ahead at once.
         backoff = _active_backoff(state, settings, now)
-        if backoff is not None and (backoff.kind != "refused" or _retry_only(outcome, state)):
+        if backoff is not None and backoff.kind == "refused" and _retry_only(outcome, state):
+            # the refused write waits for its backoff, but not the look that may show it moot:
+            # the operator fixed slurm.conf and the controller lists the reading now. One
+            # single-node read (``cause``: never the all-nodes busy re-check for it).
+            return Action(
+                kind=Do.READ_VIEW,
+                reason="the refused update waits for its backoff; reading the node: the controller may list the GPUs now",
+                cause="refused",
+            )
+        if backoff is not None and backoff.kind != "refused":
             return Action(
                 kind=Do.BACKOFF,
                 reason=f"backing off until {when(_next_attempt(backoff, settings, now), now)} after: {backoff.error}",
@@ -236,13 +247,7 @@ def decide(
         return retire
 
     if outcome.kind == Kind.UNCHANGED:
-        if drained_by_us:
-            blockers = lift_blockers(view.base, view.flags)
-            if blockers:
-                return Action(kind=Do.HOLD, reason=_held(view, blockers))
-            return Action(kind=Do.RESUME, reason="inventory matches the baseline; lifting our drain",
-                          body=lift_body(view, state, settings, now))  # fmt: skip
-        return Action(kind=Do.NONE, reason="unchanged")
+        return _lift(view, state, settings, now) if drained_by_us else Action(kind=Do.NONE, reason="unchanged")
 
     if outcome.kind == Kind.SUSPICIOUS:
         if view.drained:
@@ -257,6 +262,16 @@ def decide(
     models = current.gpu_counts()
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
+    refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
+    if refusal is not None and state.baseline is not None and gres_agrees(view.gres, models):
+        # someone did what the refusal asked (slurm.conf, gres.conf, reconfigure, slurmd): the
+        # refused write is moot, busy or not; only our record is written (extra alone)
+        body = record_body(view, current, settings)
+        return Action(
+            kind=Do.RECORD,
+            reason=f"the controller now lists {view.gres}; taking it as registered{_unrecorded(view, body)}",
+            body=body,
+        )
     summary = against(view, current) if state.baseline is None else outcome.diff.summary()
     if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
@@ -270,7 +285,6 @@ def decide(
             body=body,
             cause="busy",
         )
-    refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
     if refusal is not None:
         remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
         words = f"controller refused {summary}; {remedy}"
@@ -289,8 +303,30 @@ def decide(
                 ),
                 exit_code=exitcode.PROTOCOL,
             )
+    if altered := unsendable_gres(view.gres or ""):
+        return Action(
+            kind=Do.HOLD,
+            reason=(
+                f'the controller\'s GRES entry "{printable(altered[:60])}" held bytes that are not UTF-8 (read as U+FFFD): '
+                "it cannot be sent back as it was, and leaving it out would zero it; not re-registering "
+                f"({summary}); fix the node's GRES on the controller"
+            ),
+            exit_code=exitcode.PROTOCOL,
+        )
     body = register_body(view, current, settings)
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}{_unrecorded(view, body)}", body=body)
+
+
+def _lift(view: NodeView, state: State, settings: Settings, now: datetime) -> Action:
+    """The inventory is back and the drain is ours: lift it, unless the node is also DOWN or
+    flagged by someone else (:func:`spurinv.ownership.lift_blockers`)."""
+    blockers = lift_blockers(view.base, view.flags)
+    if blockers:
+        return Action(kind=Do.HOLD, reason=_held(view, blockers))
+    reason = "inventory matches the baseline; lifting our drain"
+    if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
+        reason = f"the controller now lists {view.gres}; our drain lifted"
+    return Action(kind=Do.RESUME, reason=reason, body=lift_body(view, state, settings, now))
 
 
 def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -> dict[str, Any]:
@@ -345,7 +381,7 @@ def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
     added = amended(view.reason, reason) if view.drained else None
     if added is not None:
         return Action(kind=Do.HOLD, reason=_amended(view, added))
-    what = "the node was resumed" if not view.drained else f"the reason is now {view.reason!r}"
+    what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
     return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
 
 
@@ -403,9 +439,18 @@ def register_body(view: NodeView, inventory: Inventory, settings: Settings | Non
     Slurm applies ``extra`` even when it refuses the GRES of the same update), spliced into the
     ``extra`` it then reads; ``extra`` is left out where we may not rewrite it.
     """
-    gres = rebuild_gres(view.gres or "", inventory.gpu_counts())
+    return _registration(view, inventory, rebuild_gres(view.gres or "", inventory.gpu_counts()), settings)
+
+
+def record_body(view: NodeView, inventory: Inventory, settings: Settings | None = None) -> dict[str, Any]:
+    """A registration someone else did (the controller already lists the reading): the GRES as
+    the controller lists it, which is never sent, and our registration record for ``extra``."""
+    return _registration(view, inventory, view.gres or "", settings)
+
+
+def _registration(view: NodeView, inventory: Inventory, gres: str, settings: Settings | None) -> dict[str, Any]:
     body: dict[str, Any] = {"gres": gres}
-    # the gres we sent goes into the record too, so `spurinv fleet` can see a later hand edit
+    # the gres goes into the record too, so `spurinv fleet` can see a later hand edit
     update = {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres}
     limit = settings.max_extra if settings is not None else None
     value = record_value(view.extra, view.name, update)
@@ -413,6 +458,11 @@ def register_body(view: NodeView, inventory: Inventory, settings: Settings | Non
     if extra is not None:
         body["extra"] = extra
     return body
+
+
+def _counts(state: State) -> dict[str, int]:
+    latest = state.latest.inventory if state.latest else None
+    return latest.gpu_counts() if latest is not None else {}
 
 
 def _next_attempt(backoff: Backoff, settings: Settings, now: datetime) -> datetime:
@@ -469,7 +519,7 @@ def settle(
         return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
     if action.kind == Do.FORGET_DRAIN:
         return state.model_copy(update={"drain": None})
-    if action.kind == Do.REGISTER and current is not None:
+    if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:
         if applied:
             baseline = Baseline(inventory=current, since=now, source="registered")
             update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}

@@ -24,7 +24,16 @@ from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify
 from spurinv.config import Config, read_token
 from spurinv.discovery import discover
-from spurinv.errors import ConfigError, ControllerError, DeadlineError, Interrupted, LockError, StateError, UsageError
+from spurinv.errors import (
+    ConfigError,
+    ControllerError,
+    DeadlineError,
+    Interrupted,
+    LockError,
+    StateError,
+    TokenError,
+    UsageError,
+)
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
@@ -46,11 +55,13 @@ from spurinv.policy import (
 from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root, boot_id
 from spurinv.state import Api, Decision, Drain, State, Steady
-from spurinv.transport import extra_limit
+from spurinv.transport import RegisterResult, extra_limit, recorded
 
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
+    from spurinv.records import Discovery as RawDiscovery
+    from spurinv.registration import Details
     from spurinv.transport import Request
     from spurinv.transport import Transport as Controller
 
@@ -180,9 +191,10 @@ def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
         lock.release()
 
 
-def _take_reading(world: World, config: Config) -> Reading:
+def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
+    """The reading, and discovery's raw result (``discover --json``'s, for a register command)."""
     raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
-    return Reading.of(Discovery.model_validate(raw), world.clock())
+    return Reading.of(Discovery.model_validate(raw), world.clock()), raw
 
 
 def run(world: World, options: Options) -> RefreshDocument:
@@ -275,7 +287,9 @@ def converge(
                 steps.append(Step(action=action.kind.value, reason=action.reason))
                 exit_code = exit_code or action.exit_code
                 break
-            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN):
+            if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN) or (
+                action.kind == Do.RECORD and action.body is not None and "extra" not in action.body
+            ):  # no request: a record that cannot go into extra is not written (the id in a reason is all)
                 steps.append(Step(action=action.kind.value, reason=action.reason))
                 state = settle(state, action, clock())
                 continue
@@ -337,7 +351,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if warning:
         world.log.warning(warning)
         notes.append(warning)
-    reading = _take_reading(world, config)
+    reading, raw = _take_reading(world, config)
     if options.accept:
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
@@ -345,11 +359,13 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
     if outcome.kind == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
+    if outcome.kind == Kind.CHANGE_PENDING and not config.observe:
+        _credentials(config, world.environ)  # a missing token is said now, not after the confirm wait
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.sleep(config.policy.confirm_interval)
-        reading = _take_reading(world, config)
+        reading, raw = _take_reading(world, config)
         outcome = classify_for(state, reading, settings)
         state = state.record(reading)
 
@@ -357,7 +373,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state,
         reading,
         settings,
-        lambda current: _client(world, config, node, current, budget),
+        lambda current: _client(world, config, node, current, budget, _details(world, config, node, reading, raw)),
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
@@ -365,13 +381,15 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         budget=budget,
         nonce=nonce_of(world.entropy(2)),
     )
+    if options.dry_run and result.client is None and not config.observe:
+        result = _probe(result, lambda: _client(world, config, node, state, budget), world.log)
     notes += result.notes
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)
         if options.metrics_file:
-            raw = state.model_dump(mode="json")
-            text = metrics.render(raw, time.perf_counter() - started, node, _version())
+            saved = state.model_dump(mode="json")
+            text = metrics.render(saved, time.perf_counter() - started, node, _version())
             try:
                 metrics.write(options.metrics_file, text)
             except store.StoreError as exc:
@@ -387,7 +405,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         mode="observe" if config.observe else "controller",
         dry_run=options.dry_run,
         state_file=options.state_path,
-        controller=_scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
+        controller=scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         reading_ok=reading.ok,
         fingerprint=reading.fingerprint,
         inventory=reading.inventory.summary() if reading.inventory else None,
@@ -399,6 +417,35 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     )
 
 
+def _credentials(config: Config, environ: dict[str, str]) -> None:
+    """What the transport will need, checked before a run waits: the token (77, naming its key)
+    or the scontrol program (78)."""
+    settings = config.controller
+    if settings.transport == "scontrol":
+        from spurinv.registration import resolve
+
+        resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
+    else:
+        read_token(settings, environ)
+
+
+def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Converged:
+    """A dry run that needed no request still reads the node once: a bad token, URL or node name
+    shows now, not on the run that confirms a real change."""
+    reason = "dry run: one read of the node checks the controller, the credentials and the node name"
+    client: Controller | None = None
+    try:
+        client = connect()
+        client.view()
+    except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
+        log.error(exc.message)
+        step = Step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
+        code = result.exit_code or exc.exit_code
+        return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
+    step = Step(action="read", reason=reason, request=_last(client), sent=True)
+    return Converged(result.state, result.outcome, [*result.steps, step], result.exit_code, client, result.notes)
+
+
 def _accept(state: State, reading: Reading, prefix: str) -> State:
     fingerprint = reading.fingerprint or ""
     if len(prefix) < 8 or not fingerprint.startswith(prefix):
@@ -408,16 +455,33 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
     return state.model_copy(update={"accepted": fingerprint})
 
 
-def _client(world: World, config: Config, node: str, state: State, budget: Budget | None = None) -> Controller:
+def _details(world: World, config: Config, node: str, reading: Reading, raw: RawDiscovery) -> Details | None:
+    """What a register command is told besides the GRES (its environment, registration.py);
+    None without one (nothing read for it)."""
+    if not config.controller.register_command:
+        return None
+    from spurinv.documents import discover_document
+    from spurinv.registration import Details
+    from spurinv.slurmconf import gres_conf
+    from spurinv.sources.host import read_numa_cpus
+
+    lines = gres_conf(reading.inventory, node, read_numa_cpus(world.root)) if reading.inventory else []
+    document = discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
+    return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
+
+
+def _client(
+    world: World, config: Config, node: str, state: State, budget: Budget | None = None, details: Details | None = None
+) -> Controller:
     """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
-    through ``controller.register_command`` when it is set."""
+    through ``controller.register_command`` when it is set (told ``details``)."""
     from spurinv.registration import registrar_for
 
     settings = config.controller
     if settings.transport == "scontrol":
         from spurinv.scontrol import Scontrol
 
-        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget)
+        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget, details=details)
         return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar, budget=budget)
     from spurinv.controller import Controller as Rest
 
@@ -425,12 +489,12 @@ def _client(world: World, config: Config, node: str, state: State, budget: Budge
     cached = state.api.version if state.api and state.api.url == settings.url else None
     session = world.session_factory() if world.session_factory else None
     registrar = registrar_for(
-        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget
+        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget, details=details
     )
     return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
 
 
-def _scontrol_label(config: Config) -> str:
+def scontrol_label(config: Config) -> str:
     return f"scontrol ({config.controller.scontrol or 'on PATH'})"
 
 
@@ -448,7 +512,8 @@ def _read_view(
     an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
     of clock skew the first time our drain's reason time is seen."""
     before = state.drain
-    confirm = recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
+    # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
+    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
     view = client.view(confirm_busy=confirm)
     steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
     state = contacted(_remember_api(state, client, now))
@@ -565,6 +630,8 @@ def _write(
     assert state.latest is not None
     assert state.latest.inventory is not None
     inventory = state.latest.inventory
+    if action.kind == Do.RECORD:
+        return _record(client, action, view, state, settings, dry_run, now)
     if dry_run:
         line = client.describe(action.body)
         step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
@@ -598,6 +665,26 @@ def _write(
     return after, state, step, False
 
 
+def _record(
+    client: Controller, action: Action, view: NodeView, state: State, settings: Settings, dry_run: bool, now: datetime
+) -> tuple[NodeView, State, Step, bool]:
+    """The controller lists the reading already (someone did what a refusal asked): no GRES
+    update, only our registration record, an ``extra``-only update spliced into what the
+    controller holds (:func:`spurinv.transport.recorded`); then the reading is the baseline."""
+    assert action.body is not None
+    if dry_run:
+        line = client.describe({"extra": action.body["extra"]})
+        after = view.model_copy(update={"extra": action.body["extra"]})
+        return after, settle(state, action, now, settings=settings), Step(action=action.kind.value, reason=action.reason,
+                                                                          request=line, sent=False), False  # fmt: skip
+    before = len(client.sent)
+    result = recorded(client, action.body, RegisterResult(True, view, None))
+    mine = client.sent[before:]
+    reason = f"{action.reason} ({result.warning})" if result.warning else action.reason
+    step = Step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
+    return result.view, settle(state, action, now, settings=settings), step, False
+
+
 def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:
     """Record the run (what it ``found`` and every step it took) and, when nothing is
     outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
@@ -623,7 +710,12 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
             state.boot_id or "",
         )  # fmt: skip
         memo = ledger.memo(
-            outcome.fingerprint, key, config.discovery.cdi_dirs, config.discovery.ignore_pci, options.metrics_file, node,
+            outcome.fingerprint,
+            key,
+            config.discovery.cdi_dirs,
+            config.discovery.ignore_pci,
+            options.metrics_file,
+            node,
             config.observe,
         )
         steady = Steady.model_validate(memo)

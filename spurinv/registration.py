@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import selectors
 import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from spurinv.errors import ConfigError, ControllerError, DeadlineError
@@ -184,6 +185,54 @@ def _text(data: bytes, limit: int) -> tuple[str, bool]:
         return data[-limit:].decode("utf-8", errors="replace"), True
 
 
+@dataclass(frozen=True, slots=True)
+class Details:
+    """What the register command learns from spurinv besides the GRES: the node's name, its
+    gres.conf lines (:func:`spurinv.slurmconf.gres_conf`) and ``discover --json``'s document."""
+
+    node: str = ""
+    gres_conf: str = ""
+    inventory: dict[str, object] = field(default_factory=dict)
+
+
+PREFIX = "SPURINV_"
+
+
+def command_environment(
+    environ: Mapping[str, str], details: Details, gres: str, fingerprint: str, inventory_path: str
+) -> dict[str, str]:
+    """The command's environment: ours with every inherited ``SPURINV_*`` removed (a
+    ``SPURINV_STATE`` meant for spurinv must not reach it), then what this registration is:
+    ``SPURINV_NODE``, ``SPURINV_GRES`` (the complete GRES spurinv would set: GPU entries rebuilt,
+    every other GRES kept), ``SPURINV_FINGERPRINT``, ``SPURINV_GRES_CONF`` (gres.conf lines) and
+    ``SPURINV_INVENTORY`` (a file holding ``discover --json``'s document)."""
+    scrubbed = {key: value for key, value in environ.items() if not key.startswith(PREFIX)}
+    return {
+        **scrubbed,
+        "SPURINV_NODE": details.node,
+        "SPURINV_GRES": gres,
+        "SPURINV_FINGERPRINT": fingerprint,
+        "SPURINV_GRES_CONF": details.gres_conf,
+        "SPURINV_INVENTORY": inventory_path,
+    }
+
+
+@contextlib.contextmanager
+def inventory_file(document: Mapping[str, object]) -> Iterator[str]:
+    """``document`` in a private temporary file (0600, ``$TMPDIR``) for the command's run only."""
+    import tempfile
+
+    descriptor, path = tempfile.mkstemp(prefix="spurinv-inventory-", suffix=".json")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, sort_keys=True)
+            handle.write("\n")
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 class Registrar:
     """Runs ``controller.register_command`` for one transport and reads the result back.
 
@@ -205,7 +254,9 @@ class Registrar:
         secrets: tuple[str, ...] = (),
         budget: Budget | None = None,
         reserve: float = 0.0,
+        details: Details | None = None,
     ) -> None:
+        self.details = details or Details()
         self.argv = list(argv)
         self.timeout = timeout
         self.wait = wait
@@ -225,9 +276,10 @@ class Registrar:
     def _left(self) -> float:
         return self.budget.remaining() if self.budget is not None else float("inf")
 
-    def register(self, client: Transport, models: dict[str, int]) -> RegisterResult:
+    def register(self, client: Transport, models: dict[str, int], gres: str = "", fingerprint: str = "") -> RegisterResult:
         """Check the node is idle (any job counts: a restart must not hit running jobs), run the
-        command once, read back until the GRES agree."""
+        command once (``gres``: the complete GRES spurinv would set, for its environment), read
+        back until the GRES agree."""
         before = client.view()
         if not before.idle and not client.rechecked:  # a stale single-node answer: ask all nodes
             before = client.view(confirm_busy=True)
@@ -248,7 +300,9 @@ class Registrar:
         client.sent.append(record)
         started = self.monotonic()
         try:
-            outcome = run([program, *self.argv[1:]], self.environ, timeout)
+            with inventory_file(self.details.inventory) as path:
+                environ = command_environment(self.environ, self.details, gres, fingerprint, path)
+                outcome = run([program, *self.argv[1:]], environ, timeout)
         except subprocess.TimeoutExpired as exc:
             # a command too slow for the run is a failure to back off from (69), not a deadline
             # that a next tick would meet again by running it again
@@ -284,10 +338,11 @@ class Registrar:
     def read_back(self, client: Transport, models: dict[str, int], line: str) -> RegisterResult:
         """Poll the controller for up to ``wait`` seconds until its GPUs match ``models``.
 
-        A controller that is briefly unreachable (slurmctld re-execs on ``scontrol reconfigure``)
-        is "not yet"; its error is raised only if it lasts until the end. The wait ends with the
-        run's deadline if that comes first: still not listed then is a refusal too (76, backed
-        off), so a controller that never shows the GPUs does not get the command every tick.
+        A controller that is briefly unreachable (slurmctld re-execs on ``scontrol reconfigure``),
+        or a node briefly unknown to it (a dynamic node deleted and not yet re-created), is "not
+        yet"; its error is raised only if it lasts until the end. The wait ends with the run's
+        deadline if that comes first: still not listed then is a refusal too (76, backed off), so
+        a controller that never shows the GPUs does not get the command every tick.
         """
         # leave the run time for one more request: the drain that follows a refusal
         wait = max(0.0, min(self.wait, self._left() - self.reserve))
@@ -303,7 +358,9 @@ class Registrar:
                     raise error or self._no_time() from None
                 break
             except ControllerError as exc:
-                if exc.kind != "unreachable":
+                # slurmctld re-execs on a reconfigure; a dynamic node is absent between its
+                # `scontrol delete` and the restarted slurmd's registration: "not yet"
+                if exc.kind not in ("unreachable", "unknown-node"):
                     raise
                 error = exc
             else:
@@ -339,6 +396,7 @@ def registrar_for(
     *,
     secrets: tuple[str, ...] = (),
     budget: Budget | None = None,
+    details: Details | None = None,
 ) -> Registrar | None:
     """The registrar for ``controller.register_command``, or None when it is not set.
 
@@ -358,4 +416,5 @@ def registrar_for(
         secrets=secrets,
         budget=budget,
         reserve=settings.timeout,
+        details=details,
     )

@@ -378,7 +378,8 @@ def fleet(out: Console, document: Mapping[str, Any], show_all: bool = False) -> 
     width = out.width
     api = f" ({document['api']})" if document.get("api") else ""
     head = [
-        Text(_fit(f"fleet  {document['controller']}{api}  {document['taken_at']}", width).rstrip(), style="bold"),
+        # the time first: a long controller URL is what gets cut at 80 columns, never the time
+        Text(_fit(f"fleet  {document['taken_at']}  {document['controller']}{api}", width).rstrip(), style="bold"),
         Text(
             _fit(
                 f"nodes {summary['nodes']} · managed {summary['managed']} · need attention {summary['attention']}", width

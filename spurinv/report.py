@@ -133,6 +133,30 @@ class ConfigDocument(_Document):
     origins: dict[str, str]
 
 
+class CheckResult(BaseModel):
+    """One check of ``spurinv check``: every document lists all of them, in the same order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal[
+        "config", "node", "state", "lock", "metrics", "token", "controller", "permission", "register_command",
+        "schedule", "udev",
+    ]  # fmt: skip
+    status: Literal["ok", "warn", "fail", "skip"]
+    detail: str
+    fix: str  # the command to run or the key to change; "" for ok and skip
+    exit_code: int  # what refresh would exit with for this problem; 0 unless failed
+
+
+class CheckDocument(_Document):
+    """``spurinv check --json``: ``exit_code`` is the first failed check's, 75 when a signal or
+    the deadline stopped it, else 0 (warnings do not fail)."""
+
+    command: Literal["check"]
+    root: str
+    checks: list[CheckResult]
+
+
 class ErrorDocument(_Document):
     """Any command that failed before producing its own document (pipx's rule: once JSON is
     asked for, even a failure is an envelope)."""

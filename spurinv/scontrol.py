@@ -228,7 +228,7 @@ class Scontrol:
 
     def _spur_nodes(self, *names: str, limit: int = MAX_ONE) -> list[NodeView]:
         outcome = self._run("show", "node", *names, limit=limit)
-        views = parse_spur_nodes(outcome.stdout)
+        views = parse_spur_nodes(outcome.stdout, names[0] if len(names) == 1 else None)
         if outcome.replaced:
             marked = [view.name for view in views if holds_replacement([view.name, view.reason, view.gres or ""])]
             self._not_utf8("scontrol show node", marked[: answer.MARKED], len(marked))
@@ -240,6 +240,8 @@ class Scontrol:
         try:
             reader.feed(outcome.stdout)
             body = reader.close()
+        except answer.Unusable as exc:
+            raise ControllerError("protocol", f"scontrol --json {' '.join(args)}: {printable(str(exc))}") from None
         except (ValueError, RecursionError):
             raise ControllerError("protocol", f"scontrol --json {' '.join(args)}: not JSON") from None
         if outcome.replaced:
@@ -307,7 +309,7 @@ class Scontrol:
         not apply (as slurmrestd answers 200).
         """
         if self.registrar is not None:
-            return recorded(self, body, self.registrar.register(self, models))
+            return recorded(self, body, self.registrar.register(self, models, body.get("gres", ""), fingerprint))
         if self.detect() == "spur":
             view = self._last or self.view()
             if gres_agrees(view.gres, models):  # spurd was restarted by hand: nothing left to do

@@ -288,7 +288,7 @@ def load(path: str) -> State | None:
 
 def save(path: str, state: State) -> None:
     """Write ``state`` atomically."""
-    store.write_atomic(path, dump(state))
+    store.write_state(path, dump(state))
 
 
 def stamp(moment: datetime) -> str:

@@ -57,6 +57,14 @@ def ensure_directory(path: str, *, create: bool = True) -> None:
     whatever the umask) unless ``create`` is false (an explicit ``--state``: a typo must not be
     a fresh start, so a missing directory is refused), and refused when another user can write
     it (they could swap the state, or the directory, under us). Unsafe and missing: exit 73."""
+    if inspect_directory(path, create=create):
+        _make_private(os.path.dirname(path) or ".")
+        inspect_directory(path, create=False)
+
+
+def inspect_directory(path: str, *, create: bool = True) -> bool:
+    """:func:`ensure_directory` without the writing (``spurinv check``): raise what it would
+    raise; True when the directory is missing and would be created."""
     directory = os.path.dirname(path) or "."
     try:
         info = os.stat(directory)
@@ -66,8 +74,7 @@ def ensure_directory(path: str, *, create: bool = True) -> None:
                 f"state directory {directory} does not exist (create it, mode 0700, or correct the state path)",
                 errno.ENOENT,
             ) from None
-        _make_private(directory)
-        info = os.stat(directory)
+        return True
     except OSError as exc:
         raise StoreError(f"cannot use state directory {directory}: {exc.strerror}", exc.errno) from None
     if not stat.S_ISDIR(info.st_mode):
@@ -78,6 +85,36 @@ def ensure_directory(path: str, *, create: bool = True) -> None:
             f"owner uid {info.st_uid}); make it the running user's, mode 0700",
             errno.EPERM,
         )
+    _check_ancestors(directory)
+    return False
+
+
+def _check_ancestors(directory: str) -> None:
+    """Every directory above the state's, up to ``/``, as the path is written and as it resolves,
+    must be owned by us or root and writable by no one else unless sticky (sshd's StrictModes,
+    with /tmp's sticky bit allowed: it keeps others from renaming what is ours). Whoever can
+    write a parent can rename the state directory away and put their own in its place."""
+    absolute = os.path.abspath(directory)
+    seen: set[str] = set()
+    for start in (absolute, os.path.realpath(absolute)):
+        current = os.path.dirname(start)
+        while current not in seen:
+            seen.add(current)
+            try:
+                info = os.stat(current)
+            except OSError as exc:
+                raise StoreError(f"cannot use state directory {directory}: {current}: {exc.strerror}", exc.errno) from None
+            loose = info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX
+            if loose or info.st_uid not in (os.geteuid(), 0):
+                raise Unsafe(
+                    f"{current}, above state directory {directory}, can be written by another user "
+                    f"(mode {stat.S_IMODE(info.st_mode):04o}, uid {info.st_uid}): "
+                    "make it root's or yours, not writable by others",
+                    errno.EPERM,
+                )
+            if current == "/":
+                break
+            current = os.path.dirname(current)
 
 
 def _make_private(directory: str) -> None:
@@ -207,6 +244,18 @@ def write_atomic(path: str, data: bytes, mode: int = 0o600, *, make_directory: b
             os.close(directory_fd)
     except OSError:
         pass  # the rename is done; some filesystems refuse fsync on a directory
+
+
+def write_state(path: str, data: bytes) -> None:
+    """Write the state file, never one its loader (``read``: at most MAX_STATE) would refuse:
+    such a file would be moved aside as corrupt by the next run, and the baseline with it."""
+    if len(data) > MAX_STATE:
+        raise StoreError(
+            f"cannot write {path}: the state would be {len(data)} bytes, more than the {MAX_STATE >> 20} MiB "
+            "a run reads back; the previous state file is untouched",
+            errno.EFBIG,
+        )
+    write_atomic(path, data)
 
 
 def discard(path: str) -> None:

@@ -80,6 +80,8 @@ def _tick(
             return None
         # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick (#6).
         blob = (json.dumps(after, separators=(",", ":")) + "\n").encode()
+        if len(blob) > store.MAX_STATE:
+            return None  # the full run refuses to write it, and says so
         metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
         text = (
             metrics.render(after, time.perf_counter() - started, steady.get("node") or "", __version__) if metrics_file else ""
@@ -98,7 +100,7 @@ def _tick(
             # as the full run does: the saved record says how the run really ended (ledger.metrics_failed)
             amended = {**after, "last": ledger.metrics_failed(after["last"], str(exc), exc.exit_code)}
             try:
-                store.write_atomic(path, (json.dumps(amended, separators=(",", ":")) + "\n").encode())
+                store.write_state(path, (json.dumps(amended, separators=(",", ":")) + "\n").encode())
             except store.StoreError as again:
                 Log(environ).error(f"{again} (recording the metrics failure)")
             return _failed(environ, str(exc), exc.exit_code)

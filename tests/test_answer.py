@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def test_a_huge_value_is_parsed_a_bounded_number_of_times():
     decoder.raw_decode = counting  # type: ignore[method-assign]
     try:
         reader = answer.Reader()
-        data = json.dumps({"meta": "x" * (8 << 20), "nodes": []}).encode()
+        data = json.dumps({"meta": "x" * (answer.MAX_VALUE - 100), "nodes": []}).encode()
         for start in range(0, len(data), 65536):
             reader.feed(data[start : start + 65536])
         assert reader.close()["nodes"] == []
@@ -159,3 +160,49 @@ def test_nested_deeper_than_the_parser_goes_is_an_error_not_a_crash(keep):
 
     with pytest.raises((ValueError, RecursionError)):
         _feed(deep, [5, 70000], keep)
+
+
+# --- memory: every answer shape is bounded, not only the real one (issue #21 follow-up, item 3) ----
+
+_NESTED = "[" + ",".join(["[]"] * (answer.MAX_VALUE // 3 + 10)) + "]"  # 22 times its text as objects
+_STRING = '{"nodes":[{"name":"n1","reason":"' + "\u00eb" * (answer.MAX_VALUE + 10) + '"}]}'
+_MANY = '{"nodes":[' + ",".join(["{}"] * (answer.MAX_NODES + 1)) + "]}"
+_KEPT = '{"nodes":[' + ",".join(['{"name":"n","x":"' + "y" * (answer.MAX_VALUE - 100) + '"}'] * 3) + "]}"
+SHAPES = {
+    "a node nested past the cap": ('{"nodes":[{"name":"n1","junk":' + _NESTED + "}]}", "nodes[0]"),
+    "another key past the cap": ('{"x":' + _NESTED + ',"nodes":[]}', "x:"),
+    "not an object, past the cap": (_NESTED, "not a JSON object"),
+    "a string past the cap": (_STRING, "nodes[0]"),
+    "more nodes than a cluster has": (_MANY, f"more than {answer.MAX_NODES} nodes"),
+    "more kept whole than an answer holds": (_KEPT, "kept whole"),
+}
+
+
+def _read(reader: answer.Reader, data: bytes, chunk: int) -> None:
+    for start in range(0, len(data), chunk):
+        reader.feed(data[start : start + chunk])
+    reader.close()
+
+
+@pytest.mark.parametrize("chunk", [65536, None], ids=["streamed", "whole"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_answer_shape_past_a_bound_is_refused_not_built(shape, chunk):
+    """A 64 MiB answer of ``[[],[],…]`` under another key, a node, or no object at all cost
+    1.6-1.8 GiB; a 64 MiB string 331 MiB (bench/allnodes.py): each bound refuses its shape."""
+    text, words = SHAPES[shape]
+    data = text.encode()
+    keep = None if "kept whole" in words else (lambda node: node if node.get("name") == "n1" else None)
+    reader = answer.Reader(keep)
+    with pytest.raises(answer.TooLarge, match=re.escape(words)):
+        _read(reader, data, chunk or len(data))
+
+
+def test_a_node_just_inside_the_bounds_is_read_whole():
+    """An admin's ``extra`` of 900 KiB (past what scontrol's argv takes) is still read."""
+    node = {"name": "n1", "extra": "e" * (900 << 10)}
+    data = json.dumps({"nodes": [node, *({"name": f"n{i}"} for i in range(2, 5000))]}).encode()
+    reader = answer.Reader(lambda item: item if item["name"] == "n1" else None)
+    for start in range(0, len(data), 65536):
+        reader.feed(data[start : start + 65536])
+
+    assert reader.close()["nodes"] == [node]

@@ -84,7 +84,7 @@ def test_memory_mode_change_is_a_field_change_not_added_or_removed():
     assert not diff.added
     assert not diff.removed
     assert {c.field for c in diff.changed} == {"partition"}
-    assert "partition changed on 8 devices" in diff.summary()
+    assert "NPS1→NPS4 on 8 devices" in diff.summary()  # issue #25: the modes, as SPX→CPX
 
 
 # ---------------------------------------------------------------- properties

@@ -100,8 +100,9 @@ def test_field_changes_are_counted_per_device():
     one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
     two_nps4 = inventory(packages(2, "SPX", memory_mode="NPS4"))
 
-    assert compare(ONE, one_nps4).summary() == "partition changed on 1 device"
-    assert compare(TWO, two_nps4).summary() == "partition changed on 2 devices"
+    assert compare(ONE, one_nps4).summary() == "NPS1→NPS4 on 1 device"
+    assert compare(TWO, two_nps4).summary() == "NPS1→NPS4 on 2 devices"
+    assert compare(two_nps4, TWO).summary() == "NPS4→NPS1 on 2 devices"
 
 
 def test_only_an_accepted_suspicious_reading_says_it_was_accepted():

@@ -92,7 +92,9 @@ def test_discover_format_slurm_prints_node_and_gres_lines(cli, built):
     assert 0 == result.code
     assert "NodeName=n1 CPUs=192 RealMemory=" in result.out
     assert "Gres=gpu:mi300x:64" in result.out
-    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD128 Cores=0-95  # 0000:05:00.0/p0" in result.out
+    # one gres.conf line per model and NUMA node, its files as one range (issue #23)
+    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-159] Cores=0-95\n" in result.out
+    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[160-191] Cores=96-191\n" in result.out
 
 
 def full_cli(capsys, *args):

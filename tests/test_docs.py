@@ -259,6 +259,7 @@ def test_outputs_validate_against_the_committed_schemas(cli, built, state_path, 
     check("status", cli("status", "--json", "--state", state_path).json())
     check("status", cli("status", "--json", "--state", tmp_path / "none.json").json())
     check("error", cli("refresh", "--json", "--root", tmp_path / "missing", "--state", state_path).json())
+    check("check", cli("check", "--json", "--root", tmp_path, "--state", state_path).json())
 
 
 # --- citations a reader can open ----------------------------------------------------------------
@@ -287,3 +288,34 @@ def test_comments_cite_only_what_the_repository_or_the_web_holds(path):
     assert not outside, outside
     for cited in set(re.findall(r"\bdocs/[\w.-]+\.md", text)):
         assert (REPO / cited).is_file(), cited
+
+
+def test_the_unit_and_the_readme_say_the_same_about_observe_mode():
+    """Issue #25: the unit said to remove LoadCredential= in observe mode, the README to keep an
+    empty token file. Both now say: keep the empty token file (a missing one fails the start)."""
+    unit = (REPO / "systemd" / "spurinv-refresh.service").read_text()
+    comments = plain(" ".join(line.lstrip("# ") for line in unit.splitlines() if line.startswith("#")))
+    readme = plain(README)
+    for text in (comments, readme):
+        assert "keep the empty token file" in text
+        assert "a missing source file fails the start" in text
+        assert "Remove this line in observe mode" not in text
+    assert "LoadCredential=spurinv-token:/etc/spurinv/token" in unit
+    assert "touch /etc/spurinv/token && chmod 0600 /etc/spurinv/token" in README
+
+
+def test_the_readme_install_ends_with_spurinv_check_and_points_containers_to_cron():
+    section = README[README.index("## Install on a node\n") :]
+    block = section[section.index("```sh") : section.index("```\n", section.index("```sh") + 5)]
+    assert block.rstrip().splitlines()[-1] == "spurinv check"
+    after = section[section.index("```\n", section.index("```sh") + 5) :]
+    assert "without systemd as PID 1" in after.split("\n\n")[1]
+    assert "spurinv.cron" in after.split("\n\n")[1]
+    assert "config show`, `spurinv refresh --dry-run`" not in README  # the old post-install check
+
+
+def test_the_development_section_says_each_thing_once_and_how_long_the_suite_takes():
+    section = README[README.index("## Development\n") :]
+    assert plain(section).count("tests/test_docs.py") == 1
+    assert "about 17 minutes" in section
+    assert "refuses with 78 unless `--force`" in README  # config init over an existing file

@@ -144,9 +144,9 @@ def test_diff(cli, built, state_path, golden, monkeypatch, width):
 
 
 def test_the_readme_example_is_the_golden_output():
-    """The README shows ``discover`` as it really prints (the golden file at 80 columns)."""
+    """The README shows ``discover`` as it really prints (the golden file at 80 columns), the
+    fingerprint and the sources block included (issue #25: the sample stopped at the table)."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     golden = (Path(__file__).resolve().parent / "golden" / "discover-mi300x-cpx-80.txt").read_text()
-    table = golden.split("\nfingerprint")[0]
 
-    assert f"```\n{table}\n```" in readme
+    assert f"```\n{golden}```" in readme

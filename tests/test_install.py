@@ -53,9 +53,13 @@ def installed(tmp_path: Path) -> Path:
     calls = tmp_path / "calls"
     stubs.mkdir()
     # The directories a fresh Debian 12 with systemd already has.
-    for directory in ("etc/systemd/system", "usr/local/bin", "usr/local/share/man", "var/lib", "run"):
+    for directory in ("etc/systemd/system", "usr/local/bin", "usr/local/share/man", "var/lib", "run/systemd/system"):
         (root / directory).mkdir(parents=True)
     block = readme_install_block()
+    # the install ends with `spurinv check` (issue #25): here it checks the tree being installed
+    # (--root: where the timer and udev files are; the unit's state directory)
+    assert block.rstrip().splitlines()[-1] == "spurinv check"
+    block = block.rstrip().removesuffix("spurinv check") + f"spurinv check --root {root} --config /etc/spurinv/config.toml\n"
     # the venv comes from the system interpreter (a venv of a Python under /root breaks the unit)
     assert re.search(r"^/usr/bin/python3 -m venv /opt/spurinv ", block, re.M)
     block = block.replace("/usr/bin/python3 -m venv", f"{stubs}/python3 -m venv")
@@ -73,9 +77,21 @@ def installed(tmp_path: Path) -> Path:
     )
     for tool in ("systemctl", "udevadm", "apt-get"):
         stub(stubs / tool, f'echo "{tool} $*" >> {calls}\n')
-    env = {"PATH": f"{stubs}:{root}/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"}
+    # `systemctl enable` links the timer into timers.target.wants, as systemd does
+    wants = root / "etc/systemd/system/timers.target.wants"
+    stub(
+        stubs / "systemctl",
+        f'echo "systemctl $*" >> {calls}\n'
+        f'[ "$1" = enable ] && mkdir -p {wants} && ln -sf ../spurinv-refresh.timer {wants}/spurinv-refresh.timer\n'
+        "exit 0\n",
+    )
+    env = {
+        "PATH": f"{stubs}:{root}/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8",
+        "STATE_DIRECTORY": f"{root}/var/lib/spurinv",  # what the unit's StateDirectory= gives the service
+    }  # fmt: skip
     run = subprocess.run(["sh", "-eux", "-c", block], cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    assert 0 == run.returncode, run.stderr
+    assert 0 == run.returncode, run.stdout + run.stderr
+    assert run.stdout.splitlines()[-1] == "ready", run.stdout
     assert [
         "apt-get install -y python3-venv",
         "systemctl daemon-reload",
@@ -91,6 +107,8 @@ def test_install_puts_every_file_where_the_units_expect_it(installed: Path):
         assert (REPO / "systemd" / name).read_bytes() == (root / "etc/systemd/system" / name).read_bytes()
     assert (REPO / "systemd/90-spurinv.rules").read_bytes() == (root / "etc/udev/rules.d/90-spurinv.rules").read_bytes()
     assert (root / "usr/local/share/man/man8/spurinv.8").exists()
+    assert (root / "usr/local/share/man/man8/spurinv-slurm-dynamic.8").exists()
+    assert os.readlink(root / "usr/local/bin/spurinv-slurm-dynamic").endswith("/opt/spurinv/bin/spurinv-slurm-dynamic")
     assert os.access(root / "usr/local/bin/spurinv", os.X_OK)
     token = root / "etc/spurinv/token"
     assert 0o600 == stat.S_IMODE(token.stat().st_mode)

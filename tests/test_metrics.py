@@ -25,6 +25,11 @@ FAMILIES = {
     "spurinv_discovery_failures_consecutive": "gauge",
     "spurinv_controller_errors": "counter",  # exposed as spurinv_controller_errors_total
     "spurinv_tick_duration_seconds": "gauge",
+    "spurinv_drain_since_timestamp_seconds": "gauge",
+    "spurinv_change_pending_since_timestamp_seconds": "gauge",
+    "spurinv_refusal_active": "gauge",
+    "spurinv_refusal_since_timestamp_seconds": "gauge",
+    "spurinv_controller_failures_consecutive": "gauge",
 }
 
 
@@ -116,6 +121,9 @@ def test_a_controller_error_is_counted(cli, built, state_path, tmp_path):
     samples = parse(prom.read_text())
     assert 1 == value(samples, "spurinv_controller_errors")
     assert 0 == value(samples, "spurinv_drain_active")
+    # told apart from a discovery failure: the kind of the controller error, counted in a row
+    assert [({"kind": "unreachable"}, 1.0)] == samples["spurinv_controller_failures_consecutive"]
+    assert 0 == value(samples, "spurinv_discovery_failures_consecutive")
 
 
 def test_an_unwritable_metrics_file_is_exit_73(cli, built, state_path, tmp_path):
@@ -139,3 +147,24 @@ def test_label_values_survive_escaping(node, version, model):
 def test_a_pending_change_or_a_refusal_sets_change_pending(key):
     samples = parse(metrics.render({key: {"fingerprint": "ab"}}, 0.1, "n1", "0"))
     assert 1 == value(samples, "spurinv_change_pending")
+
+
+def test_the_ages_alerts_need_are_timestamps_from_the_state():
+    """Issue #25: a drain, a pending change and a refusal each say since when; none: 0."""
+    state = {
+        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": "2026-12-02T18:00:00Z", "cause": "busy"},
+        "pending": {"fingerprint": "ab", "since": "2026-12-02T17:00:00Z"},
+        "refusal": {"fingerprint": "ab", "at": "2026-12-02T16:00:00Z", "error": "no"},
+        "backoff": {"kind": "auth", "failures": 4, "next_attempt": "2026-12-02T19:00:00Z", "error": "401"},
+    }
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+    assert 1796234400 == value(samples, "spurinv_drain_since_timestamp_seconds")
+    assert 1796230800 == value(samples, "spurinv_change_pending_since_timestamp_seconds")
+    assert 1796227200 == value(samples, "spurinv_refusal_since_timestamp_seconds")
+    assert 1 == value(samples, "spurinv_refusal_active")
+    assert [({"kind": "auth"}, 4.0)] == samples["spurinv_controller_failures_consecutive"]
+    empty = parse(metrics.render({}, 0.1, "n1", "0"))
+    for name in ("drain_since", "change_pending_since", "refusal_since"):
+        assert 0 == value(empty, f"spurinv_{name}_timestamp_seconds")
+    assert 0 == value(empty, "spurinv_refusal_active")
+    assert [({"kind": "none"}, 0.0)] == empty["spurinv_controller_failures_consecutive"]

@@ -15,10 +15,11 @@ ControllerError of kind "protocol" (exit 76), never another exception.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spurinv import exitcode
@@ -232,7 +233,10 @@ line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charac
 # further lines of a multi-line reason: not blank, and not starting like a key, a state line or a
 # new node (spur prints the reason as it is: such a line would be ambiguous to any reader)
 KEYS = ("Partitions=", "CPUTot=", "Gres=", "Arch=", "Labels=", "ActiveReservation=", "CpuLoad=", "State=", "NodeName=")
-continuation = line_text.filter(lambda s: s.strip() != "" and not s.strip().startswith(KEYS))
+# (issue #21: nor anything that reads as `Key=value`, which the parser refuses as ambiguous)
+continuation = line_text.filter(
+    lambda s: s.strip() != "" and not s.strip().startswith(KEYS) and not re.match(r"\s*[A-Za-z][A-Za-z_]*=", s)
+)
 reasons = st.builds(lambda first, more: "\n".join([first, *more]), line_text, st.lists(continuation, max_size=2))
 gpu_types = st.sampled_from(["mi300x", "mi250x", "mi325x", "h100"])
 nodes = st.builds(
@@ -302,3 +306,55 @@ def test_a_malformed_block_anywhere_in_spurs_output_is_a_protocol_error(cluster,
         parse_spur_nodes("".join(blocks))
 
     assert caught.value.kind == "protocol"
+
+
+# --- a reason holding a line break and spur's own lines (issue #21 follow-up, item 7) ---------------
+
+
+def _spur_block(name: str, reason: str, alloc: int, gpus: int, partitions: bool) -> str:
+    """One node as spur's `scontrol show node` prints it (tests/spurstandin.py's order)."""
+    lines = [f"NodeName={name}", f"   State=IDLE Reason={reason}"]
+    if partitions:
+        lines.append("   Partitions=gpu")
+    lines.append(f"   CPUTot=192 CPUAlloc={alloc} RealMemory=1 FreeMem=1")
+    if gpus:
+        lines.append("   Gres=" + ",".join(["gpu:mi300x:1"] * gpus))
+    lines += ["   Arch=x86_64 OS=Linux", "   CpuLoad=0.12", ""]
+    return "\n".join(lines) + "\n"
+
+
+INJECTED = st.lists(
+    st.sampled_from([
+        "   Partitions=gpu", "   CPUTot=192 CPUAlloc=0 RealMemory=1 FreeMem=1", "   Gres=gpu:mi300x:1,gpu:mi300x:1",
+        "   Arch=x86_64 OS=Linux", "   CpuLoad=0", "   State=IDLE Reason=", "NodeName=n1", "NodeName=ghost",
+        "Gres=gpu:mi300x:8", "CPUTot=1 CPUAlloc=0", "operator note",
+    ]),
+    min_size=1, max_size=6,
+)  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(INJECTED, st.integers(0, 64), st.integers(0, 8), st.booleans())
+def test_a_reason_that_mimics_spurs_lines_is_refused_never_read_as_fields(injected, alloc, gpus, partitions):
+    """``scontrol update nodename=n1 reason=$'x\\n   CPUTot=… CPUAlloc=0\\n   Gres=…'``: the lines
+    after the break read as fields the controller never sent (an idle node, GPUs it does not
+    list). Either the answer is refused as ambiguous, naming the node, or what is read is what
+    spur itself printed."""
+    text = _spur_block("n1", "x\n" + "\n".join(injected), alloc, gpus, partitions)
+    try:
+        views = parse_spur_nodes(text, "n1")  # as refresh asks: `scontrol show node n1`
+    except ControllerError as exc:
+        assert exc.kind == "protocol"  # noqa: PT017  (either outcome is allowed; see the docstring)
+        assert "n1" in exc.message  # noqa: PT017
+        assert "ambiguous" in exc.message or "no CPUAlloc" in exc.message  # noqa: PT017
+        return
+    (view,) = [view for view in views if view.name == "n1"]
+    assert view.alloc_cpus == alloc
+    assert gpu_counts(view.gres or "") == ({"mi300x": gpus} if gpus else {})
+
+
+def test_a_reason_that_starts_a_second_block_for_one_node_is_refused():
+    text = _spur_block("n1", "x\n   CPUTot=192 CPUAlloc=0\nNodeName=ghost\n   State=IDLE Reason=", 64, 8, False)
+
+    with pytest.raises(ControllerError, match="'n1' is ambiguous"):
+        parse_spur_nodes(text, "n1")

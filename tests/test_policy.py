@@ -145,8 +145,18 @@ ROWS = [
      Do.BACKOFF),
     ("auth backoff blocks even lifting our drain", SPX, SPX, SPX, {"drain": True, "backoff": 9999, "backoff_kind": "auth"},
      SLURM, None, Do.BACKOFF),
-    ("refusal backoff blocks its own retry, with no request", SPX, CPX, CPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.BACKOFF),
+    ("refusal backoff: its own retry waits, the node is still read", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
+    ("refusal backoff: the controller still disagrees, hold", SPX, CPX, CPX,
+     {"refusal": True, "backoff": 9999}, SLURM, NHC_IDLE, Do.HOLD),
+    ("refusal backoff: the controller lists the reading now, record it", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, view("IDLE", "DRAIN", reason=OUR_REASON,
+     gres="gpu:mi300x:64"), Do.RECORD),
+    ("refusal, no backoff left: the controller lists the reading, record, never re-send", SPX, CPX, CPX,
+     {"refusal": True}, SLURM, view(gres="gpu:mi300x:64"), Do.RECORD),
+    ("refusal backoff: busy, and the controller lists the reading, record", SPX, CPX, CPX,
+     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2,
+     gres="gpu:mi300x:64", used="gpu:mi300x:2(IDX:0-1)"), Do.RECORD),
     ("refusal backoff: the GPUs switched back, read to lift our drain", SPX, CPX, SPX,
      {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
     ("refusal backoff: the reverted node's drain is lifted at once", SPX, CPX, SPX,
@@ -426,12 +436,77 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
         retry_only = (
             outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal.fingerprint == outcome.fingerprint
         )
-        assert (action.kind == Do.BACKOFF) == retry_only, (outcome.kind, action.reason)
+        # a refusal's backoff never stops the look (one single-node read) that may show it moot
+        assert action.kind != Do.BACKOFF, (outcome.kind, action.reason)
+        assert (action.kind == Do.READ_VIEW and action.cause == "refused") == retry_only, (outcome.kind, action.reason)
+
+
+# --- issue #23: a refusal never hides the controller -----------------------------------------
+
+
+GRES_TEXTS = ["gpu:mi300x:8", "gpu:mi300x:64", "gpu:mi300x:63", "gpu:mi300x:64,nic:2", "gpu:h100:64", "", None]
 
 
 @settings(max_examples=300)
 @given(
-    ahead=st.integers(-10**6, 10**9),
+    gres=st.sampled_from(GRES_TEXTS),
+    drained=st.booleans(),
+    busy=st.booleans(),
+    left=st.integers(1, 3600),
+    ignore=st.booleans(),
+)
+def test_a_refused_update_is_never_resent_while_it_backs_off_but_a_controller_that_agrees_ends_it(
+    gres, drained, busy, left, ignore
+):
+    """During a refusal's backoff the node is read; the refused GRES update is never sent again
+    before the backoff ends (unless --ignore-backoff), and a controller that lists the reading is
+    taken as registered, whatever else the node is doing."""
+    state = state_for(SPX, CPX, CPX, refusal=True, drain=drained)
+    state = state.model_copy(update={"backoff": Backoff(kind="refused", failures=2, next_attempt=NOW + timedelta(seconds=left),
+                                                        error="x")})  # fmt: skip
+    policy = Settings(observe=False, ignore_backoff=ignore)
+    flags = ("DRAIN",) if drained else ()
+    node = view("MIXED" if busy else "IDLE", *flags, reason=OUR_REASON if drained else "", gres=gres, cpus=2 if busy else 0,
+                used="gpu:mi300x:2(IDX:0-1)" if busy else "gpu:mi300x:0(IDX:N/A)")  # fmt: skip
+    outcome = outcome_for(state)
+
+    first = decide(outcome, None, state, policy, NOW)
+    action = decide(outcome, node, state, policy, NOW)
+
+    if not ignore:
+        assert Do.READ_VIEW == first.kind
+        assert "refused" == first.cause  # the single-node read, never the all-nodes re-check
+        assert Do.REGISTER != action.kind
+    agrees = gres in ("gpu:mi300x:64", "gpu:mi300x:64,nic:2")
+    assert (action.kind == Do.RECORD) == agrees, action.reason
+    if agrees:
+        assert f"the controller now lists {gres}" in action.reason
+        assert gres == action.body["gres"]  # nothing to send: the GRES as the controller lists it
+        assert CPX.fingerprint == json.loads(action.body["extra"])["spurinv"]["fingerprint"]
+
+
+def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_run():
+    refused = state_for(SPX, CPX, CPX, refusal=True, backoff=9999)
+    drain = decide(outcome_for(refused), IDLE, refused, SLURM, NOW)  # the drain after a refusal
+    state = settle(refused, drain, NOW)
+    fixed = view("IDLE", "DRAIN", reason=drain.body["reason"], gres="gpu:mi300x:64")
+
+    record = decide(outcome_for(state), fixed, state, SLURM, NOW)
+    recorded = settle(state, record, NOW, settings=SLURM)
+    resume = decide(outcome_for(recorded), fixed, recorded, SLURM, NOW)
+    actions, state = _run_to_rest(state, fixed, SLURM)
+
+    assert [Do.RECORD, Do.RESUME, Do.NONE] == actions
+    assert "registered" == state.baseline.source
+    assert CPX.fingerprint == state.baseline.inventory.fingerprint
+    assert state.refusal is None
+    assert state.backoff is None
+    assert "the controller now lists gpu:mi300x:64; our drain lifted" == resume.reason
+
+
+@settings(max_examples=300)
+@given(
+    ahead=st.integers(-(10**6), 10**9),
     maximum=st.integers(1, 7 * 86400),
     kind=st.sampled_from([*BLOCKING, "refused"]),
 )
@@ -463,7 +538,7 @@ def test_backoff_messages_show_the_date_when_it_is_not_today():
 @given(
     name=st.text(min_size=1, max_size=40),
     interval=st.integers(60, 86400),
-    since=st.integers(-10**6, 10**6),
+    since=st.integers(-(10**6), 10**6),
 )
 def test_the_all_nodes_query_is_at_most_once_per_interval_per_node_and_at_most_a_quarter_later(name, interval, since):
     last = NOW - timedelta(seconds=since)
@@ -523,3 +598,36 @@ def test_a_waiting_node_with_gpus_in_use_holds_and_one_without_registers():
 
     assert Do.HOLD == waiting.kind
     assert Do.REGISTER == cpu_only.kind
+
+
+# --- controller text cleaned on input is never written back (issue #21 follow-up, item 6) ---------
+
+
+@pytest.mark.parametrize("extra", ['{"rack": "Zo\ufffd"}', '{"\ufffd": 1, "spurinv": {"node": "n1"}}', "note \ufffd"])
+def test_an_extra_read_with_replacement_is_never_spliced_and_the_run_says_so(extra):
+    """``extra`` with a raw Latin-1 byte (read as U+FFFD) was spliced and sent back with U+FFFD
+    in place of the admin's byte: the drain and the registration now leave ``extra`` alone."""
+    state = state_for(SPX, CPX, CPX)
+
+    drain = decide(outcome_for(state), BUSY.model_copy(update={"extra": extra}), state, SLURM, NOW, nonce="3f9a")
+    register = decide(outcome_for(state), view(gres="gpu:mi300x:8", extra=extra), state, SLURM, NOW)
+
+    assert list(drain.body) == ["state", "reason"]
+    assert (register.kind, "extra" in register.body) == (Do.REGISTER, False)
+    assert "no record in it" in register.reason
+
+
+def test_a_gres_entry_read_with_replacement_is_never_sent_back():
+    """Re-registering sends every non-GPU entry back as listed; one read with U+FFFD would go
+    back altered (and leaving it out zeroes it): the run holds, says which, and exits 76."""
+    state = state_for(SPX, CPX, CPX)
+    idle = view(gres="gpu:mi300x:8,fpga:x\ufffd:2")
+
+    action = decide(outcome_for(state), idle, state, SLURM, NOW)
+
+    assert action.kind == Do.HOLD
+    assert action.exit_code == exitcode.PROTOCOL
+    assert "fpga:x\ufffd:2" in action.reason
+    plain = decide(outcome_for(state), view(gres="gpu:mi\ufffd:8,fpga:x:2"), state, SLURM, NOW)
+    assert plain.kind == Do.REGISTER  # a GPU entry is rebuilt from the inventory: nothing of it goes back
+    assert plain.body["gres"] == "gpu:mi300x:64,fpga:x:2"

@@ -254,7 +254,8 @@ def test_without_forgetting_the_same_change_would_wait_for_the_old_backoff():
     """The contrast to the test above: what the old refusal does when it is kept."""
     kept = _refused().record(reading(SPX, 120)).record(reading(CPX, 180)).record(reading(CPX, 240))
 
-    assert decide(outcome_of(kept), None, kept, SLURM, at(300)).kind == Do.BACKOFF
+    assert decide(outcome_of(kept), None, kept, SLURM, at(300)).kind == Do.READ_VIEW  # the look goes ahead
+    assert decide(outcome_of(kept), view(), kept, SLURM, at(300)).kind == Do.DRAIN  # drained as refused, not re-sent
 
 
 @pytest.mark.parametrize("kind", ["unreachable", "auth"])

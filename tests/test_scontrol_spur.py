@@ -190,11 +190,13 @@ def test_without_register_command_spur_gets_drain_only_and_we_say_it_cannot_rere
     assert "restart spurd" in node["reason"]
     assert "discover --format slurm" not in node["reason"]
 
-    # spurd restarted by hand: the controller now lists 64, the next run adopts it and resumes
+    # spurd restarted by hand: the controller now lists 64; the next run, though the refusal
+    # backs off, takes it as registered and resumes (issue #23; spur has no extra: nothing written)
     adopted.set_node(gpus=["mi300x"] * 64)
-    code, after, _ = refresh(cli, adopted, cpx, "--ignore-backoff")
+    code, after, _ = refresh(cli, adopted, cpx)
     assert 0 == code, after
-    assert ["read-view", "register", "resume", "none"] == steps(after)
+    assert ["read-view", "record", "resume", "none"] == steps(after)
+    assert [u for u in updates(after) if "State=RESUME" not in u] == []
     assert adopted.node()["state"] == "Idle"
 
 
@@ -577,3 +579,13 @@ def test_fleet_reads_every_spur_node_through_scontrol(cli, spur):
     assert rows["n3"]["managed"] is False
     assert rows["n3"]["drain_owner"] is None
     assert document["summary"]["spurinv_drained"] == 1
+
+
+def test_fleet_over_scontrol_names_its_program_as_the_controller(cli, spur):
+    """Issue #25: the header said `fleet    2026-…` with an empty controller field."""
+    document = cli("fleet", "--json").json()
+    assert document["controller"].startswith("scontrol (/")  # the program run, resolved on PATH if need be
+    assert document["controller"].endswith("/scontrol)")
+    text = cli("fleet").out.splitlines()[0]
+    assert text.startswith("fleet  20")
+    assert "scontrol (" in text

@@ -11,7 +11,8 @@
 # pid files are read by their first line only (slurmctld's in-place rewrite on reconfigure can leave a tail);
 # jobs still in the queue are cancelled first while slurmctld is up (a slurmd that is stopped leaves its running
 # jobs' slurmstepd behind); second round for re-exec'd daemons; --munge only stops the munged that start.sh recorded
-# in $LAB_DIR/munged.pid, and waits for it; exit 1 if anything survived SIGKILL.
+# in $LAB_DIR/munged.pid, and waits for it; exit 1 if anything survived SIGKILL; every slurmd-*.pid (dynamic nodes
+# started by slurmd-dynamic.sh too).
 HERE=$(cd "$(dirname "$0")" && pwd); V=24.11; MUNGE=0
 for a in "$@"; do case "$a" in --munge) MUNGE=1 ;; *) V=$a ;; esac; done
 [ -f "$HERE/$V/lab.env" ] || { echo "usage: stop.sh [24.11] [--munge]" >&2; exit 2; }
@@ -44,7 +45,7 @@ fi
 declare -A SENT
 for _round in 1 2; do
   declare -A NOW=()
-  for f in "$LAB_DIR"/slurmrestd-*.pid "$LAB_DIR"/slurmd-n1.pid "$LAB_DIR"/slurmd-n2.pid "$LAB_DIR"/slurmctld.pid; do
+  for f in "$LAB_DIR"/slurmrestd-*.pid "$LAB_DIR"/slurmd-*.pid "$LAB_DIR"/slurmctld.pid; do
     [ -s "$f" ] || continue
     pid=$(pidof_file "$f"); name=$(basename "$f" .pid); bin=${name%%-*}
     [ -n "$pid" ] || { echo "$name: pid file without a pid (being rewritten?); skipped"; continue; }

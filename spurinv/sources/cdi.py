@@ -30,10 +30,17 @@ if TYPE_CHECKING:
 MAX_SPEC = 1 << 20
 MAX_SPECS = 64
 MAX_SPEC_BYTES = 2 << 20
+# YAML costs 20-60 times JSON's CPU a byte (bench/cdi.py: 1 MiB is ~1 s with libyaml, ~6 s with
+# the pure-Python parser), and discovery runs on every tick: YAML specs get their own budget, a
+# quarter of it without libyaml. A YAML spec past it is flagged and skipped (JSON ones still read).
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_BYTES_PURE = 256 << 10
 VERSIONS = ((0, 3, 0), (1, 1, 0))
+MAX_NAME = 255  # characters of a kind or a device name: each goes into the state file's readings
 KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
 NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
 SUFFIXES = (".json", ".yaml", ".yml")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SpecError(Exception):
@@ -62,15 +69,16 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
             raise SpecError("invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError("not a mapping")
+    _refuse_surrogates(data)
     version = data.get("cdiVersion")
-    if not isinstance(version, str) or not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        raise SpecError(f"bad cdiVersion {version!r}")
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}", version):
+        raise SpecError(f"bad cdiVersion {_shown(version)}")
     number = tuple(int(p) for p in version.split("."))
     if not VERSIONS[0] <= number <= VERSIONS[1]:
         raise SpecError(f"unsupported cdiVersion {version}")
     kind = data.get("kind")
-    if not isinstance(kind, str) or not KIND.match(kind):
-        raise SpecError(f"bad kind {kind!r} (expected vendor/class)")
+    if not isinstance(kind, str) or len(kind) > MAX_NAME or not KIND.match(kind):
+        raise SpecError(f"bad kind {_shown(kind)} (expected vendor/class)")
     devices = data.get("devices")
     if not isinstance(devices, list) or not devices:
         raise SpecError("no devices")
@@ -78,13 +86,39 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
     seen = set()
     for position, device in enumerate(devices):
         name = device.get("name") if isinstance(device, dict) else None
-        if not isinstance(name, str) or not NAME.match(name):
-            raise SpecError(f"devices[{position}]: bad device name {name!r}")
+        if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.match(name):
+            raise SpecError(f"devices[{position}]: bad device name {_shown(name)}")
         if name in seen:
-            raise SpecError(f"devices[{position}]: duplicate device name {name!r}")
+            raise SpecError(f"devices[{position}]: duplicate device name {_shown(name)}")
         seen.add(name)
         result.append((kind, name, _device_nodes(device.get("containerEdits"), position)))
     return result
+
+
+def _refuse_surrogates(data: object) -> None:
+    """A lone surrogate (``"\\ud800"`` is valid JSON; PyYAML's pure-Python scanner makes one of a
+    ``\\ud800`` escape) is text no file, argv or terminal can hold: the spec is refused, not carried
+    into the state file where it would fail the save (iterative: a deep spec costs no recursion)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise SpecError("holds a lone surrogate escape (not valid Unicode text)")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _shown(value: object) -> str:
+    """A value from the spec in a message: quoted, ASCII, bounded (no Python repr of bytes)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return "null" if value is None else f"of type {type(value).__name__}"
+    if not isinstance(value, str):
+        return f"of type {type(value).__name__}"
+    return json.dumps(value[:60] + ("..." if len(value) > 60 else ""))
 
 
 class _AliasRefused(Exception):
@@ -133,6 +167,13 @@ def _loader() -> type:
     return NoAliases
 
 
+def _libyaml() -> bool:
+    """Does PyYAML have its C loader? (Importing yaml costs ~10 ms: only asked once a YAML spec is met.)"""
+    import yaml
+
+    return hasattr(yaml, "CSafeLoader")
+
+
 def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
@@ -158,13 +199,51 @@ def _device_nodes(edits: object, position: int) -> list[str]:
     return paths
 
 
+class _Bounds:
+    """What one run may read of CDI specs: MAX_SPECS files, MAX_SPEC_BYTES, and the YAML budget."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.files = 0
+        self.read = 0  # bytes of specs read or tried
+        self.stopped = False
+        self.yaml_read = 0
+        self.yaml_budget = 0  # known once a YAML spec is met (importing yaml costs the tick ~10 ms)
+
+    def admit(self, file_path: str, yaml_format: bool) -> bool:
+        """May this spec be read? Flags it when not."""
+        if self.stopped:
+            return False
+        size = min(_size(file_path), MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
+        if self.files >= MAX_SPECS or self.read + size > MAX_SPEC_BYTES:
+            self.stopped = True
+            self.report.flag(
+                file_path,
+                f"not read, nor any spec after it: {self.files} specs of {self.read} bytes were read "
+                f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
+            )
+            return False
+        if yaml_format and not self.yaml_budget:
+            self.yaml_budget = MAX_YAML_BYTES if _libyaml() else MAX_YAML_BYTES_PURE
+        if yaml_format and self.yaml_read + size > self.yaml_budget:
+            self.report.flag(
+                file_path,
+                f"YAML spec not read: {self.yaml_read} bytes of YAML were read, at most {self.yaml_budget >> 10} KiB "
+                f"a run ({'with' if self.yaml_budget == MAX_YAML_BYTES else 'without'} libyaml); write large specs as JSON",
+            )
+            return False
+        self.files += 1
+        self.read += size
+        if yaml_format:
+            self.yaml_read += size
+        return True
+
+
 def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> list[CdiDevice]:
     """Return every valid CDI device, later directories overriding earlier ones."""
     found: dict[str, CdiDevice] = {}
     directories = 0
-    files = 0
-    read = 0  # bytes of specs read or tried (at most MAX_SPEC_BYTES a run), and at most MAX_SPECS files
-    stopped = False
+    bounds = _Bounds(report)
     paths = root.resolver()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
@@ -185,21 +264,11 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
                 # symlinked specs, so one we skip must be heard of, not silently dropped.
                 report.flag(file_path, "not a regular file (a symlink or a directory): ignored")
                 continue
-            if stopped:
+            yaml_format = not name.endswith(".json")
+            if not bounds.admit(file_path, yaml_format):
                 continue
-            size = min(_size(file_path), MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
-            if files >= MAX_SPECS or read + size > MAX_SPEC_BYTES:
-                stopped = True
-                report.flag(
-                    file_path,
-                    f"not read, nor any spec after it: {files} specs of {read} bytes were read "
-                    f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
-                )
-                continue
-            files += 1
-            read += size
             try:
-                devices = parse_spec(read_text(file_path, MAX_SPEC), not name.endswith(".json"))
+                devices = parse_spec(read_text(file_path, MAX_SPEC), yaml_format)
             except ReadError as exc:
                 report.flag(exc.path, exc.reason)
                 continue
@@ -220,5 +289,5 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
     if not directories:
         report.absent("no CDI spec directory")
     else:
-        report.detail = f"{files} specs, {len(found)} devices"
+        report.detail = f"{bounds.files} specs, {len(found)} devices"
     return list(found.values())

@@ -11,6 +11,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.records import Problem, SourceStatus
 
+# What one source may record: the state file keeps every reading's problems (twice: the current
+# and the previous reading), and its loader reads at most store.MAX_STATE (16 MiB); 40,000
+# symlinks in a CDI directory were 40,000 flags. Past the bound, one last problem counts the rest.
+MAX_PROBLEMS = 100
+MAX_TEXT = 1024  # characters of a problem's path or reason
+
 OK = "ok"
 ABSENT = "absent"
 FAILED = "failed"
@@ -19,7 +25,7 @@ FAILED = "failed"
 class Report:
     """What one source found out about itself while reading."""
 
-    __slots__ = ("detail", "errors", "flags", "name", "status")
+    __slots__ = ("detail", "errors", "flags", "name", "status", "unlisted_errors", "unlisted_flags", "unlisted_path")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -27,15 +33,46 @@ class Report:
         self.detail = ""
         self.errors: list[Problem] = []
         self.flags: list[Problem] = []
+        self.unlisted_errors = 0
+        self.unlisted_flags = 0
+        self.unlisted_path = ""  # the last problem past the bound names a path for the count
 
     def fail(self, path: str, reason: str) -> None:
         """Record a read or consistency error: the source, and so the discovery, failed."""
         self.status = FAILED
-        self.errors.append({"source": self.name, "path": path, "reason": reason})
+        if len(self.errors) < MAX_PROBLEMS:
+            self.errors.append(self._problem(path, reason))
+        else:
+            self.unlisted_errors += 1
+            self.unlisted_path = path
 
     def flag(self, path: str, reason: str) -> None:
         """Record an inconsistency that does not change the schedulable inventory."""
-        self.flags.append({"source": self.name, "path": path, "reason": reason})
+        if len(self.flags) < MAX_PROBLEMS:
+            self.flags.append(self._problem(path, reason))
+        else:
+            self.unlisted_flags += 1
+            self.unlisted_path = path
+
+    def _problem(self, path: str, reason: str) -> Problem:
+        if len(path) > MAX_TEXT:
+            path = path[: MAX_TEXT - 3] + "..."
+        if len(reason) > MAX_TEXT:
+            reason = reason[: MAX_TEXT - 3] + "..."
+        return {"source": self.name, "path": path, "reason": reason}
+
+    def listed(self) -> tuple[list[Problem], list[Problem]]:
+        """The errors and flags, each ending with a count of those past the bound, if any."""
+        errors, flags = list(self.errors), list(self.flags)
+        if self.unlisted_errors:
+            errors.append(
+                self._problem(self.unlisted_path, f"{self.unlisted_errors} more errors not listed, the last of them here")
+            )
+        if self.unlisted_flags:
+            flags.append(
+                self._problem(self.unlisted_path, f"{self.unlisted_flags} more flags not listed, the last of them here")
+            )
+        return errors, flags
 
     def absent(self, reason: str) -> None:
         """Mark the source as not present on this node, with the reason."""
@@ -47,6 +84,7 @@ class Report:
         detail = self.detail
         if self.status == FAILED and self.errors:
             first = self.errors[0]
-            more = f" (+{len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
+            others = len(self.errors) - 1 + self.unlisted_errors
+            more = f" (+{others} more)" if others else ""
             detail = f"{first['path']}: {first['reason']}{more}"
         return {"status": self.status, "detail": detail}

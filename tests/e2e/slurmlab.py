@@ -79,14 +79,15 @@ def _port_free(port: int, host: str) -> bool:
 
 
 def pick_port_base(low: int = 20000, high: int = 32000, tries: int = 200) -> int:
-    """A base port such that base..base+3 are free on 127.0.0.1 (base also on 0.0.0.0: slurmctld binds the wildcard).
+    """A base port such that base..base+4 are free on 127.0.0.1 (base+4: a dynamic node's slurmd; base also on
+    0.0.0.0: slurmctld binds the wildcard).
 
     The range stays below Linux's default ephemeral range (32768-60999) so client sockets do not collide with it.
     """
     rng = random.SystemRandom()
     for _ in range(tries):
         base = rng.randrange(low, high - 4)
-        if all(_port_free(base + i, "127.0.0.1") for i in range(4)) and _port_free(base, "0.0.0.0"):  # noqa: S104 - a bind test only
+        if all(_port_free(base + i, "127.0.0.1") for i in range(5)) and _port_free(base, "0.0.0.0"):  # noqa: S104 - a bind test only
             return base
     raise SlurmLabError(f"no 4 consecutive free ports found in {low}-{high} after {tries} tries")
 
@@ -422,6 +423,106 @@ class SlurmLab:
         self.wait_for(handed_over, 30, "slurmctld/slurmd re-exec after `scontrol reconfigure`")
         self.wait_for(lambda: self.scontrol("ping", check=False).returncode == 0, 15, "slurmctld answering ping")
 
+    def configure(self, node: str, gres: str, gres_lines: list[str]) -> None:
+        """What an operator does after a refused GPU count change: the node's ``Gres=`` in slurm.conf
+        and its ``Name=gpu`` lines in gres.conf replaced (the originals kept for :meth:`restore_config`).
+        Device files the lines name under ``$LAB_DIR`` are made as character devices (major 226)."""
+        for path in (self.slurm_conf, self._gres_conf):
+            backup = path.with_suffix(path.suffix + ".orig")
+            if not backup.exists():
+                shutil.copy2(path, backup)
+        lines = []
+        for line in self.slurm_conf.read_text().splitlines():
+            if line.startswith(f"NodeName={node} "):
+                words = [w for w in line.split() if not w.startswith("Gres=")]
+                lines.append(" ".join([*words, f"Gres={gres}"] if gres else words))
+            else:
+                lines.append(line)
+        self.slurm_conf.write_text("\n".join(lines) + "\n")
+        kept = [
+            line for line in self._gres_conf.read_text().splitlines() if not line.startswith(f"NodeName={node} Name=gpu")
+        ]
+        self._gres_conf.write_text("\n".join([*kept, *gres_lines]) + "\n")
+        for line in gres_lines:
+            for file in _files(line):
+                if file.startswith(str(self._dir)) and not os.path.exists(file):
+                    os.makedirs(os.path.dirname(file), exist_ok=True)
+                    minor = int("".join(c for c in file.rsplit("/", 1)[-1] if c.isdigit()) or 0)
+                    os.mknod(file, 0o660 | 0o020000, os.makedev(226, minor))
+
+    @property
+    def _gres_conf(self) -> Path:
+        return self.slurm_conf.parent / "gres.conf"
+
+    def restore_config(self) -> None:
+        """Put back slurm.conf and gres.conf as start.sh rendered them and apply them (reconfigure,
+        which 24.11 answers by re-executing every slurmd too). A no-op if nothing was changed."""
+        changed = False
+        for path in (self.slurm_conf, self._gres_conf):
+            backup = path.with_suffix(path.suffix + ".orig")
+            if backup.exists():
+                os.replace(backup, path)
+                changed = True
+        if changed:
+            self.reconfigure()
+
+    def restart_slurmd(self, node: str, *args: str) -> None:
+        """Stop the node's slurmd by its pid file and start it again (``args`` replace the default
+        ``-f $SLURM_CONF -N node``); wait until the controller hears from it."""
+        pid = _read_pid(self._dir / f"slurmd-{node}.pid")
+        if pid and _alive(pid):
+            os.kill(pid, 15)
+            self.wait_for(lambda: not _alive(pid), 30, f"slurmd {node} (pid {pid}) to exit")
+        argv = [str(self.prefix / "sbin" / "slurmd"), *(args or ("-f", str(self.slurm_conf), "-N", node))]
+        subprocess.run(argv, check=True, env=self.env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        self.wait_for(lambda: _alive(_read_pid(self._dir / f"slurmd-{node}.pid")), 15, f"slurmd {node} pid file")
+
+    # ------------------------------------------------------------------ dynamic nodes (slurmd -Z)
+    def dynamic_port(self) -> int:
+        assert self.port_base is not None, "lab not started"
+        return self.port_base + 4
+
+    def dynamic_env_file(self, name: str) -> Path:
+        return self._dir / "etc" / f"slurmd-{name}.env"
+
+    def restart_dynamic_argv(self, name: str) -> list[str]:
+        """The lab's ``systemctl restart slurmd`` for dynamic node ``name``: slurmd-dynamic.sh."""
+        return [str(SCRIPTS_DIR / "slurmd-dynamic.sh"), name, str(self.dynamic_port()), str(self.dynamic_env_file(name))]
+
+    def start_dynamic(self, name: str, gres: str, gres_lines: list[str]) -> None:
+        """Start a dynamic node (``slurmd -Z --conf "… Gres=<gres>"``) with its gres.conf lines (device files
+        under ``$LAB_DIR`` made as character devices); wait until the controller lists it idle."""
+        self.configure(name, "", gres_lines)  # gres.conf only: a dynamic node has no slurm.conf line
+        self.dynamic_env_file(name).write_text(f"SLURMD_GRES={gres}\n")
+        subprocess.run(self.restart_dynamic_argv(name), check=True, env=self.env, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)  # fmt: skip
+
+        def listed() -> tuple[bool, Any]:
+            node = next((n for n in self.nodes() if n["name"] == name), None)
+            # a dynamic node's state carries DYNAMIC_NORM
+            ok = bool(node and node["state"][:1] == ["IDLE"] and "DRAIN" not in node["state"] and node["gres"] == gres)
+            return ok, node and (node["state"], node["gres"], node["reason"])
+
+        self.wait_for(listed, 30, f"dynamic node {name} idle with {gres}")
+
+    def stop_dynamic(self, name: str) -> None:
+        """Stop the dynamic node's slurmd (by its pid file), delete the node, put gres.conf back."""
+        pid = _read_pid(self._dir / f"slurmd-{name}.pid")
+        if pid and _alive(pid):
+            os.kill(pid, 15)
+            self.wait_for(lambda: not _alive(pid), 30, f"slurmd {name} (pid {pid}) to exit")
+        (self._dir / f"slurmd-{name}.pid").unlink(missing_ok=True)
+        if ids := self.jobs():
+            self.run("scancel", *map(str, ids))
+            self.wait_for(lambda: (not (j := self.jobs()), j), 30, "all jobs to leave the queue")
+        self.wait_for(
+            lambda: self.scontrol("delete", f"nodename={name}", check=False).returncode == 0
+            or name not in [n["name"] for n in self.nodes()],
+            30,
+            f"dynamic node {name} deleted",
+        )
+        self.restore_config()
+
     def reset(self) -> None:
         """Bring both nodes back to a clean idle state (see ``_clean_nodes``) between tests.
 
@@ -474,6 +575,13 @@ class SlurmLab:
     def diagnostics(self, lines: int = 25) -> str:
         names = ("scripts", "slurmctld", "slurmd-n1", "slurmd-n2", "slurmrestd-jwt", "slurmrestd-local")
         return "\n".join(f"--- {self.lab_dir}/log/{n}.log (tail)\n{self.log_tail(n, lines)}" for n in names)
+
+
+def _files(gres_line: str) -> list[str]:
+    """The device files a gres.conf line's ``File=`` names (``a[1-3,5]`` expanded)."""
+    from spurinv.slurmconf import expand_all
+
+    return expand_all(next((w.removeprefix("File=") for w in gres_line.split() if w.startswith("File=")), ""))
 
 
 def _read_pid(path: Path) -> int | None:

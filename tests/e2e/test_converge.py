@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -172,10 +173,10 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
     assert status["baseline"]["devices"] == 8  # not moved on a refused write
     assert any("spurinv discover --format slurm" in note for note in status["attention"])
 
-    # the next tick: still refused, backoff running: no request at all (75: backoff not elapsed)
+    # the next tick: still refused, backoff running: one single-node read, no write (issue #23), 76
     code, again = n1.refresh("cpx")
-    assert exitcode.TEMPFAIL == code
-    assert [] == again["requests"]
+    assert exitcode.PROTOCOL == code, again
+    assert [("GET", "/slurm/v0.0.42/node/n1")] == [(r["method"], r["path"]) for r in again["requests"]]
 
     # the operator switches the GPUs back: the change reverted, and the refusal's backoff (60 s, still
     # running) delays only a retry of the refused update: our drain is lifted on the next tick (#10)
@@ -187,6 +188,68 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
     assert status["drain"] is None
     assert status["refusal"] is None
     assert status["backoff"] is None
+
+
+@pytest.fixture
+def lab_config(clean_lab):
+    """The lab's slurm.conf/gres.conf as start.sh rendered them, put back after the test."""
+    yield clean_lab
+    clean_lab.restore_config()
+
+
+def apply_discover_format_slurm(lab, node: Node, label: str) -> str:
+    """What the operator does: paste `spurinv discover --format slurm`'s Gres= into slurm.conf and
+    its gres.conf lines into gres.conf, `scontrol reconfigure`, restart the node's slurmd. The lab
+    differs from the fixture node in two ways only: its device files live under $LAB_DIR and its
+    node has 2 CPUs (so the fixture's Cores=0-95 is left out). Returns the Gres= applied."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "spurinv", "discover", "--root", str(node.roots[label]), "--format", "slurm",
+         "--node", node.name],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    gres = re.search(r"^NodeName=\S+ .*Gres=(\S+)$", proc.stdout, re.MULTILINE)
+    assert gres is not None, proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(f"NodeName={node.name} Name=gpu")]
+    lines = [re.sub(r" Cores=\S+", "", line.replace("File=/dev/", f"File={lab.lab_dir}/dev/")) for line in lines]
+    lab.configure(node.name, gres.group(1), lines)
+    lab.reconfigure()
+    lab.restart_slurmd(node.name)
+    return gres.group(1)
+
+
+def test_the_operators_fix_is_seen_at_the_next_tick_though_the_refusal_backs_off(n1, lab_config):
+    """Issue #23, a static node: SPX → CPX refused (76, our drain); the operator applies
+    `discover --format slurm`; the next tick (the refusal's 60 s backoff still running) takes the
+    controller's gpu:mi300x:64 as registered, records it, lifts our drain: exit 0."""
+    n1.root("cpx", mode="CPX")
+    n1.refresh("cpx")
+    code, refused = n1.refresh("cpx")
+    assert exitcode.PROTOCOL == code, refused
+    assert "DRAIN" in n1.controller()["state"]
+
+    gres = apply_discover_format_slurm(lab_config, n1, "cpx")
+    assert "gpu:mi300x:64" == gres
+    lab_config.wait_for(lambda: n1.controller()["gres"] == gres, 30, "the controller to list gpu:mi300x:64")
+
+    code, document = n1.refresh("cpx")
+
+    assert 0 == code, document
+    assert ["read-view", "record", "resume", "none"] == steps(document)
+    assert any("the controller now lists gpu:mi300x:64; our drain lifted" in s["reason"] for s in document["steps"])
+    path = "/slurm/v0.0.42/node/n1"
+    assert [("GET", path), ("POST", path), ("POST", path)] == [(r["method"], r["path"]) for r in document["requests"]]
+    record, resume = n1.writes(document)
+    assert list(record["body"]) == ["extra"]  # no Gres: nothing left to change
+    assert resume["body"] == {"state": ["RESUME"]}
+    node = n1.controller()
+    assert "DRAIN" not in node["state"]
+    assert json.loads(node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]
+    status = n1.status()
+    assert (status["baseline"]["fingerprint"], status["baseline"]["source"]) == (document["fingerprint"], "registered")
+    assert (status["drain"], status["refusal"], status["backoff"]) == (None, None, None)
+    # and the node schedules on its new GPUs
+    job = n1.lab.sbatch("n1", "--gres=gpu:mi300x:64", wrap="true")
+    n1.lab.wait_for(lambda: job not in n1.lab.jobs(), 30, "a job on all 64 GPUs to run and finish")
 
 
 def test_a_type_only_change_answered_200_but_not_applied_is_caught_by_the_read_back(n1):

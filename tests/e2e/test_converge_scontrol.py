@@ -423,3 +423,33 @@ def test_with_register_command_a_cpu_only_job_is_waited_out_with_our_drain(clean
     assert ["read-view", "register", "resume", "none"] == steps(done), [s["reason"] for s in done["steps"]]
     assert ["n1"] == log.read_text().split()
     clean_lab.wait_for(lambda: node.controller()["state"] == ["IDLE"], 10, "n1 resumed and idle")
+
+
+@pytest.fixture
+def lab_config(clean_lab):
+    yield clean_lab
+    clean_lab.restore_config()
+
+
+def test_the_operators_fix_is_seen_at_the_next_tick_over_scontrol(n1, lab_config):
+    """Issue #23 over `scontrol`: refused (76), the operator applies `discover --format slurm`,
+    the next tick (inside the backoff) writes our record with Extra= alone and resumes: exit 0."""
+    from test_converge import apply_discover_format_slurm
+
+    n1.root("cpx", mode="CPX")
+    n1.refresh("cpx")
+    assert exitcode.PROTOCOL == n1.refresh("cpx")[0]
+    gres = apply_discover_format_slurm(lab_config, n1, "cpx")
+    lab_config.wait_for(lambda: n1.controller()["gres"] == gres, 30, f"the controller to list {gres}")
+
+    code, document = n1.refresh("cpx")
+
+    assert 0 == code, document
+    assert ["read-view", "record", "resume", "none"] == steps(document)
+    record, resume = updates(document)
+    assert " Extra=" in record or "'Extra=" in record
+    assert "Gres=" not in record
+    assert " update NodeName=n1 State=UNDRAIN" in resume
+    node = n1.controller()
+    assert "DRAIN" not in node["state"]
+    assert json.loads(node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]

@@ -237,6 +237,57 @@ def test_gres_refused_2072_drains_exits_76_and_keeps_the_baseline(rig, ledger):
     assert status["drain"]["cause"] == "refused"
 
 
+def refused_and_drained(rig: Rig) -> dict[str, Any]:
+    """Baseline SPX; CPX refused (2072) and drained by us: the state an operator's fix meets."""
+    adopt_spx(rig)
+    rig.prime("mi300x-cpx")
+    assert rig.run("mi300x-cpx").code == 76
+    status = rig.status()
+    assert (status["backoff"]["kind"], status["drain"]["cause"]) == ("refused", "refused")
+    return status
+
+
+def test_the_operators_fix_is_seen_at_the_next_run_though_the_refusal_backs_off(rig, ledger):
+    """Issue #23: slurm.conf says gpu:mi300x:64 now. The run within the backoff reads the node
+    once (single-node GET), records our registration in extra alone, lifts our drain, and the
+    reading is the baseline: no GRES update is sent again."""
+    refused = refused_and_drained(rig)
+    node = rig.gateway.nodes["n1"]
+    node.update(gres="gpu:mi300x:64", extra='{"rack": "r2"}')  # the operator's fix, and an admin's extra
+
+    run = rig.run("mi300x-cpx")
+
+    status = rig.status()
+    record(ledger, "refused, backing off; the operator fixed slurm.conf", run, lost=status["drain"] is not None)
+    assert run.code == 0, run.err
+    assert [(r.method, r.path) for r in run.requests] == [("GET", NODE_PATH), ("POST", NODE_PATH), ("POST", NODE_PATH)]
+    record_post, resume = (post.json() for post in run.posts())
+    assert set(record_post) == {"extra"}  # never the refused GRES again
+    assert resume["state"] == ["UNDRAIN"]  # DRAIN only, never DOWN (issue #20)
+    extra = json.loads(node["extra"])
+    assert (extra["rack"], extra["spurinv"]["fingerprint"]) == ("r2", run.document()["fingerprint"])
+    assert extra["spurinv"]["gres"] == "gpu:mi300x:64"
+    assert "DRAIN" not in node["state"]
+    assert (status["baseline"]["fingerprint"], status["baseline"]["source"]) == (run.document()["fingerprint"], "registered")
+    assert (status["drain"], status["refusal"], status["backoff"]) == (None, None, None)
+    assert refused["baseline"]["fingerprint"] != status["baseline"]["fingerprint"]
+    reasons = [step["reason"] for step in run.document()["steps"]]
+    assert any("the controller now lists gpu:mi300x:64; our drain lifted" in reason for reason in reasons), reasons
+
+
+def test_without_the_fix_the_run_in_the_backoff_reads_once_and_sends_nothing(rig, ledger):
+    """The control: the controller still lists gpu:mi300x:8. One single-node GET, no write, 76."""
+    refused_and_drained(rig)
+
+    run = rig.run("mi300x-cpx")
+
+    record(ledger, "refused, backing off, nothing fixed", run, lost=bool(run.posts()))
+    assert run.code == 76, run.err
+    assert [(r.method, r.path) for r in run.requests] == [("GET", NODE_PATH)]
+    assert "retry at" in run.document()["steps"][-1]["reason"]
+    assert rig.status()["backoff"]["failures"] == 1  # a look is no retry: the backoff does not grow
+
+
 def test_a_write_answered_200_but_not_applied_keeps_the_baseline(rig, ledger):
     """Slurm answers 200 to a GPU type change it does not apply (docs/slurm-rest.md §2): only the read-back tells."""
     rig.gateway.nodes["n1"]["gres"] = "gpu:mi250x:8"
@@ -301,11 +352,12 @@ def test_never_resumes_a_drain_it_does_not_own(rig, ledger):
 
     run = rig.run("mi300x-spx")  # back to the baseline: only our own drain would be lifted
 
-    resumed = any("RESUME" in str(post.json()) for post in run.posts())
+    resumed = any("RESUME" in str(post.json()) or "UNDRAIN" in str(post.json()) for post in run.posts())
     record(ledger, "foreign drain reason on the node", run, lost=resumed)
     assert run.code == 0, run.err
     assert not resumed
-    assert run.posts() == []
+    # only our record's stale drain entry is retired (extra alone, issue #20); no state, no reason
+    assert [set(post.json()) for post in run.posts()] == [{"extra"}]
     assert node["state"] == ["IDLE", "DRAIN"]
     assert node["reason"] == "admin: fan 3 failed"
     assert rig.status()["drain"] is None  # forgotten: never ours again
@@ -320,7 +372,7 @@ def test_resumes_its_own_drain(rig, ledger):
 
     record(ledger, "our own drain, inventory back to the baseline", run)
     assert run.code == 0, run.err
-    assert [post.json() for post in run.posts()] == [{"state": ["RESUME"]}]
+    assert [post.json()["state"] for post in run.posts()] == [["UNDRAIN"]]
     assert rig.gateway.nodes["n1"]["state"] == ["IDLE"]
     assert reason
 
@@ -545,3 +597,64 @@ def test_proxy_variables_in_the_environment_are_ignored(rig, ledger):
         assert proxy.seen == []
     assert run.code == 0, run.err
     assert len(run.requests) == 1
+
+
+# --- issue #21 follow-ups: numbers past int()'s limit, a failed read, a JSON 404 --------------------
+
+
+def test_a_5000_digit_number_in_the_answer_is_a_field_error_not_a_crash(rig, ledger):
+    """``int()`` refuses more than 4,300 digits (ValueError): in ``/openapi/v3``'s paths (the
+    version) it crashed the run (70); in a node, it is a malformed answer naming the field."""
+    rig.prime("mi300x-spx")
+    huge = "1" + "0" * 5000
+    spec = {"openapi": "3.0.2", "paths": {f"/slurm/v0.0.{huge}/node/{{node_name}}": {"get": {}},
+                                          "/slurm/v0.0.42/node/{node_name}": {"get": {}}}}  # fmt: skip
+    rig.server.script("GET", "/openapi/v3", Reply(200, spec))
+    detected = rig.run("mi300x-spx", api="auto")
+    body = json.dumps(capture("node-n1-idle")).replace('"alloc_cpus":0', f'"alloc_cpus":{huge}')
+    body = body.replace('"alloc_cpus": 0', f'"alloc_cpus": {huge}')
+    assert huge in body
+    rig.server.script("GET", NODE_PATH, Reply(200, body.encode(), {"Content-Type": "application/json"}))
+    rig.prime("mi300x-cpx")  # a change: the run must read the node (no replayed no-change tick)
+    counted = rig.run("mi300x-cpx")
+
+    record(ledger, "a 5000-digit number in the answer", counted)
+    assert detected.code == 0, detected.err
+    assert counted.code == 76, counted.err
+    assert "alloc_cpus" in counted.err
+    assert "4300 digits" in counted.err
+    assert len(counted.err.strip().splitlines()) == 1, counted.err
+
+
+def test_a_read_answered_500_with_a_slurm_error_is_unreachable_not_refused(rig, ledger):
+    """A GET that fails is not a refusal: 76 left no backoff and the next run asked again."""
+    rig.prime("mi300x-spx")
+    failed = {"errors": [{"error_number": 2000 + 1, "error": "Unspecified error", "description": "x"}]}
+    rig.server.script("GET", NODE_PATH, Reply(500, failed))
+
+    run = rig.run("mi300x-spx")
+
+    record(ledger, "GET answered 500 with a Slurm error", run)
+    assert run.code == 69, run.err
+    assert rig.status()["backoff"]["failures"] == 1, rig.status()["backoff"]
+
+
+def test_a_cached_api_version_answered_with_a_json_404_is_detected_again(rig, ledger):
+    """Only slurmrestd's plain-text 404 re-detected; a JSON error body (a proxy's, a later
+    slurmrestd's) made every run "unknown node" (68) and the change was never registered."""
+    rig.prime("mi300x-spx")
+    assert rig.run("mi300x-spx", api="auto").code == 0  # adopted; v0.0.42 cached
+    rig.gateway.version = "v0.0.44"
+    rig.gateway.gres_policy = "accept"
+    gone = {"errors": [{"error_number": 9000, "error": "Unable find requested URL", "description": "GET " + NODE_PATH}]}
+    rig.server.script("GET", NODE_PATH, Reply(404, gone))
+    rig.prime("mi300x-cpx")
+
+    run = rig.run("mi300x-cpx", api="auto")
+
+    record(ledger, "api auto: the cached version answers a JSON 404", run)
+    assert run.code == 0, run.err
+    assert [(r.method, r.path) for r in run.requests][:3] == [
+        ("GET", NODE_PATH), ("GET", "/openapi/v3"), ("GET", "/slurm/v0.0.44/node/n1"),
+    ]  # fmt: skip
+    assert rig.status()["api"]["version"] == "slurm/v0.0.44"

@@ -29,8 +29,9 @@ def latin1(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     if localedef is None or not Path("/usr/share/i18n/locales/en_US").exists():
         pytest.skip("needs localedef and the locale sources (Debian package `locales`; scripts/test-setup installs it)")
     where = tmp_path_factory.mktemp("locale")
-    subprocess.run([localedef, "-i", "en_US", "-f", "ISO-8859-1", str(where / "en_US")], check=False,
-                   capture_output=True, timeout=120)  # fmt: skip  (exit 1 on warnings; checked below)
+    subprocess.run(
+        [localedef, "-i", "en_US", "-f", "ISO-8859-1", str(where / "en_US")], check=False, capture_output=True, timeout=120
+    )  # fmt: skip  (exit 1 on warnings; checked below)
     environ = {key: value for key, value in os.environ.items() if not key.startswith(("LC_", "PYTHONIOENCODING", "PYTHONUTF8"))}
     environ.update(LOCPATH=str(where), LANG="en_US")
     probe = [sys.executable, "-c", "import sys; print(sys.getfilesystemencoding(), sys.stdout.encoding)"]
@@ -84,7 +85,7 @@ def test_a_latin1_locale_still_drains_through_scontrol_with_a_utf8_reason(latin1
     reason = next(line for line in updates.read_bytes().splitlines() if line.startswith(b"Reason="))
     assert "8→64" in reason.decode("utf-8")  # UTF-8 bytes, as the REST path sends them
     assert "8→64" in ran.stdout.decode("utf-8")
-    assert json.loads(state.read_bytes().decode("utf-8"))["drain"]["reason"] == reason.decode("utf-8")[len("Reason="):]
+    assert json.loads(state.read_bytes().decode("utf-8"))["drain"]["reason"] == reason.decode("utf-8")[len("Reason=") :]
 
 
 def test_a_latin1_locale_prints_utf8_after_a_rest_drain(latin1, env, built, tmp_path):
@@ -245,13 +246,18 @@ def test_the_number_of_cdi_specs_read_in_one_run_is_bounded(tmp_path):
 def test_the_bytes_of_cdi_specs_read_in_one_run_are_bounded(tmp_path):
     """Nor their size: 4 MiB each (about 16 s of CPU with the pure-Python parser), any number."""
     share = cdi.MAX_SPEC_BYTES // 3 + 1
-    _specs(tmp_path, 4, size=share)
+    directory = tmp_path / "etc" / "cdi"  # JSON: YAML has its own, smaller budget (test_hostile_followups.py)
+    directory.mkdir(parents=True)
+    for index in range(4):
+        spec = {"cdiVersion": "0.6.0", "kind": f"example.com/fpga{index:03d}", "devices": [{"name": "0"}], "pad": ""}
+        spec["pad"] = "x" * (share - len(json.dumps(spec)))
+        (directory / f"spec{index:03d}.json").write_text(json.dumps(spec))
     report = Report("cdi")
 
     found = cdi.read_cdi(Root(str(tmp_path)), report)
 
     assert [device["kind"] for device in found] == ["example.com/fpga000", "example.com/fpga001"]
-    assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec002.yaml"]
+    assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec002.json"]
 
 
 HEAD = 'cdiVersion: "0.6.0"\nkind: example.com/fpga\n'

@@ -1,0 +1,631 @@
+"""``spurinv check``: a read-only preflight, after install and after every config change.
+
+Every check is always reported, in the same order (:data:`NAMES`), as ``ok``, ``warn``, ``fail``
+or ``skip`` with a detail and, for ``warn`` and ``fail``, a one-line fix (the command to run or
+the key to change). It writes nothing: no state, lock, metrics or controller write. It resolves
+the state file, node name and metrics path through the options ``refresh`` is given (the caller
+passes the same builder ``refresh`` uses), reads the token with ``config.read_token`` and reaches
+the controller through ``refresh``'s transport factory, with one read of this node.
+
+A check that fails carries the exit status ``refresh`` would get from the same problem; the run
+exits with the first one (0 when nothing failed; warnings do not fail). The whole run is bounded
+by ``controller.run_deadline`` and ends at once on SIGTERM/SIGINT (75, the rest skipped).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from spurinv import exitcode, regularfile, store
+from spurinv.budget import Budget, Signals
+from spurinv.errors import (
+    ConfigError,
+    ControllerError,
+    DeadlineError,
+    Interrupted,
+    SpurinvError,
+    TokenError,
+)
+
+if TYPE_CHECKING:
+    from spurinv.config import Config
+    from spurinv.nodeview import NodeView
+    from spurinv.refresh import Options, World
+    from spurinv.state import State
+
+Status = Literal["ok", "warn", "fail", "skip"]
+NAMES = (
+    "config",
+    "node",
+    "state",
+    "lock",
+    "metrics",
+    "token",
+    "controller",
+    "permission",
+    "register_command",
+    "schedule",
+    "udev",
+)
+TIMER = "spurinv-refresh.timer"
+SERVICE = "spurinv-refresh.service"
+UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
+CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
+TOKEN_WARN_DAYS = 7
+LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
+MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
+DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
+INSTALL_TIMER = f"systemctl enable --now {TIMER}"
+INSTALL_CRON = "install -m 0644 systemd/spurinv.cron /etc/cron.d/spurinv"
+INSTALL_UDEV = "install -D -m 0644 systemd/90-spurinv.rules /etc/udev/rules.d/90-spurinv.rules && udevadm control --reload"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's verdict. ``exit_code`` is what ``refresh`` would exit with (0 unless failed)."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+    exit_code: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix, "exit_code": self.exit_code}
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """Where the scheduler lives: files are looked up under the run's ``--root`` (a container
+    checks the host mounted at /host); ``systemctl`` is asked only when it can answer for that
+    root (None otherwise: the files alone decide)."""
+
+    systemctl: str | None = "systemctl"
+    euid: int = field(default_factory=os.geteuid)
+
+
+@dataclass(slots=True)
+class _Run:
+    world: World
+    host: Host
+    budget: Budget
+    build: Callable[[], Options]
+    options: Options | None = None
+    node: str | None = None
+    state: State | None = None
+    view: NodeView | None = None
+    client: Any = None
+    token_file: str | None = None  # the unit's LoadCredential= source, when the config names no token file
+    results: dict[str, Check] = field(default_factory=dict)
+
+    @property
+    def config(self) -> Config:
+        assert self.options is not None
+        return self.options.config
+
+
+def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Check], int]:
+    """Every check in :data:`NAMES` order, and the exit status (the first failure's, 75 when a
+    signal or the deadline stopped the run, else 0)."""
+    state = _Run(world, host, Budget(DEFAULT_DEADLINE), build)
+    stopped: str | None = None
+    steps: dict[str, Callable[[_Run], Check]] = {
+        "config": _config,
+        "node": _node,
+        "state": _state,
+        "lock": _lock,
+        "metrics": _metrics,
+        "token": _token,
+        "controller": _controller,
+        "permission": _permission,
+        "register_command": _register_command,
+        "schedule": _schedule,
+        "udev": _udev,
+    }
+    with Signals():
+        for name in NAMES:
+            if stopped is not None:
+                state.results[name] = Check(name, "skip", f"not checked: {stopped}")
+                continue
+            try:
+                state.budget.check(f"the {name} check")
+                state.results[name] = steps[name](state)
+            except (Interrupted, DeadlineError) as exc:
+                stopped = exc.message.replace("; state saved", "")
+                state.results[name] = Check(name, "skip", f"not checked: {stopped}")
+    results = [state.results[name] for name in NAMES]
+    failed = next((result.exit_code for result in results if result.status == "fail"), None)
+    if failed is not None:
+        return results, failed
+    return results, exitcode.TEMPFAIL if stopped else exitcode.OK
+
+
+def _needs(run: _Run, name: str, *wanted: str) -> Check | None:
+    """A skip when a check this one builds on did not pass."""
+    for earlier in wanted:
+        result = run.results.get(earlier)
+        if earlier == "config" and run.options is not None and name != "controller":
+            continue  # loaded, with a file a later run cannot use (ca_file): the local checks go on
+        if result is None or result.status in ("fail", "skip"):
+            return Check(name, "skip", f"needs the {earlier} check to pass")
+    return None
+
+
+# --- configuration, node, state -------------------------------------------------------------------
+
+
+def _config(run: _Run) -> Check:
+    try:
+        run.options = options = run.build()
+    except SpurinvError as exc:
+        return Check("config", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
+    config = options.config
+    run.budget = Budget(config.controller.run_deadline)
+    if not config.observe and config.controller.transport == "rest" and config.controller.ca_file and config.controller.verify:
+        from spurinv.controller import check_ca_file
+
+        try:  # said here, whatever the token check finds
+            check_ca_file(config.controller.ca_file)
+        except ConfigError as exc:
+            return Check("config", "fail", exc.message, "point controller.ca_file at a PEM CA bundle, or set it to \"\"",
+                         exc.exit_code)  # fmt: skip
+    if config.observe:
+        mode = "observe mode (no controller.url: nothing is sent)"
+    elif config.controller.transport == "scontrol":
+        mode = f"controller through scontrol ({config.controller.scontrol or 'on PATH'})"
+    else:
+        mode = f"controller {config.controller.url} (REST, auth {config.controller.auth})"
+    identity = options.config_identity
+    where = identity.removesuffix(":none") if identity.endswith(":none") else identity.rsplit(":", 3)[0]
+    found = "" if os.path.lexists(where) else " (no file: every value is a default)"
+    return Check("config", "ok", f"{where}{found}: {mode}")
+
+
+def _config_fix(message: str) -> str:
+    if "relative path" in message:
+        return "give the key named above an absolute path"
+    if "controller.url" in message:
+        return 'set controller.url = "https://HOST:6820" (slurmrestd\'s address, no path), then `spurinv config show`'
+    return "correct the key named above, then `spurinv config show` to see what is in force"
+
+
+def _node(run: _Run) -> Check:
+    if (skipped := _needs(run, "node", "config")) is not None:
+        return skipped
+    try:
+        run.node = run.config.node_name(run.world.hostname)
+    except ConfigError as exc:
+        return Check("node", "fail", exc.message, 'set node.name = "NAME" (the name `scontrol show node` uses)', exc.exit_code)
+    assert run.options is not None
+    source = "--node" if run.options.node_flag else ("node.name" if run.config.node.name else "the short host name")
+    return Check("node", "ok", f"{run.node} (from {source})")
+
+
+def _state(run: _Run) -> Check:
+    from spurinv import state as state_file
+    from spurinv.refresh import check_node
+
+    if (skipped := _needs(run, "state", "config", "node")) is not None:
+        return skipped
+    assert run.options is not None
+    assert run.node is not None
+    path = run.options.state_path
+    directory = os.path.dirname(path)
+    try:
+        missing = store.inspect_directory(path, create=not run.options.state_named)
+    except store.StoreError as exc:
+        fix = f"mkdir -p -m 0700 {directory} && chown root {directory}" if exc.errno else f"chmod 0700 {directory}"
+        if isinstance(exc, store.Unsafe):
+            fix = f"chown root {directory} && chmod 0700 {directory}"
+        return Check("state", "fail", str(exc), fix, exc.exit_code)
+    if missing:
+        existing = directory
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return Check(
+                "state", "fail", f"{directory} is missing; uid {run.host.euid} cannot create it in {existing}",
+                "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
+            )  # fmt: skip
+        return Check("state", "ok", f"{directory} does not exist yet: the first run creates it (mode 0700)")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return Check(
+            "state", "fail", f"state directory {directory}: this user (uid {run.host.euid}) cannot write it",
+            "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
+        )  # fmt: skip
+    try:
+        run.state = state_file.load(path)
+    except state_file.NewerSchema as exc:
+        return Check("state", "fail", str(exc), "upgrade spurinv to the version that wrote it", exc.exit_code)
+    except store.Unsafe as exc:
+        return Check("state", "fail", str(exc), f"move {path} aside: it must be a regular file", exitcode.CANTCREAT)
+    except (state_file.Corrupt, store.StoreError) as exc:
+        if isinstance(exc, store.StoreError) and exc.errno in (13, 1):
+            return Check("state", "fail", str(exc), "run spurinv check as root (the timer's user)", exitcode.CANTCREAT)
+        return Check("state", "warn", f"{exc}", "none needed: the next run moves it aside and starts afresh")
+    if run.state is None:
+        return Check("state", "ok", f"{directory} (mode {_mode(directory)}): no state file yet; the first run writes it")
+    try:
+        check_node(run.state, run.node, path, run.options.node_flag is not None)
+    except SpurinvError as exc:
+        return Check("state", "fail", _one(exc.message), f"pass --node {run.state.node} or move {path} aside", exc.exit_code)
+    last = run.state.last
+    told = f"; last run {last.at:%Y-%m-%d %H:%M:%SZ} exit {last.exit_code}" if last is not None else ""
+    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}){told}")
+
+
+def _mode(path: str) -> str:
+    try:
+        return f"{stat.S_IMODE(os.stat(path).st_mode):04o}"
+    except OSError:
+        return "?"
+
+
+def _lock(run: _Run) -> Check:
+    import fcntl
+
+    if (skipped := _needs(run, "lock", "config")) is not None:
+        return skipped
+    assert run.options is not None
+    path = run.options.state_path + ".lock"
+    try:
+        fd = regularfile.open_fd(path)  # read-only: a check never creates or writes the lock
+    except FileNotFoundError:
+        return Check("lock", "ok", f"{path}: none yet (the first run creates it)")
+    except regularfile.Refused as exc:
+        return Check("lock", "fail", str(exc), f"remove {path}: the lock must be a regular file of ours", exitcode.CANTCREAT)
+    except OSError as exc:
+        return Check("lock", "fail", f"lock {path}: {exc.strerror}", "run spurinv check as root", exitcode.CANTCREAT)
+    try:
+        info = os.fstat(fd)
+        if info.st_nlink != 1:
+            return Check("lock", "fail", f"lock {path} has {info.st_nlink} links", f"rm {path}", exitcode.CANTCREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = store.holder_named(os.pread(fd, 512, 0).decode("utf-8", "replace"))
+            return Check(
+                "lock", "warn", f"{path} is held by {holder} now",
+                "none if a run is under way; if it stays held, find the holder with `fuser -v " + path + "`",
+            )  # fmt: skip
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return Check("lock", "ok", f"{path}: free")
+
+
+def _metrics(run: _Run) -> Check:
+    if (skipped := _needs(run, "metrics", "config")) is not None:
+        return skipped
+    assert run.options is not None
+    path = run.options.metrics_file
+    if not path:
+        return Check("metrics", "skip", "metrics.file is not set: no node_exporter metrics are written")
+    path = os.path.abspath(path)
+    directory = os.path.dirname(path)
+    key = "--metrics-file" if run.options.metrics_flag else "metrics.file"
+    if not os.path.isdir(directory):
+        return Check(
+            "metrics", "fail", f"{key} {path}: directory {directory} does not exist",
+            f"create {directory} (node_exporter's --collector.textfile.directory) or change {key}", exitcode.CANTCREAT,
+        )  # fmt: skip
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return Check(
+            "metrics", "fail", f"{key} {path}: this user cannot write {directory}",
+            "run spurinv check as root; under the unit add ReadWritePaths=" + directory, exitcode.CANTCREAT,
+        )  # fmt: skip
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        return Check("metrics", "fail", f"{key} {path} is not a regular file", f"remove {path}", exitcode.CANTCREAT)
+    if not path.endswith(".prom"):
+        return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
+    unit = _unit_text(run, SERVICE)
+    if unit is not None and directory != "/var/lib/spurinv" and "ReadWritePaths=" not in unit:
+        return Check(
+            "metrics", "warn", f"{path}: writable here, but the unit's ProtectSystem=strict keeps {directory} read-only",
+            f"systemctl edit {SERVICE}: add ReadWritePaths={directory}",
+        )  # fmt: skip
+    return Check("metrics", "ok", f"{path}: {directory} is writable")
+
+
+# --- token and controller ------------------------------------------------------------------------
+
+
+def _token(run: _Run) -> Check:
+    from spurinv.config import read_token
+
+    if (skipped := _needs(run, "token", "config")) is not None:
+        return skipped
+    settings = run.config.controller
+    if run.config.observe:
+        return Check("token", "skip", "observe mode: no controller, no token")
+    if settings.transport == "scontrol":
+        return Check("token", "skip", "controller.transport = scontrol authenticates with munge, not a token")
+    if settings.auth == "none":
+        return Check("token", "skip", 'controller.auth = "none": no token is sent')
+    source = settings
+    credentials = run.world.environ.get("CREDENTIALS_DIRECTORY")
+    if not settings.token_file and not credentials:
+        # the unit passes the token as a credential: check the file the unit loads it from
+        loaded = _credential_source(run, settings.credential)
+        if loaded is None:
+            return Check(
+                "token", "fail", "no controller.token_file, and no LoadCredential= in the unit to read the token from",
+                'set controller.token_file = "/etc/spurinv/token" (mode 0600)', exitcode.NOPERM,
+            )  # fmt: skip
+        source = settings.model_copy(update={"token_file": loaded})
+        run.token_file = loaded  # the controller check reads the token the unit would pass
+    try:
+        token = read_token(source, run.world.environ)
+    except TokenError as exc:
+        where = source.token_file or settings.credential
+        fix = (
+            "run spurinv check as root, the user the timer runs spurinv as"
+            if "Permission denied" in exc.message and run.host.euid != 0
+            else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
+        )
+        return Check("token", "fail", _one(exc.message.split("; put the")[0]), fix, exc.exit_code)
+    assert token is not None
+    path = source.token_file or os.path.join(credentials or "", settings.credential)
+    expiry = jwt_expiry(token)
+    renew = f"renew it: `scontrol token username={settings.user} lifespan=N` into {path}"
+    if expiry is not None:
+        now = int(run.world.clock().timestamp())
+        when = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        if expiry <= now:
+            return Check("token", "fail", f"{path}: the JWT expired at {when}", renew, exitcode.NOPERM)
+        if expiry - now < TOKEN_WARN_DAYS * 86400:
+            return Check("token", "warn", f"{path}: the JWT expires at {when}, in {(expiry - now) // 3600} h", renew)
+        return Check("token", "ok", f"{path}: one line, {len(token)} characters, expires {when}")
+    return Check("token", "ok", f"{path}: one line, {len(token)} characters")
+
+
+def jwt_expiry(token: str) -> int | None:
+    """The ``exp`` claim of a JWT (seconds), or None when the token is not a JWT or has none."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, TypeError):
+        return None
+    exp = payload.get("exp") if isinstance(payload, dict) else None
+    # at most the last second of year 9999: datetime cannot show a later one
+    if not isinstance(exp, int | float) or isinstance(exp, bool) or not 1 <= exp < LAST_SECOND:
+        return None
+    return int(exp)
+
+
+def _credential_source(run: _Run, credential: str) -> str | None:
+    """The file the unit's ``LoadCredential=<credential>:<path>`` loads, if the unit says."""
+    text = _unit_text(run, SERVICE)
+    for line in (text or "").splitlines():
+        name, _, source = line.strip().removeprefix("LoadCredential=").partition(":")
+        if line.strip().startswith("LoadCredential=") and name == credential and source.startswith("/"):
+            return run.world.root.join(source.lstrip("/"))
+    return None
+
+
+def _controller(run: _Run) -> Check:
+    from spurinv.refresh import _client
+    from spurinv.state import State
+
+    if (skipped := _needs(run, "controller", "config", "node")) is not None:
+        return skipped
+    config = run.config
+    if config.observe:
+        return Check("controller", "skip", "observe mode: no controller.url, nothing to reach")
+    token = run.results.get("token")
+    if token is not None and token.status == "fail":
+        return Check("controller", "skip", "needs the token check to pass")
+    assert run.node is not None
+    state = run.state or State(fresh=True)
+    client = None
+    try:
+        if run.token_file is not None:
+            settings = config.controller.model_copy(update={"token_file": run.token_file})
+            config = config.model_copy(update={"controller": settings})
+        client = _client(run.world, config, run.node, state, run.budget)
+        run.client = client
+        run.view = view = client.view()
+    except ControllerError as exc:
+        return Check("controller", "fail", _one(exc.message), _controller_fix(config, exc.kind, run.node), exc.exit_code)
+    except (ConfigError, TokenError) as exc:
+        return Check("controller", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
+    what = f"node {view.name}: {'+'.join([view.base, *view.flags])}, gres {view.gres or 'none'}"
+    if config.controller.transport == "scontrol":
+        program, version, flavor = (getattr(client, key, "?") for key in ("program", "version", "flavor"))
+        return Check("controller", "ok", f"{program}: {version} ({flavor}; munge authenticated the read); {what}")
+    return Check("controller", "ok", f"{config.controller.url} {client.api} ({_api_why(config, state, client)}); {what}")
+
+
+def _api_why(config: Config, state: State, client: Any) -> str:
+    if config.controller.api != "auto":
+        return "set by controller.api"
+    if state.api is not None and state.api.url == config.controller.url and state.api.version == client.api:
+        return "detected by an earlier run, kept in the state file"
+    if any(request.path == "/openapi/v3" and request.status == 200 for request in client.sent):
+        return "the newest node API /openapi/v3 lists"
+    return "found by probing, newest first"
+
+
+def _controller_fix(config: Config, kind: str, node: str) -> str:
+    settings = config.controller
+    scontrol = settings.transport == "scontrol"
+    if kind == "unreachable":
+        if scontrol:
+            return "check that slurmctld and munged run: `scontrol ping`, `munge -n | unmunge`"
+        return f"check controller.url and that slurmrestd listens there: `curl -sS {settings.url}/openapi/v3`"
+    if kind == "auth":
+        if scontrol:
+            return "run spurinv as root (a Slurm super user) and check munged: `munge -n | unmunge`"
+        return (
+            f"renew the token (`scontrol token username={settings.user} lifespan=N`) and make "
+            f"controller.user {settings.user!r} a Slurm admin"
+        )
+    if kind == "unknown-node":
+        return f'set node.name to the name the controller lists for this host (`scontrol show node`; now "{node}")'
+    if kind == "read-only":
+        return 'point controller.url at slurmrestd, or set controller.transport = "scontrol"'
+    return 'check controller.url and controller.api ("auto" detects the version)'
+
+
+def _permission(run: _Run) -> Check:
+    if (skipped := _needs(run, "permission", "controller")) is not None:
+        return skipped
+    settings = run.config.controller
+    if settings.transport == "scontrol":
+        if getattr(run.client, "flavor", None) == "spur":
+            return Check(
+                "permission", "warn", "spur's scontrol needs a cluster admin to drain; spur cannot say so without a write",
+                "make the service's user a spur admin (spurctld's admin list)",
+            )  # fmt: skip
+        if run.host.euid == 0:
+            return Check("permission", "ok", "scontrol runs as root, which Slurm treats as a super user")
+        return Check(
+            "permission", "warn", f"scontrol runs as uid {run.host.euid}: updates need root or a Slurm operator",
+            "run spurinv as root (the unit does)",
+        )  # fmt: skip
+    if settings.auth == "slurm-jwt" and settings.user == "root":
+        return Check("permission", "ok", "X-SLURM-USER-NAME root: a Slurm super user may update nodes")
+    who = f"controller.user {settings.user!r}" if settings.auth == "slurm-jwt" else f"the {settings.auth} token's user"
+    return Check(
+        "permission", "warn", f"the read succeeded; whether {who} may update nodes shows only on a write",
+        f"make sure {who} is a Slurm admin: `sacctmgr show user {settings.user} format=user,adminlevel`",
+    )  # fmt: skip
+
+
+def _register_command(run: _Run) -> Check:
+    from spurinv.registration import resolve
+
+    if (skipped := _needs(run, "register_command", "config")) is not None:
+        return skipped
+    argv = run.config.controller.register_command
+    if not argv:
+        return Check("register_command", "skip", "controller.register_command is not set (GRES is updated directly)")
+    try:
+        program = resolve(argv[0], run.world.environ, "controller.register_command")
+    except ConfigError as exc:
+        return Check("register_command", "fail", exc.message, "give controller.register_command[0] as an absolute path",
+                     exc.exit_code)  # fmt: skip
+    return Check("register_command", "ok", f"{program} is executable")
+
+
+# --- how it is scheduled -------------------------------------------------------------------------
+
+
+def _read_text(path: str) -> str | None:
+    """A regular file's first 64 KiB as text, or None: never blocks on a FIFO (O_NONBLOCK), and
+    follows symlinks (unit files often are ones)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, MAX_TEXT).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _unit_text(run: _Run, unit: str) -> str | None:
+    for directory in UNIT_DIRS:
+        text = _read_text(run.world.root.join(directory, unit))
+        if text is not None:
+            return text
+    return None
+
+
+def _systemd(run: _Run) -> bool:
+    """systemd is PID 1 on the checked root (sd_booted(3): /run/systemd/system is a directory)."""
+    return os.path.isdir(run.world.root.join("run/systemd/system"))
+
+
+def _cron(run: _Run) -> str | None:
+    """The cron file (or crontab) that runs spurinv refresh, if any."""
+    for name in CRON_FILES:
+        text = _read_text(run.world.root.join(name))
+        if text is None:
+            continue
+        if any("spurinv refresh" in line and not line.lstrip().startswith("#") for line in text.splitlines()):
+            return "/" + name
+    return None
+
+
+def _ask_systemctl(run: _Run, *args: str) -> str | None:
+    """``systemctl ARGS`` (bounded); its first word, or None when it cannot answer."""
+    if run.host.systemctl is None:
+        return None
+    from spurinv import registration
+
+    timeout = min(5.0, run.budget.remaining())
+    environ = {**run.world.environ, "SYSTEMD_PAGER": "", "LC_ALL": "C"}
+    try:  # bounded, its process group killed on expiry or on SIGTERM
+        done = registration.run([run.host.systemctl, *args], environ, timeout, limit=4096)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = done.stdout.split()
+    return words[0] if words else None
+
+
+def _schedule(run: _Run) -> Check:
+    cron = _cron(run)
+    installed = _unit_text(run, TIMER) is not None
+    if not _systemd(run):
+        if cron:
+            return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh (systemd is not PID 1 here)")
+        return Check(
+            "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
+            INSTALL_CRON, exitcode.CONFIG,
+        )  # fmt: skip
+    enabled = any(os.path.lexists(run.world.root.join(directory, "timers.target.wants", TIMER)) for directory in UNIT_DIRS)
+    active = _ask_systemctl(run, "is-active", TIMER)
+    if run.host.systemctl is None:
+        detail_active = "(systemctl not asked: --root is another system)"
+    elif active is None:
+        detail_active = "(systemctl did not answer)"
+    else:
+        detail_active = f"and {active}"
+    running = active == "active" or (active is None and enabled)
+    if running and cron:
+        return Check(
+            "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"
+        )
+    if running:
+        return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
+    if cron:
+        return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({TIMER} not active)")
+    if not installed:
+        return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
+                     f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
+                     exitcode.CONFIG)  # fmt: skip
+    state = active or detail_active.strip("()")
+    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state})", INSTALL_TIMER, exitcode.CONFIG)
+
+
+def _udev(run: _Run) -> Check:
+    if not _systemd(run):
+        return Check("udev", "skip", "systemd is not PID 1: GPU events cannot start the service; the schedule catches changes")
+    for directory in UDEV_DIRS:
+        path = run.world.root.join(directory, "90-spurinv.rules")
+        if os.path.isfile(path):
+            return Check("udev", "ok", f"/{directory}/90-spurinv.rules starts a run when a GPU device appears or goes")
+    return Check("udev", "warn", "90-spurinv.rules is not installed: a partition switch waits for the next tick", INSTALL_UDEV)
+
+
+def _one(message: str) -> str:
+    return " ".join(message.split())
+
+
+__all__ = ["NAMES", "Check", "Host", "jwt_expiry", "run"]

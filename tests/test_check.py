@@ -1,0 +1,528 @@
+"""``spurinv check`` (issue #25): a read-only preflight with one verdict and one fix per check.
+
+Each test builds the node it checks in tmp_path: the config, the token, the state directory and,
+under ``--root``, the scheduler's files (``/run/systemd/system``, the timer's wants link, the cron
+file, the udev rule). The controller is the fault server's Slurm-like gateway on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faultserver import FaultServer, Gateway, Reply
+from hypothesis import given
+from hypothesis import strategies as st
+from reliability.hostile import TOKEN, write_private
+
+from spurinv import check, exitcode
+from spurinv.log import Log
+from spurinv.refresh import World
+from spurinv.report import CheckDocument
+from spurinv.root import Root
+
+NODE_PATH = "/slurm/v0.0.42/node/n1"
+STATUSES = {"ok", "warn", "fail", "skip"}
+
+
+class Node:
+    """One node to check: its config, token, state directory and host root."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.host = tmp_path / "host"
+        self.host.mkdir()
+        self.statedir = tmp_path / "st"
+        self.statedir.mkdir(mode=0o700)
+        self.state = self.statedir / "state.json"
+        self.token = write_private(tmp_path / "token", TOKEN + "\n")
+        self.cron()
+
+    def cron(self) -> None:
+        (self.host / "etc" / "cron.d").mkdir(parents=True, exist_ok=True)
+        (self.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+
+    def config(self, url: str = "", extra: str = "", *, auth: str = "slurm-jwt", token_file: str | None = None) -> Path:
+        lines = ['[node]\nname = "n1"\n']
+        if url:
+            lines.append(f'[controller]\nurl = "{url}"\napi = "slurm/v0.0.42"\ntimeout = 2\nauth = "{auth}"\n')
+            lines.append(f'token_file = "{token_file if token_file is not None else self.token}"\n')
+        return write_private(self.tmp / "config.toml", "".join(lines) + extra)
+
+    def args(self, *more: Any) -> list[Any]:
+        return ["check", "--root", self.host, "--state", self.state, "--config", self.tmp / "config.toml", *more]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return Node(tmp_path)
+
+
+def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in document["checks"]}
+
+
+def snapshot(*roots: Path) -> dict[str, tuple[int, int, bytes]]:
+    seen = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            info = path.lstat()
+            seen[str(path)] = (info.st_mode, info.st_mtime_ns, path.read_bytes() if path.is_file() else b"")
+    return seen
+
+
+def test_a_ready_node_passes_with_one_authenticated_read_and_writes_nothing(cli, node):
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        node.config(server.url)
+        before = snapshot(node.tmp)
+        ran = cli(*node.args("--json"))
+        after = snapshot(node.tmp)
+        seen = [(r.method, r.path, r.headers.get("x-slurm-user-token")) for r in server.seen]
+    assert ran.code == 0, ran.out
+    checks = by_name(ran.json())
+    assert checks["controller"]["status"] == "ok"
+    assert "slurm/v0.0.42 (set by controller.api)" in checks["controller"]["detail"]
+    assert checks["token"]["status"] == "ok"
+    assert checks["schedule"]["status"] == "ok"
+    assert "cron" in checks["schedule"]["detail"]
+    assert seen == [("GET", NODE_PATH, TOKEN)]  # one read of this node, authenticated; no write
+    assert before == after  # no state, lock or metrics file written
+
+
+def test_every_document_lists_every_check_with_the_same_fields(cli, node):
+    """Whatever fails, the JSON has all checks in one order, each with the same four fields plus
+    its exit status, and validates against the documented model (schemas/check.schema.json)."""
+    cases = [node.config(), node.config("http://127.0.0.1:9", token_file="/nonexistent/token")]
+    cases.append(write_private(node.tmp / "config.toml", "[controller]\nurl = 1\n"))
+    for _config in cases:
+        ran = cli(*node.args("--json"))
+        document = ran.json()
+        CheckDocument.model_validate(document)
+        assert [item["name"] for item in document["checks"]] == list(check.NAMES)
+        for item in document["checks"]:
+            assert set(item) == {"name", "status", "detail", "fix", "exit_code"}
+            assert item["status"] in STATUSES
+            if item["status"] == "fail":
+                assert item["fix"], item
+                assert item["exit_code"] != 0, item
+            if item["status"] == "warn":
+                assert item["fix"], item
+        failed = [item["exit_code"] for item in document["checks"] if item["status"] == "fail"]
+        assert ran.code == (failed[0] if failed else 0) == document["exit_code"]
+
+
+def test_the_human_output_is_one_line_per_check_with_the_fix(cli, node):
+    node.config("http://127.0.0.1:9", token_file=str(node.tmp / "missing-token"))
+    ran = cli(*node.args())
+    lines = ran.out.splitlines()
+    assert len(lines) == len(check.NAMES) + 1
+    token = next(line for line in lines if line.split()[1] == "token")
+    assert token.startswith("fail")
+    assert "controller.token_file" in token
+    assert "fix: write the token" in token
+    assert lines[-1] == "not ready: token failed (exit 77)"
+    assert ran.code == exitcode.NOPERM
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "words"),
+    [
+        ("", 0o600, "is empty"),
+        (TOKEN + "\nsecond-line\n", 0o600, "more than one line"),
+        (TOKEN + "\n", 0o644, "group- or world-readable"),
+        ("SLURM_JWT=\n", 0o600, "empty SLURM_JWT="),
+    ],
+)
+def test_a_bad_token_file_fails_naming_the_key_and_the_fix(cli, node, content, mode, words):
+    write_private(node.token, content, mode)
+    node.config("http://127.0.0.1:9")
+    ran = cli(*node.args("--json"))
+    token = by_name(ran.json())["token"]
+    assert token["status"] == "fail"
+    assert words in token["detail"]
+    assert "controller.token_file" in token["detail"]
+    assert "chmod 0600" in token["fix"]
+    assert ran.code == exitcode.NOPERM
+    assert TOKEN not in ran.out + ran.err
+
+
+def jwt(exp: int) -> str:
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'HS256'})}.{part({'exp': exp, 'sun': 'root'})}.c2lnbmF0dXJl"
+
+
+def test_an_expired_jwt_fails_and_one_expiring_soon_warns(cli, node):
+    node.config("http://127.0.0.1:9")
+    write_private(node.token, jwt(int(time.time()) - 60) + "\n")
+    ran = cli(*node.args("--json"))
+    assert by_name(ran.json())["token"]["status"] == "fail"
+    assert "expired" in by_name(ran.json())["token"]["detail"]
+    assert ran.code == exitcode.NOPERM
+    write_private(node.token, jwt(int(time.time()) + 3600) + "\n")
+    token = by_name(cli(*node.args("--json")).json())["token"]
+    assert token["status"] == "warn"
+    assert "renew" in token["fix"]
+
+
+def test_jwt_expiry_reads_only_real_claims():
+    assert check.jwt_expiry(jwt(2_000_000_000)) == 2_000_000_000
+    assert check.jwt_expiry("not-a-jwt") is None
+    assert check.jwt_expiry("a.!!!.c") is None
+    assert check.jwt_expiry(jwt(True)) is None  # type: ignore[arg-type]
+
+
+def test_a_token_the_controller_refuses_fails_the_controller_check(cli, node):
+    with FaultServer(gateway=Gateway(token="another-token")) as server:
+        server.gateway.add_node("n1")
+        node.config(server.url)
+        ran = cli(*node.args("--json"))
+    controller = by_name(ran.json())["controller"]
+    assert controller["status"] == "fail"
+    assert "authentication" in controller["detail"]
+    assert "scontrol token" in controller["fix"]
+    assert ran.code == exitcode.NOPERM
+
+
+def test_an_unknown_node_fails_with_the_node_name_fix(cli, node):
+    with FaultServer(gateway=Gateway()) as server:
+        server.gateway.add_node("other")
+        node.config(server.url, auth="none")
+        ran = cli(*node.args("--json"))
+    controller = by_name(ran.json())["controller"]
+    assert controller["status"] == "fail"
+    assert "node.name" in controller["fix"]
+    assert ran.code == exitcode.NOHOST
+
+
+def test_a_relative_path_in_the_config_is_a_config_error_naming_the_key(cli, node):
+    node.config("http://127.0.0.1:9", token_file="token")
+    ran = cli(*node.args("--json"))
+    config = by_name(ran.json())["config"]
+    assert config["status"] == "fail"
+    assert "controller.token_file" in config["detail"]
+    assert "relative" in config["detail"]
+    assert ran.code == exitcode.CONFIG
+    assert cli("refresh", "--config", node.tmp / "config.toml", "--root", node.host, "--state", node.state).code == 78
+
+
+@pytest.mark.parametrize(("content", "words"), [(None, "No such file"), ("not a certificate\n", "no PEM certificate")])
+def test_a_bad_ca_file_is_a_config_error_in_check_and_refresh(cli, node, built, content, words):
+    ca = node.tmp / "ca.pem"
+    if content is not None:
+        ca.write_text(content)
+    node.config("https://127.0.0.1:9", f'ca_file = "{ca}"\n', auth="none")
+    ran = cli(*node.args("--json"))
+    checks = by_name(ran.json())
+    assert checks["config"]["status"] == "fail"
+    assert "controller.ca_file" in checks["config"]["detail"]
+    assert words in checks["config"]["detail"]
+    assert checks["controller"]["status"] == "skip"
+    assert checks["state"]["status"] == "ok"  # the local checks still run
+    assert ran.code == exitcode.CONFIG
+    refresh = cli(
+        "refresh", "--dry-run", "--root", built("mi300x-spx"), "--state", node.state, "--config", node.tmp / "config.toml"
+    )
+    assert refresh.code == exitcode.CONFIG
+    assert "controller.ca_file" in refresh.err
+
+
+def test_check_resolves_the_state_path_as_refresh_does(cli, node, env, tmp_path, monkeypatch):
+    """No --state: $SPURINV_STATE, as refresh; a named state directory that is missing is 73."""
+    node.config()
+    elsewhere = tmp_path / "elsewhere" / "state.json"
+    monkeypatch.setenv("SPURINV_STATE", str(elsewhere))
+    ran = cli("check", "--root", node.host, "--config", node.tmp / "config.toml", "--json")
+    state = by_name(ran.json())["state"]
+    assert state["status"] == "fail"
+    assert str(elsewhere.parent) in state["detail"]
+    assert "mkdir" in state["fix"]
+    assert ran.code == exitcode.CANTCREAT
+
+
+def test_a_state_of_another_node_fails_as_refresh_would(cli, node, built):
+    node.config()
+    assert (
+        cli("refresh", "--root", built("mi300x-spx"), "--state", node.state, "--node", "n7", "--confirm-interval", "0").code
+        == 0
+    )
+    ran = cli(*node.args("--json"))
+    state = by_name(ran.json())["state"]
+    assert state["status"] == "fail"
+    assert "n7" in state["detail"]
+    assert "--node n7" in state["fix"]
+    assert ran.code == exitcode.CONFIG
+
+
+def test_a_state_directory_others_can_write_fails(cli, node):
+    node.config()
+    node.statedir.chmod(0o777)
+    ran = cli(*node.args("--json"))
+    assert by_name(ran.json())["state"]["status"] == "fail"
+    assert ran.code == exitcode.CANTCREAT
+
+
+def test_a_held_lock_warns_without_failing(cli, node):
+    node.config()
+    fd = os.open(str(node.state) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        ran = cli(*node.args("--json"))
+    finally:
+        os.close(fd)
+    assert by_name(ran.json())["lock"]["status"] == "warn"
+    assert ran.code == 0
+
+
+def test_the_metrics_path_is_the_one_refresh_writes(cli, node):
+    node.config(extra=f'[metrics]\nfile = "{node.tmp}/missing/spurinv.prom"\n')
+    ran = cli(*node.args("--json"))
+    metrics = by_name(ran.json())["metrics"]
+    assert metrics["status"] == "fail"
+    assert "missing" in metrics["detail"]
+    assert "metrics.file" in metrics["fix"]
+    assert ran.code == exitcode.CANTCREAT
+    flag = cli(*node.args("--json", "--metrics-file", node.tmp / "node.txt"))
+    assert by_name(flag.json())["metrics"]["status"] == "warn"  # node_exporter reads *.prom only
+    ok = cli(*node.args("--json", "--metrics-file", node.tmp / "node.prom"))
+    assert by_name(ok.json())["metrics"]["status"] == "ok"
+    assert not (node.tmp / "node.prom").exists()
+
+
+def test_a_metrics_file_on_the_state_file_is_a_config_error(cli, node):
+    node.config(extra=f'[metrics]\nfile = "{node.state}"\n')
+    ran = cli(*node.args("--json"))
+    assert by_name(ran.json())["config"]["status"] == "fail"
+    assert ran.code == exitcode.CONFIG
+
+
+# --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
+
+
+def run_checks(node: Node, systemctl: str | None) -> dict[str, check.Check]:
+    from spurinv.cli import _run_options
+
+    environ = dict(os.environ)
+    world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
+    results, _code = check.run(
+        world,
+        lambda: _run_options(str(node.state), str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True),
+        check.Host(systemctl=systemctl),
+    )
+    return {result.name: result for result in results}
+
+
+def systemd_host(node: Node, *, enabled: bool = True, rule: bool = True) -> None:
+    (node.host / "run" / "systemd" / "system").mkdir(parents=True)
+    units = node.host / "etc" / "systemd" / "system"
+    (units / "timers.target.wants").mkdir(parents=True)
+    (units / check.TIMER).write_text("[Timer]\n")
+    if enabled:
+        (units / "timers.target.wants" / check.TIMER).symlink_to(units / check.TIMER)
+    if rule:
+        (node.host / "etc" / "udev" / "rules.d").mkdir(parents=True)
+        (node.host / "etc" / "udev" / "rules.d" / "90-spurinv.rules").write_text("# rule\n")
+
+
+def fake_systemctl(tmp_path: Path, script: str) -> str:
+    path = tmp_path / "systemctl"
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_without_systemd_cron_is_a_valid_schedule(node):
+    node.config()
+    checks = run_checks(node, None)
+    assert checks["schedule"].status == "ok"
+    assert "/etc/cron.d/spurinv" in checks["schedule"].detail
+    assert checks["udev"].status == "skip"
+
+
+def test_without_systemd_or_cron_the_fix_is_the_cron_file(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    checks = run_checks(node, None)
+    assert checks["schedule"].status == "fail"
+    assert checks["schedule"].fix == check.INSTALL_CRON
+    assert checks["schedule"].exit_code == exitcode.CONFIG
+
+
+def test_a_crontab_line_counts_and_a_commented_one_does_not(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / "etc" / "crontab").write_text("# * * * * * root spurinv refresh\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
+    (node.host / "etc" / "crontab").write_text("*/2 * * * * root spurinv refresh --quiet\n")
+    assert run_checks(node, None)["schedule"].status == "ok"
+
+
+def test_an_active_timer_is_ok_and_with_cron_too_warns(node, tmp_path):
+    node.config()
+    systemd_host(node)
+    active = fake_systemctl(tmp_path, "echo active")
+    checks = run_checks(node, active)
+    assert checks["schedule"].status == "warn"
+    assert "one scheduler" in checks["schedule"].fix
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    checks = run_checks(node, active)
+    assert checks["schedule"].status == "ok"
+    assert "enabled and active" in checks["schedule"].detail
+    assert checks["udev"].status == "ok"
+
+
+def test_an_inactive_timer_fails_with_enable_now(node, tmp_path):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node, enabled=False, rule=False)
+    checks = run_checks(node, fake_systemctl(tmp_path, "echo inactive; exit 3"))
+    assert checks["schedule"].status == "fail"
+    assert checks["schedule"].fix == check.INSTALL_TIMER
+    assert checks["udev"].status == "warn"
+    assert "udevadm control --reload" in checks["udev"].fix
+
+
+@pytest.mark.parametrize("script", ["exec sleep 30", "exit 1", None])
+def test_a_systemctl_that_hangs_fails_or_is_missing_never_crashes(node, tmp_path, script):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    program = fake_systemctl(tmp_path, script) if script else str(tmp_path / "no-systemctl")
+    started = time.monotonic()
+    checks = run_checks(node, program)
+    assert time.monotonic() - started < 10
+    # the files say enabled; systemctl could not confirm it is active
+    assert checks["schedule"].status == "ok"
+    assert "did not answer" in checks["schedule"].detail
+
+
+# --- bounded: a hung controller, SIGTERM ----------------------------------------------------------
+
+
+def test_a_hung_controller_cannot_hold_check_past_the_run_deadline(spurinv_process, node):
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        server.script("GET", NODE_PATH, Reply(200, {}, delay=60))
+        node.config(server.url, "run_deadline = 2\n")
+        started = time.monotonic()
+        ran = spurinv_process(*node.args("--json"), timeout=30)
+        took = time.monotonic() - started
+    assert took < 10, took
+    checks = by_name(json.loads(ran.stdout))
+    assert checks["controller"]["status"] in ("skip", "fail")
+    assert "run_deadline" in checks["controller"]["detail"]
+    assert ran.returncode == exitcode.TEMPFAIL
+
+
+def test_sigterm_ends_check_at_once_with_the_rest_skipped(env, node):
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        server.script("GET", NODE_PATH, Reply(200, {}, delay=60))
+        node.config(server.url)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "spurinv", *map(str, node.args("--json"))],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while not server.seen and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert server.seen, "the check never reached the controller"
+            sent = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            out, _err = process.communicate(timeout=10)
+            took = time.monotonic() - sent
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert took < 3, took
+    assert process.returncode == exitcode.TEMPFAIL
+    checks = by_name(json.loads(out))
+    assert "SIGTERM" in checks["controller"]["detail"]
+    assert checks["udev"]["status"] == "skip"
+    assert "SIGTERM" in checks["udev"]["detail"]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs setpriv and root")
+def test_a_state_directory_this_user_cannot_create_fails(node, env, tmp_path):
+    """The default state directory, missing, under a parent this user cannot write (a non-root
+    user and /var/lib): refresh would fail with 73, so check does, and creates nothing. Played by
+    root without the DAC capabilities and a 0500 parent."""
+    node.config()
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o500)
+    environ = {key: value for key, value in env.items() if key != "SPURINV_STATE"}
+    environ["STATE_DIRECTORY"] = str(parent / "spurinv")
+    argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m", "spurinv", "check",
+            "--json", "--root", str(node.host), "--config", str(node.tmp / "config.toml")]  # fmt: skip
+    ran = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=60, check=False)
+    state = by_name(json.loads(ran.stdout))["state"]
+    assert state["status"] == "fail", state
+    assert "cannot create it" in state["detail"]
+    assert ran.returncode == exitcode.CANTCREAT
+    assert not (parent / "spurinv").exists()  # checked, never created
+
+
+def jwt_with(claims: dict[str, Any]) -> str:
+    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJIUzI1NiJ9.{body}.c2ln"
+
+
+CLAIM = st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=5), st.booleans(), st.none())
+
+
+@given(st.one_of(st.text(max_size=200), st.builds(jwt_with, st.dictionaries(st.sampled_from(["exp", "sun", "iat"]), CLAIM))))
+def test_jwt_expiry_never_raises_and_stays_in_range(token):
+    found = check.jwt_expiry(token)
+    assert found is None or 0 < found < check.LAST_SECOND
+
+
+def test_a_huge_expiry_is_no_expiry(cli, node):
+    node.config("http://127.0.0.1:9")
+    write_private(node.token, jwt(10**15) + "\n")
+    token = by_name(cli(*node.args("--json")).json())["token"]
+    assert token["status"] == "ok"
+
+
+def test_a_fifo_where_the_cron_file_would_be_never_hangs_check(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    os.mkfifo(node.host / "etc" / "cron.d" / "spurinv")
+    started = time.monotonic()
+    checks = run_checks(node, None)
+    assert time.monotonic() - started < 10
+    assert checks["schedule"].status == "fail"
+
+
+def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, node):
+    """The unit passes the token as a credential (README: the config needs no token_file); check,
+    run from a shell without $CREDENTIALS_DIRECTORY, reads the unit's LoadCredential= source and
+    reads the node with it."""
+    units = node.host / "etc" / "systemd" / "system"
+    units.mkdir(parents=True)
+    source = write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    (units / check.SERVICE).write_text("[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        node.config(server.url, token_file="")
+        ran = cli(*node.args("--json"))
+        sent = [request.headers.get("x-slurm-user-token") for request in server.seen]
+    checks = by_name(ran.json())
+    assert checks["token"]["status"] == "ok"
+    assert str(source) in checks["token"]["detail"]
+    assert checks["controller"]["status"] == "ok"
+    assert sent == [TOKEN]
+    assert ran.code == 0

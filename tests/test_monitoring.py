@@ -1,0 +1,296 @@
+"""The alert rules and the dashboard in monitoring/ (issue #25).
+
+The rules are unit-tested with ``promtool test rules`` (Debian's ``prometheus`` package, which
+scripts/test-setup installs) on series that spurinv's own metrics code writes: each scenario is a
+state file per minute, rendered by ``metrics.render`` (or ``render_fleet``) and turned into
+promtool's input series, so a renamed metric or a changed meaning fails here. Without promtool
+those tests are skipped with the reason; the checks that every metric a rule or a panel names is
+one spurinv writes run everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from spurinv import metrics
+
+REPO = Path(__file__).resolve().parent.parent
+RULES = REPO / "monitoring" / "spurinv.rules.yml"
+DASHBOARD = REPO / "monitoring" / "spurinv-dashboard.json"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool not installed (Debian: apt-get install prometheus; scripts/test-setup does)"
+)
+Scene = Callable[[int], dict[str, Any] | None]  # minute -> the state file then (None: no metrics file)
+
+
+def stamp(seconds: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def healthy(minute: int) -> dict[str, Any]:
+    return {"last_success": stamp(minute * 60), "consecutive_failures": 0}
+
+
+def series(scenes: dict[str, Scene], minutes: int, step: int = 1) -> list[dict[str, str]]:
+    """promtool input series: each instance's metrics file rendered every ``step`` minutes
+    (``_``: no sample, the file was missing), plus node_exporter's ``up``."""
+    found: dict[str, list[str]] = {}
+    for instance, scene in scenes.items():
+        points = list(range(0, minutes + 1, step))
+        found[f'up{{instance="{instance}",job="node"}}'] = ["1"] * len(points)
+        for index, minute in enumerate(points):
+            state = scene(minute)
+            if state is None:
+                continue
+            text = metrics.render(state, 0.05, "n1", "0.test")
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    labels = {**sample.labels, "instance": instance, "job": "node"}
+                    inner = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+                    found.setdefault(f"{sample.name}{{{inner}}}", ["_"] * len(points))[index] = repr(float(sample.value))
+    return [{"series": name, "values": " ".join(values)} for name, values in found.items()]
+
+
+def rules() -> dict[str, dict[str, Any]]:
+    document = yaml.safe_load(RULES.read_text())
+    return {rule["alert"]: rule for group in document["groups"] for rule in group["rules"]}
+
+
+def expected(alert: str, **labels: str) -> dict[str, Any]:
+    """An expected alert: its labels (the rule's and the series'), its annotations expanded."""
+    rule = rules()[alert]
+    every = {**labels, **rule.get("labels", {})}
+    annotations = {
+        key: re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda match: every.get(match.group(1), ""), text)
+        for key, text in rule.get("annotations", {}).items()
+    }
+    return {"exp_labels": every, "exp_annotations": annotations}
+
+
+def promtool(tmp_path: Path, input_series: list[dict[str, str]], checks: list[dict[str, Any]], interval: str = "1m") -> None:
+    shutil.copy(RULES, tmp_path / "rules.yml")
+    test = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": interval, "input_series": input_series, "alert_rule_test": checks}],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    assert PROMTOOL is not None
+    ran = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def node(alert: str, instance: str, **labels: str) -> dict[str, Any]:
+    return expected(alert, instance=instance, job="node", **labels)
+
+
+@needs_promtool
+def test_a_stopped_timer_a_failing_discovery_and_a_controller_outage_page_distinctly(tmp_path):
+    def stopped(minute: int) -> dict[str, Any]:
+        return healthy(min(minute, 10))  # the last run was at minute 10
+
+    def failing(minute: int) -> dict[str, Any]:
+        return {"last_success": stamp(60), "consecutive_failures": max(0, minute - 1)}
+
+    def outage(minute: int) -> dict[str, Any]:
+        state = healthy(minute)
+        if minute >= 5:
+            state["backoff"] = {"kind": "unreachable", "failures": minute - 4, "next_attempt": stamp(minute * 60 + 60)}
+        return state
+
+    scenes = {"ok:9100": healthy, "stopped:9100": stopped, "failing:9100": failing, "outage:9100": outage}
+    promtool(
+        tmp_path,
+        series(scenes, 40),
+        [
+            {"eval_time": "8m", "alertname": "SpurinvControllerUnreachable", "exp_alerts": []},  # 4 failures: not yet
+            {"eval_time": "16m", "alertname": "SpurinvNotRunning", "exp_alerts": []},  # 6 min old: inside the tolerance
+            {"eval_time": "30m", "alertname": "SpurinvNotRunning", "exp_alerts": [node("SpurinvNotRunning", "stopped:9100")]},
+            {
+                "eval_time": "30m",
+                "alertname": "SpurinvDiscoveryFailing",
+                "exp_alerts": [node("SpurinvDiscoveryFailing", "failing:9100")],
+            },
+            {
+                "eval_time": "30m",
+                "alertname": "SpurinvControllerUnreachable",
+                "exp_alerts": [node("SpurinvControllerUnreachable", "outage:9100", kind="unreachable")],
+            },
+            {"eval_time": "30m", "alertname": "SpurinvMetricsMissing", "exp_alerts": []},
+        ],
+    )
+
+
+@needs_promtool
+def test_a_missing_metrics_file_alerts(tmp_path):
+    scenes: dict[str, Scene] = {
+        "ok:9100": healthy,
+        "gone:9100": lambda minute: healthy(minute) if minute < 3 else None,
+        "never:9100": lambda minute: None,  # node_exporter on a node without spurinv: no alert
+    }
+    promtool(
+        tmp_path,
+        series(scenes, 40),
+        [
+            {"eval_time": "10m", "alertname": "SpurinvMetricsMissing", "exp_alerts": []},  # still stale-marked: within 15m
+            {
+                "eval_time": "30m",
+                "alertname": "SpurinvMetricsMissing",
+                "exp_alerts": [node("SpurinvMetricsMissing", "gone:9100")],
+            },
+        ],
+    )
+
+
+@needs_promtool
+def test_a_drain_older_than_the_threshold_alerts(tmp_path):
+    def drained(minute: int) -> dict[str, Any]:
+        state = healthy(minute)
+        state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": stamp(600), "cause": "busy"}
+        return state
+
+    promtool(
+        tmp_path,
+        series({"drained:9100": drained, "ok:9100": healthy}, 480, step=10),
+        [
+            {"eval_time": "5h", "alertname": "SpurinvDrainTooLong", "exp_alerts": []},
+            {
+                "eval_time": "7h",
+                "alertname": "SpurinvDrainTooLong",
+                "exp_alerts": [node("SpurinvDrainTooLong", "drained:9100")],
+            },
+        ],
+        interval="10m",
+    )
+
+
+@needs_promtool
+def test_a_stuck_change_a_refusal_and_refused_credentials_alert(tmp_path):
+    def pending(minute: int) -> dict[str, Any]:
+        return {**healthy(minute), "pending": {"fingerprint": "ab", "since": stamp(60)}}
+
+    def refused(minute: int) -> dict[str, Any]:
+        state = healthy(minute)
+        if minute >= 3:
+            state["refusal"] = {"fingerprint": "ab", "at": stamp(180), "error": "Invalid generic resource"}
+        return state
+
+    def auth(minute: int) -> dict[str, Any]:
+        return {**healthy(minute), "backoff": {"kind": "auth", "failures": minute, "next_attempt": stamp(minute * 60)}}
+
+    promtool(
+        tmp_path,
+        series({"pending:9100": pending, "refused:9100": refused, "auth:9100": auth}, 30),
+        [
+            {"eval_time": "10m", "alertname": "SpurinvChangeStuck", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "SpurinvChangeStuck", "exp_alerts": [node("SpurinvChangeStuck", "pending:9100")]},
+            {
+                "eval_time": "10m",
+                "alertname": "SpurinvUpdateRefused",
+                "exp_alerts": [node("SpurinvUpdateRefused", "refused:9100")],
+            },
+            {
+                "eval_time": "10m",
+                "alertname": "SpurinvControllerAuth",
+                "exp_alerts": [node("SpurinvControllerAuth", "auth:9100", kind="auth")],
+            },
+            {"eval_time": "10m", "alertname": "SpurinvControllerUnreachable", "exp_alerts": []},
+        ],
+    )
+
+
+@needs_promtool
+def test_the_fleet_rules_on_the_fleet_gauges(tmp_path):
+    down = metrics.render_fleet(None, None)
+    summary = {"nodes": 4, "managed": 3, "attention": 1, "gres_changed": 0, "orphaned_drained": 1, "spurinv_drained": 1,
+               "drained_by_others": 0, "spurinv_drains": [{"name": "n2", "since": None, "age_seconds": 90000}]}  # fmt: skip
+    up = metrics.render_fleet(summary, 60)
+    found: dict[str, list[str]] = {}
+    for instance, text in (("down:9100", down), ("up:9100", up)):
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = {**sample.labels, "instance": instance, "job": "node"}
+                inner = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+                found[f"{sample.name}{{{inner}}}"] = [repr(float(sample.value))] * 41
+    input_series = [{"series": name, "values": " ".join(values)} for name, values in found.items()]
+
+    def fleet(alert: str, instance: str) -> dict[str, Any]:
+        return expected(alert, instance=instance, job="node")
+
+    promtool(
+        tmp_path,
+        input_series,
+        [
+            {"eval_time": "20m", "alertname": "SpurinvFleetDown", "exp_alerts": [fleet("SpurinvFleetDown", "down:9100")]},
+            {"eval_time": "20m", "alertname": "SpurinvFleetOrphanedDrain",
+             "exp_alerts": [fleet("SpurinvFleetOrphanedDrain", "up:9100")]},
+            {"eval_time": "20m", "alertname": "SpurinvFleetOldDrain", "exp_alerts": [fleet("SpurinvFleetOldDrain", "up:9100")]},
+            {"eval_time": "20m", "alertname": "SpurinvFleetStale", "exp_alerts": []},
+            {"eval_time": "40m", "alertname": "SpurinvFleetStale", "exp_alerts": [fleet("SpurinvFleetStale", "up:9100")]},
+        ],
+    )  # fmt: skip
+
+
+# --- every metric named exists ----------------------------------------------------------------------
+
+
+def written() -> set[str]:
+    """Every series name spurinv writes, node and fleet, with every optional family present."""
+    state = {
+        "readings": [{"ok": True, "inventory": {"devices": [{"vendor": "amd", "model": "mi300x"}]}}],
+        "last_success": stamp(60),
+        "drain": {"reason": "r", "set_at": stamp(60), "cause": "busy", "reason_changed_at": 61},
+    }
+    summary = {"nodes": 1, "managed": 1, "attention": 0, "gres_changed": 0, "orphaned_drained": 0, "spurinv_drained": 1,
+               "drained_by_others": 0, "spurinv_drains": [{"name": "n1", "since": stamp(60), "age_seconds": 1}]}  # fmt: skip
+    names = set()
+    for text in (metrics.render(state, 0.1, "n1", "0"), metrics.render_fleet(summary, 60)):
+        names |= {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+    return names
+
+
+def named(expression: str) -> set[str]:
+    return set(re.findall(r"\b(spurinv_[a-z_]+)", expression))
+
+
+def test_every_metric_a_rule_uses_is_written_by_spurinv():
+    used = {name for rule in rules().values() for name in named(rule["expr"])}
+    assert used
+    assert used <= written(), used - written()
+
+
+def test_every_metric_a_dashboard_panel_uses_is_written_by_spurinv():
+    dashboard = json.loads(DASHBOARD.read_text())
+    targets = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    assert len(targets) >= 8
+    used = {name for expr in targets for name in named(expr)}
+    assert used <= written(), used - written()
+    # and every node metric has a panel: a gauge nobody can see is a gauge nobody watches
+    node_metrics = {name for name in written() if not name.startswith(("spurinv_fleet_", "spurinv_info"))}
+    assert node_metrics - used <= {"spurinv_controller_errors_total"}, node_metrics - used
+
+
+def test_the_rules_file_is_valid_for_promtool():
+    if PROMTOOL is None:
+        pytest.skip("promtool not installed (Debian: apt-get install prometheus; scripts/test-setup does)")
+    ran = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_every_rule_has_a_fix_and_a_severity():
+    for name, rule in rules().items():
+        assert rule["labels"]["severity"] in ("warning", "critical"), name
+        assert rule["annotations"]["fix"], name

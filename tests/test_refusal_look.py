@@ -1,0 +1,197 @@
+"""A refusal never hides the controller (issue #23), over Slurm's ``scontrol``.
+
+Slurm refuses a count change of a File-backed GRES (``scontrol update Gres=`` exits 1 with
+"Invalid generic resource (gres) specification", tests/e2e/test_converge_scontrol.py on the real
+24.11). The operator then fixes slurm.conf/gres.conf and restarts slurmd; the run inside the
+refusal's backoff must see it: one ``show node``, our record in ``Extra=`` alone, our drain lifted.
+
+The fake ``scontrol`` is a real executable answering ``--json show node`` from a JSON file in the
+shape of the captured slurmrestd 24.11 node; it logs every argv and refuses ``Gres=`` while the
+node's ``refuse_gres`` is set (what slurmctld does while slurm.conf still says 8).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faultserver import capture
+
+from spurinv import exitcode
+
+FAKE = r'''
+import json, os, sys
+path = os.environ["FAKE_SLURM_STATE"]
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("slurm 24.11.5"); sys.exit(0)
+with open(path) as f:
+    node = json.load(f)
+with open(path + ".argv", "a") as f:
+    f.write(json.dumps(args) + "\n")
+if args[:3] == ["--json", "show", "node"]:
+    import time
+    if time.time() < node.get("absent_until", 0):  # deleted, not yet re-created
+        print(json.dumps({"nodes": [], "errors": [{"error": "Invalid node name specified"}]})); sys.exit(0)
+    print(json.dumps({"nodes": [node]})); sys.exit(0)
+if args[:1] == ["update"]:
+    if node.get("refuse_gres") and any(a.startswith("Gres=") for a in args):
+        print("slurm_update error: Invalid generic resource (gres) specification", file=sys.stderr); sys.exit(1)
+    for arg in args[2:]:
+        key, _, value = arg.partition("=")
+        if key == "Gres": node["gres"] = value
+        elif key == "Extra": node["extra"] = value
+        elif key == "Reason": node["reason"] = value
+        elif key == "State" and value == "DRAIN" and "DRAIN" not in node["state"]: node["state"].append("DRAIN")
+        elif key == "State" and value in ("RESUME", "UNDRAIN") and "DRAIN" in node["state"]: node["state"].remove("DRAIN")
+    with open(path, "w") as f:
+        json.dump(node, f)
+    sys.exit(0)
+sys.exit(2)
+'''
+
+
+class Slurm:
+    def __init__(self, tmp: Path) -> None:
+        self.path = tmp / "node.json"
+        node = capture("node-n1-idle")["nodes"][0]
+        node.update(name="n1", gres="gpu:mi300x:8", gres_used="gpu:mi300x:0(IDX:N/A)", extra="", reason="",
+                    state=["IDLE"], refuse_gres=True)  # fmt: skip
+        self.path.write_text(json.dumps(node))
+        program = tmp / "scontrol"
+        program.write_text(f"#!{sys.executable}\n{FAKE}")
+        program.chmod(0o755)
+        self.config = tmp / "config.toml"
+        self.config.write_text(
+            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{program}"\n'
+            "[policy]\nconfirm_interval = 0\n"
+        )
+        self.config.chmod(0o600)
+        self.state = tmp / "state" / "state.json"
+        self.state.parent.mkdir(mode=0o700)
+
+    @property
+    def node(self) -> dict[str, Any]:
+        return json.loads(self.path.read_text())
+
+    def update(self, **fields: Any) -> None:
+        self.path.write_text(json.dumps({**self.node, **fields}))
+
+    def calls(self) -> list[list[str]]:
+        return [json.loads(line) for line in Path(f"{self.path}.argv").read_text().splitlines()]
+
+
+@pytest.fixture
+def slurm(tmp_path, monkeypatch) -> Slurm:
+    lab = Slurm(tmp_path)
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(lab.path))
+    return lab
+
+
+def refresh(cli: Any, slurm: Slurm, root: Path) -> tuple[int, dict[str, Any]]:
+    result = cli("refresh", "--root", root, "--state", slurm.state, "--config", slurm.config, "--json")
+    return result.code, result.json()
+
+
+def refused(cli: Any, built: Any, slurm: Slurm) -> None:
+    """SPX adopted; CPX confirmed, its Gres= refused, our drain on the node, the refusal backing off."""
+    for _ in range(2):
+        assert refresh(cli, slurm, built("mi300x-spx"))[0] == exitcode.OK
+    refresh(cli, slurm, built("mi300x-cpx"))
+    code, document = refresh(cli, slurm, built("mi300x-cpx"))
+    assert code == exitcode.PROTOCOL, document
+    assert slurm.node["reason"].startswith("spurinv: [")
+    assert "DRAIN" in slurm.node["state"]
+
+
+def updates_since(slurm: Slurm, before: int) -> list[list[str]]:
+    return [call for call in slurm.calls()[before:] if call[:1] == ["update"]]
+
+
+def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_the_next_run(cli, built, slurm):
+    refused(cli, built, slurm)
+    slurm.update(gres="gpu:mi300x:64", refuse_gres=False)  # slurm.conf, gres.conf, reconfigure, slurmd restart
+    before = len(slurm.calls())
+
+    code, document = refresh(cli, slurm, built("mi300x-cpx"))
+
+    assert code == exitcode.OK, document
+    assert ["read-view", "record", "resume", "none"] == [step["action"] for step in document["steps"]]
+    record, resume = updates_since(slurm, before)
+    assert [arg.split("=")[0] for arg in record] == ["update", "NodeName", "Extra"]  # the record alone, no Gres=
+    assert resume[:3] == ["update", "NodeName=n1", "State=UNDRAIN"]  # DRAIN only, never DOWN (issue #20)
+    assert [arg.split("=")[0] for arg in resume[3:]] == ["Extra"]  # our record's drain entry retired
+    reads = [call for call in slurm.calls()[before:] if call[:3] == ["--json", "show", "node"]]
+    assert all(call[3:] == ["n1"] for call in reads)  # single-node reads only
+    assert json.loads(slurm.node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]
+    assert "DRAIN" not in slurm.node["state"]
+    assert "the controller now lists gpu:mi300x:64; our drain lifted" in document["steps"][2]["reason"]
+    status = cli("status", "--state", slurm.state, "--json").json()
+    assert (status["baseline"]["fingerprint"], status["baseline"]["source"]) == (document["fingerprint"], "registered")
+    assert (status["drain"], status["refusal"], status["backoff"]) == (None, None, None)
+
+
+def test_while_nothing_is_fixed_the_run_in_the_backoff_only_reads(cli, built, slurm):
+    refused(cli, built, slurm)
+    before = len(slurm.calls())
+
+    code, document = refresh(cli, slurm, built("mi300x-cpx"))
+
+    assert code == exitcode.PROTOCOL, document
+    assert updates_since(slurm, before) == []
+    assert ["read-view", "hold"] == [step["action"] for step in document["steps"]]
+
+
+def test_an_admins_drain_after_the_fix_is_never_lifted(cli, built, slurm):
+    """The operator fixed the GRES but drained the node for their own reason meanwhile: the
+    reading is registered (our record written), their drain stays."""
+    refused(cli, built, slurm)
+    slurm.update(gres="gpu:mi300x:64", refuse_gres=False, reason="admin: burn-in")
+
+    code, document = refresh(cli, slurm, built("mi300x-cpx"))
+
+    assert code == exitcode.OK, document
+    assert "resume" not in [step["action"] for step in document["steps"]]
+    assert (slurm.node["reason"], "DRAIN" in slurm.node["state"]) == ("admin: burn-in", True)
+
+
+def test_a_dry_run_after_the_fix_says_what_it_would_record_and_runs_no_update(cli, built, slurm):
+    refused(cli, built, slurm)
+    slurm.update(gres="gpu:mi300x:64", refuse_gres=False)
+    before = len(slurm.calls())
+    state = slurm.state.read_bytes()
+
+    result = cli("refresh", "--root", built("mi300x-cpx"), "--state", slurm.state, "--config", slurm.config, "--json",
+                 "--dry-run")  # fmt: skip
+
+    document = result.json()
+    assert result.code == exitcode.OK, document
+    assert ["read-view", "record", "resume", "none"] == [step["action"] for step in document["steps"]]
+    record = document["steps"][1]
+    assert record["sent"] is False
+    assert "Extra=" in record["request"]
+    assert "Gres=" not in record["request"]
+    assert updates_since(slurm, before) == []
+    assert slurm.state.read_bytes() == state
+
+
+def test_a_run_killed_before_the_record_was_sent_records_it_next_time(cli, built, slurm):
+    """The record's intent is saved before the update; a run that died there leaves it unsettled,
+    and the next run (the extra still without our fingerprint) decides afresh and records."""
+    refused(cli, built, slurm)
+    slurm.update(gres="gpu:mi300x:64", refuse_gres=False)
+    saved = json.loads(slurm.state.read_text())
+    saved["intent"] = {"kind": "register", "body": {"gres": "gpu:mi300x:64", "extra": "{}"}, "at": saved["refusal"]["at"],
+                       "fingerprint": saved["refusal"]["fingerprint"], "cause": None, "transport": "scontrol"}  # fmt: skip
+    slurm.state.write_text(json.dumps(saved))
+
+    code, document = refresh(cli, slurm, built("mi300x-cpx"))
+
+    assert code == exitcode.OK, document
+    actions = [step["action"] for step in document["steps"]]
+    assert actions[:2] == ["read-view", "reconcile"]
+    assert "record" in actions
+    assert json.loads(slurm.node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]

@@ -1,0 +1,59 @@
+"""``discover --format slurm``'s gres.conf lines (issue #23): File= ranges an operator pastes."""
+
+from __future__ import annotations
+
+import itertools
+
+from factories import inventory, packages
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spurinv.slurmconf import compress, expand, expand_all, gres, gres_conf
+
+prefixes = st.sampled_from(["/dev/dri/renderD", "/dev/nvidia", "/dev/accel/accel", "/lab/gpu", "/dev/x"])
+numbers = st.integers(0, 300)
+
+
+@given(st.lists(st.tuples(prefixes, numbers, st.booleans()), max_size=80))
+def test_compressed_paths_expand_to_exactly_the_paths(items):
+    """Every path once, none added, whatever the order, gaps, duplicates or zero padding."""
+    paths = [f"{prefix}{number:03d}" if padded else f"{prefix}{number}" for prefix, number, padded in items]
+
+    expressions = compress(paths)
+
+    assert sorted(p for e in expressions for p in expand(e)) == sorted(set(paths))
+    assert len(expressions) <= len(set(paths))
+    assert sorted(expand_all(",".join(expressions))) == sorted(set(paths))  # as File= carries them
+
+
+@given(st.sets(numbers, min_size=1, max_size=80))
+def test_one_prefix_is_one_expression_with_one_run_per_gap(numbers_seen):
+    ordered = sorted(numbers_seen)
+    gaps = sum(1 for a, b in itertools.pairwise(ordered) if b != a + 1)
+
+    (expression,) = compress(f"/dev/dri/renderD{n}" for n in numbers_seen)
+
+    assert expression.count(",") == gaps
+    if len(ordered) > 1:
+        assert expression.startswith("/dev/dri/renderD[")
+        assert expression.endswith("]")
+
+
+def test_the_usual_ranges():
+    assert ["/dev/dri/renderD[128-135]"] == compress(f"/dev/dri/renderD{128 + i}" for i in range(8))
+    assert ["/dev/dri/renderD[128-129,131]"] == compress(["/dev/dri/renderD131", "/dev/dri/renderD128", "/dev/dri/renderD129"])
+    assert ["/dev/nvidia0"] == compress(["/dev/nvidia0"])
+    # a zero-padded run keeps its width (hostlist reads the width from the low bound)
+    assert ["/lab/gpu[07-09]", "/lab/gpu10"] == compress(["/lab/gpu07", "/lab/gpu08", "/lab/gpu09", "/lab/gpu10"])
+    assert ["/odd[1]"] == compress(["/odd[1]"])  # a bracket of its own: left alone
+
+
+def test_one_line_per_model_and_numa_node_with_that_nodes_cores():
+    cpx = inventory(packages(8, "CPX", per=8))
+
+    lines = gres_conf(cpx, "n1", {0: "0-95", 1: "96-191"})
+
+    assert "gpu:mi300x:64" == gres(cpx)
+    assert len(lines) == len({(d.model, d.numa_node) for d in cpx.devices})
+    files = [p for line in lines for p in expand(line.split("File=")[1].split()[0])]
+    assert sorted(files) == sorted({d.device_node for d in cpx.devices if d.device_node})
