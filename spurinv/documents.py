@@ -124,8 +124,7 @@ def _drain_notes(drain: Mapping[str, Any]) -> list[str]:
         notes.append("drain recovered from the controller record (the state file had been lost or moved aside)")
     elif drain.get("recovered") == "reason":
         notes.append("drain recovered from the id in its reason (the state file had been lost; the controller keeps no record)")
-    changed = drain.get("reason_changed_at")
-    warning = ownership.skew_warning(ownership.skew(changed, ownership.epoch_of(drain.get("set_at"))))
+    warning = ownership.skew_warning(ownership.drain_skew(dict(drain)))
     if warning:
         notes.append(warning)
     return notes

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from spurinv.nodeview import NodeView, gres_agrees
-from spurinv.ownership import Claim, controller_claim, extra_fingerprint, owns
+from spurinv.ownership import Claim, controller_claim, extra_fingerprint, owns, unamended
 from spurinv.state import Baseline, Drain, Intent, State
 
 Kind = Literal["drain", "resume", "register"]
@@ -117,27 +117,37 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     """A state started afresh meets the controller for the first time: a drain the controller
     says is ours on this node (:func:`spurinv.ownership.controller_claim`) becomes ours again.
 
-    Only a fresh state asks: one that knows the node and forgot a drain (someone re-worded it,
-    or re-drained keeping our text) must never take it back from the controller's word. Pure.
+    Only a fresh state asks (no usable file, or one written under another boot: a stale copy
+    may hold another drain, or none): one of this boot that knows the node and forgot a drain
+    (someone re-worded it) never takes it back from the controller's word. Pure.
     """
     if not state.fresh:
         return state, None
     state = state.model_copy(update={"fresh": False})
-    if state.drain is not None or not view.drained:
+    known = state.drain
+    if not view.drained or (known is not None and owns(view.drained, view.reason, view.reason_changed_at, known.claim)):
         return state, None
     claim = controller_claim(view.name, view.reason, view.extra)
-    if claim is None or not owns(view.drained, view.reason, view.reason_changed_at, claim):
+    added = None
+    if claim is None and (split := unamended(view.reason, view.name)) is not None:
+        # slurmctld appended to our reason (set_node_reason()): still our drain, which the
+        # policy then holds and reports rather than lifts
+        claim, added = controller_claim(view.name, split[0], view.extra), split[1]
+    elif claim is not None and not owns(view.drained, view.reason, view.reason_changed_at, claim):
+        return state, None
+    if claim is None:
         return state, None
     drain = Drain(
         reason=claim.reason,
         set_at=datetime.fromtimestamp(claim.at, UTC) if claim.at is not None else now,
         cause=KIND_CAUSES.get(claim.cause, "busy"),
         fingerprint=claim.fingerprint,
-        reason_changed_at=view.reason_changed_at,
+        reason_changed_at=view.reason_changed_at if added is None else None,  # an append is slurmctld's time
         recovered="controller-record" if claim.source == "controller-record" else "reason",
     )
     where = "the controller record" if drain.recovered == "controller-record" else "the id in its reason (no controller record)"
-    return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours"
+    also = f"; slurmctld appended {added!r} to its reason" if added is not None else ""
+    return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours{also}"
 
 
 KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {

@@ -34,16 +34,20 @@ UNCHANGED_REASON = "matches the reported baseline"
 _QUIET = ("none: unchanged; no controller request needed", "none: unchanged (observe mode)")
 
 
-def steady_key(root: str, config_identity: str, metrics_flag: str | None, node_flag: str | None, host: str) -> str:
+def steady_key(
+    root: str, config_identity: str, metrics_flag: str | None, node_flag: str | None, host: str, boot: str = ""
+) -> str:
     """Everything besides the fingerprint that a no-change run's answer depends on.
 
     The root read, the config file's identity (path, inode, size, mtime: it holds the discovery
     settings, the node name and the mode), and the command-line flags a tick can carry that change
     what is written: ``--metrics-file`` and ``--node`` (the node labels the metrics), plus the
-    host name the node name defaults to.
+    host name the node name defaults to, and the boot (a state file from another boot must be
+    checked against the controller by a full run: :func:`spurinv.root.boot_id`).
     """
     return (
         f"root={os.path.abspath(root)}|config={config_identity}|metrics={metrics_flag or ''}|node={node_flag or ''}|host={host}"
+        + (f"|boot={boot}" if boot else "")
     )
 
 

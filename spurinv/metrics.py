@@ -119,7 +119,7 @@ def _skew(drain: object) -> int | None:
         return None
     from spurinv import ownership
 
-    return ownership.skew(drain.get("reason_changed_at"), ownership.epoch_of(drain.get("set_at")))
+    return ownership.drain_skew(drain)
 
 
 def _epoch(stamp: str) -> int:

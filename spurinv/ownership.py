@@ -20,7 +20,9 @@ stateless nodes lose ``/var`` at every reboot). Every drain spurinv writes says 
 Ownership (:func:`owns`): the DRAIN flag, and the reason equal to the one a :class:`Claim` holds
 — from the state file (the drain we set, or the write-ahead intent of one), or, when the state
 is gone, from the controller (:func:`controller_claim`) — and, where the controller says when the
-reason was set, set at the time we first saw it (a re-drain that keeps our text is not ours).
+reason was set, set at the time we first saw it (our text set again after the node was resumed
+has a new time and is not ours; an identical re-drain of a drained node is skipped by Slurm
+24.11's update_node(), reason time included, so nothing tells it apart: it stays ours).
 No clock window decides it: the controller's ``reason_changed_at`` far from our record's time is
 clock skew (:func:`skew`), reported, never "not ours".
 """
@@ -77,6 +79,16 @@ def skew(controller_time: int | None, our_time: int | None) -> int | None:
     if controller_time is None or our_time is None:
         return None
     return controller_time - our_time
+
+
+def drain_skew(drain: object) -> int | None:
+    """The skew a saved drain (the state file's ``drain`` as JSON) shows: None until its reason
+    time is pinned, and None for a drain recovered from the id in its reason alone, whose
+    ``set_at`` is when we found it, not when we wrote it (no time of ours to compare with).
+    The one reading of it: ``status``, the metrics and ``refresh``."""
+    if not isinstance(drain, dict) or drain.get("recovered") == "reason":
+        return None
+    return skew(changed_at(drain.get("reason_changed_at")), epoch_of(drain.get("set_at")))
 
 
 def skew_warning(seconds: int | None) -> str | None:
@@ -301,12 +313,115 @@ def extra_fingerprint(extra: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def record_value(extra: str | None, node: str, update: dict[str, Any]) -> dict[str, Any]:
-    """Our key's new value: the record ``extra`` holds for ``node`` (another node's — a renamed or
-    copied one — is not carried over) with ``update`` applied."""
-    current = extra_record(extra) or {}
-    kept = current if current.get("node") in (node, None) else {}
-    return {**kept, **update, "node": node}
+# every key a record of ours has held (``node`` since issue #20; older ones lack it)
+RECORD_KEYS = frozenset({"node", "drain", "lifted", "fingerprint", "inventory", "gres"})
+
+
+def foreign_key(extra: str | None, node: str) -> str | None:
+    """Why our key in ``extra`` is not ours to rewrite, or None when it is (absent, or a record
+    of ours for ``node``, or one from before records named their node).
+
+    An admin's own value under ``spurinv`` (text, a number, an object of another shape) is their
+    data; a record naming another node (a renamed node's, or one copied with the admin's
+    ``extra``) is that node's evidence of its drain (``fleet`` reads it). Neither is rewritten:
+    the id in the reason is then the record.
+    """
+    if not isinstance(extra, str) or not extra.lstrip().startswith("{"):
+        return None
+    parsed = parse_extra(extra)
+    if parsed is None or KEY not in parsed.members:
+        return None
+    value = parsed.members[KEY]
+    if not isinstance(value, dict) or not set(value) <= RECORD_KEYS or not isinstance(value.get("node", node), str):
+        return (
+            f"the node's extra holds a {KEY!r} key that is not spurinv's record: left as it is "
+            "(the id in the reason is the record)"
+        )
+    if value.get("node", node) != node:
+        return (
+            f"the node's extra holds spurinv's record for node {value['node']!r} (renamed, or copied?): left as it is "
+            f"(the id in the reason is the record; remove the key by hand if {value['node']!r} is gone)"
+        )
+    return None
+
+
+def record_value(extra: str | None, node: str, update: dict[str, Any]) -> dict[str, Any] | None:
+    """Our key's new value: the record ``extra`` holds for ``node`` with ``update`` applied; None
+    when our key holds something that is not ours to rewrite (:func:`foreign_key`)."""
+    if foreign_key(extra, node) is not None:
+        return None
+    return {**(extra_record(extra) or {}), **update, "node": node}
+
+
+def retired_value(extra: str | None, node: str, drain_id: str | None, at: str) -> dict[str, Any] | None:
+    """Our key's new value once our drain is gone: the record for ``node`` without its drain
+    entry, saying which drain was lifted and when; None when ``extra`` holds no drain entry of
+    ours for ``node`` (nothing to retire)."""
+    current = extra_record(extra)
+    if current is None or current.get("node") != node or "drain" not in current:
+        return None
+    kept = {key: value for key, value in current.items() if key != "drain"}
+    return {**kept, "lifted": {"id": drain_id, "at": at}, "node": node}
+
+
+def stale_drain(extra: str | None, node: str, drained: bool, reason: str) -> str | None:
+    """The id of the drain entry our record in ``extra`` still holds for ``node`` although the
+    node no longer carries that drain (resumed, re-worded, or lifted by a run that died before
+    the record followed); None when the entry is current, or there is none."""
+    record = extra_record(extra)
+    drain = record.get("drain") if record is not None else None
+    if record is None or record.get("node") != node or not isinstance(drain, dict):
+        return None
+    ours = drain.get("reason")
+    if drained and isinstance(ours, str) and (reason == ours or amended(reason, ours) is not None):
+        return None
+    drain_id = drain.get("id")
+    return drain_id if isinstance(drain_id, str) else ""
+
+
+def amended(reason: str, ours: str) -> str | None:
+    """What slurmctld appended to our reason, if ``reason`` is ``ours`` plus `` : <message>``.
+
+    slurmctld's ``set_node_reason()`` (src/slurmctld/node_mgr.c) appends " : <message>" to a
+    node's existing reason when it sets the node DOWN ("Not responding", a failed registration
+    such as "gres/gpu count reported lower than configured", "reboot issued"), and stamps a new
+    reason time. The drain is still the one we set; the node now needs more than our lift
+    (docs/security.md, "When Slurm rewrites our reason").
+    """
+    head = f"{ours} : "
+    if not ours.startswith(PREFIX) or not reason.startswith(head) or len(reason) == len(head):
+        return None
+    return reason[len(head) :]
+
+
+def unamended(reason: str, node: str) -> tuple[str, str] | None:
+    """``(our reason, what slurmctld appended)`` when ``reason`` is a reason spurinv wrote for
+    ``node`` (a valid id) with `` : <message>`` appended (:func:`amended`); None otherwise.
+    How a run with no state still knows such a drain is ours."""
+    index = reason.find(" : ")
+    while index != -1:
+        head = reason[:index]
+        if reason_id(head, node) is not None:
+            added = amended(reason, head)
+            return (head, added) if added is not None else None
+        index = reason.find(" : ", index + 1)
+    return None
+
+
+# --- lifting ----------------------------------------------------------------------------------------
+
+# Flags a drained node may carry that are no reason to keep our drain: a job still completing,
+# a reservation, a dynamic or cloud node. Anything else (NOT_RESPONDING, FAIL, REBOOT_*,
+# INVALID_REG, POWER*, an unknown word) was set by Slurm or an operator for its own reason.
+HARMLESS_FLAGS = frozenset({"DRAIN", "COMPLETING", "RESERVED", "MAINTENANCE", "PLANNED", "DYNAMIC_NORM", "CLOUD"})
+LIFTABLE_BASES = frozenset({"IDLE", "ALLOCATED", "MIXED"})
+
+
+def lift_blockers(base: str, flags: tuple[str, ...]) -> list[str]:
+    """Why our drain must stay although it is ours: the node is DOWN (or in another base state
+    than IDLE/ALLOCATED/MIXED) or carries a flag someone else set. Empty: it may be lifted."""
+    found = [] if base.upper() in LIFTABLE_BASES else [base.upper()]
+    return found + [flag for flag in flags if flag.upper() not in HARMLESS_FLAGS]
 
 
 # --- the rule ---------------------------------------------------------------------------------------
@@ -420,15 +535,22 @@ __all__ = [
     "SKEW_WARNING",
     "Claim",
     "Extra",
+    "amended",
     "changed_at",
     "controller_claim",
+    "drain_skew",
     "extra_fingerprint",
     "extra_record",
+    "foreign_key",
+    "lift_blockers",
     "owns",
     "parse_extra",
     "reason_for",
     "reason_id",
     "record_value",
+    "retired_value",
     "skew",
     "splice",
+    "stale_drain",
+    "unamended",
 ]

@@ -43,8 +43,21 @@ from spurinv import exitcode
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
-from spurinv.nodeview import NodeView, gres_agrees, rebuild_gres, unsendable_gres
-from spurinv.ownership import owns, reason_for, reason_id, record_value, splice, stamp, text_of
+from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres, unsendable_gres
+from spurinv.ownership import (
+    amended,
+    foreign_key,
+    lift_blockers,
+    owns,
+    reason_for,
+    reason_id,
+    record_value,
+    retired_value,
+    splice,
+    stale_drain,
+    stamp,
+    text_of,
+)
 from spurinv.secret import printable
 from spurinv.sources import link
 from spurinv.state import Backoff, Baseline, Drain, Refusal, State
@@ -65,10 +78,11 @@ class Do(StrEnum):
     RECORD = "record"
     DRAIN = "drain"
     RESUME = "resume"
+    RETIRE = "retire-record"  # our record's drain entry, once the drain is gone (extra only)
 
 
 TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
-WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME})
+WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME, Do.RETIRE})
 
 
 class Settings(BaseModel):
@@ -118,7 +132,8 @@ def drain_body(view: NodeView, text: str, cause: str, fingerprint: str | None, s
     body: dict[str, Any] = {"state": ["DRAIN"], "reason": reason}
     drain = {"id": reason_id(reason, view.name), "reason": reason, "cause": cause,
              "fingerprint": fingerprint, "at": stamp(int(now.timestamp()))}  # fmt: skip
-    extra = splice(view.extra, record_value(view.extra, view.name, {"drain": drain}), settings.max_extra)
+    value = record_value(view.extra, view.name, {"drain": drain})
+    extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is not None:
         body["extra"] = extra
     return body
@@ -187,12 +202,7 @@ def decide(
         return Action(kind=Do.NONE, reason=outcome.reason)
     current = state.latest.inventory if state.latest else None
     if settings.observe:
-        if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
-            summary = outcome.diff.summary() if outcome.diff and state.baseline else f"first inventory: {current.summary()}"
-            return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
-        if outcome.kind == Kind.SUSPICIOUS:
-            return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
-        return Action(kind=Do.NONE, reason="unchanged (observe mode)")
+        return _observed(outcome, state, current)
 
     degraded = _degraded_links(state) if settings.drain_on_degraded_link else []
     needs_view = (
@@ -204,6 +214,10 @@ def decide(
         or first_look
     )
     if not needs_view:
+        # the view read for another reason this run (a drain just forgotten) shows a stale record
+        retire = stale_record(view, state, settings, now) if view is not None else None
+        if retire is not None:
+            return retire
         if outcome.kind == Kind.SUSPICIOUS:
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
         return Action(kind=Do.NONE, reason="unchanged; no controller request needed")
@@ -233,9 +247,11 @@ def decide(
 
     drained_by_us = ours(view, state)
     if state.drain is not None and not drained_by_us:
-        what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
-        return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
+        return _no_longer_exactly_ours(view, state.drain.reason)
     foreign = view.drained and not drained_by_us
+    retire = stale_record(view, state, settings, now)
+    if retire is not None:
+        return retire
 
     if outcome.kind == Kind.UNCHANGED:
         return _unchanged(view, state, settings, now, nonce, drained_by_us=drained_by_us, degraded=degraded)
@@ -263,7 +279,7 @@ def decide(
             reason=f"the controller now lists {view.gres}; taking it as registered{_unrecorded(view, body)}",
             body=body,
         )
-    summary = outcome.diff.summary()
+    summary = against(view, current) if state.baseline is None else outcome.diff.summary()
     if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
@@ -316,10 +332,7 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     if drained_by_us and link_drain and degraded:
         return Action(kind=Do.NONE, reason=f"drained by spurinv while a PCIe link is degraded ({words})")
     if drained_by_us:
-        reason = f"{'the PCIe link is back' if link_drain else 'inventory matches the baseline'}; lifting our drain"
-        if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
-            reason = f"the controller now lists {view.gres}; our drain lifted"
-        return Action(kind=Do.RESUME, reason=reason, body={"state": ["RESUME"]})
+        return _lift(view, state, settings, now, "the PCIe link is back" if link_drain else "inventory matches the baseline")
     if degraded and not view.drained:
         current = state.latest.inventory if state.latest else None
         body = drain_body(view, words, "link", current.fingerprint if current else None, settings, now, nonce)
@@ -333,10 +346,112 @@ def _degraded_links(state: State) -> list[dict[str, Any]]:
     return link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
 
 
+def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
+    """Observe mode (no controller configured): say what would be done."""
+    if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
+        summary = outcome.diff.summary() if outcome.diff and state.baseline else f"first inventory: {current.summary()}"
+        return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
+    if outcome.kind == Kind.SUSPICIOUS:
+        return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
+    return Action(kind=Do.NONE, reason="unchanged (observe mode)")
+
+
+def _lift(view: NodeView, state: State, settings: Settings, now: datetime, why: str) -> Action:
+    """The inventory is back and the drain is ours: lift it, unless the node is also DOWN or
+    flagged by someone else (:func:`spurinv.ownership.lift_blockers`)."""
+    blockers = lift_blockers(view.base, view.flags)
+    if blockers:
+        return Action(kind=Do.HOLD, reason=_held(view, blockers))
+    reason = f"{why}; lifting our drain"
+    if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
+        reason = f"the controller now lists {view.gres}; our drain lifted"
+    return Action(kind=Do.RESUME, reason=reason, body=lift_body(view, state, settings, now))
+
+
+def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -> dict[str, Any]:
+    """Lift our drain with the narrowest write: Slurm's ``UNDRAIN`` clears the DRAIN flag only,
+    where ``RESUME`` would also clear DOWN, FAIL and a requested reboot (update_node() in
+    src/slurmctld/node_mgr.c); spur knows only ``RESUME`` (its nodes have no other flag to
+    lose). The drain entry of our record in ``extra`` is retired in the same update, so the record
+    never says "drain on" once it is gone (a record a crash left behind is retired later:
+    :func:`stale_record`)."""
+    body: dict[str, Any] = {"state": ["RESUME"] if view.dialect.startswith("spur") else ["UNDRAIN"]}
+    drain_id = reason_id(state.drain.reason, view.name) if state.drain is not None else None
+    value = retired_value(view.extra, view.name, drain_id, stamp(int(now.timestamp())))
+    extra = splice(view.extra, value, settings.max_extra) if value is not None else None
+    if extra is not None:
+        body["extra"] = extra
+    return body
+
+
+def _held(view: NodeView, blockers: list[str]) -> str:
+    """Why our drain stays although the inventory is back."""
+    return (
+        f"inventory matches the baseline, but the node is also {'+'.join(blockers)} "
+        f"(reason {view.reason!r}): not ours to clear; our drain stays until that is gone "
+        "(lifting it would not make the node usable, and Slurm's RESUME would clear the rest too)"
+    )
+
+
+def stale_record(view: NodeView, state: State, settings: Settings, now: datetime) -> Action | None:
+    """A drain entry our record in ``extra`` still holds for a drain the node no longer carries
+    (a run that died between lifting and recording, or an operator's resume): retire it with an
+    ``extra``-only update, every other byte of the admin's text unchanged. Not while a write of
+    ours is unsettled: its outcome decides first."""
+    if state.intent is not None or view.extra is None:
+        return None
+    drain_id = stale_drain(view.extra, view.name, view.drained, view.reason)
+    if drain_id is None:
+        return None
+    value = retired_value(view.extra, view.name, drain_id or None, stamp(int(now.timestamp())))
+    extra = splice(view.extra, value, settings.max_extra) if value is not None else None
+    if extra is None or extra == view.extra:
+        return None
+    return Action(
+        kind=Do.RETIRE,
+        reason=f"our record in extra still holds drain {drain_id or '(no id)'}, which the node no longer carries: retiring it",
+        body={"extra": extra},
+    )
+
+
+def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
+    """Our drain's reason is not on the node as we set it: slurmctld appended to it (still ours,
+    held and said), or it is gone or someone else's (forgotten)."""
+    added = amended(view.reason, reason) if view.drained else None
+    if added is not None:
+        return Action(kind=Do.HOLD, reason=_amended(view, added))
+    what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
+    return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
+
+
+def _amended(view: NodeView, added: str) -> str:
+    """Our drain, with slurmctld's words appended (:func:`spurinv.ownership.amended`)."""
+    state = "+".join([view.base, *view.flags])
+    return (
+        f"our drain is still on, but slurmctld appended {added!r} to its reason (node {state}): "
+        f"the node needs an operator; spurinv keeps it drained and does not lift it "
+        f"(once fixed: scontrol update NodeName={view.name} State=UNDRAIN)"
+    )
+
+
+def against(view: NodeView, inventory: Inventory) -> str:
+    """The change without a baseline (a first run, a wiped state): against the GPUs the
+    controller lists, never "0→8" from nothing."""
+    listed = gpu_counts(view.gres or "")
+    new: dict[str | None, int] = dict(inventory.gpu_counts().items())
+    models = sorted(set(listed) | set(new), key=str)
+    parts = [f"{model or 'gpu'} {listed.get(model, 0)}→{new.get(model, 0)}" for model in models
+             if listed.get(model, 0) != new.get(model, 0)]  # fmt: skip
+    return "; ".join(parts) + " (vs the controller's gres)" if parts else f"as the controller lists: {inventory.summary()}"
+
+
 def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
     """Say so when the controller has ``extra`` but our record cannot go into it."""
     if view.extra is None or "extra" in body:
         return ""
+    foreign = foreign_key(view.extra, view.name)
+    if foreign is not None:
+        return f" ({foreign})"
     return " (the node's extra is not one JSON object we may rewrite, or too long for the transport: no record in it)"
 
 
@@ -377,7 +492,8 @@ def _registration(view: NodeView, inventory: Inventory, gres: str, settings: Set
     # the gres goes into the record too, so `spurinv fleet` can see a later hand edit
     update = {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres}
     limit = settings.max_extra if settings is not None else None
-    extra = splice(view.extra, record_value(view.extra, view.name, update), limit)
+    value = record_value(view.extra, view.name, update)
+    extra = splice(view.extra, value, limit) if value is not None else None
     if extra is not None:
         body["extra"] = extra
     return body
@@ -474,6 +590,9 @@ def expected_view(view: NodeView, action: Action) -> NodeView:
         if "extra" in action.body:
             update["extra"] = action.body["extra"]
         return view.model_copy(update=update)
+    changes: dict[str, Any] = {}
     if action.kind == Do.RESUME:
-        return view.model_copy(update={"flags": tuple(f for f in view.flags if f != "DRAIN")})
-    return view
+        changes["flags"] = tuple(f for f in view.flags if f != "DRAIN")
+    if action.kind in (Do.RESUME, Do.RETIRE) and action.body is not None and "extra" in action.body:
+        changes["extra"] = action.body["extra"]
+    return view.model_copy(update=changes) if changes else view

@@ -37,7 +37,7 @@ from spurinv.errors import (
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.ownership import nonce_of, skew_warning
+from spurinv.ownership import PREFIX, extra_record, nonce_of, skew_warning
 from spurinv.policy import (
     TERMINAL,
     Action,
@@ -53,7 +53,7 @@ from spurinv.policy import (
     with_backoff,
 )
 from spurinv.report import RefreshDocument, Step
-from spurinv.root import Root
+from spurinv.root import Root, boot_id
 from spurinv.sources import link
 from spurinv.state import Api, Decision, Drain, State, Steady
 from spurinv.transport import RegisterResult, extra_limit, recorded
@@ -142,10 +142,32 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
     source = "--node" if from_flag else "node.name (or the host name)"
     message = (
         f"{path} is the state of node {state.node!r}, but this run is for {node!r} (from {source}); "
-        f"to run for {state.node!r} pass --node {state.node}; if this node was renamed, move {path} aside "
-        "(the next run rebuilds any drain of ours from the controller)"
+        f"to run for {state.node!r} pass --node {state.node}; if this node was renamed, move {path} aside: "
+        f"a drain spurinv set as {state.node!r} is not ours as {node!r} (its id names the old name), so "
+        f"check `sinfo -R` and lift it by hand (scontrol update NodeName={node} State=UNDRAIN)"
     )
     raise UsageError(message) if from_flag else ConfigError(message)
+
+
+def bind_to_boot(state: State, boot: str) -> tuple[State, str | None]:
+    """Bind the state to this boot; a state written under another one (a golden image, a snapshot
+    rolled back, a copy) may not know a drain of ours the controller carries, so the run reads
+    the controller's record as a state started afresh would (:func:`spurinv.intent.recover`).
+
+    A state that records no boot (written before spurinv kept one) is checked once the same way.
+    Without a boot id to read (``boot`` empty) nothing changes. Pure.
+    """
+    if not boot or state.boot_id == boot:
+        return state, None
+    bound = state.model_copy(update={"boot_id": boot})
+    if state.fresh:
+        return bound, None
+    note = (
+        f"the state file was written under another boot ({state.boot_id[:8]}…, now {boot[:8]}…): "
+        if state.boot_id
+        else "the state file records no boot: "
+    ) + "it may be a stale copy, so the controller's record of our drain is read again"
+    return bound.model_copy(update={"fresh": True}), note
 
 
 def _remove_leftovers(path: str) -> None:
@@ -299,7 +321,9 @@ def converge(
                 continue
             assert view is not None
             assert action.body is not None
-            if not dry_run:
+            # a record retired: its outcome is read from the view again by any later run, which
+            # retires it again if needed; no intent to settle
+            if not dry_run and action.kind != Do.RETIRE:
                 state = _begin(journal, state, action, clock(), client.name)
             view, state, step, refused = _write(client, action, view, state, settings, dry_run, clock(), notes, log)
             steps.append(step)
@@ -326,6 +350,9 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)
     check_node(state, node, options.state_path, options.node_flag is not None)
+    state, stale = bind_to_boot(state, boot_id(world.root.path))
+    if stale:
+        notes.append(stale)
     if not options.dry_run:
         _remove_leftovers(options.state_path)
     settings = Settings(
@@ -520,15 +547,36 @@ def _read_view(
     state, note = recover(state, view, now)
     if note:
         steps.append(Step(action="recover", reason=note))
+    orphan = orphaned(view, state)
+    if orphan:
+        notes.append(orphan)
+        if log is not None:
+            log.warning(orphan)
     _warn_skew(before, state, notes, log)
     return view, state
+
+
+def orphaned(view: NodeView, state: State) -> str | None:
+    """A ``spurinv:`` drain on this node that is not ours (an id for another node name — a
+    renamed node's —, an edited or an older reason): nothing will ever lift it, so say so."""
+    if not view.drained or not view.reason.startswith(PREFIX) or state.drain is not None:
+        return None
+    record = extra_record(view.extra)
+    named = record.get("node") if record is not None else None
+    whose = f"; our record in extra names node {named!r}" if isinstance(named, str) and named != view.name else ""
+    return (
+        f"node {view.name!r} is drained with a spurinv reason that is not this node's drain of ours "
+        f"({view.reason[:80]!r}: an id for another node name, an edited or older reason{whose}); "
+        f"spurinv never lifts it: check it and lift it by hand (scontrol update NodeName={view.name} State=UNDRAIN)"
+    )
 
 
 def _read_back(
     client: Controller, expected: NodeView, state: State, notes: list[str], log: Log | None
 ) -> tuple[NodeView, State]:
     """Read our drain back at once and pin the controller's time for it: a later drain that
-    keeps our text (a re-drain by someone else) then has another time and is not ours. Best
+    keeps our text, set after the node was resumed, then has another time and is not ours (an
+    identical re-drain of a drained node is a no-op on Slurm 24.11: same time, same drain). Best
     effort: if the read fails, the next run pins it (the drain is settled either way)."""
     before = state.drain
     try:
@@ -680,8 +728,9 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
     )
     if ledger.settled(outstanding, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
         key = ledger.steady_key(
-            world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname
-        )
+            world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname,
+            state.boot_id or "",
+        )  # fmt: skip
         memo = ledger.memo(
             outcome.fingerprint,
             key,

@@ -21,6 +21,7 @@ NUMA_NODES = "sys/devices/system/node"
 SYS = "sys"
 MEMINFO = "proc/meminfo"
 CPUINFO = "proc/cpuinfo"
+BOOT_ID = "proc/sys/kernel/random/boot_id"  # a new random UUID at every boot (proc(5))
 NVIDIA_GPUS = "proc/driver/nvidia/gpus"
 NVIDIA_CAPABILITIES = "proc/driver/nvidia/capabilities"  # MIG: gpu<minor>/mig/gi<G>/ci<C>/access
 NVIDIA_MIG_MINORS = "proc/driver/nvidia-caps/mig-minors"  # the driver's static minor table
@@ -142,3 +143,29 @@ class RealPaths:
             if not ok:
                 return os.path.join(path, rest), False
         return path, True
+
+
+def boot_id(root: str) -> str:
+    """This boot's id, read under ``root`` (``""`` when there is none to read: a fixture root, a
+    container without /proc, or anything that is not a small regular file holding a UUID).
+
+    A state file carries the boot it was written under: one restored from a golden image, a
+    snapshot rollback or another boot no longer matches, so the run re-reads the controller's
+    record instead of trusting it, and the tick's memo (keyed on it) does not apply.
+    """
+    import stat
+
+    try:
+        fd = os.open(os.path.join(root, BOOT_ID), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""  # a FIFO or device planted in a root: never wait on it
+        text = os.read(fd, 64).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    hexdigits = text.replace("-", "")
+    return text if len(text) == 36 and len(hexdigits) == 32 and all(c in "0123456789abcdef" for c in hexdigits) else ""

@@ -273,8 +273,8 @@ class Scontrol:
             if not reason or reason[0] == '"' or reason[-1] == '"' or any(ord(c) < 32 for c in reason):
                 raise ControllerError("protocol", f"drain reason {reason[:60]!r} cannot pass through scontrol unchanged")
             args += ["State=DRAIN", f"Reason={reason}"]
-        elif state == ["RESUME"]:
-            args.append("State=RESUME")
+        elif state in (["RESUME"], ["UNDRAIN"]):
+            args.append(f"State={state[0]}")
         elif state is None and "gres" in body:
             args.append(f"Gres={body['gres']}")
         elif state is not None or "extra" not in body:

@@ -64,8 +64,9 @@ class Drain(Frozen):
     cause: Literal["busy", "refused", "suspicious", "link"]
     fingerprint: str | None = None
     # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
-    # pinned from the first view after our drain: the same text set again later (a re-drain
-    # that keeps the existing reason) has another time and is not ours.
+    # pinned from the first view after our drain: the same text set again after the node was
+    # resumed has another time and is not ours (an identical re-drain of a drained node is
+    # skipped by Slurm 24.11, time included: it stays ours).
     reason_changed_at: int | None = None
     # Rebuilt from the controller by a run that had no usable state: from our record in the
     # node's ``extra``, or from the id in the reason alone (a controller without ``extra``).
@@ -81,8 +82,10 @@ class Drain(Frozen):
 
     @property
     def skew(self) -> int | None:
-        """The controller's reason time minus ours (clock skew), once pinned."""
-        return skew(self.reason_changed_at, int(self.set_at.timestamp()))
+        """The controller's reason time minus ours (clock skew), once pinned; None for a drain
+        recovered from the id in its reason alone (its ``set_at`` is when we found it, not when
+        we wrote it: no time of ours to compare with)."""
+        return None if self.recovered == "reason" else skew(self.reason_changed_at, int(self.set_at.timestamp()))
 
 
 class Intent(Frozen):
@@ -196,6 +199,9 @@ class State(Frozen):
     # first view looks for a drain the lost state knew (the controller's record of it).
     fresh: bool = False
     switching: Switching | None = None  # a partition switch in progress (readings with its evidence)
+    # The boot it was written under (/proc/sys/kernel/random/boot_id under --root): a state from
+    # another boot (a golden image, a snapshot rolled back) is checked against the controller.
+    boot_id: str | None = None
 
     @property
     def latest(self) -> Reading | None:

@@ -24,7 +24,7 @@ from spurinv import __version__, ledger, locations, metrics, stateshape, store
 from spurinv.discovery import discover
 from spurinv.documents import now_text
 from spurinv.log import Log
-from spurinv.root import Root, RootError
+from spurinv.root import Root, RootError, boot_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
         options.get("--metrics-file"),
         options.get("--node"),
         os.uname().nodename,
+        boot_id(options.get("--root", "/")),
     )
     if not os.path.lexists(path):
         return None  # no memo without a state file: the full run decides, and the tick made no lock or directory

@@ -222,21 +222,38 @@ class Gateway:
         if name not in self.nodes:
             return Reply(500, ERRORS["unknown-node"])
         node = self.nodes[name]
-        if update.get("reason"):  # set even when the state change is then rejected (docs/slurm-rest.md §2)
+        states = update.get("state", [])
+        words = [states] if isinstance(states, str) else states
+        # update_node() skips an update whose state the node already has (DRAIN on a drained node,
+        # or none) and whose reason is the same: the reason time is not stamped again
+        # (src/slurmctld/node_mgr.c, _equivalent_node_state(); docs/security.md)
+        same = update.get("reason") == node.get("reason") and (
+            not words or (words == ["DRAIN"] and "DRAIN" in node["state"])
+        )
+        if update.get("reason") and not same:  # set even when the state change is then rejected (docs/slurm-rest.md §2)
             node["reason"] = update["reason"]
             # slurmctld's update_node() stamps reason_time whenever a non-empty reason is set
             node["reason_changed_at"] = {"set": True, "infinite": False, "number": int(self.clock())}
         for key in ("comment", "extra"):
             if key in update:
                 node[key] = update[key]
-        states = update.get("state", [])
-        for word in [states] if isinstance(states, str) else states:
+        for word in words:
             if word == "DRAIN" and "DRAIN" not in node["state"]:
                 node["state"].append("DRAIN")
             elif word == "RESUME":
-                if "DRAIN" not in node["state"]:
+                if node["state"][0] != "DOWN" and not {"DRAIN", "FAIL", "REBOOT_REQUESTED"} & set(node["state"]):
                     return Reply(500, ERRORS["state"])
-                node["state"].remove("DRAIN")
+                # update_node(): RESUME clears DRAIN, FAIL and REBOOT_*, and a DOWN node comes back
+                for flag in ("DRAIN", "FAIL", "REBOOT_REQUESTED", "REBOOT_ISSUED"):
+                    if flag in node["state"]:
+                        node["state"].remove(flag)
+                if node["state"][0] == "DOWN":
+                    node["state"][0] = "IDLE"
+            elif word == "UNDRAIN":
+                if "INVALID_REG" in node["state"]:
+                    return Reply(500, ERRORS["state"])
+                if "DRAIN" in node["state"]:  # UNDRAIN clears the DRAIN flag and nothing else
+                    node["state"].remove("DRAIN")
         if "gres" in update:
             new, old = _gpu_counts(update["gres"]), _gpu_counts(node["gres"])
             if self.gres_policy == "slurm" and new[0] not in (old[0], 0):

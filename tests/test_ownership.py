@@ -282,14 +282,15 @@ def test_a_splice_longer_than_the_limit_is_not_made():
     assert splice(json.dumps({"blob": "ü" * 600}), {"a": 1}, limit=1300) is None  # counted in UTF-8 bytes
 
 
-def test_a_record_for_another_node_is_not_carried_over():
+def test_a_record_for_another_node_is_never_rewritten():
     mine = json.dumps({KEY: {"node": "n1", "gres": "gpu:8", "drain": {"id": "x"}}})
     theirs = json.dumps({KEY: {"node": "n9", "gres": "gpu:8", "drain": {"id": "x"}}})
     old = json.dumps({KEY: {"fingerprint": "f", "gres": "gpu:8"}})  # before records named their node
 
     assert record_value(mine, "n1", {"fingerprint": "g"}) == {"node": "n1", "gres": "gpu:8", "drain": {"id": "x"},
                                                                "fingerprint": "g"}  # fmt: skip
-    assert record_value(theirs, "n1", {"fingerprint": "g"}) == {"node": "n1", "fingerprint": "g"}
+    # another node's record (renamed, or copied with the admin's extra) is that node's evidence
+    assert record_value(theirs, "n1", {"fingerprint": "g"}) is None
     assert record_value(old, "n1", {"fingerprint": "g"}) == {"node": "n1", "gres": "gpu:8", "fingerprint": "g"}
 
 

@@ -250,7 +250,16 @@ def test_resume_sends_state_only_never_a_reason():
 
     action = decide(outcome_for(state), OURS_IDLE, state, SLURM, NOW)
 
-    assert {"state": ["RESUME"]} == action.body
+    # UNDRAIN clears the DRAIN flag only; RESUME would also clear DOWN, FAIL, REBOOT_* (issue #20)
+    assert {"state": ["UNDRAIN"]} == action.body
+
+
+@pytest.mark.parametrize("dialect", ["spur", "spur-scontrol"])
+def test_spur_knows_only_resume(dialect):
+    state = state_for(SPX, SPX, SPX, drain=True)
+    spur = OURS_IDLE.model_copy(update={"dialect": dialect, "extra": None})
+
+    assert {"state": ["RESUME"]} == decide(outcome_for(state), spur, state, SLURM, NOW).body
 
 
 def test_register_body_keeps_other_gres_and_records_the_fingerprint():

@@ -528,5 +528,8 @@ def test_the_register_body_records_the_fingerprint_readably(extra):
     if extra is None:  # the controller has no extra (spur, Slurm 22.05): nothing to write
         assert "extra" not in body
         return
+    if isinstance(extra, dict) and "spurinv" in extra:  # the admin's own text under our key: theirs
+        assert "extra" not in body
+        return
     assert extra_fingerprint(body["extra"]) == CPX.fingerprint
     assert [(g.name, g.type, g.count) for g in parse_gres(body["gres"])] == [("gpu", "mi300x", 64)]

@@ -197,7 +197,7 @@ def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp
 
 def test_the_drain_and_its_record_go_in_one_update_beside_the_admins_keys(tmp_path, built):
     node = adopted(tmp_path, built)
-    node.controller["extra"] = '{"rack": "r2",  "power": 1E5, "spurinv": {"old": true}}'
+    node.controller["extra"] = '{"rack": "r2",  "power": 1E5, "spurinv": {"inventory": "old"}}'
 
     reason = drained_busy(node)
 
@@ -206,7 +206,7 @@ def test_the_drain_and_its_record_go_in_one_update_beside_the_admins_keys(tmp_pa
     assert extra.startswith('{"rack": "r2",  "power": 1E5, "spurinv": {')  # the admin's bytes, as they were
     record = json.loads(extra)[KEY]
     assert record["node"] == "n1"
-    assert record["old"] is True  # our key keeps what it held, with the drain added
+    assert record["inventory"] == "old"  # our key keeps what it held, with the drain added
     assert record["drain"]["reason"] == reason
     assert record["drain"]["id"] == reason[10:18]
     assert record["drain"]["at"] == (node.now).strftime("%Y-%m-%dT%H:%M:%SZ")

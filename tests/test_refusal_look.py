@@ -46,7 +46,7 @@ if args[:1] == ["update"]:
         elif key == "Extra": node["extra"] = value
         elif key == "Reason": node["reason"] = value
         elif key == "State" and value == "DRAIN" and "DRAIN" not in node["state"]: node["state"].append("DRAIN")
-        elif key == "State" and value == "RESUME" and "DRAIN" in node["state"]: node["state"].remove("DRAIN")
+        elif key == "State" and value in ("RESUME", "UNDRAIN") and "DRAIN" in node["state"]: node["state"].remove("DRAIN")
     with open(path, "w") as f:
         json.dump(node, f)
     sys.exit(0)
@@ -122,7 +122,8 @@ def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_the_ne
     assert ["read-view", "record", "resume", "none"] == [step["action"] for step in document["steps"]]
     record, resume = updates_since(slurm, before)
     assert [arg.split("=")[0] for arg in record] == ["update", "NodeName", "Extra"]  # the record alone, no Gres=
-    assert resume == ["update", "NodeName=n1", "State=RESUME"]
+    assert resume[:3] == ["update", "NodeName=n1", "State=UNDRAIN"]  # DRAIN only, never DOWN (issue #20)
+    assert [arg.split("=")[0] for arg in resume[3:]] == ["Extra"]  # our record's drain entry retired
     reads = [call for call in slurm.calls()[before:] if call[:3] == ["--json", "show", "node"]]
     assert all(call[3:] == ["n1"] for call in reads)  # single-node reads only
     assert json.loads(slurm.node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]

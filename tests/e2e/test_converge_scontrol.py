@@ -156,7 +156,8 @@ def test_gpu_count_change_is_refused_76_with_our_drain_and_the_revert_lifts_it(n
 
     assert 0 == code, back
     assert ["read-view", "resume", "none"] == steps(back)
-    assert updates(back)[-1].endswith("update NodeName=n1 State=RESUME")
+    # UNDRAIN clears DRAIN only (RESUME would clear DOWN too), with our record's drain entry retired
+    assert " update NodeName=n1 State=UNDRAIN 'Extra={" in updates(back)[-1]
     n1.lab.wait_for(lambda: "DRAIN" not in n1.controller()["state"], 10, "n1 resumed")
 
 
@@ -448,7 +449,7 @@ def test_the_operators_fix_is_seen_at_the_next_tick_over_scontrol(n1, lab_config
     record, resume = updates(document)
     assert " Extra=" in record or "'Extra=" in record
     assert "Gres=" not in record
-    assert resume.endswith("update NodeName=n1 State=RESUME")
+    assert " update NodeName=n1 State=UNDRAIN" in resume
     node = n1.controller()
     assert "DRAIN" not in node["state"]
     assert json.loads(node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]

@@ -123,3 +123,81 @@ def test_the_admins_extra_keeps_its_bytes_around_our_record(n1):
     assert stored.startswith('{"rack":  "r07", "power": 1E5, "owner": "ops","spurinv":{')
     assert json.loads(stored)["spurinv"]["drain"]["reason"] == n1.controller()["reason"]
     n1.lab.scancel(job)
+
+
+# --- follow-ups: the lift (issue #20) ---------------------------------------------------------------
+
+
+def test_the_lift_is_undrain_and_retires_our_record_beside_the_admins_bytes(n1):
+    """Slurm 24.11 takes ``UNDRAIN`` and ``extra`` in one update (REST and scontrol): the DRAIN
+    flag goes, and our record no longer says a drain is on; the admin's bytes stay."""
+    text = '{"rack":  "r07", "power": 1E5}'
+    n1.lab.scontrol("update", "nodename=n1", f"extra={text}")
+    job = drain_busy(n1)
+    drain_id = reason_id(n1.controller()["reason"], "n1")
+    n1.lab.scancel(job)
+
+    code, lifted = n1.refresh("spx")
+
+    assert code == 0, lifted
+    assert "resume" in steps(lifted), lifted["steps"]
+    request = next(step["request"] for step in lifted["steps"] if step["action"] == "resume")
+    assert "UNDRAIN" in request
+    assert "RESUME" not in request
+    node = n1.controller()
+    assert "DRAIN" not in node["state"]
+    assert node["extra"].startswith('{"rack":  "r07", "power": 1E5,')
+    record = extra_record(node["extra"])
+    assert "drain" not in record
+    assert record["lifted"]["id"] == drain_id
+
+
+def test_our_drain_on_a_node_not_responding_is_held_never_lifted(n1):
+    """NOT_RESPONDING is Slurm's: lifting our drain then would hand out a node slurmctld cannot
+    reach. The drain stays, ours, and the run says why.
+
+    Our drain here is the refused-registration one (no job: a job's completion messages reach
+    slurmctld for a second or two after scancel and clear NOT_RESPONDING), and n1's slurmd is
+    stopped (SIGSTOP, this lab's own daemon) so that no ping answer clears the flag either."""
+    import os
+    import signal
+
+    n1.root("cpx", mode="CPX")
+    n1.refresh("cpx")
+    code, drained = n1.refresh("cpx")
+    assert code == exitcode.PROTOCOL, drained
+    assert "drain" in steps(drained), drained["steps"]
+    slurmd = n1.lab._daemon_pids()["slurmd-n1"]
+    assert slurmd is not None
+    os.kill(slurmd, signal.SIGSTOP)
+    try:
+        n1.lab.scontrol("update", "nodename=n1", "state=noresp")
+        assert "NOT_RESPONDING" in n1.controller()["state"]
+
+        code, held = n1.refresh("spx", "--ignore-backoff")
+
+        assert "NOT_RESPONDING" in n1.controller()["state"]  # still: the run saw it
+        assert code == 0, held
+        assert steps(held)[-1] == "hold", held["steps"]
+        assert "NOT_RESPONDING" in held["steps"][-1]["reason"]
+        assert not [r for r in held["requests"] if r["method"] == "POST" or " update " in r["path"]]
+        assert "DRAIN" in n1.controller()["state"]
+        assert n1.status()["drain"] is not None
+    finally:
+        # slurmd answers the next ping (up to SlurmdTimeout/3 away); that the drain is lifted then
+        # is tests/test_lift.py::test_a_down_or_flagged_node_keeps_its_state_and_our_drain_stays_until_it_is_clear
+        os.kill(slurmd, signal.SIGCONT)
+
+
+def test_an_identical_re_drain_keeps_the_reason_time_on_24_11(n1):
+    """update_node() skips an update whose state and reason the node already has: the reason time
+    is not stamped again (so it cannot tell such a re-drain from ours: docs/security.md)."""
+    job = drain_busy(n1)
+    before = n1.controller()
+    n1.lab.scontrol("update", "nodename=n1", "state=drain", f"reason={before['reason']}")
+
+    after = n1.controller()
+
+    assert after["reason"] == before["reason"]
+    assert after["reason_changed_at"] == before["reason_changed_at"]
+    n1.lab.scancel(job)

@@ -1,0 +1,381 @@
+"""Lifting our drain (issue #20 follow-ups): the narrowest write, never over someone else's
+state, and the record in ``extra`` retired with it.
+
+Unit tests on ``decide`` and the ownership helpers, then the real full refresh against
+``faultserver.Gateway`` (the node of ``test_intent.Node``), including a kill at every point of
+the lifting tick.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_intent import Killed, Node, Points, adopted, busy_drain_scenario, kill_points, settle_after_revert
+from test_policy import NOW, OUR_REASON, SLURM, SPX, outcome_for, state_for, view  # tests/ is on sys.path
+
+from spurinv.ownership import HARMLESS_FLAGS, KEY, amended, lift_blockers, retired_value, stale_drain
+from spurinv.policy import Do, decide
+
+NOW_TEXT = "2026-12-03T10:00:00Z"
+ADMIN = '{"rack": "r2",  "power": 1E5, '
+
+
+def record_extra(reason: str, node: str = "n1") -> str:
+    record = {"node": node, "fingerprint": "f" * 8, "drain": {"id": reason[10:18], "reason": reason, "cause": "busy"}}
+    return ADMIN + f'"{KEY}": ' + json.dumps(record) + "}"
+
+
+# --- never over someone else's state ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("base", "flags"),
+    [
+        ("DOWN", ()),
+        ("IDLE", ("NOT_RESPONDING",)),
+        ("IDLE", ("FAIL",)),
+        ("IDLE", ("REBOOT_REQUESTED",)),
+        ("IDLE", ("INVALID_REG",)),
+        ("IDLE", ("POWERING_DOWN",)),
+        ("FUTURE", ()),
+        ("UNKNOWN", ()),
+    ],
+)
+def test_our_drain_on_a_node_that_is_also_down_or_flagged_is_never_lifted(base, flags):
+    """RESUME also clears DOWN and FAIL: a node down for someone else's reason must stay so."""
+    state = state_for(SPX, SPX, SPX, drain=True)
+    node = view(base, "DRAIN", *flags, reason=OUR_REASON)
+
+    action = decide(outcome_for(state), node, state, SLURM, NOW)
+
+    assert action.kind == Do.HOLD
+    assert action.body is None
+    assert "+".join(lift_blockers(base, flags)) in action.reason
+    assert "not ours to clear" in action.reason
+
+
+@pytest.mark.parametrize("flags", [(), ("COMPLETING",), ("RESERVED",), ("MAINTENANCE",)])
+def test_our_drain_beside_harmless_flags_is_lifted_with_undrain(flags):
+    state = state_for(SPX, SPX, SPX, drain=True)
+
+    action = decide(outcome_for(state), view("IDLE", "DRAIN", *flags, reason=OUR_REASON), state, SLURM, NOW)
+
+    assert action.kind == Do.RESUME
+    assert action.body == {"state": ["UNDRAIN"]}
+
+
+@given(
+    st.sampled_from(["IDLE", "MIXED", "ALLOCATED", "DOWN", "ERROR", "FUTURE", "UNKNOWN", "idle"]),
+    st.lists(st.sampled_from([*HARMLESS_FLAGS, "NOT_RESPONDING", "FAIL", "REBOOT_ISSUED", "POWERED_DOWN", "X"]), max_size=4),
+)
+def test_blockers_are_exactly_the_base_states_and_flags_someone_else_set(base, flags):
+    blockers = lift_blockers(base, tuple(flags))
+
+    expected_base = base.upper() not in ("IDLE", "MIXED", "ALLOCATED")
+    assert (base.upper() in blockers) == expected_base
+    assert [flag for flag in flags if flag not in HARMLESS_FLAGS] == [b for b in blockers if b != base.upper()]
+
+
+# --- the record follows the lift ------------------------------------------------------------------
+
+
+def test_the_lift_retires_the_drain_entry_in_the_same_update_and_keeps_the_admins_bytes():
+    state = state_for(SPX, SPX, SPX, drain=True)
+    extra = record_extra(OUR_REASON)
+
+    action = decide(outcome_for(state), view("IDLE", "DRAIN", reason=OUR_REASON, extra=extra), state, SLURM, NOW)
+
+    assert action.kind == Do.RESUME
+    assert action.body["state"] == ["UNDRAIN"]
+    assert action.body["extra"].startswith(ADMIN)
+    record = json.loads(action.body["extra"])[KEY]
+    assert "drain" not in record
+    assert record["fingerprint"] == "f" * 8  # the registration record stays
+    assert record["lifted"]["at"] == NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(
+    ("drained", "reason", "stale"),
+    [
+        (False, "", True),  # resumed (by us, a crash before the record followed, or an operator)
+        (True, "NHC: bad ECC", True),  # re-worded by an operator
+        (True, OUR_REASON, False),  # still on
+        (True, OUR_REASON + " : Not responding", False),  # still ours, amended by slurmctld
+    ],
+)
+def test_a_drain_entry_is_stale_only_when_the_node_no_longer_carries_it(drained, reason, stale):
+    assert (stale_drain(record_extra(OUR_REASON), "n1", drained, reason) is not None) == stale
+
+
+def test_another_nodes_record_is_never_retired():
+    extra = record_extra(OUR_REASON, node="n7")
+
+    assert stale_drain(extra, "n1", False, "") is None
+    assert retired_value(extra, "n1", None, NOW_TEXT) is None
+
+
+def test_a_stale_entry_is_retired_with_an_extra_only_update():
+    state = state_for(SPX, SPX, SPX)
+    extra = record_extra(OUR_REASON)
+
+    action = decide(outcome_for(state), view("IDLE", extra=extra), state, SLURM, NOW)
+
+    assert action.kind == Do.RETIRE
+    assert set(action.body) == {"extra"}
+    assert action.body["extra"].startswith(ADMIN)
+    assert "drain" not in json.loads(action.body["extra"])[KEY]
+
+
+def test_no_retire_while_a_write_of_ours_is_unsettled():
+    from spurinv.state import Intent
+
+    state = state_for(SPX, SPX, SPX)
+    state = state.model_copy(update={"intent": Intent(kind="resume", body={"state": ["UNDRAIN"]}, at=NOW)})
+
+    action = decide(outcome_for(state), view("IDLE", extra=record_extra(OUR_REASON)), state, SLURM, NOW)
+
+    assert action.kind != Do.RETIRE
+
+
+# --- slurmctld's words appended to ours -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("added", ["Not responding", "reboot issued", "gres/gpu count reported lower than configured (7 < 8)"])
+def test_a_reason_slurmctld_appended_to_is_still_ours_and_held_not_forgotten(added):
+    """set_node_reason() appends " : <message>" to our reason: still our drain, never stranded
+    silently (held and said), never lifted over what Slurm found."""
+    state = state_for(SPX, SPX, SPX, drain=True)
+    reason = f"{OUR_REASON} : {added}"
+
+    action = decide(outcome_for(state), view("DOWN", "DRAIN", reason=reason), state, SLURM, NOW)
+
+    assert amended(reason, OUR_REASON) == added
+    assert action.kind == Do.HOLD
+    assert added in action.reason
+    assert "State=UNDRAIN" in action.reason
+
+
+@pytest.mark.parametrize("reason", [OUR_REASON + " : ", OUR_REASON + ": x", "NHC : " + OUR_REASON, OUR_REASON + "x : y"])
+def test_other_edits_are_no_amendment(reason):
+    assert amended(reason, OUR_REASON) is None
+
+
+# --- end to end against the fake gateway ----------------------------------------------------------
+
+
+def drained(node: Node) -> str:
+    busy_drain_scenario(node)
+    node.tick("cpx")
+    assert "DRAIN" in node.controller["state"]
+    return node.controller["reason"]
+
+
+def test_after_the_lift_the_controller_record_says_the_drain_is_gone(tmp_path, built):
+    node = adopted(tmp_path, built)
+    node.controller["extra"] = '{"rack": "r2",  "power": 1E5}'
+    reason = drained(node)
+    assert "drain" in json.loads(node.controller["extra"])[KEY]
+
+    actions = settle_after_revert(node)
+
+    assert "resume" in actions
+    assert "DRAIN" not in node.controller["state"]
+    assert node.controller["extra"].startswith('{"rack": "r2",  "power": 1E5,')
+    record = json.loads(node.controller["extra"])[KEY]
+    assert "drain" not in record
+    assert record["lifted"]["id"] == reason[10:18]
+
+
+def test_a_kill_at_any_point_of_the_lift_leaves_neither_our_drain_nor_a_drain_record(tmp_path, built):
+    def before(node: Node) -> None:
+        node.controller["extra"] = '{"rack": "r2"}'
+        drained(node)
+        node.busy(0)
+
+    total = kill_points(lambda: adopted(tmp_path / "count", built), before, "spx")
+    assert total > 4
+    for kill in range(1, total + 1):
+        node = adopted(tmp_path / f"kill-{kill}", built)
+        before(node)
+        points = Points(kill)
+        with pytest.raises(Killed):
+            node.tick("spx", points)
+
+        settle_after_revert(node)
+
+        assert "DRAIN" not in node.controller["state"], (kill, points.labels[-1])
+        assert "drain" not in json.loads(node.controller["extra"])[KEY], (kill, points.labels[-1])
+        assert node.controller["extra"].startswith('{"rack": "r2"')
+        assert node.state().drain is None
+
+
+def test_an_operators_resume_leaves_no_false_drain_record(tmp_path, built):
+    node = adopted(tmp_path, built)
+    node.controller["extra"] = '{"rack": "r2"}'
+    drained(node)
+    node.controller["state"].remove("DRAIN")  # the operator resumed it by hand
+    node.busy(0)
+
+    actions = [step.action for step in node.tick("spx", minutes=61).steps]
+
+    assert "forget-drain" in actions
+    assert "retire-record" in actions
+    assert "drain" not in json.loads(node.controller["extra"])[KEY]
+
+
+@pytest.mark.parametrize("flag", ["NOT_RESPONDING", "FAIL", "REBOOT_REQUESTED"])
+def test_a_down_or_flagged_node_keeps_its_state_and_our_drain_stays_until_it_is_clear(tmp_path, built, flag):
+    node = adopted(tmp_path, built)
+    drained(node)
+    node.busy(0)
+    node.controller["state"].append(flag)
+
+    held = node.tick("spx", minutes=61)
+
+    assert [step.action for step in held.steps][-1] == "hold"
+    assert flag in node.controller["state"]
+    assert "DRAIN" in node.controller["state"]
+    assert not any(seen.startswith("before POST") for seen in node.labels)
+
+    node.controller["state"].remove(flag)  # Slurm (or the operator) cleared it
+    actions = settle_after_revert(node)
+
+    assert "resume" in actions
+    assert "DRAIN" not in node.controller["state"]
+
+
+@pytest.mark.parametrize("extra", [True, False], ids=["record in extra", "id in the reason only"])
+def test_a_lost_state_still_knows_our_drain_after_slurmctld_appended_to_it(tmp_path, built, extra):
+    """No state file, and slurmctld appended " : Not responding" to our reason: the run says the
+    drain is ours and why it stays, never lifts it, never treats it as someone else's."""
+    import shutil
+
+    node = adopted(tmp_path, built)
+    if not extra:
+        del node.controller["extra"]
+    reason = drained(node)
+    node.busy(0)
+    node.controller["reason"] = f"{reason} : Not responding"
+    node.controller["state"][0] = "DOWN"
+    shutil.rmtree(node.state_path.parent)
+    node.state_path.parent.mkdir(mode=0o700)
+
+    document = node.tick("spx", minutes=61)
+
+    recovered = [step.reason for step in document.steps if step.action == "recover"]
+    assert recovered, document.steps
+    assert "'Not responding'" in recovered[0]
+    for _ in range(3):  # the first reading of a new state is only pending: the next ones decide
+        document = node.tick("spx", minutes=61)
+        assert document.steps[-1].action == "hold", document.steps
+        assert "slurmctld appended 'Not responding'" in document.steps[-1].reason
+    assert node.state().drain.reason == reason
+    assert node.state().drain.skew is None
+    assert node.controller["state"][:2] == ["DOWN", "DRAIN"]
+    assert not [label for label in node.labels if label.startswith("before POST")]
+
+
+# --- our key holding what is not ours ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['"rack 7"', "42", '{"old": true}', '{"node": 5}', '["a"]', '{"node": "n1", "owner": "ops"}'],
+    ids=["text", "number", "other object", "node not a name", "list", "extra members"],
+)
+def test_an_admins_own_spurinv_key_is_never_overwritten_and_we_say_so(tmp_path, built, value):
+    node = adopted(tmp_path, built)
+    text = '{"rack": "r2", "spurinv": ' + value + "}"
+    node.controller["extra"] = text
+
+    busy_drain_scenario(node)
+    document = node.tick("cpx")
+
+    assert "DRAIN" in node.controller["state"]
+    assert node.controller["extra"] == text
+    drain_step = next(step for step in document.steps if step.action == "drain")
+    assert "not spurinv's record: left as it is" in drain_step.reason
+    node.busy(0)
+    assert "resume" in settle_after_revert(node)  # the id in the reason did the work
+    assert node.controller["extra"] == text
+
+
+def test_another_nodes_record_is_left_and_named(tmp_path, built):
+    """A renamed node's record (n7's drain) stays as evidence of n7's drain; ours goes in the id."""
+    node = adopted(tmp_path, built)
+    text = '{"spurinv": ' + json.dumps({"node": "n7", "drain": {"id": "3f9a0000", "reason": "spurinv: [3f9a0000] x"}}) + "}"
+    node.controller["extra"] = text
+
+    busy_drain_scenario(node)
+    document = node.tick("cpx")
+    node.busy(0)
+    actions = settle_after_revert(node)
+
+    assert "for node 'n7'" in next(step.reason for step in document.steps if step.action == "drain")
+    assert "resume" in actions
+    assert "retire-record" not in actions
+    assert node.controller["extra"] == text
+
+
+# --- a change without a baseline is told against the controller ---------------------------------------
+
+
+def test_a_wiped_state_tells_the_change_against_the_controllers_gres_not_from_zero(tmp_path, built):
+    """After a wipe there is no baseline: the drain's words compare with what the controller
+    lists (mi300x 8→64), never "0→64" from nothing."""
+    import shutil
+
+    node = adopted(tmp_path, built)
+    shutil.rmtree(node.state_path.parent)
+    node.state_path.parent.mkdir(mode=0o700)
+    node.busy(2)
+    node.tick("cpx")
+    node.tick("cpx")
+
+    reason = node.controller["reason"]
+    assert "DRAIN" in node.controller["state"]
+    assert "mi300x 8→64" in reason
+    assert "0→" not in reason
+
+
+# --- orphaned drains and renames ------------------------------------------------------------------
+
+
+def test_a_drain_of_ours_under_another_node_name_is_noted_never_lifted(tmp_path, built):
+    """Renamed n7 → n1: n7's drain (its id and record name n7) is not ours as n1; every run that
+    reads the node says so, and nothing lifts it."""
+    from spurinv.ownership import reason_for
+
+    node = adopted(tmp_path, built)
+    reason = reason_for("n7", "3f9a", "mi300x 8→64; re-registers when idle")
+    node.controller["state"].append("DRAIN")
+    node.controller["reason"] = reason
+    record = {"node": "n7", "drain": {"id": reason[10:18], "reason": reason}}
+    node.controller["extra"] = '{"spurinv": ' + json.dumps(record) + "}"
+
+    node.tick("cpx")  # first sighting: no controller read
+    document = node.tick("cpx")
+    again = node.tick("cpx", minutes=61)
+
+    for run in (document, again):
+        notes = [note for note in run.notes if "not this node's drain" in note]
+        assert notes, run.notes
+        assert "names node 'n7'" in notes[0]
+    assert node.controller["reason"] == reason
+    assert "DRAIN" in node.controller["state"]
+
+
+def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
+    from spurinv.errors import ConfigError
+    from spurinv.refresh import check_node
+    from spurinv.state import State
+
+    with pytest.raises(ConfigError) as caught:
+        check_node(State(node="n7"), "n1", "/s/state.json", from_flag=False)
+
+    assert "not ours as 'n1'" in caught.value.message
+    assert "State=UNDRAIN" in caught.value.message
+    assert "rebuilds" not in caught.value.message
