@@ -1,13 +1,26 @@
 # ruff: noqa: T201  (a command-line report)
-"""Mutation testing of spurinv's pure core and parsers (issue #16). Run it as ``scripts/mutate``.
+"""Mutation testing of spurinv's decision core, its parsers and the modules that write to the
+controller (issues #16, #26). Run it as ``scripts/mutate``.
 
 Each mutant is one small AST change to one module (a flipped comparison, ``and``↔``or``, ±1 on an
 int constant, a dropped ``not``, swapped ``if``/``else`` branches, a statement replaced by
-``pass``, ``+``↔``-``). The fast unit tests (``-m "not e2e and not slow"``) run against it: first
-the module's own test files (``tests/test_<module>*.py``), then, if those pass, the rest of the
-fast suite; ``-x`` stops at the first failure and a per-stage timeout counts as a kill (a mutant
-that loops forever is caught). A mutant no test kills *survives*; one listed in
-``docs/mutation.md`` as equivalent (no observable behaviour change) is left out of the score.
+``pass``, ``+``↔``-``). The fast unit tests (``-m "not e2e and not slow"``) run against it.
+
+Which tests: a *coverage map* is built once (``--select map``, the default): the test files that
+name any mutated module, plus ``tests/test_cli.py``, run once under a line tracer, which records
+which test executes which line of the modules. A mutant inside a function then runs only the tests
+that execute one of its lines, fastest first; a module-level name (``MAX_BODY = …``) runs the
+tests that execute a line reading it. The map is cached under ``.mutate-cache/`` and rebuilt when
+a file of the package or of the tests changes. A mutant the map says no test reaches, or one the
+map cannot place (a class body, a default argument: run at import), falls back to the files: the
+module's own ``tests/test_<module>*.py``, then the other test files that name the module and
+``tests/test_cli.py``. ``--select files`` uses the fallback for every mutant.
+
+``-x`` stops at the first failure. Every mutant has a time limit (``--timeout``, default: three
+times what its tests took in the map, plus 10 s, at least 20 s); past it the mutant counts as
+*killed by timeout* (a loop that never ends is caught), reported in its own column. A mutant no
+test kills *survives*; one listed in ``docs/mutation.md`` as equivalent (no observable behaviour
+change) is left out of the score.
 
 The working tree is never written: every worker mutates its own copy of the ``spurinv`` package
 in a temporary directory, first on ``sys.path`` (checked before every test run), with bytecode
@@ -23,6 +36,8 @@ import argparse
 import ast
 import contextlib
 import copy
+import hashlib
+import json
 import os
 import random
 import re
@@ -37,12 +52,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_MODULES = ("spurinv/policy.py", "spurinv/classify.py", "spurinv/nodeview.py", "spurinv/sources/attribute.py")
+CORE_MODULES = ("spurinv/policy.py", "spurinv/classify.py", "spurinv/nodeview.py", "spurinv/sources/attribute.py")
+# the modules that decide or perform a write to the controller (issue #26)
+WRITER_MODULES = (
+    "spurinv/intent.py",
+    "spurinv/ledger.py",
+    "spurinv/registration.py",
+    "spurinv/scontrol.py",
+    "spurinv/transport.py",
+    "spurinv/controller.py",
+    "spurinv/fleet.py",
+    "spurinv/budget.py",
+)
+DEFAULT_MODULES = CORE_MODULES + WRITER_MODULES
 EQUIVALENTS = REPO / "docs" / "mutation.md"
 MARKERS = "not e2e and not slow"
-# The "rest" stage by default: the other core modules' own tests and the in-process CLI scenarios
-# (refresh, status, diff through their real callers). ``--rest all`` runs the whole fast suite
-# instead: about five minutes per surviving mutant on a loaded 2-core machine, too slow for a habit.
+CACHE = REPO / ".mutate-cache"
+# The "rest" stage of the fallback: the other test files that name the module and the in-process
+# CLI scenarios (refresh, status, diff through their real callers). ``--rest all`` runs the whole
+# fast suite instead: about five minutes per surviving mutant on a loaded 2-core machine.
 RELATED = ("tests/test_cli.py",)
 
 COMPARE_FLIPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -74,9 +102,13 @@ class Mutant:
     mutated: str
     path: tuple[tuple[str, int | None], ...]
     replacement: ast.AST | list[ast.stmt]
+    level: str = "function"  # "function": runs when called; "module", "class", "import": runs at import
+    end_line: int = 0
     key: str = ""
-    result: str = "pending"  # killed-own, killed-rest, timeout, survived, error
+    result: str = "pending"  # killed-map, killed-own, killed-rest, timeout, survived, error
     detail: str = ""
+    tests: list[str] = field(default_factory=list)  # the tests the coverage map selected
+    seconds: float = 0.0
 
     def describe(self) -> str:
         return f"{self.module}:{self.line}  {self.function}  [{self.operator}]  {self.original} → {self.mutated}"
@@ -119,14 +151,19 @@ class _Finder:
     def __init__(self, module: str) -> None:
         self.module = module
         self.found: list[Mutant] = []
+        self.level = "module"
 
     def add(self, node: ast.AST, path: tuple, function: str, operator: str, original: str, mutated: str, new: object) -> None:
         line = getattr(node, "lineno", 0)
-        self.found.append(
-            Mutant(self.module, line, function or "<module>", operator, _short(original), _short(mutated), path, new)  # type: ignore[arg-type]
-        )
+        mutant = Mutant(self.module, line, function or "<module>", operator, _short(original), _short(mutated), path, new)  # type: ignore[arg-type]
+        mutant.level = self.level
+        mutant.end_line = getattr(node, "end_lineno", None) or line
+        if isinstance(node, ast.If):  # an if with its branches swapped: its test decides, wherever it runs
+            mutant.end_line = getattr(node.test, "end_lineno", None) or line
+        self.found.append(mutant)
 
     def walk(self, node: ast.AST, path: tuple, function: str, level: str) -> None:
+        self.level = level
         self.candidates(node, path, function, level)
         if isinstance(node, ast.Assert):
             return  # asserts narrow types for mypy; removing or flipping them changes no behaviour we own
@@ -136,12 +173,16 @@ class _Finder:
         for name, value in ast.iter_fields(node):
             if name in SKIP_FIELDS:
                 continue
+            if name == "args" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.walk(value, (*path, (name, None)), function, "import")  # default values: evaluated at import
+                continue
             if isinstance(value, list):
                 for index, item in enumerate(value):
                     if isinstance(item, ast.stmt):
                         if _is_type_checking(item) or _is_all(item):
                             continue
                         if level != "module" and not _skip_statement(item, index):
+                            self.level = level
                             self.add(
                                 item, (*path, (name, index)), function, "statement→pass", ast.unparse(item), "pass", ast.Pass()
                             )
@@ -205,6 +246,37 @@ def find_mutants(module: str) -> list[Mutant]:
     return finder.found
 
 
+def name_readers(module: str) -> dict[int, set[int]]:
+    """For each top-level statement (by index) that binds names: the lines of ``module`` reading one.
+
+    A module-level constant runs at import, so no test's trace contains its line; the tests that
+    run a line reading it are the ones that can tell its value."""
+    tree = ast.parse((REPO / module).read_text(), module)
+    bound: dict[int, set[str]] = {}
+    for index, stmt in enumerate(tree.body):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        names = {t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        if names:
+            bound[index] = names
+    readers: dict[int, set[int]] = {index: set() for index in bound}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            for index, names in bound.items():
+                if node.id in names:
+                    readers[index].add(node.lineno)
+    return readers
+
+
+def tree_hash(paths: list[Path]) -> str:
+    """A digest of every Python file under ``paths`` (and this script): the map's cache key."""
+    digest = hashlib.sha256()
+    for top in [*paths, Path(__file__).resolve()]:
+        files = [top] if top.is_file() else sorted(f for f in top.rglob("*.py") if "fixtures" not in f.parts)
+        for file in files:
+            digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def apply(mutant: Mutant) -> str:
     """The module's source with ``mutant`` applied (unparsed: comments and layout are not kept)."""
     tree = ast.parse((REPO / mutant.module).read_text(), mutant.module)
@@ -266,6 +338,9 @@ class Runner:
         self.timeouts: dict[tuple[str, str], float] = {}
         self.plan: dict[str, list[str]] = {}
         self.own: dict[str, list[str]] = {}
+        # the coverage map: module → line → test ids; test id → seconds
+        self.lines: dict[str, dict[int, set[str]]] = {}
+        self.durations: dict[str, float] = {}
 
     # test selection ---------------------------------------------------------------------
     def own_tests(self, module: str) -> list[str]:
@@ -274,20 +349,33 @@ class Runner:
             self.own[module] = [str(p) for p in sorted((REPO / "tests").glob(f"test_{Path(module).stem}*.py"))]
         return self.own[module]
 
-    def pytest_args(self, module: str, stage: str) -> list[str]:
+    @staticmethod
+    def naming(module: str) -> list[str]:
+        """The fast test files that name ``module`` (a word in their text), and the CLI scenarios."""
+        stem = Path(module).stem
+        pattern = re.compile(rf"\b{re.escape(stem)}\b")
+        files = [
+            p
+            for p in sorted((REPO / "tests").rglob("test_*.py"))
+            if "e2e" not in p.relative_to(REPO / "tests").parts and pattern.search(p.read_text(errors="replace"))
+        ]
+        return [str(p) for p in dict.fromkeys([*files, *(REPO / r for r in RELATED)])]
+
+    def pytest_args(self, module: str, stage: str, tests: list[str] | None = None) -> list[str]:
         own = self.own_tests(module)
         common = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
         common += ["-c", str(REPO / "pyproject.toml")]
+        if stage == "map":
+            return [*(str(REPO / t) for t in tests or []), *common]
         if stage == "own":
             return [*own, *common]
         if self.args.rest in ("related", "none"):
-            others = [str(p) for m in DEFAULT_MODULES for p in self.own_tests(m)] + [str(REPO / p) for p in RELATED]
-            return [*dict.fromkeys(p for p in others if p not in own and Path(p).exists()), *common]
+            return [*(p for p in self.naming(module) if p not in own), *common]
         ignores = [f"--ignore={path}" for path in [*own, str(REPO / "tests" / "e2e")]]
         return [str(REPO / "tests"), *ignores, *common]
 
     def stages(self, module: str) -> list[str]:
-        """The test stages of ``module``'s mutants, fixed when the run starts."""
+        """The fallback test stages of ``module``'s mutants, fixed when the run starts."""
         if module not in self.plan:
             self.plan[module] = self._stages(module)
         return self.plan[module]
@@ -297,11 +385,91 @@ class Runner:
             return ["rest"]  # no tests/test_<module>*.py: the related tests (or --rest all) are all there is
         return ["own", "rest"] if self.args.rest != "none" else ["own"]
 
+    def select(self, mutant: Mutant) -> None:
+        """The tests the map says execute one of ``mutant``'s lines (or read the name it binds)."""
+        if self.args.select != "map":
+            return
+        lines = self.lines.get(mutant.module, {})
+        wanted: set[int] = set()
+        if mutant.level == "function":
+            wanted = set(range(mutant.line, max(mutant.line, mutant.end_line) + 1))
+        elif mutant.level == "module" and len(mutant.path) >= 1 and mutant.path[0][0] == "body":
+            wanted = name_readers(mutant.module).get(mutant.path[0][1] or 0, set())
+        tests = {test for line in wanted for test in lines.get(line, ())}
+        mutant.tests = sorted(tests, key=lambda t: (self.durations.get(t, 0.0), t))
+
+    def first_stage(self, mutant: Mutant) -> str:
+        return "map" if mutant.tests else self.stages(mutant.module)[0]
+
+    def next_stage(self, mutant: Mutant, stage: str) -> str | None:
+        if stage == "map":
+            return None
+        stages = self.stages(mutant.module)
+        index = stages.index(stage) + 1
+        return stages[index] if index < len(stages) else None
+
+    def limit(self, mutant: Mutant, stage: str) -> float:
+        if self.args.timeout:
+            return float(self.args.timeout)
+        if stage == "map":
+            return max(20.0, 3 * sum(self.durations.get(t, 1.0) for t in mutant.tests) + 10)
+        return self.timeouts[(mutant.module, stage)]
+
+    # the coverage map -----------------------------------------------------------------------
+    def build_map(self) -> None:
+        """Run the test files that name a mutated module once under a line tracer (or load the cache)."""
+        pool = list(dict.fromkeys(p for module in DEFAULT_MODULES for p in self.naming(module)))
+        key = tree_hash([REPO / "spurinv", REPO / "tests"])
+        cached = CACHE / f"map-{key}.json"
+        if not cached.exists():
+            slot = self.slots[0]
+            out = slot.root / "map.json"
+            print(f"map: running {len(pool)} test files once under a line tracer (cached as {cached.name}) …", flush=True)
+            started = time.monotonic()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                code = 97
+                try:
+                    os.setpgid(0, 0)
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    fd = os.open(slot.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    os.dup2(fd, 1)
+                    os.dup2(fd, 2)
+                    os.chdir(slot.root)
+                    args = [*pool, "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
+                    args += ["-c", str(REPO / "pyproject.toml")]
+                    code = _child(slot.root, args, trace_to=out, modules=list(DEFAULT_MODULES))
+                finally:
+                    os._exit(code)
+            slot.pid, slot.pidfd, slot.started = pid, os.pidfd_open(pid), started
+            verdict, seconds = self.reap(slot, self.args.baseline_timeout * 4)
+            if verdict not in ("passed", "failed") or not out.exists():
+                tail = "\n".join(slot.log.read_text(errors="replace").splitlines()[-25:])
+                raise SystemExit(f"mutate: building the coverage map failed ({verdict}):\n{tail}")
+            data = json.loads(out.read_text())
+            if data["failed"]:
+                print(f"map: {len(data['failed'])} test(s) fail on the unmutated code, left out: {data['failed'][:5]}")
+            CACHE.mkdir(exist_ok=True)
+            for old in CACHE.glob("map-*.json"):
+                old.unlink()
+            tmp = cached.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            tmp.replace(cached)
+            print(f"map: {len(data['durations'])} tests in {seconds:.0f} s")
+        data = json.loads(cached.read_text())
+        failed = set(data["failed"])
+        self.durations = {t: d for t, d in data["durations"].items() if t not in failed}
+        for module, lines in data["lines"].items():
+            self.lines[module] = {int(line): {t for t in tests if t not in failed} for line, tests in lines.items()}
+
     # processes ---------------------------------------------------------------------------
-    def spawn(self, slot: Slot, module: str, stage: str) -> None:
+    def spawn(self, slot: Slot, module: str, stage: str, tests: list[str] | None = None) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
-        args = self.pytest_args(module, stage)
+        args = self.pytest_args(module, stage, tests)
         pid = os.fork()
         if pid == 0:  # the child: never returns
             code = 97
@@ -352,12 +520,16 @@ class Runner:
             self.kill(slot)
 
     # the baseline -------------------------------------------------------------------------
-    def baseline(self) -> None:
-        """The unmutated (but unparsed) modules must pass every stage; their times set the timeouts."""
+    def baseline(self, mutants: list[Mutant]) -> None:
+        """The unmutated (but unparsed) modules must pass every fallback stage a mutant will run;
+        their times set those stages' timeouts. (The map's tests passed when it was built.)"""
         slot = self.slots[0]
         for module in self.modules:
             (slot.root / module).write_text(unparsed(module))
+        needed = {m.module for m in mutants if not m.tests}
         for module in self.modules:
+            if module not in needed:
+                continue
             for stage in self.stages(module):
                 key = (module, stage)
                 self.spawn(slot, module, stage)
@@ -380,19 +552,20 @@ class Runner:
                     mutant = queue.pop(0)
                     (slot.root / mutant.module).write_text(apply(mutant))
                     slot.mutant = mutant
-                    self.spawn(slot, mutant.module, self.stages(mutant.module)[0])
+                    self.spawn(slot, mutant.module, self.first_stage(mutant), mutant.tests)
             busy = [slot for slot in self.slots if slot.pid]
             ready, _, _ = select.select([slot.pidfd for slot in busy], [], [], 1.0)
             for slot in busy:
-                timeout = self.timeouts[(slot.mutant.module, slot.stage)]  # type: ignore[union-attr]
+                timeout = self.limit(slot.mutant, slot.stage)  # type: ignore[arg-type]
                 if slot.pidfd not in ready and time.monotonic() - slot.started < timeout:
                     continue
                 mutant = slot.mutant
                 assert mutant is not None
                 verdict, seconds = self.reap(slot, timeout)
-                stages = self.stages(mutant.module)
-                if verdict == "passed" and stages.index(slot.stage) + 1 < len(stages):
-                    self.spawn(slot, mutant.module, stages[stages.index(slot.stage) + 1])
+                mutant.seconds += seconds
+                following = self.next_stage(mutant, slot.stage)
+                if verdict == "passed" and following is not None:
+                    self.spawn(slot, mutant.module, following)
                     continue
                 if verdict == "failed":
                     mutant.result = f"killed-{slot.stage}"
@@ -407,11 +580,63 @@ class Runner:
                 slot.mutant = None
                 done += 1
                 if not self.args.quiet:
-                    print(f"[{done:>4}/{len(mutants)}] {mutant.result:<12} {seconds:5.1f} s  {mutant.describe()}", flush=True)
+                    chosen = f"{len(mutant.tests)} tests" if mutant.tests else "fallback"
+                    head = f"[{done:>4}/{len(mutants)}] {mutant.result:<12} {mutant.seconds:5.1f} s  {chosen:>9}"
+                    print(f"{head}  {mutant.describe()}", flush=True)
 
 
-def _child(root: Path, args: list[str]) -> int:
-    """In the forked child: put the mutated copy first, check it is the one imported, run pytest."""
+class _Tracer:
+    """A pytest plugin that records, per test, the lines of the mutated modules it executes."""
+
+    def __init__(self, root: Path, modules: list[str]) -> None:
+        self.files = {str((root / m).resolve()): m for m in modules} | {str(root / m): m for m in modules}
+        self.hits: set[tuple[str, int]] = set()
+        self.lines: dict[str, dict[int, list[str]]] = {m: {} for m in modules}
+        self.durations: dict[str, float] = {}
+        self.failed: list[str] = []
+
+    def call(self, frame, event, _arg):  # type: ignore[no-untyped-def]
+        if event == "call" and frame.f_code.co_filename in self.files:
+            return self.line
+        return None
+
+    def line(self, frame, event, _arg):  # type: ignore[no-untyped-def]
+        if event == "line":
+            self.hits.add((frame.f_code.co_filename, frame.f_lineno))
+        return self.line
+
+    def _id(self, nodeid: str) -> str:
+        return nodeid.split("[", 1)[0]  # a parametrized test runs as one: its ids can hold any text
+
+    def pytest_runtest_protocol(self, item, nextitem):  # type: ignore[no-untyped-def]
+        import threading
+
+        self.hits = set()
+        started = time.monotonic()
+        sys.settrace(self.call)
+        threading.settrace(self.call)
+        try:
+            yield
+        finally:
+            sys.settrace(None)
+            threading.settrace(None)  # type: ignore[arg-type]
+        test = self._id(item.nodeid)
+        self.durations[test] = self.durations.get(test, 0.0) + time.monotonic() - started
+        for filename, number in self.hits:
+            tests = self.lines[self.files[filename]].setdefault(number, [])
+            if test not in tests:
+                tests.append(test)
+
+    pytest_runtest_protocol.hookwrapper = True  # type: ignore[attr-defined]
+
+    def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
+        if report.failed and self._id(report.nodeid) not in self.failed:
+            self.failed.append(self._id(report.nodeid))
+
+
+def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: list[str] | None = None) -> int:
+    """In the forked child: put the mutated copy first, check it is the one imported, run pytest
+    (under the line tracer when ``trace_to`` names the map's file)."""
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
@@ -429,7 +654,19 @@ def _child(root: Path, args: list[str]) -> int:
         "mutate", database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
     )
     hypothesis_settings.load_profile("mutate")
-    return int(pytest.main(args))
+    if trace_to is None:
+        return int(pytest.main(args))
+    from hypothesis import Phase
+
+    # without the explain phase, which would set a tracer of its own
+    hypothesis_settings.register_profile(
+        "mutate-map", parent=hypothesis_settings.get_profile("mutate"), phases=[p for p in Phase if p.name != "explain"]
+    )
+    hypothesis_settings.load_profile("mutate-map")
+    tracer = _Tracer(root, modules or [])
+    code = int(pytest.main(args, plugins=[tracer]))
+    trace_to.write_text(json.dumps({"lines": tracer.lines, "durations": tracer.durations, "failed": tracer.failed}))
+    return code
 
 
 # ---------------------------------------------------------------------------------- reporting
@@ -437,7 +674,8 @@ def report(modules: list[str], mutants: list[Mutant], equivalents: dict[str, str
     """Print the score per module and the survivors; return True when every module reached --fail-under."""
     print()
     header = (
-        f"{'module':<32} {'mutants':>7} {'own':>5} {'rest':>5} {'t/o':>4} {'surv':>5} {'equiv':>5} {'error':>5} {'score':>7}"
+        f"{'module':<32} {'mutants':>7} {'map':>5} {'own':>5} {'rest':>5} {'t/o':>4} {'surv':>5} {'equiv':>5} "
+        f"{'error':>5} {'score':>7} {'seconds':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -449,20 +687,29 @@ def report(modules: list[str], mutants: list[Mutant], equivalents: dict[str, str
         counts = Counter(m.result for m in mine)
         equivalent = sum(1 for m in mine if m.result == "survived" and m.key in equivalents)
         survived = counts["survived"] - equivalent
-        killed = counts["killed-own"] + counts["killed-rest"] + counts["timeout"]
+        killed = counts["killed-map"] + counts["killed-own"] + counts["killed-rest"] + counts["timeout"]
         judged = killed + survived
         score = 100.0 * killed / judged if judged else 100.0
         scores[module] = score
         print(
-            f"{module:<32} {len(mine):>7} {counts['killed-own']:>5} {counts['killed-rest']:>5} {counts['timeout']:>4} "
-            f"{survived:>5} {equivalent:>5} {counts['error']:>5} {score:>6.1f}%"
+            f"{module:<32} {len(mine):>7} {counts['killed-map']:>5} {counts['killed-own']:>5} {counts['killed-rest']:>5} "
+            f"{counts['timeout']:>4} {survived:>5} {equivalent:>5} {counts['error']:>5} {score:>6.1f}% "
+            f"{sum(m.seconds for m in mine):>8.0f}"
         )
     print(f"\n{len(mutants)} mutants in {seconds:.0f} s with {jobs} worker(s)")
+    print("map/own/rest: killed by the tests the coverage map chose / the fallback's files; t/o: killed by timeout")
+    print("seconds: the test runs of the module's mutants, summed")
+    timeouts = [m for m in mutants if m.result == "timeout"]
+    if timeouts:
+        print("\nkilled by timeout (a loop that never ends, or a machine too loaded: look at each):")
+        for mutant in timeouts:
+            print(f"  {mutant.describe()}")
     survivors = [m for m in mutants if m.result == "survived" and m.key not in equivalents]
     if survivors:
         print("\nsurviving mutants (no fast test fails; add a behaviour test, or record it in docs/mutation.md if equivalent):")
         for mutant in survivors:
-            print(f"  {mutant.describe()}\n      key: {mutant.key}")
+            chosen = f"{len(mutant.tests)} tests from the map" if mutant.tests else "fallback: the module's test files"
+            print(f"  {mutant.describe()}\n      key: {mutant.key}\n      ran: {chosen}")
     errors = [m for m in mutants if m.result == "error"]
     if errors:
         print("\nmutants whose test run failed to start (a problem of this script, not of the tests):")
@@ -491,15 +738,29 @@ def resolve(names: list[str]) -> list[str]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/mutate",
-        description="Mutation testing of the decision core and the parsers against the fast unit tests.",
+        description="Mutation testing of the decision core, the parsers and the controller writers against the fast tests.",
     )
     parser.add_argument(
-        "--module", action="append", help="module to mutate (policy, classify, nodeview, attribute or a path); repeatable"
+        "--module",
+        action="append",
+        help="module to mutate (policy, ledger, attribute … or a path; default: the core and the writers); repeatable",
     )
     parser.add_argument("--sample", type=int, default=0, help="test a seeded random sample of N mutants (default: all)")
     parser.add_argument("--seed", type=int, default=16, help="seed of the sample (default 16)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
-    parser.add_argument("--timeout", type=float, default=0, help="seconds per test stage (default: 3 x the baseline + 15 s)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=0,
+        help="seconds per mutant's test run, past which it counts as killed by timeout "
+        "(default: 3 x its tests' time in the map + 10 s, at least 20 s; fallback stages: 3 x the baseline + 15 s)",
+    )
+    parser.add_argument(
+        "--select",
+        choices=("map", "files"),
+        default="map",
+        help="tests per mutant: those the coverage map says execute its lines (default), or the module's test files",
+    )
     parser.add_argument("--baseline-timeout", type=float, default=600, help=argparse.SUPPRESS)
     parser.add_argument(
         "--rest",
@@ -527,7 +788,8 @@ def main(argv: list[str]) -> int:
         chosen = sorted(random.Random(args.seed).sample(range(total), args.sample))  # noqa: S311 (a reproducible sample)
         mutants = [mutants[index] for index in chosen]
     sampled = f" (seed {args.seed})" if args.sample else ""
-    print(f"{len(mutants)} of {total} mutants of {', '.join(modules)}{sampled}; then tests: own + {args.rest}")
+    tests = "the coverage map, else own + " if args.select == "map" else "own + "
+    print(f"{len(mutants)} of {total} mutants of {', '.join(modules)}{sampled}; tests: {tests}{args.rest}")
     if args.list:
         for mutant in mutants:
             print(f"{mutant.describe()}\n    key: {mutant.key}")
@@ -548,7 +810,11 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="spurinv-mutate-") as temp:
         runner = Runner(args, modules, Path(temp))
         try:
-            runner.baseline()
+            if args.select == "map":
+                runner.build_map()
+                for mutant in mutants:
+                    runner.select(mutant)
+            runner.baseline(mutants)
             runner.run(mutants)
         except KeyboardInterrupt:
             interrupted = True
@@ -570,8 +836,8 @@ def main(argv: list[str]) -> int:
 
 def _score(module: str, mutants: list[Mutant], equivalents: dict[str, str]) -> float:
     mine = [m for m in mutants if m.module == module and not (m.result == "survived" and m.key in equivalents)]
-    killed = sum(1 for m in mine if m.result in ("killed-own", "killed-rest", "timeout"))
-    judged = sum(1 for m in mine if m.result in ("killed-own", "killed-rest", "timeout", "survived"))
+    killed = sum(1 for m in mine if m.result in ("killed-map", "killed-own", "killed-rest", "timeout"))
+    judged = sum(1 for m in mine if m.result in ("killed-map", "killed-own", "killed-rest", "timeout", "survived"))
     return 100.0 * killed / judged if judged else 100.0
 
 
