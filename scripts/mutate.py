@@ -268,13 +268,22 @@ def name_readers(module: str) -> dict[int, set[int]]:
 
 
 def tree_hash(paths: list[Path]) -> str:
-    """A digest of every Python file under ``paths`` (and this script): the map's cache key."""
+    """A digest of the Python files under ``paths`` (test files themselves excepted) and this script."""
     digest = hashlib.sha256()
     for top in [*paths, Path(__file__).resolve()]:
         files = [top] if top.is_file() else sorted(f for f in top.rglob("*.py") if "fixtures" not in f.parts)
         for file in files:
+            if file != top and file.name.startswith("test_"):
+                continue
             digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def map_entry(base: str, test_file: str) -> Path:
+    """Where the map of one test file is cached: keyed by the package and helpers, and by the file."""
+    rel = str(Path(test_file).resolve().relative_to(REPO))
+    own = hashlib.sha256(Path(test_file).read_bytes()).hexdigest()[:16]
+    return CACHE / base / f"{rel.replace('/', '__')}.{own}.json"
 
 
 def apply(mutant: Mutant) -> str:
@@ -334,6 +343,11 @@ class Runner:
         self.slots = [Slot(root=workdir / f"slot{i}") for i in range(args.jobs)]
         for slot in self.slots:
             shutil.copytree(REPO / "spurinv", slot.root / "spurinv", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # the tests run in the slot (a ``python -m spurinv`` they start imports the mutated copy
+            # from there); the rest of the repository is linked in for tests reading README.md & co
+            for entry in REPO.iterdir():
+                if entry.name != "spurinv" and not entry.name.startswith("."):
+                    (slot.root / entry.name).symlink_to(entry)
             slot.log = slot.root / "pytest.log"
         self.timeouts: dict[tuple[str, str], float] = {}
         self.plan: dict[str, list[str]] = {}
@@ -416,54 +430,73 @@ class Runner:
         return self.timeouts[(mutant.module, stage)]
 
     # the coverage map -----------------------------------------------------------------------
+    def trace(self, files: list[str]) -> tuple[dict, float]:
+        """Run ``files`` once, unmutated, under the line tracer; its record and the seconds it took."""
+        slot = self.slots[0]
+        out = slot.root / "map.json"
+        started = time.monotonic()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 97
+            try:
+                os.setpgid(0, 0)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                fd = os.open(slot.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.chdir(slot.root)
+                args = [*files, "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
+                args += ["-c", str(REPO / "pyproject.toml")]
+                code = _child(slot.root, args, trace_to=out, modules=list(DEFAULT_MODULES))
+            finally:
+                os._exit(code)
+        slot.pid, slot.pidfd, slot.started = pid, os.pidfd_open(pid), started
+        verdict, seconds = self.reap(slot, self.args.baseline_timeout * 4)
+        if verdict not in ("passed", "failed") or not out.exists() or not json.loads(out.read_text())["durations"]:
+            tail = "\n".join(slot.log.read_text(errors="replace").splitlines()[-25:])
+            raise SystemExit(f"mutate: building the coverage map failed ({verdict}):\n{tail}")
+        return json.loads(out.read_text()), seconds
+
     def build_map(self) -> None:
-        """Run the test files that name a mutated module once under a line tracer (or load the cache)."""
+        """Run the test files that name a mutated module under a line tracer, those not cached yet
+        (a test file's map is kept until it, the package or a test helper changes), and load it."""
         pool = list(dict.fromkeys(p for module in DEFAULT_MODULES for p in self.naming(module)))
-        key = tree_hash([REPO / "spurinv", REPO / "tests"])
-        cached = CACHE / f"map-{key}.json"
-        if not cached.exists():
-            slot = self.slots[0]
-            out = slot.root / "map.json"
-            print(f"map: running {len(pool)} test files once under a line tracer (cached as {cached.name}) …", flush=True)
-            started = time.monotonic()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                code = 97
-                try:
-                    os.setpgid(0, 0)
-                    signal.signal(signal.SIGINT, signal.SIG_DFL)
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    fd = os.open(slot.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    os.dup2(fd, 1)
-                    os.dup2(fd, 2)
-                    os.chdir(slot.root)
-                    args = [*pool, "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
-                    args += ["-c", str(REPO / "pyproject.toml")]
-                    code = _child(slot.root, args, trace_to=out, modules=list(DEFAULT_MODULES))
-                finally:
-                    os._exit(code)
-            slot.pid, slot.pidfd, slot.started = pid, os.pidfd_open(pid), started
-            verdict, seconds = self.reap(slot, self.args.baseline_timeout * 4)
-            if verdict not in ("passed", "failed") or not out.exists():
-                tail = "\n".join(slot.log.read_text(errors="replace").splitlines()[-25:])
-                raise SystemExit(f"mutate: building the coverage map failed ({verdict}):\n{tail}")
-            data = json.loads(out.read_text())
+        base = tree_hash([REPO / "spurinv", REPO / "tests"])
+        missing = [p for p in pool if not map_entry(base, p).exists()]
+        if missing:
+            print(f"map: running {len(missing)} of {len(pool)} test files once under a line tracer …", flush=True)
+            data, seconds = self.trace(missing)
             if data["failed"]:
                 print(f"map: {len(data['failed'])} test(s) fail on the unmutated code, left out: {data['failed'][:5]}")
-            CACHE.mkdir(exist_ok=True)
-            for old in CACHE.glob("map-*.json"):
-                old.unlink()
-            tmp = cached.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data))
-            tmp.replace(cached)
+            for old in CACHE.glob("*"):
+                if old.is_dir() and old.name != base:
+                    shutil.rmtree(old)
+            (CACHE / base).mkdir(parents=True, exist_ok=True)
+            for test_file in missing:
+                prefix = str(Path(test_file).resolve().relative_to(REPO)) + "::"
+                mine = {t for t in data["durations"] if t.startswith(prefix)}
+                part = {
+                    "lines": {
+                        m: {n: [t for t in ts if t in mine] for n, ts in lines.items()} for m, lines in data["lines"].items()
+                    },
+                    "durations": {t: data["durations"][t] for t in mine},
+                    "failed": [t for t in data["failed"] if t.startswith(prefix)],
+                }
+                entry = map_entry(base, test_file)
+                entry.with_suffix(".tmp").write_text(json.dumps(part))
+                entry.with_suffix(".tmp").replace(entry)
             print(f"map: {len(data['durations'])} tests in {seconds:.0f} s")
-        data = json.loads(cached.read_text())
-        failed = set(data["failed"])
-        self.durations = {t: d for t, d in data["durations"].items() if t not in failed}
-        for module, lines in data["lines"].items():
-            self.lines[module] = {int(line): {t for t in tests if t not in failed} for line, tests in lines.items()}
+        for test_file in pool:
+            data = json.loads(map_entry(base, test_file).read_text())
+            failed = set(data["failed"])
+            self.durations.update({t: d for t, d in data["durations"].items() if t not in failed})
+            for module, lines in data["lines"].items():
+                into = self.lines.setdefault(module, {})
+                for line, tests in lines.items():
+                    into.setdefault(int(line), set()).update(t for t in tests if t not in failed)
 
     # processes ---------------------------------------------------------------------------
     def spawn(self, slot: Slot, module: str, stage: str, tests: list[str] | None = None) -> None:
@@ -608,7 +641,7 @@ class _Tracer:
     def _id(self, nodeid: str) -> str:
         return nodeid.split("[", 1)[0]  # a parametrized test runs as one: its ids can hold any text
 
-    def pytest_runtest_protocol(self, item, nextitem):  # type: ignore[no-untyped-def]
+    def protocol(self, item):  # type: ignore[no-untyped-def]
         import threading
 
         self.hits = set()
@@ -616,7 +649,7 @@ class _Tracer:
         sys.settrace(self.call)
         threading.settrace(self.call)
         try:
-            yield
+            result = yield
         finally:
             sys.settrace(None)
             threading.settrace(None)  # type: ignore[arg-type]
@@ -626,8 +659,7 @@ class _Tracer:
             tests = self.lines[self.files[filename]].setdefault(number, [])
             if test not in tests:
                 tests.append(test)
-
-    pytest_runtest_protocol.hookwrapper = True  # type: ignore[attr-defined]
+        return result
 
     def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
         if report.failed and self._id(report.nodeid) not in self.failed:
@@ -664,7 +696,16 @@ def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: l
     )
     hypothesis_settings.load_profile("mutate-map")
     tracer = _Tracer(root, modules or [])
-    code = int(pytest.main(args, plugins=[tracer]))
+
+    class Plugin:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_protocol(self, item, nextitem):  # type: ignore[no-untyped-def]
+            return (yield from tracer.protocol(item))
+
+        def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
+            tracer.pytest_runtest_logreport(report)
+
+    code = int(pytest.main(args, plugins=[Plugin()]))
     trace_to.write_text(json.dumps({"lines": tracer.lines, "durations": tracer.durations, "failed": tracer.failed}))
     return code
 

@@ -198,3 +198,45 @@ def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     assert loaded is not None
     assert loaded.steady is not None
     assert loaded.steady.model_dump(mode="json") == memo
+
+
+# -- issue #26: the replay's guard --------------------------------------------------------------
+
+
+def _memo_state(inv: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A raw state whose baseline is ``inv``, and the memo a calm run of it left."""
+    model = State(baseline=Baseline(inventory=inv, since=at(0), source="registered")).record(reading(inv, 60))
+    raw = model.model_dump(mode="json")
+    steady = ledger.memo(inv.fingerprint, "key", [], [], None, "n1")
+    return {**raw, "steady": steady}, steady
+
+
+def _discovery(inv: Any, ok: bool = True) -> dict[str, Any]:
+    return {"ok": ok, "inventory": inv.model_dump(mode="json") if inv is not None else None, "errors": [], "flags": []}
+
+
+def test_a_memo_replays_only_the_hardware_it_was_left_for():
+    """The fast path's memo stands for one situation: an ok discovery of the memo's fingerprint.
+    Other hardware, a failed discovery or no inventory goes to the full run (None), never
+    recorded as *unchanged*."""
+    raw, steady = _memo_state(SPX)
+
+    same = ledger.replay(raw, steady, _discovery(SPX), "2026-01-01T00:02:00Z")
+    changed = ledger.replay(raw, steady, _discovery(CPX), "2026-01-01T00:02:00Z")
+    failed = ledger.replay(raw, steady, _discovery(SPX, ok=False), "2026-01-01T00:02:00Z")
+    empty = ledger.replay(raw, steady, _discovery(None), "2026-01-01T00:02:00Z")
+
+    assert same is not None
+    assert same["last"]["outcome"] == "unchanged"
+    assert same["readings"][-1]["fingerprint"] == SPX.fingerprint
+    assert changed is None
+    assert failed is None
+    assert empty is None
+
+
+def test_a_memo_over_a_hand_edited_baseline_does_not_replay():
+    raw, steady = _memo_state(SPX)
+    other, _ = _memo_state(CPX)
+
+    assert ledger.replay({**raw, "baseline": other["baseline"]}, steady, _discovery(SPX), "2026-01-01T00:02:00Z") is None
+    assert ledger.replay({**raw, "baseline": None}, steady, _discovery(SPX), "2026-01-01T00:02:00Z") is None
