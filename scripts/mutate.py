@@ -7,11 +7,12 @@ int constant, a dropped ``not``, swapped ``if``/``else`` branches, a statement r
 ``pass``, ``+``↔``-``). The fast unit tests (``-m "not e2e and not slow"``) run against it.
 
 Which tests: a *coverage map* is built once (``--select map``, the default): the test files that
-name any mutated module, plus ``tests/test_cli.py``, run once under a line tracer, which records
-which test executes which line of the modules. A mutant inside a function then runs only the tests
-that execute one of its lines, fastest first; a module-level name (``MAX_BODY = …``) runs the
-tests that execute a line reading it. The map is cached under ``.mutate-cache/`` and rebuilt when
-a file of the package or of the tests changes. A mutant the map says no test reaches, or one the
+name any mutated module, plus ``tests/test_cli.py``, run once with the modules instrumented (a
+set add before each statement inside a function), which records which test executes which line.
+A mutant inside a function then runs only the tests that execute one of its lines, fastest
+first; a module-level name (``MAX_BODY = …``) runs the tests that execute a line reading it. The
+map is cached per test file under ``.mutate-cache/``: a test file is run again when it changes,
+all of them when the package, a test helper or this script changes. A mutant the map says no test reaches, or one the
 map cannot place (a class body, a default argument: run at import), falls back to the files: the
 module's own ``tests/test_<module>*.py``, then the other test files that name the module and
 ``tests/test_cli.py``. ``--select files`` uses the fallback for every mutant.
@@ -431,7 +432,7 @@ class Runner:
 
     # the coverage map -----------------------------------------------------------------------
     def trace(self, files: list[str]) -> tuple[dict, float]:
-        """Run ``files`` once, unmutated, under the line tracer; its record and the seconds it took."""
+        """Run ``files`` once, unmutated but instrumented; its record and the seconds it took."""
         slot = self.slots[0]
         out = slot.root / "map.json"
         started = time.monotonic()
@@ -458,16 +459,18 @@ class Runner:
         if verdict not in ("passed", "failed") or not out.exists() or not json.loads(out.read_text())["durations"]:
             tail = "\n".join(slot.log.read_text(errors="replace").splitlines()[-25:])
             raise SystemExit(f"mutate: building the coverage map failed ({verdict}):\n{tail}")
+        for module in DEFAULT_MODULES:  # the map's child instrumented them in place
+            shutil.copyfile(REPO / module, slot.root / module)
         return json.loads(out.read_text()), seconds
 
     def build_map(self) -> None:
-        """Run the test files that name a mutated module under a line tracer, those not cached yet
+        """Run the test files that name a mutated module, instrumented, those not cached yet
         (a test file's map is kept until it, the package or a test helper changes), and load it."""
-        pool = list(dict.fromkeys(p for module in DEFAULT_MODULES for p in self.naming(module)))
+        pool = list(dict.fromkeys(p for module in self.modules for p in self.naming(module)))
         base = tree_hash([REPO / "spurinv", REPO / "tests"])
         missing = [p for p in pool if not map_entry(base, p).exists()]
         if missing:
-            print(f"map: running {len(missing)} of {len(pool)} test files once under a line tracer …", flush=True)
+            print(f"map: running {len(missing)} of {len(pool)} test files once, instrumented …", flush=True)
             data, seconds = self.trace(missing)
             if data["failed"]:
                 print(f"map: {len(data['failed'])} test(s) fail on the unmutated code, left out: {data['failed'][:5]}")
@@ -618,47 +621,93 @@ class Runner:
                     print(f"{head}  {mutant.describe()}", flush=True)
 
 
-class _Tracer:
-    """A pytest plugin that records, per test, the lines of the mutated modules it executes."""
+HITS = "__mutate_hits__"  # a builtin set while the map is built: the ids of the statements run
 
-    def __init__(self, root: Path, modules: list[str]) -> None:
-        self.files = {str((root / m).resolve()): m for m in modules} | {str(root / m): m for m in modules}
-        self.hits: set[tuple[str, int]] = set()
+
+def _header_end(stmt: ast.stmt) -> int:
+    """The last line of a statement's own code: a compound statement's header, not its body."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return stmt.test.end_lineno or stmt.lineno
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return stmt.iter.end_lineno or stmt.lineno
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return stmt.items[-1].context_expr.end_lineno or stmt.lineno
+    if isinstance(stmt, (ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.lineno
+    if isinstance(stmt, ast.Match):
+        return stmt.subject.end_lineno or stmt.lineno
+    return stmt.end_lineno or stmt.lineno
+
+
+def instrument(source: str, name: str, first: int) -> tuple[str, dict[int, tuple[int, int]]]:
+    """``source`` with ``__mutate_hits__.add(ID)`` before every statement inside a function (a C
+    call: the suite runs at nearly its own speed, unlike under a line tracer), and each ID's
+    original lines. IDs start at ``first``."""
+    tree = ast.parse(source, name)
+    spans: dict[int, tuple[int, int]] = {}
+
+    def mark(stmt: ast.stmt) -> ast.stmt:
+        ident = first + len(spans)
+        spans[ident] = (stmt.lineno, _header_end(stmt))
+        call = ast.Call(ast.Attribute(ast.Name(HITS, ast.Load()), "add", ast.Load()), [ast.Constant(ident)], [])
+        return ast.Expr(call)
+
+    def walk(node: ast.AST, inside: bool) -> None:
+        here = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for field_name in ("body", "orelse", "finalbody"):
+            body = getattr(node, field_name, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            new: list[ast.stmt] = []
+            for index, stmt in enumerate(body):
+                walk(stmt, here)
+                if here and not (field_name == "body" and _is_docstring(stmt, index)):
+                    new.append(mark(stmt))
+                new.append(stmt)
+            setattr(node, field_name, new)
+        for handler in getattr(node, "handlers", None) or []:
+            walk(handler, here)
+        for case in getattr(node, "cases", None) or []:
+            walk(case, here)
+
+    walk(tree, False)
+    # the set the map's pytest put in builtins; a fresh one in a process a test starts
+    shared = ast.parse(f"{HITS} = __import__('builtins').__dict__.setdefault({HITS!r}, set())").body
+    future = [i + 1 for i, stmt in enumerate(tree.body) if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"]
+    at = future[-1] if future else 0
+    tree.body[at:at] = shared
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree), spans
+
+
+class _Tracer:
+    """A pytest plugin that records, per test, the lines of the instrumented modules it runs."""
+
+    def __init__(self, spans: dict[int, tuple[str, int, int]], modules: list[str]) -> None:
+        import builtins
+
+        self.spans = spans
+        self.hits: set[int] = set()
+        setattr(builtins, HITS, self.hits)
         self.lines: dict[str, dict[int, list[str]]] = {m: {} for m in modules}
         self.durations: dict[str, float] = {}
         self.failed: list[str] = []
-
-    def call(self, frame, event, _arg):  # type: ignore[no-untyped-def]
-        if event == "call" and frame.f_code.co_filename in self.files:
-            return self.line
-        return None
-
-    def line(self, frame, event, _arg):  # type: ignore[no-untyped-def]
-        if event == "line":
-            self.hits.add((frame.f_code.co_filename, frame.f_lineno))
-        return self.line
 
     def _id(self, nodeid: str) -> str:
         return nodeid.split("[", 1)[0]  # a parametrized test runs as one: its ids can hold any text
 
     def protocol(self, item):  # type: ignore[no-untyped-def]
-        import threading
-
-        self.hits = set()
+        self.hits.clear()
         started = time.monotonic()
-        sys.settrace(self.call)
-        threading.settrace(self.call)
-        try:
-            result = yield
-        finally:
-            sys.settrace(None)
-            threading.settrace(None)  # type: ignore[arg-type]
+        result = yield
         test = self._id(item.nodeid)
         self.durations[test] = self.durations.get(test, 0.0) + time.monotonic() - started
-        for filename, number in self.hits:
-            tests = self.lines[self.files[filename]].setdefault(number, [])
-            if test not in tests:
-                tests.append(test)
+        for ident in list(self.hits):
+            module, low, high = self.spans[ident]
+            for number in range(low, high + 1):
+                tests = self.lines[module].setdefault(number, [])
+                if test not in tests:
+                    tests.append(test)
         return result
 
     def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
@@ -668,7 +717,7 @@ class _Tracer:
 
 def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: list[str] | None = None) -> int:
     """In the forked child: put the mutated copy first, check it is the one imported, run pytest
-    (under the line tracer when ``trace_to`` names the map's file)."""
+    (with the modules instrumented when ``trace_to`` names the map's file)."""
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
@@ -690,12 +739,17 @@ def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: l
         return int(pytest.main(args))
     from hypothesis import Phase
 
-    # without the explain phase, which would set a tracer of its own
+    # the explain phase reruns failing examples only: nothing to map
     hypothesis_settings.register_profile(
         "mutate-map", parent=hypothesis_settings.get_profile("mutate"), phases=[p for p in Phase if p.name != "explain"]
     )
     hypothesis_settings.load_profile("mutate-map")
-    tracer = _Tracer(root, modules or [])
+    spans: dict[int, tuple[str, int, int]] = {}
+    for module in modules or []:
+        source, found = instrument((REPO / module).read_text(), module, len(spans))
+        (root / module).write_text(source)
+        spans.update({ident: (module, low, high) for ident, (low, high) in found.items()})
+    tracer = _Tracer(spans, modules or [])
 
     class Plugin:
         @pytest.hookimpl(wrapper=True)
