@@ -535,7 +535,9 @@ class Runner:
         _, status = os.waitpid(slot.pid, 0)
         self.close(slot)
         code = os.waitstatus_to_exitcode(status)
-        verdict = {0: "passed", 1: "failed", 2: "failed", 3: "failed"}.get(code, f"error (exit {code})")
+        # a test process the mutant killed (a signal no longer caught, a crash) did not pass either
+        verdicts = {0: "passed", 1: "failed", 2: "failed", 3: "failed"}
+        verdict = "failed" if code < 0 else verdicts.get(code, f"error (exit {code})")
         return verdict, time.monotonic() - slot.started
 
     def kill(self, slot: Slot) -> None:
