@@ -69,6 +69,7 @@ DEFAULT_MODULES = CORE_MODULES + WRITER_MODULES
 EQUIVALENTS = REPO / "docs" / "mutation.md"
 MARKERS = "not e2e and not slow"
 CACHE = REPO / ".mutate-cache"
+MAP_FORMAT = 1
 # The "rest" stage of the fallback: the other test files that name the module and the in-process
 # CLI scenarios (refresh, status, diff through their real callers). ``--rest all`` runs the whole
 # fast suite instead: about five minutes per surviving mutant on a loaded 2-core machine.
@@ -269,9 +270,10 @@ def name_readers(module: str) -> dict[int, set[int]]:
 
 
 def tree_hash(paths: list[Path]) -> str:
-    """A digest of the Python files under ``paths`` (test files themselves excepted) and this script."""
-    digest = hashlib.sha256()
-    for top in [*paths, Path(__file__).resolve()]:
+    """A digest of the Python files under ``paths`` (test files themselves excepted) and of the
+    map's format (bump ``MAP_FORMAT`` when ``instrument`` or ``_Tracer`` change what they record)."""
+    digest = hashlib.sha256(f"map format {MAP_FORMAT}".encode())
+    for top in paths:
         files = [top] if top.is_file() else sorted(f for f in top.rglob("*.py") if "fixtures" not in f.parts)
         for file in files:
             if file != top and file.name.startswith("test_"):
@@ -865,7 +867,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="related",
         help="after the module's own tests: the related in-process tests (default), the whole fast suite, or nothing",
     )
-    parser.add_argument("--match", default="", help="only mutants whose key contains this text")
+    parser.add_argument(
+        "--match", action="append", default=[], help="only mutants whose key contains this text (repeatable: any of them)"
+    )
     parser.add_argument("--list", action="store_true", help="list the (sampled) mutants and their keys, run nothing")
     parser.add_argument("--quiet", action="store_true", help="no line per mutant")
     parser.add_argument("--fail-under", type=float, default=0, help="exit 1 if a module scores below this percentage")
@@ -879,7 +883,7 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     modules = resolve(args.module or list(DEFAULT_MODULES))
     mutants = [mutant for module in modules for mutant in find_mutants(module)]
-    mutants = [mutant for mutant in mutants if args.match in mutant.key]
+    mutants = [mutant for mutant in mutants if not args.match or any(text in mutant.key for text in args.match)]
     total = len(mutants)
     if args.sample and args.sample < total:
         chosen = sorted(random.Random(args.seed).sample(range(total), args.sample))  # noqa: S311 (a reproducible sample)
