@@ -166,3 +166,19 @@ def test_a_busy_node_whose_gres_used_says_busy_is_drained_even_if_the_word_says_
     assert [post.get("state") for post in lab.posts()] == [["DRAIN"]]
     assert lab.status()["drain"]["cause"] == "busy"
     assert lab.node["gres"] == "gpu:mi300x:8"
+
+
+def test_a_busy_node_is_confirmed_with_the_all_nodes_query_once_per_busy_recheck(lab):
+    """The all-nodes query costs the size of the cluster (docs/busy.md): while a node stays busy
+    without GPU usage data, runs within ``controller.busy_recheck`` (300 s) of the last query read
+    only the node (issue #26: the bound held only by ``Controller.rechecked``, never tested)."""
+    adopt(lab, "mi300x-spx")
+    lab.node.update(state=["MIXED"], alloc_cpus=4)
+    lab.node.pop("gres_used")
+    queries = 0
+    for _ in range(4):
+        lab.refresh("mi300x-spx-nps4")
+        queries += sum(1 for seen in lab.sent if seen.path == NODES_PATH)
+
+    assert "DRAIN" in lab.node["state"]  # busy: drained until the job ends
+    assert queries == 1
