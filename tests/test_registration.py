@@ -279,7 +279,7 @@ def planned_scontrol(tmp: Path, plan: list[str]) -> tuple[Scontrol, Path]:
         "#!/bin/sh\n"
         'if [ "$1" = --version ]; then echo "slurm 24.11.5"; exit 0; fi\n'
         f"echo x >> {calls}\n"
-        f"step=$(sed -n \"$(wc -l < {calls})p\" {tmp / 'plan'})\n"
+        f'step=$(sed -n "$(wc -l < {calls})p" {tmp / "plan"})\n'
         'case "$step" in\n'
         "  '') echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1 ;;\n"
         "  down) echo 'slurm_load_node error: Unable to contact slurm controller (connect failure)' >&2; exit 1 ;;\n"
