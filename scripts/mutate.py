@@ -470,7 +470,9 @@ class Runner:
         (a test file's map is kept until it, the package or a test helper changes), and load it."""
         pool = list(dict.fromkeys(p for module in self.modules for p in self.naming(module)))
         base = tree_hash([REPO / "spurinv", REPO / "tests"])
-        missing = [p for p in pool if not map_entry(base, p).exists()]
+        # keyed by the files as they are now, before the run: a file edited meanwhile is mapped again
+        entries = {p: map_entry(base, p) for p in pool}
+        missing = [p for p in pool if not entries[p].exists()]
         if missing:
             print(f"map: running {len(missing)} of {len(pool)} test files once, instrumented …", flush=True)
             data, seconds = self.trace(missing)
@@ -490,12 +492,12 @@ class Runner:
                     "durations": {t: data["durations"][t] for t in mine},
                     "failed": [t for t in data["failed"] if t.startswith(prefix)],
                 }
-                entry = map_entry(base, test_file)
+                entry = entries[test_file]
                 entry.with_suffix(".tmp").write_text(json.dumps(part))
                 entry.with_suffix(".tmp").replace(entry)
             print(f"map: {len(data['durations'])} tests in {seconds:.0f} s")
         for test_file in pool:
-            data = json.loads(map_entry(base, test_file).read_text())
+            data = json.loads(entries[test_file].read_text())
             failed = set(data["failed"])
             self.durations.update({t: d for t, d in data["durations"].items() if t not in failed})
             for module, lines in data["lines"].items():
