@@ -384,7 +384,7 @@ class Runner:
         own = self.own_tests(module)
         common = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
         common += ["-c", str(REPO / "pyproject.toml")]
-        if stage == "map":
+        if stage in ("map", "map2"):
             return [*(str(REPO / t) for t in tests or []), *common]
         common += [f"--deselect={REPO / test}" for test in sorted(self.failed)]  # failed in the map, unmutated
         if stage == "own":
@@ -427,11 +427,22 @@ class Runner:
         tests = {test for line in wanted for test in lines.get(line, ())}
         mutant.tests = sorted(tests, key=lambda t: (self.durations.get(t, 0.0), t))
 
+    def part(self, mutant: Mutant, stage: str) -> list[str]:
+        """The map's tests in two parts: those in the module's own test files first (few files
+        to collect: most mutants die there), then the others."""
+        own = {str(Path(p).relative_to(REPO)) for p in self.own_tests(mutant.module)}
+        mine = [t for t in mutant.tests if t.split("::")[0] in own]
+        if stage == "map":
+            return mine or mutant.tests
+        return [t for t in mutant.tests if t not in mine] if mine else []
+
     def first_stage(self, mutant: Mutant) -> str:
         return "map" if mutant.tests else self.stages(mutant.module)[0]
 
     def next_stage(self, mutant: Mutant, stage: str) -> str | None:
         if stage == "map":
+            return "map2" if self.part(mutant, "map2") else None
+        if stage == "map2":
             return None
         stages = self.stages(mutant.module)
         index = stages.index(stage) + 1
@@ -440,8 +451,8 @@ class Runner:
     def limit(self, mutant: Mutant, stage: str) -> float:
         if self.args.timeout:
             return float(self.args.timeout)
-        if stage == "map":
-            return max(20.0, 3 * sum(self.durations.get(t, 1.0) for t in mutant.tests) + 10)
+        if stage in ("map", "map2"):
+            return max(20.0, 3 * sum(self.durations.get(t, 1.0) for t in self.part(mutant, stage)) + 10)
         return self.timeouts[(mutant.module, stage)]
 
     # the coverage map -----------------------------------------------------------------------
@@ -618,7 +629,8 @@ class Runner:
                     mutant = queue.pop(0)
                     (slot.root / mutant.module).write_text(apply(mutant))
                     slot.mutant = mutant
-                    self.spawn(slot, mutant.module, self.first_stage(mutant), mutant.tests)
+                    first = self.first_stage(mutant)
+                    self.spawn(slot, mutant.module, first, self.part(mutant, first))
             busy = [slot for slot in self.slots if slot.pid]
             ready, _, _ = select.select([slot.pidfd for slot in busy], [], [], 1.0)
             for slot in busy:
@@ -631,10 +643,10 @@ class Runner:
                 mutant.seconds += seconds
                 following = self.next_stage(mutant, slot.stage)
                 if verdict == "passed" and following is not None:
-                    self.spawn(slot, mutant.module, following)
+                    self.spawn(slot, mutant.module, following, self.part(mutant, following))
                     continue
                 if verdict == "failed":
-                    mutant.result = f"killed-{slot.stage}"
+                    mutant.result = "killed-map" if slot.stage == "map2" else f"killed-{slot.stage}"
                 elif verdict == "passed":
                     mutant.result = "survived"
                 elif verdict == "timeout":
