@@ -266,6 +266,14 @@ def name_readers(module: str) -> dict[int, set[int]]:
             for index, names in bound.items():
                 if node.id in names:
                     readers[index].add(node.lineno)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # a default value is read at import: the calls that use it run the function's body
+            defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            used = {n.id for d in defaults for n in ast.walk(d) if isinstance(n, ast.Name)}
+            body = set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
+            for index, names in bound.items():
+                if used & names:
+                    readers[index] |= body
     return readers
 
 
