@@ -18,7 +18,7 @@ module's own ``tests/test_<module>*.py``, then the other test files that name th
 ``tests/test_cli.py``. ``--select files`` uses the fallback for every mutant.
 
 ``-x`` stops at the first failure. Every mutant has a time limit (``--timeout``, default: three
-times what its tests took in the map, plus 10 s, at least 20 s); past it the mutant counts as
+times what its tests took in the map, plus 10 s, at least 60 s); past it the mutant counts as
 *killed by timeout* (a loop that never ends is caught), reported in its own column. A mutant no
 test kills *survives*; one listed in ``docs/mutation.md`` as equivalent (no observable behaviour
 change) is left out of the score.
@@ -460,7 +460,7 @@ class Runner:
         if self.args.timeout:
             return float(self.args.timeout)
         if stage in ("map", "map2"):
-            return max(20.0, 3 * sum(self.durations.get(t, 1.0) for t in self.part(mutant, stage)) + 10)
+            return max(60.0, 3 * sum(self.durations.get(t, 1.0) for t in self.part(mutant, stage)) + 10)
         return self.timeouts[(mutant.module, stage)]
 
     # the coverage map -----------------------------------------------------------------------
@@ -611,7 +611,7 @@ class Runner:
                 if files is not None and self.mapped.issuperset(files):
                     # every file of the stage ran in the map (passing, but for the tests left out)
                     seconds = sum(d for t, d in self.durations.items() if str(REPO / t.split("::")[0]) in files)
-                    self.timeouts[key] = self.args.timeout or max(30.0, 3 * seconds + 15)
+                    self.timeouts[key] = self.args.timeout or max(60.0, 3 * seconds + 15)
                     print(
                         f"baseline  {module:<32} {stage:<4} tests took {seconds:5.1f} s in the map "
                         f"(timeout {self.timeouts[key]:.0f} s)"
@@ -898,7 +898,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=float,
         default=0,
         help="seconds per mutant's test run, past which it counts as killed by timeout "
-        "(default: 3 x its tests' time in the map + 10 s, at least 20 s; fallback stages: 3 x the baseline + 15 s)",
+        "(default: 3 x its tests' time in the map + 10 s, at least 60 s; fallback stages: 3 x the baseline + 15 s)",
     )
     parser.add_argument(
         "--select",

@@ -104,3 +104,20 @@ def test_an_answer_is_bounded_at_eight_mebibytes(server):
     with pytest.raises(ControllerError) as caught:
         Controller(auto, "n1", None).view()
     assert (caught.value.kind, str(caught.value)) == ("protocol", f"response exceeds {limit} bytes")
+
+
+def test_an_all_nodes_answer_is_bounded_at_sixty_four_mebibytes(server):
+    """``MAX_NODES_BODY`` pinned with a literal: the busy re-check reads an all-nodes answer of
+    64 MiB (garbage here, so it fails later, as unparseable), one byte more is refused as too large."""
+    limit = 64 * 1024 * 1024
+    _busy_without_gpu_usage(server)
+
+    server.script("GET", NODES, Reply(200, size=limit, length=False))
+    with pytest.raises(ControllerError) as read:
+        client(server).view(confirm_busy=True)
+    server.script("GET", NODES, Reply(200, size=limit + 1, length=False))
+    with pytest.raises(ControllerError) as refused:
+        client(server).view(confirm_busy=True)
+
+    assert "exceeds" not in str(read.value)
+    assert (refused.value.kind, str(refused.value)) == ("protocol", f"response exceeds {limit} bytes")
