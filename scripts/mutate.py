@@ -778,22 +778,22 @@ def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: l
         print(f"mutate: spurinv was imported from {spurinv.__file__}, not from the mutated copy in {root}")
         return 98
     import pytest
-    from hypothesis import HealthCheck
+    from hypothesis import HealthCheck, Phase
     from hypothesis import settings as hypothesis_settings
 
+    # no shrinking: a failing example kills the mutant as it is (shrinking one that drives the
+    # CLI through a fault server took minutes, past the time limit)
     hypothesis_settings.register_profile(
-        "mutate", database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
+        "mutate",
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
     )
     hypothesis_settings.load_profile("mutate")
     if trace_to is None:
         return int(pytest.main(args))
-    from hypothesis import Phase
-
-    # the explain phase reruns failing examples only: nothing to map
-    hypothesis_settings.register_profile(
-        "mutate-map", parent=hypothesis_settings.get_profile("mutate"), phases=[p for p in Phase if p.name != "explain"]
-    )
-    hypothesis_settings.load_profile("mutate-map")
     spans: dict[int, tuple[str, int, int]] = {}
     for module in modules or []:
         source, found = instrument((REPO / module).read_text(), module, len(spans))
