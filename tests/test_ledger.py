@@ -240,3 +240,25 @@ def test_a_memo_over_a_hand_edited_baseline_does_not_replay():
 
     assert ledger.replay({**raw, "baseline": other["baseline"]}, steady, _discovery(SPX), "2026-01-01T00:02:00Z") is None
     assert ledger.replay({**raw, "baseline": None}, steady, _discovery(SPX), "2026-01-01T00:02:00Z") is None
+
+
+def test_a_reading_that_differs_from_the_baseline_is_pending_since_it_was_first_seen():
+    """``status`` shows what is pending and since when: the first sighting of a new inventory,
+    kept while the same one is read again, restarted by another one, untouched by a failed
+    reading, cleared by a reading of the baseline."""
+    other = inventory(packages(4, "SPX"))
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+
+    first = state.record(reading(CPX, 60))
+    again = first.record(reading(CPX, 120))
+    failed = again.record(reading(None, 180))
+    switched = failed.record(reading(other, 240))
+    back = switched.record(reading(SPX, 300))
+
+    assert first.pending is not None
+    assert (first.pending.fingerprint, first.pending.since) == (CPX.fingerprint, at(60))
+    assert again.pending == first.pending
+    assert failed.pending == first.pending
+    assert switched.pending is not None
+    assert (switched.pending.fingerprint, switched.pending.since) == (other.fingerprint, at(240))
+    assert back.pending is None
