@@ -262,3 +262,15 @@ def test_a_reading_that_differs_from_the_baseline_is_pending_since_it_was_first_
     assert switched.pending is not None
     assert (switched.pending.fingerprint, switched.pending.since) == (other.fingerprint, at(240))
     assert back.pending is None
+
+
+def test_failed_readings_are_counted_until_one_succeeds():
+    """``consecutive_failures`` (status, the metrics): 0 after any good reading, one more per failure."""
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+    counts = []
+    for inv in (SPX, None, None, CPX, None, SPX):
+        state = state.record(reading(inv, 60 * (len(counts) + 1)))
+        counts.append(state.consecutive_failures)
+
+    assert counts == [0, 1, 2, 0, 1, 0]
+    assert state.last_success == at(360)
