@@ -717,3 +717,18 @@ def test_a_drain_that_is_not_ours_on_the_node_pins_nothing():
 
     assert foreign.drain == drain
     assert lifted.drain == drain
+
+
+def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registration():
+    """A drain sent for a reading whose GPU counts the controller already lists (a suspicious or
+    NPS-only change: same GRES, new fingerprint) and never applied: only the intent goes. Read as
+    an applied registration, it would move the baseline to hardware nobody registered."""
+    same_gpus = inventory(packages(8, "SPX"), cpus=96)
+    state = with_intent("drain", DRAIN_BODY, current=same_gpus)
+
+    after, note = reconcile(state, view(gres="gpu:mi300x:8"))
+
+    assert after.intent is None
+    assert after.drain is None
+    assert after.baseline.fingerprint == SPX.fingerprint
+    assert note == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
