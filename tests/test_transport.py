@@ -60,11 +60,14 @@ def test_a_refused_gres_update_is_a_refusal_with_the_controllers_words_and_the_n
 def test_an_update_the_controller_accepts_but_does_not_apply_is_not_applied(rest):
     """Slurm answers 200 to a GPU type change it silently drops: only the read-back tells."""
     _server, client = rest
+    client.view()
 
     result = client.register({"gres": "gpu:mi355x:8"}, {"mi355x": 8}, "ab" * 8)
 
     assert not result.applied
     assert result.error == "the controller still says gres 'gpu:mi300x:8' after accepting 'gpu:mi355x:8'"
+    assert result.request == f'POST {NODE} {{"gres": "gpu:mi355x:8"}} → 200'
+    assert result.view.gres == "gpu:mi300x:8"
 
 
 def test_a_gres_update_that_fails_otherwise_is_that_error_not_a_refusal(rest):
