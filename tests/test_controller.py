@@ -121,3 +121,25 @@ def test_an_all_nodes_answer_is_bounded_at_sixty_four_mebibytes(server):
 
     assert "exceeds" not in str(read.value)
     assert (refused.value.kind, str(refused.value)) == ("protocol", f"response exceeds {limit} bytes")
+
+
+def test_a_cached_api_version_the_server_no_longer_serves_is_detected_again_once(server):
+    """An earlier run detected v0.0.40; the server was upgraded past it (Slurm 26.11 drops
+    v0.0.42): its 404, which names no node, makes the client detect the version again."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    rest = Controller(auto, "n1", None, api="slurm/v0.0.40")
+
+    view = rest.view()
+
+    assert view.name == "n1"
+    assert rest.api == "slurm/v0.0.42"
+    assert [seen.path for seen in server.seen] == ["/slurm/v0.0.40/node/n1", "/openapi/v3", NODE]
+
+
+def test_a_cached_api_version_that_answers_is_used_without_detection(server):
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    rest = Controller(auto, "n1", None, api="slurm/v0.0.42")
+
+    rest.view()
+
+    assert [seen.path for seen in server.seen] == [NODE]
