@@ -345,3 +345,15 @@ def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(t
         with pytest.raises(ConfigError) as caught:
             registration.resolve(str(program), ENV, "controller.register_command")
         assert str(caught.value) == f"controller.register_command: {program} does not exist or is not a regular file"
+
+
+def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
+    """``MAX_OUTPUT`` pinned with a literal: the register command's tail that the log and the
+    refusal quote (issue #26: only explicit limits were tested)."""
+    limit = 64 * 1024
+
+    whole = registration.run(["/bin/sh", "-c", f"head -c {limit} /dev/zero | tr '\\0' x"], ENV, 30)
+    over = registration.run(["/bin/sh", "-c", f"head -c {limit + 1} /dev/zero | tr '\\0' x"], ENV, 30)
+
+    assert (len(whole.stdout), whole.truncated) == (limit, False)
+    assert (len(over.stdout), over.truncated) == (limit, True)
