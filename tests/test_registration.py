@@ -357,3 +357,10 @@ def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
 
     assert (len(whole.stdout), whole.truncated) == (limit, False)
     assert (len(over.stdout), over.truncated) == (limit, True)
+
+
+def test_a_command_that_ends_inside_its_last_second_is_not_killed():
+    """The timeout is the timeout: a command that ends 0.8 s before it is not cut off a second early."""
+    outcome = registration.run(["/bin/sh", "-c", "sleep 2.2; echo done"], ENV, 3)
+
+    assert (outcome.status, outcome.stdout) == (0, "done\n")
