@@ -1,13 +1,27 @@
 # ruff: noqa: T201  (a command-line report)
-"""Mutation testing of spurinv's pure core and parsers (issue #16). Run it as ``scripts/mutate``.
+"""Mutation testing of spurinv's decision core, its parsers and the modules that write to the
+controller (issues #16, #26). Run it as ``scripts/mutate``.
 
 Each mutant is one small AST change to one module (a flipped comparison, ``and``↔``or``, ±1 on an
 int constant, a dropped ``not``, swapped ``if``/``else`` branches, a statement replaced by
-``pass``, ``+``↔``-``). The fast unit tests (``-m "not e2e and not slow"``) run against it: first
-the module's own test files (``tests/test_<module>*.py``), then, if those pass, the rest of the
-fast suite; ``-x`` stops at the first failure and a per-stage timeout counts as a kill (a mutant
-that loops forever is caught). A mutant no test kills *survives*; one listed in
-``docs/mutation.md`` as equivalent (no observable behaviour change) is left out of the score.
+``pass``, ``+``↔``-``). The fast unit tests (``-m "not e2e and not slow"``) run against it.
+
+Which tests: a *coverage map* is built once (``--select map``, the default): the test files that
+name any mutated module, plus ``tests/test_cli.py``, run once with the modules instrumented (a
+set add before each statement inside a function), which records which test executes which line.
+A mutant inside a function then runs only the tests that execute one of its lines, fastest
+first; a module-level name (``MAX_BODY = …``) runs the tests that execute a line reading it. The
+map is cached per test file under ``.mutate-cache/``: a test file is run again when it changes,
+all of them when the package, a test helper or this script changes. A mutant the map says no test reaches, or one the
+map cannot place (a class body, a default argument: run at import), falls back to the files: the
+module's own ``tests/test_<module>*.py``, then the other test files that name the module and
+``tests/test_cli.py``. ``--select files`` uses the fallback for every mutant.
+
+``-x`` stops at the first failure. Every mutant has a time limit (``--timeout``, default: three
+times what its tests took in the map, plus 10 s, at least 60 s); past it the mutant counts as
+*killed by timeout* (a loop that never ends is caught), reported in its own column. A mutant no
+test kills *survives*; one listed in ``docs/mutation.md`` as equivalent (no observable behaviour
+change) is left out of the score.
 
 The working tree is never written: every worker mutates its own copy of the ``spurinv`` package
 in a temporary directory, first on ``sys.path`` (checked before every test run), with bytecode
@@ -23,6 +37,8 @@ import argparse
 import ast
 import contextlib
 import copy
+import hashlib
+import json
 import os
 import random
 import re
@@ -37,12 +53,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_MODULES = ("spurinv/policy.py", "spurinv/classify.py", "spurinv/nodeview.py", "spurinv/sources/attribute.py")
+CORE_MODULES = ("spurinv/policy.py", "spurinv/classify.py", "spurinv/nodeview.py", "spurinv/sources/attribute.py")
+# the modules that decide or perform a write to the controller (issue #26)
+WRITER_MODULES = (
+    "spurinv/intent.py",
+    "spurinv/ledger.py",
+    "spurinv/registration.py",
+    "spurinv/scontrol.py",
+    "spurinv/transport.py",
+    "spurinv/controller.py",
+    "spurinv/fleet.py",
+    "spurinv/budget.py",
+)
+DEFAULT_MODULES = CORE_MODULES + WRITER_MODULES
 EQUIVALENTS = REPO / "docs" / "mutation.md"
 MARKERS = "not e2e and not slow"
-# The "rest" stage by default: the other core modules' own tests and the in-process CLI scenarios
-# (refresh, status, diff through their real callers). ``--rest all`` runs the whole fast suite
-# instead: about five minutes per surviving mutant on a loaded 2-core machine, too slow for a habit.
+CACHE = REPO / ".mutate-cache"
+MAP_FORMAT = 1
+# The "rest" stage of the fallback: the other test files that name the module and the in-process
+# CLI scenarios (refresh, status, diff through their real callers). ``--rest all`` runs the whole
+# fast suite instead: about five minutes per surviving mutant on a loaded 2-core machine.
 RELATED = ("tests/test_cli.py",)
 
 COMPARE_FLIPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -74,9 +104,13 @@ class Mutant:
     mutated: str
     path: tuple[tuple[str, int | None], ...]
     replacement: ast.AST | list[ast.stmt]
+    level: str = "function"  # "function": runs when called; "module", "class", "import": runs at import
+    end_line: int = 0
     key: str = ""
-    result: str = "pending"  # killed-own, killed-rest, timeout, survived, error
+    result: str = "pending"  # killed-map, killed-own, killed-rest, timeout, survived, error
     detail: str = ""
+    tests: list[str] = field(default_factory=list)  # the tests the coverage map selected
+    seconds: float = 0.0
 
     def describe(self) -> str:
         return f"{self.module}:{self.line}  {self.function}  [{self.operator}]  {self.original} → {self.mutated}"
@@ -119,14 +153,19 @@ class _Finder:
     def __init__(self, module: str) -> None:
         self.module = module
         self.found: list[Mutant] = []
+        self.level = "module"
 
     def add(self, node: ast.AST, path: tuple, function: str, operator: str, original: str, mutated: str, new: object) -> None:
         line = getattr(node, "lineno", 0)
-        self.found.append(
-            Mutant(self.module, line, function or "<module>", operator, _short(original), _short(mutated), path, new)  # type: ignore[arg-type]
-        )
+        mutant = Mutant(self.module, line, function or "<module>", operator, _short(original), _short(mutated), path, new)  # type: ignore[arg-type]
+        mutant.level = self.level
+        mutant.end_line = getattr(node, "end_lineno", None) or line
+        if isinstance(node, ast.If):  # an if with its branches swapped: its test decides, wherever it runs
+            mutant.end_line = getattr(node.test, "end_lineno", None) or line
+        self.found.append(mutant)
 
     def walk(self, node: ast.AST, path: tuple, function: str, level: str) -> None:
+        self.level = level
         self.candidates(node, path, function, level)
         if isinstance(node, ast.Assert):
             return  # asserts narrow types for mypy; removing or flipping them changes no behaviour we own
@@ -136,12 +175,16 @@ class _Finder:
         for name, value in ast.iter_fields(node):
             if name in SKIP_FIELDS:
                 continue
+            if name == "args" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.walk(value, (*path, (name, None)), function, "import")  # default values: evaluated at import
+                continue
             if isinstance(value, list):
                 for index, item in enumerate(value):
                     if isinstance(item, ast.stmt):
                         if _is_type_checking(item) or _is_all(item):
                             continue
                         if level != "module" and not _skip_statement(item, index):
+                            self.level = level
                             self.add(
                                 item, (*path, (name, index)), function, "statement→pass", ast.unparse(item), "pass", ast.Pass()
                             )
@@ -205,6 +248,55 @@ def find_mutants(module: str) -> list[Mutant]:
     return finder.found
 
 
+def name_readers(module: str) -> dict[int, set[int]]:
+    """For each top-level statement (by index) that binds names: the lines of ``module`` reading one.
+
+    A module-level constant runs at import, so no test's trace contains its line; the tests that
+    run a line reading it are the ones that can tell its value."""
+    tree = ast.parse((REPO / module).read_text(), module)
+    bound: dict[int, set[str]] = {}
+    for index, stmt in enumerate(tree.body):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        names = {t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        if names:
+            bound[index] = names
+    readers: dict[int, set[int]] = {index: set() for index in bound}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            for index, names in bound.items():
+                if node.id in names:
+                    readers[index].add(node.lineno)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # a default value is read at import: the calls that use it run the function's body
+            defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+            used = {n.id for d in defaults for n in ast.walk(d) if isinstance(n, ast.Name)}
+            body = set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
+            for index, names in bound.items():
+                if used & names:
+                    readers[index] |= body
+    return readers
+
+
+def tree_hash(paths: list[Path]) -> str:
+    """A digest of the Python files under ``paths`` (test files themselves excepted) and of the
+    map's format (bump ``MAP_FORMAT`` when ``instrument`` or ``_Tracer`` change what they record)."""
+    digest = hashlib.sha256(f"map format {MAP_FORMAT}".encode())
+    for top in paths:
+        files = [top] if top.is_file() else sorted(f for f in top.rglob("*.py") if "fixtures" not in f.parts)
+        for file in files:
+            if file != top and file.name.startswith("test_"):
+                continue
+            digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def map_entry(base: str, test_file: str) -> Path:
+    """Where the map of one test file is cached: keyed by the package and helpers, and by the file."""
+    rel = str(Path(test_file).resolve().relative_to(REPO))
+    own = hashlib.sha256(Path(test_file).read_bytes()).hexdigest()[:16]
+    return CACHE / base / f"{rel.replace('/', '__')}.{own}.json"
+
+
 def apply(mutant: Mutant) -> str:
     """The module's source with ``mutant`` applied (unparsed: comments and layout are not kept)."""
     tree = ast.parse((REPO / mutant.module).read_text(), mutant.module)
@@ -262,10 +354,20 @@ class Runner:
         self.slots = [Slot(root=workdir / f"slot{i}") for i in range(args.jobs)]
         for slot in self.slots:
             shutil.copytree(REPO / "spurinv", slot.root / "spurinv", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # the tests run in the slot (a ``python -m spurinv`` they start imports the mutated copy
+            # from there); the rest of the repository is linked in for tests reading README.md & co
+            for entry in REPO.iterdir():
+                if entry.name != "spurinv" and not entry.name.startswith("."):
+                    (slot.root / entry.name).symlink_to(entry)
             slot.log = slot.root / "pytest.log"
         self.timeouts: dict[tuple[str, str], float] = {}
         self.plan: dict[str, list[str]] = {}
         self.own: dict[str, list[str]] = {}
+        # the coverage map: module → line → test ids; test id → seconds
+        self.lines: dict[str, dict[int, set[str]]] = {}
+        self.durations: dict[str, float] = {}
+        self.mapped: set[str] = set()  # test files in the map
+        self.failed: set[str] = set()  # tests that failed on the unmutated code while it was built
 
     # test selection ---------------------------------------------------------------------
     def own_tests(self, module: str) -> list[str]:
@@ -274,20 +376,43 @@ class Runner:
             self.own[module] = [str(p) for p in sorted((REPO / "tests").glob(f"test_{Path(module).stem}*.py"))]
         return self.own[module]
 
-    def pytest_args(self, module: str, stage: str) -> list[str]:
+    @staticmethod
+    def naming(module: str) -> list[str]:
+        """The fast test files that name ``module`` (a word in their text), and the CLI scenarios."""
+        stem = Path(module).stem
+        pattern = re.compile(rf"\b{re.escape(stem)}\b")
+        files = [
+            p
+            for p in sorted((REPO / "tests").rglob("test_*.py"))
+            if "e2e" not in p.relative_to(REPO / "tests").parts and pattern.search(p.read_text(errors="replace"))
+        ]
+        return [str(p) for p in dict.fromkeys([*files, *(REPO / r for r in RELATED)])]
+
+    def pytest_args(self, module: str, stage: str, tests: list[str] | None = None) -> list[str]:
         own = self.own_tests(module)
         common = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
         common += ["-c", str(REPO / "pyproject.toml")]
+        if stage in ("map", "map2"):
+            return [*(str(REPO / t) for t in tests or []), *common]
+        common += [f"--deselect={REPO / test}" for test in sorted(self.failed)]  # failed in the map, unmutated
         if stage == "own":
             return [*own, *common]
         if self.args.rest in ("related", "none"):
-            others = [str(p) for m in DEFAULT_MODULES for p in self.own_tests(m)] + [str(REPO / p) for p in RELATED]
-            return [*dict.fromkeys(p for p in others if p not in own and Path(p).exists()), *common]
+            return [*(p for p in self.naming(module) if p not in own), *common]
         ignores = [f"--ignore={path}" for path in [*own, str(REPO / "tests" / "e2e")]]
         return [str(REPO / "tests"), *ignores, *common]
 
+    def stage_files(self, module: str, stage: str) -> set[str] | None:
+        """The test files of a fallback stage (None: the whole suite)."""
+        own = self.own_tests(module)
+        if stage == "own":
+            return set(own)
+        if self.args.rest in ("related", "none"):
+            return {p for p in self.naming(module) if p not in own}
+        return None
+
     def stages(self, module: str) -> list[str]:
-        """The test stages of ``module``'s mutants, fixed when the run starts."""
+        """The fallback test stages of ``module``'s mutants, fixed when the run starts."""
         if module not in self.plan:
             self.plan[module] = self._stages(module)
         return self.plan[module]
@@ -297,11 +422,127 @@ class Runner:
             return ["rest"]  # no tests/test_<module>*.py: the related tests (or --rest all) are all there is
         return ["own", "rest"] if self.args.rest != "none" else ["own"]
 
-    # processes ---------------------------------------------------------------------------
-    def spawn(self, slot: Slot, module: str, stage: str) -> None:
+    def select(self, mutant: Mutant) -> None:
+        """The tests the map says execute one of ``mutant``'s lines (or read the name it binds)."""
+        if self.args.select != "map":
+            return
+        lines = self.lines.get(mutant.module, {})
+        wanted: set[int] = set()
+        if mutant.level == "function":
+            wanted = set(range(mutant.line, max(mutant.line, mutant.end_line) + 1))
+        elif mutant.level == "module" and len(mutant.path) >= 1 and mutant.path[0][0] == "body":
+            wanted = name_readers(mutant.module).get(mutant.path[0][1] or 0, set())
+        tests = {test for line in wanted for test in lines.get(line, ())}
+        mutant.tests = sorted(tests, key=lambda t: (self.durations.get(t, 0.0), t))
+
+    def part(self, mutant: Mutant, stage: str) -> list[str]:
+        """The map's tests in two parts: those in the module's own test files first (few files
+        to collect: most mutants die there), then the others."""
+        own = {str(Path(p).relative_to(REPO)) for p in self.own_tests(mutant.module)}
+        mine = [t for t in mutant.tests if t.split("::")[0] in own]
+        if stage == "map":
+            return mine or mutant.tests
+        return [t for t in mutant.tests if t not in mine] if mine else []
+
+    def first_stage(self, mutant: Mutant) -> str:
+        return "map" if mutant.tests else self.stages(mutant.module)[0]
+
+    def next_stage(self, mutant: Mutant, stage: str) -> str | None:
+        if stage == "map":
+            return "map2" if self.part(mutant, "map2") else None
+        if stage == "map2":
+            return None
+        stages = self.stages(mutant.module)
+        index = stages.index(stage) + 1
+        return stages[index] if index < len(stages) else None
+
+    def limit(self, mutant: Mutant, stage: str) -> float:
+        if self.args.timeout:
+            return float(self.args.timeout)
+        if stage in ("map", "map2"):
+            return max(60.0, 3 * sum(self.durations.get(t, 1.0) for t in self.part(mutant, stage)) + 10)
+        return self.timeouts[(mutant.module, stage)]
+
+    # the coverage map -----------------------------------------------------------------------
+    def trace(self, files: list[str]) -> tuple[dict, float]:
+        """Run ``files`` once, unmutated but instrumented; its record and the seconds it took."""
+        slot = self.slots[0]
+        out = slot.root / "map.json"
+        started = time.monotonic()
         sys.stdout.flush()
         sys.stderr.flush()
-        args = self.pytest_args(module, stage)
+        pid = os.fork()
+        if pid == 0:
+            code = 97
+            try:
+                os.setpgid(0, 0)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                fd = os.open(slot.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.chdir(slot.root)
+                args = [*files, "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
+                args += ["-c", str(REPO / "pyproject.toml")]
+                code = _child(slot.root, args, trace_to=out, modules=list(DEFAULT_MODULES))
+            finally:
+                os._exit(code)
+        slot.pid, slot.pidfd, slot.started = pid, os.pidfd_open(pid), started
+        verdict, seconds = self.reap(slot, self.args.baseline_timeout * 4)
+        if verdict not in ("passed", "failed") or not out.exists() or not json.loads(out.read_text())["durations"]:
+            tail = "\n".join(slot.log.read_text(errors="replace").splitlines()[-25:])
+            raise SystemExit(f"mutate: building the coverage map failed ({verdict}):\n{tail}")
+        for module in DEFAULT_MODULES:  # the map's child instrumented them in place
+            shutil.copyfile(REPO / module, slot.root / module)
+        return json.loads(out.read_text()), seconds
+
+    def build_map(self) -> None:
+        """Run the test files that name a mutated module, instrumented, those not cached yet
+        (a test file's map is kept until it, the package or a test helper changes), and load it."""
+        pool = list(dict.fromkeys(p for module in self.modules for p in self.naming(module)))
+        base = tree_hash([REPO / "spurinv", REPO / "tests"])
+        # keyed by the files as they are now, before the run: a file edited meanwhile is mapped again
+        entries = {p: map_entry(base, p) for p in pool}
+        missing = [p for p in pool if not entries[p].exists()]
+        if missing:
+            print(f"map: running {len(missing)} of {len(pool)} test files once, instrumented …", flush=True)
+            data, seconds = self.trace(missing)
+            if data["failed"]:
+                print(f"map: {len(data['failed'])} test(s) fail on the unmutated code, left out: {data['failed'][:5]}")
+            for old in CACHE.glob("*"):
+                if old.is_dir() and old.name != base:
+                    shutil.rmtree(old)
+            (CACHE / base).mkdir(parents=True, exist_ok=True)
+            for test_file in missing:
+                prefix = str(Path(test_file).resolve().relative_to(REPO)) + "::"
+                mine = {t for t in data["durations"] if t.startswith(prefix)}
+                part = {
+                    "lines": {
+                        m: {n: [t for t in ts if t in mine] for n, ts in lines.items()} for m, lines in data["lines"].items()
+                    },
+                    "durations": {t: data["durations"][t] for t in mine},
+                    "failed": [t for t in data["failed"] if t.startswith(prefix)],
+                }
+                entry = entries[test_file]
+                entry.with_suffix(".tmp").write_text(json.dumps(part))
+                entry.with_suffix(".tmp").replace(entry)
+            print(f"map: {len(data['durations'])} tests in {seconds:.0f} s")
+        self.mapped = set(pool)
+        for test_file in pool:
+            data = json.loads(entries[test_file].read_text())
+            failed = set(data["failed"])
+            self.failed |= failed
+            self.durations.update({t: d for t, d in data["durations"].items() if t not in failed})
+            for module, lines in data["lines"].items():
+                into = self.lines.setdefault(module, {})
+                for line, tests in lines.items():
+                    into.setdefault(int(line), set()).update(t for t in tests if t not in failed)
+
+    # processes ---------------------------------------------------------------------------
+    def spawn(self, slot: Slot, module: str, stage: str, tests: list[str] | None = None) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        args = self.pytest_args(module, stage, tests)
         pid = os.fork()
         if pid == 0:  # the child: never returns
             code = 97
@@ -331,7 +572,9 @@ class Runner:
         _, status = os.waitpid(slot.pid, 0)
         self.close(slot)
         code = os.waitstatus_to_exitcode(status)
-        verdict = {0: "passed", 1: "failed", 2: "failed", 3: "failed"}.get(code, f"error (exit {code})")
+        # a test process the mutant killed (a signal no longer caught, a crash) did not pass either
+        verdicts = {0: "passed", 1: "failed", 2: "failed", 3: "failed"}
+        verdict = "failed" if code < 0 else verdicts.get(code, f"error (exit {code})")
         return verdict, time.monotonic() - slot.started
 
     def kill(self, slot: Slot) -> None:
@@ -352,14 +595,28 @@ class Runner:
             self.kill(slot)
 
     # the baseline -------------------------------------------------------------------------
-    def baseline(self) -> None:
-        """The unmutated (but unparsed) modules must pass every stage; their times set the timeouts."""
+    def baseline(self, mutants: list[Mutant]) -> None:
+        """The unmutated (but unparsed) modules must pass every fallback stage a mutant will run;
+        their times set those stages' timeouts. (The map's tests passed when it was built.)"""
         slot = self.slots[0]
         for module in self.modules:
             (slot.root / module).write_text(unparsed(module))
+        needed = {m.module for m in mutants if not m.tests}
         for module in self.modules:
+            if module not in needed:
+                continue
             for stage in self.stages(module):
                 key = (module, stage)
+                files = self.stage_files(module, stage)
+                if files is not None and self.mapped.issuperset(files):
+                    # every file of the stage ran in the map (passing, but for the tests left out)
+                    seconds = sum(d for t, d in self.durations.items() if str(REPO / t.split("::")[0]) in files)
+                    self.timeouts[key] = self.args.timeout or max(60.0, 3 * seconds + 15)
+                    print(
+                        f"baseline  {module:<32} {stage:<4} tests took {seconds:5.1f} s in the map "
+                        f"(timeout {self.timeouts[key]:.0f} s)"
+                    )
+                    continue
                 self.spawn(slot, module, stage)
                 verdict, seconds = self.reap(slot, self.args.baseline_timeout)
                 if verdict != "passed":
@@ -380,22 +637,24 @@ class Runner:
                     mutant = queue.pop(0)
                     (slot.root / mutant.module).write_text(apply(mutant))
                     slot.mutant = mutant
-                    self.spawn(slot, mutant.module, self.stages(mutant.module)[0])
+                    first = self.first_stage(mutant)
+                    self.spawn(slot, mutant.module, first, self.part(mutant, first))
             busy = [slot for slot in self.slots if slot.pid]
             ready, _, _ = select.select([slot.pidfd for slot in busy], [], [], 1.0)
             for slot in busy:
-                timeout = self.timeouts[(slot.mutant.module, slot.stage)]  # type: ignore[union-attr]
+                timeout = self.limit(slot.mutant, slot.stage)  # type: ignore[arg-type]
                 if slot.pidfd not in ready and time.monotonic() - slot.started < timeout:
                     continue
                 mutant = slot.mutant
                 assert mutant is not None
                 verdict, seconds = self.reap(slot, timeout)
-                stages = self.stages(mutant.module)
-                if verdict == "passed" and stages.index(slot.stage) + 1 < len(stages):
-                    self.spawn(slot, mutant.module, stages[stages.index(slot.stage) + 1])
+                mutant.seconds += seconds
+                following = self.next_stage(mutant, slot.stage)
+                if verdict == "passed" and following is not None:
+                    self.spawn(slot, mutant.module, following, self.part(mutant, following))
                     continue
                 if verdict == "failed":
-                    mutant.result = f"killed-{slot.stage}"
+                    mutant.result = "killed-map" if slot.stage == "map2" else f"killed-{slot.stage}"
                 elif verdict == "passed":
                     mutant.result = "survived"
                 elif verdict == "timeout":
@@ -407,11 +666,108 @@ class Runner:
                 slot.mutant = None
                 done += 1
                 if not self.args.quiet:
-                    print(f"[{done:>4}/{len(mutants)}] {mutant.result:<12} {seconds:5.1f} s  {mutant.describe()}", flush=True)
+                    chosen = f"{len(mutant.tests)} tests" if mutant.tests else "fallback"
+                    head = f"[{done:>4}/{len(mutants)}] {mutant.result:<12} {mutant.seconds:5.1f} s  {chosen:>9}"
+                    print(f"{head}  {mutant.describe()}", flush=True)
 
 
-def _child(root: Path, args: list[str]) -> int:
-    """In the forked child: put the mutated copy first, check it is the one imported, run pytest."""
+HITS = "__mutate_hits__"  # a builtin set while the map is built: the ids of the statements run
+
+
+def _header_end(stmt: ast.stmt) -> int:
+    """The last line of a statement's own code: a compound statement's header, not its body."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return stmt.test.end_lineno or stmt.lineno
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return stmt.iter.end_lineno or stmt.lineno
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return stmt.items[-1].context_expr.end_lineno or stmt.lineno
+    if isinstance(stmt, (ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.lineno
+    if isinstance(stmt, ast.Match):
+        return stmt.subject.end_lineno or stmt.lineno
+    return stmt.end_lineno or stmt.lineno
+
+
+def instrument(source: str, name: str, first: int) -> tuple[str, dict[int, tuple[int, int]]]:
+    """``source`` with ``__mutate_hits__.add(ID)`` before every statement inside a function (a C
+    call: the suite runs at nearly its own speed, unlike under a line tracer), and each ID's
+    original lines. IDs start at ``first``."""
+    tree = ast.parse(source, name)
+    spans: dict[int, tuple[int, int]] = {}
+
+    def mark(stmt: ast.stmt) -> ast.stmt:
+        ident = first + len(spans)
+        spans[ident] = (stmt.lineno, _header_end(stmt))
+        call = ast.Call(ast.Attribute(ast.Name(HITS, ast.Load()), "add", ast.Load()), [ast.Constant(ident)], [])
+        return ast.Expr(call)
+
+    def walk(node: ast.AST, inside: bool) -> None:
+        here = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for field_name in ("body", "orelse", "finalbody"):
+            body = getattr(node, field_name, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            new: list[ast.stmt] = []
+            for index, stmt in enumerate(body):
+                walk(stmt, here)
+                if here and not (field_name == "body" and _is_docstring(stmt, index)):
+                    new.append(mark(stmt))
+                new.append(stmt)
+            setattr(node, field_name, new)
+        for handler in getattr(node, "handlers", None) or []:
+            walk(handler, here)
+        for case in getattr(node, "cases", None) or []:
+            walk(case, here)
+
+    walk(tree, False)
+    # the set the map's pytest put in builtins; a fresh one in a process a test starts
+    shared = ast.parse(f"{HITS} = __import__('builtins').__dict__.setdefault({HITS!r}, set())").body
+    future = [i + 1 for i, stmt in enumerate(tree.body) if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"]
+    at = future[-1] if future else 0
+    tree.body[at:at] = shared
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree), spans
+
+
+class _Tracer:
+    """A pytest plugin that records, per test, the lines of the instrumented modules it runs."""
+
+    def __init__(self, spans: dict[int, tuple[str, int, int]], modules: list[str]) -> None:
+        import builtins
+
+        self.spans = spans
+        self.hits: set[int] = set()
+        setattr(builtins, HITS, self.hits)
+        self.lines: dict[str, dict[int, list[str]]] = {m: {} for m in modules}
+        self.durations: dict[str, float] = {}
+        self.failed: list[str] = []
+
+    def _id(self, nodeid: str) -> str:
+        return nodeid.split("[", 1)[0]  # a parametrized test runs as one: its ids can hold any text
+
+    def protocol(self, item):  # type: ignore[no-untyped-def]
+        self.hits.clear()
+        started = time.monotonic()
+        result = yield
+        test = self._id(item.nodeid)
+        self.durations[test] = self.durations.get(test, 0.0) + time.monotonic() - started
+        for ident in list(self.hits):
+            module, low, high = self.spans[ident]
+            for number in range(low, high + 1):
+                tests = self.lines[module].setdefault(number, [])
+                if test not in tests:
+                    tests.append(test)
+        return result
+
+    def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
+        if report.failed and self._id(report.nodeid) not in self.failed:
+            self.failed.append(self._id(report.nodeid))
+
+
+def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: list[str] | None = None) -> int:
+    """In the forked child: put the mutated copy first, check it is the one imported, run pytest
+    (with the modules instrumented when ``trace_to`` names the map's file)."""
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
@@ -422,14 +778,40 @@ def _child(root: Path, args: list[str]) -> int:
         print(f"mutate: spurinv was imported from {spurinv.__file__}, not from the mutated copy in {root}")
         return 98
     import pytest
-    from hypothesis import HealthCheck
+    from hypothesis import HealthCheck, Phase
     from hypothesis import settings as hypothesis_settings
 
+    # no shrinking: a failing example kills the mutant as it is (shrinking one that drives the
+    # CLI through a fault server took minutes, past the time limit)
     hypothesis_settings.register_profile(
-        "mutate", database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
+        "mutate",
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
     )
     hypothesis_settings.load_profile("mutate")
-    return int(pytest.main(args))
+    if trace_to is None:
+        return int(pytest.main(args))
+    spans: dict[int, tuple[str, int, int]] = {}
+    for module in modules or []:
+        source, found = instrument((REPO / module).read_text(), module, len(spans))
+        (root / module).write_text(source)
+        spans.update({ident: (module, low, high) for ident, (low, high) in found.items()})
+    tracer = _Tracer(spans, modules or [])
+
+    class Plugin:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_protocol(self, item, nextitem):  # type: ignore[no-untyped-def]
+            return (yield from tracer.protocol(item))
+
+        def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
+            tracer.pytest_runtest_logreport(report)
+
+    code = int(pytest.main(args, plugins=[Plugin()]))
+    trace_to.write_text(json.dumps({"lines": tracer.lines, "durations": tracer.durations, "failed": tracer.failed}))
+    return code
 
 
 # ---------------------------------------------------------------------------------- reporting
@@ -437,7 +819,8 @@ def report(modules: list[str], mutants: list[Mutant], equivalents: dict[str, str
     """Print the score per module and the survivors; return True when every module reached --fail-under."""
     print()
     header = (
-        f"{'module':<32} {'mutants':>7} {'own':>5} {'rest':>5} {'t/o':>4} {'surv':>5} {'equiv':>5} {'error':>5} {'score':>7}"
+        f"{'module':<32} {'mutants':>7} {'map':>5} {'own':>5} {'rest':>5} {'t/o':>4} {'surv':>5} {'equiv':>5} "
+        f"{'error':>5} {'score':>7} {'seconds':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -449,20 +832,29 @@ def report(modules: list[str], mutants: list[Mutant], equivalents: dict[str, str
         counts = Counter(m.result for m in mine)
         equivalent = sum(1 for m in mine if m.result == "survived" and m.key in equivalents)
         survived = counts["survived"] - equivalent
-        killed = counts["killed-own"] + counts["killed-rest"] + counts["timeout"]
+        killed = counts["killed-map"] + counts["killed-own"] + counts["killed-rest"] + counts["timeout"]
         judged = killed + survived
         score = 100.0 * killed / judged if judged else 100.0
         scores[module] = score
         print(
-            f"{module:<32} {len(mine):>7} {counts['killed-own']:>5} {counts['killed-rest']:>5} {counts['timeout']:>4} "
-            f"{survived:>5} {equivalent:>5} {counts['error']:>5} {score:>6.1f}%"
+            f"{module:<32} {len(mine):>7} {counts['killed-map']:>5} {counts['killed-own']:>5} {counts['killed-rest']:>5} "
+            f"{counts['timeout']:>4} {survived:>5} {equivalent:>5} {counts['error']:>5} {score:>6.1f}% "
+            f"{sum(m.seconds for m in mine):>8.0f}"
         )
     print(f"\n{len(mutants)} mutants in {seconds:.0f} s with {jobs} worker(s)")
+    print("map/own/rest: killed by the tests the coverage map chose / the fallback's files; t/o: killed by timeout")
+    print("seconds: the test runs of the module's mutants, summed")
+    timeouts = [m for m in mutants if m.result == "timeout"]
+    if timeouts:
+        print("\nkilled by timeout (a loop that never ends, or a machine too loaded: look at each):")
+        for mutant in timeouts:
+            print(f"  {mutant.describe()}")
     survivors = [m for m in mutants if m.result == "survived" and m.key not in equivalents]
     if survivors:
         print("\nsurviving mutants (no fast test fails; add a behaviour test, or record it in docs/mutation.md if equivalent):")
         for mutant in survivors:
-            print(f"  {mutant.describe()}\n      key: {mutant.key}")
+            chosen = f"{len(mutant.tests)} tests from the map" if mutant.tests else "fallback: the module's test files"
+            print(f"  {mutant.describe()}\n      key: {mutant.key}\n      ran: {chosen}")
     errors = [m for m in mutants if m.result == "error"]
     if errors:
         print("\nmutants whose test run failed to start (a problem of this script, not of the tests):")
@@ -491,15 +883,29 @@ def resolve(names: list[str]) -> list[str]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/mutate",
-        description="Mutation testing of the decision core and the parsers against the fast unit tests.",
+        description="Mutation testing of the decision core, the parsers and the controller writers against the fast tests.",
     )
     parser.add_argument(
-        "--module", action="append", help="module to mutate (policy, classify, nodeview, attribute or a path); repeatable"
+        "--module",
+        action="append",
+        help="module to mutate (policy, ledger, attribute … or a path; default: the core and the writers); repeatable",
     )
     parser.add_argument("--sample", type=int, default=0, help="test a seeded random sample of N mutants (default: all)")
     parser.add_argument("--seed", type=int, default=16, help="seed of the sample (default 16)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
-    parser.add_argument("--timeout", type=float, default=0, help="seconds per test stage (default: 3 x the baseline + 15 s)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=0,
+        help="seconds per mutant's test run, past which it counts as killed by timeout "
+        "(default: 3 x its tests' time in the map + 10 s, at least 60 s; fallback stages: 3 x the baseline + 15 s)",
+    )
+    parser.add_argument(
+        "--select",
+        choices=("map", "files"),
+        default="map",
+        help="tests per mutant: those the coverage map says execute its lines (default), or the module's test files",
+    )
     parser.add_argument("--baseline-timeout", type=float, default=600, help=argparse.SUPPRESS)
     parser.add_argument(
         "--rest",
@@ -507,7 +913,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="related",
         help="after the module's own tests: the related in-process tests (default), the whole fast suite, or nothing",
     )
-    parser.add_argument("--match", default="", help="only mutants whose key contains this text")
+    parser.add_argument(
+        "--match", action="append", default=[], help="only mutants whose key contains this text (repeatable: any of them)"
+    )
     parser.add_argument("--list", action="store_true", help="list the (sampled) mutants and their keys, run nothing")
     parser.add_argument("--quiet", action="store_true", help="no line per mutant")
     parser.add_argument("--fail-under", type=float, default=0, help="exit 1 if a module scores below this percentage")
@@ -521,13 +929,14 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     modules = resolve(args.module or list(DEFAULT_MODULES))
     mutants = [mutant for module in modules for mutant in find_mutants(module)]
-    mutants = [mutant for mutant in mutants if args.match in mutant.key]
+    mutants = [mutant for mutant in mutants if not args.match or any(text in mutant.key for text in args.match)]
     total = len(mutants)
     if args.sample and args.sample < total:
         chosen = sorted(random.Random(args.seed).sample(range(total), args.sample))  # noqa: S311 (a reproducible sample)
         mutants = [mutants[index] for index in chosen]
     sampled = f" (seed {args.seed})" if args.sample else ""
-    print(f"{len(mutants)} of {total} mutants of {', '.join(modules)}{sampled}; then tests: own + {args.rest}")
+    tests = "the coverage map, else own + " if args.select == "map" else "own + "
+    print(f"{len(mutants)} of {total} mutants of {', '.join(modules)}{sampled}; tests: {tests}{args.rest}")
     if args.list:
         for mutant in mutants:
             print(f"{mutant.describe()}\n    key: {mutant.key}")
@@ -548,7 +957,11 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="spurinv-mutate-") as temp:
         runner = Runner(args, modules, Path(temp))
         try:
-            runner.baseline()
+            if args.select == "map":
+                runner.build_map()
+                for mutant in mutants:
+                    runner.select(mutant)
+            runner.baseline(mutants)
             runner.run(mutants)
         except KeyboardInterrupt:
             interrupted = True
@@ -570,8 +983,8 @@ def main(argv: list[str]) -> int:
 
 def _score(module: str, mutants: list[Mutant], equivalents: dict[str, str]) -> float:
     mine = [m for m in mutants if m.module == module and not (m.result == "survived" and m.key in equivalents)]
-    killed = sum(1 for m in mine if m.result in ("killed-own", "killed-rest", "timeout"))
-    judged = sum(1 for m in mine if m.result in ("killed-own", "killed-rest", "timeout", "survived"))
+    killed = sum(1 for m in mine if m.result in ("killed-map", "killed-own", "killed-rest", "timeout"))
+    judged = sum(1 for m in mine if m.result in ("killed-map", "killed-own", "killed-rest", "timeout", "survived"))
     return 100.0 * killed / judged if judged else 100.0
 
 

@@ -669,3 +669,66 @@ def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_fo
         assert "DRAIN" in node.controller["state"]  # never lifted: not ours
     assert node.state().drain is None
     assert node.state().intent is None
+
+
+# --- issue #26: what the mutation run found no test for ----------------------------------------
+
+
+def test_an_unanswered_drain_keeps_the_cause_it_was_sent_for():
+    """The drain recorded from an unanswered write keeps its intent's cause: a drain sent because
+    the hardware looked suspicious must not come back as a ``busy`` one (which ``decide`` lifts
+    on its own terms); only an intent without a cause (written by an older version) means busy."""
+    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()))
+    for cause, expected in (("suspicious", "suspicious"), ("refused", "refused"), ("busy", "busy"), (None, "busy")):
+        state = with_intent("drain", DRAIN_BODY)
+        assert state.intent is not None
+        state = state.model_copy(update={"intent": state.intent.model_copy(update={"cause": cause})})
+
+        after, _note = reconcile(state, seen)
+
+        assert after.drain is not None
+        assert after.drain.cause == expected, cause
+
+
+def test_our_drain_without_the_controllers_time_gets_it_pinned_the_first_time_it_is_seen():
+    """With no intent to settle, ``reconcile`` still records when the controller says our drain's
+    reason was set: once, from a view that says it, and never over a time already pinned."""
+    drain = Drain(reason=REASON, set_at=at(120), cause="busy")
+    state = State().model_copy(update={"drain": drain})
+    first = int(at(121).timestamp())
+
+    pinned, note = reconcile(state, view("DRAIN", reason=REASON, changed=first))
+    unsaid, _ = reconcile(state, view("DRAIN", reason=REASON, changed=None))
+    again, _ = reconcile(pinned, view("DRAIN", reason=REASON, changed=first))
+
+    assert note is None
+    assert pinned.drain is not None
+    assert pinned.drain.reason_changed_at == first
+    assert unsaid.drain == drain  # a controller that does not say (spur): nothing to pin
+    assert again.drain == pinned.drain
+
+
+def test_a_drain_that_is_not_ours_on_the_node_pins_nothing():
+    drain = Drain(reason=REASON, set_at=at(120), cause="busy")
+    state = State().model_copy(update={"drain": drain})
+
+    foreign, _ = reconcile(state, view("DRAIN", reason="admin: bad fan", changed=int(at(121).timestamp())))
+    lifted, _ = reconcile(state, view(reason="", changed=int(at(121).timestamp())))
+
+    assert foreign.drain == drain
+    assert lifted.drain == drain
+
+
+def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registration():
+    """A drain sent for a reading whose GPU counts the controller already lists (a suspicious or
+    NPS-only change: same GRES, new fingerprint) and never applied: only the intent goes. Read as
+    an applied registration, it would move the baseline to hardware nobody registered."""
+    same_gpus = inventory(packages(8, "SPX"), cpus=96)
+    state = with_intent("drain", DRAIN_BODY, current=same_gpus)
+
+    after, note = reconcile(state, view(gres="gpu:mi300x:8"))
+
+    assert after.intent is None
+    assert after.drain is None
+    assert after.baseline.fingerprint == SPX.fingerprint
+    assert note == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"

@@ -198,3 +198,79 @@ def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     assert loaded is not None
     assert loaded.steady is not None
     assert loaded.steady.model_dump(mode="json") == memo
+
+
+# -- issue #26: the replay's guard --------------------------------------------------------------
+
+
+def _memo_state(inv: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A raw state whose baseline is ``inv``, and the memo a calm run of it left."""
+    model = State(baseline=Baseline(inventory=inv, since=at(0), source="registered")).record(reading(inv, 60))
+    raw = model.model_dump(mode="json")
+    steady = ledger.memo(inv.fingerprint, "key", [], [], None, "n1")
+    return {**raw, "steady": steady}, steady
+
+
+def _discovery(inv: Any, ok: bool = True) -> dict[str, Any]:
+    return {"ok": ok, "inventory": inv.model_dump(mode="json") if inv is not None else None, "errors": [], "flags": []}
+
+
+def test_a_memo_replays_only_the_hardware_it_was_left_for():
+    """The fast path's memo stands for one situation: an ok discovery of the memo's fingerprint.
+    Other hardware, a failed discovery or no inventory goes to the full run (None), never
+    recorded as *unchanged*."""
+    raw, steady = _memo_state(SPX)
+
+    same = ledger.replay(raw, steady, _discovery(SPX), "2026-01-01T00:02:00Z")
+    changed = ledger.replay(raw, steady, _discovery(CPX), "2026-01-01T00:02:00Z")
+    failed = ledger.replay(raw, steady, _discovery(SPX, ok=False), "2026-01-01T00:02:00Z")
+    empty = ledger.replay(raw, steady, _discovery(None), "2026-01-01T00:02:00Z")
+
+    assert same is not None
+    assert same["last"]["outcome"] == "unchanged"
+    assert same["readings"][-1]["fingerprint"] == SPX.fingerprint
+    assert changed is None
+    assert failed is None
+    assert empty is None
+
+
+def test_a_memo_over_a_hand_edited_baseline_does_not_replay():
+    raw, steady = _memo_state(SPX)
+    other, _ = _memo_state(CPX)
+
+    assert ledger.replay({**raw, "baseline": other["baseline"]}, steady, _discovery(SPX), "2026-01-01T00:02:00Z") is None
+    assert ledger.replay({**raw, "baseline": None}, steady, _discovery(SPX), "2026-01-01T00:02:00Z") is None
+
+
+def test_a_reading_that_differs_from_the_baseline_is_pending_since_it_was_first_seen():
+    """``status`` shows what is pending and since when: the first sighting of a new inventory,
+    kept while the same one is read again, restarted by another one, untouched by a failed
+    reading, cleared by a reading of the baseline."""
+    other = inventory(packages(4, "SPX"))
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+
+    first = state.record(reading(CPX, 60))
+    again = first.record(reading(CPX, 120))
+    failed = again.record(reading(None, 180))
+    switched = failed.record(reading(other, 240))
+    back = switched.record(reading(SPX, 300))
+
+    assert first.pending is not None
+    assert (first.pending.fingerprint, first.pending.since) == (CPX.fingerprint, at(60))
+    assert again.pending == first.pending
+    assert failed.pending == first.pending
+    assert switched.pending is not None
+    assert (switched.pending.fingerprint, switched.pending.since) == (other.fingerprint, at(240))
+    assert back.pending is None
+
+
+def test_failed_readings_are_counted_until_one_succeeds():
+    """``consecutive_failures`` (status, the metrics): 0 after any good reading, one more per failure."""
+    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+    counts = []
+    for inv in (SPX, None, None, CPX, None, SPX):
+        state = state.record(reading(inv, 60 * (len(counts) + 1)))
+        counts.append(state.consecutive_failures)
+
+    assert counts == [0, 1, 2, 0, 1, 0]
+    assert state.last_success == at(360)

@@ -166,3 +166,50 @@ def test_a_busy_node_whose_gres_used_says_busy_is_drained_even_if_the_word_says_
     assert [post.get("state") for post in lab.posts()] == [["DRAIN"]]
     assert lab.status()["drain"]["cause"] == "busy"
     assert lab.node["gres"] == "gpu:mi300x:8"
+
+
+def test_a_busy_node_is_confirmed_with_the_all_nodes_query_once_per_busy_recheck(lab):
+    """The all-nodes query costs the size of the cluster (docs/busy.md): while a node stays busy
+    without GPU usage data, runs within ``controller.busy_recheck`` (300 s) of the last query read
+    only the node (issue #26: the bound held only by ``Controller.rechecked``, never tested)."""
+    adopt(lab, "mi300x-spx")
+    lab.node.update(state=["MIXED"], alloc_cpus=4)
+    lab.node.pop("gres_used")
+    queries = 0
+    for _ in range(4):
+        lab.refresh("mi300x-spx-nps4")
+        queries += sum(1 for seen in lab.sent if seen.path == NODES_PATH)
+
+    assert "DRAIN" in lab.node["state"]  # busy: drained until the job ends
+    assert queries == 1
+
+
+def test_a_stale_busy_answer_is_re_checked_before_the_register_command_is_refused(tmp_path):
+    """The register command needs the node idle of any job; a single-node GET that still shows a
+    job that ended is asked again (``confirm_busy``) before the command is given up on."""
+    import io
+
+    from spurinv.config import ControllerSection
+    from spurinv.controller import Controller
+    from spurinv.log import Log
+    from spurinv.registration import Registrar
+
+    gateway = StaleGateway()
+    node = gateway.add_node("n1", gres="gpu:mi300x:8")
+    stale = capture("node-n1-idle")
+    stale["nodes"][0].update(gres="gpu:mi300x:8", state=["MIXED"], alloc_cpus=4)
+    stale["nodes"][0].pop("gres_used")
+    gateway.stale = stale
+    ran = tmp_path / "ran"
+    command = tmp_path / "register"
+    command.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    command.chmod(0o755)
+    with FaultServer(gateway=gateway) as server:
+        registrar = Registrar((str(command),), 5, 1, {"PATH": "/usr/bin:/bin"}, Log({}, stream=io.StringIO()))
+        client = Controller(ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None, registrar=registrar)
+
+        result = registrar.register(client, {"mi300x": 8})
+
+    assert result.applied, result.error
+    assert ran.exists()
+    assert "DRAIN" not in node["state"]

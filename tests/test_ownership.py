@@ -373,7 +373,7 @@ def test_an_unpinned_claim_and_a_controller_that_does_not_say_when():
 
 
 @pytest.mark.parametrize(
-    ("seconds", "warned"), [(None, False), (0, False), (300, False), (-300, False), (301, True), (-400, True)]
+    ("seconds", "warned"), [(None, False), (0, False), (300, False), (-300, False), (301, True), (-301, True), (-400, True)]
 )
 def test_skew_beyond_five_minutes_is_reported(seconds, warned):
     warning = ownership.skew_warning(seconds)

@@ -4,6 +4,7 @@ argv and output are shown without credentials (issue #14: bounded output, blanke
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -17,6 +18,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from spurinv import registration
+from spurinv.config import ControllerSection
+from spurinv.errors import ConfigError, ControllerError
+from spurinv.log import Log
+from spurinv.registration import Registrar
+from spurinv.scontrol import Scontrol
 from spurinv.secret import BLANK, blank, blank_argv
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
@@ -236,3 +242,125 @@ def test_the_output_of_a_command_killed_at_its_timeout_is_kept_for_the_log():
         registration.run(["/bin/sh", "-c", "echo restarting spurd; sleep 30"], ENV, 0.5)
 
     assert b"restarting spurd" in caught.value.output
+
+
+# --- issue #26: the read-back after the command, and the command's path -------------------------
+
+IDLE_N1 = Path(__file__).resolve().parent / "fixtures/slurm/responses/24.11/v0.0.42/node-n1-idle.json"
+
+
+class Clock:
+    """A monotonic clock that moves only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def planned_scontrol(tmp: Path, plan: list[str]) -> tuple[Scontrol, Path]:
+    """A Slurm scontrol stand-in whose n-th ``show node`` answers ``plan[n]``: a GRES count
+    (``"8"``: the captured idle n1 with that many GPUs), or ``"down"`` (slurmctld unreachable).
+    Past the plan it says the node is unknown, so a loop that never ends fails instead of hanging."""
+    document = json.loads(IDLE_N1.read_text())
+    for count in {p for p in plan if p.isdigit()}:
+        document["nodes"][0].update(gres=f"gpu:mi300x:{count}", gres_used="gpu:mi300x:0(IDX:N/A)")
+        (tmp / f"show-{count}.json").write_text(json.dumps(document))
+    (tmp / "plan").write_text("\n".join(plan) + "\n")
+    calls = tmp / "calls"
+    script = tmp / "scontrol"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "slurm 24.11.5"; exit 0; fi\n'
+        f"echo x >> {calls}\n"
+        f'step=$(sed -n "$(wc -l < {calls})p" {tmp / "plan"})\n'
+        'case "$step" in\n'
+        "  '') echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1 ;;\n"
+        "  down) echo 'slurm_load_node error: Unable to contact slurm controller (connect failure)' >&2; exit 1 ;;\n"
+        f'  *) cat "{tmp}/show-$step.json" ;;\n'
+        "esac\n"
+    )
+    script.chmod(0o755)
+    return Scontrol(ControllerSection(transport="scontrol", scontrol=str(script)), "n1", ENV), calls
+
+
+def registrar(wait: float, clock: Clock) -> Registrar:
+    return Registrar(("/bin/true",), 5, wait, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep, monotonic=clock.monotonic)
+
+
+def test_the_read_back_waits_longer_between_looks_and_stops_at_register_wait(tmp_path):
+    """Polling a controller that does not list the GPUs yet: 0.25 s, then doubling (capped at
+    5 s), never past ``register_wait``; then a refusal that says what the controller lists."""
+    client, calls = planned_scontrol(tmp_path, ["8"] * 8)
+    clock = Clock()
+
+    result = registrar(3.0, clock).register(client, {"mi300x": 64})
+
+    assert clock.sleeps == [0.25, 0.5, 1.0, 1.25]
+    assert len(calls.read_text().splitlines()) == 1 + 5  # the idle check, then five looks
+    assert not result.applied
+    assert result.error == "after register_command the controller still lists 'gpu:mi300x:8', not gpu:mi300x:64, after 3.0 s"
+
+
+def test_the_pause_between_looks_is_capped_at_five_seconds(tmp_path):
+    client, _ = planned_scontrol(tmp_path, ["8"] * 12)
+    clock = Clock()
+
+    registrar(20.0, clock).register(client, {"mi300x": 64})
+
+    assert clock.sleeps == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 2.25]
+
+
+def test_a_controller_briefly_unreachable_during_the_read_back_is_not_yet(tmp_path):
+    """slurmctld re-execs on ``scontrol reconfigure``: an unreachable look is retried, and the GPUs
+    listed afterwards make the registration applied."""
+    client, _ = planned_scontrol(tmp_path, ["8", "down", "down", "64"])
+    clock = Clock()
+
+    result = registrar(10.0, clock).register(client, {"mi300x": 64})
+
+    assert result.applied, result.error
+    assert result.view.gres == "gpu:mi300x:64"
+    assert clock.sleeps == [0.25, 0.5]
+
+
+def test_a_controller_still_unreachable_at_the_end_of_the_read_back_is_that_error(tmp_path):
+    client, _ = planned_scontrol(tmp_path, ["8", *["down"] * 6])
+
+    with pytest.raises(ControllerError) as caught:
+        registrar(1.0, Clock()).register(client, {"mi300x": 64})
+
+    assert caught.value.kind == "unreachable"
+
+
+def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(tmp_path):
+    """A directory is "executable" to ``access(X_OK)``: only the regular-file check names the problem."""
+    for program in (tmp_path, tmp_path / "missing"):
+        with pytest.raises(ConfigError) as caught:
+            registration.resolve(str(program), ENV, "controller.register_command")
+        assert str(caught.value) == f"controller.register_command: {program} does not exist or is not a regular file"
+
+
+def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
+    """``MAX_OUTPUT`` pinned with a literal: the register command's tail that the log and the
+    refusal quote (issue #26: only explicit limits were tested)."""
+    limit = 64 * 1024
+
+    whole = registration.run(["/bin/sh", "-c", f"head -c {limit} /dev/zero | tr '\\0' x"], ENV, 30)
+    over = registration.run(["/bin/sh", "-c", f"head -c {limit + 1} /dev/zero | tr '\\0' x"], ENV, 30)
+
+    assert (len(whole.stdout), whole.truncated) == (limit, False)
+    assert (len(over.stdout), over.truncated) == (limit, True)
+
+
+def test_a_command_that_ends_inside_its_last_second_is_not_killed():
+    """The timeout is the timeout: a command that ends 0.8 s before it is not cut off a second early."""
+    outcome = registration.run(["/bin/sh", "-c", "sleep 2.2; echo done"], ENV, 3)
+
+    assert (outcome.status, outcome.stdout) == (0, "done\n")

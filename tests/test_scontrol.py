@@ -4,6 +4,7 @@ one-line fake scontrol; the real messages are exercised in tests/e2e/test_conver
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -289,3 +290,77 @@ def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(t
 
     assert client.sent == []
     assert not ran.exists()
+
+
+# --- issue #26: reading a node through Slurm's scontrol, and its failures -------------------------
+
+# `scontrol --json show node n1` prints the data parser's document, the shape of the REST API's
+# answer (docs/slurm-rest.md); this capture is slurmrestd 24.11's (tests/fixtures/slurm/responses)
+SHOW_N1 = Path(__file__).resolve().parent / "fixtures/slurm/responses/24.11/v0.0.42/node-n1-mixed-job-gres.json"
+
+
+def _shows(tmp: Path, document: dict) -> Scontrol:
+    (tmp / "show.json").write_text(json.dumps(document))
+    fake = fake_scontrol(tmp, f'[ "$*" = "--json show node n1" ] || exit 9\ncat {tmp / "show.json"}')
+    return Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+
+def test_slurms_json_view_through_scontrol_is_the_nodes_view(tmp_path):
+    client = _shows(tmp_path, json.loads(SHOW_N1.read_text()))
+
+    view = client.view()
+
+    assert (view.name, view.base, view.gres, view.gres_used, view.idle) == (
+        "n1", "MIXED", "gpu:mi300x:8", "gpu:mi300x:2(IDX:0-1)", False,
+    )  # fmt: skip
+    assert client.rechecked  # `show node` loads every node: never a stale single-node answer
+    assert [r.line() for r in client.sent][-1].endswith("scontrol --json show node n1 → 0")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("gres_used", "gpu:mi300x:99999999999999999999999(IDX:0)"), ("gres", "gpu:mi300x:99999999999999999999999")],
+)
+def test_a_slurm_view_with_an_unusable_gres_count_is_a_protocol_error(tmp_path, field, value):
+    """An absurd count in either GRES string is refused when the node is read, not later in the
+    middle of a decision (where it would be a traceback)."""
+    document = json.loads(SHOW_N1.read_text())
+    document["nodes"][0][field] = value
+    client = _shows(tmp_path, document)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+
+
+def test_a_show_failure_scontrol_does_not_explain_is_a_protocol_error_with_its_words(tmp_path):
+    fake = fake_scontrol(tmp_path, "echo 'slurm_load_node error: Something nobody has seen yet' >&2; exit 1")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+    assert str(caught.value) == "scontrol: slurm_load_node error: Something nobody has seen yet"
+
+
+def test_a_silent_failure_is_named_by_its_exit_status(tmp_path):
+    fake = fake_scontrol(tmp_path, "exit 3")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, str(caught.value)) == ("protocol", "scontrol: exit status 3")
+
+
+def test_an_unknown_node_is_named_in_the_error(tmp_path):
+    fake = fake_scontrol(tmp_path, "echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("unknown-node", exitcode.NOHOST)
+    assert str(caught.value) == "the controller does not know node 'n1' (slurm_load_node error: Invalid node name specified)"

@@ -1,0 +1,145 @@
+"""The REST client's own decisions, against ``tests/faultserver.py`` on 127.0.0.1 (issue #26: what
+the mutation run of ``spurinv/controller.py`` found no test for): how an answer is classified, the
+busy re-check's all-nodes query, and the size bound on an answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from faultserver import FaultServer, Gateway, Reply
+
+from spurinv import exitcode
+from spurinv.config import ControllerSection
+from spurinv.controller import Controller
+from spurinv.errors import ControllerError
+
+NODE = "/slurm/v0.0.42/node/n1"
+NODES = "/slurm/v0.0.42/nodes"
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway) as running:
+        yield running
+
+
+def client(server: FaultServer) -> Controller:
+    return Controller(ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None)
+
+
+@pytest.mark.parametrize("body", [b"", {}, {"errors": [], "warnings": []}])
+def test_a_node_get_answered_404_without_an_error_is_an_unknown_node(server, body):
+    """A 404 with nothing in it, for the node the client asked for: the controller does not know
+    it (exit 68), not a protocol error (76) that would be backed off as a broken controller."""
+    server.script("GET", NODE, Reply(404, body))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert (caught.value.kind, caught.value.exit_code) == ("unknown-node", exitcode.NOHOST)
+    assert str(caught.value) == f"GET {NODE}: HTTP 404: the controller does not know node 'n1'"
+
+
+def test_a_post_answered_404_is_a_read_only_gateway_not_an_unknown_node(server):
+    server.script("POST", NODE, Reply(404, b""))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert caught.value.kind == "read-only"
+
+
+def _busy_without_gpu_usage(server: FaultServer) -> None:
+    """MIXED with a CPU allocated and no ``gres_used``: only the all-nodes query can confirm it."""
+    node = server.gateway.nodes["n1"]  # type: ignore[union-attr]
+    node.update(state=["MIXED"], alloc_cpus=4)
+    node.pop("gres_used")
+
+
+def test_a_busy_re_check_is_one_all_nodes_query_and_says_it_was_made(server):
+    _busy_without_gpu_usage(server)
+    rest = client(server)
+
+    confirmed = rest.view(confirm_busy=True)
+    asked = [(seen.method, seen.path) for seen in server.seen]
+
+    assert not confirmed.idle
+    assert asked == [("GET", NODE), ("GET", NODES)]
+    assert rest.rechecked  # the policy stamps busy_checked_at from this, and waits busy_recheck
+
+
+def test_a_view_that_was_not_asked_to_confirm_makes_no_all_nodes_query_and_says_so(server):
+    _busy_without_gpu_usage(server)
+    rest = client(server)
+    rest.view(confirm_busy=True)
+
+    rest.view()
+
+    assert [seen.path for seen in server.seen].count(NODES) == 1
+    assert not rest.rechecked
+
+
+def test_an_idle_node_needs_no_re_check(server):
+    rest = client(server)
+
+    rest.view(confirm_busy=True)
+
+    assert [seen.path for seen in server.seen] == [NODE]
+    assert not rest.rechecked
+
+
+def test_an_answer_is_bounded_at_eight_mebibytes(server):
+    """``MAX_BODY`` pinned with a literal (a test that moved with the constant could not fail): an
+    ``/openapi/v3`` of 8 MiB is read (here garbage: the versions are probed instead), one byte
+    more is a protocol error."""
+    limit = 8 * 1024 * 1024
+    auto = ControllerSection(url=server.url, api="auto", timeout=30)
+    server.script("GET", "/openapi/v3", Reply(200, size=limit, length=False))
+    assert Controller(auto, "n1", None).view().name == "n1"
+
+    server.script("GET", "/openapi/v3", Reply(200, size=limit + 1, length=False))
+    with pytest.raises(ControllerError) as caught:
+        Controller(auto, "n1", None).view()
+    assert (caught.value.kind, str(caught.value)) == ("protocol", f"response exceeds {limit} bytes")
+
+
+def test_an_all_nodes_answer_is_bounded_at_sixty_four_mebibytes(server):
+    """``MAX_NODES_BODY`` pinned with a literal: the busy re-check reads an all-nodes answer of
+    64 MiB (garbage here, so it fails later, as unparseable), one byte more is refused as too large."""
+    limit = 64 * 1024 * 1024
+    _busy_without_gpu_usage(server)
+
+    server.script("GET", NODES, Reply(200, size=limit, length=False))
+    with pytest.raises(ControllerError) as read:
+        client(server).view(confirm_busy=True)
+    server.script("GET", NODES, Reply(200, size=limit + 1, length=False))
+    with pytest.raises(ControllerError) as refused:
+        client(server).view(confirm_busy=True)
+
+    assert "exceeds" not in str(read.value)
+    assert (refused.value.kind, str(refused.value)) == ("protocol", f"response exceeds {limit} bytes")
+
+
+def test_a_cached_api_version_the_server_no_longer_serves_is_detected_again_once(server):
+    """An earlier run detected v0.0.40; the server was upgraded past it (Slurm 26.11 drops
+    v0.0.42): its 404, which names no node, makes the client detect the version again."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    rest = Controller(auto, "n1", None, api="slurm/v0.0.40")
+
+    view = rest.view()
+
+    assert view.name == "n1"
+    assert rest.api == "slurm/v0.0.42"
+    assert [seen.path for seen in server.seen] == ["/slurm/v0.0.40/node/n1", "/openapi/v3", NODE]
+
+
+def test_a_cached_api_version_that_answers_is_used_without_detection(server):
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    rest = Controller(auto, "n1", None, api="slurm/v0.0.42")
+
+    rest.view()
+
+    assert [seen.path for seen in server.seen] == [NODE]

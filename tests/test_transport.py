@@ -1,0 +1,80 @@
+"""What a request looks like in ``status``, the report and the log (:class:`spurinv.transport.Request`):
+the same line whichever transport sent it (issue #26: no test pinned it)."""
+
+from __future__ import annotations
+
+import pytest
+from faultserver import FaultServer, Gateway, Reply
+
+from spurinv.config import ControllerSection
+from spurinv.controller import Controller
+from spurinv.errors import ControllerError
+from spurinv.transport import Request
+
+
+def test_a_request_line_is_method_path_then_the_body_as_sorted_json_then_the_status():
+    drain = Request("POST", "/slurm/v0.0.42/node/n1", {"state": ["DRAIN"], "reason": "spurinv: x"}, 200)
+
+    assert drain.line() == 'POST /slurm/v0.0.42/node/n1 {"reason": "spurinv: x", "state": ["DRAIN"]} → 200'
+
+
+def test_a_request_without_a_body_or_a_status_shows_neither():
+    assert Request("GET", "/slurm/v0.0.42/node/n1", None).line() == "GET /slurm/v0.0.42/node/n1"
+    assert Request("EXEC", "scontrol --json show node n1", None, 0).line() == "EXEC scontrol --json show node n1 → 0"
+    assert Request("POST", "/x", {}, None).line() == "POST /x {}"  # an empty body is a body
+
+
+def test_a_request_as_a_dict_keeps_every_field():
+    request = Request("POST", "/x", {"a": 1}, 500)
+
+    assert request.as_dict() == {"method": "POST", "path": "/x", "body": {"a": 1}, "status": 500}
+
+
+# --- issue #26: a re-registration sent as a GRES update (REST here; Slurm's scontrol alike) --------
+
+NODE = "/slurm/v0.0.42/node/n1"
+
+
+@pytest.fixture
+def rest():
+    gateway = Gateway(gres_policy="slurm")
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway) as server:
+        yield server, Controller(ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None)
+
+
+def test_a_refused_gres_update_is_a_refusal_with_the_controllers_words_and_the_node_as_it_is(rest):
+    server, client = rest
+    client.view()  # the run's first look: the request line must be the update's, not the first sent
+
+    result = client.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "ab" * 8)
+
+    assert not result.applied
+    assert "Invalid generic resource" in (result.error or "")
+    assert result.request is not None
+    assert result.request.startswith(f'POST {NODE} {{"gres": "gpu:mi300x:64"}} → 500')
+    assert result.view.gres == "gpu:mi300x:8"  # read again after the refusal
+    assert [seen.method for seen in server.seen] == ["GET", "POST", "GET"]
+
+
+def test_an_update_the_controller_accepts_but_does_not_apply_is_not_applied(rest):
+    """Slurm answers 200 to a GPU type change it silently drops: only the read-back tells."""
+    _server, client = rest
+    client.view()
+
+    result = client.register({"gres": "gpu:mi355x:8"}, {"mi355x": 8}, "ab" * 8)
+
+    assert not result.applied
+    assert result.error == "the controller still says gres 'gpu:mi300x:8' after accepting 'gpu:mi355x:8'"
+    assert result.request == f'POST {NODE} {{"gres": "gpu:mi355x:8"}} → 200'
+    assert result.view.gres == "gpu:mi300x:8"
+
+
+def test_a_gres_update_that_fails_otherwise_is_that_error_not_a_refusal(rest):
+    server, client = rest
+    server.script("POST", NODE, Reply(401, "Authentication failure"))
+
+    with pytest.raises(ControllerError) as caught:
+        client.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "ab" * 8)
+
+    assert caught.value.kind == "auth"
