@@ -103,7 +103,7 @@ def test_an_answer_is_bounded_at_eight_mebibytes(server):
     server.script("GET", "/openapi/v3", Reply(200, size=limit + 1, length=False))
     with pytest.raises(ControllerError) as caught:
         Controller(auto, "n1", None).view()
-    assert (caught.value.kind, str(caught.value)) == ("protocol", f"response exceeds {limit} bytes")
+    assert (caught.value.kind, str(caught.value)) == ("protocol", f"GET /openapi/v3: response exceeds {limit} bytes")
 
 
 def test_an_all_nodes_answer_is_bounded_at_sixty_four_mebibytes(server):
@@ -120,7 +120,7 @@ def test_an_all_nodes_answer_is_bounded_at_sixty_four_mebibytes(server):
         client(server).view(confirm_busy=True)
 
     assert "exceeds" not in str(read.value)
-    assert (refused.value.kind, str(refused.value)) == ("protocol", f"response exceeds {limit} bytes")
+    assert (refused.value.kind, str(refused.value)) == ("protocol", f"GET {NODES}: response exceeds {limit} bytes")
 
 
 def test_a_cached_api_version_the_server_no_longer_serves_is_detected_again_once(server):
