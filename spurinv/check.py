@@ -57,7 +57,9 @@ NAMES = (
 )
 TIMER = "spurinv-refresh.timer"
 SERVICE = "spurinv-refresh.service"
-UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
+CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
 CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
 TOKEN_WARN_DAYS = 7
@@ -352,19 +354,47 @@ def _token(run: _Run) -> Check:
     if settings.auth == "none":
         return Check("token", "skip", 'controller.auth = "none": no token is sent')
     source = settings
-    credentials = run.world.environ.get("CREDENTIALS_DIRECTORY")
-    if not settings.token_file and not credentials:
-        # the unit passes the token as a credential: check the file the unit loads it from
-        loaded = _credential_source(run, settings.credential)
-        if loaded is None:
+    environ = run.world.environ
+    credentials = environ.get("CREDENTIALS_DIRECTORY")
+    key = "controller.token_file"
+    note = ""
+    if not credentials:
+        # check the token the scheduler's runs will read: the unit's credential, or token_file
+        # under cron (which passes no $CREDENTIALS_DIRECTORY)
+        scheduler = _scheduler(run)
+        loaded = _credential(run, settings.credential) if scheduler == "systemd" else None
+        if loaded is not None and loaded.path is None:
             return Check(
-                "token", "fail", "no controller.token_file, and no LoadCredential= in the unit to read the token from",
+                "token", "warn", f"the unit passes the token by {loaded.directive} ({loaded.where}): check cannot verify it",
+                f"start the unit once and read its log: systemctl start {SERVICE}; journalctl -u {SERVICE} -n 20",
+            )  # fmt: skip
+        if loaded is not None:
+            assert loaded.path is not None
+            host_path = run.world.root.join(loaded.path.lstrip("/"))
+            if not os.path.lexists(host_path):
+                return Check(
+                    "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
+                    "not exist, so systemd cannot start the unit",
+                    f"write the token (`scontrol token username={settings.user} lifespan=N`) to {loaded.path}, "
+                    "chown root, chmod 0600",
+                    exitcode.NOPERM,
+                )  # fmt: skip
+            if settings.token_file and os.path.abspath(settings.token_file) != os.path.abspath(host_path):
+                note = f" (the timer's runs read this, not controller.token_file {settings.token_file})"
+            source = settings.model_copy(update={"token_file": host_path})
+            run.token_file = host_path  # the controller check reads the token the unit would pass
+            key = f"LoadCredential={settings.credential}: in {loaded.where}"
+            environ = {name: value for name, value in environ.items() if name != "CREDENTIALS_DIRECTORY"}
+        elif not settings.token_file:
+            why = "cron passes no credential"
+            if scheduler != "cron":
+                why = f"no LoadCredential={settings.credential}: in the unit"
+            return Check(
+                "token", "fail", f"no controller.token_file, and {why} to read the token from",
                 'set controller.token_file = "/etc/spurinv/token" (mode 0600)', exitcode.NOPERM,
             )  # fmt: skip
-        source = settings.model_copy(update={"token_file": loaded})
-        run.token_file = loaded  # the controller check reads the token the unit would pass
     try:
-        token = read_token(source, run.world.environ)
+        token = read_token(source, environ)
     except TokenError as exc:
         where = source.token_file or settings.credential
         fix = (
@@ -372,8 +402,15 @@ def _token(run: _Run) -> Check:
             if "Permission denied" in exc.message and run.host.euid != 0
             else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
         )
-        return Check("token", "fail", _one(exc.message.split("; put the")[0]), fix, exc.exit_code)
+        detail = exc.message.split("; put the")[0]
+        if key != "controller.token_file":
+            detail = detail.replace("controller.token_file", key)
+        return Check("token", "fail", _one(detail), fix, exc.exit_code)
     assert token is not None
+    if token.startswith("\ufeff"):  # a BOM from a Windows editor would go out in the header
+        return Check("token", "fail", f"{source.token_file}: the token starts with a byte order mark (U+FEFF)",
+                     f"rewrite {source.token_file} without the BOM (`scontrol token ... > FILE`), chmod 0600",
+                     exitcode.NOPERM)  # fmt: skip
     path = source.token_file or os.path.join(credentials or "", settings.credential)
     expiry = jwt_expiry(token)
     renew = f"renew it: `scontrol token username={settings.user} lifespan=N` into {path}"
@@ -381,11 +418,11 @@ def _token(run: _Run) -> Check:
         now = int(run.world.clock().timestamp())
         when = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         if expiry <= now:
-            return Check("token", "fail", f"{path}: the JWT expired at {when}", renew, exitcode.NOPERM)
+            return Check("token", "fail", f"{path}{note}: the JWT expired at {when}", renew, exitcode.NOPERM)
         if expiry - now < TOKEN_WARN_DAYS * 86400:
-            return Check("token", "warn", f"{path}: the JWT expires at {when}, in {(expiry - now) // 3600} h", renew)
-        return Check("token", "ok", f"{path}: one line, {len(token)} characters, expires {when}")
-    return Check("token", "ok", f"{path}: one line, {len(token)} characters")
+            return Check("token", "warn", f"{path}{note}: the JWT expires at {when}, in {(expiry - now) // 3600} h", renew)
+        return Check("token", "ok", f"{path}{note}: one line, {len(token)} characters, expires {when}")
+    return Check("token", "ok", f"{path}{note}: one line, {len(token)} characters")
 
 
 def jwt_expiry(token: str) -> int | None:
@@ -404,14 +441,92 @@ def jwt_expiry(token: str) -> int | None:
     return int(exp)
 
 
-def _credential_source(run: _Run, credential: str) -> str | None:
-    """The file the unit's ``LoadCredential=<credential>:<path>`` loads, if the unit says."""
-    text = _unit_text(run, SERVICE)
-    for line in (text or "").splitlines():
-        name, _, source = line.strip().removeprefix("LoadCredential=").partition(":")
-        if line.strip().startswith("LoadCredential=") and name == credential and source.startswith("/"):
-            return run.world.root.join(source.lstrip("/"))
-    return None
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """How the unit passes the credential: ``path`` is the absolute source file of a plain
+    ``LoadCredential=ID:/path``; None for what check cannot read (encrypted, imported, a
+    credstore name, a set value, a directory or socket)."""
+
+    directive: str
+    where: str
+    path: str | None
+
+
+def _credential(run: _Run, credential: str) -> _Loaded | None:
+    """The last directive of the unit (and its drop-ins) that passes ``credential``, if any."""
+    found: _Loaded | None = None
+    for key, value, where in _service_directives(run):
+        if key not in CREDENTIAL_KEYS:
+            continue
+        if not value:  # an empty assignment resets the list (systemd.exec(5))
+            found = None
+            continue
+        name, _, source = value.partition(":")
+        if key == "ImportCredential":
+            if _glob_match(value, credential):
+                found = _Loaded(f"{key}={value}", where, None)
+            continue
+        if name != credential:
+            continue
+        plain = key == "LoadCredential" and source.startswith("/")
+        path = source if plain and not os.path.isdir(run.world.root.join(source.lstrip("/"))) else None
+        found = _Loaded(f"{key}={value}", where, path)
+    return found
+
+
+def _glob_match(pattern: str, name: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
+    """``(key, value, file)`` for each assignment in the unit's [Service] section, the unit file
+    first, then its drop-ins (``spurinv-refresh.service.d/*.conf``, by file name, a later
+    directory's file masked by an earlier one's of the same name); comments and other sections
+    left out. The file is shown as on the checked system (``/etc/...``)."""
+    files: list[str] = []
+    for directory in UNIT_DIRS:
+        if os.path.lexists(run.world.root.join(directory, SERVICE)):
+            files.append("/" + directory + "/" + SERVICE)
+            break
+    drop_ins: dict[str, str] = {}
+    for directory in UNIT_DIRS:
+        folder = run.world.root.join(directory, SERVICE + ".d")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".conf"):
+                drop_ins.setdefault(name, "/" + directory + "/" + SERVICE + ".d/" + name)
+    files += [drop_ins[name] for name in sorted(drop_ins)]
+    found: list[tuple[str, str, str]] = []
+    for shown in files:
+        text = _read_text(run.world.root.join(shown.lstrip("/")))
+        section = ""
+        for raw in (text or "").splitlines():
+            line = raw.strip()
+            if not line or line.startswith(("#", ";")):
+                continue
+            if line.startswith("["):
+                section = line
+                continue
+            key, equals, value = line.partition("=")
+            if equals and section == "[Service]":
+                found.append((key.strip(), value.strip(), shown))
+    return found
+
+
+def _scheduler(run: _Run) -> str | None:
+    """What starts ``spurinv refresh`` here: "systemd" (PID 1, the service unit installed),
+    "cron", or None (nothing yet: the unit is assumed when its file is there)."""
+    service = _unit_text(run, SERVICE) is not None
+    if _systemd(run) and service:
+        return "systemd"
+    if _cron(run):
+        return "cron"
+    return "systemd" if service else None
 
 
 def _controller(run: _Run) -> Check:

@@ -511,8 +511,9 @@ def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, 
     """The unit passes the token as a credential (README: the config needs no token_file); check,
     run from a shell without $CREDENTIALS_DIRECTORY, reads the unit's LoadCredential= source and
     reads the node with it."""
+    systemd_host(node)  # the timer runs the unit, not cron
     units = node.host / "etc" / "systemd" / "system"
-    units.mkdir(parents=True)
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
     source = write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
     (units / check.SERVICE).write_text("[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
     with FaultServer(gateway=Gateway(token=TOKEN)) as server:
@@ -526,3 +527,106 @@ def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, 
     assert checks["controller"]["status"] == "ok"
     assert sent == [TOKEN]
     assert ran.code == 0
+
+
+# --- the token the scheduler's runs read -----------------------------------------------------------
+
+
+def unit_host(node: Node, service: str, *, cron: bool = False, drop_ins: dict[str, str] | None = None) -> Path:
+    """systemd as PID 1 with the service unit (and drop-ins); the cron file only with ``cron``."""
+    units = node.host / "etc" / "systemd" / "system"
+    units.mkdir(parents=True, exist_ok=True)
+    (node.host / "run" / "systemd" / "system").mkdir(parents=True, exist_ok=True)
+    (units / check.SERVICE).write_text(service)
+    for name, text in (drop_ins or {}).items():
+        (units / (check.SERVICE + ".d")).mkdir(exist_ok=True)
+        (units / (check.SERVICE + ".d") / name).write_text(text)
+    if not cron:
+        (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    return units
+
+
+def test_under_the_unit_a_missing_credential_source_fails_even_with_a_good_token_file(node):
+    """The timer's runs read the credential (read_token prefers it); a good token_file does not
+    make a unit that cannot start pass."""
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "/etc/spurinv/token" in token.detail
+    assert "does not exist" in token.detail
+    assert "/etc/spurinv/token" in token.fix
+    assert token.exit_code == exitcode.NOPERM
+
+
+def test_under_the_unit_the_credential_wins_over_token_file_and_check_says_so(node):
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "ok", token
+    assert str(node.host / "etc" / "spurinv" / "token") in token.detail
+    assert f"not controller.token_file {node.token}" in token.detail
+
+
+def test_under_the_unit_a_bad_credential_source_names_the_unit_line(node):
+    write_private(node.host / "etc" / "spurinv" / "token", "", 0o600)
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "LoadCredential=spurinv-token:" in token.detail
+    assert "controller.token_file" not in token.detail
+    assert str(node.host / "etc" / "spurinv" / "token") in token.fix
+
+
+def test_under_cron_the_token_file_is_checked_not_the_units_credential(node):
+    """cron passes no $CREDENTIALS_DIRECTORY: a unit file lying on a cron node does not count."""
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    units = unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n", cron=True)
+    (node.host / "run" / "systemd" / "system").rmdir()
+    assert units.is_dir()
+    node.config("http://127.0.0.1:9", token_file="")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "cron passes no credential" in token.detail
+    assert "controller.token_file" in token.fix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "LoadCredentialEncrypted=spurinv-token:/etc/credstore.encrypted/spurinv-token",
+        "ImportCredential=spurinv-*",
+        "LoadCredential=spurinv-token",  # a credstore name
+    ],
+)
+def test_a_credential_check_cannot_read_warns_cannot_verify(node, line):
+    unit_host(node, f"[Service]\n{line}\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "warn", token
+    assert "cannot verify" in token.detail
+    assert "journalctl -u" in token.fix
+
+
+def test_comments_are_ignored_and_a_drop_in_overrides_the_unit(node):
+    write_private(node.host / "etc" / "spurinv" / "other", TOKEN + "\n")
+    unit_host(
+        node,
+        "[Service]\n# LoadCredential=spurinv-token:/nowhere\nLoadCredential=spurinv-token:/etc/spurinv/token\n",
+        drop_ins={"override.conf": "[Service]\nLoadCredential=\n; LoadCredential=spurinv-token:/x\n"
+                  "LoadCredential=spurinv-token:/etc/spurinv/other\n"},
+    )
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "ok", token
+    assert str(node.host / "etc" / "spurinv" / "other") in token.detail
+
+
+def test_a_token_with_a_byte_order_mark_fails_the_token_check(node):
+    write_private(node.token, "\ufeff" + TOKEN + "\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "byte order mark" in token.detail
