@@ -615,8 +615,10 @@ def test_comments_are_ignored_and_a_drop_in_overrides_the_unit(node):
     unit_host(
         node,
         "[Service]\n# LoadCredential=spurinv-token:/nowhere\nLoadCredential=spurinv-token:/etc/spurinv/token\n",
-        drop_ins={"override.conf": "[Service]\nLoadCredential=\n; LoadCredential=spurinv-token:/x\n"
-                  "LoadCredential=spurinv-token:/etc/spurinv/other\n"},
+        drop_ins={
+            "override.conf": "[Service]\nLoadCredential=\n; LoadCredential=spurinv-token:/x\n"
+            "LoadCredential=spurinv-token:/etc/spurinv/other\n"
+        },
     )
     node.config("http://127.0.0.1:9")
     token = run_checks(node, None)["token"]
