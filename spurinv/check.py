@@ -62,6 +62,10 @@ UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
 CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
+# the PATH each scheduler gives its runs when it sets none: systemd.exec(5) "Environment variables
+# in spawned processes" (a split-usr build, as Debian 12's, adds /sbin:/bin), cron(8) "/usr/bin:/bin"
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CRON_PATH = "/usr/bin:/bin"
 TOKEN_WARN_DAYS = 7
 LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
 MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
@@ -93,6 +97,7 @@ class Host:
 
     systemctl: str | None = "systemctl"
     euid: int = field(default_factory=os.geteuid)
+    state_flag: str | None = None  # --state as given, to say where the state path came from
 
 
 @dataclass(slots=True)
@@ -238,7 +243,8 @@ def _state(run: _Run) -> Check:
                 "state", "fail", f"{directory} is missing; uid {run.host.euid} cannot create it in {existing}",
                 "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
             )  # fmt: skip
-        return Check("state", "ok", f"{directory} does not exist yet: the first run creates it (mode 0700)")
+        origin = _state_origin(run)
+        return Check("state", "ok", f"{directory} ({origin}) does not exist yet: the first run creates it (mode 0700)")
     if not os.access(directory, os.W_OK | os.X_OK):
         return Check(
             "state", "fail", f"state directory {directory}: this user (uid {run.host.euid}) cannot write it",
@@ -254,15 +260,28 @@ def _state(run: _Run) -> Check:
         if isinstance(exc, store.StoreError) and exc.errno in (13, 1):
             return Check("state", "fail", str(exc), "run spurinv check as root (the timer's user)", exitcode.CANTCREAT)
         return Check("state", "warn", f"{exc}", "none needed: the next run moves it aside and starts afresh")
+    origin = _state_origin(run)
     if run.state is None:
-        return Check("state", "ok", f"{directory} (mode {_mode(directory)}): no state file yet; the first run writes it")
+        told = f"{directory} (mode {_mode(directory)}; {origin})"
+        return Check("state", "ok", f"{told}: no state file yet; the first run writes it")
     try:
         check_node(run.state, run.node, path, run.options.node_flag is not None)
     except SpurinvError as exc:
         return Check("state", "fail", _one(exc.message), f"pass --node {run.state.node} or move {path} aside", exc.exit_code)
     last = run.state.last
     told = f"; last run {last.at:%Y-%m-%d %H:%M:%SZ} exit {last.exit_code}" if last is not None else ""
-    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}){told}")
+    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+
+
+def _state_origin(run: _Run) -> str:
+    environ = run.world.environ
+    if run.host.state_flag:
+        return "from --state"
+    if environ.get("SPURINV_STATE"):
+        return "from $SPURINV_STATE"
+    if environ.get("STATE_DIRECTORY"):
+        return "from $STATE_DIRECTORY"
+    return "the default"
 
 
 def _mode(path: str) -> str:
@@ -542,6 +561,12 @@ def _controller(run: _Run) -> Check:
     if token is not None and token.status == "fail":
         return Check("controller", "skip", "needs the token check to pass")
     assert run.node is not None
+    if config.controller.transport == "scontrol":
+        found = _on_scheduler_path(run, config.controller.scontrol or "scontrol", "controller.scontrol", "controller.scontrol")
+        if found.status == "fail":
+            return Check("controller", "fail", found.detail, found.fix, found.exit_code)
+        if found.status == "warn":
+            run.results["controller.path"] = found  # said after the read, which uses this shell's PATH
     state = run.state or State(fresh=True)
     client = None
     try:
@@ -558,7 +583,11 @@ def _controller(run: _Run) -> Check:
     what = f"node {view.name}: {'+'.join([view.base, *view.flags])}, gres {view.gres or 'none'}"
     if config.controller.transport == "scontrol":
         program, version, flavor = (getattr(client, key, "?") for key in ("program", "version", "flavor"))
-        return Check("controller", "ok", f"{program}: {version} ({flavor}; munge authenticated the read); {what}")
+        detail = f"{program}: {version} ({flavor}; munge authenticated the read); {what}"
+        differs = run.results.pop("controller.path", None)
+        if differs is not None:
+            return Check("controller", "warn", f"{detail}; but {differs.detail}", differs.fix)
+        return Check("controller", "ok", detail)
     return Check("controller", "ok", f"{config.controller.url} {client.api} ({_api_why(config, state, client)}); {what}")
 
 
@@ -619,19 +648,72 @@ def _permission(run: _Run) -> Check:
 
 
 def _register_command(run: _Run) -> Check:
-    from spurinv.registration import resolve
-
     if (skipped := _needs(run, "register_command", "config")) is not None:
         return skipped
     argv = run.config.controller.register_command
     if not argv:
         return Check("register_command", "skip", "controller.register_command is not set (GRES is updated directly)")
-    try:
-        program = resolve(argv[0], run.world.environ, "controller.register_command")
-    except ConfigError as exc:
-        return Check("register_command", "fail", exc.message, "give controller.register_command[0] as an absolute path",
-                     exc.exit_code)  # fmt: skip
-    return Check("register_command", "ok", f"{program} is executable")
+    found = _on_scheduler_path(run, argv[0], "controller.register_command", "controller.register_command[0]")
+    if found.status != "ok":
+        return found
+    return Check("register_command", "ok", f"{found.detail} is executable")
+
+
+def _scheduler_path(run: _Run) -> tuple[str, str]:
+    """The PATH the scheduler's runs get, and where it comes from."""
+    if _scheduler(run) == "cron":
+        cron = _cron(run) or ""
+        for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
+            if line.strip().startswith("PATH="):
+                return line.strip().removeprefix("PATH=").strip().strip('"'), f"PATH= in {cron}"
+        return CRON_PATH, "cron's default PATH"
+    import shlex
+
+    found = (SYSTEMD_PATH, "systemd's default PATH")
+    for key, value, where in _service_directives(run):
+        if key != "Environment":
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            continue
+        for word in words:
+            if word.startswith("PATH="):
+                found = (word.removeprefix("PATH="), f"Environment=PATH= in {where}")
+    return found
+
+
+def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
+    """Where the scheduler's run finds ``program`` (``detail``: its path; a ``fail`` when it
+    finds none, a ``warn`` when this shell's PATH finds another one)."""
+    name = what.rsplit(".", maxsplit=1)[-1]
+    if "/" in program:
+        host = run.world.root.join(program.lstrip("/"))
+        if not (os.path.isfile(host) and os.access(host, os.X_OK)):
+            return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
+                         f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
+        return Check(name, "ok", program)
+    path, origin = _scheduler_path(run)
+    theirs = _which(run, program, path)
+    ours = _which(run, program, run.world.environ.get("PATH") or os.defpath)
+    if theirs is None:
+        shell = f" (this shell finds {ours})" if ours else ""
+        return Check(name, "fail", f"{what}: {program!r} is not on the scheduler's PATH {path} ({origin}){shell}",
+                     f"set {key} to an absolute path" + (f', e.g. "{ours}"' if ours else ""), exitcode.CONFIG)  # fmt: skip
+    if ours is not None and ours != theirs:
+        return Check(name, "warn", f"{what}: the scheduler's runs use {theirs} ({origin}), this shell {ours}",
+                     f'set {key} = "{theirs}" (or the one you mean) to make it explicit')  # fmt: skip
+    return Check(name, "ok", theirs)
+
+
+def _which(run: _Run, program: str, path: str) -> str | None:
+    for directory in path.split(os.pathsep):
+        if not directory.startswith("/"):
+            continue
+        candidate = run.world.root.join(directory.lstrip("/"), program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.join(directory, program)
+    return None
 
 
 # --- how it is scheduled -------------------------------------------------------------------------

@@ -311,15 +311,15 @@ def test_a_metrics_file_on_the_state_file_is_a_config_error(cli, node):
 # --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
 
 
-def run_checks(node: Node, systemctl: str | None) -> dict[str, check.Check]:
+def run_checks(node: Node, systemctl: str | None, **environ_extra: str) -> dict[str, check.Check]:
     from spurinv.cli import _run_options
 
-    environ = dict(os.environ)
+    environ = {**os.environ, **environ_extra}
     world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
     results, _code = check.run(
         world,
         lambda: _run_options(str(node.state), str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True),
-        check.Host(systemctl=systemctl),
+        check.Host(systemctl=systemctl, state_flag=str(node.state)),
     )
     return {result.name: result for result in results}
 
@@ -542,7 +542,7 @@ def unit_host(node: Node, service: str, *, cron: bool = False, drop_ins: dict[st
         (units / (check.SERVICE + ".d")).mkdir(exist_ok=True)
         (units / (check.SERVICE + ".d") / name).write_text(text)
     if not cron:
-        (node.host / "etc" / "cron.d" / "spurinv").unlink()
+        (node.host / "etc" / "cron.d" / "spurinv").unlink(missing_ok=True)
     return units
 
 
@@ -632,3 +632,59 @@ def test_a_token_with_a_byte_order_mark_fails_the_token_check(node):
     token = run_checks(node, None)["token"]
     assert token.status == "fail"
     assert "byte order mark" in token.detail
+
+
+# --- the scheduler's PATH, the state path's origin -------------------------------------------------
+
+
+def program(node: Node, where: str, name: str = "regtool") -> None:
+    path = node.host / where.lstrip("/") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+
+
+def test_register_command_is_found_on_the_crons_path_not_the_shells(node):
+    """cron runs with the cron file's PATH=/usr/local/bin:/usr/bin:/bin: a program only the
+    operator's shell finds fails, naming both and the absolute path to set."""
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(
+        "PATH=/usr/local/bin:/usr/bin:/bin\n* * * * * root /usr/local/bin/spurinv refresh --quiet\n"
+    )
+    program(node, "/opt/site/bin")
+    node.config(extra='[controller]\nregister_command = ["regtool", "--now"]\n')
+    shell = "/opt/site/bin:/usr/bin"
+    found = run_checks(node, None, PATH=shell)["register_command"]
+    assert found.status == "fail", found
+    assert "/usr/local/bin:/usr/bin:/bin" in found.detail
+    assert "PATH= in /etc/cron.d/spurinv" in found.detail
+    assert "/opt/site/bin/regtool" in found.fix
+    assert found.exit_code == exitcode.CONFIG
+    program(node, "/usr/bin")
+    found = run_checks(node, None, PATH=shell)["register_command"]
+    assert found.status == "warn", found
+    assert "/usr/bin/regtool" in found.detail
+    assert "/opt/site/bin/regtool" in found.detail
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert (found.status, found.detail) == ("ok", "/usr/bin/regtool is executable")
+
+
+def test_under_the_unit_its_environment_path_is_used(node):
+    unit_host(node, '[Service]\nEnvironment="PATH=/opt/site/bin:/usr/bin" NO_COLOR=1\n')
+    program(node, "/opt/site/bin")
+    node.config(extra='[controller]\nregister_command = ["regtool"]\n')
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "ok", found
+    unit_host(node, "[Service]\n# Environment=PATH=/opt/site/bin\n")
+    found = run_checks(node, None, PATH="/opt/site/bin")["register_command"]
+    assert found.status == "fail", found
+    assert "systemd's default PATH" in found.detail
+
+
+def test_the_state_line_says_where_the_state_path_came_from(cli, node, env, monkeypatch):
+    node.config()
+    checks = by_name(cli(*node.args("--json")).json())
+    assert "from --state" in checks["state"]["detail"]
+    monkeypatch.setenv("SPURINV_STATE", str(node.state))
+    args = [arg for arg in node.args("--json") if arg not in ("--state", node.state)]
+    checks = by_name(cli(*args).json())
+    assert "from $SPURINV_STATE" in checks["state"]["detail"], checks["state"]
