@@ -345,14 +345,26 @@ def _metrics(run: _Run) -> Check:
             "run spurinv check as root; under the unit add ReadWritePaths=" + directory, exitcode.CANTCREAT,
         )  # fmt: skip
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        return Check("metrics", "fail", f"{key} {path} is not a regular file", f"remove {path}", exitcode.CANTCREAT)
+        kind = "a directory" if os.path.isdir(path) else "not a regular file"
+        return Check("metrics", "fail", f"{key} {path} is {kind}",
+                     f"set {key} to a file path (e.g. {os.path.join(path, 'spurinv.prom')})"
+                     if os.path.isdir(path) else f"set {key} to a file path, or move {path} aside",
+                     exitcode.CANTCREAT)  # fmt: skip
     if not path.endswith(".prom"):
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
-    unit = _unit_text(run, SERVICE)
-    if unit is not None and directory != "/var/lib/spurinv" and "ReadWritePaths=" not in unit:
+    if _scheduler(run) == "systemd":
+        blocked = _sandbox_blocks(run, directory)
+        if blocked is not None:
+            return Check(
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked}, so refresh would exit 73",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
+            )  # fmt: skip
+    state_directory = os.path.dirname(run.options.state_path)
+    if os.path.commonpath([state_directory, directory]) == state_directory:
         return Check(
-            "metrics", "warn", f"{path}: writable here, but the unit's ProtectSystem=strict keeps {directory} read-only",
-            f"systemctl edit {SERVICE}: add ReadWritePaths={directory}",
+            "metrics", "warn", f"{path} is inside the state directory {state_directory} (mode 0700): node_exporter, "
+            "another user, cannot read it",
+            f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
         )  # fmt: skip
     return Check("metrics", "ok", f"{path}: {directory} is writable")
 
@@ -535,6 +547,42 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
             if equals and section == "[Service]":
                 found.append((key.strip(), value.strip(), shown))
     return found
+
+
+def _sandbox_blocks(run: _Run, directory: str) -> str | None:
+    """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
+    ReadWritePaths= and StateDirectory=, systemd.exec(5)), or None when the unit may write it."""
+    protect, home = "no", "no"
+    writable: list[str] = []
+    for key, value, _where in _service_directives(run):
+        if key == "ProtectSystem":
+            protect = value or "no"
+        elif key == "ProtectHome":
+            home = value or "no"
+        elif key == "ReadWritePaths":
+            # an empty assignment resets the list; "-" (ignore if missing) and "+" prefixes
+            writable = [*writable, *(word.lstrip("-+") for word in value.split())] if value else []
+        elif key == "StateDirectory":
+            writable += [os.path.join("/var/lib", word.split(":")[0]) for word in value.split()] if value else []
+
+    def covered(path: str) -> bool:
+        return any(os.path.commonpath([place, path]) == place for place in writable if place.startswith("/"))
+
+    if covered(directory):
+        return None
+    if home in ("yes", "read-only", "tmpfs") and any(
+        os.path.commonpath([place, directory]) == place for place in ("/home", "/root", "/run/user")
+    ):
+        return f"ProtectHome={home} hides {directory}"
+    if protect == "strict":
+        if any(os.path.commonpath([place, directory]) == place for place in ("/dev", "/proc", "/sys")):
+            return None
+        return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
+    for place in read_only.get(protect, ()):
+        if os.path.commonpath([place, directory]) == place:
+            return f"ProtectSystem={protect} keeps {place} read-only"
+    return None
 
 
 def _scheduler(run: _Run) -> str | None:

@@ -688,3 +688,48 @@ def test_the_state_line_says_where_the_state_path_came_from(cli, node, env, monk
     args = [arg for arg in node.args("--json") if arg not in ("--state", node.state)]
     checks = by_name(cli(*args).json())
     assert "from $SPURINV_STATE" in checks["state"]["detail"], checks["state"]
+
+
+# --- the metrics file under the unit's sandbox -------------------------------------------------------
+
+
+def test_a_commented_read_write_paths_does_not_cover_the_metrics_directory(node):
+    """The unit's ProtectSystem=strict keeps the textfile directory read-only unless a live
+    ReadWritePaths= covers it: refresh would exit 73, so check fails; a drop-in fixes it."""
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    unit_host(node, f"[Service]\nProtectSystem=strict\nStateDirectory=spurinv\n# ReadWritePaths={textfile}\n")
+    node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "fail", metrics
+    assert "ProtectSystem=strict" in metrics.detail
+    assert f"ReadWritePaths={textfile}" in metrics.fix
+    assert metrics.exit_code == exitcode.CANTCREAT
+    unit_host(
+        node,
+        "[Service]\nProtectSystem=strict\n",
+        drop_ins={"metrics.conf": f"[Service]\nReadWritePaths=-/nonexistent {textfile}\n"},
+    )
+    assert run_checks(node, None)["metrics"].status == "ok"
+    shutil.rmtree(node.host / "etc" / "systemd" / "system" / (check.SERVICE + ".d"))
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}-other\n")
+    assert run_checks(node, None)["metrics"].status == "fail"  # a sibling with a common prefix is not it
+
+
+def test_a_metrics_file_in_the_state_directory_warns_node_exporter_cannot_read_it(node):
+    node.config(extra=f'[metrics]\nfile = "{node.statedir}/spurinv.prom"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "warn", metrics
+    assert "0700" in metrics.detail
+    assert "--collector.textfile.directory" in metrics.fix
+
+
+def test_a_metrics_path_that_is_a_directory_says_set_a_file_path(node):
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    node.config(extra=f'[metrics]\nfile = "{textfile}"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "fail"
+    assert "a directory" in metrics.detail
+    assert metrics.fix.startswith("set metrics.file to a file path")
+    assert "remove" not in metrics.fix
