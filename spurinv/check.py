@@ -799,13 +799,129 @@ def _systemd(run: _Run) -> bool:
 
 def _cron(run: _Run) -> str | None:
     """The cron file (or crontab) that runs spurinv refresh, if any."""
+    found = _cron_entry(run)
+    return found[0] if found else None
+
+
+def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
+    """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
+    with its schedule (a date that never comes), if any."""
     for name in CRON_FILES:
         text = _read_text(run.world.root.join(name))
         if text is None:
             continue
-        if any("spurinv refresh" in line and not line.lstrip().startswith("#") for line in text.splitlines()):
-            return "/" + name
+        for line in text.splitlines():
+            entry = cron_line(line, with_user=not name.startswith("var/spool"))
+            if entry is not None:
+                return "/" + name, entry
     return None
+
+
+MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                                        "nov", "dec"), start=1)}  # fmt: skip
+
+
+def cron_line(line: str, *, with_user: bool = True) -> str | None:
+    """For a crontab line that runs ``spurinv refresh``: "" when its schedule can fire, or what
+    is wrong with it; None for any other line (a comment, an assignment, ``echo spurinv refresh``).
+    crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
+    words = line.split()
+    if not words or words[0].startswith("#") or "=" in words[0]:
+        return None
+    if words[0].startswith("@"):
+        fields, rest = [], words[1:]
+    else:
+        fields, rest = words[:5], words[5:]
+        if len(fields) < 5:
+            return None
+    if with_user:
+        rest = rest[1:]
+    command = " ".join(rest)
+    if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
+        return None
+    first = rest[0] if rest else ""
+    if first in ("echo", "printf", ":", "true", "#") or "refresh" not in command:
+        return None
+    if words[0] == "@reboot":
+        return "@reboot runs it once at boot only"
+    if fields:
+        days, months = _values(fields[2], 1, 31), _values(fields[3], 1, 12, MONTHS)
+        if days is None or months is None:
+            return f"the schedule {' '.join(fields)} has a field cron cannot read"
+        if fields[4] == "*" and days and months and min(days) > max(MONTH_DAYS[month] for month in months):
+            return f"the schedule {' '.join(fields)} names a day its months never have"
+    return ""
+
+
+def _values(field: str, low: int, high: int, names: dict[str, int] | None = None) -> set[int] | None:
+    """The numbers a crontab field matches (None when it cannot be read)."""
+    found: set[int] = set()
+    for part in field.lower().split(","):
+        span, _, step_text = part.partition("/")
+        if not (step_text.isdigit() or not step_text) or step_text == "0":
+            return None
+        step = int(step_text or 1)
+        if span == "*":
+            start, end = low, high
+        else:
+            first, _, last = span.partition("-")
+            numbers = [names.get(text) if names and text in names else (int(text) if text.isdigit() else None)
+                       for text in (first, last or first)]  # fmt: skip
+            if numbers[0] is None or numbers[1] is None:
+                return None
+            start, end = numbers[0], numbers[1]
+            if not low <= start <= end <= high:
+                return None
+        found |= set(range(start, end + 1, step))
+    return found
+
+
+def _cron_daemon(run: _Run) -> bool | None:
+    """A cron daemon runs on the checked root (cron, crond, busybox crond); None when /proc there
+    cannot tell."""
+    try:
+        pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
+    except OSError:
+        return None
+    if not pids:
+        return None
+    for pid in pids:
+        comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
+        if comm in ("cron", "crond"):
+            return True
+        if comm == "busybox":
+            cmdline = _read_text(run.world.root.join("proc", pid, "cmdline")) or ""
+            if "crond" in cmdline:
+                return True
+    return False
+
+
+def _timer_link(run: _Run) -> str:
+    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
+    link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
+    for directory in UNIT_DIRS:
+        unit = run.world.root.join(directory, TIMER)
+        if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
+            return "masked"
+    state = "disabled"
+    for directory in UNIT_DIRS:
+        link = run.world.root.join(directory, "timers.target.wants", TIMER)
+        if not os.path.lexists(link):
+            continue
+        target = os.readlink(link) if os.path.islink(link) else link
+        if target == "/dev/null":
+            return "masked"
+        if target.startswith("/"):
+            target = run.world.root.join(target.lstrip("/"))
+            if run.world.root.path != "/" and not os.path.exists(target):
+                target = os.readlink(link)  # a link made for the test root, or a chroot's own
+        else:
+            target = os.path.join(os.path.dirname(link), target)
+        if os.path.isfile(target):
+            return "enabled"
+        state = "dangling"
+    return state
 
 
 def _ask_systemctl(run: _Run, *args: str) -> str | None:
@@ -825,17 +941,22 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
 
 
 def _schedule(run: _Run) -> Check:
-    cron = _cron(run)
+    entry = _cron_entry(run)
+    cron = entry[0] if entry else None
     installed = _unit_text(run, TIMER) is not None
     if not _systemd(run):
         if cron:
-            return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh (systemd is not PID 1 here)")
+            return _cron_check(run, entry, "systemd is not PID 1 here")
         return Check(
             "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
             INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
-    enabled = any(os.path.lexists(run.world.root.join(directory, "timers.target.wants", TIMER)) for directory in UNIT_DIRS)
-    active = _ask_systemctl(run, "is-active", TIMER)
+    link = _timer_link(run)
+    enabled = link == "enabled"
+    if link == "masked":
+        active: str | None = "masked"
+    else:
+        active = _ask_systemctl(run, "is-active", TIMER)
     if run.host.systemctl is None:
         detail_active = "(systemctl not asked: --root is another system)"
     elif active is None:
@@ -848,15 +969,41 @@ def _schedule(run: _Run) -> Check:
             "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"
         )
     if running:
+        # asked only of a systemctl that answered: a hung one costs its timeout once
+        said = _ask_systemctl(run, "show", "-p", "Result", SERVICE) if active is not None else None
+        result = said.removeprefix("Result=") if said and said.startswith("Result=") else None
+        if result not in (None, "success"):
+            return Check(
+                "schedule", "fail", f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}",
+                f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}", exitcode.CONFIG,
+            )  # fmt: skip
         return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
     if cron:
-        return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({TIMER} not active)")
+        return _cron_check(run, entry, f"{TIMER} not active")
+    if link == "masked":
+        return Check("schedule", "fail", f"{TIMER} is masked and no cron entry names spurinv refresh",
+                     f"systemctl unmask {TIMER} && {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
     if not installed:
         return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
                      f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
                      exitcode.CONFIG)  # fmt: skip
     state = active or detail_active.strip("()")
-    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state})", INSTALL_TIMER, exitcode.CONFIG)
+    dangling = "; its timers.target.wants link points at nothing" if link == "dangling" else ""
+    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state}){dangling}", INSTALL_TIMER,
+                 exitcode.CONFIG)  # fmt: skip
+
+
+def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Check:
+    assert entry is not None
+    cron, problem = entry
+    if problem:
+        return Check("schedule", "warn", f"cron: {cron} names spurinv refresh, but {problem}",
+                     f"give it a schedule that fires, as systemd/spurinv.cron does: {INSTALL_CRON}")  # fmt: skip
+    daemon = _cron_daemon(run)
+    if daemon is False:
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but no cron daemon runs here ({why})",
+                     "start cron (e.g. `service cron start`, or busybox crond in a container)")  # fmt: skip
+    return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
 
 
 def _udev(run: _Run) -> Check:

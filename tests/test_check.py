@@ -733,3 +733,89 @@ def test_a_metrics_path_that_is_a_directory_says_set_a_file_path(node):
     assert "a directory" in metrics.detail
     assert metrics.fix.startswith("set metrics.file to a file path")
     assert "remove" not in metrics.fix
+
+
+# --- the schedule, read as cron and systemd read it ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "verdict"),
+    [
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet", ""),
+        ("*/5 * * * * root spurinv refresh", ""),
+        ("0 0 31 2 * root spurinv refresh", "never"),
+        ("0 0 30 feb * root spurinv refresh", "never"),
+        ("0 0 29 2 * root spurinv refresh", ""),  # a leap day comes
+        ("@reboot root spurinv refresh", "at boot only"),
+        ("* * * * * root echo spurinv refresh", None),
+        ("# * * * * * root spurinv refresh", None),
+        ("PATH=/usr/bin:/bin", None),
+        ("* * * * * root /usr/local/bin/spurinv status", None),
+        ("* * 99 * * root spurinv refresh", "cannot read"),
+    ],
+)
+def test_cron_lines_are_read_as_cron_reads_them(line, verdict):
+    found = check.cron_line(line)
+    if verdict is None or verdict == "":
+        assert found == verdict, found
+    else:
+        assert found is not None
+        assert verdict in found.replace("names a day its months never have", "never")
+
+
+@given(st.text(max_size=80))
+def test_cron_line_never_raises(line):
+    found = check.cron_line(line)
+    assert found is None or isinstance(found, str)
+
+
+def test_an_echo_line_or_an_impossible_date_is_not_a_working_schedule(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root echo spurinv refresh\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("0 0 31 2 * root spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "never" in schedule.detail
+
+
+def proc(node: Node, pid: int, comm: str, cmdline: str = "") -> None:
+    folder = node.host / "proc" / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "comm").write_text(comm + "\n")
+    (folder / "cmdline").write_text(cmdline.replace(" ", "\0"))
+
+
+def test_cron_as_the_scheduler_needs_a_cron_daemon(node):
+    node.config()
+    proc(node, 1, "sh")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "no cron daemon" in schedule.detail
+    proc(node, 40, "busybox", "busybox crond -f")
+    assert run_checks(node, None)["schedule"].status == "ok"
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "missing"])
+def test_a_masked_or_dangling_timer_link_is_not_enabled(node, tmp_path, target):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node, enabled=False)
+    link = node.host / "etc" / "systemd" / "system" / "timers.target.wants" / check.TIMER
+    link.symlink_to(target if target == "/dev/null" else node.host / "nowhere" / check.TIMER)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert schedule.exit_code == exitcode.CONFIG
+
+
+def test_a_failed_last_run_under_an_active_timer_fails_with_the_journal_command(node, tmp_path):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    failed = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=exit-code;; esac')
+    schedule = run_checks(node, failed)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "exit-code" in schedule.detail
+    assert f"journalctl -u {check.SERVICE}" in schedule.fix
+    fine = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=success;; esac')
+    assert run_checks(node, fine)["schedule"].status == "ok"
