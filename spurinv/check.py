@@ -67,6 +67,9 @@ CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CRON_PATH = "/usr/bin:/bin"
 TOKEN_WARN_DAYS = 7
+# the checks that read only this host's files (and systemctl), run even after the run deadline
+LOCAL = ("register_command", "schedule", "udev")
+LOCAL_SECONDS = 10.0
 LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
 MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
@@ -138,22 +141,39 @@ def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Ch
         "schedule": _schedule,
         "udev": _udev,
     }
+    deadline: str | None = None  # the run deadline passed: only the local checks still run
     with Signals():
         for name in NAMES:
-            if stopped is not None:
-                state.results[name] = Check(name, "skip", f"not checked: {stopped}")
+            if stopped is not None or (deadline is not None and name not in LOCAL):
+                state.results[name] = Check(name, "skip", f"not checked: {stopped or deadline}")
                 continue
             try:
-                state.budget.check(f"the {name} check")
+                if deadline is None:
+                    state.budget.check(f"the {name} check")
                 state.results[name] = steps[name](state)
-            except (Interrupted, DeadlineError) as exc:
+            except DeadlineError as exc:
+                if deadline is not None:  # a local check outlived its own allowance
+                    state.results[name] = Check(name, "skip", f"not checked: {_one(exc.message)}")
+                    continue
+                deadline = exc.message.replace("; state saved", "")
+                state.budget = Budget(LOCAL_SECONDS)  # what the local checks (systemctl) may still take
+                if name == "controller":
+                    # no answer before the deadline: the run would fail the same way (69)
+                    state.results[name] = Check(
+                        name, "fail", f"{deadline}: the controller did not answer in time",
+                        "check that slurmrestd (or slurmctld) answers, or lower controller.timeout below run_deadline",
+                        exitcode.UNAVAILABLE,
+                    )  # fmt: skip
+                else:
+                    state.results[name] = Check(name, "skip", f"not checked: {deadline}")
+            except Interrupted as exc:
                 stopped = exc.message.replace("; state saved", "")
                 state.results[name] = Check(name, "skip", f"not checked: {stopped}")
     results = [state.results[name] for name in NAMES]
     failed = next((result.exit_code for result in results if result.status == "fail"), None)
     if failed is not None:
         return results, failed
-    return results, exitcode.TEMPFAIL if stopped else exitcode.OK
+    return results, exitcode.TEMPFAIL if stopped or deadline else exitcode.OK
 
 
 def _needs(run: _Run, name: str, *wanted: str) -> Check | None:
