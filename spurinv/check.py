@@ -645,7 +645,14 @@ def _controller(run: _Run) -> Check:
         run.client = client
         run.view = view = client.view()
     except ControllerError as exc:
-        return Check("controller", "fail", _one(exc.message), _controller_fix(config, exc.kind, run.node), exc.exit_code)
+        detail = _one(exc.message)
+        if exc.kind == "auth" and config.controller.api == "auto":
+            import re
+
+            # refused before any version was detected: the path named is a guess, maybe one the
+            # server does not serve
+            detail = re.sub(r"^[A-Z]+ /\S+: ", "", detail) + " (API version not detected: the first request was refused)"
+        return Check("controller", "fail", detail, _controller_fix(config, exc.kind, run.node), exc.exit_code)
     except (ConfigError, TokenError) as exc:
         return Check("controller", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
     what = f"node {view.name}: {'+'.join([view.base, *view.flags])}, gres {view.gres or 'none'}"
@@ -679,6 +686,8 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
     if kind == "auth":
         if scontrol:
             return "run spurinv as root (a Slurm super user) and check munged: `munge -n | unmunge`"
+        if settings.auth == "none":
+            return 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
         return (
             f"renew the token (`scontrol token username={settings.user} lifespan=N`) and make "
             f"controller.user {settings.user!r} a Slurm admin"

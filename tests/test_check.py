@@ -824,3 +824,17 @@ def test_a_failed_last_run_under_an_active_timer_fails_with_the_journal_command(
     assert f"journalctl -u {check.SERVICE}" in schedule.fix
     fine = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=success;; esac')
     assert run_checks(node, fine)["schedule"].status == "ok"
+
+
+def test_auth_none_refused_says_to_set_a_token_and_names_no_guessed_api_path(cli, node):
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        config = node.config(server.url, auth="none")
+        config.write_text(config.read_text().replace('api = "slurm/v0.0.42"\n', ""))
+        ran = cli(*node.args("--json"))
+    controller = by_name(ran.json())["controller"]
+    assert controller["status"] == "fail"
+    assert controller["fix"] == 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
+    assert "/slurm/v0.0." not in controller["detail"]
+    assert "401" in controller["detail"]
+    assert ran.code == exitcode.NOPERM
