@@ -218,6 +218,14 @@ def _config(run: _Run) -> Check:
 
 
 def _config_fix(message: str) -> str:
+    import re
+
+    refused = re.match(r"config file (/\S+) (is a symlink|is an? [A-Za-z ]+, not a regular file)", message)
+    if refused:
+        return f"replace {refused.group(1)} with a regular file (0600, owned by root): it {refused.group(2)}"
+    syntax = re.match(r"(/\S+\.toml): (.*\(at line \d+, column \d+\))", message)
+    if syntax:
+        return f"fix the TOML syntax of {syntax.group(1)} where named: {syntax.group(2)}"
     if "relative path" in message:
         return "give the key named above an absolute path"
     if "controller.url" in message:
@@ -453,6 +461,8 @@ def _token(run: _Run) -> Check:
             if "Permission denied" in exc.message and run.host.euid != 0
             else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
         )
+        if "is a symlink" in exc.message or "not a regular file" in exc.message:
+            fix = f"replace {where} with a regular file (0600, owned by root) holding the token"
         detail = exc.message.split("; put the")[0]
         if key != "controller.token_file":
             detail = detail.replace("controller.token_file", key)
@@ -696,6 +706,8 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
         return f'set node.name to the name the controller lists for this host (`scontrol show node`; now "{node}")'
     if kind == "read-only":
         return 'point controller.url at slurmrestd, or set controller.transport = "scontrol"'
+    if scontrol:
+        return f"controller.scontrol names {settings.scontrol or 'scontrol on PATH'}: set it to Slurm's or spur's scontrol"
     return 'check controller.url and controller.api ("auto" detects the version)'
 
 

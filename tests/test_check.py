@@ -838,3 +838,70 @@ def test_auth_none_refused_says_to_set_a_token_and_names_no_guessed_api_path(cli
     assert "/slurm/v0.0." not in controller["detail"]
     assert "401" in controller["detail"]
     assert ran.code == exitcode.NOPERM
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_token_that_is_a_symlink_or_fifo_says_replace_it_with_a_regular_file(node, kind):
+    real = write_private(node.tmp / "real-token", TOKEN + "\n")
+    node.token.unlink()
+    if kind == "symlink":
+        node.token.symlink_to(real)
+    else:
+        os.mkfifo(node.token, 0o600)
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert token.fix.startswith(f"replace {node.token} with a regular file (0600")
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [("syntax", "fix the TOML syntax of"), ("fifo", "a FIFO, not a regular file"), ("symlink", "is a symlink")],
+)
+def test_a_config_file_problem_names_the_file_and_the_problem_in_the_fix(node, kind, words):
+    config = node.tmp / "config.toml"
+    if kind == "syntax":
+        write_private(config, "[node\n")
+    elif kind == "fifo":
+        os.mkfifo(config, 0o600)
+    else:
+        write_private(node.tmp / "real.toml", "")
+        config.symlink_to(node.tmp / "real.toml")
+    result = run_checks(node, None)["config"]
+    assert result.status == "fail"
+    assert str(config) in result.fix
+    assert words in result.fix
+    assert "the key named above" not in result.fix
+
+
+def test_a_url_with_a_query_reports_the_query(node):
+    write_private(node.tmp / "config.toml", '[controller]\nurl = "http://127.0.0.1:9/?user=root"\n')
+    result = run_checks(node, None)["config"]
+    assert result.status == "fail"
+    assert "query 'user=root'" in result.detail
+
+
+def test_a_program_that_is_not_scontrol_names_controller_scontrol_in_the_fix(node, tmp_path):
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'echo (GNU coreutils) 9.1'\n")
+    fake.chmod(0o755)
+    node.config(extra=f'[controller]\ntransport = "scontrol"\nscontrol = "{fake}"\n')
+    checks = run_checks_on_this_host(node, str(fake))
+    assert checks["controller"].status == "fail", checks["controller"]
+    assert checks["controller"].fix.startswith(f"controller.scontrol names {fake}")
+
+
+def run_checks_on_this_host(node: Node, _program: str) -> dict[str, check.Check]:
+    """The scontrol program is looked up on the checked root: check a root of "/" for a program
+    in tmp_path."""
+    from spurinv.cli import _run_options
+
+    environ = dict(os.environ)
+    world = World(Root("/"), environ, Log(environ, quiet=True))
+    results, _code = check.run(
+        world,
+        lambda: _run_options(str(node.state), str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True),
+        check.Host(systemctl=None, state_flag=str(node.state)),
+    )
+    return {result.name: result for result in results}
