@@ -682,7 +682,7 @@ def _api_why(config: Config, state: State, client: Any) -> str:
     if state.api is not None and state.api.url == config.controller.url and state.api.version == client.api:
         return "detected by an earlier run, kept in the state file"
     if any(request.path == "/openapi/v3" and request.status == 200 for request in client.sent):
-        return "the newest node API /openapi/v3 lists"
+        return "the newest node API version that /openapi/v3 lists"
     return "found by probing, newest first"
 
 

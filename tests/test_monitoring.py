@@ -384,3 +384,57 @@ def test_discovery_failing_waits_its_for_before_paging(tmp_path):
              "exp_alerts": [node("SpurinvDiscoveryFailing", "failing:9100")]},
         ],
     )  # fmt: skip
+
+
+def panel(title: str) -> dict[str, Any]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return next(item for item in dashboard["panels"] if item["title"] == title)
+
+
+def test_a_panel_with_a_count_and_an_age_shows_the_age_in_seconds():
+    dashboard = json.loads(DASHBOARD.read_text())
+    for item in dashboard["panels"]:
+        if item["fieldConfig"]["defaults"].get("unit") != "short":
+            continue
+        ages = {target["refId"] for target in item["targets"] if "time() -" in target["expr"]}
+        in_seconds = {
+            override["matcher"]["options"]
+            for override in item["fieldConfig"]["overrides"]
+            if {"id": "unit", "value": "s"} in override["properties"]
+        }
+        assert ages <= in_seconds, item["title"]
+
+
+@needs_promtool
+def test_time_since_the_last_run_is_never_for_a_node_that_never_succeeded(tmp_path):
+    shown = panel("Time since the last successful run")
+    expr = shown["targets"][0]["expr"].replace('instance=~"$instance"', 'instance=~".*"')
+    assert shown["fieldConfig"]["defaults"]["mappings"][0]["options"]["-1"]["text"] == "never"
+    (tmp_path / "rules.yml").write_text("groups: []\n")
+    test = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": 'spurinv_last_success_timestamp_seconds{instance="never"}', "values": "0x5"},
+                    {"series": 'spurinv_last_success_timestamp_seconds{instance="ran"}', "values": "60x5"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": "3m",
+                        "exp_samples": [
+                            {"labels": '{instance="never"}', "value": -1},
+                            {"labels": '{instance="ran"}', "value": 120},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    assert PROMTOOL is not None
+    ran = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
