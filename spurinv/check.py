@@ -776,9 +776,8 @@ def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
     """Where the scheduler's run finds ``program`` (``detail``: its path; a ``fail`` when it
     finds none, a ``warn`` when this shell's PATH finds another one)."""
     name = what.rsplit(".", maxsplit=1)[-1]
-    if "/" in program:
-        host = run.world.root.join(program.lstrip("/"))
-        if not (os.path.isfile(host) and os.access(host, os.X_OK)):
+    if "/" in program:  # a path of the config's, on this system as every path the config names
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
             return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
                          f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
         return Check(name, "ok", program)
@@ -799,9 +798,9 @@ def _which(run: _Run, program: str, path: str) -> str | None:
     for directory in path.split(os.pathsep):
         if not directory.startswith("/"):
             continue
-        candidate = run.world.root.join(directory.lstrip("/"), program)
+        candidate = os.path.join(directory, program)  # run from this system, as the config's paths
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return os.path.join(directory, program)
+            return candidate
     return None
 
 

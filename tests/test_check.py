@@ -642,45 +642,49 @@ def test_a_token_with_a_byte_order_mark_fails_the_token_check(node):
 # --- the scheduler's PATH, the state path's origin -------------------------------------------------
 
 
-def program(node: Node, where: str, name: str = "regtool") -> None:
-    path = node.host / where.lstrip("/") / name
+def program(node: Node, where: str, name: str = "regtool") -> str:
+    """A program in tmp_path (programs are run from this system, as every path the config names)."""
+    path = node.tmp / where.lstrip("/") / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("#!/bin/sh\n")
     path.chmod(0o755)
+    return str(path.parent)
 
 
 def test_register_command_is_found_on_the_crons_path_not_the_shells(node):
-    """cron runs with the cron file's PATH=/usr/local/bin:/usr/bin:/bin: a program only the
-    operator's shell finds fails, naming both and the absolute path to set."""
+    """cron runs with the cron file's PATH=: a program only the operator's shell finds fails,
+    naming both and the absolute path to set."""
+    usr = program(node, "/usr/bin", "other")
+    cron_path = f"/usr/local/bin:{usr}:/bin"
     (node.host / "etc" / "cron.d" / "spurinv").write_text(
-        "PATH=/usr/local/bin:/usr/bin:/bin\n* * * * * root /usr/local/bin/spurinv refresh --quiet\n"
+        f"PATH={cron_path}\n* * * * * root /usr/local/bin/spurinv refresh --quiet\n"
     )
-    program(node, "/opt/site/bin")
+    site = program(node, "/opt/site/bin")
     node.config(extra='[controller]\nregister_command = ["regtool", "--now"]\n')
-    shell = "/opt/site/bin:/usr/bin"
+    shell = f"{site}:/usr/bin"
     found = run_checks(node, None, PATH=shell)["register_command"]
     assert found.status == "fail", found
-    assert "/usr/local/bin:/usr/bin:/bin" in found.detail
+    assert cron_path in found.detail
     assert "PATH= in /etc/cron.d/spurinv" in found.detail
-    assert "/opt/site/bin/regtool" in found.fix
+    assert f"{site}/regtool" in found.fix
     assert found.exit_code == exitcode.CONFIG
     program(node, "/usr/bin")
     found = run_checks(node, None, PATH=shell)["register_command"]
     assert found.status == "warn", found
-    assert "/usr/bin/regtool" in found.detail
-    assert "/opt/site/bin/regtool" in found.detail
-    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
-    assert (found.status, found.detail) == ("ok", "/usr/bin/regtool is executable")
+    assert f"{usr}/regtool" in found.detail
+    assert f"{site}/regtool" in found.detail
+    found = run_checks(node, None, PATH=usr)["register_command"]
+    assert (found.status, found.detail) == ("ok", f"{usr}/regtool is executable")
 
 
 def test_under_the_unit_its_environment_path_is_used(node):
-    unit_host(node, '[Service]\nEnvironment="PATH=/opt/site/bin:/usr/bin" NO_COLOR=1\n')
-    program(node, "/opt/site/bin")
+    site = program(node, "/opt/site/bin")
+    unit_host(node, f'[Service]\nEnvironment="PATH={site}:/usr/bin" NO_COLOR=1\n')
     node.config(extra='[controller]\nregister_command = ["regtool"]\n')
     found = run_checks(node, None, PATH="/usr/bin")["register_command"]
     assert found.status == "ok", found
-    unit_host(node, "[Service]\n# Environment=PATH=/opt/site/bin\n")
-    found = run_checks(node, None, PATH="/opt/site/bin")["register_command"]
+    unit_host(node, f"[Service]\n# Environment=PATH={site}\n")
+    found = run_checks(node, None, PATH=site)["register_command"]
     assert found.status == "fail", found
     assert "systemd's default PATH" in found.detail
 
@@ -887,21 +891,6 @@ def test_a_program_that_is_not_scontrol_names_controller_scontrol_in_the_fix(nod
     fake.write_text("#!/bin/sh\necho 'echo (GNU coreutils) 9.1'\n")
     fake.chmod(0o755)
     node.config(extra=f'[controller]\ntransport = "scontrol"\nscontrol = "{fake}"\n')
-    checks = run_checks_on_this_host(node, str(fake))
+    checks = run_checks(node, None)
     assert checks["controller"].status == "fail", checks["controller"]
     assert checks["controller"].fix.startswith(f"controller.scontrol names {fake}")
-
-
-def run_checks_on_this_host(node: Node, _program: str) -> dict[str, check.Check]:
-    """The scontrol program is looked up on the checked root: check a root of "/" for a program
-    in tmp_path."""
-    from spurinv.cli import _run_options
-
-    environ = dict(os.environ)
-    world = World(Root("/"), environ, Log(environ, quiet=True))
-    results, _code = check.run(
-        world,
-        lambda: _run_options(str(node.state), str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True),
-        check.Host(systemctl=None, state_flag=str(node.state)),
-    )
-    return {result.name: result for result in results}
