@@ -70,6 +70,7 @@ TOKEN_WARN_DAYS = 7
 # the checks that read only this host's files (and systemctl), run even after the run deadline
 LOCAL = ("register_command", "schedule", "udev")
 LOCAL_SECONDS = 10.0
+PRIVATE_TMP = ("/tmp", "/var/tmp")  # noqa: S108 (what PrivateTmp= replaces, compared with, never written)
 LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
 MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
@@ -386,6 +387,16 @@ def _metrics(run: _Run) -> Check:
             return Check(
                 "metrics", "fail", f"{path}: writable here, but under the unit {blocked}, so refresh would exit 73",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
+            )  # fmt: skip
+        private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
+        if (
+            private
+            and private[-1] in ("yes", "true", "1", "on", "disconnected")
+            and any(os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP)
+        ):
+            return Check(
+                "metrics", "warn", f"{path}: the unit's PrivateTmp= gives it a /tmp of its own; node_exporter never sees "
+                "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
             )  # fmt: skip
     state_directory = os.path.dirname(run.options.state_path)
     if os.path.commonpath([state_directory, directory]) == state_directory:

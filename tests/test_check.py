@@ -894,3 +894,17 @@ def test_a_program_that_is_not_scontrol_names_controller_scontrol_in_the_fix(nod
     checks = run_checks(node, None)
     assert checks["controller"].status == "fail", checks["controller"]
     assert checks["controller"].fix.startswith(f"controller.scontrol names {fake}")
+
+
+def test_a_metrics_file_in_the_units_private_tmp_warns(node, tmp_path):
+    if os.path.commonpath(["/tmp", str(tmp_path)]) != "/tmp":
+        pytest.skip("tmp_path is not under /tmp here")
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=yes\n")
+    node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "warn", metrics
+    assert "PrivateTmp=" in metrics.detail
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=no\n")
+    assert run_checks(node, None)["metrics"].status == "ok"
