@@ -291,7 +291,7 @@ def check(
     except SpurinvError as error:
         raise _fail("check", error, as_json) from None
     world = World(target, environ, Log(environ, quiet=True))
-    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None)
+    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=state)
     results, code = preflight.run(
         world, lambda: _run_options(state, config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True), host
     )
