@@ -397,7 +397,9 @@ def test_spurs_bare_update_failure_before_any_read_is_a_refusal_not_a_crash(tmp_
     """spur prints only "node update failed"; it is read as an auth problem only for a node this
     client has just read (listed); before any read it is the update refused, never an error of ours."""
     fake = tmp_path / "scontrol"
-    fake.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.1.0"; exit 0; fi\necho "node update failed" >&2\nexit 1\n')
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.1.0"; exit 0; fi\necho "node update failed" >&2\nexit 1\n'
+    )
     fake.chmod(0o755)
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(fake)), "n1", os.environ)
 
