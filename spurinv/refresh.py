@@ -458,9 +458,9 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     from spurinv.documents import discover_document
     from spurinv.registration import Details
     from spurinv.slurmconf import gres_conf
-    from spurinv.sources.host import read_numa_cpus
+    from spurinv.sources.host import read_numa_cores
 
-    lines = gres_conf(reading.inventory, node, read_numa_cpus(world.root)) if reading.inventory else []
+    lines = gres_conf(reading.inventory, node, read_numa_cores(world.root)[0]) if reading.inventory else []
     document = discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
