@@ -236,3 +236,18 @@ def test_the_output_of_a_command_killed_at_its_timeout_is_kept_for_the_log():
         registration.run(["/bin/sh", "-c", "echo restarting spurd; sleep 30"], ENV, 0.5)
 
     assert b"restarting spurd" in caught.value.output
+
+
+@given(st.sampled_from(["SLURM", "AWS", "MY", ""]),
+       st.sampled_from(["JWT", "TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIALS"]),
+       st.sampled_from(["", "_DIRECTORY", "_FILE", "_ACCESS_KEY"]))  # fmt: skip
+def test_a_credential_in_the_environment_never_reaches_the_register_command(prefix, word, suffix):
+    from spurinv.registration import Details, command_environment
+
+    name = f"{prefix}_{word}{suffix}".lstrip("_")
+    environ = {name: "hunter2", "PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/slurm.conf", "LANG": "C.UTF-8"}
+
+    passed = command_environment(environ, Details(node="n1"), "gpu:8", "f", "/tmp/i.json")
+
+    assert name not in passed
+    assert {"PATH", "SLURM_CONF", "LANG"} <= set(passed)

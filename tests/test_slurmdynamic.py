@@ -183,6 +183,7 @@ def test_it_imports_only_the_standard_library():
 DUMP = r'''
 import json, os, sys
 seen = {k: v for k, v in os.environ.items() if k.startswith("SPURINV_")}
+seen["others"] = sorted(k for k in os.environ if not k.startswith("SPURINV_"))
 path = seen.get("SPURINV_INVENTORY")
 seen["inventory"] = json.load(open(path)) if path and os.path.exists(path) else None
 json.dump(seen, open(os.environ["DUMP_TO"], "w"))
@@ -195,6 +196,9 @@ def test_the_register_command_is_told_the_node_gres_gres_conf_fingerprint_and_in
     slurm = Slurm(tmp_path)
     monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
     monkeypatch.setenv("SPURINV_STATE", "/not/for/the/command")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", "/run/credentials/spurinv.service")
+    monkeypatch.setenv("SLURM_JWT", "eyJhbGciOi.secret")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
     monkeypatch.setenv("DUMP_TO", str(tmp_path / "seen.json"))
     command = tmp_path / "register"
     command.write_text(f"#!{sys.executable}\n{DUMP}")
@@ -218,6 +222,11 @@ def test_the_register_command_is_told_the_node_gres_gres_conf_fingerprint_and_in
     assert seen["SPURINV_GRES_CONF"].startswith("NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[")
     assert seen["inventory"]["inventory"]["fingerprint"] == fingerprint  # discover --json's document
     assert "SPURINV_STATE" not in seen  # inherited SPURINV_* never reach it
+    # a minimal environment: spurinv's credentials never reach the command
+    assert "CREDENTIALS_DIRECTORY" not in seen["others"]
+    assert "SLURM_JWT" not in seen["others"]
+    assert "SLURM_CONF" in seen["others"]
+    assert "PATH" in seen["others"]
     assert not Path(seen["SPURINV_INVENTORY"]).exists()  # removed after the command
 
 
