@@ -68,6 +68,7 @@ class Do(StrEnum):
 
 
 TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
+DOWN = frozenset({"DOWN", "FAIL", "FAILING"})  # node states spurinv never registers or drains
 WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME})
 
 
@@ -264,6 +265,15 @@ def decide(
             body=body,
         )
     summary = outcome.diff.summary()
+    if down := sorted(DOWN & {view.base, *view.flags}):
+        # a DOWN/FAIL node is no idle node: its jobs may be unseen, and a register command would
+        # restart or delete a node the operator is working on (issue #23)
+        said = f" ({view.reason!r})" if view.reason else ""
+        return Action(
+            kind=Do.HOLD,
+            reason=f"the node is {'+'.join(down)}{said}; not re-registering ({summary}) until it is back",
+            exit_code=exitcode.TEMPFAIL,
+        )
     if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")

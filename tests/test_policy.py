@@ -183,6 +183,9 @@ ROWS = [
     ("observe: suspicious holds", SPX, NONE, NONE, {}, OBSERVE, None, Do.HOLD),
     ("a drain with no reason is not ours", SPX, SPX, SPX, {}, SLURM, EMPTY_DRAIN, Do.NONE),
     ("a spurinv-looking reason we did not set is not ours", SPX, CPX, CPX, {}, SLURM, LOOKALIKE, Do.REGISTER),
+    ("confirmed + DOWN node: hold, never register", SPX, CPX, CPX, {}, SLURM, view("DOWN", reason="Not responding"), Do.HOLD),
+    ("confirmed + FAIL node: hold, never register", SPX, CPX, CPX, {}, SLURM, view("IDLE", "FAIL", reason="bad DIMM"), Do.HOLD),
+    ("first run, DOWN and disagrees: hold", None, CPX, CPX, {}, SLURM, view("DOWN", "DRAIN", reason="x"), Do.HOLD),
 ]
 
 
