@@ -289,14 +289,17 @@ class Registrar:
     def _left(self) -> float:
         return self.budget.remaining() if self.budget is not None else float("inf")
 
-    def register(self, client: Transport, models: dict[str, int], gres: str = "", fingerprint: str = "") -> RegisterResult:
+    def register(
+        self, client: Transport, models: dict[str, int], gres: str = "", fingerprint: str = "", *, absent: bool = False
+    ) -> RegisterResult:
         """Check the node is idle (any job counts: a restart must not hit running jobs), run the
         command once (``gres``: the complete GRES spurinv would set, for its environment), read
-        back until the GRES agree."""
-        before = client.view()
-        if not before.idle and not client.rechecked:  # a stale single-node answer: ask all nodes
+        back until the GRES agree. ``absent``: the controller does not know the node (our own
+        earlier command deleted it and died): nothing can run there, so no look first."""
+        before = None if absent else client.view()
+        if before is not None and not before.idle and not client.rechecked:  # a stale single-node answer
             before = client.view(confirm_busy=True)
-        if not before.idle:
+        if before is not None and not before.idle:
             return RegisterResult(
                 False, before, f"the node is no longer idle ({before.busy_text()}); register_command not run", busy=True
             )

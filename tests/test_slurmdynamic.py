@@ -432,3 +432,41 @@ def test_a_concurrent_run_is_75(tmp_path, monkeypatch, capsys):
         os.close(lock)
     assert exitcode.TEMPFAIL == status
     assert "lock" in capsys.readouterr().err
+
+
+FLAKY = r'''
+import json, os, sys, time
+state, calls = os.environ["FAKE_SLURM_STATE"], os.environ["FAKE_SLURM_STATE"] + ".calls"
+count = int(open(calls).read()) + 1 if os.path.exists(calls) else 1
+open(calls, "w").write(str(count))
+node = json.load(open(state))
+if count == 1:  # deleted, then the restart fails: the node stays unknown
+    node["absent_until"] = time.time() + 3600
+    json.dump(node, open(state, "w"))
+    sys.exit(69)
+node.update(gres=os.environ["SPURINV_GRES"], absent_until=0)  # the restart works now
+json.dump(node, open(state, "w"))
+'''
+
+
+def test_our_own_register_that_left_the_node_unknown_is_run_again_not_68_forever(cli, built, tmp_path, monkeypatch):
+    slurm = Slurm(tmp_path)
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
+    command = tmp_path / "register"
+    command.write_text(f"#!{sys.executable}\n{FLAKY}")
+    command.chmod(0o755)
+    slurm.config.write_text(slurm.config.read_text().replace('transport = "scontrol"\n',
+                            f'transport = "scontrol"\nregister_command = ["{command}"]\nregister_wait = 1\n'))  # fmt: skip
+    run = lambda root, *more: cli("refresh", "--root", root, "--state", slurm.state, "--config", slurm.config,  # noqa: E731
+                                  "--json", *more)  # fmt: skip
+    for _ in range(2):
+        assert run(built("mi300x-spx")).code == 0
+    run(built("mi300x-cpx"))
+    failed = run(built("mi300x-cpx"))
+    assert exitcode.NOHOST == failed.code, failed.out  # the command failed and the node is gone
+
+    done = run(built("mi300x-cpx"), "--ignore-backoff")
+
+    assert done.code == 0, done.out
+    assert "register" in [step["action"] for step in done.json()["steps"]]
+    assert slurm.node["gres"] == "gpu:mi300x:64"
