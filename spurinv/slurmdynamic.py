@@ -146,6 +146,15 @@ def merged_gres_conf(current: str, node: str, lines: str) -> str:
     return "".join(out)
 
 
+def same_gres(listed: str, wanted: str) -> bool:
+    """Do two GRES strings name the same entries, ignoring the ``(S:0-1)`` socket suffix Slurm
+    adds when gres.conf has ``Cores=`` and the entry order?"""
+    def entries(text: str) -> list[str]:
+        return sorted(e.strip() for e in re.split(r",(?![^(]*\))", re.sub(r"\([^)]*\)", "", text)) if e.strip())
+
+    return entries(listed) == entries(wanted)
+
+
 def env_line(name: str, gres: str) -> str:
     """``NAME=value`` as systemd's EnvironmentFile= and a POSIX shell both read it."""
     return f"{name}={gres}\n"
@@ -314,7 +323,7 @@ def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runne
         done.append(f"wrote {options.gres_conf}")
     if options.env_file and write_if_changed(options.env_file, env_line(options.env_name, gres)):
         done.append(f"wrote {options.env_file}")
-    if view is not None and str(view.get("gres") or "") == gres and not done:
+    if view is not None and same_gres(str(view.get("gres") or ""), gres) and not done:
         if kept:  # an earlier run restarted the node but died before putting its attributes back
             _restore(options, node, kept, view, run)
             saved.drop()

@@ -470,3 +470,15 @@ def test_our_own_register_that_left_the_node_unknown_is_run_again_not_68_forever
     assert done.code == 0, done.out
     assert "register" in [step["action"] for step in done.json()["steps"]]
     assert slurm.node["gres"] == "gpu:mi300x:64"
+
+
+def test_a_listed_gres_with_a_socket_suffix_is_already_registered(tmp_path):
+    cluster = Cluster(idle())
+    register(options(tmp_path), ENV, cluster)
+    cluster.node["gres"] = "gpu:mi300x:64(S:0-1)"  # how Slurm lists it with Cores= in gres.conf
+    cluster.ran.clear()
+
+    said = register(options(tmp_path), ENV, cluster)
+
+    assert "nothing to do" in said
+    assert [argv for argv in cluster.ran if "delete" in argv] == []
