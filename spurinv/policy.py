@@ -290,7 +290,9 @@ def decide(
         remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
         words = f"controller refused {summary}; {remedy}"
         # our own drain for busy said "re-registers when idle": now it must say what is wrong
-        if not view.drained or (drained_by_us and state.drain is not None and not _says(state.drain.reason, words)):
+        if (not view.drained and not refusal.resumed) or (
+            drained_by_us and state.drain is not None and not _says(state.drain.reason, words)
+        ):
             body = drain_body(view, words, "refused", current.fingerprint, settings, now, nonce)
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
@@ -451,6 +453,8 @@ def settle(
         baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")
         return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
     if action.kind == Do.FORGET_DRAIN:
+        if state.refusal is not None and state.drain is not None and state.drain.cause == "refused":
+            return state.model_copy(update={"drain": None, "refusal": state.refusal.model_copy(update={"resumed": True})})
         return state.model_copy(update={"drain": None})
     if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:
         if applied:
