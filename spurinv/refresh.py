@@ -702,9 +702,15 @@ def _record(
     before = len(client.sent)
     result = recorded(client, action.body, RegisterResult(True, view, None))
     mine = client.sent[before:]
+    from spurinv.secret import printable
+
     reason = f"{action.reason} ({result.warning})" if result.warning else action.reason
+    after = result.view
+    if after.drained and (state.drain is None or after.reason != state.drain.reason):
+        # recorded, but not in service: a drain that is not ours (Slurm's INVALID_REG, an admin's)
+        reason += f"; the node stays drained by someone else ({printable(after.reason[:120]) or 'no reason'!r}): not lifted"
     step = Step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
-    return result.view, settle(state, action, now, settings=settings), step, False
+    return after, settle(state, action, now, settings=settings), step, False
 
 
 def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:
