@@ -403,7 +403,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _say(text: str, stream: TextIO) -> None:
-    stream.write(text + "\n")
+    encoding = stream.encoding or "ascii"  # an ASCII locale must not turn a message into a traceback
+    stream.write((text + "\n").encode(encoding, "backslashreplace").decode(encoding, "replace"))
     stream.flush()
 
 
