@@ -482,3 +482,30 @@ def test_a_listed_gres_with_a_socket_suffix_is_already_registered(tmp_path):
 
     assert "nothing to do" in said
     assert [argv for argv in cluster.ran if "delete" in argv] == []
+
+
+names = st.sampled_from(["NodeName=d1", "nodename=d1", "NODENAME=d[0-3]", "NodeName=d2", "NodeName=x[1-9]", "NodeName=ALL", ""])
+gres_names = st.sampled_from(["Name=gpu", "name=gpu", "Name=nic", "AutoDetect=off", "AutoDetect=nvml"])
+ends = st.sampled_from(["\n", "\r\n"])
+
+
+@given(st.lists(st.tuples(names, gres_names, st.booleans(), ends), max_size=8))
+def test_after_a_merge_only_our_lines_can_give_the_node_gpus_else_78(rows):
+    """Slurm reads keys in any case and order: whatever the lines, the merge either refuses (78)
+    or leaves no line but ours that gives d1 GPUs, and every other line byte for byte."""
+    current = "".join(f"{a} {b} File=/dev/x{i}{end}" if flip else f"{b} {a} File=/dev/x{i}{end}"
+                      for i, (a, b, flip, end) in enumerate(rows))  # fmt: skip
+    status = None
+    try:
+        merged = merged_gres_conf(current, "d1", NEW)
+    except Failed as failed:
+        status, merged = failed.status, ""
+    if status is not None:
+        assert exitcode.CONFIG == status
+        return
+    theirs = [line for line in merged.splitlines(keepends=True) if line.rstrip("\r\n") != NEW.strip()]
+    for line in theirs:
+        fields = slurmdynamic.gres_conf_fields(line)
+        names_d1 = "nodename" not in fields or in_hostlist("d1", fields["nodename"])
+        assert not (names_d1 and fields.get("name", "").lower() == "gpu")
+        assert line in current.splitlines(keepends=True)
