@@ -4,6 +4,7 @@ one-line fake scontrol; the real messages are exercised in tests/e2e/test_conver
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -289,3 +290,19 @@ def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(t
 
     assert client.sent == []
     assert not ran.exists()
+
+
+def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
+    """A SLURM_JWT in spurinv's environment (meant for slurmrestd) would make scontrol use
+    auth/jwt instead of munge; it is not passed (issue #23)."""
+    seen = tmp_path / "env"
+    program = fake_scontrol(tmp_path, f'env > {seen}; echo \'{{"nodes": []}}\'')
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1",
+                      {**os.environ, "SLURM_JWT": "eyJhbGciOi.stale"})  # fmt: skip
+
+    with contextlib.suppress(ControllerError):
+        client.view()
+
+    assert seen.exists()
+    assert "SLURM_JWT" not in seen.read_text()
+    assert "PATH=" in seen.read_text()
