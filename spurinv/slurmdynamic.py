@@ -238,11 +238,6 @@ def not_plain(view: Mapping[str, object], node: str) -> str | None:
     return None
 
 
-def foreign_drain(view: Mapping[str, object]) -> str | None:
-    """Kept for callers of the first version: why the node is not ours to delete, or None."""
-    return not_plain(view, str(view.get("name") or ""))
-
-
 class Saved:
     """What the delete drops, kept in a 0600 file next to the env file before the delete and
     removed once it is back on the node: a run killed between the two restores it next time."""

@@ -540,3 +540,14 @@ def test_an_unanswered_register_the_controller_took_is_recorded_not_run_again(cl
     assert done.code == 0, done.out
     assert "register" not in [step["action"] for step in done.json()["steps"]]
     assert Path(f"{slurm.path}.calls").read_text() == "x"  # run once
+
+
+def test_a_message_in_an_ascii_locale_is_no_traceback():
+    import io
+
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii")
+
+    slurmdynamic._say("node d1: reason 'spurinv: [ab12cd34] 8→64 …' \udcff", stream)
+
+    assert raw.getvalue().startswith(b"node d1: reason 'spurinv: [ab12cd34] 8\\u2192")
