@@ -11,16 +11,20 @@ its gres.conf lines, ``SPURINV_FINGERPRINT`` and ``SPURINV_INVENTORY`` (spurinv/
 
 What it does, each step skipped when already done (so a second run after a crash is safe):
 
-1. reads the node (``scontrol --json show node N``); a node drained by someone else is refused
-   (exit 77: a delete would drop their drain and reason); an absent node was deleted by a run
-   that died: go on;
-2. writes the node's gres.conf lines into ``--gres-conf`` (its other lines kept) and
-   ``NAME=<gres>`` into ``--env-file`` (the file the site's slurmd unit reads, so its
+1. reads the node; one not in a plain state (DOWN, FAIL, MAINT, RESERVED, …) or with a drain or
+   reason that is not spurinv's by the ownership rule (spurinv/ownership.py) is refused (exit
+   77: a delete would drop it); an absent node was deleted by a run that died: go on;
+2. checks, before writing anything: the restart program exists, gres.conf is a regular file
+   and has no line but the node's own that could give it GPUs (exit 78, naming the line);
+3. writes the node's gres.conf lines into ``--gres-conf`` (its other lines kept byte for byte)
+   and ``NAME=<gres>`` into ``--env-file`` (the file the site's slurmd unit reads, so its
    ``--conf "… Gres=${NAME}"`` carries the new GRES), each atomically;
-3. ``scontrol delete nodename=N``: refused (jobs running) → exit 75, spurinv drains and retries;
-4. runs ``--restart`` (default ``systemctl restart slurmd``);
-5. waits up to ``--wait`` seconds for the node to come back, and puts back the ``extra`` the
-   delete dropped (the admin's, byte for byte; spurinv then splices its record into it).
+4. saves ``extra`` and ``comment`` to ``--saved`` (0600), then ``scontrol delete nodename=N``:
+   refused (jobs running) → exit 75, spurinv drains and retries;
+5. runs ``--restart`` (default ``systemctl restart slurmd``);
+6. waits up to ``--wait`` seconds for the node to come back, and puts back what the delete
+   dropped (the admin's ``extra``, byte for byte; spurinv then splices its record into it).
+   Steps 4-6 hold SIGTERM/SIGINT/SIGHUP; a run that fails in them leaves ``--saved`` for the next.
 
 Stdlib only; exit statuses follow sysexits.h.
 """
