@@ -255,10 +255,9 @@ def decide(
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
     refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
-    if (refusal is not None or settings.any_job_busy) and state.baseline is not None and gres_agrees(view.gres, models):
-        # someone did what the refusal asked (slurm.conf, gres.conf, reconfigure, slurmd), or an
-        # unanswered register command took effect: the write (a slurmd restart, a delete) is
-        # moot, busy or not; only our record is written (extra alone)
+    if refusal is not None and state.baseline is not None and gres_agrees(view.gres, models):
+        # someone did what the refusal asked (slurm.conf, gres.conf, reconfigure, slurmd): the
+        # refused write is moot, busy or not; only our record is written (extra alone)
         body = record_body(view, current, settings)
         return Action(
             kind=Do.RECORD,
