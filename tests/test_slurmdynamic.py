@@ -520,3 +520,34 @@ def test_a_message_in_an_ascii_locale_is_no_traceback():
     slurmdynamic._say("node d1: reason 'spurinv: [ab12cd34] 8→64 …' \udcff", stream)
 
     assert raw.getvalue().startswith(b"node d1: reason 'spurinv: [ab12cd34] 8\\u2192")
+
+
+SLOW = r'''
+import json, os, time
+state = os.environ["FAKE_SLURM_STATE"]
+open(state + ".calls", "a").write("x")
+node = json.load(open(state)); node["gres"] = os.environ["SPURINV_GRES"]; json.dump(node, open(state, "w"))
+time.sleep(30)  # registered, but the answer never comes: killed at register_timeout
+'''
+
+
+def test_an_unanswered_register_the_controller_took_is_recorded_not_run_again(cli, built, tmp_path, monkeypatch):
+    slurm = Slurm(tmp_path)
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
+    command = tmp_path / "register"
+    command.write_text(f"#!{sys.executable}\n{SLOW}")
+    command.chmod(0o755)
+    slurm.config.write_text(slurm.config.read_text().replace('transport = "scontrol"\n',
+                            f'transport = "scontrol"\nregister_command = ["{command}"]\nregister_timeout = 1\n'))  # fmt: skip
+    run = lambda root, *more: cli("refresh", "--root", root, "--state", slurm.state, "--config", slurm.config,  # noqa: E731
+                                  "--json", *more)  # fmt: skip
+    for _ in range(2):
+        assert run(built("mi300x-spx")).code == 0
+    run(built("mi300x-cpx"))
+    assert run(built("mi300x-cpx")).code != 0  # killed: no answer
+
+    done = run(built("mi300x-cpx"), "--ignore-backoff")
+
+    assert done.code == 0, done.out
+    assert "register" not in [step["action"] for step in done.json()["steps"]]
+    assert Path(f"{slurm.path}.calls").read_text() == "x"  # run once
