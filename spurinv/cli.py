@@ -139,13 +139,13 @@ def discover(
             render.discover(render.console(stderr=True), result, target.path)
             raise typer.Exit(code)
         from spurinv import slurmconf
-        from spurinv.sources.host import read_numa_cpus
+        from spurinv.sources.host import read_numa_cores
 
         try:
             name = node or loaded.node_name(os.uname().nodename)
         except SpurinvError as error:
             raise _fail("discover", error, False) from None
-        sys.stdout.write(slurmconf.render(result.inventory, name, read_numa_cpus(target)))
+        sys.stdout.write(slurmconf.render(result.inventory, name, *read_numa_cores(target)))
         raise typer.Exit(code)
     render.discover(render.console(), result, target.path, per_device=devices)
     raise typer.Exit(code)

@@ -4,6 +4,7 @@ one-line fake scontrol; the real messages are exercised in tests/e2e/test_conver
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -408,3 +409,19 @@ def test_spurs_bare_update_failure_before_any_read_is_a_refusal_not_a_crash(tmp_
 
     assert caught.value.kind == "refused"
     assert client.rechecked is False  # no read was made: nothing was an all-nodes query
+
+
+def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
+    """A SLURM_JWT in spurinv's environment (meant for slurmrestd) would make scontrol use
+    auth/jwt instead of munge; it is not passed (issue #23)."""
+    seen = tmp_path / "env"
+    program = fake_scontrol(tmp_path, f'env > {seen}; echo \'{{"nodes": []}}\'')
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1",
+                      {**os.environ, "SLURM_JWT": "eyJhbGciOi.stale"})  # fmt: skip
+
+    with contextlib.suppress(ControllerError):
+        client.view()
+
+    assert seen.exists()
+    assert "SLURM_JWT" not in seen.read_text()
+    assert "PATH=" in seen.read_text()
