@@ -3,6 +3,7 @@ problem found after the two fix rounds and failed before its fix."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -53,3 +54,96 @@ def test_escaped_text_is_always_valid_utf8_and_plain_text_is_untouched(text):
     shown.encode("utf-8")
     if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
         assert shown == text
+
+
+# --- a state path that is the config, the token or another program's file (F5) -------------------
+
+
+def _config_with_token(tmp_path: Path) -> tuple[Path, Path]:
+    token = tmp_path / "token"
+    token.write_text("SLURM_JWT=eyJhbGciOi.secret.token\n")
+    token.chmod(0o600)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[controller]\ntoken_file = "{token}"\n')
+    config.chmod(0o600)
+    return config, token
+
+
+@pytest.mark.parametrize("which", ["config", "token"])
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_a_state_path_that_is_the_config_or_the_token_is_refused_untouched(which, how, built, tmp_path, spurinv):
+    """``--state /etc/spurinv/config.toml`` moved the config aside as a corrupt state and wrote a
+    state in its place; the token file likewise."""
+    config, token = _config_with_token(tmp_path)
+    target = config if which == "config" else token
+    before = target.read_bytes()
+    args = ["refresh", "--root", built("mi300x-spx"), "--config", config]
+    extra = {}
+    if how == "flag":
+        args += ["--state", target]
+    else:
+        extra = {"SPURINV_STATE": str(target)}
+
+    ran = spurinv(*args, extra_env=extra)
+
+    assert ran.code == (64 if how == "flag" else 78), ran
+    assert f"the {which} file" in ran.err, ran.err
+    assert str(target) in ran.err
+    assert target.read_bytes() == before
+    assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+FOREIGN = {
+    "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    "toml": "[controller]\nurl = 'http://x'\n",
+    "other JSON object": '{"registry-mirrors": []}\n',
+    "JSON array": "[1, 2, 3]\n",
+    "nested brackets": "[" * 100000 + "]" * 100000,
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOREIGN))
+def test_a_state_path_naming_some_other_file_is_refused_not_moved_aside(case, built, state_path, spurinv):
+    """``--state /etc/hosts`` (a typo, a wrong variable): the file was moved aside as a corrupt
+    state and a state written in its place."""
+    state_path.write_text(FOREIGN[case])
+
+    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+
+    assert ran.code == 65, ran
+    assert str(state_path) in ran.err and "does not look like a spurinv state" in ran.err, ran.err
+    assert state_path.read_text() == FOREIGN[case]
+    assert not list(state_path.parent.glob("*.corrupt-*"))
+
+
+@pytest.mark.parametrize(
+    "damaged", ["", "{not json", '{"schema_version": 3, "node": "vm", "readi', '{"schema_version": "x"}', '{"node": 5}']
+)
+def test_a_damaged_state_is_still_moved_aside(damaged, built, state_path, spurinv):
+    state_path.write_text(damaged)
+
+    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+
+    assert ran.code == 0, ran
+    assert list(state_path.parent.glob("state.json.corrupt-*"))
+    assert json.loads(state_path.read_text())["schema_version"]
+
+
+# --- the metrics file on the token file (F3) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_the_metrics_file_on_the_token_file_is_refused(how, built, tmp_path, state_path, spurinv):
+    config, token = _config_with_token(tmp_path)
+    before = token.read_bytes()
+    args = ["refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path]
+    if how == "flag":
+        args += ["--metrics-file", token]
+    else:
+        config.write_text(config.read_text().replace("[controller]", f'[metrics]\nfile = "{token}"\n\n[controller]'))
+
+    ran = spurinv(*args)
+
+    assert ran.code == (64 if how == "flag" else 78), ran
+    assert "the token file" in ran.err, ran.err
+    assert token.read_bytes() == before
