@@ -111,7 +111,8 @@ def test_a_state_path_naming_some_other_file_is_refused_not_moved_aside(case, bu
     ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state_path)
 
     assert ran.code == 65, ran
-    assert str(state_path) in ran.err and "does not look like a spurinv state" in ran.err, ran.err
+    assert str(state_path) in ran.err, ran.err
+    assert "does not look like a spurinv state" in ran.err, ran.err
     assert state_path.read_text() == FOREIGN[case]
     assert not list(state_path.parent.glob("*.corrupt-*"))
 
