@@ -338,9 +338,11 @@ def _metrics_apart(
     from spurinv.secret import printable
 
     if flag:
-        if clash := locations.clash(flag, state, config_file, tokens):
+        if clash := locations.clash(flag, state, config_file, tokens) or locations.not_regular(flag):
             raise UsageError(f"--metrics-file {printable(flag)}: that is {clash}; name a file of its own")
-    elif configured and (clash := locations.clash(configured, state, config_file, tokens)):
+    elif configured and (
+        clash := locations.clash(configured, state, config_file, tokens) or locations.not_regular(configured)
+    ):
         raise ConfigError(f"{config_file}: metrics.file = {printable(configured)}: that is {clash}; name a file of its own")
 
 

@@ -89,6 +89,23 @@ def _same(one: Landing, other: Landing) -> bool:
     return one[0] == other[0] or (one[1] is not None and one[1] == other[1])
 
 
+def not_regular(path: str) -> str | None:
+    """What is at ``path`` when it is there and not a regular file (a device node, a FIFO, a
+    symbolic link — to /dev/stdout, say), named for a message: the metrics file replaces its
+    target, so only a regular file (or none yet) may be there."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = [(stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
 def same_file(one: str, other: str) -> bool:
     """Are both names the same existing file (device and inode, links followed)?"""
     if not one or not other:

@@ -148,3 +148,42 @@ def test_the_metrics_file_on_the_token_file_is_refused(how, built, tmp_path, sta
     assert ran.code == (64 if how == "flag" else 78), ran
     assert "the token file" in ran.err, ran.err
     assert token.read_bytes() == before
+
+
+# --- the metrics target is not a regular file (F4) ------------------------------------------------
+
+
+def _not_regular(tmp_path: Path, kind: str) -> Path:
+    target = tmp_path / f"metrics-{kind.replace('/', '-')}.prom"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink to /dev/stdout":
+        target.symlink_to("/dev/stdout")
+    elif kind == "symlink to a regular file":
+        (tmp_path / "real.prom").write_text("")
+        target.symlink_to(tmp_path / "real.prom")
+    else:
+        target.mkdir()
+    return target
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to /dev/stdout", "symlink to a regular file", "directory"])
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_a_metrics_target_that_is_not_a_regular_file_is_refused(kind, how, built, tmp_path, state_path, spurinv):
+    """The metrics file was renamed over whatever was there: a device node, a FIFO, a link."""
+    target = _not_regular(tmp_path, kind)
+    config = tmp_path / "config.toml"
+    args = ["refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path]
+    if how == "flag":
+        args += ["--metrics-file", target]
+    else:
+        config.write_text(f'[metrics]\nfile = "{target}"\n')
+    config.chmod(0o600)
+
+    ran = spurinv(*args)
+
+    assert ran.code == (64 if how == "flag" else 78), ran
+    assert str(target) in ran.err, ran.err
+    assert ("a symbolic link" if kind.startswith("symlink") else kind.replace("fifo", "a FIFO")) in ran.err, ran.err
+    assert os.path.lexists(target)
+    assert not state_path.exists()
