@@ -187,3 +187,40 @@ def test_a_metrics_target_that_is_not_a_regular_file_is_refused(kind, how, built
     assert ("a symbolic link" if kind.startswith("symlink") else kind.replace("fifo", "a FIFO")) in ran.err, ran.err
     assert os.path.lexists(target)
     assert not state_path.exists()
+
+
+# --- a NUL in a GRES entry we would pass to scontrol (F7) --------------------------------------------
+
+
+def test_a_nul_in_a_gres_entry_is_refused_before_exec_naming_the_entry(tmp_path):
+    """A non-GPU GRES entry from the controller holding a NUL made registration exit 70
+    (ValueError: embedded null byte from the exec)."""
+    from spurinv import exitcode
+    from spurinv.config import ControllerSection
+    from spurinv.errors import ControllerError
+    from spurinv.scontrol import Scontrol
+
+    marker = tmp_path / "ran"
+    program = tmp_path / "scontrol"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\necho 'slurm 24.11.5'\n")
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"gres": "gpu:mi300x:8,nic:cx\0x7:2"})
+
+    assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
+    assert "nic:cx\\0x7:2" in caught.value.message
+    assert "NUL" in caught.value.message
+    assert not marker.exists()  # not run at all
+
+
+def test_a_nul_in_a_command_environment_is_refused_before_exec(tmp_path):
+    from spurinv import registration
+    from spurinv.errors import ControllerError
+
+    with pytest.raises(ControllerError) as caught:
+        registration.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
+
+    assert "x\\0y:1" in caught.value.message
