@@ -224,3 +224,21 @@ def test_a_nul_in_a_command_environment_is_refused_before_exec(tmp_path):
         registration.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
 
     assert "x\\0y:1" in caught.value.message
+
+
+# --- a config nested thousands deep (F6) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nesting", ["[", "{a="], ids=["array", "inline table"])
+def test_a_config_nested_thousands_deep_is_a_config_error_naming_the_file(nesting, tmp_path, state_path, built, spurinv):
+    closing = "]" if nesting == "[" else "}"
+    config = tmp_path / "deep.toml"
+    config.write_text("[node]\nname = " + nesting * 2000 + "1" + closing * 2000 + "\n")
+    config.chmod(0o600)
+
+    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path)
+
+    assert ran.code == 78, ran
+    assert str(config) in ran.err, ran.err
+    assert "Traceback" not in ran.err
+    assert len(ran.err.strip().splitlines()) == 1, ran.err
