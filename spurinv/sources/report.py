@@ -24,13 +24,16 @@ MAX_TEXT = 1024  # characters of a problem's path or reason
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-def escaped(text: str) -> str:
+def escaped(text: str, *, inside_json: bool = False) -> str:
     """Text with its lone surrogates spelled out: ``os.listdir`` gives a name that is not UTF-8
     (``bad\\xff.json``) as ``bad\\udcff.json``, which neither the state file (pydantic) nor a
     UTF-8 output can hold. ``\\udc80``-``\\udcff`` become ``\\x80``-``\\xff`` (the byte), any other
-    surrogate ``\\ud800``; text without surrogates is returned as it is (the common case)."""
+    surrogate ``\\ud800``; text without surrogates is returned as it is (the common case).
+    ``inside_json``: ``text`` is JSON text, so the backslash is written escaped (``\\\\xff``)."""
     if _SURROGATES.search(text) is None:
         return text
+    if inside_json:
+        return _SURROGATES.sub(lambda match: "\\" + _spelled(match), text)
     return _SURROGATES.sub(_spelled, text)
 
 

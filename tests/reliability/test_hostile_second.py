@@ -242,3 +242,55 @@ def test_a_config_nested_thousands_deep_is_a_config_error_naming_the_file(nestin
     assert str(config) in ran.err, ran.err
     assert "Traceback" not in ran.err
     assert len(ran.err.strip().splitlines()) == 1, ran.err
+
+
+# --- operator paths that are not UTF-8; JSON output that stays UTF-8 (F2) ----------------------------
+
+
+@pytest.mark.parametrize("flag", ["--state", "--root", "--metrics-file", "--config"])
+def test_an_argument_that_is_not_utf8_is_one_usage_line(flag, built, tmp_path, state_path, env):
+    import subprocess
+    import sys
+
+    value = os.fsencode(tmp_path) + b"/bad\xff"
+    args = [b"refresh", b"--root", os.fsencode(built("mi300x-spx")), b"--state", os.fsencode(state_path)]
+    command = [sys.executable, "-m", "spurinv", *args, flag.encode(), value]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    err = ran.stderr.decode("utf-8")
+    assert err.count("\n") == 1, err
+    assert f"{flag} {tmp_path}/bad\\xff: not UTF-8" in err
+    assert not state_path.exists()
+
+
+def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_path, env):
+    import subprocess
+    import sys
+
+    environ = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
+    environ[b"SPURINV_STATE"] = os.fsencode(tmp_path) + b"/s\xff.json"
+    command = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx"))]
+    ran = subprocess.run(command, env=environ, capture_output=True, check=False)
+
+    assert ran.returncode == 78, ran
+    assert "$SPURINV_STATE" in ran.stderr.decode("utf-8")
+
+
+def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, state_path, env, spurinv):
+    """``"\\udcff"`` is valid JSON: status --json wrote it to stdout as the raw byte (invalid
+    UTF-8) or failed writing it (74, blaming stdout)."""
+    import subprocess
+    import sys
+
+    assert spurinv("refresh", "--root", built("mi300x-spx"), "--state", state_path).code == 0
+    saved = json.loads(state_path.read_text())
+    saved["last"]["reason"] = "seen \udcff here"
+    state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escape, valid UTF-8
+    args = ["status", "--json", "--state", str(state_path)]  # documents.dumps: the lean path and the CLI
+
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 0, ran
+    document = json.loads(ran.stdout.decode("utf-8"))
+    assert document["last_decision"]["reason"] == "seen \\xff here"
