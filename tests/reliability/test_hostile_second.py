@@ -294,3 +294,47 @@ def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, st
     assert ran.returncode == 0, ran
     document = json.loads(ran.stdout.decode("utf-8"))
     assert document["last_decision"]["reason"] == "seen \\xff here"
+
+
+# --- top-level keys of an all-nodes answer (F8) -------------------------------------------------------
+
+
+def _read(text: str):
+    from spurinv import answer
+
+    reader = answer.Reader(keep=lambda node: None)
+    for start in range(0, len(text), 1 << 16):
+        reader.feed(text[start : start + (1 << 16)].encode())
+    return reader.close()
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "two million keys",
+        "1,025 keys",
+        "1,000 keys of 4 KiB names",
+    ],
+)
+def test_top_level_keys_are_bounded_in_number_and_text(shape):
+    """Two million top-level keys (``{"k0":0,…}``): 271 MB of objects, past the unit's MemoryMax;
+    neither their number nor their names counted against MAX_KEPT."""
+    from spurinv import answer
+
+    if shape == "two million keys":
+        text = "{" + ",".join(f'"k{i}":0' for i in range(2_000_000)) + ',"nodes":[]}'
+    elif shape == "1,025 keys":
+        text = "{" + ",".join(f'"k{i}":0' for i in range(1025)) + "}"
+    else:
+        text = "{" + ",".join(f'"{i:04d}{"k" * 4096}":0' for i in range(1000)) + "}"
+
+    with pytest.raises(answer.TooLarge) as raised:
+        _read(text)
+
+    assert "refused" in str(raised.value)
+
+
+def test_an_answer_with_slurmrestds_keys_and_repeats_is_read():
+    text = '{"meta":{},"errors":[],"warnings":[],"last_update":{"number":1},"nodes":[{"name":"n1"}]}'
+    assert set(_read(text)) == {"meta", "errors", "warnings", "last_update", "nodes"}
+    assert _read("{" + ",".join('"a":0' for _ in range(5000)) + "}") == {"a": 0}
