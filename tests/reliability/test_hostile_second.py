@@ -338,3 +338,23 @@ def test_an_answer_with_slurmrestds_keys_and_repeats_is_read():
     text = '{"meta":{},"errors":[],"warnings":[],"last_update":{"number":1},"nodes":[{"name":"n1"}]}'
     assert set(_read(text)) == {"meta", "errors", "warnings", "last_update", "nodes"}
     assert _read("{" + ",".join('"a":0' for _ in range(5000)) + "}") == {"a": 0}
+
+
+def test_the_no_change_tick_does_not_replace_a_metrics_target_turned_into_a_link(built, tmp_path, state_path, spurinv):
+    """The tick writes the metrics file without checking the options again: a link put there
+    after the options were checked was replaced (or written through)."""
+    metrics_file = tmp_path / "spurinv.prom"
+    args = ["refresh", "--root", built("mi300x-spx"), "--state", state_path, "--metrics-file", metrics_file]
+    for _ in range(3):
+        assert spurinv(*args).code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not yours\n")
+    metrics_file.unlink()
+    metrics_file.symlink_to(elsewhere)
+
+    ran = spurinv(*args)
+
+    assert ran.code in (64, 73), ran
+    assert metrics_file.is_symlink()
+    assert elsewhere.read_text() == "not yours\n"
+    assert str(metrics_file) in ran.err
