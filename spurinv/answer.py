@@ -47,6 +47,10 @@ _DECODER = json.JSONDecoder()
 MAX_VALUE = 1 << 20
 MAX_NODES = 65536
 MAX_KEPT = 2 << 20
+# slurmrestd's answer has five top-level keys (meta, errors, warnings, last_update, nodes); two
+# million of them (`{"k0":0,"k1":0,…}`, each a value well under the bounds) were 271 MB of
+# objects. Their names count against MAX_KEPT too.
+MAX_KEYS = 1024
 _SLICE = 1 << 16  # text is taken in slices so a value's cap holds however the answer is fed
 
 
@@ -176,6 +180,9 @@ class Reader:
             key = yield from self._json()
             if not isinstance(key, str):
                 raise ValueError("an object key that is not a string")
+            if len(top) >= MAX_KEYS and key not in top:
+                raise TooLarge(f"more than {MAX_KEYS} keys at the top of the answer (refused)")
+            self._keep_whole(key[:40])  # the key's own text is kept too
             yield from self._expect(":")
             if key == NODES and (yield from self._char()) == "[":
                 self._pos += 1

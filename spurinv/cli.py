@@ -252,7 +252,9 @@ def _run_options(
 
     loaded, _origins, path = _config(config_file, overrides)
     state_path = locations.state_path(state, environ)
-    _metrics_apart(metrics_file, loaded.metrics.file, state_path, path)
+    tokens = locations.token_files(loaded.controller.token_file, loaded.controller.credential, environ)
+    _state_apart(state, state_path, path, tokens)
+    _metrics_apart(metrics_file, loaded.metrics.file, state_path, path, tokens)
     return Options(
         state_path=state_path,
         config=loaded,
@@ -314,16 +316,33 @@ def check(
     raise typer.Exit(code)
 
 
-def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str) -> None:
-    """The metrics file must not be the state file, its lock or the config file: the metrics
-    would replace the state, which the next run would then move aside as corrupt (64 from the
-    flag, 78 from the file). One check (``locations.clash``) for refresh, fleet and config show."""
+def _state_apart(flag: str | None, state: str, config_file: str, tokens: tuple[str, ...]) -> None:
+    """The state file must not be the config file or the token file: a run would replace it (or
+    move it aside as corrupt). 64 from --state, 78 from $SPURINV_STATE."""
+    from spurinv.secret import printable
+
+    for what, path in [("the config file", config_file), *(("the token file", token) for token in tokens)]:
+        if locations.same_file(state, path):
+            named = f"--state {printable(state)}" if flag else f"$SPURINV_STATE ({printable(state)})"
+            message = f"{named}: that is {what} {printable(path)}; name a state file of its own"
+            raise UsageError(message) if flag else ConfigError(message)
+
+
+def _metrics_apart(
+    flag: str | None, configured: str, state: str, config_file: str, tokens: tuple[str, ...] = ()
+) -> None:
+    """The metrics file must not be the state file, its lock, the config file or the token file:
+    the metrics would replace the state, which the next run would then move aside as corrupt (64
+    from the flag, 78 from the file). One check (``locations.clash``) for refresh, fleet and
+    config show."""
     from spurinv.secret import printable
 
     if flag:
-        if clash := locations.clash(flag, state, config_file):
+        if clash := locations.clash(flag, state, config_file, tokens) or locations.not_regular(flag):
             raise UsageError(f"--metrics-file {printable(flag)}: that is {clash}; name a file of its own")
-    elif configured and (clash := locations.clash(configured, state, config_file)):
+    elif configured and (
+        clash := locations.clash(configured, state, config_file, tokens) or locations.not_regular(configured)
+    ):
         raise ConfigError(f"{config_file}: metrics.file = {printable(configured)}: that is {clash}; name a file of its own")
 
 
@@ -456,7 +475,8 @@ def fleet(
     environ = dict(os.environ)
     try:
         loaded, _origins, path = _config(config_file, {"controller.url": controller_url})
-        _metrics_apart(metrics_file, "", locations.state_path(None, environ), path)
+        tokens = locations.token_files(loaded.controller.token_file, loaded.controller.credential, environ)
+        _metrics_apart(metrics_file, "", locations.state_path(None, environ), path, tokens)
         if loaded.controller.transport == "rest" and not loaded.controller.url:
             raise ConfigError(f"{path}: controller.url is empty; spurinv fleet needs a controller (or --controller-url)")
         try:
@@ -546,7 +566,8 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
 
     try:
         loaded, origins, path = _config(config_file)
-        _metrics_apart(None, loaded.metrics.file, locations.state_path(None, dict(os.environ)), path)
+        tokens = locations.token_files(loaded.controller.token_file, loaded.controller.credential, dict(os.environ))
+        _metrics_apart(None, loaded.metrics.file, locations.state_path(None, dict(os.environ)), path, tokens)
     except SpurinvError as error:
         raise _fail("config", error, as_json) from None
     flat = {

@@ -334,6 +334,8 @@ def load(
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+        except RecursionError:  # an array or inline table nested thousands deep
+            raise ConfigError(f"{path}: arrays or tables nested too deep to read") from None
         for section, values in raw.items():
             if isinstance(values, dict):
                 for key in values:

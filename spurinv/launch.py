@@ -19,7 +19,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 LEAN = {
     "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--node", "--quiet", "-q"}),
@@ -93,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: list[str]) -> int:
+    if (refused := _not_utf8(args, os.environ)) is not None:
+        return refused
     lean = lean_options(args)
     if lean is not None:
         code = _lean(*lean)
@@ -101,6 +103,27 @@ def _run(args: list[str]) -> int:
     from spurinv.cli import run
 
     return run(args)
+
+
+def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
+    """An argument (or a path variable) that is not UTF-8 text: one line and 64 (78 for the
+    environment), before anything is read or written. Python hands such bytes over as lone
+    surrogates (``\\udcff``), which neither the state file nor UTF-8 output can hold; every path
+    spurinv is given is one an operator typed, so the fix is to name one that is text."""
+    from spurinv import exitcode
+    from spurinv.sources.report import escaped
+
+    for position, word in enumerate(args):
+        if escaped(word) != word:
+            named = args[position - 1] + " " if position and args[position - 1].startswith("-") else ""
+            sys.stderr.write(f"spurinv: error: {named}{escaped(word)}: not UTF-8 text; name a path that is\n")
+            return exitcode.USAGE
+    for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
+        value = environ.get(name, "")
+        if escaped(value) != value:
+            sys.stderr.write(f"spurinv: error: ${name} ({escaped(value)}): not UTF-8 text; name a path that is\n")
+            return exitcode.CONFIG
+    return None
 
 
 def _lean(command: str, options: dict[str, str]) -> int | None:

@@ -41,9 +41,9 @@ def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:
     return DEFAULT_CONFIG, False
 
 
-def clash(other: str, state: str, config: str | None = None) -> str | None:
+def clash(other: str, state: str, config: str | None = None, tokens: tuple[str, ...] = ()) -> str | None:
     """Which of spurinv's own files writing ``other`` would land on (the state file, its lock, the
-    config file), named for a message; None when it is none of them.
+    config file, the token file or credential), named for a message; None when it is none of them.
 
     The same file has many names: ``..`` after a symbolic link (the kernel resolves the link
     first, ``os.path.abspath`` does not), a bind mount of the directory, a hard link. So the
@@ -54,6 +54,7 @@ def clash(other: str, state: str, config: str | None = None) -> str | None:
     mine = [("the state file", state), ("the state file's lock", state + ".lock")]
     if config:
         mine.append(("the config file", config))
+    mine += [("the token file", token) for token in tokens if token]
     for what, path in mine:
         if _same(target, _landing(path)):
             return f"{what} {path}"
@@ -86,6 +87,37 @@ def _same(one: Landing, other: Landing) -> bool:
     if one[2] != other[2]:
         return False
     return one[0] == other[0] or (one[1] is not None and one[1] == other[1])
+
+
+def not_regular(path: str) -> str | None:
+    """What is at ``path`` when it is there and not a regular file (a device node, a FIFO, a
+    symbolic link — to /dev/stdout, say), named for a message: the metrics file replaces its
+    target, so only a regular file (or none yet) may be there."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = [(stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")]
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
+def same_file(one: str, other: str) -> bool:
+    """Are both names the same existing file (device and inode, links followed)?"""
+    if not one or not other:
+        return False
+    mine = _inode(one)
+    return mine is not None and mine == _inode(other)
+
+
+def token_files(token_file: str, credential: str, environ: dict[str, str]) -> tuple[str, ...]:
+    """Where the controller token may be read from: the systemd credential and the token file."""
+    credentials = environ.get("CREDENTIALS_DIRECTORY")
+    return tuple(path for path in (os.path.join(credentials, credential) if credentials else "", token_file) if path)
 
 
 def identity(path: str) -> str:

@@ -7,7 +7,9 @@ user). Format: the Prometheus text exposition format, version 0.0.4.
 
 from __future__ import annotations
 
-from spurinv import store
+import errno
+
+from spurinv import locations, store
 from spurinv.store import StoreError
 
 TYPE_CHECKING = False
@@ -144,7 +146,11 @@ def _epoch(stamp: str) -> int:
 
 
 def write(path: str, text: str) -> None:
-    """Atomically replace ``path`` (mode 0644), in a directory that must exist (the collector's)."""
+    """Atomically replace ``path`` (mode 0644), in a directory that must exist (the collector's).
+    Only a regular file is replaced: a FIFO, device node or link put there since the options were
+    checked (the no-change tick does not check them again) is refused (73)."""
+    if what := locations.not_regular(path):
+        raise StoreError(f"metrics file: {path} is {what}; not replaced", errno.EEXIST)
     try:
         store.write_atomic(path, text.encode(), 0o644, make_directory=False)
     except StoreError as exc:

@@ -115,6 +115,12 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
     except (state_file.Corrupt, store.StoreError) as exc:
         if isinstance(exc, store.Unsafe):  # a symlink, FIFO or directory there: refuse, never move it
             raise StateError(str(exc), exitcode.CANTCREAT) from None
+        if why := state_file.foreign(path):  # --state /etc/hosts: not ours to move aside
+            raise StateError(
+                f"{path} does not look like a spurinv state file ({why}); refusing to move it aside or replace it: "
+                "name a state file of its own (--state, $SPURINV_STATE), or move this one away yourself",
+                state_file.Corrupt.exit_code,
+            ) from None
         if strict:
             raise StateError(f"{exc} (--strict)", state_file.Corrupt.exit_code) from None
         if dry_run:

@@ -89,6 +89,7 @@ def run(
     (PDEATHSIG): a SIGKILLed run does not leave it to overlap the next run's (what it started
     may live on).
     """
+    _refuse_nul(argv, environ)
     with subprocess.Popen(
         _encoded(argv),
         env=dict(environ),
@@ -117,6 +118,22 @@ def run(
 
 
 GRACE = 0.5  # seconds output is still read after the command exited
+
+
+def nul_entry(word: str) -> str:
+    """Name the entry of ``Key=a,b\\0c,…`` that holds a NUL (a controller's GRES, say), escaped."""
+    key, equals, value = word.partition("=")
+    if not equals or "\0" in key:
+        key, value = "", word
+    entry = next((part for part in value.split(",") if "\0" in part), value)
+    shown = printable(entry.replace("\0", "\\0"))[:120]
+    return f"{key + '= entry ' if key else 'argument '}`{shown}` holds a NUL byte, which no command line can carry"
+
+
+def _refuse_nul(argv: list[str], environ: Mapping[str, str]) -> None:
+    for word in [*argv, *environ.keys(), *environ.values()]:
+        if "\0" in word:
+            raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {nul_entry(word)}; not run")
 
 
 def _encoded(argv: list[str]) -> list[bytes]:

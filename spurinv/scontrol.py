@@ -111,6 +111,8 @@ class Scontrol:
     def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> registration.Outcome:
         argv = [self.program, *args]
         for word in args:
+            if "\0" in word:  # exec refuses the whole argv (ValueError: embedded null byte)
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {registration.nul_entry(word)}; not run")
             # the kernel refuses the whole exec (E2BIG) for one argument beyond MAX_ARG_STRLEN; the
             # policy keeps our record out of an extra that long, so this is what the controller holds
             if len(word.encode("utf-8", "surrogateescape")) >= MAX_ARG_STRLEN:

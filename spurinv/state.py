@@ -16,6 +16,7 @@ A file from a newer schema is refused and never overwritten; a corrupt one is mo
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any, Literal
 
@@ -298,6 +299,33 @@ def _validate(raw: dict[str, Any], path: str) -> State:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top)"
         raise Corrupt(f"{path}: {where}: {first['msg']}") from None
+
+
+def foreign(path: str) -> str | None:
+    """Why the file at ``path`` does not look like a spurinv state at all (None when it might be
+    one, damaged): a state is a JSON object with ``schema_version`` or ``node``. A JSON object cut
+    short (text starting with ``{`` that does not parse) and an empty file are taken for damaged
+    states, moved aside; the config, a token, ``/etc/hosts`` or some other program's JSON are not."""
+    import json
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # moving it aside will say what is wrong
+    with os.fdopen(fd, "rb") as opened:
+        data = opened.read(store.MAX_STATE + 1)
+    text = data.lstrip()
+    if not text:
+        return None
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError):
+        return None if text.startswith(b"{") else "not JSON"
+    if not isinstance(raw, dict):
+        return "JSON, but not an object"
+    if "schema_version" not in raw and "node" not in raw:
+        return "a JSON object without schema_version or node"
+    return None
 
 
 def dump(state: State) -> bytes:

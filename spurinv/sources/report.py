@@ -9,6 +9,8 @@ Plain classes and dicts: this runs on the timer's hot path.
 
 from __future__ import annotations
 
+import re
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.records import Problem, SourceStatus
@@ -18,6 +20,27 @@ if TYPE_CHECKING:
 # symlinks in a CDI directory were 40,000 flags. Past the bound, one last problem counts the rest.
 MAX_PROBLEMS = 100
 MAX_TEXT = 1024  # characters of a problem's path or reason
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def escaped(text: str, *, inside_json: bool = False) -> str:
+    """Text with its lone surrogates spelled out: ``os.listdir`` gives a name that is not UTF-8
+    (``bad\\xff.json``) as ``bad\\udcff.json``, which neither the state file (pydantic) nor a
+    UTF-8 output can hold. ``\\udc80``-``\\udcff`` become ``\\x80``-``\\xff`` (the byte), any other
+    surrogate ``\\ud800``; text without surrogates is returned as it is (the common case).
+    ``inside_json``: ``text`` is JSON text, so the backslash is written escaped (``\\\\xff``)."""
+    if _SURROGATES.search(text) is None:
+        return text
+    if inside_json:
+        return _SURROGATES.sub(lambda match: "\\" + _spelled(match), text)
+    return _SURROGATES.sub(_spelled, text)
+
+
+def _spelled(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
 
 SWITCH = "switch"  # the source of a switch-in-progress problem (its evidence)
 OK = "ok"
@@ -61,6 +84,7 @@ class Report:
             self.unlisted_path = path
 
     def _problem(self, path: str, reason: str) -> Problem:
+        path, reason = escaped(path), escaped(reason)
         if len(path) > MAX_TEXT:
             path = path[: MAX_TEXT - 3] + "..."
         if len(reason) > MAX_TEXT:
@@ -89,7 +113,7 @@ class Report:
     def absent(self, reason: str) -> None:
         """Mark the source as not present on this node, with the reason."""
         self.status = ABSENT
-        self.detail = reason
+        self.detail = escaped(reason)
 
     def as_dict(self) -> SourceStatus:
         """Return the JSON form: ``{"status", "detail"}``; a failure's detail is its first error."""

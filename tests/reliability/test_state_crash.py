@@ -297,7 +297,8 @@ def test_a_read_only_state_directory_is_exit_73_and_the_old_state_untouched(buil
 
 def test_a_deeply_nested_state_file_is_moved_aside_like_any_corrupt_one(built, env, tmp_path):
     state = tmp_path / "state.json"
-    state.write_text("[" * 100000 + "]" * 100000)
+    # a state's own object holding the nesting: bare brackets are not a state at all, refused (65)
+    state.write_text('{"schema_version": 3, "node": ' + "[" * 100000 + "]" * 100000 + "}")
 
     code, err = finish(start(built("mi300x-spx"), state, hostile.config(tmp_path / "c.toml"), env))
 
