@@ -210,8 +210,12 @@ class State(Frozen):
 
     def overdue(self, reading: Reading, switch_timeout: float) -> bool:
         """Whether ``reading``, a switch in progress, caught one older than ``switch_timeout`` seconds."""
-        if not switching(reading) or self.switching is None:
+        if not switching(reading):
             return False
+        if switch_timeout <= 0:
+            return True  # policy.switch_timeout = 0: no switch is waited for
+        if self.switching is None or self.switching.since > reading.taken_at:
+            return False  # the first sighting, or one stamped by a clock ahead (restarted at this reading)
         return (reading.taken_at - self.switching.since).total_seconds() > switch_timeout
 
     def record(self, reading: Reading, switch_timeout: float = 600) -> State:
@@ -232,6 +236,7 @@ class State(Frozen):
             baseline=self.baseline.fingerprint if self.baseline else None,
             switching=switching(reading),
             overdue=self.overdue(reading, switch_timeout),
+            previous_switching=self.latest is not None and switching(self.latest),
         )
         pending = update["pending"]
         update["pending"] = None if pending is None else Pending(**pending)
