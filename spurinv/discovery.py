@@ -28,8 +28,8 @@ from spurinv.sources.cdi import read_cdi
 from spurinv.sources.drm import read_drm
 from spurinv.sources.host import read_cpus, read_memory
 from spurinv.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
+from spurinv.sources.mig import decode, read_mig
 from spurinv.sources.mig import index as mig_index
-from spurinv.sources.mig import read_mig
 from spurinv.sources.nvidia import read_nvidia
 from spurinv.sources.pci import BDF, MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.sources.report import ABSENT, FAILED, Report
@@ -107,6 +107,7 @@ def discover(
     if len(devices) > MAX_ACCELERATORS:
         reason = f"{len(devices)} devices: beyond {MAX_ACCELERATORS}, the physical limit"
         reports["pci"].fail(root.join(places.PCI_DEVICES), reason)
+    _mig_only_in_spec(nvidia, mig, cdi, reports["nvidia"])
     _cross_check_cdi(devices, cdi, caps, reports["cdi"])
     return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
 
@@ -424,6 +425,41 @@ def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Re
             )
         )
     return devices
+
+
+def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[CdiDevice], report: Report) -> None:
+    """A GPU that reads whole while the CDI spec lists MIG devices on it: a switch in progress.
+
+    mig-parted applies a layout by clearing every GPU first, then creating GI and CI one GPU at a
+    time (docs/partitions.md §1.5), and ``/proc`` cannot tell MIG mode (§1.4): a GPU caught cleared
+    reads exactly like a whole one. The spec's ``nvidia-cap`` minors name ``(GPU minor, GI, CI)``
+    through the driver's static table (§1.2, §1.6), so a spec naming MIG devices of a GPU with no
+    instance at all is the evidence. A spec left stale after MIG was really switched off is the same
+    evidence: it stays a switch until ``policy.switch_timeout``, then fails, and regenerating the
+    spec (``nvidia-ctk cdi generate``) settles it.
+    """
+    whole: dict[int, str] = {}
+    for gpu in gpus:
+        layout = mig.get(gpu["bdf"])
+        if layout is None or not (layout["instances"] or layout["empty_gis"]):
+            whole[gpu["minor"]] = gpu["bdf"]
+    said: set[int] = set()
+    for entry in cdi:
+        for path in entry["nodes"]:
+            number = path.removeprefix(_CAP_PREFIX)
+            if not path.startswith(_CAP_PREFIX) or not number.isdigit() or len(number) > 9:
+                continue
+            decoded = decode(int(number))
+            if decoded is None or decoded[0] not in whole or decoded[0] in said:
+                continue
+            said.add(decoded[0])
+            bdf = whole[decoded[0]]
+            what = f"gi{decoded[1]}" + ("" if decoded[2] is None else f"/ci{decoded[2]}")
+            reason = (
+                f"{bdf} reads whole (no MIG instance) but {entry['qualified']} in {entry['file']} names its MIG "
+                f"device {what} ({path}): a MIG layout being applied, or a stale spec (regenerate it)"
+            )
+            report.switching(entry["file"], reason)
 
 
 # nvidia-ctk names a GPU by index and UUID, a MIG device by index pair and UUID: a handful. The
