@@ -331,6 +331,11 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     link_drain = state.drain is not None and state.drain.cause == "link"
     if drained_by_us and link_drain and degraded:
         return Action(kind=Do.NONE, reason=f"drained by spurinv while a PCIe link is degraded ({words})")
+    if drained_by_us and link_drain and state.drain is not None and settings.drain_on_degraded_link:
+        readings = [reading.model_dump(mode="json") for reading in state.readings]
+        if not link.back(readings, link.named(state.drain.reason)):
+            reason = "drained by spurinv for a PCIe link: lifted only once two readings show it at full width"
+            return Action(kind=Do.NONE, reason=reason)
     if drained_by_us:
         return _lift(view, state, settings, now, "the PCIe link is back" if link_drain else "inventory matches the baseline")
     if degraded and not view.drained:
@@ -342,7 +347,7 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
 
 
 def _degraded_links(state: State) -> list[dict[str, Any]]:
-    """Links degraded at the same width in the last two readings (spurinv.sources.link.confirmed)."""
+    """Links degraded in the last two readings (spurinv.sources.link.confirmed)."""
     return link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
 
 

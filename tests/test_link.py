@@ -5,6 +5,7 @@ fingerprint."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -112,7 +113,7 @@ def _gpu(width, state="degraded"):
 def test_one_reading_never_confirms_a_degraded_link():
     assert link.confirmed([_reading([_gpu(8)])]) == []
     assert link.confirmed([_reading([_gpu(16, "ok")]), _reading([_gpu(8)])]) == []
-    assert link.confirmed([_reading([_gpu(4)]), _reading([_gpu(8)])]) == []  # not the same width twice
+    assert link.confirmed([_reading([_gpu(4)]), _reading([_gpu(8)])])[0]["width"] == 8  # flapping: degraded twice
     assert link.confirmed([{"ok": False, "inventory": None}, _reading([_gpu(8)])]) == []
     (both,) = link.confirmed([_reading([_gpu(8)]), _reading([_gpu(8)])])
     assert link.line(both) == "0000:88:00.0 PCIe x16→x8"
@@ -183,6 +184,8 @@ def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_bac
     twice = node.tick("x8")
     drained_reason = node.controller["reason"]
     held = node.tick("x8")
+    node.tick("ok")
+    assert "DRAIN" in node.controller["state"]  # one reading at full width never lifts
     back = node.tick("ok")
 
     assert [step.action for step in once.steps] == ["none"]
@@ -221,3 +224,66 @@ def test_a_memo_never_replays_over_a_degraded_link_the_config_would_drain():
 
     assert replay(True) is None
     assert replay(False) is not None
+
+
+# --- follow-ups: no lift while the link is still bad, no drain/lift loop -----------------------------
+
+LINK_STATES = st.sampled_from(["ok", "x8", "x4", "x0", "unknown", "gone", "failed"])
+
+
+def _one(kind):
+    if kind == "failed":
+        return {"ok": False, "inventory": None}
+    width, state = {"ok": (16, "ok"), "x8": (8, "degraded"), "x4": (4, "degraded"), "x0": (0, "down"),
+                    "unknown": (None, "unknown"), "gone": (63, "gone")}[kind]  # fmt: skip
+    return _reading([_gpu(width, state)])
+
+
+@pytest.mark.parametrize("between", ["x4", "x0", "unknown", "gone", "failed"])
+def test_a_link_drain_is_not_lifted_while_the_link_is_still_bad(between):
+    drained = {"0000:88:00.0"}
+    assert not link.back([_one("x8"), _one(between)], drained)
+    assert not link.back([_one(between), _one("ok")], drained)
+    assert link.back([_one("ok"), _one("ok")], drained)
+
+
+@given(st.lists(LINK_STATES, min_size=3, max_size=12))
+def test_no_drain_and_lift_take_turns_for_any_sequence(kinds):
+    """Simulate the policy over any sequence of readings: drained when two readings are degraded,
+    lifted only by :func:`link.back`. A lift is never followed by a drain at the next reading, nor
+    a drain by a lift: between them there are always two readings that agree."""
+    readings = [_one(kind) for kind in kinds]
+    drained = False
+    actions: list[str] = []
+    for end in range(2, len(readings) + 1):
+        window = readings[end - 2 : end]
+        if drained and not link.confirmed(window) and link.back(window, {"0000:88:00.0"}):
+            drained = False
+            actions.append("lift")
+        elif not drained and link.confirmed(window):
+            drained = True
+            actions.append("drain")
+        else:
+            actions.append("none")
+    for first, second in itertools.pairwise(actions):
+        assert {first, second} != {"drain", "lift"}, actions
+
+
+def test_a_link_drain_is_kept_when_the_width_gets_worse(tmp_path, built, root_copy):
+    """x8 twice drains; x8→x4 and a failed reading in between keep the drain (the old rule lifted
+    it, because the two readings did not agree on one width)."""
+    node = link_node(tmp_path, built, drain=True)
+    x4 = root_copy("nvidia-h100-x8")
+    for path in (x4 / "sys").rglob("current_link_width"):
+        if path.read_text().strip() == "8":
+            path.write_text("4\n")
+    node.roots["x4"] = x4
+    node.tick("x8")
+    node.tick("x8")
+    drained = node.controller["reason"]
+
+    worse = node.tick("x4")
+
+    assert "DRAIN" in node.controller["state"]
+    assert node.controller["reason"] == drained
+    assert "resume" not in [step.action for step in worse.steps]
