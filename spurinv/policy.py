@@ -347,8 +347,10 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
 
 
 def _degraded_links(state: State) -> list[dict[str, Any]]:
-    """Links degraded in the last two readings (spurinv.sources.link.confirmed)."""
-    return link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
+    """Links degraded in the last two readings (spurinv.sources.link.confirmed), but those an
+    operator accepted by lifting our drain (:attr:`State.accepted_links`)."""
+    found = link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
+    return [each for each in found if f"{each['pci_bdf']} x{each['width']}" not in state.accepted_links]
 
 
 def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
@@ -562,7 +564,12 @@ def settle(
         baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")
         return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
     if action.kind == Do.FORGET_DRAIN:
-        return state.model_copy(update={"drain": None})
+        update: dict[str, Any] = {"drain": None}
+        if state.drain is not None and state.drain.cause == "link":
+            # the operator lifted our link drain: they accept these links as they are now
+            keys = [f"{found['pci_bdf']} x{found['width']}" for found in _degraded_links(state)]
+            update["accepted_links"] = tuple(dict.fromkeys([*state.accepted_links, *keys]))[-64:]
+        return state.model_copy(update=update)
     if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:
         if applied:
             baseline = Baseline(inventory=current, since=now, source="registered")

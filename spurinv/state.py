@@ -188,6 +188,9 @@ class State(Frozen):
     refusal: Refusal | None = None
     backoff: Backoff | None = None
     accepted: str | None = None
+    # Degraded links (``"<BDF> x<width>"``) whose link drain an operator lifted: not drained again
+    # while the link stays at that width (dropped at the first reading that shows it otherwise).
+    accepted_links: tuple[str, ...] = Field(default=(), max_length=64)
     api: Api | None = None
     consecutive_failures: int = 0
     controller_errors: int = 0
@@ -243,7 +246,16 @@ class State(Frozen):
         switch = update["switching"]
         update["switching"] = None if switch is None else Switching(**switch)
         update["readings"] = tuple(update["readings"])
+        if self.accepted_links and reading.ok and reading.inventory is not None:
+            still = {_link_key(device.pci_bdf, device.link.width) for device in reading.inventory.devices
+                     if device.link is not None and device.link.state == "degraded"}  # fmt: skip
+            update["accepted_links"] = tuple(key for key in self.accepted_links if key in still)
         return self.model_copy(update=update)
+
+
+def _link_key(bdf: str, width: int | None) -> str:
+    """How an accepted degraded link is named in the state (:attr:`State.accepted_links`)."""
+    return f"{bdf} x{width}"
 
 
 class NewerSchema(Exception):

@@ -287,3 +287,36 @@ def test_a_link_drain_is_kept_when_the_width_gets_worse(tmp_path, built, root_co
     assert "DRAIN" in node.controller["state"]
     assert node.controller["reason"] == drained
     assert "resume" not in [step.action for step in worse.steps]
+
+
+def _admin_resume(node) -> None:
+    body = json.dumps({"state": ["RESUME"], "reason": ""}).encode()
+    reply = node.gateway.answer("POST", "/slurm/v0.0.42/node/n1", {}, body)
+    assert reply.status == 200, reply
+    assert "DRAIN" not in node.controller["state"]
+
+
+def test_an_operators_resume_of_a_link_drain_is_not_overridden(tmp_path, built, root_copy):
+    """The operator resumed our link drain: they accept that link at that width. spurinv does not
+    drain again (not in the same run, not later) until the link changes; a worse width drains."""
+    node = link_node(tmp_path, built, drain=True)
+    x4 = root_copy("nvidia-h100-x8")
+    for path in (x4 / "sys").rglob("current_link_width"):
+        if path.read_text().strip() == "8":
+            path.write_text("4\n")
+    node.roots["x4"] = x4
+    node.tick("x8")
+    node.tick("x8")
+    assert "DRAIN" in node.controller["state"]
+    _admin_resume(node)
+
+    same_run = node.tick("x8")
+    later = node.tick("x8")
+
+    assert "drain" not in [step.action for step in same_run.steps + later.steps]
+    assert "DRAIN" not in node.controller["state"]
+    assert node.state().accepted_links == ("0000:88:00.0 x8",)
+
+    worse = node.tick("x4")  # degraded in both readings, at a width never accepted
+    assert "drain" in [step.action for step in worse.steps], worse.steps
+    assert node.state().accepted_links == ()
