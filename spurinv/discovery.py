@@ -95,9 +95,15 @@ def discover(
     ]
     for function in pci:
         link = function["link"]
-        if link is not None and link["state"] == "gone":  # a presence problem, not a link fact
-            reason = f"{function['bdf']} link reads all ones (width 63): the device does not answer"
-            reports["pci"].flag(function["path"], reason)
+        # a presence problem, not a link fact: like a GPU the bus shows and the driver does not,
+        # the reading fails (never a reading with one GPU fewer, never silent on the fast path)
+        if link is not None and link["state"] == "gone":
+            what = "link width 63, speed Unknown: config space reads all ones"
+            reason = f"GPU {function['bdf']} on the bus does not answer ({what})"
+            reports["pci"].fail(function["path"], reason)
+        elif link is not None and link["state"] == "down":
+            reason = f"GPU {function['bdf']} on the bus does not answer (PCIe link down, x0)"
+            reports["pci"].fail(function["path"], reason)
     devices.sort(key=_device_order)
     seen: set[str] = set()
     for device in devices:
