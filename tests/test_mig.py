@@ -296,3 +296,22 @@ def test_gres_conf_gives_each_mig_device_its_gpu_and_both_caps(built):
 
     line = next(line for line in text.splitlines() if line.endswith("# 0000:07:00.0/mig3.0"))
     assert "MultipleFiles=/dev/nvidia2,/dev/nvidia-caps/nvidia-cap300,/dev/nvidia-caps/nvidia-cap301" in line
+
+
+def test_two_gpus_claiming_one_device_minor_fail_naming_both(built, tmp_path):
+    """``Device Minor`` names /dev/nvidia<M> and the MIG tree gpu<M>: two GPUs with the same one
+    cannot both be true, so the reading fails naming the duplicate."""
+    root = _copy(built, "balanced", tmp_path)
+    gpus = sorted((root / "proc/driver/nvidia/gpus").iterdir())
+    first = (gpus[0] / "information").read_text()
+    minor = next(line for line in first.splitlines() if line.startswith("Device Minor:"))
+    second = gpus[1] / "information"
+    text = second.read_text()
+    old = next(line for line in text.splitlines() if line.startswith("Device Minor:"))
+    second.write_text(text.replace(old, minor))
+
+    result = run(root)
+
+    assert not result.ok
+    number = minor.split(":")[1].strip()
+    assert any(f"Device Minor {number} of {gpus[1].name} is also {gpus[0].name}'s" in e.reason for e in result.errors)
