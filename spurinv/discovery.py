@@ -378,7 +378,12 @@ def _nvidia_devices(
         if layout and layout["empty_gis"]:
             gis = ", ".join(str(gi) for gi in layout["empty_gis"])
             where = root.join(places.NVIDIA_CAPABILITIES, f"gpu{gpu['minor']}", "mig")
-            reason = f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied)"
+            # mig-parted's in-between state; one left so on purpose (-cgi without -C) fails after
+            # policy.switch_timeout, and the reason says what settles it (docs/partitions.md §6.1)
+            reason = (
+                f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied; "
+                f"if it stays: nvidia-smi mig -i {function['bdf']} -gi {gis} -cci, or -dgi)"
+            )
             report.switching(where, reason)
         if layout and layout["instances"]:
             # The type stays the GPU's model: profile names (1g.10gb) only NVML knows.

@@ -315,3 +315,12 @@ def test_two_gpus_claiming_one_device_minor_fail_naming_both(built, tmp_path):
     assert not result.ok
     number = minor.split(":")[1].strip()
     assert any(f"Device Minor {number} of {gpus[1].name} is also {gpus[0].name}'s" in e.reason for e in result.errors)
+
+
+def test_a_gpu_instance_without_a_compute_instance_says_what_settles_it(built):
+    """-cgi without -C is legal and stable, but no usable device: it stays a switch (a failure
+    after policy.switch_timeout) whose reason tells the operator both ways out."""
+    result = run(built("mig-applying"))
+
+    (reason,) = [e.reason for e in result.errors if "GPU instance 10 of 0000:48:00.0" in e.reason]
+    assert "nvidia-smi mig -i 0000:48:00.0 -gi 10 -cci, or -dgi" in reason
