@@ -324,3 +324,12 @@ def test_a_gpu_instance_without_a_compute_instance_says_what_settles_it(built):
 
     (reason,) = [e.reason for e in result.errors if "GPU instance 10 of 0000:48:00.0" in e.reason]
     assert "nvidia-smi mig -i 0000:48:00.0 -gi 10 -cci, or -dgi" in reason
+
+
+def test_the_device_table_names_a_mig_parents_node_once(cli, built):
+    shown = cli("discover", "--root", built("mig-balanced"), "--devices")
+    lines = [line for line in shown.out.splitlines() if "/mig" in line]
+    assert lines
+    nodes = [word for line in lines for word in line.split() if word.startswith("nvidia") and word[6:].isdigit()]
+    assert len(nodes) == len(set(nodes))  # each parent's node once
+    assert any("〃" in line for line in lines)
