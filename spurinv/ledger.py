@@ -206,7 +206,13 @@ def replay(
         return None  # a hand-edited file: the memo no longer describes it
     new = reading(discovery, taken_at)
     books = record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"])
-    if steady.get("drain_links") and link.confirmed(books["readings"]):
+    accepted = list(state.get("accepted_links") or ())
+    if accepted:  # as State.record: an accepted link that reads otherwise is no longer accepted
+        now = {f"{bdf} x{found.get('width')}" for bdf, found in link.degraded(inventory["devices"]).items()}
+        books["accepted_links"] = [key for key in accepted if key in now]
+    confirmed = [found for found in link.confirmed(books["readings"])
+                 if f"{found['pci_bdf']} x{found['width']}" not in accepted]  # fmt: skip
+    if steady.get("drain_links") and confirmed:
         return None  # policy.drain_on_degraded_link: the full run drains (not a memo's answer)
     return {
         **state,

@@ -358,3 +358,43 @@ def test_a_gpu_that_stops_answering_is_never_a_fast_tick(cli, root_copy, state_p
     assert any("discovery failed 1 time(s) in a row" in note for note in status["attention"])
     assert "GPU 0000:cb:00.0 on the bus does not answer" in json.dumps(status)
     assert "spurinv_discovery_failures_consecutive 1" in metrics_file.read_text()
+
+
+def test_a_memo_replays_over_an_accepted_link_and_forgets_it_once_back():
+    """The tick answers for a link the operator accepted (no full run every minute), and drops
+    the acceptance when the link reads otherwise, as State.record does."""
+    from spurinv import ledger
+
+    def inventory(width, state):
+        return {"fingerprint": "f", "devices": [{"pci_bdf": "0000:88:00.0", "link": {
+            "width": width, "max_width": 16, "speed": None, "max_speed": None, "state": state}}]}  # fmt: skip
+
+    narrow = inventory(8, "degraded")
+    steady = ledger.memo("f", "k", (), (), None, "n1", False, True)
+    state = {"baseline": {"inventory": narrow}, "readings": [{"ok": True, "inventory": narrow, "fingerprint": "f"}],
+             "accepted_links": ["0000:88:00.0 x8"]}  # fmt: skip
+
+    same = ledger.replay(state, steady, {"ok": True, "inventory": narrow, "errors": [], "flags": []}, "2026-12-04T10:00:00Z")
+    full = inventory(16, "ok")
+    back = ledger.replay(state, steady, {"ok": True, "inventory": full, "errors": [], "flags": []}, "2026-12-04T10:00:00Z")
+
+    assert same is not None
+    assert same["accepted_links"] == ["0000:88:00.0 x8"]
+    assert back is not None
+    assert back["accepted_links"] == []
+
+
+def test_the_fast_tick_says_a_degraded_link(cli, built, state_path, env, capsys):
+    from spurinv import tick
+
+    root = built("nvidia-h100-x8")
+    for _ in range(2):
+        cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0")
+    capsys.readouterr()
+
+    code = tick.run({"--root": str(root), "--state": str(state_path)}, env)
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("unchanged: 8 devices, fingerprint"), out  # the tick's own line
+    assert "degraded PCIe link 0000:88:00.0 PCIe x16→x8" in out
