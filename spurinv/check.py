@@ -57,10 +57,20 @@ NAMES = (
 )
 TIMER = "spurinv-refresh.timer"
 SERVICE = "spurinv-refresh.service"
-UNIT_DIRS = ("etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
+CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
 CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
+# the PATH each scheduler gives its runs when it sets none: systemd.exec(5) "Environment variables
+# in spawned processes" (a split-usr build, as Debian 12's, adds /sbin:/bin), cron(8) "/usr/bin:/bin"
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CRON_PATH = "/usr/bin:/bin"
 TOKEN_WARN_DAYS = 7
+# the checks that read only this host's files (and systemctl), run even after the run deadline
+LOCAL = ("register_command", "schedule", "udev")
+LOCAL_SECONDS = 10.0
+PRIVATE_TMP = ("/tmp", "/var/tmp")  # noqa: S108 (what PrivateTmp= replaces, compared with, never written)
 LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
 MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
@@ -91,6 +101,7 @@ class Host:
 
     systemctl: str | None = "systemctl"
     euid: int = field(default_factory=os.geteuid)
+    state_flag: str | None = None  # --state as given, to say where the state path came from
 
 
 @dataclass(slots=True)
@@ -131,22 +142,39 @@ def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Ch
         "schedule": _schedule,
         "udev": _udev,
     }
+    deadline: str | None = None  # the run deadline passed: only the local checks still run
     with Signals():
         for name in NAMES:
-            if stopped is not None:
-                state.results[name] = Check(name, "skip", f"not checked: {stopped}")
+            if stopped is not None or (deadline is not None and name not in LOCAL):
+                state.results[name] = Check(name, "skip", f"not checked: {stopped or deadline}")
                 continue
             try:
-                state.budget.check(f"the {name} check")
+                if deadline is None:
+                    state.budget.check(f"the {name} check")
                 state.results[name] = steps[name](state)
-            except (Interrupted, DeadlineError) as exc:
+            except DeadlineError as exc:
+                if deadline is not None:  # a local check outlived its own allowance
+                    state.results[name] = Check(name, "skip", f"not checked: {_one(exc.message)}")
+                    continue
+                deadline = exc.message.replace("; state saved", "")
+                state.budget = Budget(LOCAL_SECONDS)  # what the local checks (systemctl) may still take
+                if name == "controller":
+                    # no answer before the deadline: the run would fail the same way (69)
+                    state.results[name] = Check(
+                        name, "fail", f"{deadline}: the controller did not answer in time",
+                        "check that slurmrestd (or slurmctld) answers, or lower controller.timeout below run_deadline",
+                        exitcode.UNAVAILABLE,
+                    )  # fmt: skip
+                else:
+                    state.results[name] = Check(name, "skip", f"not checked: {deadline}")
+            except Interrupted as exc:
                 stopped = exc.message.replace("; state saved", "")
                 state.results[name] = Check(name, "skip", f"not checked: {stopped}")
     results = [state.results[name] for name in NAMES]
     failed = next((result.exit_code for result in results if result.status == "fail"), None)
     if failed is not None:
         return results, failed
-    return results, exitcode.TEMPFAIL if stopped else exitcode.OK
+    return results, exitcode.TEMPFAIL if stopped or deadline else exitcode.OK
 
 
 def _needs(run: _Run, name: str, *wanted: str) -> Check | None:
@@ -191,6 +219,14 @@ def _config(run: _Run) -> Check:
 
 
 def _config_fix(message: str) -> str:
+    import re
+
+    refused = re.match(r"config file (/\S+) (is a symlink|is an? [A-Za-z ]+, not a regular file)", message)
+    if refused:
+        return f"replace {refused.group(1)} with a regular file (0600, owned by root): it {refused.group(2)}"
+    syntax = re.match(r"(/\S+\.toml): (.*\(at line \d+, column \d+\))", message)
+    if syntax:
+        return f"fix the TOML syntax of {syntax.group(1)} where named: {syntax.group(2)}"
     if "relative path" in message:
         return "give the key named above an absolute path"
     if "controller.url" in message:
@@ -236,7 +272,8 @@ def _state(run: _Run) -> Check:
                 "state", "fail", f"{directory} is missing; uid {run.host.euid} cannot create it in {existing}",
                 "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
             )  # fmt: skip
-        return Check("state", "ok", f"{directory} does not exist yet: the first run creates it (mode 0700)")
+        origin = _state_origin(run)
+        return Check("state", "ok", f"{directory} ({origin}) does not exist yet: the first run creates it (mode 0700)")
     if not os.access(directory, os.W_OK | os.X_OK):
         return Check(
             "state", "fail", f"state directory {directory}: this user (uid {run.host.euid}) cannot write it",
@@ -252,15 +289,28 @@ def _state(run: _Run) -> Check:
         if isinstance(exc, store.StoreError) and exc.errno in (13, 1):
             return Check("state", "fail", str(exc), "run spurinv check as root (the timer's user)", exitcode.CANTCREAT)
         return Check("state", "warn", f"{exc}", "none needed: the next run moves it aside and starts afresh")
+    origin = _state_origin(run)
     if run.state is None:
-        return Check("state", "ok", f"{directory} (mode {_mode(directory)}): no state file yet; the first run writes it")
+        told = f"{directory} (mode {_mode(directory)}; {origin})"
+        return Check("state", "ok", f"{told}: no state file yet; the first run writes it")
     try:
         check_node(run.state, run.node, path, run.options.node_flag is not None)
     except SpurinvError as exc:
         return Check("state", "fail", _one(exc.message), f"pass --node {run.state.node} or move {path} aside", exc.exit_code)
     last = run.state.last
     told = f"; last run {last.at:%Y-%m-%d %H:%M:%SZ} exit {last.exit_code}" if last is not None else ""
-    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}){told}")
+    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+
+
+def _state_origin(run: _Run) -> str:
+    environ = run.world.environ
+    if run.host.state_flag:
+        return "from --state"
+    if environ.get("SPURINV_STATE"):
+        return "from $SPURINV_STATE"
+    if environ.get("STATE_DIRECTORY"):
+        return "from $STATE_DIRECTORY"
+    return "the default"
 
 
 def _mode(path: str) -> str:
@@ -324,14 +374,36 @@ def _metrics(run: _Run) -> Check:
             "run spurinv check as root; under the unit add ReadWritePaths=" + directory, exitcode.CANTCREAT,
         )  # fmt: skip
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        return Check("metrics", "fail", f"{key} {path} is not a regular file", f"remove {path}", exitcode.CANTCREAT)
+        kind = "a directory" if os.path.isdir(path) else "not a regular file"
+        return Check("metrics", "fail", f"{key} {path} is {kind}",
+                     f"set {key} to a file path (e.g. {os.path.join(path, 'spurinv.prom')})"
+                     if os.path.isdir(path) else f"set {key} to a file path, or move {path} aside",
+                     exitcode.CANTCREAT)  # fmt: skip
     if not path.endswith(".prom"):
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
-    unit = _unit_text(run, SERVICE)
-    if unit is not None and directory != "/var/lib/spurinv" and "ReadWritePaths=" not in unit:
+    if _scheduler(run) == "systemd":
+        blocked = _sandbox_blocks(run, directory)
+        if blocked is not None:
+            return Check(
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked}, so refresh would exit 73",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
+            )  # fmt: skip
+        private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
+        if (
+            private
+            and private[-1] in ("yes", "true", "1", "on", "disconnected")
+            and any(os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP)
+        ):
+            return Check(
+                "metrics", "warn", f"{path}: the unit's PrivateTmp= gives it a /tmp of its own; node_exporter never sees "
+                "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
+            )  # fmt: skip
+    state_directory = os.path.dirname(run.options.state_path)
+    if os.path.commonpath([state_directory, directory]) == state_directory:
         return Check(
-            "metrics", "warn", f"{path}: writable here, but the unit's ProtectSystem=strict keeps {directory} read-only",
-            f"systemctl edit {SERVICE}: add ReadWritePaths={directory}",
+            "metrics", "warn", f"{path} is inside the state directory {state_directory} (mode 0700): node_exporter, "
+            "another user, cannot read it",
+            f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
         )  # fmt: skip
     return Check("metrics", "ok", f"{path}: {directory} is writable")
 
@@ -352,19 +424,47 @@ def _token(run: _Run) -> Check:
     if settings.auth == "none":
         return Check("token", "skip", 'controller.auth = "none": no token is sent')
     source = settings
-    credentials = run.world.environ.get("CREDENTIALS_DIRECTORY")
-    if not settings.token_file and not credentials:
-        # the unit passes the token as a credential: check the file the unit loads it from
-        loaded = _credential_source(run, settings.credential)
-        if loaded is None:
+    environ = run.world.environ
+    credentials = environ.get("CREDENTIALS_DIRECTORY")
+    key = "controller.token_file"
+    note = ""
+    if not credentials:
+        # check the token the scheduler's runs will read: the unit's credential, or token_file
+        # under cron (which passes no $CREDENTIALS_DIRECTORY)
+        scheduler = _scheduler(run)
+        loaded = _credential(run, settings.credential) if scheduler == "systemd" else None
+        if loaded is not None and loaded.path is None:
             return Check(
-                "token", "fail", "no controller.token_file, and no LoadCredential= in the unit to read the token from",
+                "token", "warn", f"the unit passes the token by {loaded.directive} ({loaded.where}): check cannot verify it",
+                f"start the unit once and read its log: systemctl start {SERVICE}; journalctl -u {SERVICE} -n 20",
+            )  # fmt: skip
+        if loaded is not None:
+            assert loaded.path is not None
+            host_path = run.world.root.join(loaded.path.lstrip("/"))
+            if not os.path.lexists(host_path):
+                return Check(
+                    "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
+                    "not exist, so systemd cannot start the unit",
+                    f"write the token (`scontrol token username={settings.user} lifespan=N`) to {loaded.path}, "
+                    "chown root, chmod 0600",
+                    exitcode.NOPERM,
+                )  # fmt: skip
+            if settings.token_file and os.path.abspath(settings.token_file) != os.path.abspath(host_path):
+                note = f" (the timer's runs read this, not controller.token_file {settings.token_file})"
+            source = settings.model_copy(update={"token_file": host_path})
+            run.token_file = host_path  # the controller check reads the token the unit would pass
+            key = f"LoadCredential={settings.credential}: in {loaded.where}"
+            environ = {name: value for name, value in environ.items() if name != "CREDENTIALS_DIRECTORY"}
+        elif not settings.token_file:
+            why = "cron passes no credential"
+            if scheduler != "cron":
+                why = f"no LoadCredential={settings.credential}: in the unit"
+            return Check(
+                "token", "fail", f"no controller.token_file, and {why} to read the token from",
                 'set controller.token_file = "/etc/spurinv/token" (mode 0600)', exitcode.NOPERM,
             )  # fmt: skip
-        source = settings.model_copy(update={"token_file": loaded})
-        run.token_file = loaded  # the controller check reads the token the unit would pass
     try:
-        token = read_token(source, run.world.environ)
+        token = read_token(source, environ)
     except TokenError as exc:
         where = source.token_file or settings.credential
         fix = (
@@ -372,8 +472,17 @@ def _token(run: _Run) -> Check:
             if "Permission denied" in exc.message and run.host.euid != 0
             else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
         )
-        return Check("token", "fail", _one(exc.message.split("; put the")[0]), fix, exc.exit_code)
+        if "is a symlink" in exc.message or "not a regular file" in exc.message:
+            fix = f"replace {where} with a regular file (0600, owned by root) holding the token"
+        detail = exc.message.split("; put the")[0]
+        if key != "controller.token_file":
+            detail = detail.replace("controller.token_file", key)
+        return Check("token", "fail", _one(detail), fix, exc.exit_code)
     assert token is not None
+    if token.startswith("\ufeff"):  # a BOM from a Windows editor would go out in the header
+        return Check("token", "fail", f"{source.token_file}: the token starts with a byte order mark (U+FEFF)",
+                     f"rewrite {source.token_file} without the BOM (`scontrol token ... > FILE`), chmod 0600",
+                     exitcode.NOPERM)  # fmt: skip
     path = source.token_file or os.path.join(credentials or "", settings.credential)
     expiry = jwt_expiry(token)
     renew = f"renew it: `scontrol token username={settings.user} lifespan=N` into {path}"
@@ -381,11 +490,11 @@ def _token(run: _Run) -> Check:
         now = int(run.world.clock().timestamp())
         when = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         if expiry <= now:
-            return Check("token", "fail", f"{path}: the JWT expired at {when}", renew, exitcode.NOPERM)
+            return Check("token", "fail", f"{path}{note}: the JWT expired at {when}", renew, exitcode.NOPERM)
         if expiry - now < TOKEN_WARN_DAYS * 86400:
-            return Check("token", "warn", f"{path}: the JWT expires at {when}, in {(expiry - now) // 3600} h", renew)
-        return Check("token", "ok", f"{path}: one line, {len(token)} characters, expires {when}")
-    return Check("token", "ok", f"{path}: one line, {len(token)} characters")
+            return Check("token", "warn", f"{path}{note}: the JWT expires at {when}, in {(expiry - now) // 3600} h", renew)
+        return Check("token", "ok", f"{path}{note}: one line, {len(token)} characters, expires {when}")
+    return Check("token", "ok", f"{path}{note}: one line, {len(token)} characters")
 
 
 def jwt_expiry(token: str) -> int | None:
@@ -404,14 +513,128 @@ def jwt_expiry(token: str) -> int | None:
     return int(exp)
 
 
-def _credential_source(run: _Run, credential: str) -> str | None:
-    """The file the unit's ``LoadCredential=<credential>:<path>`` loads, if the unit says."""
-    text = _unit_text(run, SERVICE)
-    for line in (text or "").splitlines():
-        name, _, source = line.strip().removeprefix("LoadCredential=").partition(":")
-        if line.strip().startswith("LoadCredential=") and name == credential and source.startswith("/"):
-            return run.world.root.join(source.lstrip("/"))
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """How the unit passes the credential: ``path`` is the absolute source file of a plain
+    ``LoadCredential=ID:/path``; None for what check cannot read (encrypted, imported, a
+    credstore name, a set value, a directory or socket)."""
+
+    directive: str
+    where: str
+    path: str | None
+
+
+def _credential(run: _Run, credential: str) -> _Loaded | None:
+    """The last directive of the unit (and its drop-ins) that passes ``credential``, if any."""
+    found: _Loaded | None = None
+    for key, value, where in _service_directives(run):
+        if key not in CREDENTIAL_KEYS:
+            continue
+        if not value:  # an empty assignment resets the list (systemd.exec(5))
+            found = None
+            continue
+        name, _, source = value.partition(":")
+        if key == "ImportCredential":
+            if _glob_match(value, credential):
+                found = _Loaded(f"{key}={value}", where, None)
+            continue
+        if name != credential:
+            continue
+        plain = key == "LoadCredential" and source.startswith("/")
+        path = source if plain and not os.path.isdir(run.world.root.join(source.lstrip("/"))) else None
+        found = _Loaded(f"{key}={value}", where, path)
+    return found
+
+
+def _glob_match(pattern: str, name: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
+    """``(key, value, file)`` for each assignment in the unit's [Service] section, the unit file
+    first, then its drop-ins (``spurinv-refresh.service.d/*.conf``, by file name, a later
+    directory's file masked by an earlier one's of the same name); comments and other sections
+    left out. The file is shown as on the checked system (``/etc/...``)."""
+    files: list[str] = []
+    for directory in UNIT_DIRS:
+        if os.path.lexists(run.world.root.join(directory, SERVICE)):
+            files.append("/" + directory + "/" + SERVICE)
+            break
+    drop_ins: dict[str, str] = {}
+    for directory in UNIT_DIRS:
+        folder = run.world.root.join(directory, SERVICE + ".d")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".conf"):
+                drop_ins.setdefault(name, "/" + directory + "/" + SERVICE + ".d/" + name)
+    files += [drop_ins[name] for name in sorted(drop_ins)]
+    found: list[tuple[str, str, str]] = []
+    for shown in files:
+        text = _read_text(run.world.root.join(shown.lstrip("/")))
+        section = ""
+        for raw in (text or "").splitlines():
+            line = raw.strip()
+            if not line or line.startswith(("#", ";")):
+                continue
+            if line.startswith("["):
+                section = line
+                continue
+            key, equals, value = line.partition("=")
+            if equals and section == "[Service]":
+                found.append((key.strip(), value.strip(), shown))
+    return found
+
+
+def _sandbox_blocks(run: _Run, directory: str) -> str | None:
+    """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
+    ReadWritePaths= and StateDirectory=, systemd.exec(5)), or None when the unit may write it."""
+    protect, home = "no", "no"
+    writable: list[str] = []
+    for key, value, _where in _service_directives(run):
+        if key == "ProtectSystem":
+            protect = value or "no"
+        elif key == "ProtectHome":
+            home = value or "no"
+        elif key == "ReadWritePaths":
+            # an empty assignment resets the list; "-" (ignore if missing) and "+" prefixes
+            writable = [*writable, *(word.lstrip("-+") for word in value.split())] if value else []
+        elif key == "StateDirectory":
+            writable += [os.path.join("/var/lib", word.split(":")[0]) for word in value.split()] if value else []
+
+    def covered(path: str) -> bool:
+        return any(os.path.commonpath([place, path]) == place for place in writable if place.startswith("/"))
+
+    if covered(directory):
+        return None
+    if home in ("yes", "read-only", "tmpfs") and any(
+        os.path.commonpath([place, directory]) == place for place in ("/home", "/root", "/run/user")
+    ):
+        return f"ProtectHome={home} hides {directory}"
+    if protect == "strict":
+        if any(os.path.commonpath([place, directory]) == place for place in ("/dev", "/proc", "/sys")):
+            return None
+        return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
+    for place in read_only.get(protect, ()):
+        if os.path.commonpath([place, directory]) == place:
+            return f"ProtectSystem={protect} keeps {place} read-only"
     return None
+
+
+def _scheduler(run: _Run) -> str | None:
+    """What starts ``spurinv refresh`` here: "systemd" (PID 1, the service unit installed),
+    "cron", or None (nothing yet: the unit is assumed when its file is there)."""
+    service = _unit_text(run, SERVICE) is not None
+    if _systemd(run) and service:
+        return "systemd"
+    if _cron(run):
+        return "cron"
+    return "systemd" if service else None
 
 
 def _controller(run: _Run) -> Check:
@@ -427,6 +650,12 @@ def _controller(run: _Run) -> Check:
     if token is not None and token.status == "fail":
         return Check("controller", "skip", "needs the token check to pass")
     assert run.node is not None
+    if config.controller.transport == "scontrol":
+        found = _on_scheduler_path(run, config.controller.scontrol or "scontrol", "controller.scontrol", "controller.scontrol")
+        if found.status == "fail":
+            return Check("controller", "fail", found.detail, found.fix, found.exit_code)
+        if found.status == "warn":
+            run.results["controller.path"] = found  # said after the read, which uses this shell's PATH
     state = run.state or State(fresh=True)
     client = None
     try:
@@ -437,13 +666,24 @@ def _controller(run: _Run) -> Check:
         run.client = client
         run.view = view = client.view()
     except ControllerError as exc:
-        return Check("controller", "fail", _one(exc.message), _controller_fix(config, exc.kind, run.node), exc.exit_code)
+        detail = _one(exc.message)
+        if exc.kind == "auth" and config.controller.api == "auto":
+            import re
+
+            # refused before any version was detected: the path named is a guess, maybe one the
+            # server does not serve
+            detail = re.sub(r"^[A-Z]+ /\S+: ", "", detail) + " (API version not detected: the first request was refused)"
+        return Check("controller", "fail", detail, _controller_fix(config, exc.kind, run.node), exc.exit_code)
     except (ConfigError, TokenError) as exc:
         return Check("controller", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
     what = f"node {view.name}: {'+'.join([view.base, *view.flags])}, gres {view.gres or 'none'}"
     if config.controller.transport == "scontrol":
         program, version, flavor = (getattr(client, key, "?") for key in ("program", "version", "flavor"))
-        return Check("controller", "ok", f"{program}: {version} ({flavor}; munge authenticated the read); {what}")
+        detail = f"{program}: {version} ({flavor}; munge authenticated the read); {what}"
+        differs = run.results.pop("controller.path", None)
+        if differs is not None:
+            return Check("controller", "warn", f"{detail}; but {differs.detail}", differs.fix)
+        return Check("controller", "ok", detail)
     return Check("controller", "ok", f"{config.controller.url} {client.api} ({_api_why(config, state, client)}); {what}")
 
 
@@ -453,7 +693,7 @@ def _api_why(config: Config, state: State, client: Any) -> str:
     if state.api is not None and state.api.url == config.controller.url and state.api.version == client.api:
         return "detected by an earlier run, kept in the state file"
     if any(request.path == "/openapi/v3" and request.status == 200 for request in client.sent):
-        return "the newest node API /openapi/v3 lists"
+        return "the newest node API version that /openapi/v3 lists"
     return "found by probing, newest first"
 
 
@@ -467,6 +707,8 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
     if kind == "auth":
         if scontrol:
             return "run spurinv as root (a Slurm super user) and check munged: `munge -n | unmunge`"
+        if settings.auth == "none":
+            return 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
         return (
             f"renew the token (`scontrol token username={settings.user} lifespan=N`) and make "
             f"controller.user {settings.user!r} a Slurm admin"
@@ -475,6 +717,8 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
         return f'set node.name to the name the controller lists for this host (`scontrol show node`; now "{node}")'
     if kind == "read-only":
         return 'point controller.url at slurmrestd, or set controller.transport = "scontrol"'
+    if scontrol:
+        return f"controller.scontrol names {settings.scontrol or 'scontrol on PATH'}: set it to Slurm's or spur's scontrol"
     return 'check controller.url and controller.api ("auto" detects the version)'
 
 
@@ -504,19 +748,71 @@ def _permission(run: _Run) -> Check:
 
 
 def _register_command(run: _Run) -> Check:
-    from spurinv.registration import resolve
-
     if (skipped := _needs(run, "register_command", "config")) is not None:
         return skipped
     argv = run.config.controller.register_command
     if not argv:
         return Check("register_command", "skip", "controller.register_command is not set (GRES is updated directly)")
-    try:
-        program = resolve(argv[0], run.world.environ, "controller.register_command")
-    except ConfigError as exc:
-        return Check("register_command", "fail", exc.message, "give controller.register_command[0] as an absolute path",
-                     exc.exit_code)  # fmt: skip
-    return Check("register_command", "ok", f"{program} is executable")
+    found = _on_scheduler_path(run, argv[0], "controller.register_command", "controller.register_command[0]")
+    if found.status != "ok":
+        return found
+    return Check("register_command", "ok", f"{found.detail} is executable")
+
+
+def _scheduler_path(run: _Run) -> tuple[str, str]:
+    """The PATH the scheduler's runs get, and where it comes from."""
+    if _scheduler(run) == "cron":
+        cron = _cron(run) or ""
+        for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
+            if line.strip().startswith("PATH="):
+                return line.strip().removeprefix("PATH=").strip().strip('"'), f"PATH= in {cron}"
+        return CRON_PATH, "cron's default PATH"
+    import shlex
+
+    found = (SYSTEMD_PATH, "systemd's default PATH")
+    for key, value, where in _service_directives(run):
+        if key != "Environment":
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            continue
+        for word in words:
+            if word.startswith("PATH="):
+                found = (word.removeprefix("PATH="), f"Environment=PATH= in {where}")
+    return found
+
+
+def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
+    """Where the scheduler's run finds ``program`` (``detail``: its path; a ``fail`` when it
+    finds none, a ``warn`` when this shell's PATH finds another one)."""
+    name = what.rsplit(".", maxsplit=1)[-1]
+    if "/" in program:  # a path of the config's, on this system as every path the config names
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
+                         f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
+        return Check(name, "ok", program)
+    path, origin = _scheduler_path(run)
+    theirs = _which(run, program, path)
+    ours = _which(run, program, run.world.environ.get("PATH") or os.defpath)
+    if theirs is None:
+        shell = f" (this shell finds {ours})" if ours else ""
+        return Check(name, "fail", f"{what}: {program!r} is not on the scheduler's PATH {path} ({origin}){shell}",
+                     f"set {key} to an absolute path" + (f', e.g. "{ours}"' if ours else ""), exitcode.CONFIG)  # fmt: skip
+    if ours is not None and ours != theirs:
+        return Check(name, "warn", f"{what}: the scheduler's runs use {theirs} ({origin}), this shell {ours}",
+                     f'set {key} = "{theirs}" (or the one you mean) to make it explicit')  # fmt: skip
+    return Check(name, "ok", theirs)
+
+
+def _which(run: _Run, program: str, path: str) -> str | None:
+    for directory in path.split(os.pathsep):
+        if not directory.startswith("/"):
+            continue
+        candidate = os.path.join(directory, program)  # run from this system, as the config's paths
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 # --- how it is scheduled -------------------------------------------------------------------------
@@ -554,13 +850,129 @@ def _systemd(run: _Run) -> bool:
 
 def _cron(run: _Run) -> str | None:
     """The cron file (or crontab) that runs spurinv refresh, if any."""
+    found = _cron_entry(run)
+    return found[0] if found else None
+
+
+def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
+    """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
+    with its schedule (a date that never comes), if any."""
     for name in CRON_FILES:
         text = _read_text(run.world.root.join(name))
         if text is None:
             continue
-        if any("spurinv refresh" in line and not line.lstrip().startswith("#") for line in text.splitlines()):
-            return "/" + name
+        for line in text.splitlines():
+            entry = cron_line(line, with_user=not name.startswith("var/spool"))
+            if entry is not None:
+                return "/" + name, entry
     return None
+
+
+MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                                        "nov", "dec"), start=1)}  # fmt: skip
+
+
+def cron_line(line: str, *, with_user: bool = True) -> str | None:
+    """For a crontab line that runs ``spurinv refresh``: "" when its schedule can fire, or what
+    is wrong with it; None for any other line (a comment, an assignment, ``echo spurinv refresh``).
+    crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
+    words = line.split()
+    if not words or words[0].startswith("#") or "=" in words[0]:
+        return None
+    if words[0].startswith("@"):
+        fields, rest = [], words[1:]
+    else:
+        fields, rest = words[:5], words[5:]
+        if len(fields) < 5:
+            return None
+    if with_user:
+        rest = rest[1:]
+    command = " ".join(rest)
+    if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
+        return None
+    first = rest[0] if rest else ""
+    if first in ("echo", "printf", ":", "true", "#") or "refresh" not in command:
+        return None
+    if words[0] == "@reboot":
+        return "@reboot runs it once at boot only"
+    if fields:
+        days, months = _values(fields[2], 1, 31), _values(fields[3], 1, 12, MONTHS)
+        if days is None or months is None:
+            return f"the schedule {' '.join(fields)} has a field cron cannot read"
+        if fields[4] == "*" and days and months and min(days) > max(MONTH_DAYS[month] for month in months):
+            return f"the schedule {' '.join(fields)} names a day its months never have"
+    return ""
+
+
+def _values(field: str, low: int, high: int, names: dict[str, int] | None = None) -> set[int] | None:
+    """The numbers a crontab field matches (None when it cannot be read)."""
+    found: set[int] = set()
+    for part in field.lower().split(","):
+        span, _, step_text = part.partition("/")
+        if not (step_text.isdigit() or not step_text) or step_text == "0":
+            return None
+        step = int(step_text or 1)
+        if span == "*":
+            start, end = low, high
+        else:
+            first, _, last = span.partition("-")
+            numbers = [names.get(text) if names and text in names else (int(text) if text.isdigit() else None)
+                       for text in (first, last or first)]  # fmt: skip
+            if numbers[0] is None or numbers[1] is None:
+                return None
+            start, end = numbers[0], numbers[1]
+            if not low <= start <= end <= high:
+                return None
+        found |= set(range(start, end + 1, step))
+    return found
+
+
+def _cron_daemon(run: _Run) -> bool | None:
+    """A cron daemon runs on the checked root (cron, crond, busybox crond); None when /proc there
+    cannot tell."""
+    try:
+        pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
+    except OSError:
+        return None
+    if not pids:
+        return None
+    for pid in pids:
+        comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
+        if comm in ("cron", "crond"):
+            return True
+        if comm == "busybox":
+            cmdline = _read_text(run.world.root.join("proc", pid, "cmdline")) or ""
+            if "crond" in cmdline:
+                return True
+    return False
+
+
+def _timer_link(run: _Run) -> str:
+    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
+    link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
+    for directory in UNIT_DIRS:
+        unit = run.world.root.join(directory, TIMER)
+        if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
+            return "masked"
+    state = "disabled"
+    for directory in UNIT_DIRS:
+        link = run.world.root.join(directory, "timers.target.wants", TIMER)
+        if not os.path.lexists(link):
+            continue
+        target = os.readlink(link) if os.path.islink(link) else link
+        if target == "/dev/null":
+            return "masked"
+        if target.startswith("/"):
+            target = run.world.root.join(target.lstrip("/"))
+            if run.world.root.path != "/" and not os.path.exists(target):
+                target = os.readlink(link)  # a link made for the test root, or a chroot's own
+        else:
+            target = os.path.join(os.path.dirname(link), target)
+        if os.path.isfile(target):
+            return "enabled"
+        state = "dangling"
+    return state
 
 
 def _ask_systemctl(run: _Run, *args: str) -> str | None:
@@ -580,17 +992,22 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
 
 
 def _schedule(run: _Run) -> Check:
-    cron = _cron(run)
+    entry = _cron_entry(run)
+    cron = entry[0] if entry else None
     installed = _unit_text(run, TIMER) is not None
     if not _systemd(run):
         if cron:
-            return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh (systemd is not PID 1 here)")
+            return _cron_check(run, entry, "systemd is not PID 1 here")
         return Check(
             "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
             INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
-    enabled = any(os.path.lexists(run.world.root.join(directory, "timers.target.wants", TIMER)) for directory in UNIT_DIRS)
-    active = _ask_systemctl(run, "is-active", TIMER)
+    link = _timer_link(run)
+    enabled = link == "enabled"
+    if link == "masked":
+        active: str | None = "masked"
+    else:
+        active = _ask_systemctl(run, "is-active", TIMER)
     if run.host.systemctl is None:
         detail_active = "(systemctl not asked: --root is another system)"
     elif active is None:
@@ -603,15 +1020,41 @@ def _schedule(run: _Run) -> Check:
             "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"
         )
     if running:
+        # asked only of a systemctl that answered: a hung one costs its timeout once
+        said = _ask_systemctl(run, "show", "-p", "Result", SERVICE) if active is not None else None
+        result = said.removeprefix("Result=") if said and said.startswith("Result=") else None
+        if result not in (None, "success"):
+            return Check(
+                "schedule", "fail", f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}",
+                f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}", exitcode.CONFIG,
+            )  # fmt: skip
         return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
     if cron:
-        return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({TIMER} not active)")
+        return _cron_check(run, entry, f"{TIMER} not active")
+    if link == "masked":
+        return Check("schedule", "fail", f"{TIMER} is masked and no cron entry names spurinv refresh",
+                     f"systemctl unmask {TIMER} && {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
     if not installed:
         return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
                      f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
                      exitcode.CONFIG)  # fmt: skip
     state = active or detail_active.strip("()")
-    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state})", INSTALL_TIMER, exitcode.CONFIG)
+    dangling = "; its timers.target.wants link points at nothing" if link == "dangling" else ""
+    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state}){dangling}", INSTALL_TIMER,
+                 exitcode.CONFIG)  # fmt: skip
+
+
+def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Check:
+    assert entry is not None
+    cron, problem = entry
+    if problem:
+        return Check("schedule", "warn", f"cron: {cron} names spurinv refresh, but {problem}",
+                     f"give it a schedule that fires, as systemd/spurinv.cron does: {INSTALL_CRON}")  # fmt: skip
+    daemon = _cron_daemon(run)
+    if daemon is False:
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but no cron daemon runs here ({why})",
+                     "start cron (e.g. `service cron start`, or busybox crond in a container)")  # fmt: skip
+    return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
 
 
 def _udev(run: _Run) -> Check:

@@ -139,13 +139,13 @@ def discover(
             render.discover(render.console(stderr=True), result, target.path)
             raise typer.Exit(code)
         from spurinv import slurmconf
-        from spurinv.sources.host import read_numa_cpus
+        from spurinv.sources.host import read_numa_cores
 
         try:
             name = node or loaded.node_name(os.uname().nodename)
         except SpurinvError as error:
             raise _fail("discover", error, False) from None
-        sys.stdout.write(slurmconf.render(result.inventory, name, read_numa_cpus(target)))
+        sys.stdout.write(slurmconf.render(result.inventory, name, *read_numa_cores(target)))
         raise typer.Exit(code)
     render.discover(render.console(), result, target.path, per_device=devices)
     raise typer.Exit(code)
@@ -291,7 +291,7 @@ def check(
     except SpurinvError as error:
         raise _fail("check", error, as_json) from None
     world = World(target, environ, Log(environ, quiet=True))
-    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None)
+    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=state)
     results, code = preflight.run(
         world, lambda: _run_options(state, config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True), host
     )

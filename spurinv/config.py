@@ -142,9 +142,12 @@ class ControllerSection(_Section):
             if parts.path.strip("/") or parts.query or parts.fragment:
                 # spurinv adds /slurm/v0.0.NN/... itself (controller.api picks the version): a
                 # path here would be requested as .../slurm/v0.0.42/slurm/v0.0.42/node/x
+                got = [f"path {parts.path[:40]!r}"] if parts.path.strip("/") else []
+                got += [f"query {parts.query[:40]!r}"] if parts.query else []
+                got += [f"fragment {parts.fragment[:40]!r}"] if parts.fragment else []
                 raise ValueError(
-                    f"expected http://host[:port] or https://host[:port] without a path (got {parts.path[:40]!r}); "
-                    "set the version with controller.api"
+                    f"expected http://host[:port] or https://host[:port] without a path, query or fragment "
+                    f"(got {', '.join(got)}); set the version with controller.api"
                 )
         return value.rstrip("/")
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from spurinv.nodeview import NodeView, gres_agrees
 from spurinv.ownership import Claim, controller_claim, extra_fingerprint, owns, unamended
-from spurinv.state import Baseline, Drain, Intent, State
+from spurinv.state import Baseline, Drain, Intent, Refusal, State
 
 Kind = Literal["drain", "resume", "register"]
 # an action's kind → a write's ("record": our registration record after someone else registered)
@@ -96,6 +96,20 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
         baseline = Baseline(inventory=latest, since=intent.at, source="registered")
         update = {"baseline": baseline, "pending": None, "refusal": None, "accepted": None}
         return cleared.model_copy(update=update), "the unanswered re-registration was applied"
+    if (
+        latest is not None
+        and intent.fingerprint == latest.fingerprint
+        and state.baseline is not None
+        and state.baseline.inventory.gpu_counts() != latest.gpu_counts()
+        and gres_agrees(view.gres, latest.gpu_counts())
+    ):
+        # the GPU count changed and the controller lists the new one: the write (a register
+        # command: a delete, a slurmd restart) took effect and only its record is missing. Kept
+        # as a refusal the controller has since met, so the policy writes the record alone
+        # instead of running the command again (issue #23)
+        took = Refusal(fingerprint=latest.fingerprint, at=intent.at,
+                       error="the unanswered re-registration took effect; its record was not written")  # fmt: skip
+        return cleared.model_copy(update={"refusal": took}), "the unanswered re-registration took effect; recording it"
     return cleared, "the unanswered re-registration was not applied; deciding afresh"
 
 

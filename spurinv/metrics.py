@@ -81,9 +81,11 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
         "# HELP spurinv_drain_since_timestamp_seconds When spurinv set the drain that is on (Unix time; 0: none).",
         "# TYPE spurinv_drain_since_timestamp_seconds gauge",
         f"spurinv_drain_since_timestamp_seconds {_since(drain, 'set_at')}",
-        "# HELP spurinv_change_pending_since_timestamp_seconds Since when a change waits to be confirmed (Unix time; 0: none).",
+        "# HELP spurinv_change_pending_since_timestamp_seconds Since when a change seen once waits for its confirming"
+        " reading (Unix time; 0: none, or confirmed: a confirmed change waiting for jobs or refused shows in"
+        " spurinv_drain_since_timestamp_seconds and spurinv_refusal_since_timestamp_seconds).",
         "# TYPE spurinv_change_pending_since_timestamp_seconds gauge",
-        f"spurinv_change_pending_since_timestamp_seconds {_since(pending, 'since')}",
+        f"spurinv_change_pending_since_timestamp_seconds {_since(_unconfirmed(pending, readings), 'since')}",
         "# HELP spurinv_refusal_active 1 while the controller refuses (or ignores) the update for this inventory.",
         "# TYPE spurinv_refusal_active gauge",
         f"spurinv_refusal_active {1 if refusal else 0}",
@@ -106,6 +108,17 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
             f"spurinv_drain_clock_skew_seconds {skew}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _unconfirmed(pending: object, readings: list[Any]) -> object:
+    """The pending change while it is not yet confirmed; None once the last two readings agree on
+    it (it stays in the state until it is registered: a busy drain or a refusal holds it there)."""
+    if not isinstance(pending, dict):
+        return None
+    last = [reading for reading in readings[-2:] if isinstance(reading, dict)]
+    if len(last) == 2 and all(r.get("ok") and r.get("fingerprint") == pending.get("fingerprint") for r in last):
+        return None
+    return pending
 
 
 def _since(record: object, key: str) -> int:

@@ -82,6 +82,7 @@ class Do(StrEnum):
 
 
 TERMINAL = frozenset({Do.NONE, Do.HOLD, Do.BACKOFF})
+DOWN = frozenset({"DOWN", "FAIL", "FAILING"})  # node states spurinv never registers or drains
 WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME, Do.RETIRE})
 
 
@@ -280,6 +281,15 @@ def decide(
             body=body,
         )
     summary = against(view, current) if state.baseline is None else outcome.diff.summary()
+    if down := sorted(DOWN & {view.base, *view.flags}):
+        # a DOWN/FAIL node is no idle node: its jobs may be unseen, and a register command would
+        # restart or delete a node the operator is working on
+        said = f" ({view.reason!r})" if view.reason else ""
+        return Action(
+            kind=Do.HOLD,
+            reason=f"the node is {'+'.join(down)}{said}; not re-registering ({summary}) until it is back",
+            exit_code=exitcode.TEMPFAIL,
+        )
     if (not view.idle) if settings.any_job_busy else view.gpu_busy:
         if drained_by_us:
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
@@ -296,7 +306,9 @@ def decide(
         remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
         words = f"controller refused {summary}; {remedy}"
         # our own drain for busy said "re-registers when idle": now it must say what is wrong
-        if not view.drained or (drained_by_us and state.drain is not None and not _says(state.drain.reason, words)):
+        if (not view.drained and not refusal.resumed) or (
+            drained_by_us and state.drain is not None and not _says(state.drain.reason, words)
+        ):
             body = drain_body(view, words, "refused", current.fingerprint, settings, now, nonce)
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
@@ -564,6 +576,8 @@ def settle(
         baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")
         return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
     if action.kind == Do.FORGET_DRAIN:
+        if state.refusal is not None and state.drain is not None and state.drain.cause == "refused":
+            return state.model_copy(update={"drain": None, "refusal": state.refusal.model_copy(update={"resumed": True})})
         update: dict[str, Any] = {"drain": None}
         if state.drain is not None and state.drain.cause == "link":
             # the operator lifted our link drain: they accept these links as they are now

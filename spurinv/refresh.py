@@ -320,7 +320,8 @@ def converge(
             if client is None:
                 client = connect(state)
             if action.kind == Do.READ_VIEW:
-                view, state = _read_view(client, action, state, settings, clock(), steps, notes, log)
+                view, state, code = _look(client, action, state, settings, clock(), steps, notes, log)
+                exit_code = exit_code or code
                 continue
             assert view is not None
             assert action.body is not None
@@ -488,9 +489,9 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     from spurinv.documents import discover_document
     from spurinv.registration import Details
     from spurinv.slurmconf import gres_conf
-    from spurinv.sources.host import read_numa_cpus
+    from spurinv.sources.host import read_numa_cores
 
-    lines = gres_conf(reading.inventory, node, read_numa_cpus(world.root)) if reading.inventory else []
+    lines = gres_conf(reading.inventory, node, read_numa_cores(world.root)[0]) if reading.inventory else []
     document = discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
@@ -572,6 +573,53 @@ def orphaned(view: NodeView, state: State) -> str | None:
         f"({view.reason[:80]!r}: an id for another node name, an edited or older reason{whose}); "
         f"spurinv never lifts it: check it and lift it by hand (scontrol update NodeName={view.name} State=UNDRAIN)"
     )
+
+
+def _look(
+    client: Controller,
+    action: Action,
+    state: State,
+    settings: Settings,
+    now: datetime,
+    steps: list[Step],
+    notes: list[str],
+    log: Log | None,
+) -> tuple[NodeView, State, int]:
+    """:func:`_read_view`, or, when the node is unknown after our own unsettled register, :func:`_resume`."""
+    try:
+        view, state = _read_view(client, action, state, settings, now, steps, notes, log)
+    except ControllerError as exc:
+        if exc.kind != "unknown-node" or (resumed := _resume(client, state, settings, now)) is None:
+            raise
+        view, state, step = resumed
+        steps.append(step)
+        return view, state, exitcode.PROTOCOL if step.error else exitcode.OK
+    return view, state, exitcode.OK
+
+
+def _resume(client: Controller, state: State, settings: Settings, now: datetime) -> tuple[NodeView, State, Step] | None:
+    """The node is unknown to the controller and our own register intent is unsettled: our
+    register command deleted the (dynamic) node and did not bring it back (restart failed, run
+    killed). Run it again, without the idle look (an unknown node runs no job), instead of
+    exiting 68 every tick. None when that is not the case (someone else removed the node)."""
+    intent, inventory = state.intent, state.latest.inventory if state.latest else None
+    registrar = getattr(client, "registrar", None)
+    if intent is None or intent.kind != "register" or registrar is None or inventory is None:
+        return None
+    if intent.fingerprint != inventory.fingerprint:
+        return None
+    action = Action(
+        kind=Do.REGISTER,
+        reason="the node is unknown to the controller after our unsettled re-registration "
+        "(a dynamic node deleted and not re-created): running register_command again",
+        body=intent.body,
+    )
+    result = registrar.register(client, inventory.gpu_counts(), str(intent.body.get("gres", "")), inventory.fingerprint,
+                                absent=True)  # fmt: skip
+    step = Step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
+                error=None if result.applied else result.error)  # fmt: skip
+    settled = settle(state, action, now, applied=result.applied, error=result.error, settings=settings, remedy=result.remedy)
+    return result.view, settled, step
 
 
 def _read_back(
@@ -705,9 +753,15 @@ def _record(
     before = len(client.sent)
     result = recorded(client, action.body, RegisterResult(True, view, None))
     mine = client.sent[before:]
+    from spurinv.secret import printable
+
     reason = f"{action.reason} ({result.warning})" if result.warning else action.reason
+    after = result.view
+    if after.drained and (state.drain is None or after.reason != state.drain.reason):
+        # recorded, but not in service: a drain that is not ours (Slurm's INVALID_REG, an admin's)
+        reason += f"; the node stays drained by someone else ({printable(after.reason[:120]) or 'no reason'!r}): not lifted"
     step = Step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
-    return result.view, settle(state, action, now, settings=settings), step, False
+    return after, settle(state, action, now, settings=settings), step, False
 
 
 def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:

@@ -198,15 +198,28 @@ class Details:
 PREFIX = "SPURINV_"
 
 
+# words of an environment variable's name that mark a credential the register command never gets
+SECRET_WORDS = frozenset({"PASS", "PASSWD", "PASSWORD", "PW", "KEY", "APIKEY", "PAT", "JWT", "TOKEN", "SECRET",
+                          "SECRETS", "CRED", "CREDS", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "SESSION"})  # fmt: skip
+
+
+def secret_name(name: str) -> bool:
+    """Does an environment variable's name say it holds a credential (``SLURM_JWT``)?"""
+    return any(word in SECRET_WORDS for word in name.upper().split("_"))
+
+
 def command_environment(
     environ: Mapping[str, str], details: Details, gres: str, fingerprint: str, inventory_path: str
 ) -> dict[str, str]:
-    """The command's environment: ours with every inherited ``SPURINV_*`` removed (a
-    ``SPURINV_STATE`` meant for spurinv must not reach it), then what this registration is:
+    """The command's environment: ours without anything that carries a credential (a name with
+    a ``_``-separated word of :data:`SECRET_WORDS`: ``CREDENTIALS_DIRECTORY``, ``SLURM_JWT``,
+    ``AWS_SECRET_ACCESS_KEY``; the command authenticates on its own, as scontrol does with
+    munge) and without an inherited ``SPURINV_*`` (a ``SPURINV_STATE`` meant for spurinv must
+    not reach it); then what this registration is:
     ``SPURINV_NODE``, ``SPURINV_GRES`` (the complete GRES spurinv would set: GPU entries rebuilt,
     every other GRES kept), ``SPURINV_FINGERPRINT``, ``SPURINV_GRES_CONF`` (gres.conf lines) and
     ``SPURINV_INVENTORY`` (a file holding ``discover --json``'s document)."""
-    scrubbed = {key: value for key, value in environ.items() if not key.startswith(PREFIX)}
+    scrubbed = {key: value for key, value in environ.items() if not key.startswith(PREFIX) and not secret_name(key)}
     return {
         **scrubbed,
         "SPURINV_NODE": details.node,
@@ -276,14 +289,17 @@ class Registrar:
     def _left(self) -> float:
         return self.budget.remaining() if self.budget is not None else float("inf")
 
-    def register(self, client: Transport, models: dict[str, int], gres: str = "", fingerprint: str = "") -> RegisterResult:
+    def register(
+        self, client: Transport, models: dict[str, int], gres: str = "", fingerprint: str = "", *, absent: bool = False
+    ) -> RegisterResult:
         """Check the node is idle (any job counts: a restart must not hit running jobs), run the
         command once (``gres``: the complete GRES spurinv would set, for its environment), read
-        back until the GRES agree."""
-        before = client.view()
-        if not before.idle and not client.rechecked:  # a stale single-node answer: ask all nodes
+        back until the GRES agree. ``absent``: the controller does not know the node (our own
+        earlier command deleted it and died): nothing can run there, so no look first."""
+        before = None if absent else client.view()
+        if before is not None and not before.idle and not client.rechecked:  # a stale single-node answer
             before = client.view(confirm_busy=True)
-        if not before.idle:
+        if before is not None and not before.idle:
             return RegisterResult(
                 False, before, f"the node is no longer idle ({before.busy_text()}); register_command not run", busy=True
             )

@@ -94,7 +94,9 @@ class Scontrol:
         self.settings = settings
         self.node = node
         self.budget = budget  # controller.run_deadline: no call starts after it, none runs past it
-        self.environ = environ
+        # without SLURM_JWT: with it set, scontrol authenticates with that token (auth/jwt) instead
+        # of munge, and a token meant for slurmrestd (expired, another user's) fails every call
+        self.environ = {key: value for key, value in environ.items() if key != "SLURM_JWT"}
         self.log = log
         self.registrar = registrar
         self.program = registration.resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")

@@ -4,14 +4,17 @@ Slurm accepts a GPU count change only through slurm.conf/gres.conf, a reconfigur
 restart (docs/slurm-rest.md §2, scontrol(1) ``Gres=``), so when it refuses our update this is the
 text an operator pastes: the ``NodeName=`` line in ``slurmd -C``'s style with the node's ``Gres=``,
 and the gres.conf lines, one per model and NUMA node, each naming its device files as one
-hostlist-style range (``File=/dev/dri/renderD[128-135]``, gres.conf(5)) with the NUMA node's CPUs
-as ``Cores=``. The same gres.conf lines go to ``controller.register_command`` (``SPURINV_GRES_CONF``).
+hostlist-style range (``File=/dev/dri/renderD[128-135]``, gres.conf(5)) with the NUMA node's
+cores as ``Cores=``: Slurm's logical core indices (cores numbered socket by socket, gres.conf(5)),
+never Linux CPU ids (SMT siblings and sparse ids would name the wrong cores); left out, with a
+comment saying why, where the topology cannot be read.
+The same gres.conf lines go to ``controller.register_command`` (``SPURINV_GRES_CONF``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from spurinv.model import Device, Inventory
 from spurinv.sources.mig import ci_minor, gi_minor
@@ -97,9 +100,9 @@ def _runs(numbers: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def gres_conf(inventory: Inventory, node: str, numa_cpus: dict[int, str]) -> list[str]:
+def gres_conf(inventory: Inventory, node: str, numa_cores: dict[int, str]) -> list[str]:
     """gres.conf lines: one per model and NUMA node, in the order of the devices' first file
-    (Slurm numbers GPUs in gres.conf order), ``Cores=`` the NUMA node's CPU list where known."""
+    (Slurm numbers GPUs in gres.conf order), ``Cores=`` the NUMA node's logical cores where known."""
     # a MIG device names its GPU and two caps (MultipleFiles=): a line of its own, in order
     groups: dict[tuple[str, int | None] | str, tuple[str, int | None, list[str]]] = {}
     for device in inventory.devices:
@@ -114,22 +117,40 @@ def gres_conf(inventory: Inventory, node: str, numa_cpus: dict[int, str]) -> lis
             )
     lines = []
     for key, (model, numa, files) in groups.items():
-        cores = numa_cpus.get(numa) if numa is not None else None
+        cores = numa_cores.get(numa) if numa is not None else None
         where = files[0] if isinstance(key, str) else f"File={','.join(compress(files))}"
         line = f"NodeName={node} Name=gpu Type={model} {where}"
         lines.append(line + (f" Cores={cores}" if cores else "") + (f"  # {key}" if isinstance(key, str) else ""))
     return lines
 
 
-def render(inventory: Inventory, node: str, numa_cpus: dict[int, str]) -> str:
-    """Return slurm.conf and gres.conf lines for ``inventory``."""
+def logical_cores(numa_cpus: Mapping[int, Iterable[int]], topology: Mapping[int, tuple[int, int]]) -> dict[int, str] | None:
+    """NUMA node → its cores as gres.conf's ``Cores=`` wants them: Slurm's logical core indices,
+    every core of the node (``topology``: CPU → (physical_package_id, core_id)) numbered socket by
+    socket in order, then by core id. None when a NUMA node's CPU has no topology. Pure."""
+    index = {core: i for i, core in enumerate(sorted(set(topology.values())))}
+    result = {}
+    for numa, cpus in numa_cpus.items():
+        cores = set()
+        for cpu in cpus:
+            if cpu not in topology:
+                return None
+            cores.add(index[topology[cpu]])
+        if cores:
+            result[numa] = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in _runs(sorted(cores)))
+    return result
+
+
+def render(inventory: Inventory, node: str, numa_cores: dict[int, str], note: str | None = None) -> str:
+    """Return slurm.conf and gres.conf lines for ``inventory``; ``note`` says why ``Cores=`` is left out."""
     text = gres(inventory)
     lines = [
         "# slurm.conf — this node as spurinv sees it (compare `slurmd -C`)",
         f"NodeName={node} CPUs={inventory.cpus} RealMemory={inventory.memory_mb}" + (f" Gres={text}" if text else ""),
         "",
-        "# gres.conf — one line per GPU model and NUMA node; Cores= is that NUMA node's CPU list",
-        *gres_conf(inventory, node, numa_cpus),
+        "# gres.conf — one line per GPU model and NUMA node; Cores= is that NUMA node's cores (logical indices)",
+        *([f"# Cores= left out: {note}"] if note else []),
+        *gres_conf(inventory, node, numa_cores),
     ]
     if not inventory.devices:
         lines.append("# (no GPUs)")

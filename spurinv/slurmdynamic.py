@@ -11,16 +11,20 @@ its gres.conf lines, ``SPURINV_FINGERPRINT`` and ``SPURINV_INVENTORY`` (spurinv/
 
 What it does, each step skipped when already done (so a second run after a crash is safe):
 
-1. reads the node (``scontrol --json show node N``); a node drained by someone else is refused
-   (exit 77: a delete would drop their drain and reason); an absent node was deleted by a run
-   that died: go on;
-2. writes the node's gres.conf lines into ``--gres-conf`` (its other lines kept) and
-   ``NAME=<gres>`` into ``--env-file`` (the file the site's slurmd unit reads, so its
+1. reads the node; one not in a plain state (DOWN, FAIL, MAINT, RESERVED, …) or with a drain or
+   reason that is not spurinv's by the ownership rule (spurinv/ownership.py) is refused (exit
+   77: a delete would drop it); an absent node was deleted by a run that died: go on;
+2. checks, before writing anything: the restart program exists, gres.conf is a regular file
+   and has no line but the node's own that could give it GPUs (exit 78, naming the line);
+3. writes the node's gres.conf lines into ``--gres-conf`` (its other lines kept byte for byte)
+   and ``NAME=<gres>`` into ``--env-file`` (the file the site's slurmd unit reads, so its
    ``--conf "… Gres=${NAME}"`` carries the new GRES), each atomically;
-3. ``scontrol delete nodename=N``: refused (jobs running) → exit 75, spurinv drains and retries;
-4. runs ``--restart`` (default ``systemctl restart slurmd``);
-5. waits up to ``--wait`` seconds for the node to come back, and puts back the ``extra`` the
-   delete dropped (the admin's, byte for byte; spurinv then splices its record into it).
+4. saves ``extra`` and ``comment`` to ``--saved`` (0600), then ``scontrol delete nodename=N``:
+   refused (jobs running) → exit 75, spurinv drains and retries;
+5. runs ``--restart`` (default ``systemctl restart slurmd``);
+6. waits up to ``--wait`` seconds for the node to come back, and puts back what the delete
+   dropped (the admin's ``extra``, byte for byte; spurinv then splices its record into it).
+   Steps 4-6 hold SIGTERM/SIGINT/SIGHUP; a run that fails in them leaves ``--saved`` for the next.
 
 Stdlib only; exit statuses follow sysexits.h.
 """
@@ -29,18 +33,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
+import re
 import shlex
+import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TextIO
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import FrameType
+from typing import NoReturn, TextIO
+
+from spurinv.ownership import controller_claim, owns
 
 EX_OK, EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_TEMPFAIL, EX_NOPERM, EX_CONFIG = 0, 64, 69, 70, 75, 77, 78
-OURS = "spurinv:"  # the prefix of spurinv's drain reasons (spurinv/ownership.py)
 
 
 class Failed(Exception):
@@ -58,23 +69,94 @@ def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
+_KEY = re.compile(r"([A-Za-z]+)=(\S*)")
+
+
+def in_hostlist(node: str, hostlist: str) -> bool:
+    """Is ``node`` one of the hosts ``hostlist`` names (``d1``, ``d[1-4,7]``, ``a,b[01-02]``, ``ALL``)?
+    By pattern, never expanded (a list of a million hosts costs nothing)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(hostlist):
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            parts.append(hostlist[start:i])
+            start = i + 1
+    parts.append(hostlist[start:])
+    for part in parts:
+        if part.upper() == "ALL" or part == node:
+            return True
+        pieces = re.split(r"\[([^\]]*)\]", part)
+        literals, ranges = pieces[0::2], pieces[1::2]
+        pattern = "".join(re.escape(text) + (r"(\d+)" if i < len(ranges) else "") for i, text in enumerate(literals))
+        match = re.fullmatch(pattern, node) if ranges else None
+        if match and all(_in_ranges(number, spec) for number, spec in zip(match.groups(), ranges, strict=True)):
+            return True
+    return False
+
+
+def _in_ranges(digits: str, spec: str) -> bool:
+    for item in spec.split(","):
+        low, _, high = item.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            continue
+        width = len(low) if low.startswith("0") and len(low) > 1 else 0
+        if width and len(digits) != width:
+            continue
+        if int(low) <= int(digits) <= int(high or low):
+            return True
+    return False
+
+
+def gres_conf_fields(line: str) -> dict[str, str]:
+    """One gres.conf line's ``Key=value`` pairs as Slurm reads them: keys in any case and order
+    (lowered here), ``#`` to the end of the line a comment."""
+    body = line.split("#", 1)[0]
+    return {key.lower(): value for key, value in _KEY.findall(body)}
+
+
 def merged_gres_conf(current: str, node: str, lines: str) -> str:
-    """``current`` with the node's ``Name=gpu`` lines replaced by ``lines`` (every other line
-    kept, in place: the node's new lines go where its first old one was, else at the end). Pure."""
+    """``current`` with the node's own ``Name=gpu`` lines (``NodeName=<node>``, keys in any case
+    and order) replaced by ``lines``: every other line kept byte for byte (CRLF too), in place;
+    the new lines go where the first old one was, else at the end. A line that could also give
+    this node GPUs (no ``NodeName=``, a host list or ``ALL`` naming it, ``AutoDetect=`` other than
+    off, a continued line) is refused: :class:`Failed`, exit 78, naming the line. Pure."""
     new = [line for line in lines.splitlines() if line.strip()]
     out: list[str] = []
     placed = False
-    for line in current.splitlines():
-        words = line.split()
-        if words[:1] == [f"NodeName={node}"] and "Name=gpu" in words:  # never a comment
+    ending = "\r\n" if "\r\n" in current else "\n"
+    for number, line in enumerate(current.splitlines(keepends=True), 1):
+        bare = line.rstrip("\r\n")
+        fields = gres_conf_fields(bare)
+        names = fields.get("nodename")
+        applies = names is None or in_hostlist(node, names)
+        if bare.split("#", 1)[0].rstrip().endswith("\\"):
+            raise Failed(f"gres.conf line {number} is continued (\\): it cannot be merged safely: {bare[:120]!r}", EX_CONFIG)
+        if applies and fields.get("autodetect", "off").lower() != "off":
+            raise Failed(f"gres.conf line {number} auto-detects GPUs for {node} ({bare[:120]!r}): it would add to or "
+                         "override the lines written here; remove it for this node", EX_CONFIG)  # fmt: skip
+        if applies and fields.get("name", "").lower() == "gpu":
+            if names != node:
+                raise Failed(f"gres.conf line {number} gives {node} GPUs too ({bare[:120]!r}): give the node its own "
+                             f"NodeName={node} lines, or none", EX_CONFIG)  # fmt: skip
             if not placed:
-                out += new
+                out += [n + ending for n in new]
                 placed = True
             continue
         out.append(line)
+    if out and not out[-1].endswith("\n"):
+        out[-1] += ending
     if not placed:
-        out += new
-    return "\n".join(out) + "\n" if out else ""
+        out += [n + ending for n in new]
+    return "".join(out)
+
+
+def same_gres(listed: str, wanted: str) -> bool:
+    """Do two GRES strings name the same entries, ignoring the ``(S:0-1)`` socket suffix Slurm
+    adds when gres.conf has ``Cores=`` and the entry order?"""
+    def entries(text: str) -> list[str]:
+        return sorted(e.strip() for e in re.split(r",(?![^(]*\))", re.sub(r"\([^)]*\)", "", text)) if e.strip())
+
+    return entries(listed) == entries(wanted)
 
 
 def env_line(name: str, gres: str) -> str:
@@ -82,21 +164,35 @@ def env_line(name: str, gres: str) -> str:
     return f"{name}={gres}\n"
 
 
-def write_if_changed(path: str, text: str) -> bool:
+def read_file(path: str) -> str | None:
+    """A regular file's text (bytes that are not UTF-8 kept as surrogates, written back as they
+    were); None when absent. A FIFO, device or symlink is refused (exit 78) without blocking."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise Failed(f"{path}: {error.strerror} (a symlink is refused)", EX_CONFIG) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise Failed(f"{path}: not a regular file", EX_CONFIG)
+        return handle.read(1 << 24).decode("utf-8", "surrogateescape")
+
+
+def write_if_changed(path: str, text: str, new_mode: int = 0o644) -> bool:
     """Write ``text`` to ``path`` atomically (same directory, fsync, rename) unless it already
     holds it; keep the file's mode. Returns whether it was written."""
+    if read_file(path) == text:
+        return False
     try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == text:
-                return False
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
-        mode = 0o644
+        mode = new_mode
     directory = os.path.dirname(os.path.abspath(path))
     descriptor, temporary = tempfile.mkstemp(prefix=".spurinv-", dir=directory)
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(text.encode("utf-8", "surrogateescape"))
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, mode)
@@ -123,13 +219,85 @@ def read_node(scontrol: str, node: str, run: Runner, timeout: float) -> dict[str
     return next((n for n in nodes if isinstance(n, dict) and n.get("name") == node), None)
 
 
-def foreign_drain(view: Mapping[str, object]) -> str | None:
-    """The reason of a drain someone other than spurinv set, or None."""
+# flags a delete and re-create cannot lose: the node comes back the same (Slurm's
+# node_state_string; COMPLETING, MIXED, ALLOCATED make the delete refuse on its own)
+PLAIN = frozenset({"IDLE", "ALLOCATED", "MIXED", "COMPLETING", "DYNAMIC_NORM", "DYNAMIC_FUTURE", "CLOUD"})
+# what the delete drops and the run puts back (scontrol update keys, scontrol --json fields)
+RESTORED = (("Extra", "extra"), ("Comment", "comment"))
+
+
+def not_plain(view: Mapping[str, object], node: str) -> str | None:
+    """Why the node must not be deleted, or None: a state other than :data:`PLAIN` (DOWN, FAIL,
+    MAINT, RESERVED, …), or a drain or reason that is not spurinv's own by the ownership rule
+    (spurinv/ownership.py: the drain id in the reason, the record in ``extra``)."""
     state = view.get("state") or []
+    flags = {str(flag) for flag in state} if isinstance(state, list) else {str(state)}
     reason = str(view.get("reason") or "")
-    if isinstance(state, list) and "DRAIN" in state and not reason.startswith(OURS):
-        return reason or "(no reason)"
+    drained = "DRAIN" in flags
+    ours = bool(reason) and owns(drained, reason, None, controller_claim(node, reason, view.get("extra")))
+    if odd := sorted(flags - PLAIN - ({"DRAIN"} if ours else set())):
+        return f"state {'+'.join(odd)}" + (f" ({reason!r})" if reason else "")
+    if reason and not ours:
+        return f"reason {reason!r} is not spurinv's"
     return None
+
+
+class Saved:
+    """What the delete drops, kept in a 0600 file next to the env file before the delete and
+    removed once it is back on the node: a run killed between the two restores it next time."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+
+    def load(self, node: str) -> dict[str, str] | None:
+        if self.path is None:
+            return None
+        text = read_file(self.path)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise Failed(f"{self.path}: not JSON; put the node's attributes back by hand, then remove it",
+                         EX_CONFIG) from None
+        if not isinstance(value, dict) or value.get("node") != node:
+            raise Failed(f"{self.path}: saved for another node; restore it by hand, then remove it", EX_CONFIG)
+        return {k: v for k, v in value.items() if isinstance(v, str) and k != "node"}
+
+    def save(self, node: str, values: dict[str, str]) -> None:
+        if self.path is not None:
+            write_if_changed(self.path, json.dumps({"node": node, **values}, sort_keys=True) + "\n", 0o600)
+
+    def drop(self) -> None:
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+
+class Deferred:
+    """SIGTERM, SIGINT and SIGHUP held until the critical section (delete → restart → restore)
+    is over, so a stop mid-way never leaves the node deleted with nothing put back. A Python
+    handler, not a blocked mask: children (systemctl) still get the default dispositions."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self.before: list[object] = []
+
+    def __enter__(self) -> Deferred:
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to hold
+            self.before = [signal.signal(sig, self._hold) for sig in self.SIGNALS]
+        return self
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self.pending = signum
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, before in zip(self.SIGNALS, self.before, strict=False):
+            signal.signal(sig, before)  # type: ignore[arg-type]
+        if self.pending is not None and exc[0] is None:
+            raise Failed(f"stopped by signal {self.pending} (after the node was put back)", EX_TEMPFAIL)
 
 
 def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runner = _run,
@@ -140,74 +308,120 @@ def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runne
         raise Failed("SPURINV_NODE and SPURINV_GRES are not set: run me as spurinv's controller.register_command", EX_USAGE)
     lines = environ.get("SPURINV_GRES_CONF", "")
     timeout = options.timeout
+    saved = Saved(options.saved)
+    kept = saved.load(node)
     view = read_node(options.scontrol, node, run, timeout)
-    if view is not None and (reason := foreign_drain(view)):
-        raise Failed(f"node {node} is drained by someone else ({reason!r}); a delete would drop their drain: not touching it",
-                     EX_NOPERM)  # fmt: skip
+    if view is not None and (why := not_plain(view, node)):
+        raise Failed(f"node {node}: {why}; a delete would drop it: not touching it", EX_NOPERM)
+    # everything that can refuse is checked before anything is written or deleted
+    merged = merged_gres_conf(read_file(options.gres_conf) or "", node, lines) if options.gres_conf else None
+    if shutil.which(options.restart[0]) is None:
+        raise Failed(f"--restart program {options.restart[0]!r} is not found or not executable: not deleting", EX_CONFIG)
     done = []
-    if options.gres_conf and write_if_changed(options.gres_conf, _merged(options.gres_conf, node, lines)):
+    if options.gres_conf and merged is not None and write_if_changed(options.gres_conf, merged):
         done.append(f"wrote {options.gres_conf}")
     if options.env_file and write_if_changed(options.env_file, env_line(options.env_name, gres)):
         done.append(f"wrote {options.env_file}")
-    if view is not None and str(view.get("gres") or "") == gres and not done:
+    if view is not None and same_gres(str(view.get("gres") or ""), gres) and not done:
+        if kept:  # an earlier run restarted the node but died before putting its attributes back
+            _restore(options, node, kept, view, run)
+            saved.drop()
+            return f"node {node}: restored {', '.join(sorted(kept))} saved by an earlier run"
         return f"node {node} already registered with {gres}; nothing to do"
-    extra = str(view.get("extra") or "") if view is not None else ""
-    if view is not None:
-        deleted = run([options.scontrol, "delete", f"nodename={node}"], timeout)
-        if deleted.returncode != 0:
-            text = " ".join((deleted.stdout + deleted.stderr).split())[-300:]
-            raise Failed(f"scontrol delete nodename={node} was refused (jobs running?): {text}", EX_TEMPFAIL)
-        done.append(f"deleted node {node}")
-    restarted = run(options.restart, timeout)
-    if restarted.returncode != 0:
-        text = " ".join((restarted.stdout + restarted.stderr).split())[-300:]
-        raise Failed(f"`{shlex.join(options.restart)}` exited {restarted.returncode}: {text}", EX_UNAVAILABLE)
-    done.append(f"ran {shlex.join(options.restart)}")
-    if extra:  # the delete dropped it: put it back once the node is there again
-        ends = monotonic() + options.wait
-        while (back := read_node(options.scontrol, node, run, timeout)) is None and monotonic() < ends:
-            sleep(0.5)
-        if back is None:
-            raise Failed(f"node {node} did not come back within {options.wait:g} s; its extra is not restored", EX_UNAVAILABLE)
-        if str(back.get("extra") or "") != extra:
-            put = run([options.scontrol, "update", f"nodename={node}", f"Extra={extra}"], timeout)
-            if put.returncode != 0:
-                raise Failed(f"node {node} is back, but its extra could not be restored: {put.stderr.strip()[-300:]}",
-                             EX_UNAVAILABLE)  # fmt: skip
-        done.append("restored its extra")
+    if view is not None and not kept:  # a saved file is an earlier run's: the truth, not the re-created node
+        kept = {key: str(view.get(field) or "") for key, field in RESTORED if view.get(field)}
+    with Deferred():
+        if view is not None:
+            saved.save(node, kept or {})
+            deleted = run([options.scontrol, "delete", f"nodename={node}"], timeout)
+            if deleted.returncode != 0:
+                saved.drop()
+                text = " ".join((deleted.stdout + deleted.stderr).split())[-300:]
+                raise Failed(f"scontrol delete nodename={node} was refused (jobs running?): {text}", EX_TEMPFAIL)
+            done.append(f"deleted node {node}")
+        restarted = run(options.restart, timeout)
+        if restarted.returncode != 0:
+            text = " ".join((restarted.stdout + restarted.stderr).split())[-300:]
+            raise Failed(f"`{shlex.join(options.restart)}` exited {restarted.returncode}: {text}"
+                         + (f"; {options.saved} keeps what to put back" if kept else ""), EX_UNAVAILABLE)  # fmt: skip
+        done.append(f"ran {shlex.join(options.restart)}")
+        if kept:  # the delete dropped them: put them back once the node is there again
+            ends = monotonic() + options.wait
+            while (back := read_node(options.scontrol, node, run, timeout)) is None and monotonic() < ends:
+                sleep(0.5)
+            if back is None:
+                raise Failed(f"node {node} did not come back within {options.wait:g} s; "
+                             f"{options.saved or 'nothing'} keeps what to put back", EX_UNAVAILABLE)  # fmt: skip
+            _restore(options, node, kept, back, run)
+            done.append(f"restored its {', '.join(k.lower() for k in sorted(kept))}")
+        saved.drop()
     return f"node {node}: " + "; ".join(done) + f" (Gres={gres})"
 
 
-def _merged(path: str, node: str, lines: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            current = handle.read()
-    except FileNotFoundError:
-        current = ""
-    return merged_gres_conf(current, node, lines)
+def _restore(options: argparse.Namespace, node: str, kept: dict[str, str], back: Mapping[str, object], run: Runner) -> None:
+    for key, field in RESTORED:
+        if key in kept and str(back.get(field) or "") != kept[key]:
+            put = run([options.scontrol, "update", f"nodename={node}", f"{key}={kept[key]}"], options.timeout)
+            if put.returncode != 0:
+                raise Failed(f"node {node} is back, but its {field} could not be restored: {put.stderr.strip()[-300:]}",
+                             EX_UNAVAILABLE)  # fmt: skip
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # sysexits: a bad command line is EX_USAGE, not 2
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: {message}\n")
+
+
+def _identifier(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shell variable name")
+    return text
 
 
 def parser() -> argparse.ArgumentParser:
-    parse = argparse.ArgumentParser(
+    parse = _Parser(
         prog="spurinv-slurm-dynamic",
         description="Re-register a Slurm dynamic node (slurmd -Z) with the GPUs spurinv found "
         "(run by spurinv as controller.register_command).",
     )
     parse.add_argument("--gres-conf", metavar="PATH", help="gres.conf to write the node's Name=gpu lines into")
     parse.add_argument("--env-file", metavar="PATH", help="file to write NAME=<gres> into (the slurmd unit's EnvironmentFile=)")
-    parse.add_argument("--env-name", metavar="NAME", default="SLURMD_GRES", help="the variable in --env-file (SLURMD_GRES)")
+    parse.add_argument("--env-name", metavar="NAME", default="SLURMD_GRES", type=_identifier,
+                       help="the variable in --env-file (SLURMD_GRES)")  # fmt: skip
     parse.add_argument("--restart", metavar="COMMAND", default="systemctl restart slurmd", type=shlex.split,
                        help="restarts slurmd (default: systemctl restart slurmd)")  # fmt: skip
     parse.add_argument("--scontrol", metavar="PATH", default="scontrol", help="Slurm's scontrol (default: on PATH)")
     parse.add_argument("--timeout", metavar="SECONDS", type=float, default=30.0, help="for each command (30)")
     parse.add_argument("--wait", metavar="SECONDS", type=float, default=60.0,
                        help="for the node to come back before its extra is restored (60)")  # fmt: skip
+    parse.add_argument("--saved", metavar="PATH", help="where the node's extra and comment wait out the delete "
+                       "(default: --env-file's path + .saved; 0600)")  # fmt: skip
+    parse.add_argument("--lock", metavar="PATH", help="flock against a concurrent run (default: --env-file's path + .lock)")
     return parse
 
 
 def _say(text: str, stream: TextIO) -> None:
-    stream.write(text + "\n")
+    encoding = stream.encoding or "ascii"  # an ASCII locale must not turn a message into a traceback
+    stream.write((text + "\n").encode(encoding, "backslashreplace").decode(encoding, "replace"))
     stream.flush()
+
+
+@contextlib.contextmanager
+def _locked(path: str | None) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (created 0600); a concurrent run exits 75."""
+    if path is None:
+        yield
+        return
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Failed(f"{path}: another run holds the lock; try again later", EX_TEMPFAIL) from None
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,8 +429,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not options.restart:
         _say("spurinv-slurm-dynamic: --restart is empty", sys.stderr)
         return EX_USAGE
+    base = options.env_file or options.gres_conf
+    options.saved = options.saved or (f"{base}.saved" if base else None)
+    options.lock = options.lock or (f"{base}.lock" if base else None)
     try:
-        _say(register(options, os.environ), sys.stdout)
+        with _locked(options.lock):
+            _say(register(options, os.environ), sys.stdout)
     except Failed as failed:
         _say(f"spurinv-slurm-dynamic: {failed}", sys.stderr)
         return failed.status

@@ -114,6 +114,9 @@ class Refusal(Frozen):
     at: AwareDatetime
     error: str
     remedy: str | None = None  # what an operator must do (by transport); None in older files
+    # an operator resumed the node from our drain for this refusal: not drained again for it
+    # (a new refusal, after the backoff's retry, or another inventory drains again)
+    resumed: bool = False
 
 
 class Backoff(Frozen):

@@ -311,15 +311,15 @@ def test_a_metrics_file_on_the_state_file_is_a_config_error(cli, node):
 # --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
 
 
-def run_checks(node: Node, systemctl: str | None) -> dict[str, check.Check]:
+def run_checks(node: Node, systemctl: str | None, **environ_extra: str) -> dict[str, check.Check]:
     from spurinv.cli import _run_options
 
-    environ = dict(os.environ)
+    environ = {**os.environ, **environ_extra}
     world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
     results, _code = check.run(
         world,
         lambda: _run_options(str(node.state), str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True),
-        check.Host(systemctl=systemctl),
+        check.Host(systemctl=systemctl, state_flag=str(node.state)),
     )
     return {result.name: result for result in results}
 
@@ -421,9 +421,14 @@ def test_a_hung_controller_cannot_hold_check_past_the_run_deadline(spurinv_proce
         took = time.monotonic() - started
     assert took < 10, took
     checks = by_name(json.loads(ran.stdout))
-    assert checks["controller"]["status"] in ("skip", "fail")
+    # a controller that does not answer within the deadline fails as the run would (69); the
+    # checks of this host's own files still run
+    assert checks["controller"]["status"] == "fail"
     assert "run_deadline" in checks["controller"]["detail"]
-    assert ran.returncode == exitcode.TEMPFAIL
+    assert checks["schedule"]["status"] == "ok"
+    assert checks["udev"]["status"] == "skip"
+    assert "not checked" not in checks["udev"]["detail"]
+    assert ran.returncode == exitcode.UNAVAILABLE
 
 
 def test_sigterm_ends_check_at_once_with_the_rest_skipped(env, node):
@@ -511,8 +516,9 @@ def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, 
     """The unit passes the token as a credential (README: the config needs no token_file); check,
     run from a shell without $CREDENTIALS_DIRECTORY, reads the unit's LoadCredential= source and
     reads the node with it."""
+    systemd_host(node)  # the timer runs the unit, not cron
     units = node.host / "etc" / "systemd" / "system"
-    units.mkdir(parents=True)
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
     source = write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
     (units / check.SERVICE).write_text("[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
     with FaultServer(gateway=Gateway(token=TOKEN)) as server:
@@ -526,3 +532,379 @@ def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, 
     assert checks["controller"]["status"] == "ok"
     assert sent == [TOKEN]
     assert ran.code == 0
+
+
+# --- the token the scheduler's runs read -----------------------------------------------------------
+
+
+def unit_host(node: Node, service: str, *, cron: bool = False, drop_ins: dict[str, str] | None = None) -> Path:
+    """systemd as PID 1 with the service unit (and drop-ins); the cron file only with ``cron``."""
+    units = node.host / "etc" / "systemd" / "system"
+    units.mkdir(parents=True, exist_ok=True)
+    (node.host / "run" / "systemd" / "system").mkdir(parents=True, exist_ok=True)
+    (units / check.SERVICE).write_text(service)
+    for name, text in (drop_ins or {}).items():
+        (units / (check.SERVICE + ".d")).mkdir(exist_ok=True)
+        (units / (check.SERVICE + ".d") / name).write_text(text)
+    if not cron:
+        (node.host / "etc" / "cron.d" / "spurinv").unlink(missing_ok=True)
+    return units
+
+
+def test_under_the_unit_a_missing_credential_source_fails_even_with_a_good_token_file(node):
+    """The timer's runs read the credential (read_token prefers it); a good token_file does not
+    make a unit that cannot start pass."""
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "/etc/spurinv/token" in token.detail
+    assert "does not exist" in token.detail
+    assert "/etc/spurinv/token" in token.fix
+    assert token.exit_code == exitcode.NOPERM
+
+
+def test_under_the_unit_the_credential_wins_over_token_file_and_check_says_so(node):
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "ok", token
+    assert str(node.host / "etc" / "spurinv" / "token") in token.detail
+    assert f"not controller.token_file {node.token}" in token.detail
+
+
+def test_under_the_unit_a_bad_credential_source_names_the_unit_line(node):
+    write_private(node.host / "etc" / "spurinv" / "token", "", 0o600)
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "LoadCredential=spurinv-token:" in token.detail
+    assert "controller.token_file" not in token.detail
+    assert str(node.host / "etc" / "spurinv" / "token") in token.fix
+
+
+def test_under_cron_the_token_file_is_checked_not_the_units_credential(node):
+    """cron passes no $CREDENTIALS_DIRECTORY: a unit file lying on a cron node does not count."""
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    units = unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n", cron=True)
+    (node.host / "run" / "systemd" / "system").rmdir()
+    assert units.is_dir()
+    node.config("http://127.0.0.1:9", token_file="")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "cron passes no credential" in token.detail
+    assert "controller.token_file" in token.fix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "LoadCredentialEncrypted=spurinv-token:/etc/credstore.encrypted/spurinv-token",
+        "ImportCredential=spurinv-*",
+        "LoadCredential=spurinv-token",  # a credstore name
+    ],
+)
+def test_a_credential_check_cannot_read_warns_cannot_verify(node, line):
+    unit_host(node, f"[Service]\n{line}\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "warn", token
+    assert "cannot verify" in token.detail
+    assert "journalctl -u" in token.fix
+
+
+def test_comments_are_ignored_and_a_drop_in_overrides_the_unit(node):
+    write_private(node.host / "etc" / "spurinv" / "other", TOKEN + "\n")
+    unit_host(
+        node,
+        "[Service]\n# LoadCredential=spurinv-token:/nowhere\nLoadCredential=spurinv-token:/etc/spurinv/token\n",
+        drop_ins={
+            "override.conf": "[Service]\nLoadCredential=\n; LoadCredential=spurinv-token:/x\n"
+            "LoadCredential=spurinv-token:/etc/spurinv/other\n"
+        },
+    )
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "ok", token
+    assert str(node.host / "etc" / "spurinv" / "other") in token.detail
+
+
+def test_a_token_with_a_byte_order_mark_fails_the_token_check(node):
+    write_private(node.token, "\ufeff" + TOKEN + "\n")
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert "byte order mark" in token.detail
+
+
+# --- the scheduler's PATH, the state path's origin -------------------------------------------------
+
+
+def program(node: Node, where: str, name: str = "regtool") -> str:
+    """A program in tmp_path (programs are run from this system, as every path the config names)."""
+    path = node.tmp / where.lstrip("/") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return str(path.parent)
+
+
+def test_register_command_is_found_on_the_crons_path_not_the_shells(node):
+    """cron runs with the cron file's PATH=: a program only the operator's shell finds fails,
+    naming both and the absolute path to set."""
+    usr = program(node, "/usr/bin", "other")
+    cron_path = f"/usr/local/bin:{usr}:/bin"
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(
+        f"PATH={cron_path}\n* * * * * root /usr/local/bin/spurinv refresh --quiet\n"
+    )
+    site = program(node, "/opt/site/bin")
+    node.config(extra='[controller]\nregister_command = ["regtool", "--now"]\n')
+    shell = f"{site}:/usr/bin"
+    found = run_checks(node, None, PATH=shell)["register_command"]
+    assert found.status == "fail", found
+    assert cron_path in found.detail
+    assert "PATH= in /etc/cron.d/spurinv" in found.detail
+    assert f"{site}/regtool" in found.fix
+    assert found.exit_code == exitcode.CONFIG
+    program(node, "/usr/bin")
+    found = run_checks(node, None, PATH=shell)["register_command"]
+    assert found.status == "warn", found
+    assert f"{usr}/regtool" in found.detail
+    assert f"{site}/regtool" in found.detail
+    found = run_checks(node, None, PATH=usr)["register_command"]
+    assert (found.status, found.detail) == ("ok", f"{usr}/regtool is executable")
+
+
+def test_under_the_unit_its_environment_path_is_used(node):
+    site = program(node, "/opt/site/bin")
+    unit_host(node, f'[Service]\nEnvironment="PATH={site}:/usr/bin" NO_COLOR=1\n')
+    node.config(extra='[controller]\nregister_command = ["regtool"]\n')
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "ok", found
+    unit_host(node, f"[Service]\n# Environment=PATH={site}\n")
+    found = run_checks(node, None, PATH=site)["register_command"]
+    assert found.status == "fail", found
+    assert "systemd's default PATH" in found.detail
+
+
+def test_the_state_line_says_where_the_state_path_came_from(cli, node, env, monkeypatch):
+    node.config()
+    checks = by_name(cli(*node.args("--json")).json())
+    assert "from --state" in checks["state"]["detail"]
+    monkeypatch.setenv("SPURINV_STATE", str(node.state))
+    args = [arg for arg in node.args("--json") if arg not in ("--state", node.state)]
+    checks = by_name(cli(*args).json())
+    assert "from $SPURINV_STATE" in checks["state"]["detail"], checks["state"]
+
+
+# --- the metrics file under the unit's sandbox -------------------------------------------------------
+
+
+def test_a_commented_read_write_paths_does_not_cover_the_metrics_directory(node):
+    """The unit's ProtectSystem=strict keeps the textfile directory read-only unless a live
+    ReadWritePaths= covers it: refresh would exit 73, so check fails; a drop-in fixes it."""
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    unit_host(node, f"[Service]\nProtectSystem=strict\nStateDirectory=spurinv\n# ReadWritePaths={textfile}\n")
+    node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "fail", metrics
+    assert "ProtectSystem=strict" in metrics.detail
+    assert f"ReadWritePaths={textfile}" in metrics.fix
+    assert metrics.exit_code == exitcode.CANTCREAT
+    unit_host(
+        node,
+        "[Service]\nProtectSystem=strict\n",
+        drop_ins={"metrics.conf": f"[Service]\nReadWritePaths=-/nonexistent {textfile}\n"},
+    )
+    assert run_checks(node, None)["metrics"].status == "ok"
+    shutil.rmtree(node.host / "etc" / "systemd" / "system" / (check.SERVICE + ".d"))
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}-other\n")
+    assert run_checks(node, None)["metrics"].status == "fail"  # a sibling with a common prefix is not it
+
+
+def test_a_metrics_file_in_the_state_directory_warns_node_exporter_cannot_read_it(node):
+    node.config(extra=f'[metrics]\nfile = "{node.statedir}/spurinv.prom"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "warn", metrics
+    assert "0700" in metrics.detail
+    assert "--collector.textfile.directory" in metrics.fix
+
+
+def test_a_metrics_path_that_is_a_directory_says_set_a_file_path(node):
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    node.config(extra=f'[metrics]\nfile = "{textfile}"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "fail"
+    assert "a directory" in metrics.detail
+    assert metrics.fix.startswith("set metrics.file to a file path")
+    assert "remove" not in metrics.fix
+
+
+# --- the schedule, read as cron and systemd read it ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "verdict"),
+    [
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet", ""),
+        ("*/5 * * * * root spurinv refresh", ""),
+        ("0 0 31 2 * root spurinv refresh", "never"),
+        ("0 0 30 feb * root spurinv refresh", "never"),
+        ("0 0 29 2 * root spurinv refresh", ""),  # a leap day comes
+        ("@reboot root spurinv refresh", "at boot only"),
+        ("* * * * * root echo spurinv refresh", None),
+        ("# * * * * * root spurinv refresh", None),
+        ("PATH=/usr/bin:/bin", None),
+        ("* * * * * root /usr/local/bin/spurinv status", None),
+        ("* * 99 * * root spurinv refresh", "cannot read"),
+    ],
+)
+def test_cron_lines_are_read_as_cron_reads_them(line, verdict):
+    found = check.cron_line(line)
+    if verdict is None or verdict == "":
+        assert found == verdict, found
+    else:
+        assert found is not None
+        assert verdict in found.replace("names a day its months never have", "never")
+
+
+@given(st.text(max_size=80))
+def test_cron_line_never_raises(line):
+    found = check.cron_line(line)
+    assert found is None or isinstance(found, str)
+
+
+def test_an_echo_line_or_an_impossible_date_is_not_a_working_schedule(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root echo spurinv refresh\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("0 0 31 2 * root spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "never" in schedule.detail
+
+
+def proc(node: Node, pid: int, comm: str, cmdline: str = "") -> None:
+    folder = node.host / "proc" / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "comm").write_text(comm + "\n")
+    (folder / "cmdline").write_text(cmdline.replace(" ", "\0"))
+
+
+def test_cron_as_the_scheduler_needs_a_cron_daemon(node):
+    node.config()
+    proc(node, 1, "sh")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "no cron daemon" in schedule.detail
+    proc(node, 40, "busybox", "busybox crond -f")
+    assert run_checks(node, None)["schedule"].status == "ok"
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "missing"])
+def test_a_masked_or_dangling_timer_link_is_not_enabled(node, tmp_path, target):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node, enabled=False)
+    link = node.host / "etc" / "systemd" / "system" / "timers.target.wants" / check.TIMER
+    link.symlink_to(target if target == "/dev/null" else node.host / "nowhere" / check.TIMER)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert schedule.exit_code == exitcode.CONFIG
+
+
+def test_a_failed_last_run_under_an_active_timer_fails_with_the_journal_command(node, tmp_path):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    failed = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=exit-code;; esac')
+    schedule = run_checks(node, failed)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "exit-code" in schedule.detail
+    assert f"journalctl -u {check.SERVICE}" in schedule.fix
+    fine = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=success;; esac')
+    assert run_checks(node, fine)["schedule"].status == "ok"
+
+
+def test_auth_none_refused_says_to_set_a_token_and_names_no_guessed_api_path(cli, node):
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        config = node.config(server.url, auth="none")
+        config.write_text(config.read_text().replace('api = "slurm/v0.0.42"\n', ""))
+        ran = cli(*node.args("--json"))
+    controller = by_name(ran.json())["controller"]
+    assert controller["status"] == "fail"
+    assert controller["fix"] == 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
+    assert "/slurm/v0.0." not in controller["detail"]
+    assert "401" in controller["detail"]
+    assert ran.code == exitcode.NOPERM
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_token_that_is_a_symlink_or_fifo_says_replace_it_with_a_regular_file(node, kind):
+    real = write_private(node.tmp / "real-token", TOKEN + "\n")
+    node.token.unlink()
+    if kind == "symlink":
+        node.token.symlink_to(real)
+    else:
+        os.mkfifo(node.token, 0o600)
+    node.config("http://127.0.0.1:9")
+    token = run_checks(node, None)["token"]
+    assert token.status == "fail"
+    assert token.fix.startswith(f"replace {node.token} with a regular file (0600")
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [("syntax", "fix the TOML syntax of"), ("fifo", "a FIFO, not a regular file"), ("symlink", "is a symlink")],
+)
+def test_a_config_file_problem_names_the_file_and_the_problem_in_the_fix(node, kind, words):
+    config = node.tmp / "config.toml"
+    if kind == "syntax":
+        write_private(config, "[node\n")
+    elif kind == "fifo":
+        os.mkfifo(config, 0o600)
+    else:
+        write_private(node.tmp / "real.toml", "")
+        config.symlink_to(node.tmp / "real.toml")
+    result = run_checks(node, None)["config"]
+    assert result.status == "fail"
+    assert str(config) in result.fix
+    assert words in result.fix
+    assert "the key named above" not in result.fix
+
+
+def test_a_url_with_a_query_reports_the_query(node):
+    write_private(node.tmp / "config.toml", '[controller]\nurl = "http://127.0.0.1:9/?user=root"\n')
+    result = run_checks(node, None)["config"]
+    assert result.status == "fail"
+    assert "query 'user=root'" in result.detail
+
+
+def test_a_program_that_is_not_scontrol_names_controller_scontrol_in_the_fix(node, tmp_path):
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'echo (GNU coreutils) 9.1'\n")
+    fake.chmod(0o755)
+    node.config(extra=f'[controller]\ntransport = "scontrol"\nscontrol = "{fake}"\n')
+    checks = run_checks(node, None)
+    assert checks["controller"].status == "fail", checks["controller"]
+    assert checks["controller"].fix.startswith(f"controller.scontrol names {fake}")
+
+
+def test_a_metrics_file_in_the_units_private_tmp_warns(node, tmp_path):
+    if os.path.commonpath(["/tmp", str(tmp_path)]) != "/tmp":
+        pytest.skip("tmp_path is not under /tmp here")
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=yes\n")
+    node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
+    metrics = run_checks(node, None)["metrics"]
+    assert metrics.status == "warn", metrics
+    assert "PrivateTmp=" in metrics.detail
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=no\n")
+    assert run_checks(node, None)["metrics"].status == "ok"

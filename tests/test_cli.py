@@ -95,8 +95,34 @@ def test_discover_format_slurm_prints_node_and_gres_lines(cli, built):
     assert "NodeName=n1 CPUs=192 RealMemory=" in result.out
     assert "Gres=gpu:mi300x:64" in result.out
     # one gres.conf line per model and NUMA node, its files as one range (issue #23)
-    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-159] Cores=0-95\n" in result.out
-    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[160-191] Cores=96-191\n" in result.out
+    # the fixture has no cpu*/topology: Cores= (logical core indices) is left out, and why said
+    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-159]\n" in result.out
+    assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[160-191]\n" in result.out
+    assert "# Cores= left out: no CPU topology" in result.out
+
+
+def test_discover_format_slurm_gives_logical_core_indices_not_cpu_ids(cli, built, tmp_path):
+    """2 sockets x 48 cores x SMT2, one NUMA node per socket: CPUs 0-47,96-143 are socket 0's
+    cores 0-47 (their SMT siblings the second range); gres.conf(5) wants ``Cores=0-47``."""
+    import shutil
+
+    root = tmp_path / "root"
+    shutil.copytree(built("mi300x-cpx"), root, symlinks=True)
+    cpu = root / "sys/devices/system/cpu"
+    for n in range(192):
+        package, core = (n % 96) // 48, (n % 48) * 2  # sparse core ids, as AMD's are
+        (cpu / f"cpu{n}/topology").mkdir(parents=True, exist_ok=True)
+        (cpu / f"cpu{n}/topology/physical_package_id").write_text(f"{package}\n")
+        (cpu / f"cpu{n}/topology/core_id").write_text(f"{core}\n")
+    node = root / "sys/devices/system/node"
+    (node / "node0/cpulist").write_text("0-47,96-143\n")
+    (node / "node1/cpulist").write_text("48-95,144-191\n")
+
+    result = cli("discover", "--root", root, "--format", "slurm", "--node", "n1")
+
+    assert 0 == result.code, result.out
+    assert "File=/dev/dri/renderD[128-159] Cores=0-47\n" in result.out
+    assert "File=/dev/dri/renderD[160-191] Cores=48-95\n" in result.out
 
 
 def full_cli(capsys, *args):

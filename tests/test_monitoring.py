@@ -294,3 +294,147 @@ def test_every_rule_has_a_fix_and_a_severity():
     for name, rule in rules().items():
         assert rule["labels"]["severity"] in ("warning", "critical"), name
         assert rule["annotations"]["fix"], name
+
+
+# --- follow-ups: no false page for a confirmed change, no silence for a stopped timer ----------------
+
+
+def reading_of(fingerprint: str, minute: int) -> dict[str, Any]:
+    return {"taken_at": stamp(minute * 60), "ok": True, "fingerprint": fingerprint, "inventory": {"devices": []}}
+
+
+@needs_promtool
+def test_a_confirmed_change_waiting_for_jobs_does_not_page_as_stuck(tmp_path):
+    """A busy node: the change is confirmed at once and drained; it stays ``pending`` in the state
+    until the jobs end. That is SpurinvDrainTooLong's business (hours), not a stuck change; a
+    change seen once and never again confirmed still pages."""
+
+    def busy(minute: int) -> dict[str, Any]:
+        state = {**healthy(minute), "pending": {"fingerprint": "ab", "since": stamp(60)}}
+        state["readings"] = [reading_of("ab", minute - 1), reading_of("ab", minute)]
+        state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": stamp(60), "cause": "busy", "fingerprint": "ab"}
+        return state
+
+    def unconfirmed(minute: int) -> dict[str, Any]:
+        state = {**healthy(minute), "pending": {"fingerprint": "ab", "since": stamp(60)}}
+        state["readings"] = [reading_of("aa", minute - 1), reading_of("ab", minute)]
+        return state
+
+    rendered = metrics.render(busy(5), 0.1, "n1", "0")
+    assert "spurinv_change_pending_since_timestamp_seconds 0\n" in rendered
+    assert "spurinv_change_pending 1\n" in rendered  # still a change outstanding
+    promtool(
+        tmp_path,
+        series({"busy:9100": busy, "flaky:9100": unconfirmed}, 40),
+        [
+            {"eval_time": "30m", "alertname": "SpurinvChangeStuck",
+             "exp_alerts": [node("SpurinvChangeStuck", "flaky:9100")]},
+        ],
+    )  # fmt: skip
+
+
+@needs_promtool
+def test_a_timer_stopped_after_one_failed_run_still_pages_not_running(tmp_path):
+    def stopped(minute: int) -> dict[str, Any]:
+        # the last run (minute 10) failed once after a success at minute 9; nothing ran since
+        if minute < 10:
+            return healthy(minute)
+        return {"last_success": stamp(9 * 60), "consecutive_failures": 1}
+
+    promtool(
+        tmp_path,
+        series({"stopped:9100": stopped, "ok:9100": healthy}, 40),
+        [
+            {"eval_time": "30m", "alertname": "SpurinvNotRunning", "exp_alerts": [node("SpurinvNotRunning", "stopped:9100")]},
+            {"eval_time": "30m", "alertname": "SpurinvDiscoveryFailing", "exp_alerts": []},
+        ],
+    )
+
+
+@needs_promtool
+def test_a_metrics_file_missing_for_more_than_a_day_keeps_alerting(tmp_path):
+    scenes: dict[str, Scene] = {
+        "ok:9100": healthy,
+        "gone:9100": lambda minute: healthy(minute) if minute < 60 else None,
+    }
+    gone = [node("SpurinvMetricsMissing", "gone:9100")]
+    promtool(
+        tmp_path,
+        series(scenes, 40 * 60, step=5),  # within the 5 min lookback: up never goes absent
+        [
+            {"eval_time": "2h", "alertname": "SpurinvMetricsMissing", "exp_alerts": gone},
+            {"eval_time": "30h", "alertname": "SpurinvMetricsMissing", "exp_alerts": gone},
+            {"eval_time": "40h", "alertname": "SpurinvMetricsMissing", "exp_alerts": gone},
+        ],
+        interval="5m",
+    )
+
+
+@needs_promtool
+def test_discovery_failing_waits_its_for_before_paging(tmp_path):
+    def failing(minute: int) -> dict[str, Any]:
+        return {"last_success": stamp(60), "consecutive_failures": max(0, minute - 1)}
+
+    promtool(
+        tmp_path,
+        series({"failing:9100": failing}, 30),
+        [
+            {"eval_time": "8m", "alertname": "SpurinvDiscoveryFailing", "exp_alerts": []},  # 7 failures, 4 min long
+            {"eval_time": "20m", "alertname": "SpurinvDiscoveryFailing",
+             "exp_alerts": [node("SpurinvDiscoveryFailing", "failing:9100")]},
+        ],
+    )  # fmt: skip
+
+
+def panel(title: str) -> dict[str, Any]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return next(item for item in dashboard["panels"] if item["title"] == title)
+
+
+def test_a_panel_with_a_count_and_an_age_shows_the_age_in_seconds():
+    dashboard = json.loads(DASHBOARD.read_text())
+    for item in dashboard["panels"]:
+        if item["fieldConfig"]["defaults"].get("unit") != "short":
+            continue
+        ages = {target["refId"] for target in item["targets"] if "time() -" in target["expr"]}
+        in_seconds = {
+            override["matcher"]["options"]
+            for override in item["fieldConfig"]["overrides"]
+            if {"id": "unit", "value": "s"} in override["properties"]
+        }
+        assert ages <= in_seconds, item["title"]
+
+
+@needs_promtool
+def test_time_since_the_last_run_is_never_for_a_node_that_never_succeeded(tmp_path):
+    shown = panel("Time since the last successful run")
+    expr = shown["targets"][0]["expr"].replace('instance=~"$instance"', 'instance=~".*"')
+    assert shown["fieldConfig"]["defaults"]["mappings"][0]["options"]["-1"]["text"] == "never"
+    (tmp_path / "rules.yml").write_text("groups: []\n")
+    test = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": 'spurinv_last_success_timestamp_seconds{instance="never"}', "values": "0x5"},
+                    {"series": 'spurinv_last_success_timestamp_seconds{instance="ran"}', "values": "60x5"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": "3m",
+                        "exp_samples": [
+                            {"labels": '{instance="never"}', "value": -1},
+                            {"labels": '{instance="ran"}', "value": 120},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
+    assert PROMTOOL is not None
+    ran = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr

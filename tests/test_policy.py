@@ -183,6 +183,9 @@ ROWS = [
     ("observe: suspicious holds", SPX, NONE, NONE, {}, OBSERVE, None, Do.HOLD),
     ("a drain with no reason is not ours", SPX, SPX, SPX, {}, SLURM, EMPTY_DRAIN, Do.NONE),
     ("a spurinv-looking reason we did not set is not ours", SPX, CPX, CPX, {}, SLURM, LOOKALIKE, Do.REGISTER),
+    ("confirmed + DOWN node: hold, never register", SPX, CPX, CPX, {}, SLURM, view("DOWN", reason="Not responding"), Do.HOLD),
+    ("confirmed + FAIL node: hold, never register", SPX, CPX, CPX, {}, SLURM, view("IDLE", "FAIL", reason="bad DIMM"), Do.HOLD),
+    ("first run, DOWN and disagrees: hold", None, CPX, CPX, {}, SLURM, view("DOWN", "DRAIN", reason="x"), Do.HOLD),
 ]
 
 
@@ -631,3 +634,27 @@ def test_a_gres_entry_read_with_replacement_is_never_sent_back():
     plain = decide(outcome_for(state), view(gres="gpu:mi\ufffd:8,fpga:x:2"), state, SLURM, NOW)
     assert plain.kind == Do.REGISTER  # a GPU entry is rebuilt from the inventory: nothing of it goes back
     assert plain.body["gres"] == "gpu:mi300x:64,fpga:x:2"
+
+
+@pytest.mark.parametrize("backoff", [9999, None])
+def test_an_operators_resume_during_a_refusal_is_not_redrained_for_the_same_refusal(backoff):
+    """Issue #23: the operator lifted our "controller refused" drain; spurinv forgets it and does
+    not drain again every tick (before: forget-drain, then a drain with a new id, each tick)."""
+    state = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=backoff)
+    state = state.model_copy(update={"drain": state.drain.model_copy(update={"cause": "refused"})})
+    resumed = view("IDLE")
+
+    forget = decide(outcome_for(state), resumed, state, SLURM, NOW)
+    assert Do.FORGET_DRAIN == forget.kind
+    state = settle(state, forget, NOW)
+    kinds = []
+    for _ in range(3):  # three more steps (or ticks) with the operator's node as it is
+        action = decide(outcome_for(state), resumed, state, SLURM, NOW)
+        kinds.append(action.kind)
+        if action.kind in (Do.HOLD, Do.NONE, Do.REGISTER):
+            break
+        state = settle(state, action, NOW, settings=SLURM)
+
+    assert Do.DRAIN not in kinds
+    # during the backoff it holds; once the backoff is over the refused write is retried once
+    assert kinds[-1] == (Do.HOLD if backoff else Do.REGISTER)

@@ -156,6 +156,9 @@ def test_an_admins_drain_after_the_fix_is_never_lifted(cli, built, slurm):
     assert code == exitcode.OK, document
     assert "resume" not in [step["action"] for step in document["steps"]]
     assert (slurm.node["reason"], "DRAIN" in slurm.node["state"]) == ("admin: burn-in", True)
+    # and the output says the node is still out of service, not success alone (issue #23)
+    record = next(step for step in document["steps"] if step["action"] == "record")
+    assert "stays drained by someone else ('admin: burn-in')" in record["reason"]
 
 
 def test_a_dry_run_after_the_fix_says_what_it_would_record_and_runs_no_update(cli, built, slurm):

@@ -364,3 +364,18 @@ def test_a_command_that_ends_inside_its_last_second_is_not_killed():
     outcome = registration.run(["/bin/sh", "-c", "sleep 2.2; echo done"], ENV, 3)
 
     assert (outcome.status, outcome.stdout) == (0, "done\n")
+
+
+@given(st.sampled_from(["SLURM", "AWS", "MY", ""]),
+       st.sampled_from(["JWT", "TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIALS"]),
+       st.sampled_from(["", "_DIRECTORY", "_FILE", "_ACCESS_KEY"]))  # fmt: skip
+def test_a_credential_in_the_environment_never_reaches_the_register_command(prefix, word, suffix):
+    from spurinv.registration import Details, command_environment
+
+    name = f"{prefix}_{word}{suffix}".lstrip("_")
+    environ = {name: "hunter2", "PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/slurm.conf", "LANG": "C.UTF-8"}
+
+    passed = command_environment(environ, Details(node="n1"), "gpu:8", "f", "/tmp/i.json")
+
+    assert name not in passed
+    assert {"PATH", "SLURM_CONF", "LANG"} <= set(passed)

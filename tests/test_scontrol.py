@@ -4,6 +4,7 @@ one-line fake scontrol; the real messages are exercised in tests/e2e/test_conver
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -364,3 +365,63 @@ def test_an_unknown_node_is_named_in_the_error(tmp_path):
 
     assert (caught.value.kind, caught.value.exit_code) == ("unknown-node", exitcode.NOHOST)
     assert str(caught.value) == "the controller does not know node 'n1' (slurm_load_node error: Invalid node name specified)"
+
+
+def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
+    """What `--dry-run` and the log print for a registration with our record: Slurm applies
+    ``extra`` even when it refuses the GRES of the same update, so the record is its own exec."""
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, "exit 0")), "n1", os.environ)
+    program = client.program
+
+    both = client.describe({"gres": "gpu:mi300x:64", "extra": '{"spurinv":{}}'})
+    alone = client.describe({"gres": "gpu:mi300x:64"})
+
+    assert both == (
+        f"EXEC {program} update NodeName=n1 Gres=gpu:mi300x:64; "
+        f"then EXEC {program} update NodeName=n1 'Extra={{\"spurinv\":{{}}}}'"
+    )
+    assert alone == f"EXEC {program} update NodeName=n1 Gres=gpu:mi300x:64"
+
+
+def test_a_refused_reason_is_quoted_in_the_error_up_to_sixty_characters(tmp_path):
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, "exit 0")), "n1", os.environ)
+    reason = '"' + "x" * 100
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": reason})
+
+    assert repr(reason[:60]) in str(caught.value)
+    assert repr(reason[:61]) not in str(caught.value)
+
+
+def test_spurs_bare_update_failure_before_any_read_is_a_refusal_not_a_crash(tmp_path):
+    """spur prints only "node update failed"; it is read as an auth problem only for a node this
+    client has just read (listed); before any read it is the update refused, never an error of ours."""
+    fake = tmp_path / "scontrol"
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.1.0"; exit 0; fi\necho "node update failed" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(fake)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "spurinv: [00000000] x"})
+
+    assert caught.value.kind == "refused"
+    assert client.rechecked is False  # no read was made: nothing was an all-nodes query
+
+
+def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
+    """A SLURM_JWT in spurinv's environment (meant for slurmrestd) would make scontrol use
+    auth/jwt instead of munge; it is not passed (issue #23)."""
+    seen = tmp_path / "env"
+    program = fake_scontrol(tmp_path, f'env > {seen}; echo \'{{"nodes": []}}\'')
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1",
+                      {**os.environ, "SLURM_JWT": "eyJhbGciOi.stale"})  # fmt: skip
+
+    with contextlib.suppress(ControllerError):
+        client.view()
+
+    assert seen.exists()
+    assert "SLURM_JWT" not in seen.read_text()
+    assert "PATH=" in seen.read_text()

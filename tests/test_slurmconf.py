@@ -8,7 +8,7 @@ from factories import inventory, packages
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv.slurmconf import compress, expand, expand_all, gres, gres_conf
+from spurinv.slurmconf import compress, expand, expand_all, gres, gres_conf, logical_cores
 
 prefixes = st.sampled_from(["/dev/dri/renderD", "/dev/nvidia", "/dev/accel/accel", "/lab/gpu", "/dev/x"])
 numbers = st.integers(0, 300)
@@ -57,3 +57,42 @@ def test_one_line_per_model_and_numa_node_with_that_nodes_cores():
     assert len(lines) == len({(d.model, d.numa_node) for d in cpx.devices})
     files = [p for line in lines for p in expand(line.split("File=")[1].split()[0])]
     assert sorted(files) == sorted({d.device_node for d in cpx.devices if d.device_node})
+
+
+@given(
+    st.integers(1, 4),
+    st.integers(1, 16),
+    st.integers(1, 4),
+    st.randoms(use_true_random=False),
+)
+def test_cores_are_logical_indices_numbered_socket_by_socket(sockets, cores, threads, rng):
+    """Whatever the CPU ids (SMT siblings far apart, shuffled, sparse core ids), every core gets
+    exactly one index, socket 0's cores come first, and a NUMA node's Cores= names exactly the
+    indices of its CPUs' cores (issue #23: the CPU list was pasted)."""
+    ids = list(range(sockets * cores * threads))
+    rng.shuffle(ids)
+    topology, expected = {}, {}
+    it = iter(ids)
+    for package in range(sockets):
+        for core in range(cores):
+            for _ in range(threads):
+                cpu = next(it)
+                topology[cpu] = (package, core * 3 + 1)  # sparse core ids
+                expected[cpu] = package * cores + core
+    numa = {package: [cpu for cpu in topology if topology[cpu][0] == package] for package in range(sockets)}
+
+    result = logical_cores(numa, topology)
+
+    assert result is not None
+    for package in range(sockets):
+        assert result[package] == (f"{package * cores}-{package * cores + cores - 1}" if cores > 1 else f"{package}")
+        assert set().union(*(expand_cores(part) for part in result[package].split(","))) == {expected[c] for c in numa[package]}
+
+
+def expand_cores(part: str) -> set[int]:
+    low, _, high = part.partition("-")
+    return set(range(int(low), int(high or low) + 1))
+
+
+def test_a_cpu_without_topology_gives_no_cores():
+    assert logical_cores({0: [0, 1]}, {0: (0, 0)}) is None

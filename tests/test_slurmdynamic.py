@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from test_refusal_look import Slurm
 
 from spurinv import exitcode, slurmdynamic
-from spurinv.slurmdynamic import Failed, merged_gres_conf, parser, register
+from spurinv.ownership import reason_for
+from spurinv.slurmdynamic import Failed, in_hostlist, main, merged_gres_conf, parser, register
 
 NEW = "NodeName=d1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-191]\n"
 lines = st.sampled_from([
@@ -58,7 +59,7 @@ class Cluster:
             if self.node is None:
                 return subprocess.CompletedProcess(argv, 1, "", "slurm_load_node error: Invalid node name specified")
             return subprocess.CompletedProcess(argv, 0, json.dumps({"nodes": [self.node]}), "")
-        if argv[0] == "restart-slurmd":
+        if argv[0].endswith("restart-slurmd"):
             self.node = {"name": "d1", "state": ["IDLE"], "reason": "", "gres": "gpu:mi300x:64", "extra": ""}
             return subprocess.CompletedProcess(argv, 0, "", "")
         if argv[1] == "delete":
@@ -67,7 +68,8 @@ class Cluster:
             self.saved, self.node = self.node, None
             return subprocess.CompletedProcess(argv, 0, "", "")
         if argv[1] == "update":
-            self.node = {**(self.node or {}), "extra": argv[3].removeprefix("Extra=")}
+            key, _, value = argv[3].partition("=")
+            self.node = {**(self.node or {}), key.lower(): value}
             return subprocess.CompletedProcess(argv, 0, "", "")
         raise AssertionError(argv)
 
@@ -76,8 +78,16 @@ ENV = {"SPURINV_NODE": "d1", "SPURINV_GRES": "gpu:mi300x:64", "SPURINV_GRES_CONF
 
 
 def options(tmp_path: Path, *extra: str):
+    restart = tmp_path / "restart-slurmd"  # checked to exist before any delete
+    restart.write_text("#!/bin/sh\n")
+    restart.chmod(0o755)
     return parser().parse_args(["--gres-conf", str(tmp_path / "gres.conf"), "--env-file", str(tmp_path / "slurmd.env"),
-                                "--restart", "restart-slurmd", "--scontrol", "scontrol", "--wait", "1", *extra])  # fmt: skip
+                                "--restart", str(restart), "--scontrol", "scontrol", "--wait", "1",
+                                "--saved", str(tmp_path / "slurmd.env.saved"), *extra])  # fmt: skip
+
+
+def restarted(cluster: Cluster) -> bool:
+    return any(argv[0].endswith("restart-slurmd") for argv in cluster.ran)
 
 
 def idle(**fields: Any) -> dict[str, Any]:
@@ -91,7 +101,7 @@ def test_an_idle_node_is_deleted_and_restarted_with_its_files_written(tmp_path):
     said = register(options(tmp_path), ENV, cluster, sleep=lambda _: None)
 
     assert ["scontrol", "delete", "nodename=d1"] in cluster.ran
-    assert ["restart-slurmd"] in cluster.ran
+    assert restarted(cluster)
     assert (tmp_path / "gres.conf").read_text() == "AutoDetect=off\n" + NEW
     assert (tmp_path / "slurmd.env").read_text() == "SLURMD_GRES=gpu:mi300x:64\n"
     assert cluster.node["extra"] == '{"rack": "r2"}'  # the admin's extra, back byte for byte
@@ -106,7 +116,7 @@ def test_a_refused_delete_is_75_and_nothing_is_restarted(tmp_path):
 
     assert exitcode.TEMPFAIL == caught.value.status
     assert "Node has jobs" in str(caught.value)
-    assert ["restart-slurmd"] not in cluster.ran
+    assert not restarted(cluster)
 
 
 def test_a_node_drained_by_someone_else_is_never_deleted(tmp_path):
@@ -120,8 +130,11 @@ def test_a_node_drained_by_someone_else_is_never_deleted(tmp_path):
     assert not (tmp_path / "gres.conf").exists()
 
 
+OUR_REASON = reason_for("d1", "ab12", "controller refused gpu 8→64; fix slurm.conf")
+
+
 def test_our_own_drain_does_not_stop_it(tmp_path):
-    cluster = Cluster(idle(state=["IDLE", "DRAIN"], reason="spurinv: [ab12cd34] controller refused …"))
+    cluster = Cluster(idle(state=["IDLE", "DRAIN"], reason=OUR_REASON))
 
     register(options(tmp_path), ENV, cluster)
 
@@ -145,7 +158,7 @@ def test_a_run_that_died_after_the_delete_restarts_without_deleting_again(tmp_pa
     register(options(tmp_path), ENV, cluster)
 
     assert [argv for argv in cluster.ran if "delete" in argv] == []
-    assert ["restart-slurmd"] in cluster.ran
+    assert restarted(cluster)
 
 
 def test_without_spurinvs_environment_it_is_a_usage_error(tmp_path):
@@ -170,6 +183,7 @@ def test_it_imports_only_the_standard_library():
 DUMP = r'''
 import json, os, sys
 seen = {k: v for k, v in os.environ.items() if k.startswith("SPURINV_")}
+seen["others"] = sorted(k for k in os.environ if not k.startswith("SPURINV_"))
 path = seen.get("SPURINV_INVENTORY")
 seen["inventory"] = json.load(open(path)) if path and os.path.exists(path) else None
 json.dump(seen, open(os.environ["DUMP_TO"], "w"))
@@ -182,6 +196,9 @@ def test_the_register_command_is_told_the_node_gres_gres_conf_fingerprint_and_in
     slurm = Slurm(tmp_path)
     monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
     monkeypatch.setenv("SPURINV_STATE", "/not/for/the/command")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", "/run/credentials/spurinv.service")
+    monkeypatch.setenv("SLURM_JWT", "eyJhbGciOi.secret")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/slurm.conf")
     monkeypatch.setenv("DUMP_TO", str(tmp_path / "seen.json"))
     command = tmp_path / "register"
     command.write_text(f"#!{sys.executable}\n{DUMP}")
@@ -205,6 +222,11 @@ def test_the_register_command_is_told_the_node_gres_gres_conf_fingerprint_and_in
     assert seen["SPURINV_GRES_CONF"].startswith("NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[")
     assert seen["inventory"]["inventory"]["fingerprint"] == fingerprint  # discover --json's document
     assert "SPURINV_STATE" not in seen  # inherited SPURINV_* never reach it
+    # a minimal environment: spurinv's credentials never reach the command
+    assert "CREDENTIALS_DIRECTORY" not in seen["others"]
+    assert "SLURM_JWT" not in seen["others"]
+    assert "SLURM_CONF" in seen["others"]
+    assert "PATH" in seen["others"]
     assert not Path(seen["SPURINV_INVENTORY"]).exists()  # removed after the command
 
 
@@ -237,3 +259,295 @@ def test_the_read_back_waits_out_a_node_that_is_briefly_unknown(cli, built, tmp_
     assert done.code == 0, done.out
     assert ["read-view", "register", "none"] == [step["action"] for step in done.json()["steps"]]
     assert slurm.node["gres"] == "gpu:mi300x:64"
+
+
+# --- issue #23 attack findings ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"state": ["DOWN", "DYNAMIC_NORM"], "reason": "Not responding"},
+        {"state": ["IDLE", "FAIL"], "reason": "bad DIMM"},
+        {"state": ["IDLE", "MAINTENANCE", "RESERVED"]},
+        {"state": ["IDLE", "DRAIN"], "reason": "spurinv: [ab12cd34] forged, no valid id"},
+        {"state": ["IDLE", "DRAIN"], "reason": "spurinv: not ours at all"},
+        {"state": ["IDLE"], "reason": "admin: note left after a resume"},
+        {"state": ["IDLE", "DRAIN"], "reason": OUR_REASON,  # our id, but the record names another drain
+         "extra": '{"spurinv": {"node": "d1", "drain": {"id": "ab12' + OUR_REASON[14:18] + '", "reason": "other"}}}'},
+    ],
+)
+def test_a_node_not_plainly_idle_or_not_drained_by_spurinv_is_never_deleted(tmp_path, fields):
+    cluster = Cluster(idle(**fields))
+
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, cluster)
+
+    assert exitcode.NOPERM == caught.value.status
+    assert [argv[1] for argv in cluster.ran] == ["--json"]
+    assert not (tmp_path / "gres.conf").exists()
+
+
+def test_a_dynamic_node_in_its_plain_state_is_deleted(tmp_path):
+    cluster = Cluster(idle(state=["IDLE", "DYNAMIC_NORM"]))
+
+    register(options(tmp_path), ENV, cluster)
+
+    assert ["scontrol", "delete", "nodename=d1"] in cluster.ran
+
+
+class FailingRestart(Cluster):
+    def __call__(self, argv, timeout):
+        if argv[0].endswith("restart-slurmd"):
+            self.ran.append(list(argv))
+            return subprocess.CompletedProcess(argv, 1, "", "Job for slurmd.service failed")
+        return super().__call__(argv, timeout)
+
+
+def test_a_failed_restart_keeps_the_extra_and_comment_and_the_next_run_restores_them(tmp_path):
+    cluster = FailingRestart(idle(extra='{"rack": "r2"}', comment="bought 2025"))
+
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, cluster)
+
+    assert exitcode.UNAVAILABLE == caught.value.status
+    assert cluster.node is None  # deleted, not back
+    saved = tmp_path / "slurmd.env.saved"
+    assert json.loads(saved.read_text()) == {"node": "d1", "Extra": '{"rack": "r2"}', "Comment": "bought 2025"}
+    assert saved.stat().st_mode & 0o777 == 0o600
+
+    fixed = Cluster(None)  # the restart works now
+    register(options(tmp_path), ENV, fixed)
+
+    assert fixed.node["extra"] == '{"rack": "r2"}'
+    assert fixed.node["comment"] == "bought 2025"
+    assert not saved.exists()
+
+
+def test_a_missing_restart_program_is_78_before_the_delete(tmp_path):
+    cluster = Cluster(idle())
+    opts = options(tmp_path)
+    opts.restart = [str(tmp_path / "no-such-program")]
+
+    with pytest.raises(Failed) as caught:
+        register(opts, ENV, cluster)
+
+    assert exitcode.CONFIG == caught.value.status
+    assert [argv for argv in cluster.ran if "delete" in argv] == []
+
+
+def test_sigterm_during_the_restart_waits_until_the_extra_is_back(tmp_path):
+    import os
+    import signal
+
+    class Stopped(Cluster):
+        def __call__(self, argv, timeout):
+            if argv[0].endswith("restart-slurmd"):
+                os.kill(os.getpid(), signal.SIGTERM)  # systemd stops spurinv.service mid-way
+            return super().__call__(argv, timeout)
+
+    cluster = Stopped(idle(extra='{"rack": "r2"}'))
+
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, cluster, sleep=lambda _: None)
+
+    assert exitcode.TEMPFAIL == caught.value.status
+    assert cluster.node["extra"] == '{"rack": "r2"}'  # put back before it stopped
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Name=gpu Type=mi300x File=/dev/dri/renderD[128-135]",  # no NodeName: every node
+        "NodeName=d[1-2] Name=gpu Type=mi300x File=/dev/dri/renderD[128-135]",
+        "NodeName=ALL Name=gpu File=/dev/dri/renderD128",
+        "nodename=x,d[0-3] name=gpu File=/dev/dri/renderD128",
+        "AutoDetect=rsmi",
+        "NodeName=d1 AutoDetect=nvml",
+    ],
+)
+def test_a_line_that_could_also_give_the_node_gpus_is_refused_before_the_delete(tmp_path, line):
+    (tmp_path / "gres.conf").write_text(f"{line}\n")
+    cluster = Cluster(idle())
+
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, cluster)
+
+    assert exitcode.CONFIG == caught.value.status
+    assert line[:40] in str(caught.value)
+    assert [argv[1] for argv in cluster.ran] == ["--json"]
+    assert (tmp_path / "gres.conf").read_text() == f"{line}\n"
+    assert not (tmp_path / "slurmd.env").exists()
+
+
+def test_the_nodes_own_lines_are_found_in_any_key_order_and_case_and_crlf_bytes_kept():
+    current = b"AutoDetect=off\r\nname=gpu nodename=d1 File=/dev/dri/renderD128\r\nNodeName=d2 Name=gpu \xff\r\n"
+    text = current.decode("utf-8", "surrogateescape")
+
+    merged = merged_gres_conf(text, "d1", NEW).encode("utf-8", "surrogateescape")
+
+    assert merged == b"AutoDetect=off\r\n" + NEW.strip().encode() + b"\r\nNodeName=d2 Name=gpu \xff\r\n"
+
+
+@given(st.sampled_from(["d", "gpu-", "n0"]), st.integers(0, 300), st.integers(0, 300), st.integers(0, 300))
+def test_hostlist_membership_agrees_with_the_expanded_range(prefix, low, span, number):
+    high = low + span
+    assert in_hostlist(f"{prefix}{number}", f"x1,{prefix}[{low}-{high}]") == (low <= number <= high)
+
+
+def test_a_fifo_or_symlink_gres_conf_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "gres.conf")
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, Cluster(idle()))
+    assert exitcode.CONFIG == caught.value.status
+    (tmp_path / "gres.conf").unlink()
+    (tmp_path / "real").write_text("")
+    (tmp_path / "gres.conf").symlink_to(tmp_path / "real")
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, Cluster(idle()))
+    assert exitcode.CONFIG == caught.value.status
+
+
+@pytest.mark.parametrize("argv", [["--timeout", "soon"], ["--env-name", "A B;rm"], ["--no-such"]])
+def test_a_bad_command_line_is_64(argv, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert exitcode.USAGE == caught.value.code
+
+
+def test_a_concurrent_run_is_75(tmp_path, monkeypatch, capsys):
+    import fcntl
+    import os
+
+    monkeypatch.setenv("SPURINV_NODE", "d1")
+    monkeypatch.setenv("SPURINV_GRES", "gpu:mi300x:64")
+    lock = os.open(tmp_path / "slurmd.env.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        status = main(["--env-file", str(tmp_path / "slurmd.env"), "--restart", "true", "--scontrol", "false"])
+    finally:
+        os.close(lock)
+    assert exitcode.TEMPFAIL == status
+    assert "lock" in capsys.readouterr().err
+
+
+FLAKY = r'''
+import json, os, sys, time
+state, calls = os.environ["FAKE_SLURM_STATE"], os.environ["FAKE_SLURM_STATE"] + ".calls"
+count = int(open(calls).read()) + 1 if os.path.exists(calls) else 1
+open(calls, "w").write(str(count))
+node = json.load(open(state))
+if count == 1:  # deleted, then the restart fails: the node stays unknown
+    node["absent_until"] = time.time() + 3600
+    json.dump(node, open(state, "w"))
+    sys.exit(69)
+node.update(gres=os.environ["SPURINV_GRES"], absent_until=0)  # the restart works now
+json.dump(node, open(state, "w"))
+'''
+
+
+def test_our_own_register_that_left_the_node_unknown_is_run_again_not_68_forever(cli, built, tmp_path, monkeypatch):
+    slurm = Slurm(tmp_path)
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
+    command = tmp_path / "register"
+    command.write_text(f"#!{sys.executable}\n{FLAKY}")
+    command.chmod(0o755)
+    slurm.config.write_text(slurm.config.read_text().replace('transport = "scontrol"\n',
+                            f'transport = "scontrol"\nregister_command = ["{command}"]\nregister_wait = 1\n'))  # fmt: skip
+    run = lambda root, *more: cli("refresh", "--root", root, "--state", slurm.state, "--config", slurm.config,  # noqa: E731
+                                  "--json", *more)  # fmt: skip
+    for _ in range(2):
+        assert run(built("mi300x-spx")).code == 0
+    run(built("mi300x-cpx"))
+    failed = run(built("mi300x-cpx"))
+    assert exitcode.NOHOST == failed.code, failed.out  # the command failed and the node is gone
+
+    done = run(built("mi300x-cpx"), "--ignore-backoff")
+
+    assert done.code == 0, done.out
+    assert "register" in [step["action"] for step in done.json()["steps"]]
+    assert slurm.node["gres"] == "gpu:mi300x:64"
+
+
+def test_a_listed_gres_with_a_socket_suffix_is_already_registered(tmp_path):
+    cluster = Cluster(idle())
+    register(options(tmp_path), ENV, cluster)
+    cluster.node["gres"] = "gpu:mi300x:64(S:0-1)"  # how Slurm lists it with Cores= in gres.conf
+    cluster.ran.clear()
+
+    said = register(options(tmp_path), ENV, cluster)
+
+    assert "nothing to do" in said
+    assert [argv for argv in cluster.ran if "delete" in argv] == []
+
+
+names = st.sampled_from(["NodeName=d1", "nodename=d1", "NODENAME=d[0-3]", "NodeName=d2", "NodeName=x[1-9]", "NodeName=ALL", ""])
+gres_names = st.sampled_from(["Name=gpu", "name=gpu", "Name=nic", "AutoDetect=off", "AutoDetect=nvml"])
+ends = st.sampled_from(["\n", "\r\n"])
+
+
+@given(st.lists(st.tuples(names, gres_names, st.booleans(), ends), max_size=8))
+def test_after_a_merge_only_our_lines_can_give_the_node_gpus_else_78(rows):
+    """Slurm reads keys in any case and order: whatever the lines, the merge either refuses (78)
+    or leaves no line but ours that gives d1 GPUs, and every other line byte for byte."""
+    current = "".join(f"{a} {b} File=/dev/x{i}{end}" if flip else f"{b} {a} File=/dev/x{i}{end}"
+                      for i, (a, b, flip, end) in enumerate(rows))  # fmt: skip
+    status = None
+    try:
+        merged = merged_gres_conf(current, "d1", NEW)
+    except Failed as failed:
+        status, merged = failed.status, ""
+    if status is not None:
+        assert exitcode.CONFIG == status
+        return
+    theirs = [line for line in merged.splitlines(keepends=True) if line.rstrip("\r\n") != NEW.strip()]
+    for line in theirs:
+        fields = slurmdynamic.gres_conf_fields(line)
+        names_d1 = "nodename" not in fields or in_hostlist("d1", fields["nodename"])
+        assert not (names_d1 and fields.get("name", "").lower() == "gpu")
+        assert line in current.splitlines(keepends=True)
+
+
+def test_a_message_in_an_ascii_locale_is_no_traceback():
+    import io
+
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii")
+
+    slurmdynamic._say("node d1: reason 'spurinv: [ab12cd34] 8→64 …' \udcff", stream)
+
+    assert raw.getvalue().startswith(b"node d1: reason 'spurinv: [ab12cd34] 8\\u2192")
+
+
+SLOW = r'''
+import json, os, time
+state = os.environ["FAKE_SLURM_STATE"]
+open(state + ".calls", "a").write("x")
+node = json.load(open(state)); node["gres"] = os.environ["SPURINV_GRES"]; json.dump(node, open(state, "w"))
+time.sleep(30)  # registered, but the answer never comes: killed at register_timeout
+'''
+
+
+def test_an_unanswered_register_the_controller_took_is_recorded_not_run_again(cli, built, tmp_path, monkeypatch):
+    slurm = Slurm(tmp_path)
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
+    command = tmp_path / "register"
+    command.write_text(f"#!{sys.executable}\n{SLOW}")
+    command.chmod(0o755)
+    slurm.config.write_text(slurm.config.read_text().replace('transport = "scontrol"\n',
+                            f'transport = "scontrol"\nregister_command = ["{command}"]\nregister_timeout = 1\n'))  # fmt: skip
+    run = lambda root, *more: cli("refresh", "--root", root, "--state", slurm.state, "--config", slurm.config,  # noqa: E731
+                                  "--json", *more)  # fmt: skip
+    for _ in range(2):
+        assert run(built("mi300x-spx")).code == 0
+    run(built("mi300x-cpx"))
+    assert run(built("mi300x-cpx")).code != 0  # killed: no answer
+
+    done = run(built("mi300x-cpx"), "--ignore-backoff")
+
+    assert done.code == 0, done.out
+    assert "register" not in [step["action"] for step in done.json()["steps"]]
+    assert Path(f"{slurm.path}.calls").read_text() == "x"  # run once

@@ -70,18 +70,34 @@ def read_memory(root: Root, report: Report) -> int | None:
     return memory
 
 
-def read_numa_cpus(root: Root) -> dict[int, str]:
-    """NUMA node → CPU list (``sys/devices/system/node/node<N>/cpulist``); {} when unavailable."""
+def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
+    """NUMA node → its cores as gres.conf's ``Cores=`` wants them (logical indices, from
+    ``cpu<N>/topology/{physical_package_id,core_id}``), and why they are left out ({} and the
+    reason) when the topology cannot be read (spurinv/slurmconf.py ``logical_cores``)."""
+    from spurinv.slurmconf import logical_cores
+
     base = root.join(places.NUMA_NODES)
-    result = {}
+    numa: dict[int, list[int]] = {}
     try:
         names = os.listdir(base)
     except OSError:
-        return {}
+        return {}, f"{base} is not readable"
     for name in names:
         if name.startswith("node") and name[4:].isdigit():
+            path = os.path.join(base, name, "cpulist")
             try:
-                result[int(name[4:])] = read_text(os.path.join(base, name, "cpulist")).strip()
-            except ReadError:
-                continue
-    return result
+                numa[int(name[4:])] = parse_cpulist(read_text(path), path)
+            except ReadError as error:
+                return {}, f"{error.path}: {error.reason}"
+    cpus = root.join(os.path.dirname(places.CPU_ONLINE))
+    topology: dict[int, tuple[int, int]] = {}
+    for cpu in sorted({cpu for listed in numa.values() for cpu in listed}):
+        where = os.path.join(cpus, f"cpu{cpu}", "topology")
+        try:
+            package = parse_int(read_text(os.path.join(where, "physical_package_id")).strip(), where, signed=True)
+            core = parse_int(read_text(os.path.join(where, "core_id")).strip(), where)
+        except ReadError as error:
+            return {}, f"no CPU topology ({error.path}: {error.reason}); Slurm wants logical core indices, not CPU ids"
+        topology[cpu] = (package, core)
+    result = logical_cores(numa, topology)
+    return (result, None) if result is not None else ({}, "CPU topology incomplete")

@@ -240,7 +240,8 @@ def test_the_operators_fix_is_seen_at_the_next_tick_though_the_refusal_backs_off
     assert [("GET", path), ("POST", path), ("POST", path)] == [(r["method"], r["path"]) for r in document["requests"]]
     record, resume = n1.writes(document)
     assert list(record["body"]) == ["extra"]  # no Gres: nothing left to change
-    assert resume["body"] == {"state": ["RESUME"]}
+    assert resume["body"]["state"] == ["UNDRAIN"]  # the narrowest lift: DRAIN only
+    assert "drain" not in json.loads(resume["body"]["extra"])["spurinv"]  # our record retired with it
     node = n1.controller()
     assert "DRAIN" not in node["state"]
     assert json.loads(node["extra"])["spurinv"]["fingerprint"] == document["fingerprint"]
