@@ -28,8 +28,8 @@ from spurinv.sources.cdi import read_cdi
 from spurinv.sources.drm import read_drm
 from spurinv.sources.host import read_cpus, read_memory
 from spurinv.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
+from spurinv.sources.mig import decode, read_mig
 from spurinv.sources.mig import index as mig_index
-from spurinv.sources.mig import read_mig
 from spurinv.sources.nvidia import read_nvidia
 from spurinv.sources.pci import BDF, MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.sources.report import ABSENT, FAILED, Report
@@ -95,9 +95,15 @@ def discover(
     ]
     for function in pci:
         link = function["link"]
-        if link is not None and link["state"] == "gone":  # a presence problem, not a link fact
-            reason = f"{function['bdf']} link reads all ones (width 63): the device does not answer"
-            reports["pci"].flag(function["path"], reason)
+        # a presence problem, not a link fact: like a GPU the bus shows and the driver does not,
+        # the reading fails (never a reading with one GPU fewer, never silent on the fast path)
+        if link is not None and link["state"] == "gone":
+            what = "link width 63, speed Unknown: config space reads all ones"
+            reason = f"GPU {function['bdf']} on the bus does not answer ({what})"
+            reports["pci"].fail(function["path"], reason)
+        elif link is not None and link["state"] == "down":
+            reason = f"GPU {function['bdf']} on the bus does not answer (PCIe link down, x0)"
+            reports["pci"].fail(function["path"], reason)
     devices.sort(key=_device_order)
     seen: set[str] = set()
     for device in devices:
@@ -107,6 +113,7 @@ def discover(
     if len(devices) > MAX_ACCELERATORS:
         reason = f"{len(devices)} devices: beyond {MAX_ACCELERATORS}, the physical limit"
         reports["pci"].fail(root.join(places.PCI_DEVICES), reason)
+    _mig_only_in_spec(nvidia, mig, cdi, reports["nvidia"])
     _cross_check_cdi(devices, cdi, caps, reports["cdi"])
     return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
 
@@ -371,7 +378,12 @@ def _nvidia_devices(
         if layout and layout["empty_gis"]:
             gis = ", ".join(str(gi) for gi in layout["empty_gis"])
             where = root.join(places.NVIDIA_CAPABILITIES, f"gpu{gpu['minor']}", "mig")
-            reason = f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied)"
+            # mig-parted's in-between state; one left so on purpose (-cgi without -C) fails after
+            # policy.switch_timeout, and the reason says what settles it (docs/partitions.md §6.1)
+            reason = (
+                f"GPU instance {gis} of {function['bdf']} has no compute instance (a MIG layout being applied; "
+                f"if it stays: nvidia-smi mig -i {function['bdf']} -gi {gis} -cci, or -dgi)"
+            )
             report.switching(where, reason)
         if layout and layout["instances"]:
             # The type stays the GPU's model: profile names (1g.10gb) only NVML knows.
@@ -424,6 +436,41 @@ def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Re
             )
         )
     return devices
+
+
+def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[CdiDevice], report: Report) -> None:
+    """A GPU that reads whole while the CDI spec lists MIG devices on it: a switch in progress.
+
+    mig-parted applies a layout by clearing every GPU first, then creating GI and CI one GPU at a
+    time (docs/partitions.md §1.5), and ``/proc`` cannot tell MIG mode (§1.4): a GPU caught cleared
+    reads exactly like a whole one. The spec's ``nvidia-cap`` minors name ``(GPU minor, GI, CI)``
+    through the driver's static table (§1.2, §1.6), so a spec naming MIG devices of a GPU with no
+    instance at all is the evidence. A spec left stale after MIG was really switched off is the same
+    evidence: it stays a switch until ``policy.switch_timeout``, then fails, and regenerating the
+    spec (``nvidia-ctk cdi generate``) settles it.
+    """
+    whole: dict[int, str] = {}
+    for gpu in gpus:
+        layout = mig.get(gpu["bdf"])
+        if layout is None or not (layout["instances"] or layout["empty_gis"]):
+            whole[gpu["minor"]] = gpu["bdf"]
+    said: set[int] = set()
+    for entry in cdi:
+        for path in entry["nodes"]:
+            number = path.removeprefix(_CAP_PREFIX)
+            if not path.startswith(_CAP_PREFIX) or not number.isdigit() or len(number) > 9:
+                continue
+            decoded = decode(int(number))
+            if decoded is None or decoded[0] not in whole or decoded[0] in said:
+                continue
+            said.add(decoded[0])
+            bdf = whole[decoded[0]]
+            what = f"gi{decoded[1]}" + ("" if decoded[2] is None else f"/ci{decoded[2]}")
+            reason = (
+                f"{bdf} reads whole (no MIG instance) but {entry['qualified']} in {entry['file']} names its MIG "
+                f"device {what} ({path}): a MIG layout being applied, or a stale spec (regenerate it)"
+            )
+            report.switching(entry["file"], reason)
 
 
 # nvidia-ctk names a GPU by index and UUID, a MIG device by index pair and UUID: a handful. The

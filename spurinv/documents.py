@@ -120,7 +120,13 @@ def attention(state: Mapping[str, Any]) -> list[str]:
         notes.append(f"degraded PCIe link: {link.line(degraded)} ({degraded['speed'] or 'unknown'}), in the last two readings")
     switch = state.get("switching")
     if isinstance(switch, dict):
-        notes.append(f"partition switch in progress since {switch.get('since')}: waiting for the settled reading")
+        latest = (state.get("readings") or [{}])[-1]
+        errors = latest.get("errors") or [] if isinstance(latest, dict) else []
+        if errors and all(isinstance(error, dict) and error.get("source") == "switch" for error in errors):
+            notes.append(f"partition switch in progress since {switch.get('since')}: waiting for the settled reading")
+        else:  # a single settled reading does not end a switch (ledger.record)
+            since = switch.get("since")
+            notes.append(f"partition switch in progress since {since}: one settled reading so far, a second ends it")
     if int(state.get("consecutive_failures") or 0) > 0:
         notes.append(f"discovery failed {state['consecutive_failures']} time(s) in a row")
     return notes

@@ -61,6 +61,7 @@ def record(
     baseline: str | None,
     switching: bool = False,
     overdue: bool = False,
+    previous_switching: bool = False,
 ) -> dict[str, Any]:
     """The top-level fields that change when ``reading`` is recorded into ``state``.
 
@@ -71,7 +72,11 @@ def record(
     seen; one equal to the baseline clears it; a failure changes neither (it only resets
     confirmation, which :mod:`spurinv.classify` reads from the readings kept).
     A ``switching`` reading (a partition switch in progress) keeps the time the switch was first
-    seen and is no failure, unless ``overdue`` (longer than ``policy.switch_timeout``).
+    seen and is no failure, unless ``overdue`` (longer than ``policy.switch_timeout``). The switch
+    ends only at the second reading in a row without one (``previous_switching`` says whether the
+    last reading kept had one): a switch alternating with single settled readings keeps its start,
+    so it still times out. A start later than ``taken_at`` (written under a clock ahead) is moved
+    back to ``taken_at``, or the timeout could never come.
     """
     readings: Sequence[R] = state.get("readings") or ()
     pending = state.get("pending")
@@ -87,8 +92,15 @@ def record(
         "pending": pending,
         "consecutive_failures": 0 if ok else failures + (0 if switching and not overdue else 1),
         "last_success": taken_at if ok else state.get("last_success"),
-        "switching": ({"since": switch["since"]} if switch else {"since": taken_at}) if switching else None,
+        "switching": _switch(switch, taken_at, switching, previous_switching),
     }
+
+
+def _switch(switch: Mapping[str, Any] | None, taken_at: Any, switching: bool, previous: bool) -> dict[str, Any] | None:
+    if switch is None or not (switching or previous):
+        # one settled reading between two switching ones is part of the same switch; two end it
+        return {"since": taken_at} if switching else None
+    return {"since": min(switch["since"], taken_at)}
 
 
 def reading(discovery: Mapping[str, Any], taken_at: str) -> dict[str, Any]:
@@ -194,7 +206,13 @@ def replay(
         return None  # a hand-edited file: the memo no longer describes it
     new = reading(discovery, taken_at)
     books = record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"])
-    if steady.get("drain_links") and link.confirmed(books["readings"]):
+    accepted = list(state.get("accepted_links") or ())
+    if accepted:  # as State.record: an accepted link that reads otherwise is no longer accepted
+        now = {f"{bdf} x{found.get('width')}" for bdf, found in link.degraded(inventory["devices"]).items()}
+        books["accepted_links"] = [key for key in accepted if key in now]
+    confirmed = [found for found in link.confirmed(books["readings"])
+                 if f"{found['pci_bdf']} x{found['width']}" not in accepted]  # fmt: skip
+    if steady.get("drain_links") and confirmed:
         return None  # policy.drain_on_degraded_link: the full run drains (not a memo's answer)
     return {
         **state,

@@ -343,6 +343,11 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     link_drain = state.drain is not None and state.drain.cause == "link"
     if drained_by_us and link_drain and degraded:
         return Action(kind=Do.NONE, reason=f"drained by spurinv while a PCIe link is degraded ({words})")
+    if drained_by_us and link_drain and state.drain is not None and settings.drain_on_degraded_link:
+        readings = [reading.model_dump(mode="json") for reading in state.readings]
+        if not link.back(readings, link.named(state.drain.reason)):
+            reason = "drained by spurinv for a PCIe link: lifted only once two readings show it at full width"
+            return Action(kind=Do.NONE, reason=reason)
     if drained_by_us:
         return _lift(view, state, settings, now, "the PCIe link is back" if link_drain else "inventory matches the baseline")
     if degraded and not view.drained:
@@ -354,8 +359,10 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
 
 
 def _degraded_links(state: State) -> list[dict[str, Any]]:
-    """Links degraded at the same width in the last two readings (spurinv.sources.link.confirmed)."""
-    return link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
+    """Links degraded in the last two readings (spurinv.sources.link.confirmed), but those an
+    operator accepted by lifting our drain (:attr:`State.accepted_links`)."""
+    found = link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
+    return [each for each in found if f"{each['pci_bdf']} x{each['width']}" not in state.accepted_links]
 
 
 def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
@@ -571,7 +578,12 @@ def settle(
     if action.kind == Do.FORGET_DRAIN:
         if state.refusal is not None and state.drain is not None and state.drain.cause == "refused":
             return state.model_copy(update={"drain": None, "refusal": state.refusal.model_copy(update={"resumed": True})})
-        return state.model_copy(update={"drain": None})
+        update: dict[str, Any] = {"drain": None}
+        if state.drain is not None and state.drain.cause == "link":
+            # the operator lifted our link drain: they accept these links as they are now
+            keys = [f"{found['pci_bdf']} x{found['width']}" for found in _degraded_links(state)]
+            update["accepted_links"] = tuple(dict.fromkeys([*state.accepted_links, *keys]))[-64:]
+        return state.model_copy(update=update)
     if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:
         if applied:
             baseline = Baseline(inventory=current, since=now, source="registered")

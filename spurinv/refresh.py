@@ -242,8 +242,11 @@ def _switching(state: State, reading: Reading, settings: Settings) -> Outcome:
     """A switch in progress says since when; past ``policy.switch_timeout`` it is a failure."""
     outcome = classify(None, None, reading)
     since = state.switching.since if state.switching else reading.taken_at
+    since = min(since, reading.taken_at)  # a start stamped by a clock ahead restarts now (ledger.record)
     detail = outcome.reason.removeprefix("partition switch in progress: ")
-    started = f"partition switch in progress since {since:%H:%M} UTC"
+    # the date too when the switch did not start today: a time alone would read as hours, not days
+    when = f"{since:%H:%M}" if since.date() == reading.taken_at.date() else f"{since:%Y-%m-%d %H:%M}"
+    started = f"partition switch in progress since {when} UTC"
     if state.overdue(reading, settings.switch_timeout):
         reason = f"{started}, longer than policy.switch_timeout ({settings.switch_timeout} s): {detail}"
         return Outcome(kind=Kind.DISCOVERY_FAILED, reason=reason)

@@ -141,18 +141,22 @@ def device_table(devices: tuple[Device, ...], per_device: bool = False) -> Table
     """The inventory as a table a person reads at a glance: one row per GPU, or per device."""
     if not per_device:
         return _table(["GPU", "model", "mode", "memory", "NUMA", "render nodes"], gpus(devices), keep=2)
-    rows = [
-        [
+    rows = []
+    previous = None
+    for device in devices:
+        node = (device.device_node or "-").rsplit("/", 1)[-1]
+        # every MIG device of a GPU shares its /dev/nvidia<M>: said once, then a ditto mark
+        shared = device.partition is not None and device.partition.compute == "MIG" and node == previous
+        previous = node if device.partition is not None and device.partition.compute == "MIG" else None
+        rows.append([
             device.id,
             device.model,
             _partition(device),
             _memory(device.memory_mb),
             "-" if device.numa_node is None else str(device.numa_node),
-            (device.device_node or "-").rsplit("/", 1)[-1],
+            "〃" if shared else node,
             ", ".join(device.cdi_names) or "-",
-        ]
-        for device in devices
-    ]
+        ])  # fmt: skip
     return _table(["device", "model", "partition", "memory", "NUMA", "node", "CDI name"], rows, keep=2)
 
 

@@ -192,6 +192,9 @@ class State(Frozen):
     refusal: Refusal | None = None
     backoff: Backoff | None = None
     accepted: str | None = None
+    # Degraded links (``"<BDF> x<width>"``) whose link drain an operator lifted: not drained again
+    # while the link stays at that width (dropped at the first reading that shows it otherwise).
+    accepted_links: tuple[str, ...] = Field(default=(), max_length=64)
     api: Api | None = None
     consecutive_failures: int = 0
     controller_errors: int = 0
@@ -214,8 +217,12 @@ class State(Frozen):
 
     def overdue(self, reading: Reading, switch_timeout: float) -> bool:
         """Whether ``reading``, a switch in progress, caught one older than ``switch_timeout`` seconds."""
-        if not switching(reading) or self.switching is None:
+        if not switching(reading):
             return False
+        if switch_timeout <= 0:
+            return True  # policy.switch_timeout = 0: no switch is waited for
+        if self.switching is None or self.switching.since > reading.taken_at:
+            return False  # the first sighting, or one stamped by a clock ahead (restarted at this reading)
         return (reading.taken_at - self.switching.since).total_seconds() > switch_timeout
 
     def record(self, reading: Reading, switch_timeout: float = 600) -> State:
@@ -236,13 +243,23 @@ class State(Frozen):
             baseline=self.baseline.fingerprint if self.baseline else None,
             switching=switching(reading),
             overdue=self.overdue(reading, switch_timeout),
+            previous_switching=self.latest is not None and switching(self.latest),
         )
         pending = update["pending"]
         update["pending"] = None if pending is None else Pending(**pending)
         switch = update["switching"]
         update["switching"] = None if switch is None else Switching(**switch)
         update["readings"] = tuple(update["readings"])
+        if self.accepted_links and reading.ok and reading.inventory is not None:
+            still = {_link_key(device.pci_bdf, device.link.width) for device in reading.inventory.devices
+                     if device.link is not None and device.link.state == "degraded"}  # fmt: skip
+            update["accepted_links"] = tuple(key for key in self.accepted_links if key in still)
         return self.model_copy(update=update)
+
+
+def _link_key(bdf: str, width: int | None) -> str:
+    """How an accepted degraded link is named in the state (:attr:`State.accepted_links`)."""
+    return f"{bdf} x{width}"
 
 
 class NewerSchema(Exception):

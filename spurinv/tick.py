@@ -25,6 +25,7 @@ from spurinv.discovery import discover
 from spurinv.documents import now_text
 from spurinv.log import Log
 from spurinv.root import Root, RootError, boot_id
+from spurinv.sources import link
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -107,8 +108,10 @@ def _tick(
     if "--quiet" in options or "-q" in options:
         return 0
     inventory = after["readings"][-1]["inventory"]
+    narrow = "".join(f"; degraded PCIe link {link.line(found)}" for found in link.confirmed(after["readings"]))
     stdout.write(
-        f"unchanged: {len(inventory['devices'])} devices, fingerprint {inventory['fingerprint'][:12]} (no controller request)\n"
+        f"unchanged: {len(inventory['devices'])} devices, fingerprint {inventory['fingerprint'][:12]}{narrow}"
+        " (no controller request)\n"
     )
     return 0
 

@@ -22,7 +22,7 @@ from spurinv.model import Discovery
 from spurinv.ownership import extra_record
 from spurinv.root import Root
 from spurinv.sources.attribute import ReadError
-from spurinv.sources.mig import ci_minor, gi_minor, parse_access
+from spurinv.sources.mig import ci_minor, decode, gi_minor, parse_access
 
 LAYOUTS = ("disabled", "all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci", "applying")
 CAPS = "proc/driver/nvidia/capabilities"
@@ -45,6 +45,7 @@ def test_each_layout_reads_as_its_compute_instances_or_the_whole_gpu(built, tmp_
     if layout == "applying":
         root = _copy(built, layout, tmp_path)
         shutil.rmtree(root / CAPS / "gpu0/mig/gi10")
+        shutil.rmtree(root / "etc/cdi")  # its stale spec names MIG devices of the cleared GPUs: a switch
 
     result = run(root)
 
@@ -98,11 +99,42 @@ def test_a_layout_being_applied_is_a_switch_and_a_stale_spec_only_a_flag(built):
     old layout's, which is said but never fails anything."""
     result = run(built("mig-applying"))
 
-    assert [error.source for error in result.errors] == ["switch"]
+    assert {error.source for error in result.errors} == {"switch"}
     assert "GPU instance 10 of 0000:48:00.0 has no compute instance" in result.errors[0].reason
     reasons = [flag.reason for flag in result.flags]
     assert any("which no discovered GPU has" in r for r in reasons)
     assert any("stale spec" in r for r in reasons)
+
+
+def test_gpus_cleared_mid_apply_read_whole_but_the_spec_names_their_mig_devices(built, tmp_path):
+    """mig-applying one step later (GI 10 got its compute instance), GPUs 4c…cb still cleared:
+    every GPU reads as a layout or whole, but the CDI spec names MIG devices of the cleared ones
+    (their nvidia-cap minors decode to their device minors): a switch in progress, never a
+    layout to confirm and register."""
+    root = _copy(built, "applying", tmp_path)
+    ci = root / CAPS / "gpu0/mig/gi10/ci0"
+    ci.mkdir()
+    (ci / "access").write_text(f"DeviceFileMinor: {ci_minor(0, 10, 0)}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+
+    result = run(root)
+
+    assert not result.ok
+    assert {error.source for error in result.errors} == {"switch"}
+    cleared = {gpu["bdf"] for gpu in expect("applying")["gpus"] if not gpu["mig_devices"]}
+    named = {bdf for bdf in cleared if any(f"{bdf} reads whole (no MIG instance) but" in e.reason for e in result.errors)}
+    assert named == cleared
+    assert all("/dev/nvidia-caps/nvidia-cap" in error.reason for error in result.errors)
+
+
+@given(st.integers(0, 31), st.integers(0, 14), st.one_of(st.none(), st.integers(0, 7)))
+def test_decode_inverts_the_drivers_table(gpu, gi, ci):
+    minor = gi_minor(gpu, gi) if ci is None else ci_minor(gpu, gi, ci)
+    assert decode(minor) == (gpu, gi, ci)
+
+
+@pytest.mark.parametrize("minor", [0, 1, 2, 4323, 4324, 10**9])
+def test_decode_refuses_minors_outside_the_mig_part_of_the_table(minor):
+    assert decode(minor) is None
 
 
 def test_the_summary_says_mig_and_the_count_per_gpu(built):
@@ -264,3 +296,40 @@ def test_gres_conf_gives_each_mig_device_its_gpu_and_both_caps(built):
 
     line = next(line for line in text.splitlines() if line.endswith("# 0000:07:00.0/mig3.0"))
     assert "MultipleFiles=/dev/nvidia2,/dev/nvidia-caps/nvidia-cap300,/dev/nvidia-caps/nvidia-cap301" in line
+
+
+def test_two_gpus_claiming_one_device_minor_fail_naming_both(built, tmp_path):
+    """``Device Minor`` names /dev/nvidia<M> and the MIG tree gpu<M>: two GPUs with the same one
+    cannot both be true, so the reading fails naming the duplicate."""
+    root = _copy(built, "balanced", tmp_path)
+    gpus = sorted((root / "proc/driver/nvidia/gpus").iterdir())
+    first = (gpus[0] / "information").read_text()
+    minor = next(line for line in first.splitlines() if line.startswith("Device Minor:"))
+    second = gpus[1] / "information"
+    text = second.read_text()
+    old = next(line for line in text.splitlines() if line.startswith("Device Minor:"))
+    second.write_text(text.replace(old, minor))
+
+    result = run(root)
+
+    assert not result.ok
+    number = minor.split(":")[1].strip()
+    assert any(f"Device Minor {number} of {gpus[1].name} is also {gpus[0].name}'s" in e.reason for e in result.errors)
+
+
+def test_a_gpu_instance_without_a_compute_instance_says_what_settles_it(built):
+    """-cgi without -C is legal and stable, but no usable device: it stays a switch (a failure
+    after policy.switch_timeout) whose reason tells the operator both ways out."""
+    result = run(built("mig-applying"))
+
+    (reason,) = [e.reason for e in result.errors if "GPU instance 10 of 0000:48:00.0" in e.reason]
+    assert "nvidia-smi mig -i 0000:48:00.0 -gi 10 -cci, or -dgi" in reason
+
+
+def test_the_device_table_names_a_mig_parents_node_once(cli, built):
+    shown = cli("discover", "--root", built("mig-balanced"), "--devices")
+    lines = [line for line in shown.out.splitlines() if "/mig" in line]
+    assert lines
+    nodes = [word for line in lines for word in line.split() if word.startswith("nvidia") and word[6:].isdigit()]
+    assert len(nodes) == len(set(nodes))  # each parent's node once
+    assert any("〃" in line for line in lines)

@@ -113,7 +113,7 @@ def test_the_real_63_node_capture_is_switching_until_the_timeout(built):
 
 def test_a_mig_layout_being_applied_is_switching(built):
     result = run(built("mig-applying"))
-    assert [error.source for error in result.errors] == [SWITCH]
+    assert {error.source for error in result.errors} == {SWITCH}  # the half-built GI, the cleared GPUs
     assert "GPU instance 10 of 0000:48:00.0" in result.errors[0].reason
 
 
@@ -248,10 +248,13 @@ def test_switching_readings_count_no_failure_until_overdue(steps, timeout):
         ok = kind == "ok"
         is_switch = kind == "switching"
         overdue = is_switch and started is not None and (now - started).total_seconds() > timeout
+        previous_switching = bool(books["readings"]) and books["readings"][-1] == "switching"
         update = ledger.record(books, kind, ok=ok, fingerprint="f" if ok else None, taken_at=now, baseline="f",
-                               switching=is_switch, overdue=overdue)  # fmt: skip
+                               switching=is_switch, overdue=overdue, previous_switching=previous_switching)  # fmt: skip
+        previous = bool(books["readings"]) and books["readings"][-1] == "switching"
         books.update(update)
-        started = (started or now) if is_switch else None
+        # a switch ends at the second reading in a row without one, not at the first
+        started = (started or now) if is_switch else started if previous else None
         failures = 0 if ok else failures + (0 if is_switch and not overdue else 1)
         assert books["consecutive_failures"] == failures
         assert (books["switching"] or {}).get("since") == started
@@ -273,3 +276,77 @@ def test_discover_says_switch_not_failed_to_a_person(cli, built):
     assert shown.code == exitcode.TEMPFAIL
     assert "partition switch in progress: not a settled reading" in shown.out
     assert "discovery FAILED" not in shown.out
+
+
+# --- follow-ups: a clock ahead, a zero timeout, a switch alternating with settled readings ---------
+
+
+def test_a_switch_first_seen_under_a_clock_ahead_still_times_out(tmp_path, built):
+    """A tick with the clock a week ahead stamps ``since`` in the future; the next ticks, on the
+    right clock, restart the switch at their own time instead of waiting a week for the timeout."""
+    node = amd_node(tmp_path, built)
+    ahead = node.tick("switching", minutes=7 * 24 * 60)
+    assert ahead.exit_code == exitcode.TEMPFAIL
+
+    back = node.tick("switching", minutes=-7 * 24 * 60)
+    assert node.state().switching.since <= node.now
+    late = node.tick("switching", minutes=11)
+
+    assert back.exit_code == exitcode.TEMPFAIL
+    assert late.exit_code == exitcode.IOERR
+    assert "longer than policy.switch_timeout" in late.outcome.reason
+
+
+def test_a_switch_that_did_not_start_today_names_its_date(tmp_path, built):
+    node = amd_node(tmp_path, built)
+    node.config = node.config.model_copy(update={"policy": node.config.policy.model_copy(update={"switch_timeout": 3600})})
+    node.now = node.now.replace(hour=23, minute=50)
+    node.tick("switching")
+    after_midnight = node.tick("switching", minutes=20)
+
+    since = node.state().switching.since
+    assert f"partition switch in progress since {since:%Y-%m-%d %H:%M} UTC" in after_midnight.outcome.reason
+
+
+def test_a_zero_switch_timeout_fails_the_first_switching_reading(tmp_path, built):
+    node = amd_node(tmp_path, built)
+    node.config = node.config.model_copy(update={"policy": node.config.policy.model_copy(update={"switch_timeout": 0})})
+
+    first = node.tick("switching")
+
+    assert first.exit_code == exitcode.IOERR
+    assert first.outcome.kind == Kind.DISCOVERY_FAILED
+
+
+def test_a_switch_alternating_with_settled_readings_still_times_out(tmp_path, built):
+    """switching, settled, switching, settled…: each settled reading alone does not end the switch,
+    so its start is kept and the timeout comes."""
+    node = amd_node(tmp_path, built)
+    codes = [node.tick(root, minutes=2).exit_code for root in ["switching", "cpx"] * 4]
+    last = node.tick("switching", minutes=2)
+
+    assert node.state().switching is not None
+    assert exitcode.IOERR not in codes[:6]
+    assert last.exit_code == exitcode.IOERR
+    assert "longer than policy.switch_timeout" in last.outcome.reason
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(min_value=-7200, max_value=400)), max_size=16))
+def test_the_switch_start_is_never_later_than_the_reading_and_survives_single_settled_readings(steps):
+    """Over any sequence (clock jumps back included): ``since`` is never after the reading just
+    recorded, and a switch ends only after two settled readings in a row."""
+    books: dict = {"readings": [], "pending": None, "consecutive_failures": 0, "last_success": None, "switching": None}
+    now = T0
+    settled_run = 0
+    for is_switch, gap in steps:
+        now += timedelta(seconds=gap)
+        previous = bool(books["readings"]) and books["readings"][-1] == "switching"
+        kind = "switching" if is_switch else "ok"
+        books.update(ledger.record(books, kind, ok=not is_switch, fingerprint=None if is_switch else "f", taken_at=now,
+                                   baseline="f", switching=is_switch, previous_switching=previous))  # fmt: skip
+        settled_run = 0 if is_switch else settled_run + 1
+        if books["switching"] is not None:
+            assert books["switching"]["since"] <= now
+            assert settled_run < 2
+        else:
+            assert settled_run >= 1 or not is_switch

@@ -142,8 +142,9 @@ def degraded(devices: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any
 
 
 def confirmed(readings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Links degraded at the same width in the last two successful readings (JSON form), like
-    every other fact: one reading never acts. ``[{"pci_bdf", "width", "max_width", "speed", "max_speed"}]``."""
+    """Links degraded in the last two successful readings (JSON form), like every other fact: one
+    reading never acts. A link flapping between two narrow widths (x8, x4) is degraded in both;
+    the latest width is the one said. ``[{"pci_bdf", "width", "max_width", "speed", "max_speed"}]``."""
     if len(readings) < 2 or not all(reading.get("ok") and reading.get("inventory") for reading in readings[-2:]):
         return []
     before = degraded(readings[-2]["inventory"]["devices"])
@@ -151,8 +152,39 @@ def confirmed(readings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [
         {"pci_bdf": bdf, **{key: link.get(key) for key in ("width", "max_width", "speed", "max_speed")}}
         for bdf, link in sorted(now.items())
-        if bdf in before and before[bdf].get("width") == link.get("width")
+        if bdf in before
     ]
+
+
+BAD = frozenset({DEGRADED, DOWN, GONE})
+_BDF_WORD = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b")
+
+
+def named(reason: str) -> set[str]:
+    """The GPUs a link drain's reason names (``… 0000:88:00.0 PCIe x16→x8``)."""
+    return set(_BDF_WORD.findall(reason))
+
+
+def back(readings: Sequence[Mapping[str, Any]], gpus: Iterable[str]) -> bool:
+    """Whether a link drain may be lifted: the last two readings succeeded, each GPU in ``gpus``
+    (the drain's) shows its link ``ok`` (full width, or no link attributes) in both, and no other link is degraded, down
+    or gone in either. A narrower width, x0, an unreadable link or a failed reading between keeps
+    the drain: lifting on anything less is how a drain and a lift would take turns."""
+    if len(readings) < 2 or not all(reading.get("ok") and reading.get("inventory") for reading in readings[-2:]):
+        return False
+    wanted = set(gpus)
+    for reading in readings[-2:]:
+        states: dict[str, str] = {}
+        for device in reading["inventory"]["devices"]:
+            link = device.get("link")
+            # no PCIe attributes at all (link None) is a kernel without them, not a bad read
+            state = str(link.get("state")) if isinstance(link, dict) else OK
+            if state in BAD:
+                return False
+            states.setdefault(str(device.get("pci_bdf")), state)
+        if any(states.get(bdf) != OK for bdf in wanted):
+            return False
+    return True
 
 
 def line(link: Mapping[str, Any]) -> str:

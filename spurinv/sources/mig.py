@@ -46,6 +46,16 @@ def ci_minor(gpu: int, gi: int, ci: int) -> int:
     return gi_minor(gpu, gi) + 1 + ci
 
 
+def decode(minor: int) -> tuple[int, int, int | None] | None:
+    """The ``(gpu minor, GI, CI)`` an ``nvidia-cap`` minor stands for in the driver's table (CI None
+    for a GPU instance's own entry); None for a minor outside the GI/CI part of the table."""
+    if not 3 <= minor < gi_minor(MAX_GPU_MINOR + 1, 0):
+        return None
+    gpu, rest = divmod(minor - 3, 135)
+    gi, ci = divmod(rest, 9)
+    return gpu, gi, (ci - 1 if ci else None)
+
+
 def index(gi: int, ci: int) -> int:
     """A MIG device's partition index: orders (GI, CI) and never collides (CI ≤ 7)."""
     return gi * (MAX_CI + 1) + ci

@@ -51,6 +51,7 @@ def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
         return []
     gpus = []
     seen: set[str] = set()
+    minors: dict[int, str] = {}
     for name in sorted(names, key=sort_key):
         path = os.path.join(base, name, "information")
         if not BDF.match(name):
@@ -62,8 +63,16 @@ def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
             continue
         seen.add(bdf)
         try:
-            gpus.append(parse_information(read_text(path), path, bdf))
+            gpu = parse_information(read_text(path), path, bdf)
         except ReadError as exc:
             report.fail(exc.path, exc.reason)
+            continue
+        # the minor names /dev/nvidia<M> and the MIG tree gpu<M>: two GPUs cannot share it
+        other = minors.get(gpu["minor"])
+        if other is not None:
+            report.fail(path, f"Device Minor {gpu['minor']} of {bdf} is also {other}'s (two GPUs claim one minor)")
+            continue
+        minors[gpu["minor"]] = bdf
+        gpus.append(gpu)
     report.detail = f"{len(gpus)} GPUs"
     return gpus
