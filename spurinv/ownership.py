@@ -468,14 +468,24 @@ def controller_claim(node: str, reason: str, extra: object) -> Claim | None:
     a reason carrying a valid id for this node and this text, with what our record in ``extra``
     adds about it (our time, cause, fingerprint) when the record names this node and this drain.
 
-    A record that names this drain's id with other words, or another node, contradicts the
-    reason: no claim.
+    A record that contradicts the reason gives no claim: one that names this drain's id with
+    other words, or another node; and one for this node that says this drain was lifted, names
+    another drain as current, or no drain at all. After our lift Slurm keeps the reason text, so
+    a later drain without a reason of its own (``State=DRAIN`` alone, slurmctld's drain_nodes(),
+    a health check) shows our old words and id: only the record tells it is not ours. (A drain
+    whose record could not be written, ``extra`` grown too long for the transport, is then not
+    recovered after a state loss: ``fleet`` reports it, nothing lifts it.)
     """
     drain_id = reason_id(reason, node)
     if drain_id is None:
         return None
     record = extra_record(extra)
     drain = record.get("drain") if record is not None else None
+    lifted = record.get("lifted") if record is not None else None
+    if isinstance(lifted, dict) and lifted.get("id") == drain_id:
+        return None  # we lifted this drain; what shows its words now is someone else's
+    if record is not None and record.get("node") == node and (not isinstance(drain, dict) or drain.get("id") != drain_id):
+        return None  # our record for this node knows of no such drain
     if not isinstance(drain, dict) or drain.get("id") != drain_id:
         return Claim(reason, "reason", cause=cause_in(reason))
     if record is None or record.get("node") != node or drain.get("reason") != reason:

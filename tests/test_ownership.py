@@ -399,3 +399,47 @@ def test_a_claim_from_the_record_carries_its_time_and_cause():
 
 def test_a_prefix_alone_is_no_claim():
     assert controller_claim("n1", f"{PREFIX} mi300x 8→7", "") is None
+
+
+def _record_extra(node: str, **record: object) -> str:
+    return splice('{"rack": "r2"}', {"node": node, **record}) or ""
+
+
+@settings(max_examples=200)
+@given(
+    node=NODES,
+    nonce=NONCES,
+    other=NONCES,
+    text=TEXTS,
+    shape=st.sampled_from(["lifted", "lifted-and-registered", "other-drain", "no-drain"]),
+)
+def test_a_record_that_contradicts_the_reason_gives_no_claim(node, nonce, other, text, shape):
+    """Issue #20, second follow-up: after our lift Slurm keeps the reason text; a later drain
+    without a reason of its own (``State=DRAIN``, drain_nodes(), NHC) shows our words and id. The
+    record says that drain was lifted (or names another, or none): never ours, and ``fleet``
+    does not count it as spurinv's recorded drain."""
+    assume(other != nonce)
+    reason = reason_for(node, nonce, text)
+    drain_id = reason_id(reason, node)
+    lifted = {"id": drain_id, "at": ownership.stamp(AT)}
+    extra = {
+        "lifted": _record_extra(node, lifted=lifted),
+        "lifted-and-registered": _record_extra(node, lifted=lifted, fingerprint="ab" * 8, gres="gpu:8"),
+        "other-drain": _record_extra(node, drain={"id": reason_id(reason_for(node, other, text), node),
+                                                  "reason": reason_for(node, other, text)}),  # fmt: skip
+        "no-drain": _record_extra(node, fingerprint="ab" * 8, gres="gpu:8"),
+    }[shape]
+
+    assert controller_claim(node, reason, extra) is None
+    row = fleet.row({"name": node, "state": ["IDLE", "DRAIN"], "reason": reason, "extra": extra}, AT)
+    assert row["drain_recorded"] is False
+    assert fleet.ORPHANED_DRAIN in row["attention"]
+
+
+def test_a_record_of_another_node_or_none_leaves_the_id_in_the_reason_to_decide():
+    reason = reason_for("n1", "3f9a", "mi300x 8→7")
+
+    assert controller_claim("n1", reason, "") is not None  # spur: no extra at all
+    assert controller_claim("n1", reason, '{"rack": "r2"}') is not None  # no record of ours
+    copied = _record_extra("n9", lifted={"id": "00000000", "at": ownership.stamp(AT)})
+    assert controller_claim("n1", reason, copied) is not None  # another node's record says nothing of ours

@@ -175,6 +175,30 @@ def test_a_lost_state_never_takes_a_drain_that_is_not_ours(tmp_path, built, othe
     assert node.state().drain is None
 
 
+@pytest.mark.parametrize("how", ["deleted", "corrupt"])
+def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_path, built, how):
+    """Issue #20, second follow-up: after our lift Slurm keeps the reason text; a later drain with
+    no reason of its own (``State=DRAIN`` alone, drain_nodes(), a health check) shows our words
+    and id. A stateless node rebooted then must not take it from the id: the record says lifted."""
+    node = adopted(tmp_path, built)
+    reason = drained_busy(node)
+    assert "resume" in settle_after_revert(node)
+    assert node.controller["reason"] == reason  # Slurm keeps the text after UNDRAIN
+    record = extra_record(node.controller["extra"])
+    assert record is not None and record["lifted"]["id"] == reason[10:18]
+    node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
+    lose_state(node, how)
+
+    actions = []
+    for _ in range(4):
+        actions += steps(node.tick("spx", minutes=61))
+
+    assert "recover" not in actions
+    assert "resume" not in actions
+    assert "DRAIN" in node.controller["state"]
+    assert node.state().drain is None
+
+
 def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp_path, built):
     """Someone re-drained with our very text after we saw ours: forgotten, and the controller's
     record (still naming that text) does not make it ours again — only a lost state asks it."""
