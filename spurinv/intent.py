@@ -145,7 +145,11 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         reason_changed_at=view.reason_changed_at if added is None else None,  # an append is slurmctld's time
         recovered="controller-record" if claim.source == "controller-record" else "reason",
     )
-    where = "the controller record" if drain.recovered == "controller-record" else "the id in its reason (no record of ours in the node's extra)"
+    where = (
+        "the controller record"
+        if drain.recovered == "controller-record"
+        else "the id in its reason (no record of ours in the node's extra)"
+    )
     also = f"; slurmctld appended {added!r} to its reason" if added is not None else ""
     return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours{also}"
 

@@ -422,11 +422,11 @@ def test_a_record_that_contradicts_the_reason_gives_no_claim(node, nonce, other,
     reason = reason_for(node, nonce, text)
     drain_id = reason_id(reason, node)
     lifted = {"id": drain_id, "at": ownership.stamp(AT)}
+    current = reason_for(node, other, text)
     extra = {
         "lifted": _record_extra(node, lifted=lifted),
         "lifted-and-registered": _record_extra(node, lifted=lifted, fingerprint="ab" * 8, gres="gpu:8"),
-        "other-drain": _record_extra(node, drain={"id": reason_id(reason_for(node, other, text), node),
-                                                  "reason": reason_for(node, other, text)}),  # fmt: skip
+        "other-drain": _record_extra(node, drain={"id": reason_id(current, node), "reason": current}),
         "no-drain": _record_extra(node, fingerprint="ab" * 8, gres="gpu:8"),
     }[shape]
 

@@ -185,7 +185,8 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     assert "resume" in settle_after_revert(node)
     assert node.controller["reason"] == reason  # Slurm keeps the text after UNDRAIN
     record = extra_record(node.controller["extra"])
-    assert record is not None and record["lifted"]["id"] == reason[10:18]
+    assert record is not None
+    assert record["lifted"]["id"] == reason[10:18]
     node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
     lose_state(node, how)
 
