@@ -200,6 +200,40 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     assert node.state().drain is None
 
 
+def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(tmp_path, built):
+    """Issue #20, second follow-up: our lift applied, its answer lost (the run killed after the
+    POST), then someone drains with no reason of its own (our words stay). The next run once
+    concluded "the unanswered resume was not applied" and lifted their drain: the record, retired
+    in the same update as the lift, says it was applied."""
+    from test_intent import Killed, Points
+
+    def drained(node: Node) -> None:
+        drained_busy(node)
+        node.busy(0)
+
+    counting = adopted(tmp_path / "count", built)
+    drained(counting)
+    points = Points()
+    counting.tick("spx", points)
+    after_post = next(i for i, label in enumerate(points.labels, 1) if label.startswith("after POST"))
+    node = adopted(tmp_path / "node", built)
+    drained(node)
+    with pytest.raises(Killed):
+        node.tick("spx", Points(after_post))
+    assert node.state().intent is not None
+    assert "DRAIN" not in node.controller["state"]  # applied
+    node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
+
+    actions = []
+    for _ in range(4):
+        actions += steps(node.tick("spx", minutes=61))
+
+    assert "resume" not in actions
+    assert "DRAIN" in node.controller["state"]
+    assert node.state().drain is None
+    assert node.state().intent is None
+
+
 def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp_path, built):
     """Someone re-drained with our very text after we saw ours: forgotten, and the controller's
     record (still naming that text) does not make it ours again — only a lost state asks it."""
