@@ -256,7 +256,7 @@ def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp
 
 def test_the_drain_and_its_record_go_in_one_update_beside_the_admins_keys(tmp_path, built):
     node = adopted(tmp_path, built)
-    node.controller["extra"] = '{"rack": "r2",  "power": 1E5, "spurinv": {"inventory": "old"}}'
+    node.controller["extra"] = '{"rack": "r2",  "power": 1E5, "spurinv": {"fingerprint": "f0", "inventory": "old"}}'
 
     reason = drained_busy(node)
 
