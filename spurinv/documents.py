@@ -123,7 +123,9 @@ def _drain_notes(drain: Mapping[str, Any]) -> list[str]:
     if drain.get("recovered") == "controller-record":
         notes.append("drain recovered from the controller record (the state file had been lost or moved aside)")
     elif drain.get("recovered") == "reason":
-        notes.append("drain recovered from the id in its reason (the state file had been lost; no record of ours in the node's extra)")
+        notes.append(
+            "drain recovered from the id in its reason (the state file had been lost; no record of ours in the node's extra)"
+        )
     warning = ownership.skew_warning(ownership.drain_skew(dict(drain)))
     if warning:
         notes.append(warning)
