@@ -94,6 +94,12 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     if drain:
         notes.append(f"spurinv drained this node ({drain.get('cause')}): {drain.get('reason')}")
         notes += _drain_notes(drain)
+        if drain.get("held") is True:
+            notes.append(
+                "our drain is held for an operator (the node is also DOWN or flagged, or slurmctld appended to its "
+                "reason): spurinv will not lift it; once fixed: "
+                f"scontrol update NodeName={state.get('node') or '<node>'} State=UNDRAIN"
+            )
     intent = state.get("intent")
     if isinstance(intent, dict):
         notes.append(

@@ -116,6 +116,7 @@ class Action(BaseModel):
     body: dict[str, Any] | None = None
     cause: Literal["busy", "refused", "suspicious", "link"] | None = None
     exit_code: int = exitcode.OK
+    held: bool = False  # our drain, held for an operator (status says so)
 
 
 def drain_reason(text: str, node: str = "", nonce: str = "0000") -> str:
@@ -375,7 +376,7 @@ def _lift(view: NodeView, state: State, settings: Settings, now: datetime, why: 
     flagged by someone else (:func:`spurinv.ownership.lift_blockers`)."""
     blockers = lift_blockers(view.base, view.flags)
     if blockers:
-        return Action(kind=Do.HOLD, reason=_held(view, state, blockers))
+        return Action(kind=Do.HOLD, reason=_held(view, state, blockers), held=True)
     reason = f"{why}; lifting our drain"
     if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
         reason = f"the controller now lists {view.gres}; our drain lifted"
@@ -451,7 +452,7 @@ def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
     held and said), or it is gone or someone else's (forgotten)."""
     added = amended(view.reason, reason) if view.drained else None
     if added is not None:
-        return Action(kind=Do.HOLD, reason=_amended(view, added))
+        return Action(kind=Do.HOLD, reason=_amended(view, added), held=True)
     what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
     return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
 

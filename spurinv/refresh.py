@@ -304,6 +304,8 @@ def converge(
             action = decide(outcome, view, state, settings, clock(), nonce=nonce)
             if action.kind in TERMINAL:
                 steps.append(Step(action=action.kind.value, reason=action.reason))
+                if view is not None and state.drain is not None and state.drain.held != action.held:
+                    state = state.model_copy(update={"drain": state.drain.model_copy(update={"held": action.held})})
                 exit_code = exit_code or action.exit_code
                 break
             if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN) or (

@@ -422,3 +422,30 @@ def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
     assert "not ours as 'n1'" in caught.value.message
     assert "State=UNDRAIN" in caught.value.message
     assert "rebuilds" not in caught.value.message
+
+
+def test_status_and_the_metric_say_our_drain_is_held_for_an_operator(tmp_path, built, cli):
+    """Issue #20, second follow-up: a held drain was said only in the run's steps; ``status``
+    and the metrics now say spurinv will not lift it, and how to once it is fixed."""
+    from spurinv import metrics
+
+    node = adopted(tmp_path, built)
+    drained(node)
+    node.busy(0)
+    node.controller["state"].append("NOT_RESPONDING")
+    node.tick("spx", minutes=61)
+    prom = tmp_path / "held.prom"
+
+    held = cli("status", "--state", node.state_path, "--json").json()
+    metrics.write(str(prom), metrics.render(json.loads(node.state_path.read_text()), 0.1, "n1", "test"))
+
+    assert any("spurinv will not lift it" in note and "State=UNDRAIN" in note for note in held["attention"])
+    assert "spurinv_drain_held 1" in prom.read_text()
+
+    node.controller["state"].remove("NOT_RESPONDING")
+    node.busy(2)  # still busy: our drain stays, no longer held for an operator
+    node.tick("cpx", minutes=61)
+    node.tick("cpx", minutes=61)  # confirmed: the view read, the drain kept for the job
+
+    free = cli("status", "--state", node.state_path, "--json").json()
+    assert not any("spurinv will not lift it" in note for note in free["attention"])
