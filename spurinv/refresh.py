@@ -37,7 +37,7 @@ from spurinv.errors import (
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.ownership import PREFIX, extra_record, nonce_of, skew_warning
+from spurinv.ownership import PREFIX, extra_record, nonce_of, reason_id, skew_warning
 from spurinv.policy import (
     TERMINAL,
     Action,
@@ -566,9 +566,14 @@ def orphaned(view: NodeView, state: State) -> str | None:
     record = extra_record(view.extra)
     named = record.get("node") if record is not None else None
     whose = f"; our record in extra names node {named!r}" if isinstance(named, str) and named != view.name else ""
+    lifted = record.get("lifted") if record is not None and named == view.name else None
+    why = "an id for another node name, an edited or older reason"
+    if isinstance(lifted, dict) and lifted.get("id") == reason_id(view.reason, view.name):
+        # Slurm keeps the reason after our lift: a drain without a reason of its own shows it
+        why = f"our record says we lifted that drain at {lifted.get('at')}: someone drained again without a reason"
     return (
         f"node {view.name!r} is drained with a spurinv reason that is not this node's drain of ours "
-        f"({view.reason[:80]!r}: an id for another node name, an edited or older reason{whose}); "
+        f"({view.reason[:80]!r}: {why}{whose}); "
         f"spurinv never lifts it: check it and lift it by hand (scontrol update NodeName={view.name} State=UNDRAIN)"
     )
 

@@ -191,13 +191,17 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     lose_state(node, how)
 
     actions = []
+    notes = []
     for _ in range(4):
-        actions += steps(node.tick("spx", minutes=61))
+        document = node.tick("spx", minutes=61)
+        actions += steps(document)
+        notes += document.notes
 
     assert "recover" not in actions
     assert "resume" not in actions
     assert "DRAIN" in node.controller["state"]
     assert node.state().drain is None
+    assert any("our record says we lifted that drain" in note for note in notes)
 
 
 def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(tmp_path, built):
