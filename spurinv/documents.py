@@ -105,6 +105,12 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     if drain:
         notes.append(f"spurinv drained this node ({drain.get('cause')}): {drain.get('reason')}")
         notes += _drain_notes(drain)
+        if drain.get("held") is True:
+            notes.append(
+                "our drain is held for an operator (the node is also DOWN or flagged, or slurmctld appended to its "
+                "reason): spurinv will not lift it; once fixed: "
+                f"scontrol update NodeName={state.get('node') or '<node>'} State=UNDRAIN"
+            )
     intent = state.get("intent")
     if isinstance(intent, dict):
         notes.append(
@@ -140,7 +146,9 @@ def _drain_notes(drain: Mapping[str, Any]) -> list[str]:
     if drain.get("recovered") == "controller-record":
         notes.append("drain recovered from the controller record (the state file had been lost or moved aside)")
     elif drain.get("recovered") == "reason":
-        notes.append("drain recovered from the id in its reason (the state file had been lost; the controller keeps no record)")
+        notes.append(
+            "drain recovered from the id in its reason (the state file had been lost; no record of ours in the node's extra)"
+        )
     warning = ownership.skew_warning(ownership.drain_skew(dict(drain)))
     if warning:
         notes.append(warning)

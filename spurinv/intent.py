@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from spurinv.nodeview import NodeView, gres_agrees
-from spurinv.ownership import Claim, controller_claim, extra_fingerprint, owns, unamended
+from spurinv.ownership import Claim, controller_claim, extra_fingerprint, extra_record, owns, reason_id, unamended
 from spurinv.state import Baseline, Drain, Intent, Refusal, State
 
 Kind = Literal["drain", "resume", "register"]
@@ -82,6 +82,14 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
     if intent.kind == "resume":
         if not view.drained:
             return cleared.model_copy(update={"drain": None}), "the unanswered resume was applied"
+        if _lifted(state, view):
+            # the lift retires our record's drain entry in the same update: the record says
+            # lifted, so the drain on the node now is someone else's (a drain without a reason
+            # of its own keeps our old words): ours is gone, never lifted again
+            return cleared.model_copy(update={"drain": None}), (
+                "the unanswered resume was applied (our record in extra says our drain was lifted); "
+                "the drain on the node now is someone else's: not touching it"
+            )
         return cleared, "the unanswered resume was not applied"
     # register: applied when the controller lists what we sent and carries our fingerprint
     latest = state.latest.inventory if state.latest else None
@@ -111,6 +119,20 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
                        error="the unanswered re-registration took effect; its record was not written")  # fmt: skip
         return cleared.model_copy(update={"refusal": took}), "the unanswered re-registration took effect; recording it"
     return cleared, "the unanswered re-registration was not applied; deciding afresh"
+
+
+def _lifted(state: State, view: NodeView) -> bool:
+    """Does our record in the node's ``extra`` say our drain (the state's) was lifted?"""
+    drain_id = reason_id(state.drain.reason, view.name) if state.drain is not None else None
+    record = extra_record(view.extra)
+    lifted = record.get("lifted") if record is not None else None
+    return (
+        drain_id is not None
+        and record is not None
+        and record.get("node") == view.name
+        and isinstance(lifted, dict)
+        and lifted.get("id") == drain_id
+    )
 
 
 def _pin(state: State, view: NodeView) -> tuple[State, str | None]:
@@ -159,7 +181,11 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         reason_changed_at=view.reason_changed_at if added is None else None,  # an append is slurmctld's time
         recovered="controller-record" if claim.source == "controller-record" else "reason",
     )
-    where = "the controller record" if drain.recovered == "controller-record" else "the id in its reason (no controller record)"
+    where = (
+        "the controller record"
+        if drain.recovered == "controller-record"
+        else "the id in its reason (no record of ours in the node's extra)"
+    )
     also = f"; slurmctld appended {added!r} to its reason" if added is not None else ""
     return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours{also}"
 

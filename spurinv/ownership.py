@@ -317,6 +317,45 @@ def extra_fingerprint(extra: str | None) -> str | None:
 RECORD_KEYS = frozenset({"node", "drain", "lifted", "fingerprint", "inventory", "gres"})
 
 
+_DRAIN_KEYS = frozenset({"id", "reason", "cause", "fingerprint", "at"})
+_LIFTED_KEYS = frozenset({"id", "at"})
+
+
+def _typed(value: dict[str, Any], key: str, *types: type) -> bool:
+    return key not in value or isinstance(value[key], types)
+
+
+def is_record(value: object) -> bool:
+    """Has ``value`` the exact shape of a record spurinv writes? Its keys, each of its type: the
+    node's name, the registration's fingerprint, inventory and gres (text), a drain entry (its id
+    and reason, cause, fingerprint, time) and a lifted entry (id, time). One from before records
+    named their node has at least its registration's fingerprint. Anything else under our key —
+    ``{}``, ``{"gres": "admin-note"}``, ``{"drain": "manual hold"}`` — is the admin's."""
+    if not isinstance(value, dict) or not value or not set(value) <= RECORD_KEYS:
+        return False
+    if not all(_typed(value, key, str) for key in ("node", "fingerprint", "inventory", "gres")):
+        return False
+    if "node" not in value and not isinstance(value.get("fingerprint"), str):
+        return False
+    drain, lifted = value.get("drain"), value.get("lifted")
+    if drain is not None and not (
+        isinstance(drain, dict)
+        and set(drain) <= _DRAIN_KEYS
+        and isinstance(drain.get("id"), str)
+        and isinstance(drain.get("reason"), str)
+        and (drain.get("cause") is None or drain.get("cause") in CAUSES)
+        and _typed(drain, "fingerprint", str, type(None))
+        and _typed(drain, "at", str)
+    ):
+        return False
+    return lifted is None or (
+        isinstance(lifted, dict)
+        and set(lifted) <= _LIFTED_KEYS
+        and _typed(lifted, "id", str, type(None))
+        and _typed(lifted, "at", str)
+    )
+
+
 def foreign_key(extra: str | None, node: str) -> str | None:
     """Why our key in ``extra`` is not ours to rewrite, or None when it is (absent, or a record
     of ours for ``node``, or one from before records named their node).
@@ -332,7 +371,7 @@ def foreign_key(extra: str | None, node: str) -> str | None:
     if parsed is None or KEY not in parsed.members:
         return None
     value = parsed.members[KEY]
-    if not isinstance(value, dict) or not set(value) <= RECORD_KEYS or not isinstance(value.get("node", node), str):
+    if not is_record(value):
         return (
             f"the node's extra holds a {KEY!r} key that is not spurinv's record: left as it is "
             "(the id in the reason is the record)"
@@ -358,7 +397,7 @@ def retired_value(extra: str | None, node: str, drain_id: str | None, at: str) -
     entry, saying which drain was lifted and when; None when ``extra`` holds no drain entry of
     ours for ``node`` (nothing to retire)."""
     current = extra_record(extra)
-    if current is None or current.get("node") != node or "drain" not in current:
+    if current is None or current.get("node") != node or "drain" not in current or not is_record(current):
         return None
     kept = {key: value for key, value in current.items() if key != "drain"}
     return {**kept, "lifted": {"id": drain_id, "at": at}, "node": node}
@@ -468,14 +507,24 @@ def controller_claim(node: str, reason: str, extra: object) -> Claim | None:
     a reason carrying a valid id for this node and this text, with what our record in ``extra``
     adds about it (our time, cause, fingerprint) when the record names this node and this drain.
 
-    A record that names this drain's id with other words, or another node, contradicts the
-    reason: no claim.
+    A record that contradicts the reason gives no claim: one that names this drain's id with
+    other words, or another node; and one for this node that says this drain was lifted, names
+    another drain as current, or no drain at all. After our lift Slurm keeps the reason text, so
+    a later drain without a reason of its own (``State=DRAIN`` alone, slurmctld's drain_nodes(),
+    a health check) shows our old words and id: only the record tells it is not ours. (A drain
+    whose record could not be written, ``extra`` grown too long for the transport, is then not
+    recovered after a state loss: ``fleet`` reports it, nothing lifts it.)
     """
     drain_id = reason_id(reason, node)
     if drain_id is None:
         return None
     record = extra_record(extra)
     drain = record.get("drain") if record is not None else None
+    lifted = record.get("lifted") if record is not None else None
+    if isinstance(lifted, dict) and lifted.get("id") == drain_id:
+        return None  # we lifted this drain; what shows its words now is someone else's
+    if record is not None and record.get("node") == node and (not isinstance(drain, dict) or drain.get("id") != drain_id):
+        return None  # our record for this node knows of no such drain
     if not isinstance(drain, dict) or drain.get("id") != drain_id:
         return Claim(reason, "reason", cause=cause_in(reason))
     if record is None or record.get("node") != node or drain.get("reason") != reason:
@@ -542,6 +591,7 @@ __all__ = [
     "extra_fingerprint",
     "extra_record",
     "foreign_key",
+    "is_record",
     "lift_blockers",
     "owns",
     "parse_extra",

@@ -117,6 +117,7 @@ class Action(BaseModel):
     body: dict[str, Any] | None = None
     cause: Literal["busy", "refused", "suspicious", "link"] | None = None
     exit_code: int = exitcode.OK
+    held: bool = False  # our drain, held for an operator (status says so)
 
 
 def drain_reason(text: str, node: str = "", nonce: str = "0000") -> str:
@@ -258,11 +259,7 @@ def decide(
         return _unchanged(view, state, settings, now, nonce, drained_by_us=drained_by_us, degraded=degraded)
 
     if outcome.kind == Kind.SUSPICIOUS:
-        if view.drained:
-            return Action(kind=Do.HOLD, reason=f"{outcome.reason}; node already drained")
-        words = f"suspicious reading: {outcome.reason}"
-        body = drain_body(view, words, "suspicious", outcome.fingerprint, settings, now, nonce)
-        return Action(kind=Do.DRAIN, reason=outcome.reason, body=body, cause="suspicious")
+        return _suspicious(outcome, view, settings, now, nonce)
 
     # change-confirmed
     assert current is not None
@@ -295,6 +292,8 @@ def decide(
             return Action(kind=Do.HOLD, reason=f"drained by spurinv; waiting for jobs to finish ({view.busy_text()})")
         if foreign:
             return Action(kind=Do.HOLD, reason=f"busy and drained by someone else ({view.reason!r}); not touching it")
+        if blocked := _not_over(view, summary):
+            return Action(kind=Do.HOLD, reason=blocked)
         body = drain_body(view, f"{summary}; re-registers when idle", "busy", current.fingerprint, settings, now, nonce)
         return Action(
             kind=Do.DRAIN,
@@ -309,6 +308,8 @@ def decide(
         if (not view.drained and not refusal.resumed) or (
             drained_by_us and state.drain is not None and not _says(state.drain.reason, words)
         ):
+            if blocked := _not_over(view, f"the controller refused {summary}"):
+                return Action(kind=Do.HOLD, reason=f"{blocked}; {remedy}", exit_code=exitcode.PROTOCOL)
             body = drain_body(view, words, "refused", current.fingerprint, settings, now, nonce)
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
@@ -336,6 +337,18 @@ def decide(
     return Action(kind=Do.REGISTER, reason=f"idle; re-registering: {summary}{_unrecorded(view, body)}", body=body)
 
 
+def _suspicious(outcome: Outcome, view: NodeView, settings: Settings, now: datetime, nonce: str) -> Action:
+    """A suspicious reading, confirmed: drain (policy.drain_on_suspicious), unless the node is
+    drained already or in a state someone else set."""
+    if view.drained:
+        return Action(kind=Do.HOLD, reason=f"{outcome.reason}; node already drained")
+    if blocked := _not_over(view, "suspicious reading"):
+        return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {blocked}")
+    words = f"suspicious reading: {outcome.reason}"
+    body = drain_body(view, words, "suspicious", outcome.fingerprint, settings, now, nonce)
+    return Action(kind=Do.DRAIN, reason=outcome.reason, body=body, cause="suspicious")
+
+
 def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, nonce: str, *, drained_by_us: bool,
                degraded: list[dict[str, Any]]) -> Action:  # fmt: skip
     """Unchanged inventory: lift our drain, or (drain_on_degraded_link) drain while a link is degraded."""
@@ -351,6 +364,8 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     if drained_by_us:
         return _lift(view, state, settings, now, "the PCIe link is back" if link_drain else "inventory matches the baseline")
     if degraded and not view.drained:
+        if blocked := _not_over(view, f"degraded PCIe link ({words})"):
+            return Action(kind=Do.HOLD, reason=blocked)
         current = state.latest.inventory if state.latest else None
         body = drain_body(view, words, "link", current.fingerprint if current else None, settings, now, nonce)
         reason = f"degraded PCIe link in two readings ({words}); policy.drain_on_degraded_link"
@@ -380,7 +395,7 @@ def _lift(view: NodeView, state: State, settings: Settings, now: datetime, why: 
     flagged by someone else (:func:`spurinv.ownership.lift_blockers`)."""
     blockers = lift_blockers(view.base, view.flags)
     if blockers:
-        return Action(kind=Do.HOLD, reason=_held(view, blockers))
+        return Action(kind=Do.HOLD, reason=_held(view, state, blockers), held=True)
     reason = f"{why}; lifting our drain"
     if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
         reason = f"the controller now lists {view.gres}; our drain lifted"
@@ -403,12 +418,30 @@ def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -
     return body
 
 
-def _held(view: NodeView, blockers: list[str]) -> str:
-    """Why our drain stays although the inventory is back."""
+def _held(view: NodeView, state: State, blockers: list[str]) -> str:
+    """Why our drain stays although the inventory is back. Slurm keeps one reason per node: when
+    it set DOWN (or a flag) without words of its own, the reason shown is still ours, not the
+    DOWN's, and is not quoted as someone else's."""
+    mine = state.drain is not None and view.reason == state.drain.reason
+    why = "Slurm or an operator set that without a reason of its own" if mine else f"reason {view.reason!r}"
     return (
         f"inventory matches the baseline, but the node is also {'+'.join(blockers)} "
-        f"(reason {view.reason!r}): not ours to clear; our drain stays until that is gone "
+        f"({why}): not ours to clear; our drain stays until that is gone "
         "(lifting it would not make the node usable, and Slurm's RESUME would clear the rest too)"
+    )
+
+
+def _not_over(view: NodeView, what: str) -> str | None:
+    """Why a drain (a write with a reason) must not go to this node: it is DOWN, FAIL,
+    NOT_RESPONDING or otherwise in a state someone else set (:func:`spurinv.ownership.lift_blockers`).
+    Slurm keeps one reason per node: ours would overwrite the one that state was set with."""
+    blockers = lift_blockers(view.base, view.flags)
+    if not blockers:
+        return None
+    shown = f", reason {view.reason!r}" if view.reason else ""
+    return (
+        f"{what}: not draining, the node is {'+'.join(blockers)}{shown} — set by someone else; a drain "
+        "would overwrite its reason. Holding until that is cleared"
     )
 
 
@@ -438,7 +471,7 @@ def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
     held and said), or it is gone or someone else's (forgotten)."""
     added = amended(view.reason, reason) if view.drained else None
     if added is not None:
-        return Action(kind=Do.HOLD, reason=_amended(view, added))
+        return Action(kind=Do.HOLD, reason=_amended(view, added), held=True)
     what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
     return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
 

@@ -37,7 +37,7 @@ from spurinv.errors import (
 from spurinv.intent import KINDS, Journal, reconcile, recover
 from spurinv.log import Log
 from spurinv.model import Discovery, Reading
-from spurinv.ownership import PREFIX, extra_record, nonce_of, skew_warning
+from spurinv.ownership import PREFIX, extra_record, nonce_of, reason_id, skew_warning
 from spurinv.policy import (
     TERMINAL,
     Action,
@@ -313,6 +313,7 @@ def converge(
             action = decide(outcome, view, state, settings, clock(), nonce=nonce)
             if action.kind in TERMINAL:
                 steps.append(Step(action=action.kind.value, reason=action.reason))
+                state = _mark_held(state, view, action)
                 exit_code = exit_code or action.exit_code
                 break
             if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN) or (
@@ -353,6 +354,13 @@ def converge(
     final = judge(state)
     exit_code = exit_code or _UNSETTLED.get(final.kind, exitcode.OK)
     return Converged(state, final, steps, exit_code, client, notes)
+
+
+def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
+    """Keep in the state whether our drain is held for an operator (``status`` and the metric say it)."""
+    if view is not None and state.drain is not None and state.drain.held != action.held:
+        return state.model_copy(update={"drain": state.drain.model_copy(update={"held": action.held})})
+    return state
 
 
 def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
@@ -574,9 +582,14 @@ def orphaned(view: NodeView, state: State) -> str | None:
     record = extra_record(view.extra)
     named = record.get("node") if record is not None else None
     whose = f"; our record in extra names node {named!r}" if isinstance(named, str) and named != view.name else ""
+    lifted = record.get("lifted") if record is not None and named == view.name else None
+    why = "an id for another node name, an edited or older reason"
+    if isinstance(lifted, dict) and lifted.get("id") == reason_id(view.reason, view.name):
+        # Slurm keeps the reason after our lift: a drain without a reason of its own shows it
+        why = f"our record says we lifted that drain at {lifted.get('at')}: someone drained again without a reason"
     return (
         f"node {view.name!r} is drained with a spurinv reason that is not this node's drain of ours "
-        f"({view.reason[:80]!r}: an id for another node name, an edited or older reason{whose}); "
+        f"({view.reason[:80]!r}: {why}{whose}); "
         f"spurinv never lifts it: check it and lift it by hand (scontrol update NodeName={view.name} State=UNDRAIN)"
     )
 

@@ -72,6 +72,9 @@ class Drain(Frozen):
     # Rebuilt from the controller by a run that had no usable state: from our record in the
     # node's ``extra``, or from the id in the reason alone (a controller without ``extra``).
     recovered: Literal["controller-record", "reason"] | None = None
+    # The last run that read the node held it for an operator (the node also DOWN or flagged by
+    # someone else, or slurmctld appended to our reason): spurinv will not lift it as it stands.
+    held: bool = False
 
     @property
     def claim(self) -> Claim:

@@ -363,6 +363,22 @@ def test_an_unanswered_resume_is_settled_from_the_view():
     assert not_applied.intent is None
 
 
+def test_an_unanswered_resume_whose_record_says_lifted_was_applied():
+    """Issue #20, second follow-up: the node is drained again, by someone else without a reason
+    (our words stay), but our record says our drain was lifted: the resume went in."""
+    drain = Drain(reason=REASON, set_at=at(60), cause="busy")
+    state = with_intent("resume", {"state": ["UNDRAIN"]}, current=SPX, drain=drain)
+    lifted = json.dumps({"spurinv": {"node": "n1", "lifted": {"id": REASON[10:18], "at": "2026-12-03T09:00:00Z"}}})
+    other = json.dumps({"spurinv": {"node": "n1", "lifted": {"id": "00000000", "at": "2026-12-03T09:00:00Z"}}})
+
+    applied, note = reconcile(state, view("DRAIN", reason=REASON, extra=lifted))
+    not_applied, _ = reconcile(state, view("DRAIN", reason=REASON, extra=other))
+
+    assert applied.drain is None
+    assert "applied" in (note or "")
+    assert not_applied.drain == drain
+
+
 def test_an_unanswered_registration_moves_the_baseline_only_when_the_controller_has_it():
     state = with_intent("register", {"gres": "gpu:mi300x:64", "extra": "{}"})
     extra = json.dumps({"spurinv": {"fingerprint": CPX.fingerprint}})

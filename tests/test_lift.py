@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Killed, Node, Points, adopted, busy_drain_scenario, kill_points, settle_after_revert
-from test_policy import NOW, OUR_REASON, SLURM, SPX, outcome_for, state_for, view  # tests/ is on sys.path
+from test_policy import CPX, NONE, NOW, OUR_REASON, SLURM, SPX, outcome_for, state_for, view  # tests/ is on sys.path
 
+from spurinv import exitcode
 from spurinv.ownership import HARMLESS_FLAGS, KEY, amended, lift_blockers, retired_value, stale_drain
-from spurinv.policy import Do, decide
+from spurinv.policy import Do, Settings, decide
 
 NOW_TEXT = "2026-12-03T10:00:00Z"
 ADMIN = '{"rack": "r2",  "power": 1E5, '
@@ -55,6 +56,48 @@ def test_our_drain_on_a_node_that_is_also_down_or_flagged_is_never_lifted(base, 
     assert action.body is None
     assert "+".join(lift_blockers(base, flags)) in action.reason
     assert "not ours to clear" in action.reason
+
+
+BLOCKED = st.sampled_from([("DOWN", ()), ("IDLE", ("FAIL",)), ("IDLE", ("NOT_RESPONDING",)), ("MIXED", ("FAIL",)),
+                           ("DOWN", ("NOT_RESPONDING",)), ("FUTURE", ()), ("IDLE", ("POWERED_DOWN",))])  # fmt: skip
+ADMIN_REASONS = st.sampled_from(["", "admin: replacing GPU 3, ticket 42", "Not responding"])
+
+
+@given(
+    blocked=BLOCKED,
+    reason=ADMIN_REASONS,
+    path=st.sampled_from(["busy", "refused", "suspicious"]),  # the link: tests/test_link.py
+)
+def test_no_drain_is_ever_sent_over_someone_elses_down_or_fail(blocked, reason, path):
+    """Issue #20, second follow-up: a node DOWN or FAIL (no DRAIN flag) for an admin's reason got
+    our drain, and our reason over theirs (Slurm keeps one). Every path that drains holds instead."""
+    base, flags = blocked
+    cpus, used = (2, "gpu:mi300x:2(IDX:0-1)") if path == "busy" else (0, "gpu:mi300x:0(IDX:N/A)")
+    node = view(base, *flags, reason=reason, cpus=cpus, used=used)
+    policy = SLURM
+    if path == "suspicious":
+        state, policy = state_for(SPX, NONE, NONE), Settings(observe=False, drain_on_suspicious=True)
+    else:
+        state = state_for(SPX, CPX, CPX, refusal=path == "refused")
+
+    action = decide(outcome_for(state), node, state, policy, NOW)
+
+    assert action.kind == Do.HOLD, (path, action)
+    assert action.body is None
+    assert "+".join(lift_blockers(base, flags)) in action.reason
+    assert action.exit_code == (exitcode.PROTOCOL if path == "refused" else exitcode.OK)
+
+
+def test_the_hold_does_not_quote_our_own_reason_as_someone_elses():
+    state = state_for(SPX, SPX, SPX, drain=True)
+
+    action = decide(outcome_for(state), view("DOWN", "DRAIN", reason=OUR_REASON), state, SLURM, NOW)
+    other = decide(outcome_for(state), view("DOWN", "DRAIN", reason=OUR_REASON + " : Not responding"), state, SLURM, NOW)
+
+    assert action.kind == Do.HOLD
+    assert OUR_REASON not in action.reason
+    assert "without a reason of its own" in action.reason
+    assert other.kind == Do.HOLD
 
 
 @pytest.mark.parametrize("flags", [(), ("COMPLETING",), ("RESERVED",), ("MAINTENANCE",)])
@@ -379,3 +422,30 @@ def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
     assert "not ours as 'n1'" in caught.value.message
     assert "State=UNDRAIN" in caught.value.message
     assert "rebuilds" not in caught.value.message
+
+
+def test_status_and_the_metric_say_our_drain_is_held_for_an_operator(tmp_path, built, cli):
+    """Issue #20, second follow-up: a held drain was said only in the run's steps; ``status``
+    and the metrics now say spurinv will not lift it, and how to once it is fixed."""
+    from spurinv import metrics
+
+    node = adopted(tmp_path, built)
+    drained(node)
+    node.busy(0)
+    node.controller["state"].append("NOT_RESPONDING")
+    node.tick("spx", minutes=61)
+    prom = tmp_path / "held.prom"
+
+    held = cli("status", "--state", node.state_path, "--json").json()
+    metrics.write(str(prom), metrics.render(json.loads(node.state_path.read_text()), 0.1, "n1", "test"))
+
+    assert any("spurinv will not lift it" in note and "State=UNDRAIN" in note for note in held["attention"])
+    assert "spurinv_drain_held 1" in prom.read_text()
+
+    node.controller["state"].remove("NOT_RESPONDING")
+    node.busy(2)  # still busy: our drain stays, no longer held for an operator
+    node.tick("cpx", minutes=61)
+    node.tick("cpx", minutes=61)  # confirmed: the view read, the drain kept for the job
+
+    free = cli("status", "--state", node.state_path, "--json").json()
+    assert not any("spurinv will not lift it" in note for note in free["attention"])

@@ -138,7 +138,7 @@ def test_refresh_status_and_metrics_show_a_confirmed_degraded_link(cli, built, s
     text = metrics_file.read_text()
     assert 'spurinv_link_degraded{pci_bdf="0000:88:00.0",width="8",max_width="16"} 1' in text
     assert "spurinv_links_degraded 1" in text
-    assert metrics.render(json.loads(state_path.read_text()), 0.0, "n1", "v") .count("spurinv_link_degraded{") == 1
+    assert metrics.render(json.loads(state_path.read_text()), 0.0, "n1", "v").count("spurinv_link_degraded{") == 1
 
 
 def test_diff_and_discover_say_the_link_beside_an_unchanged_inventory(cli, built, state_path):
@@ -195,6 +195,20 @@ def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_bac
     assert "resume" in [step.action for step in back.steps]
     assert "DRAIN" not in node.controller["state"]
     assert twice.outcome.kind == "unchanged"  # never a re-registration: the inventory is the same
+
+
+def test_a_degraded_link_on_a_node_down_for_an_admin_is_held_not_drained(tmp_path, built):
+    """Issue #20, second follow-up: our drain, and our reason, went over an admin's DOWN."""
+    node = link_node(tmp_path, built, drain=True)
+    node.controller.update(state=["DOWN"], reason="admin: replacing GPU 3, ticket 42")
+
+    node.tick("x8")
+    twice = node.tick("x8")
+
+    assert "drain" not in [step.action for step in twice.steps]
+    assert node.controller["state"] == ["DOWN"]
+    assert node.controller["reason"] == "admin: replacing GPU 3, ticket 42"
+    assert "not draining, the node is DOWN" in twice.steps[-1].reason
 
 
 def test_without_the_option_a_degraded_link_is_reported_not_drained(tmp_path, built):

@@ -22,6 +22,7 @@ FAMILIES = {
     "spurinv_last_success_timestamp_seconds": "gauge",
     "spurinv_change_pending": "gauge",
     "spurinv_drain_active": "gauge",
+    "spurinv_drain_held": "gauge",
     "spurinv_partition_switch_since_timestamp_seconds": "gauge",
     "spurinv_link_degraded": "gauge",
     "spurinv_links_degraded": "gauge",

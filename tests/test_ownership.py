@@ -283,11 +283,12 @@ def test_a_splice_longer_than_the_limit_is_not_made():
 
 
 def test_a_record_for_another_node_is_never_rewritten():
-    mine = json.dumps({KEY: {"node": "n1", "gres": "gpu:8", "drain": {"id": "x"}}})
-    theirs = json.dumps({KEY: {"node": "n9", "gres": "gpu:8", "drain": {"id": "x"}}})
+    drain = {"id": "x", "reason": "r"}
+    mine = json.dumps({KEY: {"node": "n1", "gres": "gpu:8", "drain": drain}})
+    theirs = json.dumps({KEY: {"node": "n9", "gres": "gpu:8", "drain": drain}})
     old = json.dumps({KEY: {"fingerprint": "f", "gres": "gpu:8"}})  # before records named their node
 
-    assert record_value(mine, "n1", {"fingerprint": "g"}) == {"node": "n1", "gres": "gpu:8", "drain": {"id": "x"},
+    assert record_value(mine, "n1", {"fingerprint": "g"}) == {"node": "n1", "gres": "gpu:8", "drain": drain,
                                                                "fingerprint": "g"}  # fmt: skip
     # another node's record (renamed, or copied with the admin's extra) is that node's evidence
     assert record_value(theirs, "n1", {"fingerprint": "g"}) is None
@@ -399,3 +400,114 @@ def test_a_claim_from_the_record_carries_its_time_and_cause():
 
 def test_a_prefix_alone_is_no_claim():
     assert controller_claim("n1", f"{PREFIX} mi300x 8→7", "") is None
+
+
+def _record_extra(node: str, **record: object) -> str:
+    return splice('{"rack": "r2"}', {"node": node, **record}) or ""
+
+
+@settings(max_examples=200)
+@given(
+    node=NODES,
+    nonce=NONCES,
+    other=NONCES,
+    text=TEXTS,
+    shape=st.sampled_from(["lifted", "lifted-and-registered", "other-drain", "no-drain"]),
+)
+def test_a_record_that_contradicts_the_reason_gives_no_claim(node, nonce, other, text, shape):
+    """Issue #20, second follow-up: after our lift Slurm keeps the reason text; a later drain
+    without a reason of its own (``State=DRAIN``, drain_nodes(), NHC) shows our words and id. The
+    record says that drain was lifted (or names another, or none): never ours, and ``fleet``
+    does not count it as spurinv's recorded drain."""
+    assume(other != nonce)
+    reason = reason_for(node, nonce, text)
+    drain_id = reason_id(reason, node)
+    lifted = {"id": drain_id, "at": ownership.stamp(AT)}
+    current = reason_for(node, other, text)
+    extra = {
+        "lifted": _record_extra(node, lifted=lifted),
+        "lifted-and-registered": _record_extra(node, lifted=lifted, fingerprint="ab" * 8, gres="gpu:8"),
+        "other-drain": _record_extra(node, drain={"id": reason_id(current, node), "reason": current}),
+        "no-drain": _record_extra(node, fingerprint="ab" * 8, gres="gpu:8"),
+    }[shape]
+
+    assert controller_claim(node, reason, extra) is None
+    row = fleet.row({"name": node, "state": ["IDLE", "DRAIN"], "reason": reason, "extra": extra}, AT)
+    assert row["drain_recorded"] is False
+    assert fleet.ORPHANED_DRAIN in row["attention"]
+
+
+def test_a_record_of_another_node_or_none_leaves_the_id_in_the_reason_to_decide():
+    reason = reason_for("n1", "3f9a", "mi300x 8→7")
+
+    assert controller_claim("n1", reason, "") is not None  # spur: no extra at all
+    assert controller_claim("n1", reason, '{"rack": "r2"}') is not None  # no record of ours
+    copied = _record_extra("n9", lifted={"id": "00000000", "at": ownership.stamp(AT)})
+    assert controller_claim("n1", reason, copied) is not None  # another node's record says nothing of ours
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        {"gres": "admin-note"},
+        {"drain": "manual hold"},
+        {"node": "n1", "drain": "manual hold"},
+        {"node": "n1", "drain": {"id": 7, "reason": "r"}},
+        {"node": "n1", "lifted": "yesterday"},
+        {"node": "n1", "gres": 8},
+        {"node": 1},
+        {"node": "n1", "drain": {"id": "x", "reason": "r", "cause": "because"}},
+    ],
+)
+def test_a_value_not_of_our_records_shape_is_the_admins(value):
+    """Issue #20, second follow-up: only the key names were checked; an admin's ``{}`` or
+    ``{"drain": "manual hold"}`` under our key was taken for our record and rewritten."""
+    extra = json.dumps({"rack": "r2", KEY: value})
+
+    assert ownership.foreign_key(extra, "n1") is not None
+    assert record_value(extra, "n1", {"fingerprint": "g"}) is None
+    assert ownership.retired_value(extra, "n1", "x", "2026-12-03T09:00:00Z") is None
+
+
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.floats(allow_nan=False, allow_infinity=False)
+)
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                        st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                      max_leaves=8)  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(value=st.dictionaries(st.sampled_from(sorted(ownership.RECORD_KEYS)), VALUES, max_size=4))
+def test_only_our_records_shape_is_ever_rewritten(value):
+    """Whatever an admin puts under our key: rewritten only when it is a record we could have written."""
+    extra = json.dumps({KEY: value})
+    rewritable = ownership.foreign_key(extra, "n1") is None
+
+    if rewritable:
+        assert value.get("node", "n1") == "n1"
+        assert all(isinstance(value[key], str) for key in ("node", "fingerprint", "inventory", "gres") if key in value)
+        assert isinstance(value.get("drain", {"id": "", "reason": ""}), dict)
+        assert isinstance(value.get("lifted", {}), dict)
+        assert value
+    else:
+        assert record_value(extra, "n1", {"fingerprint": "g"}) is None
+
+
+def test_records_we_write_are_ours():
+    reason = reason_for("n1", "3f9a", "mi300x 8→7")
+    drain = {
+        "id": reason_id(reason, "n1"),
+        "reason": reason,
+        "cause": "busy",
+        "fingerprint": None,
+        "at": "2026-12-03T09:00:00Z",
+    }
+    for value in (
+        {"node": "n1", "fingerprint": "f", "inventory": "8x mi300x", "gres": "gpu:mi300x:8"},
+        {"node": "n1", "drain": drain},
+        {"node": "n1", "lifted": {"id": None, "at": "2026-12-03T09:00:00Z"}, "gres": "gpu:8"},
+        {"fingerprint": "f", "inventory": "8x", "gres": "gpu:8"},  # before records named their node
+    ):
+        assert ownership.foreign_key(json.dumps({KEY: value}), "n1") is None, value

@@ -175,6 +175,69 @@ def test_a_lost_state_never_takes_a_drain_that_is_not_ours(tmp_path, built, othe
     assert node.state().drain is None
 
 
+@pytest.mark.parametrize("how", ["deleted", "corrupt"])
+def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_path, built, how):
+    """Issue #20, second follow-up: after our lift Slurm keeps the reason text; a later drain with
+    no reason of its own (``State=DRAIN`` alone, drain_nodes(), a health check) shows our words
+    and id. A stateless node rebooted then must not take it from the id: the record says lifted."""
+    node = adopted(tmp_path, built)
+    reason = drained_busy(node)
+    assert "resume" in settle_after_revert(node)
+    assert node.controller["reason"] == reason  # Slurm keeps the text after UNDRAIN
+    record = extra_record(node.controller["extra"])
+    assert record is not None
+    assert record["lifted"]["id"] == reason[10:18]
+    node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
+    lose_state(node, how)
+
+    actions = []
+    notes = []
+    for _ in range(4):
+        document = node.tick("spx", minutes=61)
+        actions += steps(document)
+        notes += document.notes
+
+    assert "recover" not in actions
+    assert "resume" not in actions
+    assert "DRAIN" in node.controller["state"]
+    assert node.state().drain is None
+    assert any("our record says we lifted that drain" in note for note in notes)
+
+
+def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(tmp_path, built):
+    """Issue #20, second follow-up: our lift applied, its answer lost (the run killed after the
+    POST), then someone drains with no reason of its own (our words stay). The next run once
+    concluded "the unanswered resume was not applied" and lifted their drain: the record, retired
+    in the same update as the lift, says it was applied."""
+    from test_intent import Killed, Points
+
+    def drained(node: Node) -> None:
+        drained_busy(node)
+        node.busy(0)
+
+    counting = adopted(tmp_path / "count", built)
+    drained(counting)
+    points = Points()
+    counting.tick("spx", points)
+    after_post = next(i for i, label in enumerate(points.labels, 1) if label.startswith("after POST"))
+    node = adopted(tmp_path / "node", built)
+    drained(node)
+    with pytest.raises(Killed):
+        node.tick("spx", Points(after_post))
+    assert node.state().intent is not None
+    assert "DRAIN" not in node.controller["state"]  # applied
+    node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
+
+    actions = []
+    for _ in range(4):
+        actions += steps(node.tick("spx", minutes=61))
+
+    assert "resume" not in actions
+    assert "DRAIN" in node.controller["state"]
+    assert node.state().drain is None
+    assert node.state().intent is None
+
+
 def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp_path, built):
     """Someone re-drained with our very text after we saw ours: forgotten, and the controller's
     record (still naming that text) does not make it ours again — only a lost state asks it."""
@@ -197,7 +260,7 @@ def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp
 
 def test_the_drain_and_its_record_go_in_one_update_beside_the_admins_keys(tmp_path, built):
     node = adopted(tmp_path, built)
-    node.controller["extra"] = '{"rack": "r2",  "power": 1E5, "spurinv": {"inventory": "old"}}'
+    node.controller["extra"] = '{"rack": "r2",  "power": 1E5, "spurinv": {"fingerprint": "f0", "inventory": "old"}}'
 
     reason = drained_busy(node)
 
