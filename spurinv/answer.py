@@ -54,6 +54,19 @@ MAX_KEYS = 1024
 _SLICE = 1 << 16  # text is taken in slices so a value's cap holds however the answer is fed
 
 
+_NUMBER_TAIL = frozenset(".eE+-0123456789")
+
+
+def _number_cut(text: str, end: int, value: Any) -> bool:
+    """Could the number that ends at ``end`` go on past the end of the buffer?"""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and len(text) - end <= 2
+        and all(c in _NUMBER_TAIL for c in text[end:])
+    )
+
+
 class Unusable(ValueError):
     """An answer that is JSON but cannot be used, with where and why (one line)."""
 
@@ -252,8 +265,9 @@ class Reader:
             except ValueError:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
                 raise self._long_number(where) from None
             else:
-                # a number or literal that ends the buffer may go on in the next chunk
-                if end < len(self._text) or self._final:
+                # a number or literal that ends the buffer may go on in the next chunk, also
+                # where the chunk cut it at its "." or exponent ("2.5e" parses as 2.5, then "e")
+                if self._final or (end < len(self._text) and not _number_cut(self._text, end, value)):
                     self._last = end - self._pos
                     if self._last > MAX_VALUE:
                         raise self._too_large(where)

@@ -206,3 +206,14 @@ def test_a_node_just_inside_the_bounds_is_read_whole():
         reader.feed(data[start : start + 65536])
 
     assert reader.close()["nodes"] == [node]
+
+
+@pytest.mark.parametrize("cut", range(1, 26))
+def test_a_number_cut_by_a_chunk_at_its_point_or_exponent_is_read_whole(cut):
+    """A chunk may end inside a number just after its "." or "e"/"e+": ``2.5e`` parses as 2.5
+    followed by garbage, so the reader waits for the rest (found by the property test above)."""
+    data = json.dumps({"nodes": [None, 2.844658021382638e16, -1.5e-07]}).encode()
+
+    read, _reader = _feed(data, [cut], None)
+
+    assert read["nodes"] == [None, 2.844658021382638e16, -1.5e-07]
