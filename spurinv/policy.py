@@ -278,7 +278,8 @@ def decide(
             body=body,
         )
     summary = against(view, current) if state.baseline is None else outcome.diff.summary()
-    if down := sorted(DOWN & {view.base, *view.flags}):
+    if DOWN & {view.base, *view.flags}:
+        down = lift_blockers(view.base, view.flags)
         # a DOWN/FAIL node is no idle node: its jobs may be unseen, and a register command would
         # restart or delete a node the operator is working on
         said = f" ({view.reason!r})" if view.reason else ""

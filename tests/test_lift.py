@@ -18,7 +18,7 @@ from test_policy import CPX, NONE, NOW, OUR_REASON, SLURM, SPX, outcome_for, sta
 
 from spurinv import exitcode
 from spurinv.ownership import HARMLESS_FLAGS, KEY, amended, lift_blockers, retired_value, stale_drain
-from spurinv.policy import Do, Settings, decide
+from spurinv.policy import DOWN, Do, Settings, decide
 
 NOW_TEXT = "2026-12-03T10:00:00Z"
 ADMIN = '{"rack": "r2",  "power": 1E5, '
@@ -85,7 +85,11 @@ def test_no_drain_is_ever_sent_over_someone_elses_down_or_fail(blocked, reason, 
     assert action.kind == Do.HOLD, (path, action)
     assert action.body is None
     assert "+".join(lift_blockers(base, flags)) in action.reason
-    assert action.exit_code == (exitcode.PROTOCOL if path == "refused" else exitcode.OK)
+    if path != "suspicious" and {base, *flags} & DOWN:
+        # a confirmed change on a DOWN/FAIL node waits for it to be back (75: the next tick retries)
+        assert action.exit_code == exitcode.TEMPFAIL
+    else:
+        assert action.exit_code == (exitcode.PROTOCOL if path == "refused" else exitcode.OK)
 
 
 def test_the_hold_does_not_quote_our_own_reason_as_someone_elses():
