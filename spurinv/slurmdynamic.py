@@ -311,22 +311,24 @@ def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runne
     saved = Saved(options.saved)
     kept = saved.load(node)
     view = read_node(options.scontrol, node, run, timeout)
+    done: list[str] = []
+    if kept and view is not None:  # before anything else: see _restore_saved
+        view, done = _restore_saved(options, node, kept, view, run, saved)
+        kept = None
     if view is not None and (why := not_plain(view, node)):
         raise Failed(f"node {node}: {why}; a delete would drop it: not touching it", EX_NOPERM)
     # everything that can refuse is checked before anything is written or deleted
     merged = merged_gres_conf(read_file(options.gres_conf) or "", node, lines) if options.gres_conf else None
     if shutil.which(options.restart[0]) is None:
         raise Failed(f"--restart program {options.restart[0]!r} is not found or not executable: not deleting", EX_CONFIG)
-    done = []
+    wrote = len(done)
     if options.gres_conf and merged is not None and write_if_changed(options.gres_conf, merged):
         done.append(f"wrote {options.gres_conf}")
     if options.env_file and write_if_changed(options.env_file, env_line(options.env_name, gres)):
         done.append(f"wrote {options.env_file}")
-    if view is not None and same_gres(str(view.get("gres") or ""), gres) and not done:
-        if kept:  # an earlier run restarted the node but died before putting its attributes back
-            _restore(options, node, kept, view, run)
-            saved.drop()
-            return f"node {node}: restored {', '.join(sorted(kept))} saved by an earlier run"
+    if view is not None and same_gres(str(view.get("gres") or ""), gres) and len(done) == wrote:
+        if done:
+            return f"node {node}: " + "; ".join(done) + f"; already registered with {gres}"
         return f"node {node} already registered with {gres}; nothing to do"
     if view is not None and not kept:  # a saved file is an earlier run's: the truth, not the re-created node
         kept = {key: str(view.get(field) or "") for key, field in RESTORED if view.get(field)}
@@ -358,13 +360,43 @@ def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runne
     return f"node {node}: " + "; ".join(done) + f" (Gres={gres})"
 
 
-def _restore(options: argparse.Namespace, node: str, kept: dict[str, str], back: Mapping[str, object], run: Runner) -> None:
+def restore_plan(node: str, kept: Mapping[str, str], back: Mapping[str, object], saved: str | None) -> list[tuple[str, str]]:
+    """The ``(key, value)`` updates that put ``kept`` back on the node as it is now (``back``):
+    only into an empty field (what the delete leaves); a field equal to the saved value needs
+    nothing. A non-empty field that differs is someone's newer value: never overwritten,
+    :class:`Failed` (78) naming both, the saved file left for the admin. Pure."""
+    updates = []
     for key, field in RESTORED:
-        if key in kept and str(back.get(field) or "") != kept[key]:
-            put = run([options.scontrol, "update", f"nodename={node}", f"{key}={kept[key]}"], options.timeout)
-            if put.returncode != 0:
-                raise Failed(f"node {node} is back, but its {field} could not be restored: {put.stderr.strip()[-300:]}",
-                             EX_UNAVAILABLE)  # fmt: skip
+        if key not in kept:
+            continue
+        now = str(back.get(field) or "")
+        if now == kept[key]:
+            continue
+        if now:
+            raise Failed(f"node {node}: its {field} is {now!r} but {saved or 'the saved file'} holds {kept[key]!r} "
+                         "from before the delete; keeping the node's; merge them by hand, then remove the file",
+                         EX_CONFIG)  # fmt: skip
+        updates.append((key, kept[key]))
+    return updates
+
+
+def _restore_saved(options: argparse.Namespace, node: str, kept: dict[str, str], view: Mapping[str, object],
+                   run: Runner, saved: Saved) -> tuple[dict[str, object], list[str]]:  # fmt: skip
+    """An earlier run deleted the node and died or failed once it was back, whatever GRES it came
+    back with: put the saved attributes back before anything else (spurinv may already count the
+    node registered), drop the file, and return the node as it is now."""
+    _restore(options, node, kept, view, run)
+    saved.drop()
+    now = {**view, **{field: kept[key] for key, field in RESTORED if key in kept}}
+    return now, [f"restored {', '.join(k.lower() for k in sorted(kept))} saved by an earlier run"]
+
+
+def _restore(options: argparse.Namespace, node: str, kept: dict[str, str], back: Mapping[str, object], run: Runner) -> None:
+    for key, value in restore_plan(node, kept, back, options.saved):
+        put = run([options.scontrol, "update", f"nodename={node}", f"{key}={value}"], options.timeout)
+        if put.returncode != 0:
+            raise Failed(f"node {node} is back, but its {key.lower()} could not be restored: {put.stderr.strip()[-300:]}"
+                         f"; {options.saved or 'nothing'} keeps it for the next run", EX_UNAVAILABLE)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
