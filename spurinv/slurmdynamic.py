@@ -69,7 +69,10 @@ def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
-_KEY = re.compile(r"([A-Za-z]+)=(\S*)")
+# Slurm's key/value rule (src/common/parse_config.c, _keyvalue_regex): spaces around "=", an
+# operator before it, a double-quoted value
+_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*([-*+/]?)=\s*(?:"([^"]*)"|(\S+))')
+_PLAIN = re.compile(r"[A-Za-z]+=[^\s\"]*")
 
 
 def in_hostlist(node: str, hostlist: str) -> bool:
@@ -107,35 +110,62 @@ def _in_ranges(digits: str, spec: str) -> bool:
     return False
 
 
-def gres_conf_fields(line: str) -> dict[str, str]:
-    """One gres.conf line's ``Key=value`` pairs as Slurm reads them: keys in any case and order
-    (lowered here), ``#`` to the end of the line a comment."""
+def gres_conf_pairs(line: str) -> tuple[dict[str, str], bool] | None:
+    """One gres.conf line's ``Key=value`` pairs as Slurm reads them (keys in any case and order,
+    lowered here; ``#`` to the end of the line a comment; ``Key = "value"``, ``Key+=value``), and
+    whether every pair is in the plain ``Key=value`` form this program writes. None for an
+    ``Include`` line: what it names cannot be judged from here."""
     body = line.split("#", 1)[0]
-    return {key.lower(): value for key, value in _KEY.findall(body)}
+    if re.match(r"\s*include\s", body, re.IGNORECASE):
+        return None
+    fields: dict[str, str] = {}
+    plain, position = True, 0
+    while position < len(body) and body[position:].strip():
+        match = _PAIR.match(body, position)
+        if match is None:  # Slurm refuses the file over it; judge the pairs that are there
+            plain, position = False, len(body) - len(body[position:].lstrip())
+            position += len(body[position:].split(None, 1)[0])
+            continue
+        key, operator, quoted, bare = match.groups()
+        fields[key.lower()] = quoted if quoted is not None else bare
+        plain = plain and not operator and _PLAIN.fullmatch(match.group(0).strip()) is not None
+        position = match.end()
+    return fields, plain
+
+
+def gres_conf_fields(line: str) -> dict[str, str]:
+    """:func:`gres_conf_pairs`'s fields; a line that is no pairs has none."""
+    parsed = gres_conf_pairs(line)
+    return parsed[0] if parsed else {}
 
 
 def merged_gres_conf(current: str, node: str, lines: str) -> str:
     """``current`` with the node's own ``Name=gpu`` lines (``NodeName=<node>``, keys in any case
     and order) replaced by ``lines``: every other line kept byte for byte (CRLF too), in place;
     the new lines go where the first old one was, else at the end. A line that could also give
-    this node GPUs (no ``NodeName=``, a host list or ``ALL`` naming it, ``AutoDetect=`` other than
-    off, a continued line) is refused: :class:`Failed`, exit 78, naming the line. Pure."""
+    this node GPUs by Slurm's key/value rule (no ``NodeName=``, a host list or ``ALL`` naming it,
+    ``AutoDetect=`` other than off, quotes, spaces or an operator around ``=``), a continued line
+    and a line that is not pairs (``Include``) are refused: :class:`Failed`, exit 78, naming the line. Pure."""
     new = [line for line in lines.splitlines() if line.strip()]
     out: list[str] = []
     placed = False
     ending = "\r\n" if "\r\n" in current else "\n"
     for number, line in enumerate(current.splitlines(keepends=True), 1):
         bare = line.rstrip("\r\n")
-        fields = gres_conf_fields(bare)
-        names = fields.get("nodename")
-        applies = names is None or in_hostlist(node, names)
         if bare.split("#", 1)[0].rstrip().endswith("\\"):
             raise Failed(f"gres.conf line {number} is continued (\\): it cannot be merged safely: {bare[:120]!r}", EX_CONFIG)
+        parsed = gres_conf_pairs(bare)
+        if parsed is None:
+            raise Failed(f"gres.conf line {number} is an Include: the lines it names cannot be checked safely: "
+                         f"{bare[:120]!r}", EX_CONFIG)  # fmt: skip
+        fields, plain = parsed
+        names = fields.get("nodename")
+        applies = names is None or in_hostlist(node, names)
         if applies and fields.get("autodetect", "off").lower() != "off":
             raise Failed(f"gres.conf line {number} auto-detects GPUs for {node} ({bare[:120]!r}): it would add to or "
                          "override the lines written here; remove it for this node", EX_CONFIG)  # fmt: skip
         if applies and fields.get("name", "").lower() == "gpu":
-            if names != node:
+            if names != node or not plain:
                 raise Failed(f"gres.conf line {number} gives {node} GPUs too ({bare[:120]!r}): give the node its own "
                              f"NodeName={node} lines, or none", EX_CONFIG)  # fmt: skip
             if not placed:

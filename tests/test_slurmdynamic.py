@@ -365,6 +365,14 @@ def test_sigterm_during_the_restart_waits_until_the_extra_is_back(tmp_path):
         "nodename=x,d[0-3] name=gpu File=/dev/dri/renderD128",
         "AutoDetect=rsmi",
         "NodeName=d1 AutoDetect=nvml",
+        'NodeName="d1" Name=gpu File=/dev/dri/renderD128',  # quoted: Slurm reads d1
+        "NodeName = d[1-4] Name=gpu File=/dev/dri/renderD128",  # spaces around =
+        "Name = gpu File=/dev/dri/renderD128",
+        "AutoDetect = nvml",
+        'NodeName=d1 Name="gpu" File=/dev/dri/renderD128',
+        "NodeName=d1 Name=gpu File+=/dev/dri/renderD128",  # an operator
+        "Include /etc/slurm/gres.d/*.conf",
+        "include gres-extra.conf",
     ],
 )
 def test_a_line_that_could_also_give_the_node_gpus_is_refused_before_the_delete(tmp_path, line):
@@ -621,3 +629,14 @@ def test_restore_plan_writes_only_into_an_empty_field(now, kept):
         assert caught.value.status == exitcode.CONFIG
     else:
         assert restore_plan("d1", {"Extra": kept}, {"extra": now}, None) == ([("Extra", kept)] if kept and not now else [])
+
+
+@given(st.sampled_from(["NodeName", "nodename", "Name", "AUTODETECT"]), st.from_regex(r"[a-z0-9\[\]\-,]{1,8}", fullmatch=True),
+       st.sampled_from(["", " ", "\t "]), st.sampled_from(["", " "]), st.booleans(),
+       st.sampled_from(["", "+", "-"]))  # fmt: skip
+def test_a_pair_is_read_as_slurm_reads_it_and_only_the_bare_form_is_plain(key, value, before, after, quoted, operator):
+    written = f'"{value}"' if quoted else value
+    fields, plain = slurmdynamic.gres_conf_pairs(f"  {key}{before}{operator}={after}{written} File=/dev/x # c") or ({}, None)
+    assert fields[key.lower()] == value
+    assert fields["file"] == "/dev/x"
+    assert plain == (not before and not after and not quoted and not operator)
