@@ -358,8 +358,12 @@ class Registrar:
             # effect, or someone may have drained the node meanwhile (never drain over theirs)
             after = client.view()
             if gres_agrees(after.gres, models):
+                # applied, but the command may have left work undone (spurinv-slurm-dynamic: the
+                # node's extra in its saved file): said in the report, so an operator re-runs it
+                warning = (f"register_command exited {outcome.status} though the controller lists the new GPUs; "
+                           "it may have left work undone: run it again (see its log)")  # fmt: skip
                 self.log.warning(f"register_command exited {outcome.status}, but the controller lists the new GPUs")
-                return RegisterResult(True, after, None, record.line())
+                return RegisterResult(True, after, None, record.line(), warning=warning)
             return RegisterResult(
                 False, after, f"register_command `{command}` exited {outcome.status}: {tail}", record.line(), COMMAND_REMEDY
             )

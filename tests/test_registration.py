@@ -410,3 +410,18 @@ def test_a_urls_userinfo_never_reaches_the_register_command(scheme, userinfo, ho
 
     assert passed["HTTPS_PROXY"] == f"{scheme}://***@{host}:3128/x"
     assert passed["PATH"] == "/usr/bin"
+
+
+def test_a_command_that_failed_after_the_gpus_were_listed_is_applied_with_a_warning(tmp_path):
+    """The GPUs are there, but the command exited non-zero (spurinv-slurm-dynamic could not put
+    the node's extra back): applied, and the report says to run it again."""
+    client, _ = planned_scontrol(tmp_path, ["64", "64"])
+    clock = Clock()
+    failing = Registrar(("/bin/false",), 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep,
+                        monotonic=clock.monotonic)  # fmt: skip
+
+    result = failing.register(client, {"mi300x": 64})
+
+    assert result.applied
+    assert result.warning is not None
+    assert "exited 1" in result.warning
