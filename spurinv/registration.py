@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import selectors
 import shlex
 import signal
@@ -220,23 +221,43 @@ SECRET_WORDS = frozenset({"PASS", "PASSWD", "PASSWORD", "PW", "KEY", "APIKEY", "
                           "SECRETS", "CRED", "CREDS", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "SESSION"})  # fmt: skip
 
 
+# parts of a name that mark a credential wherever they appear (``DBPASS``, ``GITHUBTOKEN``,
+# ``LDAP_BINDPW``, ``MYKEY2``); KEY matches ``KEYBOARD`` too: dropping a harmless variable from
+# the command's environment costs less than passing a credential
+SECRET_PARTS = ("PASS", "PWD", "TOKEN", "SECRET", "AUTH", "BINDPW", "KEY", "BEARER", "PASSPHRASE", "JWT", "CRED")
+# the shell's working directories, not passwords
+NOT_SECRET = frozenset({"PWD", "OLDPWD"})
+# userinfo in a URL-valued variable (https://user:pass@host): blanked, the rest kept
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+
+
 def secret_name(name: str) -> bool:
-    """Does an environment variable's name say it holds a credential (``SLURM_JWT``)?"""
-    return any(word in SECRET_WORDS for word in name.upper().split("_"))
+    """Does an environment variable's name say it holds a credential (``SLURM_JWT``,
+    ``DBPASS1``)? Case-insensitive, trailing digits ignored; ``PWD``/``OLDPWD`` are not."""
+    if name.upper() in NOT_SECRET:
+        return False
+    upper = name.upper().rstrip("0123456789")
+    return any(word in SECRET_WORDS for word in upper.split("_")) or any(part in upper for part in SECRET_PARTS)
+
+
+def blank_userinfo(value: str) -> str:
+    """``value`` with the user and password of every URL in it blanked (``https://***@host``)."""
+    return _USERINFO.sub(r"\1***@", value)
 
 
 def command_environment(
     environ: Mapping[str, str], details: Details, gres: str, fingerprint: str, inventory_path: str
 ) -> dict[str, str]:
     """The command's environment: ours without anything that carries a credential (a name with
-    a ``_``-separated word of :data:`SECRET_WORDS`: ``CREDENTIALS_DIRECTORY``, ``SLURM_JWT``,
-    ``AWS_SECRET_ACCESS_KEY``; the command authenticates on its own, as scontrol does with
-    munge) and without an inherited ``SPURINV_*`` (a ``SPURINV_STATE`` meant for spurinv must
-    not reach it); then what this registration is:
+    a ``_``-separated word of :data:`SECRET_WORDS` or a part of :data:`SECRET_PARTS` anywhere:
+    ``CREDENTIALS_DIRECTORY``, ``SLURM_JWT``, ``DBPASS``; a URL's userinfo blanked); the command
+    authenticates on its own, as scontrol does with munge) and without an inherited
+    ``SPURINV_*`` (a ``SPURINV_STATE`` meant for spurinv must not reach it); then what this registration is:
     ``SPURINV_NODE``, ``SPURINV_GRES`` (the complete GRES spurinv would set: GPU entries rebuilt,
     every other GRES kept), ``SPURINV_FINGERPRINT``, ``SPURINV_GRES_CONF`` (gres.conf lines) and
     ``SPURINV_INVENTORY`` (a file holding ``discover --json``'s document)."""
-    scrubbed = {key: value for key, value in environ.items() if not key.startswith(PREFIX) and not secret_name(key)}
+    scrubbed = {key: blank_userinfo(value) for key, value in environ.items()
+                if not key.startswith(PREFIX) and not secret_name(key)}  # fmt: skip
     return {
         **scrubbed,
         "SPURINV_NODE": details.node,
@@ -354,8 +375,12 @@ class Registrar:
             # effect, or someone may have drained the node meanwhile (never drain over theirs)
             after = client.view()
             if gres_agrees(after.gres, models):
+                # applied, but the command may have left work undone (spurinv-slurm-dynamic: the
+                # node's extra in its saved file): said in the report, so an operator re-runs it
+                warning = (f"register_command exited {outcome.status} though the controller lists the new GPUs; "
+                           "it may have left work undone: run it again (see its log)")  # fmt: skip
                 self.log.warning(f"register_command exited {outcome.status}, but the controller lists the new GPUs")
-                return RegisterResult(True, after, None, record.line())
+                return RegisterResult(True, after, None, record.line(), warning=warning)
             return RegisterResult(
                 False, after, f"register_command `{command}` exited {outcome.status}: {tail}", record.line(), COMMAND_REMEDY
             )

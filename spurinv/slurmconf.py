@@ -124,18 +124,53 @@ def gres_conf(inventory: Inventory, node: str, numa_cores: dict[int, str]) -> li
     return lines
 
 
-def logical_cores(numa_cpus: Mapping[int, Iterable[int]], topology: Mapping[int, tuple[int, int]]) -> dict[int, str] | None:
+def core_keys(topology: Mapping[int, tuple[int, int]], siblings: Mapping[int, frozenset[int]] | None = None,
+              dies: Mapping[int, int] | None = None) -> dict[int, tuple[int, ...]] | None:  # fmt: skip
+    """CPU → a key naming its core, in the order Slurm numbers cores. Without ``siblings``
+    (``thread_siblings_list``): (package, core_id). With them: (package, die, first sibling CPU),
+    since ``core_id`` repeats inside a package across dies and clusters (Linux
+    Documentation/ABI/stable/sysfs-devices-system-cpu). None when the topology is inconsistent: a
+    sibling set without its CPU, siblings that disagree or span packages or dies, or two CPUs that
+    share a core_id in one package and die but are not siblings of each other (then core_id alone
+    cannot tell the cores apart either way). Pure."""
+    if siblings is None:
+        return dict(topology)
+    keys: dict[int, tuple[int, ...]] = {}
+    owner: dict[tuple[int, int, int], frozenset[int]] = {}
+    for cpu, (package, core) in topology.items():
+        group = siblings.get(cpu)
+        die = (dies or {}).get(cpu, 0)
+        if not group or cpu not in group:
+            return None
+        for other in group:
+            if other in topology and (siblings.get(other) != group or topology[other][0] != package
+                                      or (dies or {}).get(other, 0) != die):  # fmt: skip
+                return None
+        if owner.setdefault((package, die, core), group) != group:
+            return None  # core_id repeats in this die with no sibling link: cannot tell
+        keys[cpu] = (package, die, min(group))
+    return keys
+
+
+def logical_cores(numa_cpus: Mapping[int, Iterable[int]], topology: Mapping[int, tuple[int, int]],
+                  siblings: Mapping[int, frozenset[int]] | None = None,
+                  dies: Mapping[int, int] | None = None) -> dict[int, str] | None:  # fmt: skip
     """NUMA node → its cores as gres.conf's ``Cores=`` wants them: Slurm's logical core indices,
-    every core of the node (``topology``: CPU → (physical_package_id, core_id)) numbered socket by
-    socket in order, then by core id. None when a NUMA node's CPU has no topology. Pure."""
-    index = {core: i for i, core in enumerate(sorted(set(topology.values())))}
+    every core of the node (``topology``: CPU → (physical_package_id, core_id); ``siblings``: CPU
+    → its thread_siblings_list, ``dies``: CPU → die_id, see :func:`core_keys`) numbered socket by
+    socket in order, then by core. None when a NUMA node's CPU has no topology or the topology
+    is inconsistent (the caller omits ``Cores=`` with a comment). Pure."""
+    keyed = core_keys(topology, siblings, dies)
+    if keyed is None:
+        return None
+    index = {core: i for i, core in enumerate(sorted(set(keyed.values())))}
     result = {}
     for numa, cpus in numa_cpus.items():
         cores = set()
         for cpu in cpus:
-            if cpu not in topology:
+            if cpu not in keyed:
                 return None
-            cores.add(index[topology[cpu]])
+            cores.add(index[keyed[cpu]])
         if cores:
             result[numa] = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in _runs(sorted(cores)))
     return result

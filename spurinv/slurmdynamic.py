@@ -69,7 +69,10 @@ def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
-_KEY = re.compile(r"([A-Za-z]+)=(\S*)")
+# Slurm's key/value rule (src/common/parse_config.c, _keyvalue_regex): spaces around "=", an
+# operator before it, a double-quoted value
+_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*([-*+/]?)=\s*(?:"([^"]*)"|(\S+))')
+_PLAIN = re.compile(r"[A-Za-z]+=[^\s\"]*")
 
 
 def in_hostlist(node: str, hostlist: str) -> bool:
@@ -107,35 +110,62 @@ def _in_ranges(digits: str, spec: str) -> bool:
     return False
 
 
-def gres_conf_fields(line: str) -> dict[str, str]:
-    """One gres.conf line's ``Key=value`` pairs as Slurm reads them: keys in any case and order
-    (lowered here), ``#`` to the end of the line a comment."""
+def gres_conf_pairs(line: str) -> tuple[dict[str, str], bool] | None:
+    """One gres.conf line's ``Key=value`` pairs as Slurm reads them (keys in any case and order,
+    lowered here; ``#`` to the end of the line a comment; ``Key = "value"``, ``Key+=value``), and
+    whether every pair is in the plain ``Key=value`` form this program writes. None for an
+    ``Include`` line: what it names cannot be judged from here."""
     body = line.split("#", 1)[0]
-    return {key.lower(): value for key, value in _KEY.findall(body)}
+    if re.match(r"\s*include\s", body, re.IGNORECASE):
+        return None
+    fields: dict[str, str] = {}
+    plain, position = True, 0
+    while position < len(body) and body[position:].strip():
+        match = _PAIR.match(body, position)
+        if match is None:  # Slurm refuses the file over it; judge the pairs that are there
+            plain, position = False, len(body) - len(body[position:].lstrip())
+            position += len(body[position:].split(None, 1)[0])
+            continue
+        key, operator, quoted, bare = match.groups()
+        fields[key.lower()] = quoted if quoted is not None else bare
+        plain = plain and not operator and _PLAIN.fullmatch(match.group(0).strip()) is not None
+        position = match.end()
+    return fields, plain
+
+
+def gres_conf_fields(line: str) -> dict[str, str]:
+    """:func:`gres_conf_pairs`'s fields; a line that is no pairs has none."""
+    parsed = gres_conf_pairs(line)
+    return parsed[0] if parsed else {}
 
 
 def merged_gres_conf(current: str, node: str, lines: str) -> str:
     """``current`` with the node's own ``Name=gpu`` lines (``NodeName=<node>``, keys in any case
     and order) replaced by ``lines``: every other line kept byte for byte (CRLF too), in place;
     the new lines go where the first old one was, else at the end. A line that could also give
-    this node GPUs (no ``NodeName=``, a host list or ``ALL`` naming it, ``AutoDetect=`` other than
-    off, a continued line) is refused: :class:`Failed`, exit 78, naming the line. Pure."""
+    this node GPUs by Slurm's key/value rule (no ``NodeName=``, a host list or ``ALL`` naming it,
+    ``AutoDetect=`` other than off, quotes, spaces or an operator around ``=``), a continued line
+    and a line that is not pairs (``Include``) are refused: :class:`Failed`, exit 78, naming the line. Pure."""
     new = [line for line in lines.splitlines() if line.strip()]
     out: list[str] = []
     placed = False
     ending = "\r\n" if "\r\n" in current else "\n"
     for number, line in enumerate(current.splitlines(keepends=True), 1):
         bare = line.rstrip("\r\n")
-        fields = gres_conf_fields(bare)
-        names = fields.get("nodename")
-        applies = names is None or in_hostlist(node, names)
         if bare.split("#", 1)[0].rstrip().endswith("\\"):
             raise Failed(f"gres.conf line {number} is continued (\\): it cannot be merged safely: {bare[:120]!r}", EX_CONFIG)
+        parsed = gres_conf_pairs(bare)
+        if parsed is None:
+            raise Failed(f"gres.conf line {number} is an Include: the lines it names cannot be checked safely: "
+                         f"{bare[:120]!r}", EX_CONFIG)  # fmt: skip
+        fields, plain = parsed
+        names = fields.get("nodename")
+        applies = names is None or in_hostlist(node, names)
         if applies and fields.get("autodetect", "off").lower() != "off":
             raise Failed(f"gres.conf line {number} auto-detects GPUs for {node} ({bare[:120]!r}): it would add to or "
                          "override the lines written here; remove it for this node", EX_CONFIG)  # fmt: skip
         if applies and fields.get("name", "").lower() == "gpu":
-            if names != node:
+            if names != node or not plain:
                 raise Failed(f"gres.conf line {number} gives {node} GPUs too ({bare[:120]!r}): give the node its own "
                              f"NodeName={node} lines, or none", EX_CONFIG)  # fmt: skip
             if not placed:
@@ -311,22 +341,24 @@ def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runne
     saved = Saved(options.saved)
     kept = saved.load(node)
     view = read_node(options.scontrol, node, run, timeout)
+    done: list[str] = []
+    if kept and view is not None:  # before anything else: see _restore_saved
+        view, done = _restore_saved(options, node, kept, view, run, saved)
+        kept = None
     if view is not None and (why := not_plain(view, node)):
         raise Failed(f"node {node}: {why}; a delete would drop it: not touching it", EX_NOPERM)
     # everything that can refuse is checked before anything is written or deleted
     merged = merged_gres_conf(read_file(options.gres_conf) or "", node, lines) if options.gres_conf else None
     if shutil.which(options.restart[0]) is None:
         raise Failed(f"--restart program {options.restart[0]!r} is not found or not executable: not deleting", EX_CONFIG)
-    done = []
+    wrote = len(done)
     if options.gres_conf and merged is not None and write_if_changed(options.gres_conf, merged):
         done.append(f"wrote {options.gres_conf}")
     if options.env_file and write_if_changed(options.env_file, env_line(options.env_name, gres)):
         done.append(f"wrote {options.env_file}")
-    if view is not None and same_gres(str(view.get("gres") or ""), gres) and not done:
-        if kept:  # an earlier run restarted the node but died before putting its attributes back
-            _restore(options, node, kept, view, run)
-            saved.drop()
-            return f"node {node}: restored {', '.join(sorted(kept))} saved by an earlier run"
+    if view is not None and same_gres(str(view.get("gres") or ""), gres) and len(done) == wrote:
+        if done:
+            return f"node {node}: " + "; ".join(done) + f"; already registered with {gres}"
         return f"node {node} already registered with {gres}; nothing to do"
     if view is not None and not kept:  # a saved file is an earlier run's: the truth, not the re-created node
         kept = {key: str(view.get(field) or "") for key, field in RESTORED if view.get(field)}
@@ -358,13 +390,43 @@ def register(options: argparse.Namespace, environ: Mapping[str, str], run: Runne
     return f"node {node}: " + "; ".join(done) + f" (Gres={gres})"
 
 
-def _restore(options: argparse.Namespace, node: str, kept: dict[str, str], back: Mapping[str, object], run: Runner) -> None:
+def restore_plan(node: str, kept: Mapping[str, str], back: Mapping[str, object], saved: str | None) -> list[tuple[str, str]]:
+    """The ``(key, value)`` updates that put ``kept`` back on the node as it is now (``back``):
+    only into an empty field (what the delete leaves); a field equal to the saved value needs
+    nothing. A non-empty field that differs is someone's newer value: never overwritten,
+    :class:`Failed` (78) naming both, the saved file left for the admin. Pure."""
+    updates = []
     for key, field in RESTORED:
-        if key in kept and str(back.get(field) or "") != kept[key]:
-            put = run([options.scontrol, "update", f"nodename={node}", f"{key}={kept[key]}"], options.timeout)
-            if put.returncode != 0:
-                raise Failed(f"node {node} is back, but its {field} could not be restored: {put.stderr.strip()[-300:]}",
-                             EX_UNAVAILABLE)  # fmt: skip
+        if key not in kept:
+            continue
+        now = str(back.get(field) or "")
+        if now == kept[key]:
+            continue
+        if now:
+            raise Failed(f"node {node}: its {field} is {now!r} but {saved or 'the saved file'} holds {kept[key]!r} "
+                         "from before the delete; keeping the node's; merge them by hand, then remove the file",
+                         EX_CONFIG)  # fmt: skip
+        updates.append((key, kept[key]))
+    return updates
+
+
+def _restore_saved(options: argparse.Namespace, node: str, kept: dict[str, str], view: Mapping[str, object],
+                   run: Runner, saved: Saved) -> tuple[dict[str, object], list[str]]:  # fmt: skip
+    """An earlier run deleted the node and died or failed once it was back, whatever GRES it came
+    back with: put the saved attributes back before anything else (spurinv may already count the
+    node registered), drop the file, and return the node as it is now."""
+    _restore(options, node, kept, view, run)
+    saved.drop()
+    now = {**view, **{field: kept[key] for key, field in RESTORED if key in kept}}
+    return now, [f"restored {', '.join(k.lower() for k in sorted(kept))} saved by an earlier run"]
+
+
+def _restore(options: argparse.Namespace, node: str, kept: dict[str, str], back: Mapping[str, object], run: Runner) -> None:
+    for key, value in restore_plan(node, kept, back, options.saved):
+        put = run([options.scontrol, "update", f"nodename={node}", f"{key}={value}"], options.timeout)
+        if put.returncode != 0:
+            raise Failed(f"node {node} is back, but its {key.lower()} could not be restored: {put.stderr.strip()[-300:]}"
+                         f"; {options.saved or 'nothing'} keeps it for the next run", EX_UNAVAILABLE)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):

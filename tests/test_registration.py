@@ -379,3 +379,49 @@ def test_a_credential_in_the_environment_never_reaches_the_register_command(pref
 
     assert name not in passed
     assert {"PATH", "SLURM_CONF", "LANG"} <= set(passed)
+
+
+@given(st.sampled_from(["", "MY_", "db", "Ldap_"]),
+       st.sampled_from(["PASS", "pwd", "Token", "SECRET", "AUTH", "BINDPW", "KEY", "BEARER", "PASSPHRASE"]),
+       st.sampled_from(["", "WORD", "_FILE", "1", "42"]))  # fmt: skip
+def test_a_credential_part_anywhere_in_a_name_is_a_secret(prefix, part, suffix):
+    from spurinv.registration import secret_name
+
+    assume(f"{prefix}{part}{suffix}".upper() not in ("PWD", "OLDPWD"))
+    assert secret_name(f"{prefix}{part}{suffix}")
+
+
+@pytest.mark.parametrize("name", ["PWD", "OLDPWD", "PATH", "HOME", "LANG", "SLURM_CONF", "TMPDIR", "USER"])
+def test_the_working_directories_and_plain_variables_are_no_secret(name):
+    from spurinv.registration import secret_name
+
+    assert not secret_name(name)
+
+
+@given(st.sampled_from(["https", "http", "ldaps", "git+ssh"]),
+       st.from_regex(r"[A-Za-z0-9._~%!$&'()*+,;=:-]{1,12}", fullmatch=True),
+       st.from_regex(r"[a-z0-9.-]{1,10}", fullmatch=True))  # fmt: skip
+def test_a_urls_userinfo_never_reaches_the_register_command(scheme, userinfo, host):
+    from spurinv.registration import Details, command_environment
+
+    environ = {"HTTPS_PROXY": f"{scheme}://{userinfo}@{host}:3128/x", "PATH": "/usr/bin"}
+
+    passed = command_environment(environ, Details(node="n1"), "gpu:8", "f", "/tmp/i.json")
+
+    assert passed["HTTPS_PROXY"] == f"{scheme}://***@{host}:3128/x"
+    assert passed["PATH"] == "/usr/bin"
+
+
+def test_a_command_that_failed_after_the_gpus_were_listed_is_applied_with_a_warning(tmp_path):
+    """The GPUs are there, but the command exited non-zero (spurinv-slurm-dynamic could not put
+    the node's extra back): applied, and the report says to run it again."""
+    client, _ = planned_scontrol(tmp_path, ["64", "64"])
+    clock = Clock()
+    failing = Registrar(("/bin/false",), 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep,
+                        monotonic=clock.monotonic)  # fmt: skip
+
+    result = failing.register(client, {"mi300x": 64})
+
+    assert result.applied
+    assert result.warning is not None
+    assert "exited 1" in result.warning

@@ -96,3 +96,36 @@ def expand_cores(part: str) -> set[int]:
 
 def test_a_cpu_without_topology_gives_no_cores():
     assert logical_cores({0: [0, 1]}, {0: (0, 0)}) is None
+
+
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 4), st.integers(1, 2), st.booleans())
+def test_a_core_id_repeated_across_dies_is_still_one_core_per_sibling_set(sockets, dies, cores, threads, interleave):
+    """core_id counts within a die (AMD CCDs, Intel clusters): keyed by sibling set, every core
+    gets its own logical index, numbered socket by socket."""
+    topology, siblings, die_of, layout = {}, {}, {}, []
+    total = sockets * dies * cores
+    for n in range(total):
+        package, die, core = n // (dies * cores), (n // cores) % dies, n % cores
+        cpus = [n + t * total for t in range(threads)] if interleave else [n * threads + t for t in range(threads)]
+        layout.append(cpus)
+        for cpu in cpus:
+            topology[cpu], siblings[cpu], die_of[cpu] = (package, core), frozenset(cpus), die
+    numa = {package: [c for c in topology if topology[c][0] == package] for package in range(sockets)}
+
+    result = logical_cores(numa, topology, siblings, die_of)
+
+    assert result is not None
+    seen = [set().union(*(expand_cores(part) for part in result[package].split(","))) for package in range(sockets)]
+    assert sum(len(s) for s in seen) == total  # no two cores collapsed into one index
+    assert all(max(seen[p]) < min(seen[p + 1]) for p in range(sockets - 1))
+
+
+def test_non_siblings_sharing_a_core_id_in_one_die_give_no_cores():
+    topology = {0: (0, 0), 1: (0, 0)}
+    siblings = {0: frozenset({0}), 1: frozenset({1})}
+    assert logical_cores({0: [0, 1]}, topology, siblings) is None
+    assert logical_cores({0: [0, 1]}, topology, {0: frozenset({0, 1}), 1: frozenset({1})}) is None  # disagree
+
+
+def test_without_siblings_core_ids_are_keyed_as_before():
+    assert logical_cores({0: [0, 1, 2, 3]}, {0: (0, 0), 1: (0, 1), 2: (0, 0), 3: (0, 1)}) == {0: "0-1"}

@@ -18,7 +18,7 @@ from test_refusal_look import Slurm
 
 from spurinv import exitcode, slurmdynamic
 from spurinv.ownership import reason_for
-from spurinv.slurmdynamic import Failed, in_hostlist, main, merged_gres_conf, parser, register
+from spurinv.slurmdynamic import Failed, in_hostlist, main, merged_gres_conf, parser, register, restore_plan
 
 NEW = "NodeName=d1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-191]\n"
 lines = st.sampled_from([
@@ -365,6 +365,14 @@ def test_sigterm_during_the_restart_waits_until_the_extra_is_back(tmp_path):
         "nodename=x,d[0-3] name=gpu File=/dev/dri/renderD128",
         "AutoDetect=rsmi",
         "NodeName=d1 AutoDetect=nvml",
+        'NodeName="d1" Name=gpu File=/dev/dri/renderD128',  # quoted: Slurm reads d1
+        "NodeName = d[1-4] Name=gpu File=/dev/dri/renderD128",  # spaces around =
+        "Name = gpu File=/dev/dri/renderD128",
+        "AutoDetect = nvml",
+        'NodeName=d1 Name="gpu" File=/dev/dri/renderD128',
+        "NodeName=d1 Name=gpu File+=/dev/dri/renderD128",  # an operator
+        "Include /etc/slurm/gres.d/*.conf",
+        "include gres-extra.conf",
     ],
 )
 def test_a_line_that_could_also_give_the_node_gpus_is_refused_before_the_delete(tmp_path, line):
@@ -551,3 +559,84 @@ def test_an_unanswered_register_the_controller_took_is_recorded_not_run_again(cl
     assert done.code == 0, done.out
     assert "register" not in [step["action"] for step in done.json()["steps"]]
     assert Path(f"{slurm.path}.calls").read_text() == "x"  # run once
+
+
+class RefusedRestore(Cluster):
+    """The node comes back with the new GRES, but the controller refuses the update of extra."""
+
+    def __call__(self, argv, timeout):
+        if argv[1:2] == ["update"]:
+            self.ran.append(list(argv))
+            return subprocess.CompletedProcess(argv, 1, "", "Invalid node state specified")
+        return super().__call__(argv, timeout)
+
+
+def test_a_node_back_with_the_new_gres_but_not_its_extra_gets_it_on_the_next_run(tmp_path):
+    cluster = RefusedRestore(idle(extra='{"rack": "r2"}', comment="bought 2025"))
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, cluster, sleep=lambda _: None)
+    assert exitcode.UNAVAILABLE == caught.value.status
+    assert cluster.node["gres"] == "gpu:mi300x:64"
+    assert cluster.node["extra"] == ""
+    saved = tmp_path / "slurmd.env.saved"
+    assert saved.exists()
+
+    again = Cluster(cluster.node)  # the same node, the update works now; files already written
+    said = register(options(tmp_path), ENV, again, sleep=lambda _: None)
+
+    assert again.node["extra"] == '{"rack": "r2"}'
+    assert again.node["comment"] == "bought 2025"
+    assert not saved.exists()
+    assert [argv for argv in again.ran if argv[1:2] == ["delete"] or argv[0].endswith("restart-slurmd")] == []
+    assert "restored" in said
+
+
+def test_a_saved_file_is_restored_first_even_when_the_gres_still_differs(tmp_path):
+    saved = tmp_path / "slurmd.env.saved"
+    saved.write_text(json.dumps({"node": "d1", "Extra": '{"rack": "r2"}'}))
+    cluster = Cluster(idle(extra=""))  # came back with the old GRES, extra empty
+
+    register(options(tmp_path), ENV, cluster, sleep=lambda _: None)
+
+    updates = [argv for argv in cluster.ran if argv[1:2] == ["update"]]
+    assert updates[0] == ["scontrol", "update", "nodename=d1", 'Extra={"rack": "r2"}']
+    assert cluster.ran.index(updates[0]) < next(i for i, a in enumerate(cluster.ran) if a[1:2] == ["delete"])
+    assert cluster.node["extra"] == '{"rack": "r2"}'  # and carried over the second delete
+    assert not saved.exists()
+
+
+def test_a_stale_saved_file_never_overwrites_a_newer_extra(tmp_path):
+    saved = tmp_path / "slurmd.env.saved"
+    saved.write_text(json.dumps({"node": "d1", "Extra": "old"}))
+    cluster = Cluster(idle(extra="newer", gres="gpu:mi300x:64"))
+
+    with pytest.raises(Failed) as caught:
+        register(options(tmp_path), ENV, cluster, sleep=lambda _: None)
+
+    assert exitcode.CONFIG == caught.value.status
+    assert "'newer'" in str(caught.value)
+    assert "'old'" in str(caught.value)
+    assert [argv for argv in cluster.ran if argv[1:2] in (["update"], ["delete"])] == []
+    assert cluster.node["extra"] == "newer"
+    assert saved.exists()
+
+
+@given(st.text(max_size=8), st.text(max_size=8))
+def test_restore_plan_writes_only_into_an_empty_field(now, kept):
+    if now and now != kept:
+        with pytest.raises(Failed) as caught:
+            restore_plan("d1", {"Extra": kept}, {"extra": now}, None)
+        assert caught.value.status == exitcode.CONFIG
+    else:
+        assert restore_plan("d1", {"Extra": kept}, {"extra": now}, None) == ([("Extra", kept)] if kept and not now else [])
+
+
+@given(st.sampled_from(["NodeName", "nodename", "Name", "AUTODETECT"]), st.from_regex(r"[a-z0-9\[\]\-,]{1,8}", fullmatch=True),
+       st.sampled_from(["", " ", "\t "]), st.sampled_from(["", " "]), st.booleans(),
+       st.sampled_from(["", "+", "-"]))  # fmt: skip
+def test_a_pair_is_read_as_slurm_reads_it_and_only_the_bare_form_is_plain(key, value, before, after, quoted, operator):
+    written = f'"{value}"' if quoted else value
+    fields, plain = slurmdynamic.gres_conf_pairs(f"  {key}{before}{operator}={after}{written} File=/dev/x # c") or ({}, None)
+    assert fields[key.lower()] == value
+    assert fields["file"] == "/dev/x"
+    assert plain == (not before and not after and not quoted and not operator)
