@@ -116,6 +116,7 @@ class _Run:
     view: NodeView | None = None
     client: Any = None
     token_file: str | None = None  # the unit's LoadCredential= source, when the config names no token file
+    timer: tuple[str, str | None] | None = None  # the timer's link state and systemctl's is-active, asked once
     results: dict[str, Check] = field(default_factory=dict)
 
     @property
@@ -381,7 +382,7 @@ def _metrics(run: _Run) -> Check:
                      exitcode.CANTCREAT)  # fmt: skip
     if not path.endswith(".prom"):
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
-    if _scheduler(run) == "systemd":
+    if "systemd" in _schedulers(run):
         blocked = _sandbox_blocks(run, directory)
         if blocked is not None:
             return Check(
@@ -412,6 +413,18 @@ def _metrics(run: _Run) -> Check:
 
 
 def _token(run: _Run) -> Check:
+    """The token under each scheduler that runs spurinv (the unit's credential, cron's
+    token_file): the worst verdict wins."""
+    schedulers = _schedulers(run) or (None,)
+    if len(schedulers) == 1 or run.world.environ.get("CREDENTIALS_DIRECTORY"):
+        return _token_under(run, schedulers[0])
+    checks = [_token_under(run, scheduler) for scheduler in schedulers]
+    worst = _worst(checks)
+    who = "the timer's runs" if worst is checks[0] else "cron's runs"
+    return Check(worst.name, worst.status, f"{who}: {worst.detail}", worst.fix, worst.exit_code)
+
+
+def _token_under(run: _Run, scheduler: str | None) -> Check:
     from spurinv.config import read_token
 
     if (skipped := _needs(run, "token", "config")) is not None:
@@ -431,7 +444,6 @@ def _token(run: _Run) -> Check:
     if not credentials:
         # check the token the scheduler's runs will read: the unit's credential, or token_file
         # under cron (which passes no $CREDENTIALS_DIRECTORY)
-        scheduler = _scheduler(run)
         loaded = _credential(run, settings.credential) if scheduler == "systemd" else None
         if loaded is not None and loaded.path is None:
             return Check(
@@ -626,15 +638,44 @@ def _sandbox_blocks(run: _Run, directory: str) -> str | None:
     return None
 
 
-def _scheduler(run: _Run) -> str | None:
-    """What starts ``spurinv refresh`` here: "systemd" (PID 1, the service unit installed),
-    "cron", or None (nothing yet: the unit is assumed when its file is there)."""
+def _timer(run: _Run) -> tuple[str, str | None, bool]:
+    """The timer's link state, systemctl's is-active (None when not asked or no answer), and
+    whether the timer runs the unit (active, or enabled when systemctl cannot say). Asked once:
+    the schedule check and the checks that follow the scheduler see the same answer."""
+    if run.timer is None:
+        link = _timer_link(run)
+        active = "masked" if link == "masked" else _ask_systemctl(run, "is-active", TIMER)
+        run.timer = (link, active)
+    link, active = run.timer
+    return link, active, active == "active" or (active is None and link == "enabled")
+
+
+def _schedulers(run: _Run) -> tuple[str, ...]:
+    """What starts ``spurinv refresh`` here, as the schedule check decides: "systemd" when the
+    timer runs the unit, "cron" when a cron entry names it, both when both do; with neither, the
+    unit when its file is there (the one being installed), else nothing. The token, PATH and
+    sandbox checks follow every scheduler this returns (the worst verdict wins)."""
     service = _unit_text(run, SERVICE) is not None
-    if _systemd(run) and service:
-        return "systemd"
-    if _cron(run):
-        return "cron"
-    return "systemd" if service else None
+    cron = _cron(run) is not None
+    timer = _systemd(run) and _timer(run)[2]
+    found = tuple(name for name, runs in (("systemd", timer), ("cron", cron)) if runs)
+    if found:
+        return found
+    return ("systemd",) if service else ()
+
+
+def _scheduler(run: _Run) -> str | None:
+    """The first of :func:`_schedulers` (the timer when both run), or None."""
+    found = _schedulers(run)
+    return found[0] if found else None
+
+
+RANK = {"fail": 3, "warn": 2, "ok": 1, "skip": 0}
+
+
+def _worst(checks: list[Check]) -> Check:
+    """The worst of one check's verdicts under each scheduler (the first of equals)."""
+    return max(checks, key=lambda check: RANK[check.status])
 
 
 def _controller(run: _Run) -> Check:
@@ -759,9 +800,9 @@ def _register_command(run: _Run) -> Check:
     return Check("register_command", "ok", f"{found.detail} is executable")
 
 
-def _scheduler_path(run: _Run) -> tuple[str, str]:
-    """The PATH the scheduler's runs get, and where it comes from."""
-    if _scheduler(run) == "cron":
+def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
+    """The PATH ``scheduler``'s runs get, and where it comes from."""
+    if scheduler == "cron":
         cron = _cron(run) or ""
         for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
             if line.strip().startswith("PATH="):
@@ -792,7 +833,12 @@ def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
             return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
                          f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
         return Check(name, "ok", program)
-    path, origin = _scheduler_path(run)
+    return _worst([_on_path(run, program, what, key, scheduler) for scheduler in _schedulers(run) or (None,)])
+
+
+def _on_path(run: _Run, program: str, what: str, key: str, scheduler: str | None) -> Check:
+    name = what.rsplit(".", maxsplit=1)[-1]
+    path, origin = _scheduler_path(run, scheduler)
     theirs = _which(run, program, path)
     ours = _which(run, program, run.world.environ.get("PATH") or os.defpath)
     if theirs is None:
@@ -1002,19 +1048,14 @@ def _schedule(run: _Run) -> Check:
             "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
             INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
-    link = _timer_link(run)
+    link, active, running = _timer(run)
     enabled = link == "enabled"
-    if link == "masked":
-        active: str | None = "masked"
-    else:
-        active = _ask_systemctl(run, "is-active", TIMER)
     if run.host.systemctl is None:
         detail_active = "(systemctl not asked: --root is another system)"
     elif active is None:
         detail_active = "(systemctl did not answer)"
     else:
         detail_active = f"and {active}"
-    running = active == "active" or (active is None and enabled)
     if running and cron:
         return Check(
             "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"

@@ -908,3 +908,47 @@ def test_a_metrics_file_in_the_units_private_tmp_warns(node, tmp_path):
     assert "PrivateTmp=" in metrics.detail
     unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=no\n")
     assert run_checks(node, None)["metrics"].status == "ok"
+
+
+# --- one decision: the scheduler the schedule check names is the one the other checks follow --------
+
+
+def test_a_disabled_timer_with_cron_checks_crons_token_not_the_units_credential(node):
+    """systemd is PID 1 and the unit file is there, but the timer is not enabled and cron runs
+    spurinv: cron's runs have no credential, so a config without token_file fails (every run
+    would exit 77), whatever the unit's LoadCredential= says."""
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    systemd_host(node, enabled=False)
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n", cron=True)
+    node.config("http://127.0.0.1:9", token_file="")
+    checks = run_checks(node, None)
+    assert "cron" in checks["schedule"].detail, checks["schedule"]
+    assert checks["token"].status == "fail", checks["token"]
+    assert "cron passes no credential" in checks["token"].detail
+    assert checks["token"].exit_code == exitcode.NOPERM
+
+
+def test_when_timer_and_cron_both_run_the_worst_token_verdict_wins(node):
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    systemd_host(node)
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n", cron=True)
+    node.config("http://127.0.0.1:9", token_file="")
+    checks = run_checks(node, None)
+    assert checks["schedule"].status == "warn"  # both run it
+    assert checks["token"].status == "fail", checks["token"]
+    assert "cron's runs" in checks["token"].detail
+    node.config("http://127.0.0.1:9")  # a token_file for cron: both pass
+    assert run_checks(node, None)["token"].status == "ok"
+
+
+def test_a_disabled_timer_with_cron_uses_crons_path_and_no_unit_sandbox(node, tmp_path):
+    site = program(node, "/opt/site/bin")
+    systemd_host(node, enabled=False)
+    unit_host(node, f'[Service]\nEnvironment="PATH={site}:/usr/bin"\nProtectSystem=strict\n', cron=True)
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    node.config(extra=f'[controller]\nregister_command = ["regtool"]\n[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    checks = run_checks(node, None, PATH="/usr/bin")
+    assert checks["register_command"].status == "fail", checks["register_command"]
+    assert "cron's default PATH" in checks["register_command"].detail
+    assert checks["metrics"].status == "ok", checks["metrics"]  # the unit's sandbox does not apply to cron
