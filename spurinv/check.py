@@ -384,9 +384,15 @@ def _metrics(run: _Run) -> Check:
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
     if "systemd" in _schedulers(run):
         blocked = _sandbox_blocks(run, directory)
+        if blocked is not None and not blocked[1]:
+            return Check(
+                "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
+                "expand (an unknown %-specifier) covers it: cannot verify",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (spelled out)",
+            )  # fmt: skip
         if blocked is not None:
             return Check(
-                "metrics", "fail", f"{path}: writable here, but under the unit {blocked}, so refresh would exit 73",
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
             )  # fmt: skip
         private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
@@ -589,7 +595,9 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     for shown in files:
         text = _read_text(run.world.root.join(shown.lstrip("/")))
         section = ""
-        for raw in (text or "").splitlines():
+        # a line ending in a backslash goes on in the next one (systemd.syntax(7))
+        joined = (text or "").replace("\\\n", " ")
+        for raw in joined.splitlines():
             line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
@@ -602,40 +610,88 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     return found
 
 
-def _sandbox_blocks(run: _Run, directory: str) -> str | None:
+# the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
+SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "t": "/run", "%": "%"}  # noqa: S108
+
+
+def _unit_paths(value: str) -> tuple[list[str], list[str]]:
+    """The paths of a ReadWritePaths=-like value (quoted words, "-" and "+" prefixes, specifiers
+    expanded, normalised), and the words check cannot expand (an unknown specifier)."""
+    import re
+    import shlex
+
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    paths: list[str] = []
+    unknown: list[str] = []
+    for word in words:
+        bare = word.lstrip("-+")
+        if any(letter not in SPECIFIERS for letter in re.findall(r"%(.?)", bare)):
+            unknown.append(word)
+            continue
+        expanded = re.sub(r"%(.)", lambda match: SPECIFIERS[match.group(1)], bare)
+        if expanded.startswith("/"):
+            paths.append(os.path.normpath(expanded))
+    return paths, unknown
+
+
+def _bind_destination(word: str) -> str:
+    parts = word.split(":")
+    return parts[1] if len(parts) > 1 and parts[1] else parts[0]
+
+
+def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
-    ReadWritePaths= and StateDirectory=, systemd.exec(5)), or None when the unit may write it."""
+    ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
+    certain (False: a path check cannot expand might cover it); None when the unit may write it."""
     protect, home = "no", "no"
     writable: list[str] = []
+    unknown: list[str] = []
     for key, value, _where in _service_directives(run):
         if key == "ProtectSystem":
             protect = value or "no"
         elif key == "ProtectHome":
             home = value or "no"
-        elif key == "ReadWritePaths":
-            # an empty assignment resets the list; "-" (ignore if missing) and "+" prefixes
-            writable = [*writable, *(word.lstrip("-+") for word in value.split())] if value else []
+        elif key in ("ReadWritePaths", "BindPaths"):
+            if not value:  # an empty assignment resets the list
+                writable, unknown = [], []
+                continue
+            if key == "BindPaths":  # SOURCE[:DESTINATION[:OPTIONS]]: the destination is writable
+                value = " ".join(_bind_destination(word) for word in value.split())  # noqa: PLW2901
+            paths, cannot = _unit_paths(value)
+            writable += paths
+            unknown += cannot
         elif key == "StateDirectory":
             writable += [os.path.join("/var/lib", word.split(":")[0]) for word in value.split()] if value else []
 
-    def covered(path: str) -> bool:
-        return any(os.path.commonpath([place, path]) == place for place in writable if place.startswith("/"))
+    def under(place: str, path: str) -> bool:
+        return os.path.commonpath([place, path]) == place
 
-    if covered(directory):
+    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
+    targets = {os.path.normpath(directory), os.path.realpath(directory)}
+    places = {variant for place in writable for variant in (place, os.path.realpath(place))}
+    if any(under(place, target) for place in places for target in targets):
         return None
-    if home in ("yes", "read-only", "tmpfs") and any(
-        os.path.commonpath([place, directory]) == place for place in ("/home", "/root", "/run/user")
-    ):
-        return f"ProtectHome={home} hides {directory}"
-    if protect == "strict":
-        if any(os.path.commonpath([place, directory]) == place for place in ("/dev", "/proc", "/sys")):
+    directory = os.path.normpath(directory)
+    found: str | None = None
+    if home in ("yes", "read-only", "tmpfs") and any(under(place, directory) for place in ("/home", "/root", "/run/user")):
+        found = f"ProtectHome={home} hides {directory}"
+    elif protect == "strict":
+        if any(under(place, directory) for place in ("/dev", "/proc", "/sys")):
             return None
-        return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
-    read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
-    for place in read_only.get(protect, ()):
-        if os.path.commonpath([place, directory]) == place:
-            return f"ProtectSystem={protect} keeps {place} read-only"
-    return None
+        found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    else:
+        read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"),
+                     "full": ("/usr", "/boot", "/efi", "/etc")}  # fmt: skip
+        for place in read_only.get(protect, ()):
+            if under(place, directory):
+                found = f"ProtectSystem={protect} keeps {place} read-only"
+                break
+    if found is None:
+        return None
+    return found, not unknown
 
 
 def _timer(run: _Run) -> tuple[str, str | None, bool]:

@@ -952,3 +952,68 @@ def test_a_disabled_timer_with_cron_uses_crons_path_and_no_unit_sandbox(node, tm
     assert checks["register_command"].status == "fail", checks["register_command"]
     assert "cron's default PATH" in checks["register_command"].detail
     assert checks["metrics"].status == "ok", checks["metrics"]  # the unit's sandbox does not apply to cron
+
+
+# --- ReadWritePaths= as systemd reads it ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "ReadWritePaths={d}/",
+        'ReadWritePaths="{d}"',
+        "ReadWritePaths=-{d}",
+        "ReadWritePaths=+{d}/",
+        "ReadWritePaths=/nonexistent \\\n  {d}",
+        "BindPaths={d}",
+        "BindPaths=/elsewhere:{d}:rbind",
+        "ReadWritePaths={link}",  # a symlink to the metrics directory: systemd follows it
+    ],
+)
+def test_valid_read_write_paths_spellings_cover_the_metrics_directory(node, tmp_path, lines):
+    metrics = tmp_path / "ne" / "textfile"
+    metrics.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(metrics)
+    systemd_host(node)
+    line = lines.format(d=metrics, link=tmp_path / "link")
+    unit_host(node, f"[Service]\nProtectSystem=strict\n{line}\n")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    found = run_checks(node, None)["metrics"]
+    assert found.status == "ok", found
+    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=/elsewhere\n")
+    assert run_checks(node, None)["metrics"].exit_code == exitcode.CANTCREAT
+
+
+def test_the_metrics_directory_reached_through_a_symlink_is_covered_by_its_target(node, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "ne").symlink_to(real)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={real}\n")
+    node.config(extra=f'[metrics]\nfile = "{tmp_path}/ne/spurinv.prom"\n')
+    assert run_checks(node, None)["metrics"].status == "ok"
+
+
+def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_path):
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    systemd_host(node)
+    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=%h/metrics\n")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    found = run_checks(node, None)["metrics"]
+    assert found.status == "warn", found
+    assert "cannot verify" in found.detail
+
+
+def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
+    assert check._unit_paths('%S/node_exporter/ "-%C/x/" +%L %T/a %t/b %%x /c/') == (
+        ["/var/lib/node_exporter", "/var/cache/x", "/var/log", "/tmp/a", "/run/b", "/c"],
+        [],
+    )
+    assert check._unit_paths("%h/x %") == ([], ["%h/x", "%"])
+
+
+@given(st.text(alphabet="/%SCLTthab-+\" \\'", max_size=30))
+def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
+    paths, _unknown = check._unit_paths(value)
+    assert all(path.startswith("/") and path == os.path.normpath(path) for path in paths)
