@@ -34,6 +34,7 @@ from spurinv.errors import (
     SpurinvError,
     TokenError,
 )
+from spurinv.locations import DEFAULT_STATE
 
 if TYPE_CHECKING:
     from spurinv.config import Config
@@ -117,6 +118,7 @@ class _Run:
     client: Any = None
     token_file: str | None = None  # the unit's LoadCredential= source, when the config names no token file
     timer: tuple[str, str | None] | None = None  # the timer's link state and systemctl's is-active, asked once
+    state_origin: str | None = None  # the unit's setting that decides the timer's state path
     results: dict[str, Check] = field(default_factory=dict)
 
     @property
@@ -199,6 +201,7 @@ def _config(run: _Run) -> Check:
         return Check("config", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
     config = options.config
     run.budget = Budget(config.controller.run_deadline)
+    _follow_unit_state(run)
     if not config.observe and config.controller.transport == "rest" and config.controller.ca_file and config.controller.verify:
         from spurinv.controller import check_ca_file
 
@@ -264,6 +267,14 @@ def _state(run: _Run) -> Check:
         if isinstance(exc, store.Unsafe):
             fix = f"chown root {directory} && chmod 0700 {directory}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
+    if "systemd" in _schedulers(run):
+        blocked = _sandbox_blocks(run, directory)
+        if blocked is not None and blocked[1]:
+            return Check(
+                "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (or StateDirectory=)",
+                exitcode.CANTCREAT,
+            )  # fmt: skip
     if missing:
         existing = directory
         while not os.path.lexists(existing):
@@ -303,8 +314,60 @@ def _state(run: _Run) -> Check:
     return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
 
 
+def _follow_unit_state(run: _Run) -> None:
+    """Under the timer, the unit's environment decides the state path its runs use
+    ($SPURINV_STATE from Environment=, else $STATE_DIRECTORY from StateDirectory=), not this
+    shell's; --state given to check still wins (the operator names the file to look at)."""
+    import dataclasses
+
+    assert run.options is not None
+    if run.host.state_flag or _scheduler(run) != "systemd":
+        return
+    environment = _unit_environment(run)
+    path: str | None = None
+    if environment.get("SPURINV_STATE"):
+        path, origin = os.path.abspath(environment["SPURINV_STATE"]), "from the unit's Environment=SPURINV_STATE="
+    else:
+        directories = [value.split()[0].split(":")[0] for key, value, _where in _service_directives(run)
+                       if key == "StateDirectory" and value.split()]  # fmt: skip
+        if directories:
+            path = os.path.join("/var/lib", directories[0], "state.json")
+            origin = f"from the unit's StateDirectory={directories[0]}"
+    if path is None:
+        if not (run.world.environ.get("SPURINV_STATE") or run.world.environ.get("STATE_DIRECTORY")):
+            return
+        path, origin = DEFAULT_STATE, "the unit's default"
+    run.options = dataclasses.replace(run.options, state_path=path, state_named=bool(environment.get("SPURINV_STATE")))
+    run.state_origin = origin
+
+
+def _unit_environment(run: _Run) -> dict[str, str]:
+    """The variables the unit's Environment= lines set (the last assignment wins; an empty
+    Environment= resets the list, systemd.exec(5))."""
+    import shlex
+
+    found: dict[str, str] = {}
+    for key, value, _where in _service_directives(run):
+        if key != "Environment":
+            continue
+        if not value:
+            found = {}
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            continue
+        for word in words:
+            name, equals, setting = word.partition("=")
+            if equals:
+                found[name] = setting
+    return found
+
+
 def _state_origin(run: _Run) -> str:
     environ = run.world.environ
+    if run.state_origin:
+        return run.state_origin
     if run.host.state_flag:
         return "from --state"
     if environ.get("SPURINV_STATE"):
@@ -864,20 +927,11 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
             if line.strip().startswith("PATH="):
                 return line.strip().removeprefix("PATH=").strip().strip('"'), f"PATH= in {cron}"
         return CRON_PATH, "cron's default PATH"
-    import shlex
-
-    found = (SYSTEMD_PATH, "systemd's default PATH")
-    for key, value, where in _service_directives(run):
-        if key != "Environment":
-            continue
-        try:
-            words = shlex.split(value)
-        except ValueError:
-            continue
-        for word in words:
-            if word.startswith("PATH="):
-                found = (word.removeprefix("PATH="), f"Environment=PATH= in {where}")
-    return found
+    path = _unit_environment(run).get("PATH")
+    if path is None:
+        return SYSTEMD_PATH, "systemd's default PATH"
+    where = next(where for key, value, where in reversed(_service_directives(run)) if key == "Environment" and "PATH=" in value)
+    return path, f"Environment=PATH= in {where}"
 
 
 def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:

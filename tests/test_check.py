@@ -1017,3 +1017,50 @@ def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
 def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
     paths, _unknown = check._unit_paths(value)
     assert all(path.startswith("/") and path == os.path.normpath(path) for path in paths)
+
+
+# --- the state path the timer's runs use -------------------------------------------------------------
+
+
+def run_unflagged(node: Node) -> dict[str, check.Check]:
+    """check run without --state and without $SPURINV_STATE in the shell."""
+    from spurinv.cli import _run_options
+
+    environ = {name: value for name, value in os.environ.items() if name not in ("SPURINV_STATE", "STATE_DIRECTORY")}
+    world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
+    build = lambda: _run_options(None, str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True)  # noqa: E731
+    results, _code = check.run(world, build, check.Host(systemctl=None))
+    return {result.name: result for result in results}
+
+
+def test_under_the_timer_the_units_spurinv_state_is_the_state_checked(node, tmp_path):
+    unit_state = tmp_path / "unitstate"
+    systemd_host(node)
+    service = f"[Service]\nEnvironment=NO_COLOR=1 SPURINV_STATE={unit_state}/state.json\nProtectSystem=strict\n"
+    unit_host(node, service + f"ReadWritePaths={unit_state}/\n")
+    node.config()
+    state = run_unflagged(node)["state"]
+    assert state.status == "fail", state  # its directory must exist, as refresh requires
+    assert str(unit_state) in state.detail
+    unit_state.mkdir(mode=0o700)
+    state = run_unflagged(node)["state"]
+    assert state.status == "ok", state
+    assert f"{unit_state}" in state.detail
+    assert "the unit's Environment=SPURINV_STATE=" in state.detail
+    unit_host(node, service)  # no ReadWritePaths=: the sandbox keeps it read-only
+    state = run_unflagged(node)["state"]
+    assert state.status == "fail", state
+    assert "ProtectSystem=strict" in state.detail
+    assert state.exit_code == exitcode.CANTCREAT
+
+
+def test_a_drop_in_environment_reset_drops_the_units_state_path(node, tmp_path):
+    systemd_host(node)
+    unit_host(
+        node,
+        f"[Service]\nEnvironment=SPURINV_STATE={tmp_path}/nowhere/state.json\n",
+        drop_ins={"reset.conf": "[Service]\nEnvironment=\n"},
+    )
+    node.config()
+    state = run_unflagged(node)["state"]
+    assert "nowhere" not in state.detail, state
