@@ -62,7 +62,8 @@ UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
-CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
+# cron.d and /etc/crontab carry a user field; root's crontab (Debian's spool, RHEL's) does not
+CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root", "var/spool/cron/root")
 # the PATH each scheduler gives its runs when it sets none: systemd.exec(5) "Environment variables
 # in spawned processes" (a split-usr build, as Debian 12's, adds /sbin:/bin), cron(8) "/usr/bin:/bin"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -1148,6 +1149,108 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
 
 
 def _schedule(run: _Run) -> Check:
+    """What runs spurinv refresh; then that the program each scheduler starts is there and the
+    cron file is one cron reads."""
+    found = _schedule_found(run)
+    if found.status not in ("ok", "warn"):
+        return found
+    for scheduler in _schedulers(run):
+        problem = _program_problem(run, scheduler) or (_cron_file_problem(run) if scheduler == "cron" else None)
+        if problem is not None and (problem.status == "fail" or found.status == "ok"):
+            return problem
+    return found
+
+
+def _program_problem(run: _Run, scheduler: str) -> Check | None:
+    """The program the scheduler starts must exist and be executable (on the checked root); the
+    unit's must not sit where ProtectHome= hides it."""
+    if scheduler == "cron":
+        command = _cron_command(run)
+        if command is None:
+            return None
+        where, words = command
+        program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
+        path, origin = _scheduler_path(run, "cron")
+        told = f"{where} runs {program}"
+    else:
+        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
+        if not starts or not starts[-1].split():
+            return None
+        where = SERVICE
+        program = starts[-1].split()[0].lstrip("@-:+!")
+        path, origin = _scheduler_path(run, "systemd")
+        told = f"{SERVICE} ExecStart= runs {program}"
+        home = [value for key, value, _where in _service_directives(run) if key == "ProtectHome"]
+        if (
+            home
+            and home[-1] in ("yes", "true", "tmpfs")
+            and any(
+                os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
+            )
+            and program.startswith("/")
+        ):
+            return Check(
+                "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
+                "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
+                exitcode.CONFIG,
+            )  # fmt: skip
+    if not program:
+        return None
+    if program.startswith("/"):
+        found = program if _executable(run, program) else None
+    else:
+        found = next((os.path.join(folder, program) for folder in path.split(":")
+                      if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
+    if found is None:
+        on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
+        return Check(
+            "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
+            f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
+        )  # fmt: skip
+    return None
+
+
+def _executable(run: _Run, program: str) -> bool:
+    path = run.world.root.join(program.lstrip("/"))
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _cron_command(run: _Run) -> tuple[str, list[str]] | None:
+    """The cron file that runs spurinv refresh and its entry's command words."""
+    for name in CRON_FILES:
+        text = _read_text(run.world.root.join(name))
+        with_user = not name.startswith("var/spool")
+        for line in (text or "").splitlines():
+            if cron_line(line, with_user=with_user) is None:
+                continue
+            words = line.split()
+            words = words[1:] if words[0].startswith("@") else words[5:]
+            return "/" + name, words[1:] if with_user else words
+    return None
+
+
+def _cron_file_problem(run: _Run) -> Check | None:
+    """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
+    MODE" and skips it) or whose last line has no newline (cron drops or refuses it)."""
+    cron = _cron(run)
+    if cron is None:
+        return None
+    path = run.world.root.join(cron.lstrip("/"))
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+    if cron.startswith("/etc/cron.d/") and mode & 0o022:
+        return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may write "
+                     "(INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+    text = _read_text(path) or ""
+    if text and not text.endswith("\n"):
+        return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its last line",
+                     f"echo >> {cron}")  # fmt: skip
+    return None
+
+
+def _schedule_found(run: _Run) -> Check:
     entry = _cron_entry(run)
     cron = entry[0] if entry else None
     installed = _unit_text(run, TIMER) is not None

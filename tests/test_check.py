@@ -47,6 +47,10 @@ class Node:
         self.state = self.statedir / "state.json"
         self.token = write_private(tmp_path / "token", TOKEN + "\n")
         self.cron()
+        installed = self.host / "usr" / "local" / "bin" / "spurinv"  # the program cron and the unit start
+        installed.parent.mkdir(parents=True)
+        installed.write_text("#!/bin/sh\n")
+        installed.chmod(0o755)
 
     def cron(self) -> None:
         (self.host / "etc" / "cron.d").mkdir(parents=True, exist_ok=True)
@@ -365,7 +369,7 @@ def test_a_crontab_line_counts_and_a_commented_one_does_not(node):
     (node.host / "etc" / "cron.d" / "spurinv").unlink()
     (node.host / "etc" / "crontab").write_text("# * * * * * root spurinv refresh\n")
     assert run_checks(node, None)["schedule"].status == "fail"
-    (node.host / "etc" / "crontab").write_text("*/2 * * * * root spurinv refresh --quiet\n")
+    (node.host / "etc" / "crontab").write_text("PATH=/usr/local/bin:/usr/bin\n*/2 * * * * root spurinv refresh --quiet\n")
     assert run_checks(node, None)["schedule"].status == "ok"
 
 
@@ -782,7 +786,7 @@ def test_an_echo_line_or_an_impossible_date_is_not_a_working_schedule(node):
     node.config()
     (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root echo spurinv refresh\n")
     assert run_checks(node, None)["schedule"].status == "fail"
-    (node.host / "etc" / "cron.d" / "spurinv").write_text("0 0 31 2 * root spurinv refresh\n")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("0 0 31 2 * root /usr/local/bin/spurinv refresh\n")
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert "never" in schedule.detail
@@ -1064,3 +1068,68 @@ def test_a_drop_in_environment_reset_drops_the_units_state_path(node, tmp_path):
     node.config()
     state = run_unflagged(node)["state"]
     assert "nowhere" not in state.detail, state
+
+
+# --- the program the scheduler starts, and where cron reads its file --------------------------------
+
+
+def test_the_program_cron_runs_must_exist_on_crons_path(node):
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("* * * * * root spurinv refresh --quiet\n")  # cron's PATH is /usr/bin:/bin
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/usr/bin:/bin" in schedule.detail
+    assert schedule.exit_code == exitcode.CONFIG
+    cron.write_text("PATH=/usr/local/bin:/usr/bin:/bin\n* * * * * root spurinv refresh --quiet\n")
+    assert run_checks(node, None)["schedule"].status == "ok"
+    cron.write_text("* * * * * root /opt/gone/spurinv refresh --quiet\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
+
+
+@pytest.mark.parametrize(
+    ("exec_start", "home", "status"),
+    [
+        ("/usr/local/bin/spurinv refresh --quiet", "", "ok"),
+        ("-/usr/local/bin/spurinv refresh", "", "ok"),
+        ("/opt/missing/spurinv refresh", "", "fail"),
+        ("/root/.local/bin/spurinv refresh", "ProtectHome=yes\n", "fail"),
+        ("/root/.local/bin/spurinv refresh", "", "ok"),
+    ],
+)
+def test_the_program_the_units_exec_start_runs_must_exist_and_be_visible(node, exec_start, home, status):
+    installed = node.host / "root" / ".local" / "bin" / "spurinv"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={exec_start}\n{home}")
+    node.config()
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == status, schedule
+    if home:
+        assert "ProtectHome=yes" in schedule.detail
+
+
+@pytest.mark.parametrize("where", ["var/spool/cron/root", "var/spool/cron/crontabs/root"])
+def test_roots_crontab_without_a_user_field_is_a_schedule(node, where):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / where).parent.mkdir(parents=True, exist_ok=True)
+    (node.host / where).write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    assert "/" + where in schedule.detail
+
+
+def test_a_cron_file_others_may_write_or_without_a_last_newline_warns(node):
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.chmod(0o664)
+    schedule = run_checks(node, None)["schedule"]
+    assert (schedule.status, schedule.fix) == ("warn", "chmod 0644 /etc/cron.d/spurinv"), schedule
+    cron.chmod(0o644)
+    cron.write_text("* * * * * root /usr/local/bin/spurinv refresh --quiet")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "newline" in schedule.detail
