@@ -1278,10 +1278,15 @@ def _schedule_found(run: _Run) -> Check:
         said = _ask_systemctl(run, "show", "-p", "Result", SERVICE) if active is not None else None
         result = said.removeprefix("Result=") if said and said.startswith("Result=") else None
         if result not in (None, "success"):
-            return Check(
-                "schedule", "fail", f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}",
-                f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}", exitcode.CONFIG,
-            )  # fmt: skip
+            status = _ask_systemctl(run, "show", "-p", "ExecMainStatus", SERVICE) or ""
+            code = status.removeprefix("ExecMainStatus=")
+            told = f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}"
+            fix = f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}"
+            # a config or permission error (78, 77) comes back on every run; anything else may
+            # be one earlier run's, which the next tick clears
+            if code.isdigit() and int(code) in (exitcode.CONFIG, exitcode.NOPERM):
+                return Check("schedule", "fail", f"{told} (exit {code}, which every run repeats)", fix, int(code))
+            return Check("schedule", "warn", f"{told}" + (f" (exit {code})" if code.isdigit() else ""), fix)
         return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
     if cron:
         return _cron_check(run, entry, f"{TIMER} not active")

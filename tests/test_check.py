@@ -821,15 +821,26 @@ def test_a_masked_or_dangling_timer_link_is_not_enabled(node, tmp_path, target):
     assert schedule.exit_code == exitcode.CONFIG
 
 
-def test_a_failed_last_run_under_an_active_timer_fails_with_the_journal_command(node, tmp_path):
+@pytest.mark.parametrize(
+    ("code", "status", "exit_code"),
+    [("78", "fail", exitcode.CONFIG), ("77", "fail", exitcode.NOPERM), ("69", "warn", 0), ("", "warn", 0)],
+)
+def test_a_failed_last_run_fails_only_when_every_run_would_repeat_it(node, tmp_path, code, status, exit_code):
+    """A stale Result= from one earlier run (the controller was down) is a warn with the
+    reset-failed fix; a config or permission exit (78, 77) comes back on every tick: a fail."""
     node.config()
     (node.host / "etc" / "cron.d" / "spurinv").unlink()
     systemd_host(node)
-    failed = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=exit-code;; esac')
+    failed = fake_systemctl(
+        tmp_path,
+        'case "$1 $3" in "is-active "*) echo active;; *Result*) echo Result=exit-code;; '
+        f"*ExecMainStatus*) echo ExecMainStatus={code};; esac",
+    )
     schedule = run_checks(node, failed)["schedule"]
-    assert schedule.status == "fail", schedule
+    assert (schedule.status, schedule.exit_code) == (status, exit_code), schedule
     assert "exit-code" in schedule.detail
     assert f"journalctl -u {check.SERVICE}" in schedule.fix
+    assert f"systemctl reset-failed {check.SERVICE}" in schedule.fix
     fine = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=success;; esac')
     assert run_checks(node, fine)["schedule"].status == "ok"
 
