@@ -343,12 +343,17 @@ def _follow_unit_state(run: _Run) -> None:
 
 
 def _unit_environment(run: _Run) -> dict[str, str]:
-    """The variables the unit's Environment= lines set (the last assignment wins; an empty
-    Environment= resets the list, systemd.exec(5))."""
+    """The variables the unit gives its runs: Environment= (the last assignment wins; an empty
+    one resets the list) overlaid by the EnvironmentFile= files that exist ("-" marks one that
+    may be missing), as systemd.exec(5) orders them."""
     import shlex
 
     found: dict[str, str] = {}
+    files: list[str] = []
     for key, value, _where in _service_directives(run):
+        if key == "EnvironmentFile":
+            files = [*files, value.removeprefix("-")] if value else []
+            continue
         if key != "Environment":
             continue
         if not value:
@@ -362,6 +367,27 @@ def _unit_environment(run: _Run) -> dict[str, str]:
             name, equals, setting = word.partition("=")
             if equals:
                 found[name] = setting
+    for name in files:
+        if name.startswith("/"):
+            found.update(_assignments(_read_text(run.world.root.join(name.lstrip("/"))) or ""))
+    return found
+
+
+def _assignments(text: str) -> dict[str, str]:
+    """``NAME=VALUE`` lines of an environment file (comments skipped, quotes removed)."""
+    import shlex
+
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        name, equals, value = line.partition("=")
+        if not equals or line.startswith(("#", ";")):
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = [value]
+        found[name.strip()] = " ".join(words)
     return found
 
 
@@ -924,15 +950,21 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     """The PATH ``scheduler``'s runs get, and where it comes from."""
     if scheduler == "cron":
         cron = _cron(run) or ""
+        found = (CRON_PATH, "cron's default PATH")
+        # crontab(5): "name = value", spaces allowed; an assignment applies to the entries after it only
         for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
-            if line.strip().startswith("PATH="):
-                return line.strip().removeprefix("PATH=").strip().strip('"'), f"PATH= in {cron}"
-        return CRON_PATH, "cron's default PATH"
+            name, equals, value = line.partition("=")
+            if equals and name.strip() == "PATH":
+                found = (value.strip().strip('"').strip("'"), f"PATH= in {cron}")
+            elif cron_line(line, with_user=not cron.startswith("/var/spool")) is not None:
+                return found
+        return found
     path = _unit_environment(run).get("PATH")
     if path is None:
         return SYSTEMD_PATH, "systemd's default PATH"
-    where = next(where for key, value, where in reversed(_service_directives(run)) if key == "Environment" and "PATH=" in value)
-    return path, f"Environment=PATH= in {where}"
+    where = next((f"{key}= in {where}" for key, value, where in reversed(_service_directives(run))
+                  if key in ("Environment", "EnvironmentFile") and value), SERVICE)  # fmt: skip
+    return path, f"PATH from {where}"
 
 
 def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:

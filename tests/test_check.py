@@ -1144,3 +1144,33 @@ def test_a_cron_file_others_may_write_or_without_a_last_newline_warns(node):
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert "newline" in schedule.detail
+
+
+# --- the PATH each scheduler gives its runs ---------------------------------------------------------
+
+
+def test_crons_path_with_spaces_applies_and_one_after_the_entry_does_not(node):
+    site = program(node, "/opt/site/bin")
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    node.config(extra='[controller]\nregister_command = ["regtool"]\n')
+    cron.write_text(f"PATH = {site}:/usr/local/bin\n* * * * * root /usr/local/bin/spurinv refresh\n")
+    assert run_checks(node, None, PATH="/usr/bin")["register_command"].status == "ok"
+    cron.write_text(f"* * * * * root /usr/local/bin/spurinv refresh\nPATH={site}\n")
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "fail", found
+    assert "cron's default PATH" in found.detail
+
+
+def test_the_units_environment_file_sets_its_path(node):
+    site = program(node, "/opt/site/bin")
+    (node.host / "etc" / "default").mkdir(parents=True)
+    (node.host / "etc" / "default" / "spurinv").write_text(f'# site\nPATH="{site}:/usr/bin"\n')
+    systemd_host(node)
+    unit_host(node, "[Service]\nEnvironmentFile=-/etc/default/missing\nEnvironmentFile=-/etc/default/spurinv\n")
+    node.config(extra='[controller]\nregister_command = ["regtool"]\n')
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "ok", found
+    unit_host(node, f"[Service]\nEnvironment=PATH={site}\nEnvironment=\n")  # the empty one resets
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "fail", found
+    assert "systemd's default PATH" in found.detail
