@@ -464,6 +464,11 @@ def _metrics(run: _Run) -> Check:
             "metrics", "fail", f"{key} {path}: this user cannot write {directory}",
             "run spurinv check as root; under the unit add ReadWritePaths=" + directory, exitcode.CANTCREAT,
         )  # fmt: skip
+    if os.path.islink(path):
+        return Check(
+            "metrics", "warn", f"{key} {path} is a symlink: refresh replaces it with a regular file (the link and "
+            "what it pointed at part ways)", f"set {key} to the real file's path ({os.path.realpath(path)})",
+        )  # fmt: skip
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         kind = "a directory" if os.path.isdir(path) else "not a regular file"
         return Check("metrics", "fail", f"{key} {path} is {kind}",
@@ -548,7 +553,7 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
             )  # fmt: skip
         if loaded is not None:
             assert loaded.path is not None
-            host_path = run.world.root.join(loaded.path.lstrip("/"))
+            host_path = _follow(run, run.world.root.join(loaded.path.lstrip("/")))
             if not os.path.lexists(host_path):
                 return Check(
                     "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
@@ -652,6 +657,19 @@ def _credential(run: _Run, credential: str) -> _Loaded | None:
         path = source if plain and not os.path.isdir(run.world.root.join(source.lstrip("/"))) else None
         found = _Loaded(f"{key}={value}", where, path)
     return found
+
+
+def _follow(run: _Run, path: str) -> str:
+    """``path`` with its symlinks followed, as systemd follows a LoadCredential= source (an
+    absolute target is on the checked root)."""
+    for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
+        if not os.path.islink(path):
+            return path
+        target = os.readlink(path)
+        path = (
+            run.world.root.join(target.lstrip("/")) if target.startswith("/") else os.path.join(os.path.dirname(path), target)
+        )
+    return path
 
 
 def _glob_match(pattern: str, name: str) -> bool:

@@ -1174,3 +1174,29 @@ def test_the_units_environment_file_sets_its_path(node):
     found = run_checks(node, None, PATH="/usr/bin")["register_command"]
     assert found.status == "fail", found
     assert "systemd's default PATH" in found.detail
+
+
+# --- symlinks systemd follows, and one refresh replaces ----------------------------------------------
+
+
+def test_a_symlinked_credential_source_is_followed_as_systemd_does(node):
+    write_private(node.host / "etc" / "secrets" / "jwt", TOKEN + "\n")
+    (node.host / "etc" / "spurinv").mkdir(parents=True)
+    (node.host / "etc" / "spurinv" / "token").symlink_to("/etc/secrets/jwt")
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9", token_file="")
+    token = run_checks(node, None)["token"]
+    assert token.status == "ok", token
+    assert str(node.host / "etc" / "secrets" / "jwt") in token.detail
+
+
+def test_a_symlinked_metrics_file_warns_that_refresh_replaces_it(node, tmp_path):
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    (metrics / "real.prom").write_text("")
+    (metrics / "spurinv.prom").symlink_to(metrics / "real.prom")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    found = run_checks(node, None)["metrics"]
+    assert found.status == "warn", found
+    assert "symlink" in found.detail
+    assert str(metrics / "real.prom") in found.fix
