@@ -34,6 +34,7 @@ from spurinv.errors import (
     SpurinvError,
     TokenError,
 )
+from spurinv.locations import DEFAULT_STATE
 
 if TYPE_CHECKING:
     from spurinv.config import Config
@@ -61,7 +62,8 @@ UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
-CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root")
+# cron.d and /etc/crontab carry a user field; root's crontab (Debian's spool, RHEL's) does not
+CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root", "var/spool/cron/root")
 # the PATH each scheduler gives its runs when it sets none: systemd.exec(5) "Environment variables
 # in spawned processes" (a split-usr build, as Debian 12's, adds /sbin:/bin), cron(8) "/usr/bin:/bin"
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -116,6 +118,8 @@ class _Run:
     view: NodeView | None = None
     client: Any = None
     token_file: str | None = None  # the unit's LoadCredential= source, when the config names no token file
+    timer: tuple[str, str | None] | None = None  # the timer's link state and systemctl's is-active, asked once
+    state_origin: str | None = None  # the unit's setting that decides the timer's state path
     results: dict[str, Check] = field(default_factory=dict)
 
     @property
@@ -198,6 +202,7 @@ def _config(run: _Run) -> Check:
         return Check("config", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
     config = options.config
     run.budget = Budget(config.controller.run_deadline)
+    _follow_unit_state(run)
     if not config.observe and config.controller.transport == "rest" and config.controller.ca_file and config.controller.verify:
         from spurinv.controller import check_ca_file
 
@@ -263,6 +268,14 @@ def _state(run: _Run) -> Check:
         if isinstance(exc, store.Unsafe):
             fix = f"chown root {directory} && chmod 0700 {directory}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
+    if "systemd" in _schedulers(run):
+        blocked = _sandbox_blocks(run, directory)
+        if blocked is not None and blocked[1]:
+            return Check(
+                "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (or StateDirectory=)",
+                exitcode.CANTCREAT,
+            )  # fmt: skip
     if missing:
         existing = directory
         while not os.path.lexists(existing):
@@ -302,8 +315,86 @@ def _state(run: _Run) -> Check:
     return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
 
 
+def _follow_unit_state(run: _Run) -> None:
+    """Under the timer, the unit's environment decides the state path its runs use
+    ($SPURINV_STATE from Environment=, else $STATE_DIRECTORY from StateDirectory=), not this
+    shell's; --state given to check still wins (the operator names the file to look at)."""
+    import dataclasses
+
+    assert run.options is not None
+    if run.host.state_flag or _scheduler(run) != "systemd":
+        return
+    environment = _unit_environment(run)
+    path: str | None = None
+    if environment.get("SPURINV_STATE"):
+        path, origin = os.path.abspath(environment["SPURINV_STATE"]), "from the unit's Environment=SPURINV_STATE="
+    else:
+        directories = [value.split()[0].split(":")[0] for key, value, _where in _service_directives(run)
+                       if key == "StateDirectory" and value.split()]  # fmt: skip
+        if directories:
+            path = os.path.join("/var/lib", directories[0], "state.json")
+            origin = f"from the unit's StateDirectory={directories[0]}"
+    if path is None:
+        if not (run.world.environ.get("SPURINV_STATE") or run.world.environ.get("STATE_DIRECTORY")):
+            return
+        path, origin = DEFAULT_STATE, "the unit's default"
+    run.options = dataclasses.replace(run.options, state_path=path, state_named=bool(environment.get("SPURINV_STATE")))
+    run.state_origin = origin
+
+
+def _unit_environment(run: _Run) -> dict[str, str]:
+    """The variables the unit gives its runs: Environment= (the last assignment wins; an empty
+    one resets the list) overlaid by the EnvironmentFile= files that exist ("-" marks one that
+    may be missing), as systemd.exec(5) orders them."""
+    import shlex
+
+    found: dict[str, str] = {}
+    files: list[str] = []
+    for key, value, _where in _service_directives(run):
+        if key == "EnvironmentFile":
+            files = [*files, value.removeprefix("-")] if value else []
+            continue
+        if key != "Environment":
+            continue
+        if not value:
+            found = {}
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            continue
+        for word in words:
+            name, equals, setting = word.partition("=")
+            if equals:
+                found[name] = setting
+    for name in files:
+        if name.startswith("/"):
+            found.update(_assignments(_read_text(run.world.root.join(name.lstrip("/"))) or ""))
+    return found
+
+
+def _assignments(text: str) -> dict[str, str]:
+    """``NAME=VALUE`` lines of an environment file (comments skipped, quotes removed)."""
+    import shlex
+
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        name, equals, value = line.partition("=")
+        if not equals or line.startswith(("#", ";")):
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = [value]
+        found[name.strip()] = " ".join(words)
+    return found
+
+
 def _state_origin(run: _Run) -> str:
     environ = run.world.environ
+    if run.state_origin:
+        return run.state_origin
     if run.host.state_flag:
         return "from --state"
     if environ.get("SPURINV_STATE"):
@@ -373,6 +464,11 @@ def _metrics(run: _Run) -> Check:
             "metrics", "fail", f"{key} {path}: this user cannot write {directory}",
             "run spurinv check as root; under the unit add ReadWritePaths=" + directory, exitcode.CANTCREAT,
         )  # fmt: skip
+    if os.path.islink(path):
+        return Check(
+            "metrics", "warn", f"{key} {path} is a symlink: refresh replaces it with a regular file (the link and "
+            "what it pointed at part ways)", f"set {key} to the real file's path ({os.path.realpath(path)})",
+        )  # fmt: skip
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         kind = "a directory" if os.path.isdir(path) else "not a regular file"
         return Check("metrics", "fail", f"{key} {path} is {kind}",
@@ -381,11 +477,17 @@ def _metrics(run: _Run) -> Check:
                      exitcode.CANTCREAT)  # fmt: skip
     if not path.endswith(".prom"):
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
-    if _scheduler(run) == "systemd":
+    if "systemd" in _schedulers(run):
         blocked = _sandbox_blocks(run, directory)
+        if blocked is not None and not blocked[1]:
+            return Check(
+                "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
+                "expand (an unknown %-specifier) covers it: cannot verify",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (spelled out)",
+            )  # fmt: skip
         if blocked is not None:
             return Check(
-                "metrics", "fail", f"{path}: writable here, but under the unit {blocked}, so refresh would exit 73",
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
             )  # fmt: skip
         private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
@@ -412,6 +514,18 @@ def _metrics(run: _Run) -> Check:
 
 
 def _token(run: _Run) -> Check:
+    """The token under each scheduler that runs spurinv (the unit's credential, cron's
+    token_file): the worst verdict wins."""
+    schedulers = _schedulers(run) or (None,)
+    if len(schedulers) == 1 or run.world.environ.get("CREDENTIALS_DIRECTORY"):
+        return _token_under(run, schedulers[0])
+    checks = [_token_under(run, scheduler) for scheduler in schedulers]
+    worst = _worst(checks)
+    who = "the timer's runs" if worst is checks[0] else "cron's runs"
+    return Check(worst.name, worst.status, f"{who}: {worst.detail}", worst.fix, worst.exit_code)
+
+
+def _token_under(run: _Run, scheduler: str | None) -> Check:
     from spurinv.config import read_token
 
     if (skipped := _needs(run, "token", "config")) is not None:
@@ -431,7 +545,6 @@ def _token(run: _Run) -> Check:
     if not credentials:
         # check the token the scheduler's runs will read: the unit's credential, or token_file
         # under cron (which passes no $CREDENTIALS_DIRECTORY)
-        scheduler = _scheduler(run)
         loaded = _credential(run, settings.credential) if scheduler == "systemd" else None
         if loaded is not None and loaded.path is None:
             return Check(
@@ -440,7 +553,7 @@ def _token(run: _Run) -> Check:
             )  # fmt: skip
         if loaded is not None:
             assert loaded.path is not None
-            host_path = run.world.root.join(loaded.path.lstrip("/"))
+            host_path = _follow(run, run.world.root.join(loaded.path.lstrip("/")))
             if not os.path.lexists(host_path):
                 return Check(
                     "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
@@ -546,6 +659,19 @@ def _credential(run: _Run, credential: str) -> _Loaded | None:
     return found
 
 
+def _follow(run: _Run, path: str) -> str:
+    """``path`` with its symlinks followed, as systemd follows a LoadCredential= source (an
+    absolute target is on the checked root)."""
+    for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
+        if not os.path.islink(path):
+            return path
+        target = os.readlink(path)
+        path = (
+            run.world.root.join(target.lstrip("/")) if target.startswith("/") else os.path.join(os.path.dirname(path), target)
+        )
+    return path
+
+
 def _glob_match(pattern: str, name: str) -> bool:
     import fnmatch
 
@@ -577,7 +703,9 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     for shown in files:
         text = _read_text(run.world.root.join(shown.lstrip("/")))
         section = ""
-        for raw in (text or "").splitlines():
+        # a line ending in a backslash goes on in the next one (systemd.syntax(7))
+        joined = (text or "").replace("\\\n", " ")
+        for raw in joined.splitlines():
             line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
@@ -590,51 +718,128 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     return found
 
 
-def _sandbox_blocks(run: _Run, directory: str) -> str | None:
+# the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
+SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "t": "/run", "%": "%"}  # noqa: S108
+
+
+def _unit_paths(value: str) -> tuple[list[str], list[str]]:
+    """The paths of a ReadWritePaths=-like value (quoted words, "-" and "+" prefixes, specifiers
+    expanded, normalised), and the words check cannot expand (an unknown specifier)."""
+    import re
+    import shlex
+
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    paths: list[str] = []
+    unknown: list[str] = []
+    for word in words:
+        bare = word.lstrip("-+")
+        if any(letter not in SPECIFIERS for letter in re.findall(r"%(.?)", bare)):
+            unknown.append(word)
+            continue
+        expanded = re.sub(r"%(.)", lambda match: SPECIFIERS[match.group(1)], bare)
+        if expanded.startswith("/"):
+            paths.append(os.path.normpath(expanded))
+    return paths, unknown
+
+
+def _bind_destination(word: str) -> str:
+    parts = word.split(":")
+    return parts[1] if len(parts) > 1 and parts[1] else parts[0]
+
+
+def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
-    ReadWritePaths= and StateDirectory=, systemd.exec(5)), or None when the unit may write it."""
+    ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
+    certain (False: a path check cannot expand might cover it); None when the unit may write it."""
     protect, home = "no", "no"
     writable: list[str] = []
+    unknown: list[str] = []
     for key, value, _where in _service_directives(run):
         if key == "ProtectSystem":
             protect = value or "no"
         elif key == "ProtectHome":
             home = value or "no"
-        elif key == "ReadWritePaths":
-            # an empty assignment resets the list; "-" (ignore if missing) and "+" prefixes
-            writable = [*writable, *(word.lstrip("-+") for word in value.split())] if value else []
+        elif key in ("ReadWritePaths", "BindPaths"):
+            if not value:  # an empty assignment resets the list
+                writable, unknown = [], []
+                continue
+            if key == "BindPaths":  # SOURCE[:DESTINATION[:OPTIONS]]: the destination is writable
+                value = " ".join(_bind_destination(word) for word in value.split())  # noqa: PLW2901
+            paths, cannot = _unit_paths(value)
+            writable += paths
+            unknown += cannot
         elif key == "StateDirectory":
             writable += [os.path.join("/var/lib", word.split(":")[0]) for word in value.split()] if value else []
 
-    def covered(path: str) -> bool:
-        return any(os.path.commonpath([place, path]) == place for place in writable if place.startswith("/"))
+    def under(place: str, path: str) -> bool:
+        return os.path.commonpath([place, path]) == place
 
-    if covered(directory):
+    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
+    targets = {os.path.normpath(directory), os.path.realpath(directory)}
+    places = {variant for place in writable for variant in (place, os.path.realpath(place))}
+    if any(under(place, target) for place in places for target in targets):
         return None
-    if home in ("yes", "read-only", "tmpfs") and any(
-        os.path.commonpath([place, directory]) == place for place in ("/home", "/root", "/run/user")
-    ):
-        return f"ProtectHome={home} hides {directory}"
-    if protect == "strict":
-        if any(os.path.commonpath([place, directory]) == place for place in ("/dev", "/proc", "/sys")):
+    directory = os.path.normpath(directory)
+    found: str | None = None
+    if home in ("yes", "read-only", "tmpfs") and any(under(place, directory) for place in ("/home", "/root", "/run/user")):
+        found = f"ProtectHome={home} hides {directory}"
+    elif protect == "strict":
+        if any(under(place, directory) for place in ("/dev", "/proc", "/sys")):
             return None
-        return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
-    read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
-    for place in read_only.get(protect, ()):
-        if os.path.commonpath([place, directory]) == place:
-            return f"ProtectSystem={protect} keeps {place} read-only"
-    return None
+        found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    else:
+        read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"),
+                     "full": ("/usr", "/boot", "/efi", "/etc")}  # fmt: skip
+        for place in read_only.get(protect, ()):
+            if under(place, directory):
+                found = f"ProtectSystem={protect} keeps {place} read-only"
+                break
+    if found is None:
+        return None
+    return found, not unknown
+
+
+def _timer(run: _Run) -> tuple[str, str | None, bool]:
+    """The timer's link state, systemctl's is-active (None when not asked or no answer), and
+    whether the timer runs the unit (active, or enabled when systemctl cannot say). Asked once:
+    the schedule check and the checks that follow the scheduler see the same answer."""
+    if run.timer is None:
+        link = _timer_link(run)
+        active = "masked" if link == "masked" else _ask_systemctl(run, "is-active", TIMER)
+        run.timer = (link, active)
+    link, active = run.timer
+    return link, active, active == "active" or (active is None and link == "enabled")
+
+
+def _schedulers(run: _Run) -> tuple[str, ...]:
+    """What starts ``spurinv refresh`` here, as the schedule check decides: "systemd" when the
+    timer runs the unit, "cron" when a cron entry names it, both when both do; with neither, the
+    unit when its file is there (the one being installed), else nothing. The token, PATH and
+    sandbox checks follow every scheduler this returns (the worst verdict wins)."""
+    service = _unit_text(run, SERVICE) is not None
+    cron = _cron(run) is not None
+    timer = _systemd(run) and _timer(run)[2]
+    found = tuple(name for name, runs in (("systemd", timer), ("cron", cron)) if runs)
+    if found:
+        return found
+    return ("systemd",) if service else ()
 
 
 def _scheduler(run: _Run) -> str | None:
-    """What starts ``spurinv refresh`` here: "systemd" (PID 1, the service unit installed),
-    "cron", or None (nothing yet: the unit is assumed when its file is there)."""
-    service = _unit_text(run, SERVICE) is not None
-    if _systemd(run) and service:
-        return "systemd"
-    if _cron(run):
-        return "cron"
-    return "systemd" if service else None
+    """The first of :func:`_schedulers` (the timer when both run), or None."""
+    found = _schedulers(run)
+    return found[0] if found else None
+
+
+RANK = {"fail": 3, "warn": 2, "ok": 1, "skip": 0}
+
+
+def _worst(checks: list[Check]) -> Check:
+    """The worst of one check's verdicts under each scheduler (the first of equals)."""
+    return max(checks, key=lambda check: RANK[check.status])
 
 
 def _controller(run: _Run) -> Check:
@@ -759,28 +964,25 @@ def _register_command(run: _Run) -> Check:
     return Check("register_command", "ok", f"{found.detail} is executable")
 
 
-def _scheduler_path(run: _Run) -> tuple[str, str]:
-    """The PATH the scheduler's runs get, and where it comes from."""
-    if _scheduler(run) == "cron":
+def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
+    """The PATH ``scheduler``'s runs get, and where it comes from."""
+    if scheduler == "cron":
         cron = _cron(run) or ""
+        found = (CRON_PATH, "cron's default PATH")
+        # crontab(5): "name = value", spaces allowed; an assignment applies to the entries after it only
         for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
-            if line.strip().startswith("PATH="):
-                return line.strip().removeprefix("PATH=").strip().strip('"'), f"PATH= in {cron}"
-        return CRON_PATH, "cron's default PATH"
-    import shlex
-
-    found = (SYSTEMD_PATH, "systemd's default PATH")
-    for key, value, where in _service_directives(run):
-        if key != "Environment":
-            continue
-        try:
-            words = shlex.split(value)
-        except ValueError:
-            continue
-        for word in words:
-            if word.startswith("PATH="):
-                found = (word.removeprefix("PATH="), f"Environment=PATH= in {where}")
-    return found
+            name, equals, value = line.partition("=")
+            if equals and name.strip() == "PATH":
+                found = (value.strip().strip('"').strip("'"), f"PATH= in {cron}")
+            elif cron_line(line, with_user=not cron.startswith("/var/spool")) is not None:
+                return found
+        return found
+    path = _unit_environment(run).get("PATH")
+    if path is None:
+        return SYSTEMD_PATH, "systemd's default PATH"
+    where = next((f"{key}= in {where}" for key, value, where in reversed(_service_directives(run))
+                  if key in ("Environment", "EnvironmentFile") and value), SERVICE)  # fmt: skip
+    return path, f"PATH from {where}"
 
 
 def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
@@ -792,7 +994,12 @@ def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
             return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
                          f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
         return Check(name, "ok", program)
-    path, origin = _scheduler_path(run)
+    return _worst([_on_path(run, program, what, key, scheduler) for scheduler in _schedulers(run) or (None,)])
+
+
+def _on_path(run: _Run, program: str, what: str, key: str, scheduler: str | None) -> Check:
+    name = what.rsplit(".", maxsplit=1)[-1]
+    path, origin = _scheduler_path(run, scheduler)
     theirs = _which(run, program, path)
     ours = _which(run, program, run.world.environ.get("PATH") or os.defpath)
     if theirs is None:
@@ -992,6 +1199,108 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
 
 
 def _schedule(run: _Run) -> Check:
+    """What runs spurinv refresh; then that the program each scheduler starts is there and the
+    cron file is one cron reads."""
+    found = _schedule_found(run)
+    if found.status not in ("ok", "warn"):
+        return found
+    for scheduler in _schedulers(run):
+        problem = _program_problem(run, scheduler) or (_cron_file_problem(run) if scheduler == "cron" else None)
+        if problem is not None and (problem.status == "fail" or found.status == "ok"):
+            return problem
+    return found
+
+
+def _program_problem(run: _Run, scheduler: str) -> Check | None:
+    """The program the scheduler starts must exist and be executable (on the checked root); the
+    unit's must not sit where ProtectHome= hides it."""
+    if scheduler == "cron":
+        command = _cron_command(run)
+        if command is None:
+            return None
+        where, words = command
+        program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
+        path, origin = _scheduler_path(run, "cron")
+        told = f"{where} runs {program}"
+    else:
+        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
+        if not starts or not starts[-1].split():
+            return None
+        where = SERVICE
+        program = starts[-1].split()[0].lstrip("@-:+!")
+        path, origin = _scheduler_path(run, "systemd")
+        told = f"{SERVICE} ExecStart= runs {program}"
+        home = [value for key, value, _where in _service_directives(run) if key == "ProtectHome"]
+        if (
+            home
+            and home[-1] in ("yes", "true", "tmpfs")
+            and any(
+                os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
+            )
+            and program.startswith("/")
+        ):
+            return Check(
+                "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
+                "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
+                exitcode.CONFIG,
+            )  # fmt: skip
+    if not program:
+        return None
+    if program.startswith("/"):
+        found = program if _executable(run, program) else None
+    else:
+        found = next((os.path.join(folder, program) for folder in path.split(":")
+                      if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
+    if found is None:
+        on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
+        return Check(
+            "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
+            f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
+        )  # fmt: skip
+    return None
+
+
+def _executable(run: _Run, program: str) -> bool:
+    path = run.world.root.join(program.lstrip("/"))
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _cron_command(run: _Run) -> tuple[str, list[str]] | None:
+    """The cron file that runs spurinv refresh and its entry's command words."""
+    for name in CRON_FILES:
+        text = _read_text(run.world.root.join(name))
+        with_user = not name.startswith("var/spool")
+        for line in (text or "").splitlines():
+            if cron_line(line, with_user=with_user) is None:
+                continue
+            words = line.split()
+            words = words[1:] if words[0].startswith("@") else words[5:]
+            return "/" + name, words[1:] if with_user else words
+    return None
+
+
+def _cron_file_problem(run: _Run) -> Check | None:
+    """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
+    MODE" and skips it) or whose last line has no newline (cron drops or refuses it)."""
+    cron = _cron(run)
+    if cron is None:
+        return None
+    path = run.world.root.join(cron.lstrip("/"))
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+    if cron.startswith("/etc/cron.d/") and mode & 0o022:
+        return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may write "
+                     "(INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+    text = _read_text(path) or ""
+    if text and not text.endswith("\n"):
+        return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its last line",
+                     f"echo >> {cron}")  # fmt: skip
+    return None
+
+
+def _schedule_found(run: _Run) -> Check:
     entry = _cron_entry(run)
     cron = entry[0] if entry else None
     installed = _unit_text(run, TIMER) is not None
@@ -1002,19 +1311,14 @@ def _schedule(run: _Run) -> Check:
             "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
             INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
-    link = _timer_link(run)
+    link, active, running = _timer(run)
     enabled = link == "enabled"
-    if link == "masked":
-        active: str | None = "masked"
-    else:
-        active = _ask_systemctl(run, "is-active", TIMER)
     if run.host.systemctl is None:
         detail_active = "(systemctl not asked: --root is another system)"
     elif active is None:
         detail_active = "(systemctl did not answer)"
     else:
         detail_active = f"and {active}"
-    running = active == "active" or (active is None and enabled)
     if running and cron:
         return Check(
             "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"
@@ -1024,10 +1328,15 @@ def _schedule(run: _Run) -> Check:
         said = _ask_systemctl(run, "show", "-p", "Result", SERVICE) if active is not None else None
         result = said.removeprefix("Result=") if said and said.startswith("Result=") else None
         if result not in (None, "success"):
-            return Check(
-                "schedule", "fail", f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}",
-                f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}", exitcode.CONFIG,
-            )  # fmt: skip
+            status = _ask_systemctl(run, "show", "-p", "ExecMainStatus", SERVICE) or ""
+            code = status.removeprefix("ExecMainStatus=")
+            told = f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}"
+            fix = f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}"
+            # a config or permission error (78, 77) comes back on every run; anything else may
+            # be one earlier run's, which the next tick clears
+            if code.isdigit() and int(code) in (exitcode.CONFIG, exitcode.NOPERM):
+                return Check("schedule", "fail", f"{told} (exit {code}, which every run repeats)", fix, int(code))
+            return Check("schedule", "warn", f"{told}" + (f" (exit {code})" if code.isdigit() else ""), fix)
         return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
     if cron:
         return _cron_check(run, entry, f"{TIMER} not active")

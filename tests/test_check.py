@@ -47,6 +47,10 @@ class Node:
         self.state = self.statedir / "state.json"
         self.token = write_private(tmp_path / "token", TOKEN + "\n")
         self.cron()
+        installed = self.host / "usr" / "local" / "bin" / "spurinv"  # the program cron and the unit start
+        installed.parent.mkdir(parents=True)
+        installed.write_text("#!/bin/sh\n")
+        installed.chmod(0o755)
 
     def cron(self) -> None:
         (self.host / "etc" / "cron.d").mkdir(parents=True, exist_ok=True)
@@ -365,7 +369,7 @@ def test_a_crontab_line_counts_and_a_commented_one_does_not(node):
     (node.host / "etc" / "cron.d" / "spurinv").unlink()
     (node.host / "etc" / "crontab").write_text("# * * * * * root spurinv refresh\n")
     assert run_checks(node, None)["schedule"].status == "fail"
-    (node.host / "etc" / "crontab").write_text("*/2 * * * * root spurinv refresh --quiet\n")
+    (node.host / "etc" / "crontab").write_text("PATH=/usr/local/bin:/usr/bin\n*/2 * * * * root spurinv refresh --quiet\n")
     assert run_checks(node, None)["schedule"].status == "ok"
 
 
@@ -785,7 +789,7 @@ def test_an_echo_line_or_an_impossible_date_is_not_a_working_schedule(node):
     node.config()
     (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root echo spurinv refresh\n")
     assert run_checks(node, None)["schedule"].status == "fail"
-    (node.host / "etc" / "cron.d" / "spurinv").write_text("0 0 31 2 * root spurinv refresh\n")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("0 0 31 2 * root /usr/local/bin/spurinv refresh\n")
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert "never" in schedule.detail
@@ -820,15 +824,26 @@ def test_a_masked_or_dangling_timer_link_is_not_enabled(node, tmp_path, target):
     assert schedule.exit_code == exitcode.CONFIG
 
 
-def test_a_failed_last_run_under_an_active_timer_fails_with_the_journal_command(node, tmp_path):
+@pytest.mark.parametrize(
+    ("code", "status", "exit_code"),
+    [("78", "fail", exitcode.CONFIG), ("77", "fail", exitcode.NOPERM), ("69", "warn", 0), ("", "warn", 0)],
+)
+def test_a_failed_last_run_fails_only_when_every_run_would_repeat_it(node, tmp_path, code, status, exit_code):
+    """A stale Result= from one earlier run (the controller was down) is a warn with the
+    reset-failed fix; a config or permission exit (78, 77) comes back on every tick: a fail."""
     node.config()
     (node.host / "etc" / "cron.d" / "spurinv").unlink()
     systemd_host(node)
-    failed = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=exit-code;; esac')
+    failed = fake_systemctl(
+        tmp_path,
+        'case "$1 $3" in "is-active "*) echo active;; *Result*) echo Result=exit-code;; '
+        f"*ExecMainStatus*) echo ExecMainStatus={code};; esac",
+    )
     schedule = run_checks(node, failed)["schedule"]
-    assert schedule.status == "fail", schedule
+    assert (schedule.status, schedule.exit_code) == (status, exit_code), schedule
     assert "exit-code" in schedule.detail
     assert f"journalctl -u {check.SERVICE}" in schedule.fix
+    assert f"systemctl reset-failed {check.SERVICE}" in schedule.fix
     fine = fake_systemctl(tmp_path, 'case "$1" in is-active) echo active;; show) echo Result=success;; esac')
     assert run_checks(node, fine)["schedule"].status == "ok"
 
@@ -911,3 +926,280 @@ def test_a_metrics_file_in_the_units_private_tmp_warns(node, tmp_path):
     assert "PrivateTmp=" in metrics.detail
     unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=no\n")
     assert run_checks(node, None)["metrics"].status == "ok"
+
+
+# --- one decision: the scheduler the schedule check names is the one the other checks follow --------
+
+
+def test_a_disabled_timer_with_cron_checks_crons_token_not_the_units_credential(node):
+    """systemd is PID 1 and the unit file is there, but the timer is not enabled and cron runs
+    spurinv: cron's runs have no credential, so a config without token_file fails (every run
+    would exit 77), whatever the unit's LoadCredential= says."""
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    systemd_host(node, enabled=False)
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n", cron=True)
+    node.config("http://127.0.0.1:9", token_file="")
+    checks = run_checks(node, None)
+    assert "cron" in checks["schedule"].detail, checks["schedule"]
+    assert checks["token"].status == "fail", checks["token"]
+    assert "cron passes no credential" in checks["token"].detail
+    assert checks["token"].exit_code == exitcode.NOPERM
+
+
+def test_when_timer_and_cron_both_run_the_worst_token_verdict_wins(node):
+    write_private(node.host / "etc" / "spurinv" / "token", TOKEN + "\n")
+    systemd_host(node)
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n", cron=True)
+    node.config("http://127.0.0.1:9", token_file="")
+    checks = run_checks(node, None)
+    assert checks["schedule"].status == "warn"  # both run it
+    assert checks["token"].status == "fail", checks["token"]
+    assert "cron's runs" in checks["token"].detail
+    node.config("http://127.0.0.1:9")  # a token_file for cron: both pass
+    assert run_checks(node, None)["token"].status == "ok"
+
+
+def test_a_disabled_timer_with_cron_uses_crons_path_and_no_unit_sandbox(node, tmp_path):
+    site = program(node, "/opt/site/bin")
+    systemd_host(node, enabled=False)
+    unit_host(node, f'[Service]\nEnvironment="PATH={site}:/usr/bin"\nProtectSystem=strict\n', cron=True)
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    node.config(extra=f'[controller]\nregister_command = ["regtool"]\n[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    checks = run_checks(node, None, PATH="/usr/bin")
+    assert checks["register_command"].status == "fail", checks["register_command"]
+    assert "cron's default PATH" in checks["register_command"].detail
+    assert checks["metrics"].status == "ok", checks["metrics"]  # the unit's sandbox does not apply to cron
+
+
+# --- ReadWritePaths= as systemd reads it ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "ReadWritePaths={d}/",
+        'ReadWritePaths="{d}"',
+        "ReadWritePaths=-{d}",
+        "ReadWritePaths=+{d}/",
+        "ReadWritePaths=/nonexistent \\\n  {d}",
+        "BindPaths={d}",
+        "BindPaths=/elsewhere:{d}:rbind",
+        "ReadWritePaths={link}",  # a symlink to the metrics directory: systemd follows it
+    ],
+)
+def test_valid_read_write_paths_spellings_cover_the_metrics_directory(node, tmp_path, lines):
+    metrics = tmp_path / "ne" / "textfile"
+    metrics.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(metrics)
+    systemd_host(node)
+    line = lines.format(d=metrics, link=tmp_path / "link")
+    unit_host(node, f"[Service]\nProtectSystem=strict\n{line}\n")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    found = run_checks(node, None)["metrics"]
+    assert found.status == "ok", found
+    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=/elsewhere\n")
+    assert run_checks(node, None)["metrics"].exit_code == exitcode.CANTCREAT
+
+
+def test_the_metrics_directory_reached_through_a_symlink_is_covered_by_its_target(node, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "ne").symlink_to(real)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={real}\n")
+    node.config(extra=f'[metrics]\nfile = "{tmp_path}/ne/spurinv.prom"\n')
+    assert run_checks(node, None)["metrics"].status == "ok"
+
+
+def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_path):
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    systemd_host(node)
+    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=%h/metrics\n")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    found = run_checks(node, None)["metrics"]
+    assert found.status == "warn", found
+    assert "cannot verify" in found.detail
+
+
+def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
+    assert check._unit_paths('%S/node_exporter/ "-%C/x/" +%L %T/a %t/b %%x /c/') == (
+        ["/var/lib/node_exporter", "/var/cache/x", "/var/log", "/tmp/a", "/run/b", "/c"],
+        [],
+    )
+    assert check._unit_paths("%h/x %") == ([], ["%h/x", "%"])
+
+
+@given(st.text(alphabet="/%SCLTthab-+\" \\'", max_size=30))
+def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
+    paths, _unknown = check._unit_paths(value)
+    assert all(path.startswith("/") and path == os.path.normpath(path) for path in paths)
+
+
+# --- the state path the timer's runs use -------------------------------------------------------------
+
+
+def run_unflagged(node: Node) -> dict[str, check.Check]:
+    """check run without --state and without $SPURINV_STATE in the shell."""
+    from spurinv.cli import _run_options
+
+    environ = {name: value for name, value in os.environ.items() if name not in ("SPURINV_STATE", "STATE_DIRECTORY")}
+    world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
+    build = lambda: _run_options(None, str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True)  # noqa: E731
+    results, _code = check.run(world, build, check.Host(systemctl=None))
+    return {result.name: result for result in results}
+
+
+def test_under_the_timer_the_units_spurinv_state_is_the_state_checked(node, tmp_path):
+    unit_state = tmp_path / "unitstate"
+    systemd_host(node)
+    service = f"[Service]\nEnvironment=NO_COLOR=1 SPURINV_STATE={unit_state}/state.json\nProtectSystem=strict\n"
+    unit_host(node, service + f"ReadWritePaths={unit_state}/\n")
+    node.config()
+    state = run_unflagged(node)["state"]
+    assert state.status == "fail", state  # its directory must exist, as refresh requires
+    assert str(unit_state) in state.detail
+    unit_state.mkdir(mode=0o700)
+    state = run_unflagged(node)["state"]
+    assert state.status == "ok", state
+    assert f"{unit_state}" in state.detail
+    assert "the unit's Environment=SPURINV_STATE=" in state.detail
+    unit_host(node, service)  # no ReadWritePaths=: the sandbox keeps it read-only
+    state = run_unflagged(node)["state"]
+    assert state.status == "fail", state
+    assert "ProtectSystem=strict" in state.detail
+    assert state.exit_code == exitcode.CANTCREAT
+
+
+def test_a_drop_in_environment_reset_drops_the_units_state_path(node, tmp_path):
+    systemd_host(node)
+    unit_host(
+        node,
+        f"[Service]\nEnvironment=SPURINV_STATE={tmp_path}/nowhere/state.json\n",
+        drop_ins={"reset.conf": "[Service]\nEnvironment=\n"},
+    )
+    node.config()
+    state = run_unflagged(node)["state"]
+    assert "nowhere" not in state.detail, state
+
+
+# --- the program the scheduler starts, and where cron reads its file --------------------------------
+
+
+def test_the_program_cron_runs_must_exist_on_crons_path(node):
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("* * * * * root spurinv refresh --quiet\n")  # cron's PATH is /usr/bin:/bin
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/usr/bin:/bin" in schedule.detail
+    assert schedule.exit_code == exitcode.CONFIG
+    cron.write_text("PATH=/usr/local/bin:/usr/bin:/bin\n* * * * * root spurinv refresh --quiet\n")
+    assert run_checks(node, None)["schedule"].status == "ok"
+    cron.write_text("* * * * * root /opt/gone/spurinv refresh --quiet\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
+
+
+@pytest.mark.parametrize(
+    ("exec_start", "home", "status"),
+    [
+        ("/usr/local/bin/spurinv refresh --quiet", "", "ok"),
+        ("-/usr/local/bin/spurinv refresh", "", "ok"),
+        ("/opt/missing/spurinv refresh", "", "fail"),
+        ("/root/.local/bin/spurinv refresh", "ProtectHome=yes\n", "fail"),
+        ("/root/.local/bin/spurinv refresh", "", "ok"),
+    ],
+)
+def test_the_program_the_units_exec_start_runs_must_exist_and_be_visible(node, exec_start, home, status):
+    installed = node.host / "root" / ".local" / "bin" / "spurinv"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={exec_start}\n{home}")
+    node.config()
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == status, schedule
+    if home:
+        assert "ProtectHome=yes" in schedule.detail
+
+
+@pytest.mark.parametrize("where", ["var/spool/cron/root", "var/spool/cron/crontabs/root"])
+def test_roots_crontab_without_a_user_field_is_a_schedule(node, where):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / where).parent.mkdir(parents=True, exist_ok=True)
+    (node.host / where).write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    assert "/" + where in schedule.detail
+
+
+def test_a_cron_file_others_may_write_or_without_a_last_newline_warns(node):
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.chmod(0o664)
+    schedule = run_checks(node, None)["schedule"]
+    assert (schedule.status, schedule.fix) == ("warn", "chmod 0644 /etc/cron.d/spurinv"), schedule
+    cron.chmod(0o644)
+    cron.write_text("* * * * * root /usr/local/bin/spurinv refresh --quiet")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "newline" in schedule.detail
+
+
+# --- the PATH each scheduler gives its runs ---------------------------------------------------------
+
+
+def test_crons_path_with_spaces_applies_and_one_after_the_entry_does_not(node):
+    site = program(node, "/opt/site/bin")
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    node.config(extra='[controller]\nregister_command = ["regtool"]\n')
+    cron.write_text(f"PATH = {site}:/usr/local/bin\n* * * * * root /usr/local/bin/spurinv refresh\n")
+    assert run_checks(node, None, PATH="/usr/bin")["register_command"].status == "ok"
+    cron.write_text(f"* * * * * root /usr/local/bin/spurinv refresh\nPATH={site}\n")
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "fail", found
+    assert "cron's default PATH" in found.detail
+
+
+def test_the_units_environment_file_sets_its_path(node):
+    site = program(node, "/opt/site/bin")
+    (node.host / "etc" / "default").mkdir(parents=True)
+    (node.host / "etc" / "default" / "spurinv").write_text(f'# site\nPATH="{site}:/usr/bin"\n')
+    systemd_host(node)
+    unit_host(node, "[Service]\nEnvironmentFile=-/etc/default/missing\nEnvironmentFile=-/etc/default/spurinv\n")
+    node.config(extra='[controller]\nregister_command = ["regtool"]\n')
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "ok", found
+    unit_host(node, f"[Service]\nEnvironment=PATH={site}\nEnvironment=\n")  # the empty one resets
+    found = run_checks(node, None, PATH="/usr/bin")["register_command"]
+    assert found.status == "fail", found
+    assert "systemd's default PATH" in found.detail
+
+
+# --- symlinks systemd follows, and one refresh replaces ----------------------------------------------
+
+
+def test_a_symlinked_credential_source_is_followed_as_systemd_does(node):
+    write_private(node.host / "etc" / "secrets" / "jwt", TOKEN + "\n")
+    (node.host / "etc" / "spurinv").mkdir(parents=True)
+    (node.host / "etc" / "spurinv" / "token").symlink_to("/etc/secrets/jwt")
+    unit_host(node, "[Service]\nLoadCredential=spurinv-token:/etc/spurinv/token\n")
+    node.config("http://127.0.0.1:9", token_file="")
+    token = run_checks(node, None)["token"]
+    assert token.status == "ok", token
+    assert str(node.host / "etc" / "secrets" / "jwt") in token.detail
+
+
+def test_a_symlinked_metrics_file_warns_that_refresh_replaces_it(node, tmp_path):
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    (metrics / "real.prom").write_text("")
+    (metrics / "spurinv.prom").symlink_to(metrics / "real.prom")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    found = run_checks(node, None)["metrics"]
+    assert found.status == "warn", found
+    assert "symlink" in found.detail
+    assert str(metrics / "real.prom") in found.fix

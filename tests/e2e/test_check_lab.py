@@ -25,6 +25,10 @@ pytestmark = pytest.mark.e2e
 def run_check(lab: Any, tmp: Path, config: str, *extra: str) -> tuple[int, dict[str, dict[str, Any]]]:
     (tmp / "host" / "etc" / "cron.d").mkdir(parents=True, exist_ok=True)
     (tmp / "host" / "etc" / "cron.d" / "spurinv").write_text("* * * * * root spurinv refresh --quiet\n")
+    installed = tmp / "host" / "usr" / "bin" / "spurinv"  # the program cron starts, on its PATH /usr/bin:/bin
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
     (tmp / "st").mkdir(mode=0o700, exist_ok=True)
     path = tmp / "config.toml"
     path.write_text(config)
