@@ -466,8 +466,9 @@ def _metrics(run: _Run) -> Check:
         )  # fmt: skip
     if os.path.islink(path):
         return Check(
-            "metrics", "warn", f"{key} {path} is a symlink: refresh replaces it with a regular file (the link and "
-            "what it pointed at part ways)", f"set {key} to the real file's path ({os.path.realpath(path)})",
+            "metrics", "fail", f"{key} {path} is a symbolic link: refresh refuses to write through it",
+            f"set {key} to the real file's path ({os.path.realpath(path)})",
+            exitcode.USAGE if run.options.metrics_flag else exitcode.CONFIG,
         )  # fmt: skip
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         kind = "a directory" if os.path.isdir(path) else "not a regular file"

@@ -1193,13 +1193,15 @@ def test_a_symlinked_credential_source_is_followed_as_systemd_does(node):
     assert str(node.host / "etc" / "secrets" / "jwt") in token.detail
 
 
-def test_a_symlinked_metrics_file_warns_that_refresh_replaces_it(node, tmp_path):
+def test_a_symlinked_metrics_file_fails_as_refresh_refuses_it(node, tmp_path):
     metrics = tmp_path / "ne"
     metrics.mkdir()
     (metrics / "real.prom").write_text("")
     (metrics / "spurinv.prom").symlink_to(metrics / "real.prom")
     node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
-    found = run_checks(node, None)["metrics"]
-    assert found.status == "warn", found
-    assert "symlink" in found.detail
-    assert str(metrics / "real.prom") in found.fix
+    results = run_checks(node, None)
+    # refresh refuses to write through a link (78 from the config): the check says so
+    found = results["metrics"] if results["metrics"].status == "fail" else results["config"]
+    assert found.status == "fail", found
+    assert "symbolic link" in found.detail
+    assert "metrics.file" in found.detail
