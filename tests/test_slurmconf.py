@@ -129,3 +129,23 @@ def test_non_siblings_sharing_a_core_id_in_one_die_give_no_cores():
 
 def test_without_siblings_core_ids_are_keyed_as_before():
     assert logical_cores({0: [0, 1, 2, 3]}, {0: (0, 0), 1: (0, 1), 2: (0, 0), 3: (0, 1)}) == {0: "0-1"}
+
+
+def test_cores_of_two_dies_that_repeat_core_ids_are_told_apart_by_the_node(tmp_path):
+    """``read_numa_cores`` hands the sibling lists and dies to ``logical_cores``: core_id 0 and 1
+    on each of two dies of one package are four cores, not two."""
+    from spurinv.root import Root
+    from spurinv.sources.host import read_numa_cores
+
+    for node, cpus in ((0, "0-1"), (1, "2-3")):
+        (tmp_path / f"sys/devices/system/node/node{node}").mkdir(parents=True)
+        (tmp_path / f"sys/devices/system/node/node{node}/cpulist").write_text(cpus + "\n")
+    for cpu, (core, die) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
+        where = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        where.mkdir(parents=True)
+        for name, value in (("physical_package_id", 0), ("core_id", core), ("die_id", die), ("thread_siblings_list", cpu)):
+            (where / name).write_text(f"{value}\n")
+
+    cores, why = read_numa_cores(Root(str(tmp_path)))
+
+    assert (cores, why) == ({0: "0-1", 1: "2-3"}, None)

@@ -91,6 +91,8 @@ def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
                 return {}, f"{error.path}: {error.reason}"
     cpus = root.join(os.path.dirname(places.CPU_ONLINE))
     topology: dict[int, tuple[int, int]] = {}
+    siblings: dict[int, frozenset[int]] = {}
+    dies: dict[int, int] = {}
     for cpu in sorted({cpu for listed in numa.values() for cpu in listed}):
         where = os.path.join(cpus, f"cpu{cpu}", "topology")
         try:
@@ -99,5 +101,20 @@ def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
         except ReadError as error:
             return {}, f"no CPU topology ({error.path}: {error.reason}); Slurm wants logical core indices, not CPU ids"
         topology[cpu] = (package, core)
-    result = logical_cores(numa, topology)
+        # core_id may repeat across the dies or clusters of one package: the sibling set and the
+        # die tell cores apart (Documentation/admin-guide/cputopology.rst); older kernels lack them
+        for name in ("thread_siblings_list", "die_id"):
+            path = os.path.join(where, name)
+            if not os.path.exists(path):
+                continue
+            try:
+                text = read_text(path).strip()
+                if name == "die_id":
+                    dies[cpu] = parse_int(text, path, signed=True)
+                else:
+                    siblings[cpu] = frozenset(parse_cpulist(text, path))
+            except ReadError as error:
+                return {}, f"{error.path}: {error.reason}"
+    complete = len(siblings) == len(topology)
+    result = logical_cores(numa, topology, siblings if complete else None, dies if len(dies) == len(topology) else None)
     return (result, None) if result is not None else ({}, "CPU topology incomplete")
