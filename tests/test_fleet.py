@@ -304,7 +304,8 @@ def test_gres_entries_ignore_order_and_socket_bindings(entries):
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [(None, "?"), (0, "0s"), (59, "59s"), (60, "1m"), (3599, "59m"), (3600, "1h00m"), (11100, "3h05m"),
-     (86400 * 2 + 3600 * 4, "2d04h"), (86400 * 400, "400d")],
+     (86399, "23h59m"), (86400, "1d00h"), (86400 * 2 + 3600 * 4, "2d04h"), (86400 * 100 - 1, "99d23h"),
+     (86400 * 100, "100d"), (86400 * 400, "400d")],
 )  # fmt: skip
 def test_age_text(seconds, text):
     assert text == fleet.age_text(seconds)
