@@ -76,7 +76,7 @@ def _root(path: str) -> Root:
 
 
 def _node_flag(value: str | None) -> str | None:
-    """``--node``: a bad name is a usage error (64), not a config error (issue #11)."""
+    """``--node``: a bad name is a usage error (64), not a config error."""
     from spurinv.config import NODE_NAME, NODE_NAME_RULE
 
     if value is not None and not NODE_NAME.fullmatch(value):

@@ -24,11 +24,11 @@ from spurinv.sources.pci import BDF
 
 API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
 # A node name goes into the controller's URL path: letters, digits, "-", "_" and ".", at most 64,
-# not starting with "-" or "." (issue #11: `../../admin/x?y=1#` steered the request elsewhere).
+# not starting with "-" or "." (`../../admin/x?y=1#` steered the request elsewhere).
 NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 NODE_NAME_RULE = 'letters, digits, "-", "_" and "." only, at most 64, not starting with "-" or "."'
 SCONTROL_ALL = 'is not a node for controller.transport = "scontrol": scontrol reads ALL, in any case, as every node'
-# Every number in the file is bounded (issue #11: a 10^12 s backoff passed validation, then
+# Every number in the file is bounded (a 10^12 s backoff passed validation, then
 # overflowed the clock arithmetic and lost the pending reading): waits at most 600 s
 # (controller.timeout 120 s), backoff at most 7 days, confirm_interval at most 300 s; no inf/nan.
 MAX_TIMEOUT = 600.0
@@ -293,7 +293,7 @@ def _check_mode(path: str, info: os.stat_result, what: str, error: type[Exceptio
 def read_private(path: str, what: str, error: type[Exception], *, readable: bool, limit: int) -> str:
     """Read a config or token file as UTF-8 text: a regular file (never a FIFO, which would hang
     the run, nor a symlink), not writable (``readable``: not readable) by others, at most ``limit``
-    bytes. Every problem is ``error`` naming the file (issue #11)."""
+    bytes. Every problem is ``error`` naming the file."""
     try:
         fd = regularfile.open_fd(path)
     except regularfile.Refused as exc:

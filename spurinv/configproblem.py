@@ -1,4 +1,4 @@
-"""Configuration problems in an operator's words, every one at once (issue #13).
+"""Configuration problems in an operator's words, every one at once.
 
 pydantic reports what failed in its own vocabulary ("Extra inputs are not permitted", "Input
 should be a valid dictionary or instance of ControllerSection"). Here each error becomes one

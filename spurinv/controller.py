@@ -3,7 +3,7 @@
 Speaks the Slurm-compatible REST API (slurmrestd's ``/slurm/v0.0.4x/…``; spur's gateway mirrors
 it read-only). Every call is bounded: connect and read timeouts, a whole-request deadline (a
 server dripping bytes cannot hold a run), a maximum body size, and no redirects — a redirect
-would carry the token to wherever the server says (issue #7). One request per concern, no retry
+would carry the token to wherever the server says. One request per concern, no retry
 loop inside a run: the timer is the retry loop, with backoff kept in the state file.
 """
 
@@ -140,7 +140,7 @@ class Controller:
             # requests would put the header value, token and all, in its InvalidHeader message
             raise TokenError("the token holds whitespace or control characters (a broken token file?); not sending it")
         self._secret = Secret(token or "")
-        self._segment = quote(node, safe="")  # the name is validated; encoded anyway (issue #11)
+        self._segment = quote(node, safe="")  # the name is validated; encoded anyway
         self.settings = settings
         self.node = node
         self.api = api if api else (None if settings.api == "auto" else settings.api)
@@ -276,8 +276,8 @@ class Controller:
 
     def _scrub(self, text: str) -> str:
         """Keep the token out of messages (and so the log and the state file): a server may echo
-        it back, e.g. an error page quoting the request's headers (issue #7), truncated,
-        upper-cased or hex-encoded (issue #11). The text is bounded too."""
+        it back, e.g. an error page quoting the request's headers, truncated,
+        upper-cased or hex-encoded. The text is bounded too."""
         return self._secret.scrub(text)
 
     def _node(self, body: Any) -> NodeView:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from hashlib import sha256
 else:
     # The interpreter's own SHA-256 (what hashlib falls back to): importing hashlib loads
-    # OpenSSL, ~2.5 ms and ~1 MiB of a timer tick (issue #6). Same digest either way.
+    # OpenSSL, ~2.5 ms and ~1 MiB of a timer tick. Same digest either way.
     try:
         from _sha2 import sha256  # Python >= 3.12
     except ImportError:

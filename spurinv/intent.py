@@ -2,7 +2,7 @@
 
 A write whose answer never arrives (timeout after the request went out, a reset, SIGTERM,
 SIGKILL, the unit's stop timeout) has an unknown outcome. Without a record, a drain that was
-applied but not answered would look foreign to every later run and never be lifted (issue #10).
+applied but not answered would look foreign to every later run and never be lifted.
 So a write goes: :meth:`Journal.begin` (the intended change — kind, exact body, fingerprint, time —
 saved to the state file with fsync), then the request, then ``policy.settle``, which clears it.
 Whatever dies in between leaves the intent in the state file, and the next run that reads the
@@ -114,7 +114,7 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
         # the GPU count changed and the controller lists the new one: the write (a register
         # command: a delete, a slurmd restart) took effect and only its record is missing. Kept
         # as a refusal the controller has since met, so the policy writes the record alone
-        # instead of running the command again (issue #23)
+        # instead of running the command again
         took = Refusal(fingerprint=latest.fingerprint, at=intent.at,
                        error="the unanswered re-registration took effect; its record was not written")  # fmt: skip
         return cleared.model_copy(update={"refusal": took}), "the unanswered re-registration took effect; recording it"

@@ -1,7 +1,7 @@
 """The console entry point: a lean front door, then the full CLI.
 
 Three invocations are served without importing typer, pydantic, rich or requests, because they
-run often and the interpreter plus those imports would cost more than the work (issue #6):
+run often and the interpreter plus those imports would cost more than the work:
 
 * ``spurinv refresh`` on a timer tick where nothing changed (:mod:`spurinv.tick`);
 * ``spurinv status --json`` (scripts);

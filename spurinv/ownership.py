@@ -313,7 +313,7 @@ def extra_fingerprint(extra: str | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# every key a record of ours has held (``node`` since issue #20; older ones lack it)
+# every key a record of ours has held (older ones lack ``node``)
 RECORD_KEYS = frozenset({"node", "drain", "lifted", "fingerprint", "inventory", "gres"})
 
 

@@ -1,6 +1,6 @@
 """The policy: ``decide(outcome, view, state, settings, now) → action`` and ``settle``. Pure.
 
-The table (issue #4; the review of ROCm/spur#834 by yansun1996; docs/spur.md):
+The table (the review of ROCm/spur#834 by yansun1996; docs/spur.md):
 
 ==================  ==========================  ============================================
 outcome             controller view              action

@@ -2,7 +2,7 @@
 
 Whoever can create a file where spurinv expects one can plant a FIFO (an ``open`` that blocks
 forever, while holding the state lock), a symlink (a write that lands elsewhere) or a hard link
-to another file (a truncate that destroys it: issue #11). So every open here is
+to another file (a truncate that destroys it). So every open here is
 ``O_NOFOLLOW | O_NONBLOCK`` and the descriptor must be a regular file; a file we will write must
 also have exactly one link and belong to us. The type is checked with ``lstat`` before opening
 (a device node is never opened at all) and again with ``fstat`` on the descriptor (the name may

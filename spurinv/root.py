@@ -71,7 +71,7 @@ class RealPaths:
 
     Each DRM node's ``device`` link leads through the same dozen sysfs directories, and
     ``os.path.realpath`` lstat()s every one of them again on every call: that was 70 %
-    of discovery on a 1024-device root (issue #6 profile). This is CPython's non-strict
+    of discovery on a 1024-device root (profiled). This is CPython's non-strict
     algorithm (``posixpath._joinrealpath``) with its per-call table of resolved links kept for
     the whole walk, plus the components known not to be links, so a path costs only the system
     calls of components not seen before. The answers are realpath's as long as the tree does not

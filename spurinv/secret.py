@@ -2,7 +2,7 @@
 
 A server may echo the token in an error (a page quoting the request's headers), and that text
 becomes our message: stderr, the journal, the state file's backoff record, ``status``. Replacing
-only the exact token is not enough (issue #11): the echo may be truncated, upper-cased or
+only the exact token is not enough: the echo may be truncated, upper-cased or
 hex-encoded. So any run of the text in which every 8 consecutive characters also occur in the
 token (case-insensitively) is replaced, and likewise every 16 consecutive hex digits that occur
 in the token's hex form. That covers every substring of 8 or more characters and its hex form;

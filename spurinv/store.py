@@ -30,7 +30,7 @@ class StoreError(OSError):
     """The state could not be read or written; ``errno`` tells which exit status fits.
 
     An ``OSError``, so callers that report I/O failures (``status``, ``diff``) report this one
-    too instead of crashing as an internal error (a symlinked state file: issue #7).
+    too instead of crashing as an internal error (a symlinked state file).
     """
 
     def __init__(self, message: str, errno_: int | None = None) -> None:
@@ -154,7 +154,7 @@ class Lock:
         except BlockingIOError:
             return False
         # The holder's name is a courtesy for the waiters' message; the flock is the lock. On a full
-        # disk writing it fails (ENOSPC), and that must not turn into a traceback (issue #7).
+        # disk writing it fails (ENOSPC), and that must not turn into a traceback.
         try:
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode(), 0)
@@ -197,7 +197,7 @@ def read(path: str) -> bytes | None:
     except regularfile.Refused as exc:
         if exc.errno == errno.EFBIG:
             raise StoreError(str(exc), exc.errno) from None
-        raise Unsafe(str(exc), exc.errno) from None  # a FIFO here hung status and diff forever (#11)
+        raise Unsafe(str(exc), exc.errno) from None  # a FIFO here hung status and diff forever
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
 
@@ -260,7 +260,7 @@ def write_state(path: str, data: bytes) -> None:
 
 def discard(path: str) -> None:
     """Remove a temporary file if it is there."""
-    try:  # noqa: SIM105  (importing contextlib costs the timer's tick 0.6 ms: issue #6)
+    try:  # noqa: SIM105  (importing contextlib costs the timer's tick 0.6 ms)
         os.unlink(path)
     except OSError:
         pass
@@ -276,7 +276,7 @@ def quarantine(path: str, stamp: str) -> str:
     return target
 
 
-# --- the lock file: what may be opened, and who holds it (issue #11) ------------------------------
+# --- the lock file: what may be opened, and who holds it ------------------------------
 
 
 def open_lock(path: str) -> int:

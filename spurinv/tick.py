@@ -79,7 +79,7 @@ def _tick(
         after = ledger.replay(state, steady, discovery, now_text())
         if after is None:
             return None
-        # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick (#6).
+        # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick.
         blob = (json.dumps(after, separators=(",", ":")) + "\n").encode()
         if len(blob) > store.MAX_STATE:
             return None  # the full run refuses to write it, and says so

@@ -14,7 +14,7 @@ import stat
 from spurinv.regularfile import read_bounded
 
 MAX_ATTRIBUTE = 1 << 20  # sysfs attributes are at most a page; CDI specs and /proc files are small too
-MAX_CPUS = 65536  # physical limits (issue #11): Linux's NR_CPUS tops out at 8192 today
+MAX_CPUS = 65536  # physical limits: Linux's NR_CPUS tops out at 8192 today
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
 
@@ -106,7 +106,7 @@ def parse_properties(text: str, path: str) -> dict[str, int]:
             raise ReadError(path, f"line {number}: expected 'key <decimal>', got {line[:60]!r}")
         if key in result:
             raise ReadError(path, f"line {number}: duplicate key {key!r}")
-        # One int() per value: this loop runs for 4,228 files of a CPX node with --json (#6).
+        # One int() per value: this loop runs for 4,228 files of a CPX node with --json.
         # Past 20 digits, only leading zeros can keep a value in range; int() refuses > 4300 digits.
         if len(value) > 20:
             value = value.lstrip("0") or "0"
@@ -123,7 +123,7 @@ def parse_cpulist(text: str, path: str) -> list[int]:
     """Parse a kernel cpulist (``"0-63,128-191\\n"``) into sorted CPU numbers.
 
     The kernel prints ascending, disjoint ranges (``bitmap_print_to_pagebuf``); anything else is
-    refused, which keeps this linear and the result at most ``MAX_CPUS`` long (issue #11:
+    refused, which keeps this linear and the result at most ``MAX_CPUS`` long (once,
     ``0-1048576`` repeated 200 times took 9.6 s and counted a million CPUs).
     """
     word = text.strip()

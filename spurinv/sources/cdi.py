@@ -153,7 +153,7 @@ def _line(event: object) -> int:
 
 def _loader() -> type:
     """``yaml.SafeLoader`` without aliases: an anchor reused 2,000 times in a 540 KB spec
-    expanded to 40 M paths and 385 MB, past the unit's MemoryMax (issue #11). CDI specs written
+    expanded to 40 M paths and 385 MB, past the unit's MemoryMax. CDI specs written
     by nvidia-ctk and the AMD tools use no anchors, so a spec with one is refused, not expanded."""
     import yaml
 

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.root import Root
 
-MAX_MEMORY_KIB = 1 << 40  # 1 PiB: beyond any node built (issue #11: 2^64-1 kB was accepted)
+MAX_MEMORY_KIB = 1 << 40  # 1 PiB: beyond any node built (2^64-1 kB was accepted)
 
 
 def read_cpus(root: Root, report: Report) -> int | None:

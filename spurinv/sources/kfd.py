@@ -39,7 +39,7 @@ def is_gpu(properties: dict[str, int]) -> bool:
 def read_kfd(root: Root, report: Report, *, topology: bool = False) -> list[KfdNode]:
     """Return every KFD node; GPU nodes carry VRAM and (with ``topology``) their io_links."""
     base = root.join(places.KFD_TOPOLOGY)
-    try:  # class/kfd/kfd is a link: resolve it through the root, never out of it (issue #11)
+    try:  # class/kfd/kfd is a link: resolve it through the root, never out of it
         base = root.resolver().resolve(base)
     except OSError as exc:
         report.fail(base, str(exc))

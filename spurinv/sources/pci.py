@@ -34,7 +34,7 @@ MAX_ACCELERATORS = 1024  # accelerator functions (and devices) per node: beyond 
 
 def canonical(bdf: str) -> str:
     """The kernel's spelling of a BDF (``%04x:%02x:%02x.%d``): ``00000000:18:00.0`` is
-    ``0000:18:00.0``, the same function (issue #11: counted twice)."""
+    ``0000:18:00.0``, the same function (counted twice)."""
     domain, bus, device, function = sort_key(bdf)
     return f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
 
