@@ -207,9 +207,8 @@ def replay(
     new = reading(discovery, taken_at)
     books = record(state, new, ok=True, fingerprint=new["fingerprint"], taken_at=taken_at, baseline=steady["fingerprint"])
     accepted = list(state.get("accepted_links") or ())
-    if accepted:  # as State.record: an accepted link that reads otherwise is no longer accepted
-        now = {f"{bdf} x{found.get('width')}" for bdf, found in link.degraded(inventory["devices"]).items()}
-        books["accepted_links"] = [key for key in accepted if key in now]
+    if accepted:  # as State.record: a link read at another width twice is no longer accepted
+        books["accepted_links"] = link.still_accepted(accepted, books["readings"])
     confirmed = [found for found in link.confirmed(books["readings"])
                  if f"{found['pci_bdf']} x{found['width']}" not in accepted]  # fmt: skip
     if steady.get("drain_links") and confirmed:

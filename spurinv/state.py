@@ -253,10 +253,11 @@ class State(Frozen):
         switch = update["switching"]
         update["switching"] = None if switch is None else Switching(**switch)
         update["readings"] = tuple(update["readings"])
-        if self.accepted_links and reading.ok and reading.inventory is not None:
-            still = {_link_key(device.pci_bdf, device.link.width) for device in reading.inventory.devices
-                     if device.link is not None and device.link.state == "degraded"}  # fmt: skip
-            update["accepted_links"] = tuple(key for key in self.accepted_links if key in still)
+        if self.accepted_links:
+            from spurinv.sources import link
+
+            readings = [r.model_dump(mode="json") for r in update["readings"]]
+            update["accepted_links"] = tuple(link.still_accepted(self.accepted_links, readings))
         return self.model_copy(update=update)
 
 

@@ -156,6 +156,30 @@ def confirmed(readings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def still_accepted(accepted: Sequence[str], readings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The accepted links (``"<bdf> x<width>"``, :attr:`spurinv.state.State.accepted_links`) that
+    stay accepted: one is dropped only when the last two successful readings both show its GPU's
+    link at a known width other than the accepted one, like every other fact; an unreadable,
+    unknown or failed reading, or one odd reading, keeps it."""
+    if len(readings) < 2 or not all(reading.get("ok") and reading.get("inventory") for reading in readings[-2:]):
+        return list(accepted)
+    widths: list[dict[str, Any]] = []
+    for reading in readings[-2:]:
+        seen: dict[str, Any] = {}
+        for device in reading["inventory"]["devices"]:
+            found = device.get("link")
+            if isinstance(found, dict) and found.get("state") in (OK, DEGRADED):
+                seen.setdefault(str(device["pci_bdf"]), found.get("width"))
+        widths.append(seen)
+    kept = []
+    for key in accepted:
+        bdf, _, width = key.rpartition(" x")
+        moved = all(bdf in seen and f"{seen[bdf]}" != width for seen in widths)
+        if not moved:
+            kept.append(key)
+    return kept
+
+
 BAD = frozenset({DEGRADED, DOWN, GONE})
 _BDF_WORD = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b")
 
