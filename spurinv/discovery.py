@@ -450,10 +450,15 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
     spec (``nvidia-ctk cdi generate``) settles it.
     """
     whole: dict[int, str] = {}
+    partial: dict[int, tuple[str, set[tuple[int, int | None]]]] = {}  # GPUs with some instances
     for gpu in gpus:
         layout = mig.get(gpu["bdf"])
         if layout is None or not (layout["instances"] or layout["empty_gis"]):
             whole[gpu["minor"]] = gpu["bdf"]
+        else:
+            present: set[tuple[int, int | None]] = {(i["gi"], i["ci"]) for i in layout["instances"]}
+            present |= {(i["gi"], None) for i in layout["instances"]} | {(gi, None) for gi in layout["empty_gis"]}
+            partial[gpu["minor"]] = (gpu["bdf"], present)
     said: set[int] = set()
     for entry in cdi:
         for path in entry["nodes"]:
@@ -461,13 +466,19 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
             if not path.startswith(_CAP_PREFIX) or not number.isdigit() or len(number) > 9:
                 continue
             decoded = decode(int(number))
-            if decoded is None or decoded[0] not in whole or decoded[0] in said:
+            if decoded is None or decoded[0] in said:
+                continue
+            what = f"gi{decoded[1]}" + ("" if decoded[2] is None else f"/ci{decoded[2]}")
+            if decoded[0] in whole:
+                state = f"{whole[decoded[0]]} reads whole (no MIG instance)"
+            elif decoded[0] in partial and (decoded[1], decoded[2]) not in partial[decoded[0]][1]:
+                # some instances made, others not yet: a layout caught half-applied reads valid
+                state = f"{partial[decoded[0]][0]} has no MIG instance {what}"
+            else:
                 continue
             said.add(decoded[0])
-            bdf = whole[decoded[0]]
-            what = f"gi{decoded[1]}" + ("" if decoded[2] is None else f"/ci{decoded[2]}")
             reason = (
-                f"{bdf} reads whole (no MIG instance) but {entry['qualified']} in {entry['file']} names its MIG "
+                f"{state} but {entry['qualified']} in {entry['file']} names its MIG "
                 f"device {what} ({path}): a MIG layout being applied, or a stale spec (regenerate it)"
             )
             report.switching(entry["file"], reason)

@@ -333,3 +333,18 @@ def test_the_device_table_names_a_mig_parents_node_once(cli, built):
     nodes = [word for line in lines for word in line.split() if word.startswith("nvidia") and word[6:].isdigit()]
     assert len(nodes) == len(set(nodes))  # each parent's node once
     assert any("〃" in line for line in lines)
+
+
+def test_a_layout_half_applied_on_one_gpu_is_a_switch_not_a_change(built, tmp_path):
+    """Some of a GPU's instances made, others not yet, the spec naming them all: the reading looks
+    valid and stable (a smaller layout) and was confirmed and registered. It is a switch."""
+    root = _copy(built, "all-1g.10gb", tmp_path)
+    gis = sorted((root / CAPS / "gpu0/mig").glob("gi*"))
+    for gi in gis[2:]:
+        shutil.rmtree(gi)
+
+    result = run(root)
+
+    assert not result.ok
+    assert {error.source for error in result.errors} == {"switch"}
+    assert any("has no MIG instance" in error.reason and "stale spec" in error.reason for error in result.errors)
