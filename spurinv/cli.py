@@ -77,10 +77,10 @@ def _root(path: str) -> Root:
 
 def _node_flag(value: str | None) -> str | None:
     """``--node``: a bad name is a usage error (64), not a config error."""
-    from spurinv.config import NODE_NAME, NODE_NAME_RULE
+    from spurinv import nodename
 
-    if value is not None and not NODE_NAME.fullmatch(value):
-        raise UsageError(f"--node {value[:80]!r}: not a node name ({NODE_NAME_RULE})")
+    if value is not None and not nodename.valid(value):
+        raise UsageError(f"--node {value[:80]!r}: not a node name ({nodename.RULE})")
     return value
 
 

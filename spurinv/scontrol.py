@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from spurinv import answer, registration
+from spurinv import answer, nodename, registration
 from spurinv.answer import holds_replacement
 from spurinv.budget import Budget
 from spurinv.errors import ConfigError, ControllerError, ControllerKind
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from spurinv.log import Log
     from spurinv.registration import Registrar
 
-NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 MAX_OUTPUT = 64 << 20  # `--json show node` of every node (fleet): ~5 kB a node
 MAX_ONE = 1 << 20  # anything about one node: ~5 kB; keeps a run far inside the unit's MemoryMax
 _VERSION = re.compile(r"^(slurm|spur) (\d+\.\d+\S*)")
@@ -89,7 +88,7 @@ class Scontrol:
         registrar: Registrar | None = None,
         budget: Budget | None = None,
     ) -> None:
-        if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":  # spur's scontrol: ALL = every node
+        if not nodename.valid(node) or nodename.every_node(node):
             raise ConfigError(f"node.name {node!r}: scontrol would expand or misread it (letters, digits, '.', '_', '-' only)")
         self.settings = settings
         self.node = node
