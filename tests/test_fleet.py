@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spurinv import exitcode, fleet, metrics, ownership, render
 from spurinv.errors import ControllerError
+from spurinv.nodeview import parse_gres
 from spurinv.ownership import MAX_EPOCH, changed_at
 from spurinv.report import FleetDocument
 
@@ -299,6 +300,17 @@ def test_any_json_is_a_fleet_view_or_a_protocol_error(entries, now):
 def test_gres_entries_ignore_order_and_socket_bindings(entries):
     assert fleet.gres_entries(",".join(entries)) == fleet.gres_entries(",".join(reversed(entries)))
     assert all("(" not in entry for entry in fleet.gres_entries(",".join(entries)))
+
+
+@given(st.text(alphabet="gpu:mi30x8(S0-1,)fa4 \t(null)", max_size=40))
+def test_fleet_and_the_controller_view_split_gres_alike(text):
+    """fleet compares registrations by the entries nodeview reads (one splitter)."""
+    try:
+        read = parse_gres(text)
+    except ControllerError:
+        return
+    heads = (entry.text.split("(", 1)[0].strip() for entry in read)
+    assert fleet.gres_entries(text) == sorted(head for head in heads if head)
 
 
 @pytest.mark.parametrize(
