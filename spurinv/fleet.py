@@ -22,13 +22,12 @@ Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fle
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from spurinv.documents import envelope
 from spurinv.errors import ControllerError
 from spurinv.nodeview import node_state, split_gres
-from spurinv.ownership import PREFIX, changed_at, controller_claim, extra_record, owns
+from spurinv.ownership import PREFIX, changed_at, controller_claim, extra_record, owns, stamp
 
 SPURINV_DRAIN = "spurinv-drain"
 ORPHANED_DRAIN = "spurinv-drain-orphaned"
@@ -49,11 +48,6 @@ def essentials(node: Any) -> Any:
     """What a row needs of a node (:data:`FIELDS`); anything but an object as it is, for
     :func:`build` to refuse."""
     return {key: node[key] for key in FIELDS if key in node} if isinstance(node, dict) else node
-
-
-def stamp(seconds: int) -> str:
-    """``2026-12-02T18:00:00Z``."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def gres_entries(text: str) -> list[str]:

@@ -478,6 +478,19 @@ def test_metrics_count_the_fleet_and_date_each_of_our_drains():
     ]
 
 
+@given(st.integers(1, ownership.MAX_EPOCH - 1), st.sampled_from(["int", "number"]))
+def test_a_drains_metric_time_is_the_controllers_reason_time(seconds, shape):
+    """fleet writes the reason time as ownership.stamp, the metrics read it back as ownership.epoch_of."""
+    changed = seconds if shape == "int" else {"set": True, "infinite": False, "number": seconds}
+    node = {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": "spurinv: [00000000] busy", "reason_changed_at": changed}
+    summary = fleet.build([node], seconds)["summary"]
+
+    samples = families(metrics.render_fleet(summary, seconds))
+
+    assert [({"node": "n1"}, seconds)] == samples["spurinv_fleet_drain_since_timestamp_seconds"]
+    assert ownership.epoch_of(summary["spurinv_drains"][0]["since"]) == seconds
+
+
 def test_metrics_when_the_fleet_could_not_be_read():
     assert {"spurinv_fleet_up": [({}, 0)]} == families(metrics.render_fleet(None, None))
 

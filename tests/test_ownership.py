@@ -86,7 +86,7 @@ def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
     row = fleet.row(node, MAX_EPOCH)
 
     assert view.reason_changed_at == changed_at(value)
-    assert row["reason_since"] == (fleet.stamp(view.reason_changed_at) if view.reason_changed_at else None)
+    assert row["reason_since"] == (ownership.stamp(view.reason_changed_at) if view.reason_changed_at else None)
 
 
 # ------------------------------------------------------------------------------ the drain id
