@@ -210,15 +210,19 @@ class _Simulation:
     def connect(self, name: str) -> Callable[[Any], Any]:
         import requests  # noqa: TID251
 
-        from spurinv.controller import Controller
+        from spurinv.log import Log
+        from spurinv.transport import Transport, connect
 
-        def connect(state: Any) -> Controller:  # as refresh._client, with the adapter mounted
+        def session() -> requests.Session:
+            made = requests.Session()
+            made.mount(URL, self.adapter)
+            return made
+
+        def transport(state: Any) -> Transport:  # as refresh.transport_for, with the adapter mounted
             cached = state.api.version if state.api and state.api.url == self.section.url else None
-            session = requests.Session()
-            session.mount(URL, self.adapter)
-            return Controller(self.section, name, None, api=cached, session=session)
+            return connect(self.section, name, {}, Log({}, io.StringIO()), api=cached, session_factory=session)
 
-        return connect
+        return transport
 
     def tick(self, state: Any, name: str, root: str, moment: datetime) -> Any:
         """One timer tick of ``refresh._run`` (confirm_interval 0): record, then converge."""

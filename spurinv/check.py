@@ -844,7 +844,7 @@ def _worst(checks: list[Check]) -> Check:
 
 
 def _controller(run: _Run) -> Check:
-    from spurinv.refresh import _client
+    from spurinv.refresh import transport_for
     from spurinv.state import State
 
     if (skipped := _needs(run, "controller", "config", "node")) is not None:
@@ -868,7 +868,7 @@ def _controller(run: _Run) -> Check:
         if run.token_file is not None:
             settings = config.controller.model_copy(update={"token_file": run.token_file})
             config = config.model_copy(update={"controller": settings})
-        client = _client(run.world, config, run.node, state, run.budget)
+        client = transport_for(run.world, config, run.node, state, run.budget)
         run.client = client
         run.view = view = client.view()
     except ControllerError as exc:

@@ -411,7 +411,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state,
         reading,
         settings,
-        lambda current: _client(world, config, node, current, budget, _details(world, config, node, reading, raw)),
+        lambda current: transport_for(world, config, node, current, budget, _details(world, config, node, reading, raw)),
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
@@ -420,7 +420,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         nonce=nonce_of(world.entropy(2)),
     )
     if options.dry_run and result.client is None and not config.observe:
-        result = _probe(result, lambda: _client(world, config, node, state, budget), world.log)
+        result = _probe(result, lambda: transport_for(world, config, node, state, budget), world.log)
     notes += result.notes
     for degraded in link.confirmed([reading.model_dump(mode="json") for reading in result.state.readings]):
         notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
@@ -510,28 +510,19 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
 
-def _client(
+def transport_for(
     world: World, config: Config, node: str, state: State, budget: Budget | None = None, details: Details | None = None
 ) -> Controller:
-    """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
-    through ``controller.register_command`` when it is set (told ``details``)."""
-    from spurinv.registration import registrar_for
+    """This run's transport (:func:`spurinv.transport.connect`), with the API version an earlier
+    run detected at this URL."""
+    from spurinv.transport import connect
 
     settings = config.controller
-    if settings.transport == "scontrol":
-        from spurinv.scontrol import Scontrol
-
-        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget, details=details)
-        return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar, budget=budget)
-    from spurinv.controller import Controller as Rest
-
-    token = read_token(settings, world.environ)
     cached = state.api.version if state.api and state.api.url == settings.url else None
-    session = world.session_factory() if world.session_factory else None
-    registrar = registrar_for(
-        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget, details=details
-    )
-    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
+    return connect(
+        settings, node, world.environ, world.log, sleep=world.sleep, budget=budget, details=details, api=cached,
+        session_factory=world.session_factory,
+    )  # fmt: skip
 
 
 def scontrol_label(config: Config) -> str:
