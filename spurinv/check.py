@@ -1187,12 +1187,12 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
     """``systemctl ARGS`` (bounded); its first word, or None when it cannot answer."""
     if run.host.systemctl is None:
         return None
-    from spurinv import registration
+    from spurinv import process
 
     timeout = min(5.0, run.budget.remaining())
     environ = {**run.world.environ, "SYSTEMD_PAGER": "", "LC_ALL": "C"}
     try:  # bounded, its process group killed on expiry or on SIGTERM
-        done = registration.run([run.host.systemctl, *args], environ, timeout, limit=4096)
+        done = process.run([run.host.systemctl, *args], environ, timeout, limit=4096)
     except (OSError, subprocess.TimeoutExpired):
         return None
     words = done.stdout.split()

@@ -462,7 +462,7 @@ def _credentials(config: Config, environ: dict[str, str]) -> None:
     or the scontrol program (78)."""
     settings = config.controller
     if settings.transport == "scontrol":
-        from spurinv.registration import resolve
+        from spurinv.process import resolve
 
         resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spurinv import registration
+from spurinv import process
 from spurinv.config import ControllerSection, read_token
 from spurinv.errors import TokenError
 from spurinv.nodeview import gres_agrees, parse_spur_nodes
@@ -43,7 +43,7 @@ def test_a_grandchild_holding_the_pipes_does_not_outlive_the_timeout(tmp_path: P
     started = time.monotonic()
     try:
         with pytest.raises(subprocess.TimeoutExpired):
-            registration.run([str(script)], dict(os.environ), 1.0)
+            process.run([str(script)], dict(os.environ), 1.0)
         assert time.monotonic() - started < 8
     finally:
         pid_file = tmp_path / "pid"

@@ -217,11 +217,11 @@ def test_a_nul_in_a_gres_entry_is_refused_before_exec_naming_the_entry(tmp_path)
 
 
 def test_a_nul_in_a_command_environment_is_refused_before_exec(tmp_path):
-    from spurinv import registration
+    from spurinv import process
     from spurinv.errors import ControllerError
 
     with pytest.raises(ControllerError) as caught:
-        registration.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
+        process.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
 
     assert "x\\0y:1" in caught.value.message
 
