@@ -32,7 +32,7 @@ class Kind(StrEnum):
     SWITCHING = "switching"  # a partition switch in progress: neither a change nor a failure
 
 
-SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.report.SWITCH)
+SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.status.SWITCH)
 
 
 def switching(reading: Reading) -> bool:

@@ -41,7 +41,7 @@ def resolve(program: str, environ: Mapping[str, str], what: str) -> str:
     return program
 
 
-class Outcome:
+class Finished:
     """A finished command: exit status, its output (the last ``limit`` bytes of each stream),
     whether more was written than kept, and whether its stdout held bytes that are not UTF-8
     (read as U+FFFD)."""
@@ -56,7 +56,7 @@ class Outcome:
 
 def run(
     argv: list[str], environ: Mapping[str, str], timeout: float, *, limit: int = MAX_OUTPUT, stop_over: bool = False
-) -> Outcome:
+) -> Finished:
     """Run ``argv`` without a shell; raise ``subprocess.TimeoutExpired`` (after killing its
     process group; its ``output``/``stderr`` hold what was read) or ``OSError`` (it could not start).
 
@@ -93,7 +93,7 @@ def run(
                 exc.output, exc.stderr = bytes(kept[0][-limit:]), bytes(kept[1][-limit:])
             raise
     (out, replaced), (err, _) = (_text(bytes(kept[stream]), limit) for stream in (0, 1))
-    return Outcome(process.returncode, out, err, truncated, replaced)
+    return Finished(process.returncode, out, err, truncated, replaced)
 
 
 GRACE = 0.5  # seconds output is still read after the command exited

@@ -107,7 +107,7 @@ class Scontrol:
         self._last: NodeView | None = None
 
     # --- running scontrol -------------------------------------------------------------------
-    def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> process.Outcome:
+    def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> process.Finished:
         argv = [self.program, *args]
         for word in args:
             if "\0" in word:  # exec refuses the whole argv (ValueError: embedded null byte)
@@ -145,7 +145,7 @@ class Scontrol:
             raise self._fail(outcome, write)
         return outcome
 
-    def _fail(self, outcome: process.Outcome, write: bool) -> ControllerError:
+    def _fail(self, outcome: process.Finished, write: bool) -> ControllerError:
         """Map a non-zero exit to an error kind by scontrol's own words."""
         text = printable(" ".join((outcome.stderr or outcome.stdout).split())[-600:]) or f"exit status {outcome.status}"
         table = _SPUR_ERRORS if self.flavor == "spur" else _SLURM_ERRORS

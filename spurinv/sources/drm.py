@@ -14,7 +14,7 @@ import re
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, parse_keyed_lines, read_optional
 from spurinv.sources.pci import BDF, canonical
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import os
 
 from spurinv import root as places
 from spurinv.sources.attribute import MAX_CPUS, ReadError, parse_cpulist, parse_int, parse_keyed_lines, read_text
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

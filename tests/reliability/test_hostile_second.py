@@ -48,7 +48,7 @@ def test_a_name_that_is_not_utf8_is_escaped_and_the_run_saves(where, root_copy, 
 
 @given(st.text())
 def test_escaped_text_is_always_valid_utf8_and_plain_text_is_untouched(text):
-    from spurinv.sources.report import escaped
+    from spurinv.sources.status import escaped
 
     shown = escaped(text)
     shown.encode("utf-8")
