@@ -529,42 +529,6 @@ def scontrol_label(config: Config) -> str:
     return f"scontrol ({config.controller.scontrol or 'on PATH'})"
 
 
-def _read_view(
-    client: Controller,
-    action: Action,
-    state: State,
-    settings: Settings,
-    now: datetime,
-    steps: list[Step],
-    notes: list[str],
-    log: Log | None = None,
-) -> tuple[NodeView, State]:
-    """Read the node (confirming "busy" with an all-nodes query only when one is due), then settle
-    an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
-    of clock skew the first time our drain's reason time is seen."""
-    before = state.drain
-    # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
-    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
-    view = client.view(confirm_busy=confirm)
-    steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
-    state = contacted(_remember_api(state, client, now))
-    if client.rechecked:
-        state = state.model_copy(update={"busy_checked_at": now})
-    state, note = reconcile(state, view)
-    if note:
-        steps.append(Step(action="reconcile", reason=note))
-    state, note = recover(state, view, now)
-    if note:
-        steps.append(Step(action="recover", reason=note))
-    orphan = orphaned(view, state)
-    if orphan:
-        notes.append(orphan)
-        if log is not None:
-            log.warning(orphan)
-    _warn_skew(before, state, notes, log)
-    return view, state
-
-
 def orphaned(view: NodeView, state: State) -> str | None:
     """A ``spurinv:`` drain on this node that is not ours (an id for another node name — a
     renamed node's —, an edited or an older reason): nothing will ever lift it, so say so."""
@@ -595,15 +559,37 @@ def _look(
     notes: list[str],
     log: Log | None,
 ) -> tuple[NodeView, State, int]:
-    """:func:`_read_view`, or, when the node is unknown after our own unsettled register, :func:`_resume`."""
+    """Read the node (confirming "busy" with an all-nodes query only when one is due), then settle
+    an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
+    of clock skew the first time our drain's reason time is seen. When the node is unknown after
+    our own unsettled register: :func:`_resume`."""
+    before = state.drain
+    # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
+    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
     try:
-        view, state = _read_view(client, action, state, settings, now, steps, notes, log)
+        view = client.view(confirm_busy=confirm)
     except ControllerError as exc:
         if exc.kind != "unknown-node" or (resumed := _resume(client, state, settings, now)) is None:
             raise
         view, state, step = resumed
         steps.append(step)
         return view, state, exitcode.PROTOCOL if step.error else exitcode.OK
+    steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+    state = contacted(_remember_api(state, client, now))
+    if client.rechecked:
+        state = state.model_copy(update={"busy_checked_at": now})
+    state, note = reconcile(state, view)
+    if note:
+        steps.append(Step(action="reconcile", reason=note))
+    state, note = recover(state, view, now)
+    if note:
+        steps.append(Step(action="recover", reason=note))
+    orphan = orphaned(view, state)
+    if orphan:
+        notes.append(orphan)
+        if log is not None:
+            log.warning(orphan)
+    _warn_skew(before, state, notes, log)
     return view, state, exitcode.OK
 
 
