@@ -15,6 +15,7 @@ import math
 import os
 import re
 import stat
+import sys
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -675,3 +676,32 @@ def test_an_answer_that_is_not_the_fleet_is_a_protocol_error_not_an_empty_fleet(
 
     assert exitcode.PROTOCOL == result.code
     assert result.json()["ok"] is False
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+@pytest.mark.parametrize("flags", ["DRAIN", None, ["DRAIN", 1]], ids=["a string", "null", "a number among them"])
+def test_fleet_refuses_state_flags_that_are_not_a_list_of_strings(cli, env, flags):
+    """``state_flags: "DRAIN"`` (the v0.0.38 dialect) was read letter by letter: exit 0 and a node
+    with the flags D, R, A, I, N. Like any malformed answer it is a protocol error (76)."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from faultserver import FaultServer, Reply
+
+    captured = Path(__file__).parent / "fixtures/slurm/responses/22.05/v0.0.38/nodes-n1-drained-n2-idle.json"
+    body = json.loads(captured.read_text())
+    body["nodes"][0]["state_flags"] = flags
+    with FaultServer() as server:
+        server.script("GET", "/openapi/v3", Reply(200, {"paths": {"/slurm/v0.0.38/node/{node_name}": {"get": {}}}}))
+        server.script("GET", "/slurm/v0.0.38/nodes", Reply(200, body))
+        Path(env["SPURINV_CONFIG"]).write_text(f'[controller]\nurl = "{server.url}"\n')
+
+        result = cli("fleet", "--json")
+
+    assert result.code == 76, result.err
+    assert result.json()["error"]["code"] == "controller-protocol"
+    assert "state_flags" in result.json()["error"]["message"]
+    assert len(result.err.splitlines()) == 1

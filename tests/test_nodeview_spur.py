@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from spurinv import exitcode
 from spurinv.errors import ControllerError
-from spurinv.nodeview import gpu_counts, parse_spur_nodes
+from spurinv.nodeview import gpu_counts, gres_agrees, parse_spur_nodes
 
 # the state word spur prints → (base state, flags) as the policy reads them; DRAIN is accepted
 # next to spur-core's DRAINED (both mean: drained, no jobs left)
@@ -358,3 +358,24 @@ def test_a_reason_that_starts_a_second_block_for_one_node_is_refused():
 
     with pytest.raises(ControllerError, match="'n1' is ambiguous"):
         parse_spur_nodes(text, "n1")
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+SPUR_NO_GPUS = """NodeName=n1
+   State=IDLE Reason=
+   Partitions=default
+   CPUTot=4 CPUAlloc=0 RealMemory=1000 FreeMem=1000
+"""
+
+
+def test_a_spur_node_without_a_gres_line_has_no_gpus_and_agrees_with_none():
+    """spur prints no ``Gres=`` line for a node without GPUs (crates/spur-cli/src/scontrol.rs at
+    4cc3da8); taken as "unknown", a CPU-only spur node was refused for ever."""
+    (view,) = parse_spur_nodes(SPUR_NO_GPUS)
+
+    assert view.gres == ""
+    assert gres_agrees(view.gres, {})
+    assert not gres_agrees(view.gres, {"mi300x": 8})

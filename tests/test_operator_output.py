@@ -22,6 +22,7 @@ import typer
 from spurinv import cli as cli_module
 from spurinv import config, exitcode, render, store
 from spurinv.report import ErrorDocument
+from spurinv.secret import Secret
 
 # --- usage errors ------------------------------------------------------------------------------
 
@@ -458,3 +459,26 @@ def test_an_observed_baseline_is_one_story_in_refresh_and_status(cli, built, sta
     assert "the baseline was only observed, never told to a controller" in reason
     assert "observed" in status.out
     assert "never told to a controller" in " ".join(status.out.split())
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+def test_columns_zero_still_prints(tmp_path: Path, env: dict[str, str]):
+    """COLUMNS=0 made every human output empty (a failed discovery said nothing at all)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "spurinv", "status", "--state", str(tmp_path / "state.json")],
+        env={**env, "COLUMNS": "0"}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    assert "no runs yet" in ran.stdout
+
+
+def test_controller_text_cannot_steer_the_terminal():
+    """An error body with ESC/OSC/RLO reached the terminal raw from refresh (fleet escaped it)."""
+    text = Secret("").scrub("boom\x1b]0;pwn\x07\x1b[2J\u202e")
+
+    assert text.isprintable()
+    assert "\\x1b]0;pwn" in text

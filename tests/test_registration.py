@@ -425,3 +425,24 @@ def test_a_command_that_failed_after_the_gpus_were_listed_is_applied_with_a_warn
     assert result.applied
     assert result.warning is not None
     assert "exited 1" in result.warning
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+def test_a_grandchild_holding_the_pipes_does_not_outlive_the_timeout(tmp_path: Path):
+    """A command that leaves a ``setsid`` child holding stdout hung past every timeout."""
+    script = tmp_path / "bg.sh"
+    script.write_text("#!/bin/sh\nsetsid sleep 30 &\necho $! > " + str(tmp_path / "pid") + "\nsleep 10\n")
+    script.chmod(0o755)
+    started = time.monotonic()
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            registration.run([str(script)], dict(os.environ), 1.0)
+        assert time.monotonic() - started < 8
+    finally:
+        pid_file = tmp_path / "pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), 9)  # the grandchild we started, by PID
