@@ -177,7 +177,7 @@ def test_an_internal_error_is_70_in_one_line(tmp_path, env):
     shadow = tmp_path / "shadow" / "spurinv"
     shadow.mkdir(parents=True)
     (shadow / "render.py").write_text("raise RuntimeError('boom')\n")
-    package = Path(__import__("spurinv").__file__).parent
+    package = Path(__import__("spurinv").__file__).parent  # type: ignore[arg-type]  # a package has a file
     for source in package.glob("*.py"):
         if source.name != "render.py":
             (shadow / source.name).write_text(source.read_text())

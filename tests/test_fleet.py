@@ -386,14 +386,14 @@ def test_every_line_fits_the_console_and_hostile_text_stays_text(show_all, width
     assert "gpu-[bold red]x[/]" in text  # markup printed literally, not interpreted
 
 
-HOSTILE_TEXT = st.text(
+HOSTILE_TEXTS = st.text(
     alphabet=st.sampled_from([*"ab/[]\\\"'{}=é…→ ", "\x1b", "\n", "\r", "\t", "\x00", "\x85", "\u202e", "\u200b", "節", "七"]),
     max_size=60,
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(HOSTILE_TEXT, HOSTILE_TEXT, HOSTILE_TEXT, st.booleans()), min_size=1, max_size=4),
+@given(st.lists(st.tuples(HOSTILE_TEXTS, HOSTILE_TEXTS, HOSTILE_TEXTS, st.booleans()), min_size=1, max_size=4),
        st.sampled_from([60, 80, 100]))  # fmt: skip
 def test_any_controller_text_renders_within_the_width_and_never_as_terminal_control(entries, width):
     n1 = _n1()

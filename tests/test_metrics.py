@@ -135,7 +135,7 @@ def test_an_unwritable_metrics_file_is_exit_73(cli, built, state_path, tmp_path)
     assert exitcode.CANTCREAT == refresh(cli, built("mi300x-spx"), state_path, missing, "--confirm-interval", "0").code
 
 
-label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # type: ignore[arg-type]  # category literals
 
 
 @given(node=label_text, version=label_text, model=label_text)

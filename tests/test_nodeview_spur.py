@@ -229,7 +229,7 @@ def render(node: Node) -> str:
 names = st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True)
 words = st.sampled_from(sorted(WORDS))
 # one line of free text: anything but a line break (the parser splits on "\n" only)
-line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=60)
+line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=60)  # type: ignore[arg-type]  # category literals
 # further lines of a multi-line reason: not blank, and not starting like a key, a state line or a
 # new node (spur prints the reason as it is: such a line would be ambiguous to any reader)
 KEYS = ("Partitions=", "CPUTot=", "Gres=", "Arch=", "Labels=", "ActiveReservation=", "CpuLoad=", "State=", "NodeName=")

@@ -21,6 +21,7 @@ import typer
 
 from spurinv import cli as cli_module
 from spurinv import config, exitcode, render, store
+from spurinv.errors import ConfigError
 from spurinv.report import ErrorDocument
 from spurinv.secret import Secret
 
@@ -233,7 +234,7 @@ def test_a_section_that_is_not_a_table_names_its_keys(tmp_path):
     path.write_text("controller = 5\n")
     path.chmod(0o600)
 
-    with pytest.raises(config.ConfigError) as caught:
+    with pytest.raises(ConfigError) as caught:
         config.load(str(path), True)
 
     assert f"{path}: [controller]: 5 is an integer; expected a table with keys url, api" in caught.value.message
@@ -305,7 +306,7 @@ def test_config_show_prints_toml_with_each_origin(cli, env, tmp_path):
 
     assert 0 == result.code
     assert result.out.startswith(f"# read {path}\n")
-    assert tomllib.loads(result.out) == config.Config(node={"name": "n7"}, controller={"verify": False}).model_dump(mode="json")
+    assert tomllib.loads(result.out) == config.Config(node={"name": "n7"}, controller={"verify": False}).model_dump(mode="json")  # type: ignore[arg-type]  # tables, as TOML gives them
     assert re.search(rf'^name = "n7"\s+# {re.escape(path)}$', result.out, re.M)
     assert re.search(r"^verify = false\s+# ", result.out, re.M)
     assert re.search(r'^api = "auto"\s+# default$', result.out, re.M)

@@ -97,7 +97,7 @@ def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
 DIGEST = settings(max_examples=200, derandomize=True)
 NODES = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,20}", fullmatch=True)
 NONCES = st.binary(min_size=2, max_size=2).map(ownership.nonce_of)
-TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)  # type: ignore[arg-type]  # category literals
 
 
 def test_a_reason_carries_its_id_after_our_prefix():

@@ -51,7 +51,7 @@ def view(
     reason: str = "",
     gres: str | None = "gpu:mi300x:8",
     cpus: int = 0,
-    used: str = "gpu:mi300x:0(IDX:N/A)",
+    used: str | None = "gpu:mi300x:0(IDX:N/A)",
     extra: str | None = "",
 ) -> NodeView:
     return NodeView(
@@ -87,7 +87,7 @@ def state_for(
     if previous is not None:
         state = state.record(reading(previous, 0))
     state = state.record(reading(current, 60))
-    update = {}
+    update: dict[str, object] = {}
     if drain:
         update["drain"] = Drain(
             reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None
@@ -218,7 +218,7 @@ def test_drain_body_and_reason():
 
     reason = drain_reason(OUR_REASON.removeprefix("spurinv: "), "n1", "3f9a")
     assert reason.startswith("spurinv: [3f9a")
-    assert ["state", "reason", "extra"] == list(action.body)
+    assert ["state", "reason", "extra"] == list(action.body)  # type: ignore[arg-type]  # a write has a body
     assert (["DRAIN"], reason) == (action.body["state"], action.body["reason"])
     extra = json.loads(action.body["extra"])
     assert extra["rack"] == "r2"
@@ -252,7 +252,7 @@ def test_a_drain_without_extra_to_write_is_the_id_in_the_reason_alone():
 
         action = decide(outcome_for(state), busy, state, SLURM.model_copy(update={"max_extra": limit}), NOW, nonce="3f9a")
 
-        assert ["state", "reason"] == list(action.body), extra
+        assert ["state", "reason"] == list(action.body)  # type: ignore[arg-type]  # a write has a body, extra
         assert action.body["reason"].startswith("spurinv: [3f9a")
 
 
@@ -623,7 +623,7 @@ def test_an_extra_read_with_replacement_is_never_spliced_and_the_run_says_so(ext
     drain = decide(outcome_for(state), BUSY.model_copy(update={"extra": extra}), state, SLURM, NOW, nonce="3f9a")
     register = decide(outcome_for(state), view(gres="gpu:mi300x:8", extra=extra), state, SLURM, NOW)
 
-    assert list(drain.body) == ["state", "reason"]
+    assert list(drain.body)  # type: ignore[arg-type]  # a write has a body == ["state", "reason"]
     assert (register.kind, "extra" in register.body) == (Do.REGISTER, False)
     assert "no record in it" in register.reason
 
@@ -732,7 +732,7 @@ def test_a_longer_reason_is_cut_to_exactly_the_cap_and_marked(length):
 
 
 @settings(max_examples=300)
-@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=600), st.sampled_from(["n1", "gpu-07"]))
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=600), st.sampled_from(["n1", "gpu-07"]))  # type: ignore[arg-type]  # category literals
 def test_a_drain_reason_is_always_one_line_within_the_cap_and_ours(text, node):
     reason = drain_reason(text, node, "3f9a")
 
@@ -859,7 +859,7 @@ def test_the_policy_settings_are_immutable():
 def _refused(backoff_kind: str = "refused") -> State:
     """CPX confirmed, its registration refused, and a backoff still running."""
     refusal = Refusal(fingerprint=CPX.fingerprint, at=at(60), error="2072 Invalid gres")
-    backoff = Backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")
+    backoff = Backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")  # type: ignore[arg-type]  # a Backoff kind
     return confirmed(SPX, CPX, refusal=refusal, backoff=backoff)
 
 
@@ -1071,7 +1071,7 @@ def _write(kind: Do) -> Action:
 def test_a_writes_outcome_clears_its_write_ahead_intent(kind, applied):
     """Once settle knows how a write ended, the next run must not settle it again from the view."""
     action = _write(kind)
-    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX.fingerprint)
+    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX.fingerprint)  # type: ignore[arg-type]  # a write has a body
     state = confirmed(SPX, CPX, intent=intent)
 
     after = settle(state, action, NOW, applied=applied, error=None if applied else "2072", settings=SLURM)

@@ -303,7 +303,7 @@ def interpreter_for(user: str) -> tuple[list[str], dict[str, str]]:
     import site
 
     repo = str(Path(__file__).resolve().parents[2])
-    candidates = [([sys.executable], {})]
+    candidates: list[tuple[list[str], dict[str, str]]] = [([sys.executable], {})]
     system = shutil.which("python3", path="/usr/bin:/usr/local/bin")
     if system:
         candidates.append(([system], {"PYTHONPATH": os.pathsep.join([repo, *site.getsitepackages()])}))
