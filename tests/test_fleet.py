@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from effort import examples
 from faultserver import FaultServer, Gateway, Reply
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -275,7 +276,7 @@ JSON = st.recursive(
 FIELDS = ("name", "state", "state_flags", "reason", "reason_changed_at", "reason_set_by_user", "gres", "extra")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON | st.text(), max_size=8), max_size=5),
     st.integers(0, MAX_EPOCH - 1),
@@ -392,7 +393,7 @@ HOSTILE_TEXTS = st.text(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(HOSTILE_TEXTS, HOSTILE_TEXTS, HOSTILE_TEXTS, st.booleans()), min_size=1, max_size=4),
        st.sampled_from([60, 80, 100]))  # fmt: skip
 def test_any_controller_text_renders_within_the_width_and_never_as_terminal_control(entries, width):

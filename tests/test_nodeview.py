@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -365,7 +366,7 @@ def _text(entries) -> str:
     return ",".join(f"{name}{':' + kind if kind else ''}:{count}{suffix}" for name, kind, count, suffix in entries)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     entries=st.lists(gres_entries, max_size=5),
     models=st.dictionaries(st.sampled_from(["mi300x", "mi325x"]), st.integers(0, 64)),
@@ -382,7 +383,7 @@ def test_rebuild_keeps_every_other_entry_and_says_exactly_the_inventory(entries,
     assert sum(gpu_counts(rebuilt).values()) == sum(models.values())
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(entries=st.lists(gres_entries, max_size=5))
 def test_parse_gres_reads_each_entry_whatever_its_suffix(entries):
     parsed = parse_gres(_text(entries))
@@ -424,7 +425,7 @@ def test_a_bare_number_among_the_gres_entries_is_a_resource_of_that_name_not_a_c
     assert rebuild_gres("gpu:mi300x:8,4", {"mi300x": 64}) == "gpu:mi300x:64,4"
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.text(alphabet="gpu:mi30x0129,()SIDX-/ ", max_size=40))
 def test_any_gres_text_gives_entries_or_a_protocol_error(text):
     kind = None
@@ -453,7 +454,7 @@ def test_when_the_reason_was_set_is_known_for_every_positive_time_and_unknown_fo
         assert parse_node({"nodes": [node]}, "n1").reason_changed_at == seen
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     other=st.one_of(
         st.none(),

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -333,7 +334,7 @@ INJECTED = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(INJECTED, st.integers(0, 64), st.integers(0, 8), st.booleans())
 def test_a_reason_that_mimics_spurs_lines_is_refused_never_read_as_fields(injected, alloc, gpus, partitions):
     """``scontrol update nodename=n1 reason=$'x\\n   CPUTot=… CPUAlloc=0\\n   Gres=…'``: the lines
