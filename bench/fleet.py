@@ -94,7 +94,7 @@ def plans(count: int, switched_share: float, seed: int, prefix: str) -> list[Pla
 
 
 def _gateway() -> Any:
-    from faultserver import Gateway  # type: ignore[import-not-found]  # tests/ is on sys.path (bench.roots)
+    from faultserver import Gateway  # tests/ is on sys.path (bench.roots)
 
     return Gateway(gres_policy="apply")  # any policy but "slurm" applies every write
 
@@ -339,7 +339,7 @@ def end_to_end(
     for plan in fleet:
         baseline = json.loads((work / plan.name / "state.json").read_text()).get("baseline") or {}
         baselines[plan.name] = (baseline.get("inventory") or {}).get("fingerprint")
-    expected = {name: discover(Root(str(trees[name])))["inventory"]["fingerprint"] for name in ("spx", "cpx")}  # type: ignore[index]
+    expected = {name: discover(Root(str(trees[name])))["inventory"]["fingerprint"] for name in ("spx", "cpx")}
     wrong = _wrong(fleet, baselines, {p.name: gateway.nodes[p.name]["gres"] for p in fleet}, expected)
     notes = [
         f"end to end: {count} nodes ({sum(p.switched for p in fleet)} switched), {sum(processes.values())} refresh "

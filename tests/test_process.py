@@ -148,3 +148,20 @@ def test_a_command_that_ends_inside_its_last_second_is_not_killed():
     outcome = process.run(["/bin/sh", "-c", "sleep 2.2; echo done"], ENV, 3)
 
     assert (outcome.status, outcome.stdout) == (0, "done\n")
+
+
+def test_a_grandchild_holding_the_pipes_does_not_outlive_the_timeout(tmp_path: Path):
+    """A command that leaves a ``setsid`` child holding stdout hung past every timeout."""
+    script = tmp_path / "bg.sh"
+    script.write_text("#!/bin/sh\nsetsid sleep 30 &\necho $! > " + str(tmp_path / "pid") + "\nsleep 10\n")
+    script.chmod(0o755)
+    started = time.monotonic()
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.run([str(script)], dict(os.environ), 1.0)
+        assert time.monotonic() - started < 8
+    finally:
+        pid_file = tmp_path / "pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), 9)  # the grandchild we started, by PID
