@@ -9,11 +9,10 @@ are not device nodes and are skipped.
 from __future__ import annotations
 
 import os
-import re
 
 from spurinv import root as places
-from spurinv.sources.attribute import ReadError, parse_keyed_lines, read_optional
-from spurinv.sources.pci import BDF, canonical
+from spurinv.sources.attribute import ReadError, is_bdf, numbered, parse_keyed_lines, read_optional
+from spurinv.sources.pci import canonical
 from spurinv.sources.report import Report
 
 TYPE_CHECKING = False
@@ -21,8 +20,6 @@ if TYPE_CHECKING:
     from spurinv.records import DrmNode
     from spurinv.root import Root
 
-NODE = re.compile(r"^(card|renderD)(\d+)$")
-XCP = re.compile(r"^amdgpu_xcp[._](\d+)$")
 
 
 def read_drm(root: Root, report: Report) -> list[DrmNode]:
@@ -42,8 +39,10 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
     paths = root.resolver()  # one memo per walk: the tree may change between readings
     nodes: list[DrmNode] = []
     for name in sorted(names):
-        match = NODE.match(name)
-        if match is None:
+        kind, minor = "card", numbered(name, "card")  # the names ^(card|renderD)(\d+)$ matches
+        if minor is None:
+            kind, minor = "render", numbered(name, "renderD")
+        if minor is None:
             continue
         link = os.path.join(base, name, "device")
         try:
@@ -59,9 +58,9 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
             report.fail(exc.path, exc.reason)
             continue
         leaf = os.path.basename(device)
-        bdf = canonical(leaf) if BDF.match(leaf) else None
-        xcp_match = XCP.match(leaf)
-        if bdf is None and xcp_match is None:
+        bdf = canonical(leaf) if is_bdf(leaf) else None
+        xcp = numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")  # ^amdgpu_xcp[._](\d+)$
+        if bdf is None and xcp is None:
             # procfs's fixture keeps `device` as a plain directory; its uevent names the slot.
             try:
                 uevent = read_optional(os.path.join(device, "uevent"))
@@ -69,14 +68,14 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
                 report.fail(exc.path, exc.reason)
                 continue
             slot = parse_keyed_lines(uevent or "", "=").get("PCI_SLOT_NAME") or ""
-            bdf = canonical(slot) if BDF.match(slot) else (slot or None)
+            bdf = canonical(slot) if is_bdf(slot) else (slot or None)
         nodes.append(
             {
-                "kind": "card" if match.group(1) == "card" else "render",
-                "minor": int(match.group(2)),
+                "kind": kind,
+                "minor": int(minor),
                 "device": device,
                 "bdf": bdf,
-                "xcp": int(xcp_match.group(1)) if xcp_match else None,
+                "xcp": int(xcp) if xcp is not None else None,
             }
         )
     cards = sum(1 for node in nodes if node["kind"] == "card")
