@@ -95,7 +95,8 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
             raise SpecError("invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError("not a mapping")
-    _refuse_surrogates(data)
+    if yaml_format or "\\u" in text:  # decoded UTF-8 JSON holds a lone surrogate only from a \u escape
+        _refuse_surrogates(data)
     version = data.get("cdiVersion")
     if not isinstance(version, str) or not valid_version(version):
         raise SpecError(f"bad cdiVersion {_shown(version)}")
