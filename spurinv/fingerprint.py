@@ -19,10 +19,10 @@ else:
     # The interpreter's own SHA-256 (what hashlib falls back to): importing hashlib loads
     # OpenSSL, ~2.5 ms and ~1 MiB of a timer tick. Same digest either way.
     try:
-        from _sha2 import sha256  # Python >= 3.12
+        from _sha256 import sha256  # Python 3.11 (first: a failed import searches all of sys.path)
     except ImportError:
         try:
-            from _sha256 import sha256  # Python 3.11
+            from _sha2 import sha256  # Python >= 3.12
         except ImportError:
             from hashlib import sha256
 
