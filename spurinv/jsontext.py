@@ -57,7 +57,8 @@ def loads(data: bytes | str) -> Any:
     if text is not None and _scan is not None:
         try:
             value, end = _scan(text, 0)
-        except (StopIteration, ValueError):
+        except (StopIteration, ValueError, SystemError):
+            # SystemError: the scanner raises its JSONDecodeError only once json.decoder is imported
             pass
         else:
             if not text[end:].strip(_WHITESPACE):

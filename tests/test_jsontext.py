@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,3 +66,28 @@ def test_refusals_are_json_refusals() -> None:
         nested = [nested]
     assert _outcome(jsontext.dumps, nested)[0] == "RecursionError"
     assert _outcome(jsontext.loads, "[" * 100_000 + "]" * 100_000)[0] == _outcome(json.loads, "[" * 100_000)[0]
+
+
+def test_errors_without_the_json_package_imported() -> None:
+    """The tick's process has no json.decoder: the C scanner cannot raise its own error there."""
+    script = (
+        "import sys\n"
+        "from spurinv import jsontext\n"
+        "assert 'json' not in sys.modules\n"
+        "for bad in ('{not json', '{\"a\": 1', '[1, 2', b'{\"readi'):\n"
+        "    try:\n"
+        "        jsontext.loads(bad)\n"
+        "    except ValueError as exc:\n"
+        "        print(type(exc).__name__, exc)\n"
+        "print(jsontext.loads(b'{\"a\": [1, 2.5, null]}'), jsontext.dumps({'b': 'é'}))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [
+        "JSONDecodeError Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        "JSONDecodeError Expecting ',' delimiter: line 1 column 8 (char 7)",
+        "JSONDecodeError Expecting ',' delimiter: line 1 column 6 (char 5)",
+        "JSONDecodeError Unterminated string starting at: line 1 column 2 (char 1)",
+        '{\'a\': [1, 2.5, None]} {"b":"\\u00e9"}',
+    ]
