@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from spurinv.root import RealPaths, Root
 
 
-
 def _device(paths: RealPaths, link: str, directories: dict[str, bool]) -> str:
     """The directory a node's ``device`` link leads to; ReadError "missing" or "dangling link".
 
