@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import allnodes, cdi, figures, fleet, fleetview, waiting
+from bench import allnodes, cdi, figures, fleet, fleetview, ratio, waiting
 from bench.measure import Row, table
 from bench.roots import Roots
 
@@ -32,8 +32,14 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-fleet", action="store_true", help="skip the fleet simulation and the end-to-end run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (roots, state files)")
     parser.add_argument("--fleet-view-only", action="store_true", help="only `spurinv fleet` on a 10,000-node answer")
+    parser.add_argument(
+        "--tick-ratio",
+        action="store_true",
+        help="only the no-change tick against python -c pass, paired, and their ratio (issue #22)",
+    )
+    parser.add_argument("--importtime", action="store_true", help="with --tick-ratio: what the tick imports, -X importtime")
     args = parser.parse_args(argv)
-    args.runs = args.runs or (5 if args.quick else 15)
+    args.runs = args.runs or (5 if args.quick else 31 if args.tick_ratio else 15)
     args.nodes = args.nodes or (1000 if args.quick else 10000)
     args.e2e_nodes = args.e2e_nodes or (10 if args.quick else 30)
     return args
@@ -46,6 +52,8 @@ def main(argv: list[str]) -> int:
     load_before = os.getloadavg()[0]
     if args.fleet_view_only:
         return _fleet_view_only(args, started, load_before)
+    if args.tick_ratio:
+        return _tick_ratio(args, work)
     try:
         print(f"bench: building roots in {work} …", file=sys.stderr, flush=True)
         roots = Roots(work / "roots")
@@ -94,6 +102,13 @@ def main(argv: list[str]) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     return _report(sections, notes, args, started, load_before)
+
+
+def _tick_ratio(args: argparse.Namespace, work: Path) -> int:
+    try:
+        return ratio.measure(work, args.runs, args.importtime)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _fleet_view_only(args: argparse.Namespace, started: float, load_before: float) -> int:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spurinv import nodename, regularfile
 from spurinv.errors import ConfigError, UsageError
 from spurinv.secret import blank_argv
-from spurinv.sources.pci import BDF
+from spurinv.sources.attribute import is_bdf
 
 API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
 SCONTROL_ALL = 'is not a node for controller.transport = "scontrol": scontrol reads ALL, in any case, as every node'
@@ -183,7 +183,7 @@ class DiscoverySection(_Section):
     @classmethod
     def _bdfs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for item in value:
-            if not BDF.match(item):
+            if not is_bdf(item):
                 raise ValueError(f"expected PCI addresses like 0000:05:00.0 ({item!r} is not one)")
         return value
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 
 from spurinv import catalog
 from spurinv import root as places
 from spurinv.fingerprint import fingerprint
-from spurinv.sources.attribute import ReadError, read_optional
+from spurinv.sources.attribute import ReadError, is_bdf, numbered, read_optional
 from spurinv.sources.cdi import read_cdi
 from spurinv.sources.drm import read_drm
 from spurinv.sources.host import read_cpus, read_memory
@@ -31,7 +30,7 @@ from spurinv.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
 from spurinv.sources.mig import decode, read_mig
 from spurinv.sources.mig import index as mig_index
 from spurinv.sources.nvidia import read_nvidia
-from spurinv.sources.pci import BDF, MAX_ACCELERATORS, canonical, read_pci, sort_key
+from spurinv.sources.pci import MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.sources.status import ABSENT, FAILED, Report
 
 TYPE_CHECKING = False
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
 
 SOURCES = ("pci", "drm", "kfd", "nvidia", "cdi", "cpus", "memory")
 MIB = 1 << 20
-_NVIDIA_NODE = re.compile(r"^/dev/nvidia\d+$")
 _CAP_PREFIX = "/dev/nvidia-caps/nvidia-cap"
 
 
@@ -70,7 +68,7 @@ def discover(
     walk, which grows with the square of the partitions: 4,032 files on an 8×MI300X CPX node.
     """
     reports = {name: Report(name) for name in SOURCES}
-    ignore_pci = frozenset(canonical(bdf) if BDF.match(bdf) else bdf for bdf in ignore_pci)
+    ignore_pci = frozenset(canonical(bdf) if is_bdf(bdf) else bdf for bdf in ignore_pci)
     pci, bus = read_pci(root, reports["pci"], ignore_pci)
     drm = read_drm(root, reports["drm"])
     kfd = read_kfd(root, reports["kfd"], topology=topology)
@@ -524,7 +522,7 @@ def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str
         if mig_nodes:
             gpu_nodes = mig_nodes[-1:]  # the compute instance's cap (after the GPU instance's)
         else:
-            gpu_nodes = [p for p in entry["nodes"] if p.startswith("/dev/dri/") or _NVIDIA_NODE.match(p)]
+            gpu_nodes = [p for p in entry["nodes"] if p.startswith("/dev/dri/") or numbered(p, "/dev/nvidia") is not None]
         if gpu_nodes and all(p in parents for p in gpu_nodes):
             vendors_with_specs.add(entry["kind"].split(".", 1)[0])
             continue  # nvidia-ctk < 1.18 also lists a MIG GPU whole ("0" beside "0:0")

@@ -8,7 +8,6 @@ generate the JSON Schemas in ``schemas/``) and by contract tests.
 
 from __future__ import annotations
 
-import json
 import time
 
 TYPE_CHECKING = False
@@ -37,6 +36,8 @@ def dumps(document: Mapping[str, Any], compact: bool = False) -> str:
     ``compact``: one line, for documents that can be large (``fleet``): only without ``indent``
     does the json module use its C encoder (10,000 nodes: 0.09 s instead of 0.24 s).
     """
+    import json  # not at the top: the timer's tick imports this module, and json imports re
+
     if compact:
         text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     else:

@@ -9,7 +9,7 @@ lists directories never matters.
 
 from __future__ import annotations
 
-import json
+from spurinv import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,10 +19,10 @@ else:
     # The interpreter's own SHA-256 (what hashlib falls back to): importing hashlib loads
     # OpenSSL, ~2.5 ms and ~1 MiB of a timer tick. Same digest either way.
     try:
-        from _sha2 import sha256  # Python >= 3.12
+        from _sha256 import sha256  # Python 3.11 (first: a failed import searches all of sys.path)
     except ImportError:
         try:
-            from _sha256 import sha256  # Python 3.11
+            from _sha2 import sha256  # Python >= 3.12
         except ImportError:
             from hashlib import sha256
 
@@ -33,5 +33,5 @@ SCHEDULABLE = ("id", "vendor", "model", "pci_device", "memory_mb", "partition", 
 def fingerprint(cpus: int, memory_mb: int, devices: Iterable[Mapping[str, object]]) -> str:
     """Return the hex SHA-256 of the schedulable projection (of discovery's dicts or a model's dump)."""
     rows = sorted(([device[key] for key in SCHEDULABLE] for device in devices), key=lambda row: str(row[0]))
-    blob = json.dumps([VERSION, cpus, memory_mb, rows], sort_keys=True, separators=(",", ":"))
+    blob = jsontext.dumps([VERSION, cpus, memory_mb, rows], sort_keys=True)
     return sha256(blob.encode()).hexdigest()

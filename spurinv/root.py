@@ -94,6 +94,9 @@ class RealPaths:
 
     def realpath(self, path: str) -> str:
         """``os.path.realpath(path)``."""
+        known = _kernel_path(path)
+        if known is not None:
+            return known
         return os.path.abspath(self._join("", path)[0])
 
     def _join(self, path: str, rest: str) -> tuple[str, bool]:
@@ -143,6 +146,32 @@ class RealPaths:
             if not ok:
                 return os.path.join(path, rest), False
         return path, True
+
+
+_O_PATH = getattr(os, "O_PATH", 0)
+
+
+def _kernel_path(path: str) -> str | None:
+    """The kernel's resolution of ``path`` when every component exists: open it with ``O_PATH``
+    (nothing is read, a FIFO does not block) and read the name of the descriptor back, three
+    system calls where the walk makes one per new component, and no Python loop (half of the
+    DRM reading of a 64-partition node). That name is realpath's answer for a path that exists:
+    both follow every link, absolute targets from ``/`` and ``..`` from the physical parent.
+    None, and the walk decides, for anything else: a missing component, a loop, a file where a
+    directory should be, no ``/proc``, a name that is no absolute path or was deleted meanwhile."""
+    if not _O_PATH:
+        return None
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return real if real.startswith("/") and not real.endswith(" (deleted)") else None
 
 
 def boot_id(root: str) -> str:

@@ -16,9 +16,9 @@ CLI gives the answer. What it accepts, the model accepts (``tests/test_stateshap
 
 from __future__ import annotations
 
-import json
 import os
 
+from spurinv import jsontext
 from spurinv.fingerprint import fingerprint
 
 TYPE_CHECKING = False
@@ -83,7 +83,7 @@ def _validator() -> Callable[[Any, str], None]:
     global _compiled  # noqa: PLW0603 — built once per process, and only when a state file is checked
     if _compiled is None:
         with open(SCHEMA_FILE, "rb") as handle:
-            root = json.loads(handle.read())
+            root = jsontext.loads(handle.read())
         _compiled = _compile(root, root, {})
     return _compiled
 
@@ -316,4 +316,6 @@ def _inventory(inventory: Mapping[str, Any], where: str, checked: list[object]) 
 
 
 def _shown(value: object) -> str:
+    import json  # only for a message: importing json imports re, which the tick avoids
+
     return json.dumps(value, ensure_ascii=True, default=str)[:40] if not isinstance(value, dict) else "an object"

@@ -155,9 +155,12 @@ class Lock:
             return False
         # The holder's name is a courtesy for the waiters' message; the flock is the lock. On a full
         # disk writing it fails (ENOSPC), and that must not turn into a traceback.
+        # Written over the old text, then cut to length: truncating to 0 first made ext4 flush the
+        # file on close (auto_da_alloc), ~1 ms of every tick; the text left is the same.
         try:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode(), 0)
+            holder = f"pid {os.getpid()} ({self.holder}) since {time.strftime('%H:%M:%S')}\n".encode()
+            os.pwrite(self.fd, holder, 0)
+            os.ftruncate(self.fd, len(holder))
         except OSError:
             pass
         return True

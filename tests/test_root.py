@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.root import Root
+from spurinv.root import Root, _kernel_path
 
 
 def all_paths(top: str) -> list[str]:
@@ -61,3 +61,13 @@ def test_a_link_leaving_the_root_is_refused(tangled):
     with pytest.raises(OSError, match="leaves the root"):
         paths.resolve(str(tangled / "a" / "escape"))
     assert paths.resolve(str(tangled / "a" / "dotdot")) == os.path.realpath(tangled / "a" / "dotdot")
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(names, min_size=1, max_size=6))
+def test_the_kernels_answer_is_realpaths_wherever_it_gives_one(tangled, parts):
+    path = os.path.join(str(tangled), *parts)
+    known = _kernel_path(path)
+
+    assert known is None or known == os.path.realpath(path)
+    assert (known is not None) == os.path.exists(path)  # the fast path answers every path that exists

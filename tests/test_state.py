@@ -117,6 +117,22 @@ def test_the_lock_is_exclusive_and_names_only_a_spurinv_holder(tmp_path):
     second.release()
 
 
+def test_the_lock_holds_only_the_new_holders_line(tmp_path):
+    """Written over the previous holder's text and cut to length: nothing of a longer one is left."""
+    path = str(tmp_path / "state.json")
+    Path(path + ".lock").write_text("pid 99999999 (refresh, a much longer holder text) since 00:00:00\n" * 3)
+    lock = store.Lock(path, 0, "diff")
+    lock.acquire()
+    try:
+        text = Path(path + ".lock").read_text()
+    finally:
+        lock.release()
+
+    assert text.startswith(f"pid {os.getpid()} (diff) since ")
+    assert text.count("\n") == 1
+    assert text.endswith("\n")
+
+
 def test_a_waiting_run_gets_the_lock_when_it_is_released(tmp_path):
     path = str(tmp_path / "state.json")
     holder = store.Lock(path, 0, "refresh")

@@ -58,6 +58,8 @@ def test_a_no_change_tick_imports_nothing_heavy(cli, built, state_path, env):
     assert not modules & set(HEAVY), modules & set(HEAVY)
     assert "socket" not in modules
     assert "http" not in modules
+    # json and re (with enum, functools, collections) were a sixth of the tick's CPU: bench/run --tick-ratio
+    assert not modules & {"re", "json", "enum", "typing", "dataclasses"}, modules & {"re", "json", "enum"}
 
 
 def test_status_json_and_discover_json_are_lean_too(cli, built, state_path, env, tmp_path):

@@ -37,6 +37,40 @@ class ReadError(Exception):
         self.errno = errno_
 
 
+_HEX = frozenset("0123456789abcdef")
+_FUNCTIONS = frozenset("01234567")
+
+
+def bdf_fields(text: str) -> tuple[str, str, str, str] | None:
+    """Domain, bus, device and function of a PCI address as the kernel spells it, else None: the
+    groups of ``re.match(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7])$", text)``, one
+    final newline allowed as ``$`` allows it. In str methods: importing ``re`` cost the timer's
+    tick more than reading the node."""
+    parts = (text[:-1] if text.endswith("\n") else text).split(":")
+    if len(parts) != 3:
+        return None
+    domain, bus, rest = parts
+    if not (4 <= len(domain) <= 8 and len(bus) == 2 and len(rest) == 4 and rest[2] == "." and rest[3] in _FUNCTIONS):
+        return None
+    if not _HEX.issuperset(domain) or not _HEX.issuperset(bus) or not _HEX.issuperset(rest[:2]):
+        return None
+    return domain, bus, rest[:2], rest[3]
+
+
+def is_bdf(text: str) -> bool:
+    """``text`` is a PCI address as the kernel spells it (:func:`bdf_fields`)."""
+    return bdf_fields(text) is not None
+
+
+def numbered(text: str, prefix: str) -> str | None:
+    """The digits after ``prefix``: ``re.match(prefix + r"(\\d+)$", text)[1]`` (``\\d``: any Unicode
+    decimal digit, as ``str.isdecimal``; one final newline allowed, as ``$`` allows it), else None."""
+    if not text.startswith(prefix):
+        return None
+    digits = text[len(prefix) : -1 if text.endswith("\n") else None]
+    return digits if digits.isdecimal() else None
+
+
 def _reason(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "is a symlink (or a symlink loop), expected a regular file"

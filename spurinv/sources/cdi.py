@@ -10,13 +10,12 @@ Duplicate qualified names resolve as spur does: the later directory (higher prio
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
+from spurinv import jsontext
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, read_text
-from spurinv.sources.status import Report
+from spurinv.sources.status import Report, has_surrogate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,10 +36,37 @@ MAX_YAML_BYTES = 1 << 20
 MAX_YAML_BYTES_PURE = 256 << 10
 VERSIONS = ((0, 3, 0), (1, 1, 0))
 MAX_NAME = 255  # characters of a kind or a device name: each goes into the state file's readings
-KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
-NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
 SUFFIXES = (".json", ".yaml", ".yml")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_DIGITS = frozenset("0123456789")
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_VENDOR_EDGE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def _word(text: str, edge: frozenset[str], inner: frozenset[str]) -> bool:
+    """``text`` is one ``[edge]([inner]*[edge])?`` (``edge`` within ``inner``)."""
+    return bool(text) and text[0] in edge and text[-1] in edge and inner.issuperset(text)
+
+
+def valid_kind(kind: str) -> bool:
+    """``re.match(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$", kind)``
+    (one final newline allowed, as ``$`` allows it), in str methods: the tick imports no ``re``."""
+    parts = (kind[:-1] if kind.endswith("\n") else kind).split("/")
+    return (
+        len(parts) == 2
+        and _word(parts[0], _VENDOR_EDGE, _VENDOR_EDGE | {".", "-"})
+        and _word(parts[1], _ALNUM, _ALNUM | {"_", ".", "-"})
+    )
+
+
+def valid_name(name: str) -> bool:
+    """``re.match(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$", name)``, as :func:`valid_kind`."""
+    return _word(name[:-1] if name.endswith("\n") else name, _ALNUM, _ALNUM | {"_", ".", ":", "-"})
+
+
+def valid_version(version: str) -> bool:
+    """``re.fullmatch(r"[0-9]{1,9}\\.[0-9]{1,9}\\.[0-9]{1,9}", version)``."""
+    parts = version.split(".")
+    return len(parts) == 3 and all(1 <= len(part) <= 9 and _DIGITS.issuperset(part) for part in parts)
 
 
 class SpecError(Exception):
@@ -62,22 +88,23 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
             raise SpecError(f"invalid YAML: {type(exc).__name__}: {str(exc)[:80]}") from None
     else:
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
         except ValueError as exc:
             raise SpecError(f"invalid JSON: {exc}") from None
         except RecursionError:
             raise SpecError("invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError("not a mapping")
-    _refuse_surrogates(data)
+    if yaml_format or "\\u" in text:  # decoded UTF-8 JSON holds a lone surrogate only from a \u escape
+        _refuse_surrogates(data)
     version = data.get("cdiVersion")
-    if not isinstance(version, str) or not re.fullmatch(r"[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}", version):
+    if not isinstance(version, str) or not valid_version(version):
         raise SpecError(f"bad cdiVersion {_shown(version)}")
     number = tuple(int(p) for p in version.split("."))
     if not VERSIONS[0] <= number <= VERSIONS[1]:
         raise SpecError(f"unsupported cdiVersion {version}")
     kind = data.get("kind")
-    if not isinstance(kind, str) or len(kind) > MAX_NAME or not KIND.match(kind):
+    if not isinstance(kind, str) or len(kind) > MAX_NAME or not valid_kind(kind):
         raise SpecError(f"bad kind {_shown(kind)} (expected vendor/class)")
     devices = data.get("devices")
     if not isinstance(devices, list) or not devices:
@@ -86,7 +113,7 @@ def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]
     seen = set()
     for position, device in enumerate(devices):
         name = device.get("name") if isinstance(device, dict) else None
-        if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.match(name):
+        if not isinstance(name, str) or len(name) > MAX_NAME or not valid_name(name):
             raise SpecError(f"devices[{position}]: bad device name {_shown(name)}")
         if name in seen:
             raise SpecError(f"devices[{position}]: duplicate device name {_shown(name)}")
@@ -103,7 +130,7 @@ def _refuse_surrogates(data: object) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item):
+            if has_surrogate(item):
                 raise SpecError("holds a lone surrogate escape (not valid Unicode text)")
         elif isinstance(item, dict):
             stack.extend(item.keys())
@@ -118,7 +145,7 @@ def _shown(value: object) -> str:
         return "null" if value is None else f"of type {type(value).__name__}"
     if not isinstance(value, str):
         return f"of type {type(value).__name__}"
-    return json.dumps(value[:60] + ("..." if len(value) > 60 else ""))
+    return jsontext.dumps(value[:60] + ("..." if len(value) > 60 else ""))
 
 
 class _AliasRefused(Exception):

@@ -9,20 +9,35 @@ are not device nodes and are skipped.
 from __future__ import annotations
 
 import os
-import re
 
 from spurinv import root as places
-from spurinv.sources.attribute import ReadError, parse_keyed_lines, read_optional, sysfs_names
-from spurinv.sources.pci import BDF, canonical
+from spurinv.sources.attribute import ReadError, is_bdf, numbered, parse_keyed_lines, read_optional, sysfs_names
+from spurinv.sources.pci import canonical
 from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.records import DrmNode
-    from spurinv.root import Root
+    from spurinv.root import RealPaths, Root
 
-NODE = re.compile(r"^(card|renderD)(\d+)$")
-XCP = re.compile(r"^amdgpu_xcp[._](\d+)$")
+
+def _device(paths: RealPaths, link: str, directories: dict[str, bool]) -> str:
+    """The directory a node's ``device`` link leads to; ReadError "missing" or "dangling link".
+
+    lexists only when the link did not lead to a directory (a system call for each of ~130 DRM
+    nodes per tick), with the verdicts of checking it first; ``directories`` remembers isdir for
+    the walk (a partition's card and render node share their device)."""
+    try:
+        device = paths.resolve(link)
+    except OSError:
+        if not os.path.lexists(link):
+            raise ReadError(link, "missing") from None
+        raise
+    if device not in directories:
+        directories[device] = os.path.isdir(device)
+    if not directories[device]:
+        raise ReadError(link, "dangling link" if os.path.lexists(link) else "missing")
+    return device
 
 
 def read_drm(root: Root, report: Report) -> list[DrmNode]:
@@ -33,17 +48,16 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
         return []
     paths = root.resolver()  # one memo per walk: the tree may change between readings
     nodes: list[DrmNode] = []
+    directories: dict[str, bool] = {}  # as paths: the tree is taken not to change during one walk
     for name in sorted(names):
-        match = NODE.match(name)
-        if match is None:
+        kind, minor = "card", numbered(name, "card")  # the names ^(card|renderD)(\d+)$ matches
+        if minor is None:
+            kind, minor = "render", numbered(name, "renderD")
+        if minor is None:
             continue
         link = os.path.join(base, name, "device")
         try:
-            if not os.path.lexists(link):
-                raise ReadError(link, "missing")
-            device = paths.resolve(link)
-            if not os.path.isdir(device):
-                raise ReadError(link, "dangling link")
+            device = _device(paths, link, directories)
         except OSError as exc:
             report.fail(link, str(exc))
             continue
@@ -51,9 +65,9 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
             report.fail(exc.path, exc.reason)
             continue
         leaf = os.path.basename(device)
-        bdf = canonical(leaf) if BDF.match(leaf) else None
-        xcp_match = XCP.match(leaf)
-        if bdf is None and xcp_match is None:
+        bdf = canonical(leaf) if is_bdf(leaf) else None
+        xcp = numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")  # ^amdgpu_xcp[._](\d+)$
+        if bdf is None and xcp is None:
             # procfs's fixture keeps `device` as a plain directory; its uevent names the slot.
             try:
                 uevent = read_optional(os.path.join(device, "uevent"))
@@ -61,14 +75,14 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
                 report.fail(exc.path, exc.reason)
                 continue
             slot = parse_keyed_lines(uevent or "", "=").get("PCI_SLOT_NAME") or ""
-            bdf = canonical(slot) if BDF.match(slot) else (slot or None)
+            bdf = canonical(slot) if is_bdf(slot) else (slot or None)
         nodes.append(
             {
-                "kind": "card" if match.group(1) == "card" else "render",
-                "minor": int(match.group(2)),
+                "kind": kind,
+                "minor": int(minor),
                 "device": device,
                 "bdf": bdf,
-                "xcp": int(xcp_match.group(1)) if xcp_match else None,
+                "xcp": int(xcp) if xcp is not None else None,
             }
         )
     cards = sum(1 for node in nodes if node["kind"] == "card")

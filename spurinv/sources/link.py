@@ -16,9 +16,8 @@ every upstream bridge of vendor 0x1002 the same way).
 from __future__ import annotations
 
 import os
-import re
 
-from spurinv.sources.attribute import ReadError, read_optional
+from spurinv.sources.attribute import ReadError, is_bdf, read_optional
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,8 +30,7 @@ AMD_VENDOR = 0x1002
 UNKNOWN_WIDTH = 255  # PCIE_LNK_WIDTH_UNKNOWN: Link Capabilities read 0
 ALL_ONES_WIDTH = 63  # (0xffff & 0x3f0) >> 4: the config read failed, the device is gone
 MAX_WIDTH = 32  # x32 is the widest link PCIe defines
-_SPEED = re.compile(r"^([0-9]{1,3}(?:\.[0-9]{1,2})?) GT/s(?: PCIe)?$")
-_FUNCTION = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_DIGITS = frozenset("0123456789")
 
 OK = "ok"
 DEGRADED = "degraded"
@@ -52,11 +50,25 @@ def parse_width(text: str | None) -> int | None:
 def parse_speed(text: str | None) -> str | None:
     """A speed attribute, normalised (``8 GT/s`` and ``8.0 GT/s PCIe`` → ``8.0 GT/s``); None for
     ``Unknown``, ``Unknown speed`` or anything else."""
-    match = _SPEED.match((text or "").strip())
-    if match is None:
+    number = _speed_number((text or "").strip())
+    if number is None:
         return None
-    value = match[1] if "." in match[1] else f"{match[1]}.0"
+    value = number if "." in number else f"{number}.0"
     return f"{value} GT/s"
+
+
+def _speed_number(text: str) -> str | None:
+    """The number of ``re.match(r"^([0-9]{1,3}(?:\\.[0-9]{1,2})?) GT/s(?: PCIe)?$", text)`` (``text``
+    is stripped: no final newline for ``$``), in str methods: the tick imports no ``re``."""
+    number, unit, rest = text.partition(" GT/s")
+    if not unit or rest not in ("", " PCIe"):
+        return None
+    whole, dot, fraction = number.partition(".")
+    if not (1 <= len(whole) <= 3 and _DIGITS.issuperset(whole)):
+        return None
+    if dot and not (1 <= len(fraction) <= 2 and _DIGITS.issuperset(fraction)):
+        return None
+    return number
 
 
 def verdict(width: int | None, max_width: int | None, port_max_width: int | None, speed: str | None) -> str:
@@ -83,7 +95,7 @@ def link_device(path: str, vendor_id: int) -> str:
     current = path
     while True:
         parent = os.path.dirname(current)
-        if not _FUNCTION.match(os.path.basename(parent)) or _vendor(parent) != AMD_VENDOR:
+        if not is_bdf(os.path.basename(parent)) or _vendor(parent) != AMD_VENDOR:
             return current
         current = parent
 
@@ -105,7 +117,7 @@ def read_link(path: str, vendor_id: int) -> Link | None:
                 "max_speed": None, "state": UNKNOWN}  # fmt: skip
     port = os.path.dirname(device)
     port_max = None
-    if _FUNCTION.match(os.path.basename(port)):
+    if is_bdf(os.path.basename(port)):
         try:
             port_max = parse_width(read_optional(os.path.join(port, "max_link_width")))
         except ReadError:
@@ -181,12 +193,14 @@ def still_accepted(accepted: Sequence[str], readings: Sequence[Mapping[str, Any]
 
 
 BAD = frozenset({DEGRADED, DOWN, GONE})
-_BDF_WORD = re.compile(r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b")
+_BDF_WORD = r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b"
 
 
 def named(reason: str) -> set[str]:
     """The GPUs a link drain's reason names (``… 0000:88:00.0 PCIe x16→x8``)."""
-    return set(_BDF_WORD.findall(reason))
+    import re  # not at the top: the timer's tick reads no reason, and importing re costs it ~8 ms
+
+    return set(re.findall(_BDF_WORD, reason))
 
 
 def back(readings: Sequence[Mapping[str, Any]], gpus: Iterable[str]) -> bool:

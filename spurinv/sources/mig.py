@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, read_text
@@ -31,9 +30,10 @@ if TYPE_CHECKING:
 MAX_GPU_MINOR = 31
 MAX_GI = 14
 MAX_CI = 7
-_GI = re.compile(r"^gi(0|[1-9][0-9]?)$")
-_CI = re.compile(r"^ci([0-7])$")
-_ACCESS = re.compile(r"\ADeviceFileMinor: ([0-9]{1,9})\n")
+# Patterns, compiled (and cached) by re on first use: an AMD node's tick imports no re.
+_GI = r"^gi(0|[1-9][0-9]?)$"
+_CI = r"^ci([0-7])$"
+_ACCESS = r"\ADeviceFileMinor: ([0-9]{1,9})\n"
 
 
 def gi_minor(gpu: int, gi: int) -> int:
@@ -63,7 +63,9 @@ def index(gi: int, ci: int) -> int:
 
 def parse_access(text: str, path: str) -> int:
     """Return the ``DeviceFileMinor`` of one ``access`` file; raise ReadError when malformed."""
-    match = _ACCESS.match(text)
+    import re
+
+    match = re.match(_ACCESS, text)
     if match is None:
         raise ReadError(path, f"expected 'DeviceFileMinor: <n>' first, got {text[:40]!r}")
     return int(match[1])
@@ -100,6 +102,8 @@ def read_mig(root: Root, report: Report, gpus: list[NvidiaGpu]) -> dict[str, Mig
     result: dict[str, MigGpu] = {}
     if not gpus or not os.path.isdir(base):
         return result
+    import re  # past the early return: a node without MIG capabilities imports no re
+
     table = _Table(root)
     for gpu in gpus:
         minor = gpu["minor"]
@@ -115,7 +119,7 @@ def read_mig(root: Root, report: Report, gpus: list[NvidiaGpu]) -> dict[str, Mig
         instances: list[MigInstance] = []
         empty: list[int] = []
         for name in sorted(names):
-            match = _GI.match(name)
+            match = re.match(_GI, name)
             if match is None or int(match[1]) > MAX_GI:
                 report.fail(os.path.join(mig, name), "not a GPU instance of the driver's table (gi0…gi14)")
                 continue
@@ -143,11 +147,13 @@ def _instance(path: str, gpu: int, gi: int, table: _Table, report: Report) -> li
     except OSError as exc:
         report.fail(path, exc.strerror or str(exc))
         return None
+    import re
+
     found: list[MigInstance] = []
     for name in names:
         if name == "access":
             continue
-        match = _CI.match(name)
+        match = re.match(_CI, name)
         if match is None:
             report.fail(os.path.join(path, name), "not a compute instance of the driver's table (ci0…ci7)")
             return None

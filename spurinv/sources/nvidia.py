@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 from spurinv import root as places
-from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_text
-from spurinv.sources.pci import BDF, canonical, sort_key
+from spurinv.sources.attribute import ReadError, is_bdf, parse_int, parse_keyed_lines, read_text
+from spurinv.sources.pci import canonical, sort_key
 from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
@@ -27,7 +27,7 @@ def parse_information(text: str, path: str, bdf: str) -> NvidiaGpu:
         if not fields.get(key):
             raise ReadError(path, f"no '{key}' line")
     location = fields["Bus Location"].lower()
-    if (canonical(location) if BDF.match(location) else location) != bdf:
+    if (canonical(location) if is_bdf(location) else location) != bdf:
         raise ReadError(path, f"Bus Location {location} does not match the directory name {bdf}")
     return {
         "bdf": bdf,
@@ -54,7 +54,7 @@ def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
     minors: dict[int, str] = {}
     for name in sorted(names, key=sort_key):
         path = os.path.join(base, name, "information")
-        if not BDF.match(name):
+        if not is_bdf(name):
             report.fail(os.path.join(base, name), "not a PCI address")
             continue
         bdf = canonical(name)

@@ -8,10 +8,18 @@ Intel are kept; BMC VGA chips (ASPEED, Matrox) and co-processors such as QAT or 
 from __future__ import annotations
 
 import os
-import re
 
 from spurinv import root as places
-from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_optional, read_text, sysfs_names
+from spurinv.sources.attribute import (
+    ReadError,
+    bdf_fields,
+    is_bdf,
+    parse_int,
+    parse_keyed_lines,
+    read_optional,
+    read_text,
+    sysfs_names,
+)
 from spurinv.sources.link import read_link
 from spurinv.sources.status import Report
 
@@ -28,7 +36,6 @@ ACCELERATOR_CLASSES = (0x03, 0x12)
 ALL_ONES_VENDOR = 0xFFFF
 ALL_ONES_CLASS = 0xFFFFFF
 
-BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 MAX_ACCELERATORS = 1024  # accelerator functions (and devices) per node: beyond any machine built
 
 
@@ -41,10 +48,10 @@ def canonical(bdf: str) -> str:
 
 def sort_key(bdf: str) -> tuple[int, int, int, int]:
     """Order BDFs numerically (domains can have more than 4 hex digits: hwloc 2pa-pcidomain32bits)."""
-    match = BDF.match(bdf)
-    if match is None:
+    fields = bdf_fields(bdf)
+    if fields is None:
         return (1 << 32, 0, 0, 0)
-    domain, bus, device, function = match.groups()
+    domain, bus, device, function = fields
     return (int(domain, 16), int(bus, 16), int(device, 16), int(function))
 
 
@@ -78,7 +85,7 @@ def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -
     paths = root.resolver()
     for name in sorted(names, key=sort_key):
         link = os.path.join(base, name)
-        if not BDF.match(name):
+        if not is_bdf(name):
             report.fail(link, "not a PCI address")
             continue
         bdf = canonical(name)
