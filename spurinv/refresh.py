@@ -61,8 +61,8 @@ from spurinv.transport import RegisterResult, extra_limit, recorded
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
-    from spurinv.records import Discovery as RawDiscovery
     from spurinv.registration import Details
+    from spurinv.shape import Discovery as RawDiscovery
     from spurinv.transport import Request
     from spurinv.transport import Transport as Controller
 

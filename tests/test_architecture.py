@@ -50,6 +50,7 @@ def test_the_pure_core_does_no_io(name):
 @pytest.mark.parametrize(
     "name",
     ["launch", "tick", "ledger", "exitcode", "discovery", "root", "store", "locations", "documents", "metrics", "log"]
+    + ["shape", "stateshape"]
     + ["fingerprint", "catalog"]
     + [f"sources.{p.stem}" for p in (PACKAGE / "sources").glob("*.py") if p.stem != "__init__"],
 )
@@ -113,17 +114,16 @@ def test_one_type_for_controller_error_kinds():
 
 def test_one_shape_per_device(built):
     """A device's shapes agree: discovery's dicts, their TypedDict, the pydantic model, the fingerprint."""
-    from typing import get_type_hints
+    from test_shape import typed_dicts
 
-    from spurinv import records
     from spurinv.discovery import discover
     from spurinv.fingerprint import SCHEDULABLE
     from spurinv.model import Device, Inventory
     from spurinv.root import Root
 
     fields = set(Device.model_fields)
-    assert fields == set(get_type_hints(records.Device))
-    assert set(Inventory.model_fields) == set(get_type_hints(records.Inventory))
+    assert fields == set(typed_dicts()["Device"].__annotations__)
+    assert set(Inventory.model_fields) == set(typed_dicts()["Inventory"].__annotations__)
     assert set(SCHEDULABLE) <= fields
     for name in ("mi300x-cpx", "nvidia-cdi", "vega10"):
         inventory = discover(Root(str(built(name))))["inventory"]

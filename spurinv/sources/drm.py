@@ -18,8 +18,8 @@ from spurinv.sources.report import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import DrmNode
     from spurinv.root import Root
+    from spurinv.shape import DrmNode
 
 NODE = re.compile(r"^(card|renderD)(\d+)$")
 XCP = re.compile(r"^amdgpu_xcp[._](\d+)$")

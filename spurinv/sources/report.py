@@ -13,7 +13,7 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import Problem, SourceStatus
+    from spurinv.shape import Problem, SourceStatus
 
 # What one source may record: the state file keeps every reading's problems (twice: the current
 # and the previous reading), and its loader reads at most store.MAX_STATE (16 MiB); 40,000
