@@ -15,8 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from spurinv import shape
 from spurinv.fingerprint import SCHEDULABLE
 from spurinv.model import Device, Inventory, Reading
+from spurinv.sources.report import SWITCH
 
 COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
 
@@ -24,15 +26,12 @@ COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
 class Kind(StrEnum):
     """Outcome kinds; the values are the documented JSON strings."""
 
-    UNCHANGED = "unchanged"
+    UNCHANGED = shape.UNCHANGED
     DISCOVERY_FAILED = "discovery-failed"
     CHANGE_PENDING = "change-pending"
     CHANGE_CONFIRMED = "change-confirmed"
     SUSPICIOUS = "suspicious"
     SWITCHING = "switching"  # a partition switch in progress: neither a change nor a failure
-
-
-SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.report.SWITCH)
 
 
 def switching(reading: Reading) -> bool:
@@ -208,7 +207,7 @@ def classify(
         return Outcome(kind=Kind.DISCOVERY_FAILED, reason=f"discovery failed: {first}{more}")
     inventory = current.inventory
     if baseline is not None and inventory.fingerprint == baseline.fingerprint:
-        return Outcome(kind=Kind.UNCHANGED, reason="matches the reported baseline", fingerprint=inventory.fingerprint)
+        return Outcome(kind=Kind.UNCHANGED, reason=shape.UNCHANGED_REASON, fingerprint=inventory.fingerprint)
     diff = compare(baseline, inventory)
     if previous is None or not previous.ok or previous.fingerprint != inventory.fingerprint:
         why = "first sighting" if previous is None or not previous.ok else "differs from the previous reading"

@@ -9,12 +9,13 @@ called from the validators here, never stated twice.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, model_validator
 
-from spurinv import shape
+from spurinv import ledger, shape
 
 Vendor = Literal["amd", "nvidia", "intel"]
 SourceState = Literal["ok", "absent", "failed"]
@@ -158,14 +159,7 @@ class Reading(Frozen):
         return None if self.inventory is None else {"fingerprint": self.inventory.fingerprint}
 
     @classmethod
-    def of(cls, discovery: Discovery, taken_at: datetime) -> Reading:
-        """Record ``discovery`` as taken at ``taken_at``."""
-        inventory = discovery.inventory
-        return cls(
-            taken_at=taken_at,
-            ok=discovery.ok,
-            fingerprint=inventory.fingerprint if inventory else None,
-            inventory=inventory,
-            errors=discovery.errors,
-            flags=discovery.flags,
-        )
+    def of(cls, discovery: Mapping[str, Any], taken_at: datetime) -> Reading:
+        """Record discovery's result (its plain dict) as taken at ``taken_at``: the record
+        :func:`spurinv.ledger.reading` builds (the tick's too), validated."""
+        return cls.model_validate(ledger.reading(discovery, taken_at))

@@ -201,7 +201,11 @@ def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
 def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     """The reading, and discovery's raw result (``discover --json``'s, for a register command)."""
     raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
-    return Reading.of(Discovery.model_validate(raw), world.clock()), raw
+    reading = Reading.of(raw, world.clock())
+    # the rule a reading does not keep (no failed source in an ok discovery); the inventory just
+    # validated is passed as it is, not validated again
+    Discovery.model_validate({**raw, "inventory": reading.inventory})
+    return reading, raw
 
 
 def run(world: World, options: Options) -> RefreshDocument:

@@ -232,6 +232,14 @@ if TYPE_CHECKING:
         boot_id: NotRequired[str | None]
 
 
+# The words a decision (``last``) is written in, one home for the full run's classifier and
+# policy and the tick's replay (which writes the same books without importing either).
+UNCHANGED = "unchanged"  # classify.Kind.UNCHANGED
+NO_ACTION = "none"  # policy.Do.NONE
+UNCHANGED_REASON = "matches the reported baseline"  # classify's reason for an unchanged reading
+QUIET = "unchanged; no controller request needed"  # policy's reason for doing nothing
+QUIET_OBSERVE = "unchanged (observe mode)"  # the same, in observe mode
+
 HEX = frozenset("0123456789abcdef")
 DIGITS = frozenset("0123456789")
 UNPARSED = (1 << 32, 0, 0, 0)  # a PCI address of another spelling sorts last
@@ -324,6 +332,12 @@ def link_line(link: Mapping[str, Any]) -> str:
     width, most = link["width"], link["max_width"]
     shown = f"x{width if width is not None else '?'} of x{most if most is not None else '?'}"
     return f"{shown}, {link['speed'] or 'unknown'} of {link['max_speed'] or 'unknown'}"
+
+
+def accepted_link(found: Mapping[str, Any]) -> str:
+    """How an accepted degraded link is named in the state (``accepted_links``): ``"<BDF> x<width>"``
+    for a link as :func:`spurinv.sources.link.confirmed` gives it."""
+    return f"{found['pci_bdf']} x{found['width']}"
 
 
 def timestamp_problem(value: object) -> str | None:
