@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from spurinv import exitcode, ledger, metrics, store
+from spurinv import documents, exitcode, ledger, metrics, store
 from spurinv import state as state_file
 from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify, switching
@@ -52,7 +52,7 @@ from spurinv.policy import (
     settle,
     with_backoff,
 )
-from spurinv.report import RefreshDocument, Step
+from spurinv.report import Step
 from spurinv.root import Root, boot_id
 from spurinv.sources import link
 from spurinv.state import Api, Decision, Drain, State, Steady
@@ -208,7 +208,7 @@ def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     return reading, raw
 
 
-def run(world: World, options: Options) -> RefreshDocument:
+def run(world: World, options: Options) -> dict[str, Any]:
     """One refresh; raise SpurinvError for problems that prevent a document.
 
     SIGTERM/SIGINT end it early (exit 75, state saved); so does ``controller.run_deadline``.
@@ -367,7 +367,7 @@ def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
     return state
 
 
-def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
+def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> dict[str, Any]:
     config = options.config
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)
@@ -440,24 +440,18 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
                 _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, world.log)
                 raise StateError(str(exc), exc.exit_code) from None
     client = result.client
-    return RefreshDocument(
-        format_version=1,
-        command="refresh",
-        ok=result.exit_code == 0,
-        exit_code=result.exit_code,
-        node=node,
-        mode="observe" if config.observe else "controller",
-        dry_run=options.dry_run,
-        state_file=options.state_path,
-        controller=scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
-        reading_ok=reading.ok,
-        fingerprint=reading.fingerprint,
-        inventory=reading.inventory.summary() if reading.inventory else None,
-        outcome=outcome,
-        steps=result.steps,
-        requests=[request.as_dict() for request in client.sent] if client else [],
-        errors=list(reading.errors),
-        notes=notes,
+    return documents.refresh_document(
+        result.exit_code,
+        node,
+        config.observe,
+        options.dry_run,
+        options.state_path,
+        scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
+        reading.model_dump(mode="json"),
+        outcome.model_dump(mode="json"),
+        [step.model_dump(mode="json") for step in result.steps],
+        [request.as_dict() for request in client.sent] if client else [],
+        notes,
     )
 
 
@@ -504,13 +498,12 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     None without one (nothing read for it)."""
     if not config.controller.register_command:
         return None
-    from spurinv.documents import discover_document
     from spurinv.registration import Details
     from spurinv.slurmconf import gres_conf
     from spurinv.sources.host import read_numa_cores
 
     lines = gres_conf(reading.inventory, node, read_numa_cores(world.root)[0]) if reading.inventory else []
-    document = discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
+    document = documents.discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
 
