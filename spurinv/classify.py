@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from spurinv import shape
 from spurinv.fingerprint import SCHEDULABLE
 from spurinv.model import Device, Inventory, Reading
-from spurinv.sources.report import SWITCH
+from spurinv.shape import SWITCH
 
 COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
 
@@ -37,7 +37,7 @@ class Kind(StrEnum):
 def switching(reading: Reading) -> bool:
     """Whether ``reading`` caught a partition switch in progress: every error is its evidence (a
     real failure beside a switch is a failure, which counts)."""
-    return not reading.ok and bool(reading.errors) and all(error.source == SWITCH for error in reading.errors)
+    return not reading.ok and shape.switch_only(error.source for error in reading.errors)
 
 
 class _Value(BaseModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-from spurinv.shape import gpu_counts, summary
+from spurinv.shape import gpu_counts, summary, switch_only
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     if isinstance(switch, dict):
         latest = (state.get("readings") or [{}])[-1]
         errors = latest.get("errors") or [] if isinstance(latest, dict) else []
-        if errors and all(isinstance(error, dict) and error.get("source") == "switch" for error in errors):
+        if switch_only(error.get("source") if isinstance(error, dict) else None for error in errors):
             notes.append(f"partition switch in progress since {switch.get('since')}: waiting for the settled reading")
         else:  # a single settled reading does not end a switch (ledger.record)
             since = switch.get("since")
@@ -246,8 +246,7 @@ def discover_exit(result: Mapping[str, Any]) -> int:
 
     if result["ok"]:
         return exitcode.OK
-    switching = bool(result["errors"]) and all(error["source"] == "switch" for error in result["errors"])
-    return exitcode.TEMPFAIL if switching else exitcode.IOERR
+    return exitcode.TEMPFAIL if switch_only(error["source"] for error in result["errors"]) else exitcode.IOERR
 
 
 def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from spurinv.classify import InventoryDiff, Outcome
 from spurinv.fleet import age_text
 from spurinv.model import Device, Discovery
 from spurinv.secret import printable
-from spurinv.shape import problem_line
+from spurinv.shape import SWITCH, problem_line, switch_only
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
 Row = tuple[str, str, str | None]  # label, value, style
@@ -181,7 +181,7 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
         out.print(Text(f"fingerprint {inventory.fingerprint}"))
     sources(out, discovery)
     rows: list[Row] = [
-        ("switch", error.line(), "yellow") if error.source == "switch" else ("error", error.line(), "red")
+        ("switch", error.line(), "yellow") if error.source == SWITCH else ("error", error.line(), "red")
         for error in discovery.errors
     ]
     rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
@@ -192,7 +192,7 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
         rows.extend(("link", text, "yellow") for text in link.changes(None, shown))
     if rows:
         _labelled(out, rows, indent=7)
-    if not discovery.ok and discovery.errors and all(error.source == "switch" for error in discovery.errors):
+    if not discovery.ok and switch_only(error.source for error in discovery.errors):
         out.print(Text("partition switch in progress: not a settled reading; nothing will be reported", style="bold yellow"))
     elif not discovery.ok:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
@@ -246,7 +246,7 @@ def refresh(out: Console, document: dict[str, Any]) -> None:
     out.print(Text(f"spurinv refresh, node {document['node']}, {mode}", style="bold"))
     rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document["dry_run"] else []
     errors = document["errors"]
-    switch = bool(errors) and all(error["source"] == "switch" for error in errors)
+    switch = switch_only(error["source"] for error in errors)
     reading = document["inventory"] if document["reading_ok"] else "SWITCHING" if switch else "FAILED"
     rows.append(("reading", f"{reading}", None))
     if document["fingerprint"]:
@@ -291,7 +291,7 @@ def status(out: Console, document: dict[str, Any]) -> None:
             rows.append((label, text, None))
         else:
             why = reading["errors"][0]["reason"] if reading["errors"] else ""
-            switch = bool(reading["errors"]) and all(error["source"] == "switch" for error in reading["errors"])
+            switch = switch_only(error["source"] for error in reading["errors"])
             rows.append((label, f"{reading['taken_at']}  {'SWITCHING' if switch else 'FAILED'}  {why}", "red"))
     baseline = document["baseline"]
     if baseline:

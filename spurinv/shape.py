@@ -24,7 +24,7 @@ from spurinv.fingerprint import fingerprint
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Any, NotRequired, TypedDict
 
     class Problem(TypedDict):
@@ -240,6 +240,8 @@ UNCHANGED_REASON = "matches the reported baseline"  # classify's reason for an u
 QUIET = "unchanged; no controller request needed"  # policy's reason for doing nothing
 QUIET_OBSERVE = "unchanged (observe mode)"  # the same, in observe mode
 
+SWITCH = "switch"  # the source of a partition switch's evidence (spurinv.sources.report)
+
 HEX = frozenset("0123456789abcdef")
 DIGITS = frozenset("0123456789")
 UNPARSED = (1 << 32, 0, 0, 0)  # a PCI address of another spelling sorts last
@@ -304,6 +306,18 @@ def inventory_problem(inventory: Mapping[str, Any]) -> str | None:
     if inventory["fingerprint"] != expected:
         return f"fingerprint {inventory['fingerprint'][:12]} does not match the devices ({expected[:12]})"
     return None
+
+
+def switch_only(sources: Iterable[object]) -> bool:
+    """Whether a failed result's errors (given by their ``source``) are all a partition switch's
+    evidence, and there is some: a switch in progress, not a failure (a real failure beside a
+    switch is a failure)."""
+    seen = False
+    for source in sources:
+        if source != SWITCH:
+            return False
+        seen = True
+    return seen
 
 
 def gpu_counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:

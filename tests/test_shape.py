@@ -89,3 +89,10 @@ def test_derived_values_are_the_shapes():
     assert model.Problem(**problem).line() == shape.problem_line(problem) == "kfd: /sys/x: gone"
     assert model.Problem(**{**problem, "path": ""}).line() == "kfd: gone"
     assert model.Link(**link).line() == shape.link_line(link) == "x8 of x16, unknown of 32.0 GT/s"
+
+
+@given(st.lists(st.sampled_from(["switch", "kfd", "pci", None])))
+def test_a_switch_is_errors_that_are_all_its_evidence(sources):
+    """Some errors, every one a switch's: anything else (no error, one real failure) is not."""
+    assert shape.switch_only(sources) == (bool(sources) and set(sources) == {"switch"})
+    assert shape.switch_only(iter(sources)) == shape.switch_only(sources)  # a generator, read once

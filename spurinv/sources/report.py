@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from spurinv.shape import SWITCH  # the source of a switch-in-progress problem (its evidence)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.shape import Problem, SourceStatus
@@ -42,7 +44,6 @@ def _spelled(match: re.Match[str]) -> str:
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
-SWITCH = "switch"  # the source of a switch-in-progress problem (its evidence)
 OK = "ok"
 ABSENT = "absent"
 FAILED = "failed"
