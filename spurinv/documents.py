@@ -62,6 +62,12 @@ def error_document(command: str, exit_code: int, code: str, message: str) -> dic
     return envelope(command, exit_code, {"error": {"code": code, "message": message}})
 
 
+def step(action: str, reason: str, request: str | None = None, sent: bool = False, error: str | None = None) -> dict[str, Any]:
+    """One step of a refresh (``refresh --json``'s ``steps``): the policy's action and why, and the
+    request it sent (or, ``sent`` false, would send) and its error."""
+    return {"action": action, "reason": reason, "request": request, "sent": sent, "error": error}
+
+
 def refresh_document(
     exit_code: int,
     node: str,

@@ -52,7 +52,6 @@ from spurinv.policy import (
     settle,
     with_backoff,
 )
-from spurinv.report import Step
 from spurinv.root import Root, boot_id
 from spurinv.sources import link
 from spurinv.state import Api, Decision, Drain, State, Steady
@@ -67,6 +66,7 @@ if TYPE_CHECKING:
     from spurinv.transport import Transport as Controller
 
 MAX_STEPS = 8
+Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)
 
 
 def _utc_now() -> datetime:
@@ -316,14 +316,14 @@ def converge(
             outcome = judge(state)
             action = decide(outcome, view, state, settings, clock(), nonce=nonce)
             if action.kind in TERMINAL:
-                steps.append(Step(action=action.kind.value, reason=action.reason))
+                steps.append(documents.step(action=action.kind.value, reason=action.reason))
                 state = _mark_held(state, view, action)
                 exit_code = exit_code or action.exit_code
                 break
             if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN) or (
                 action.kind == Do.RECORD and action.body is not None and "extra" not in action.body
             ):  # no request: a record that cannot go into extra is not written (the id in a reason is all)
-                steps.append(Step(action=action.kind.value, reason=action.reason))
+                steps.append(documents.step(action=action.kind.value, reason=action.reason))
                 state = settle(state, action, clock())
                 continue
             if budget is not None:
@@ -449,7 +449,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         reading.model_dump(mode="json"),
         outcome.model_dump(mode="json"),
-        [step.model_dump(mode="json") for step in result.steps],
+        result.steps,
         [request.as_dict() for request in client.sent] if client else [],
         notes,
     )
@@ -477,10 +477,10 @@ def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Co
         client.view()
     except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
         log.error(exc.message)
-        step = Step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
+        step = documents.step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
         code = result.exit_code or exc.exit_code
         return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
-    step = Step(action="read", reason=reason, request=_last(client), sent=True)
+    step = documents.step(action="read", reason=reason, request=_last(client), sent=True)
     return Converged(result.state, result.outcome, [*result.steps, step], result.exit_code, client, result.notes)
 
 
@@ -552,16 +552,16 @@ def _read_view(
     # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
     confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
     view = client.view(confirm_busy=confirm)
-    steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+    steps.append(documents.step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
     state = contacted(_remember_api(state, client, now))
     if client.rechecked:
         state = state.model_copy(update={"busy_checked_at": now})
     state, note = reconcile(state, view)
     if note:
-        steps.append(Step(action="reconcile", reason=note))
+        steps.append(documents.step(action="reconcile", reason=note))
     state, note = recover(state, view, now)
     if note:
-        steps.append(Step(action="recover", reason=note))
+        steps.append(documents.step(action="recover", reason=note))
     orphan = orphaned(view, state)
     if orphan:
         notes.append(orphan)
@@ -609,7 +609,7 @@ def _look(
             raise
         view, state, step = resumed
         steps.append(step)
-        return view, state, exitcode.PROTOCOL if step.error else exitcode.OK
+        return view, state, exitcode.PROTOCOL if step["error"] else exitcode.OK
     return view, state, exitcode.OK
 
 
@@ -632,7 +632,7 @@ def _resume(client: Controller, state: State, settings: Settings, now: datetime)
     )
     result = registrar.register(client, inventory.gpu_counts(), str(intent.body.get("gres", "")), inventory.fingerprint,
                                 absent=True)  # fmt: skip
-    step = Step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
+    step = documents.step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
                 error=None if result.applied else result.error)  # fmt: skip
     settled = settle(state, action, now, applied=result.applied, error=result.error, settings=settings, remedy=result.remedy)
     return result.view, settled, step
@@ -694,7 +694,7 @@ def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrup
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
     sent = bool(mine) or isinstance(exc, ControllerError)
-    return Step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
+    return documents.step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
                 error=exc.message)  # fmt: skip
 
 
@@ -723,7 +723,7 @@ def _write(
         return _record(client, action, view, state, settings, dry_run, now)
     if dry_run:
         line = client.describe(action.body)
-        step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
+        step = documents.step(action=action.kind.value, reason=action.reason, request=line, sent=False)
         after = (
             view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
         )
@@ -731,9 +731,9 @@ def _write(
     if action.kind == Do.REGISTER:
         result = client.register(action.body, inventory.gpu_counts(), inventory.fingerprint)
         if result.busy:  # nothing sent: decide again from the busy view (a drain), no refusal
-            step = Step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
+            step = documents.step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
             return result.view, state.model_copy(update={"intent": None}), step, False
-        step = Step(
+        step = documents.step(
             action=action.kind.value,
             reason=f"{action.reason} ({result.warning})" if result.warning else action.reason,
             request=result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client)),
@@ -747,7 +747,7 @@ def _write(
             not result.applied,
         )
     client.post(action.body)
-    step = Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
+    step = documents.step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
     after, state = expected_view(view, action), settle(state, action, now, settings=settings)
     if action.kind == Do.DRAIN:
         after, state = _read_back(client, after, state, notes if notes is not None else [], log)
@@ -764,8 +764,8 @@ def _record(
     if dry_run:
         line = client.describe({"extra": action.body["extra"]})
         after = view.model_copy(update={"extra": action.body["extra"]})
-        return after, settle(state, action, now, settings=settings), Step(action=action.kind.value, reason=action.reason,
-                                                                          request=line, sent=False), False  # fmt: skip
+        step = documents.step(action=action.kind.value, reason=action.reason, request=line, sent=False)
+        return after, settle(state, action, now, settings=settings), step, False
     before = len(client.sent)
     result = recorded(client, action.body, RegisterResult(True, view, None))
     mine = client.sent[before:]
@@ -776,7 +776,7 @@ def _record(
     if after.drained and (state.drain is None or after.reason != state.drain.reason):
         # recorded, but not in service: a drain that is not ours (Slurm's INVALID_REG, an admin's)
         reason += f"; the node stays drained by someone else ({printable(after.reason[:120]) or 'no reason'!r}): not lifted"
-    step = Step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
+    step = documents.step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
     return after, settle(state, action, now, settings=settings), step, False
 
 
@@ -785,15 +785,15 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
     outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
-    done = [step for step in steps if step.action != "none"] or steps[-1:]
+    done = [step for step in steps if step["action"] != "none"] or steps[-1:]
     decision = ledger.decision(
         world.clock(),
         found.kind.value,
-        steps[-1].action if steps else "none",
+        steps[-1]["action"] if steps else "none",
         found.reason,
         result.exit_code,
         len(result.client.sent) if result.client else 0,
-        [f"{step.action}: {step.reason}" + (f" ({step.error})" if step.error else "") for step in done],
+        [f"{step['action']}: {step['reason']}" + (f" ({step['error']})" if step["error"] else "") for step in done],
     )
     steady = None
     outstanding = state.model_dump(

@@ -130,3 +130,11 @@ def test_one_shape_per_device(built):
         assert inventory is not None
         assert set(inventory) == set(Inventory.model_fields)
         assert all(set(device) == fields for device in inventory["devices"]), name
+
+
+def test_the_document_models_are_for_schemas_and_tests_only():
+    """documents.py builds every JSON document; report.py's models generate schemas/ and check the
+    documents in tests, and nothing at run time builds one by hand."""
+    users = [path.name for path in MODULES if path != module("report") and "report" in spurinv_modules(path)]
+
+    assert users == []
