@@ -67,6 +67,11 @@ if TYPE_CHECKING:
 
 MAX_STEPS = 8
 Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)
+# What of the reading the refresh document shows (its summary line needs only each device's model)
+SUMMARISED: Any = {
+    "ok": True, "fingerprint": True, "errors": True,
+    "inventory": {"cpus": True, "memory_mb": True, "devices": {"__all__": {"model"}}},
+}  # fmt: skip
 
 
 def _utc_now() -> datetime:
@@ -447,7 +452,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         options.dry_run,
         options.state_path,
         scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
-        reading.model_dump(mode="json"),
+        reading.model_dump(mode="json", include=SUMMARISED),
         outcome.model_dump(mode="json"),
         result.steps,
         [request.as_dict() for request in client.sent] if client else [],
