@@ -80,7 +80,7 @@ def measure(runs: int) -> tuple[list[Row], list[str]]:
 
     from spurinv.root import Root
     from spurinv.sources import cdi
-    from spurinv.sources.report import Report
+    from spurinv.sources.status import Report
 
     def pure(text: str) -> object:
         return yaml.load(text, Loader=cdi._loader())  # noqa: S506  (SafeLoader refusing aliases)

@@ -94,7 +94,7 @@ def plans(count: int, switched_share: float, seed: int, prefix: str) -> list[Pla
 
 
 def _gateway() -> Any:
-    from faultserver import Gateway  # type: ignore[import-not-found]  # tests/ is on sys.path (bench.roots)
+    from faultserver import Gateway  # tests/ is on sys.path (bench.roots)
 
     return Gateway(gres_policy="apply")  # any policy but "slurm" applies every write
 
@@ -192,13 +192,13 @@ class _Simulation:
     def __init__(self, roots: Roots) -> None:
         from spurinv.config import ControllerSection
         from spurinv.discovery import discover
-        from spurinv.model import Discovery, Reading
+        from spurinv.model import Reading
         from spurinv.policy import Settings
         from spurinv.root import Root
 
         trees = {"spx": roots.spx, "cpx": roots.cpx, **roots.transients}
         self.readings = {
-            name: Reading.of(Discovery.model_validate(discover(Root(str(path)))), START) for name, path in trees.items()
+            name: Reading.of(discover(Root(str(path))), START) for name, path in trees.items()
         }
         self.gateway = _gateway()
         self.adapter = _adapter(self.gateway)
@@ -210,15 +210,19 @@ class _Simulation:
     def connect(self, name: str) -> Callable[[Any], Any]:
         import requests  # noqa: TID251
 
-        from spurinv.controller import Controller
+        from spurinv.log import Log
+        from spurinv.transport import Transport, connect
 
-        def connect(state: Any) -> Controller:  # as refresh._client, with the adapter mounted
+        def session() -> requests.Session:
+            made = requests.Session()
+            made.mount(URL, self.adapter)
+            return made
+
+        def transport(state: Any) -> Transport:  # as refresh.transport_for, with the adapter mounted
             cached = state.api.version if state.api and state.api.url == self.section.url else None
-            session = requests.Session()
-            session.mount(URL, self.adapter)
-            return Controller(self.section, name, None, api=cached, session=session)
+            return connect(self.section, name, {}, Log({}, io.StringIO()), api=cached, session_factory=session)
 
-        return connect
+        return transport
 
     def tick(self, state: Any, name: str, root: str, moment: datetime) -> Any:
         """One timer tick of ``refresh._run`` (confirm_interval 0): record, then converge."""
@@ -229,7 +233,7 @@ class _Simulation:
         result = converge(state, reading, self.settings, self.connect(name), lambda: moment)
         self.outcomes[result.outcome.kind.value] += 1
         if result.exit_code not in (0, EXIT_IOERR):
-            errors = [step.error for step in result.steps if step.error]
+            errors = [step["error"] for step in result.steps if step["error"]]
             self.unexpected.append(f"{name} {root}: exit {result.exit_code} {errors}")
         return result.state
 
@@ -335,7 +339,7 @@ def end_to_end(
     for plan in fleet:
         baseline = json.loads((work / plan.name / "state.json").read_text()).get("baseline") or {}
         baselines[plan.name] = (baseline.get("inventory") or {}).get("fingerprint")
-    expected = {name: discover(Root(str(trees[name])))["inventory"]["fingerprint"] for name in ("spx", "cpx")}  # type: ignore[index]
+    expected = {name: discover(Root(str(trees[name])))["inventory"]["fingerprint"] for name in ("spx", "cpx")}
     wrong = _wrong(fleet, baselines, {p.name: gateway.nodes[p.name]["gres"] for p in fleet}, expected)
     notes = [
         f"end to end: {count} nodes ({sum(p.switched for p in fleet)} switched), {sum(processes.values())} refresh "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-import rootbuilder as rb  # type: ignore[import-not-found]  # noqa: E402  (tests/ is no package; as conftest.py)
+import rootbuilder as rb  # noqa: E402  (tests/ is no package; as conftest.py)
 
 PARTIAL_COUNTS = (2, 4, 6)
 

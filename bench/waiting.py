@@ -55,7 +55,7 @@ def _legacy_controller() -> type:
 
 def _sizes(gateway: Any, fleet: int) -> tuple[int, int]:
     """Bytes of one single-node answer and of one all-nodes answer for a ``fleet``-node cluster."""
-    from faultserver import _encode  # type: ignore[import-not-found]
+    from faultserver import _encode
 
     single = len(_encode(gateway.answer("GET", gateway.node_path("w00000"), {}, b"").body)[0])
     template = next(iter(gateway.nodes.values()))
@@ -69,13 +69,13 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     from spurinv.config import ControllerSection
     from spurinv.controller import Controller
     from spurinv.discovery import discover
-    from spurinv.model import Discovery, Reading
+    from spurinv.model import Reading
     from spurinv.policy import Settings
     from spurinv.refresh import converge
     from spurinv.root import Root
     from spurinv.state import Baseline, Drain, State
 
-    readings = {name: Reading.of(Discovery.model_validate(discover(Root(str(path)))), START)
+    readings = {name: Reading.of(discover(Root(str(path))), START)
                 for name, path in (("spx", roots.spx), ("cpx", roots.cpx))}  # fmt: skip
     gateway = _gateway()
     adapter = _adapter(gateway)
@@ -113,8 +113,8 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
             state = states[name]
             reading = readings["cpx"].model_copy(update={"taken_at": moment})
             state = state.record(reading)
-            result = converge(state, reading, settings, connect_for(name), lambda moment=moment: moment)
-            holds += result.steps[-1].action == "hold"
+            result = converge(state, reading, settings, connect_for(name), lambda moment=moment: moment)  # type: ignore[misc]  # a default binds the loop value
+            holds += result.steps[-1]["action"] == "hold"
             states[name] = result.state
     kinds: Counter[str] = Counter()
     for method, path, _body in adapter.seen:

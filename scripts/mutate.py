@@ -771,6 +771,7 @@ def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: l
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    os.environ.setdefault("SPURINV_HYPOTHESIS", "thorough")  # every property at full size (tests/effort.py)
     sys.path.insert(0, str(root))
     import spurinv
 

@@ -844,7 +844,7 @@ def _worst(checks: list[Check]) -> Check:
 
 
 def _controller(run: _Run) -> Check:
-    from spurinv.refresh import _client
+    from spurinv.refresh import transport_for
     from spurinv.state import State
 
     if (skipped := _needs(run, "controller", "config", "node")) is not None:
@@ -868,7 +868,7 @@ def _controller(run: _Run) -> Check:
         if run.token_file is not None:
             settings = config.controller.model_copy(update={"token_file": run.token_file})
             config = config.model_copy(update={"controller": settings})
-        client = _client(run.world, config, run.node, state, run.budget)
+        client = transport_for(run.world, config, run.node, state, run.budget)
         run.client = client
         run.view = view = client.view()
     except ControllerError as exc:
@@ -1187,12 +1187,12 @@ def _ask_systemctl(run: _Run, *args: str) -> str | None:
     """``systemctl ARGS`` (bounded); its first word, or None when it cannot answer."""
     if run.host.systemctl is None:
         return None
-    from spurinv import registration
+    from spurinv import process
 
     timeout = min(5.0, run.budget.remaining())
     environ = {**run.world.environ, "SYSTEMD_PAGER": "", "LC_ALL": "C"}
     try:  # bounded, its process group killed on expiry or on SIGTERM
-        done = registration.run([run.host.systemctl, *args], environ, timeout, limit=4096)
+        done = process.run([run.host.systemctl, *args], environ, timeout, limit=4096)
     except (OSError, subprocess.TimeoutExpired):
         return None
     words = done.stdout.split()

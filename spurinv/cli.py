@@ -78,10 +78,10 @@ def _root(path: str) -> Root:
 
 def _node_flag(value: str | None) -> str | None:
     """``--node``: a bad name is a usage error (64), not a config error."""
-    from spurinv.config import NODE_NAME, NODE_NAME_RULE
+    from spurinv import nodename
 
-    if value is not None and not NODE_NAME.fullmatch(value):
-        raise UsageError(f"--node {value[:80]!r}: not a node name ({NODE_NAME_RULE})")
+    if value is not None and not nodename.valid(value):
+        raise UsageError(f"--node {value[:80]!r}: not a node name ({nodename.RULE})")
     return value
 
 
@@ -505,22 +505,20 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], i
     import time
 
     from spurinv import fleet as fleet_view
+    from spurinv.transport import connect
 
-    if loaded.controller.transport == "scontrol":
-        from spurinv.scontrol import Scontrol
-
-        # the node name only addresses single-node calls, which a fleet view never makes
-        source = Scontrol(loaded.controller, loaded.node.name or "fleet", environ, log=Log(environ))
-        nodes = source.all_nodes(keep=fleet_view.essentials)
-        now = int(time.time())
-        return fleet_view.build(nodes, now), now, None, f"scontrol ({source.program})"
-    from spurinv.config import read_token
-    from spurinv.controller import Controller
-
-    client = Controller(loaded.controller, "", read_token(loaded.controller, environ), log=Log(environ))
+    settings = loaded.controller
+    # the node name only addresses single-node calls, which a fleet view never makes
+    node = (loaded.node.name or "fleet") if settings.transport == "scontrol" else ""
+    client = connect(settings, node, environ, Log(environ), register=False)
     nodes = client.all_nodes(keep=fleet_view.essentials)
     now = int(time.time())
-    return fleet_view.build(nodes, now), now, client.api, loaded.controller.url
+    if settings.transport == "scontrol":
+        from spurinv.scontrol import Scontrol
+
+        assert isinstance(client, Scontrol)
+        return fleet_view.build(nodes, now), now, None, f"scontrol ({client.program})"
+    return fleet_view.build(nodes, now), now, client.api, settings.url
 
 
 @config_app.command("init", short_help="Write the config template (every key commented out).")

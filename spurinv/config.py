@@ -17,16 +17,12 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from spurinv import regularfile
+from spurinv import nodename, regularfile
 from spurinv.errors import ConfigError, UsageError
 from spurinv.secret import blank_argv
 from spurinv.sources.pci import BDF
 
 API = re.compile(r"^(auto|slurm/v0\.0\.\d{2}|api/v1)$")
-# A node name goes into the controller's URL path: letters, digits, "-", "_" and ".", at most 64,
-# not starting with "-" or "." (`../../admin/x?y=1#` steered the request elsewhere).
-NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-NODE_NAME_RULE = 'letters, digits, "-", "_" and "." only, at most 64, not starting with "-" or "."'
 SCONTROL_ALL = 'is not a node for controller.transport = "scontrol": scontrol reads ALL, in any case, as every node'
 # Every number in the file is bounded (a 10^12 s backoff passed validation, then
 # overflowed the clock arithmetic and lost the pending reading): waits at most 600 s
@@ -50,8 +46,8 @@ class NodeSection(_Section):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if value and not NODE_NAME.fullmatch(value):
-            raise ValueError(f"{value[:80]!r} is not a node name ({NODE_NAME_RULE})")
+        if value and not nodename.valid(value):
+            raise ValueError(f"{value[:80]!r} is not a node name ({nodename.RULE})")
         return value
 
 
@@ -249,8 +245,8 @@ class Config(_Section):
     def node_name(self, hostname: str) -> str:
         """The configured node name, else the short hostname (which must be a valid name too)."""
         name = self.node.name or hostname.split(".", maxsplit=1)[0]
-        if not NODE_NAME.fullmatch(name):
-            raise ConfigError(f"the hostname {name[:80]!r} is not a node name ({NODE_NAME_RULE}); set node.name")
+        if not nodename.valid(name):
+            raise ConfigError(f"the hostname {name[:80]!r} is not a node name ({nodename.RULE}); set node.name")
         if self.misread(name):
             raise ConfigError(f"the hostname {name!r} {SCONTROL_ALL}; set node.name")
         return name
@@ -258,7 +254,7 @@ class Config(_Section):
     def misread(self, name: str) -> bool:
         """Would the transport take ``name`` for something other than one node? ``scontrol``
         reads ``ALL`` (any case) as every node; the REST API has no such word."""
-        return self.controller.transport == "scontrol" and name.upper() == "ALL"
+        return self.controller.transport == "scontrol" and nodename.every_node(name)
 
 
 SECTIONS: dict[str, type[_Section]] = {

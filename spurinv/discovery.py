@@ -33,7 +33,7 @@ from spurinv.sources.mig import decode, read_mig
 from spurinv.sources.mig import index as mig_index
 from spurinv.sources.nvidia import read_nvidia
 from spurinv.sources.pci import BDF, MAX_ACCELERATORS, canonical, read_pci, sort_key
-from spurinv.sources.report import ABSENT, FAILED, Report
+from spurinv.sources.status import ABSENT, FAILED, Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

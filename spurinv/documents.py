@@ -51,7 +51,7 @@ def _valid_utf8(text: str) -> str:
     """A lone surrogate (a path that is not UTF-8, as ``os.listdir`` gives it) written as is would
     make stdout invalid UTF-8: each becomes the JSON spelling of ``\\xff`` (a literal backslash).
     Surrogates only occur inside JSON strings, so the document stays valid JSON."""
-    from spurinv.sources.report import escaped
+    from spurinv.sources.status import escaped
 
     return escaped(text, inside_json=True)
 

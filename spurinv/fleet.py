@@ -21,22 +21,19 @@ Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fle
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from spurinv.documents import envelope
 from spurinv.errors import ControllerError
-from spurinv.nodeview import node_state
-from spurinv.ownership import PREFIX, changed_at, controller_claim, extra_record, owns
+from spurinv.nodeview import node_state, split_gres
+from spurinv.ownership import PREFIX, changed_at, controller_claim, extra_record, owns, stamp
 
 SPURINV_DRAIN = "spurinv-drain"
 ORPHANED_DRAIN = "spurinv-drain-orphaned"
 OTHER_DRAIN = "drained-by-others"
 GRES_CHANGED = "gres-changed"
 ATTENTION = (SPURINV_DRAIN, ORPHANED_DRAIN, OTHER_DRAIN, GRES_CHANGED)
-_SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "(S:0,1)", as nodeview splits GRES
 # The fields a row reads: a transport keeps only these of each node while it reads the answer
 FIELDS = ("name", "state", "state_flags", "reason", "reason_changed_at", "reason_set_by_user", "gres", "extra")
 
@@ -53,18 +50,13 @@ def essentials(node: Any) -> Any:
     return {key: node[key] for key in FIELDS if key in node} if isinstance(node, dict) else node
 
 
-def stamp(seconds: int) -> str:
-    """``2026-12-02T18:00:00Z``."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def gres_entries(text: str) -> list[str]:
     """A GRES string as a sorted list of ``name[:type]:count`` entries, socket bindings dropped.
 
     ``gpu:mi300x:8(S:0-1),fpga:4`` and ``fpga:4,gpu:mi300x:8`` are the same registration.
     """
-    entries = (item.split("(", 1)[0].strip() for item in _SPLIT.split(text))
-    return sorted(entry for entry in entries if entry and entry != "(null)")
+    entries = (item.split("(", 1)[0].strip() for item in split_gres(text))
+    return sorted(entry for entry in entries if entry)
 
 
 def _text(value: object) -> str | None:

@@ -111,7 +111,7 @@ def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
     surrogates (``\\udcff``), which neither the state file nor UTF-8 output can hold; every path
     spurinv is given is one an operator typed, so the fix is to name one that is text."""
     from spurinv import exitcode
-    from spurinv.sources.report import escaped
+    from spurinv.sources.status import escaped
 
     for position, word in enumerate(args):
         if escaped(word) != word:

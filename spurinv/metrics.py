@@ -192,10 +192,12 @@ def render_fleet(summary: Mapping[str, Any] | None, taken_at: int | None) -> str
         "# HELP spurinv_fleet_drain_since_timestamp_seconds When each spurinv drain's reason was set (Unix time).",
         "# TYPE spurinv_fleet_drain_since_timestamp_seconds gauge",
     ]
+    from spurinv.ownership import epoch_of  # fleet's ``since``: the controller's reason time, as ownership.stamp wrote it
+
     seen: set[str] = set()  # a repeated series would make node_exporter drop the whole file
     for drain in drains:
         if drain["since"] and drain["name"] not in seen:
             seen.add(drain["name"])
             label = _escape(drain["name"])
-            lines.append(f'spurinv_fleet_drain_since_timestamp_seconds{{node="{label}"}} {_epoch(drain["since"])}')
+            lines.append(f'spurinv_fleet_drain_since_timestamp_seconds{{node="{label}"}} {epoch_of(drain["since"])}')
     return "\n".join(lines) + "\n"

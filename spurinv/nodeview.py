@@ -200,13 +200,17 @@ class Gres(BaseModel):
     text: str
 
 
+def split_gres(text: str) -> list[str]:
+    """The entries of a Slurm GRES string as listed, bindings kept: commas inside ``(S:0,1)`` do
+    not split; blanks and Slurm's ``(null)`` are no entry."""
+    items = (raw.strip() for raw in _SPLIT.split(text.strip()))
+    return [item for item in items if item and item != "(null)"]
+
+
 def parse_gres(text: str) -> list[Gres]:
-    """Split a Slurm GRES string into entries (commas inside ``(S:0,1)`` do not split)."""
+    """Split a Slurm GRES string into entries (:func:`split_gres`) and read each one."""
     entries = []
-    for raw in _SPLIT.split(text.strip()):
-        item = raw.strip()
-        if not item or item == "(null)":
-            continue
+    for item in split_gres(text):
         core = item.split("(", 1)[0]
         parts = core.split(":")
         count = 1

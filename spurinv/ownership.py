@@ -553,7 +553,8 @@ def cause_in(reason: str) -> str:
 
 
 def stamp(seconds: int) -> str:
-    """``2026-12-02T18:00:00Z`` (the record's time, readable in ``scontrol show node``)."""
+    """``2026-12-02T18:00:00Z`` (the record's time, readable in ``scontrol show node``; fleet's
+    times); :func:`epoch_of` reads it back."""
     import time
 
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

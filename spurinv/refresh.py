@@ -420,7 +420,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         state,
         reading,
         settings,
-        lambda current: _client(world, config, node, current, budget, _details(world, config, node, reading, raw)),
+        lambda current: transport_for(world, config, node, current, budget, _details(world, config, node, reading, raw)),
         world.clock,
         dry_run=options.dry_run,
         log=world.log,
@@ -429,7 +429,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         nonce=nonce_of(world.entropy(2)),
     )
     if options.dry_run and result.client is None and not config.observe:
-        result = _probe(result, lambda: _client(world, config, node, state, budget), world.log)
+        result = _probe(result, lambda: transport_for(world, config, node, state, budget), world.log)
     notes += result.notes
     for degraded in link.confirmed([reading.model_dump(mode="json") for reading in result.state.readings]):
         notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
@@ -465,7 +465,7 @@ def _credentials(config: Config, environ: dict[str, str]) -> None:
     or the scontrol program (78)."""
     settings = config.controller
     if settings.transport == "scontrol":
-        from spurinv.registration import resolve
+        from spurinv.process import resolve
 
         resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
     else:
@@ -512,68 +512,23 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
 
-def _client(
+def transport_for(
     world: World, config: Config, node: str, state: State, budget: Budget | None = None, details: Details | None = None
 ) -> Controller:
-    """The transport factory: REST (``controller.url``) or ``scontrol``; either re-registers
-    through ``controller.register_command`` when it is set (told ``details``)."""
-    from spurinv.registration import registrar_for
+    """This run's transport (:func:`spurinv.transport.connect`), with the API version an earlier
+    run detected at this URL."""
+    from spurinv.transport import connect
 
     settings = config.controller
-    if settings.transport == "scontrol":
-        from spurinv.scontrol import Scontrol
-
-        registrar = registrar_for(settings, world.environ, world.log, world.sleep, budget=budget, details=details)
-        return Scontrol(settings, node, world.environ, log=world.log, registrar=registrar, budget=budget)
-    from spurinv.controller import Controller as Rest
-
-    token = read_token(settings, world.environ)
     cached = state.api.version if state.api and state.api.url == settings.url else None
-    session = world.session_factory() if world.session_factory else None
-    registrar = registrar_for(
-        settings, world.environ, world.log, world.sleep, secrets=(token,) if token else (), budget=budget, details=details
-    )
-    return Rest(settings, node, token, api=cached, session=session, registrar=registrar, budget=budget, log=world.log)
+    return connect(
+        settings, node, world.environ, world.log, sleep=world.sleep, budget=budget, details=details, api=cached,
+        session_factory=world.session_factory,
+    )  # fmt: skip
 
 
 def scontrol_label(config: Config) -> str:
     return f"scontrol ({config.controller.scontrol or 'on PATH'})"
-
-
-def _read_view(
-    client: Controller,
-    action: Action,
-    state: State,
-    settings: Settings,
-    now: datetime,
-    steps: list[Step],
-    notes: list[str],
-    log: Log | None = None,
-) -> tuple[NodeView, State]:
-    """Read the node (confirming "busy" with an all-nodes query only when one is due), then settle
-    an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
-    of clock skew the first time our drain's reason time is seen."""
-    before = state.drain
-    # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
-    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
-    view = client.view(confirm_busy=confirm)
-    steps.append(documents.step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
-    state = contacted(_remember_api(state, client, now))
-    if client.rechecked:
-        state = state.model_copy(update={"busy_checked_at": now})
-    state, note = reconcile(state, view)
-    if note:
-        steps.append(documents.step(action="reconcile", reason=note))
-    state, note = recover(state, view, now)
-    if note:
-        steps.append(documents.step(action="recover", reason=note))
-    orphan = orphaned(view, state)
-    if orphan:
-        notes.append(orphan)
-        if log is not None:
-            log.warning(orphan)
-    _warn_skew(before, state, notes, log)
-    return view, state
 
 
 def orphaned(view: NodeView, state: State) -> str | None:
@@ -606,15 +561,37 @@ def _look(
     notes: list[str],
     log: Log | None,
 ) -> tuple[NodeView, State, int]:
-    """:func:`_read_view`, or, when the node is unknown after our own unsettled register, :func:`_resume`."""
+    """Read the node (confirming "busy" with an all-nodes query only when one is due), then settle
+    an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
+    of clock skew the first time our drain's reason time is seen. When the node is unknown after
+    our own unsettled register: :func:`_resume`."""
+    before = state.drain
+    # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
+    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
     try:
-        view, state = _read_view(client, action, state, settings, now, steps, notes, log)
+        view = client.view(confirm_busy=confirm)
     except ControllerError as exc:
         if exc.kind != "unknown-node" or (resumed := _resume(client, state, settings, now)) is None:
             raise
         view, state, step = resumed
         steps.append(step)
         return view, state, exitcode.PROTOCOL if step["error"] else exitcode.OK
+    steps.append(documents.step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+    state = contacted(_remember_api(state, client, now))
+    if client.rechecked:
+        state = state.model_copy(update={"busy_checked_at": now})
+    state, note = reconcile(state, view)
+    if note:
+        steps.append(documents.step(action="reconcile", reason=note))
+    state, note = recover(state, view, now)
+    if note:
+        steps.append(documents.step(action="recover", reason=note))
+    orphan = orphaned(view, state)
+    if orphan:
+        notes.append(orphan)
+        if log is not None:
+            log.warning(orphan)
+    _warn_skew(before, state, notes, log)
     return view, state, exitcode.OK
 
 

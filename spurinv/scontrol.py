@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from spurinv import answer, registration
+from spurinv import answer, nodename, process
 from spurinv.answer import holds_replacement
 from spurinv.budget import Budget
 from spurinv.errors import ConfigError, ControllerError, ControllerKind
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from spurinv.log import Log
     from spurinv.registration import Registrar
 
-NODE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 MAX_OUTPUT = 64 << 20  # `--json show node` of every node (fleet): ~5 kB a node
 MAX_ONE = 1 << 20  # anything about one node: ~5 kB; keeps a run far inside the unit's MemoryMax
 _VERSION = re.compile(r"^(slurm|spur) (\d+\.\d+\S*)")
@@ -89,7 +88,7 @@ class Scontrol:
         registrar: Registrar | None = None,
         budget: Budget | None = None,
     ) -> None:
-        if not NODE_NAME.fullmatch(node) or node.upper() == "ALL":  # spur's scontrol: ALL = every node
+        if not nodename.valid(node) or nodename.every_node(node):
             raise ConfigError(f"node.name {node!r}: scontrol would expand or misread it (letters, digits, '.', '_', '-' only)")
         self.settings = settings
         self.node = node
@@ -99,7 +98,7 @@ class Scontrol:
         self.environ = {key: value for key, value in environ.items() if key != "SLURM_JWT"}
         self.log = log
         self.registrar = registrar
-        self.program = registration.resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
+        self.program = process.resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
         self.api: str | None = None  # nothing to cache across runs: `--version` is one local exec
         self.flavor: str | None = None  # "slurm" or "spur", from `scontrol --version`
         self.version = ""
@@ -108,11 +107,11 @@ class Scontrol:
         self._last: NodeView | None = None
 
     # --- running scontrol -------------------------------------------------------------------
-    def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> registration.Outcome:
+    def _run(self, *args: str, write: bool = False, limit: int = MAX_ONE) -> process.Finished:
         argv = [self.program, *args]
         for word in args:
             if "\0" in word:  # exec refuses the whole argv (ValueError: embedded null byte)
-                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {registration.nul_entry(word)}; not run")
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {process.nul_entry(word)}; not run")
             # the kernel refuses the whole exec (E2BIG) for one argument beyond MAX_ARG_STRLEN; the
             # policy keeps our record out of an extra that long, so this is what the controller holds
             if len(word.encode("utf-8", "surrogateescape")) >= MAX_ARG_STRLEN:
@@ -128,7 +127,7 @@ class Scontrol:
         record = Request("EXEC", shlex.join(argv), None)
         self.sent.append(record)
         try:
-            outcome = registration.run(argv, self.environ, timeout, limit=limit, stop_over=True)
+            outcome = process.run(argv, self.environ, timeout, limit=limit, stop_over=True)
         except subprocess.TimeoutExpired:
             if self.budget is not None and timeout < self.settings.timeout:
                 raise self.budget.cut(f"`{shlex.join(argv[:4])}`") from None
@@ -146,7 +145,7 @@ class Scontrol:
             raise self._fail(outcome, write)
         return outcome
 
-    def _fail(self, outcome: registration.Outcome, write: bool) -> ControllerError:
+    def _fail(self, outcome: process.Finished, write: bool) -> ControllerError:
         """Map a non-zero exit to an error kind by scontrol's own words."""
         text = printable(" ".join((outcome.stderr or outcome.stdout).split())[-600:]) or f"exit status {outcome.status}"
         table = _SPUR_ERRORS if self.flavor == "spur" else _SLURM_ERRORS

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from spurinv import hostlist
 from spurinv.model import Device, Inventory
 from spurinv.sources.mig import ci_minor, gi_minor
 
@@ -80,14 +81,7 @@ def expand(expression: str) -> list[str]:
 
 def expand_all(value: str) -> list[str]:
     """The paths of a ``File=`` value: :func:`compress`'s expressions joined by commas."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(value):
-        depth += (c == "[") - (c == "]")
-        if c == "," and depth == 0:
-            parts.append(value[start:i])
-            start = i + 1
-    parts.append(value[start:])
-    return [path for part in parts if part for path in expand(part)]
+    return [path for part in hostlist.split(value) if part for path in expand(part)]
 
 
 def _runs(numbers: list[int]) -> list[tuple[int, int]]:

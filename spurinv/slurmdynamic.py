@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import NoReturn, TextIO
 
+from spurinv.hostlist import split as split_hostlist
 from spurinv.ownership import controller_claim, owns
 
 EX_OK, EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_TEMPFAIL, EX_NOPERM, EX_CONFIG = 0, 64, 69, 70, 75, 77, 78
@@ -78,14 +79,7 @@ _PLAIN = re.compile(r"[A-Za-z]+=[^\s\"]*")
 def in_hostlist(node: str, hostlist: str) -> bool:
     """Is ``node`` one of the hosts ``hostlist`` names (``d1``, ``d[1-4,7]``, ``a,b[01-02]``, ``ALL``)?
     By pattern, never expanded (a list of a million hosts costs nothing)."""
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(hostlist):
-        depth += (c == "[") - (c == "]")
-        if c == "," and depth == 0:
-            parts.append(hostlist[start:i])
-            start = i + 1
-    parts.append(hostlist[start:])
-    for part in parts:
+    for part in split_hostlist(hostlist):
         if part.upper() == "ALL" or part == node:
             return True
         pieces = re.split(r"\[([^\]]*)\]", part)

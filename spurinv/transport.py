@@ -4,12 +4,14 @@ Two transports implement it: :class:`spurinv.controller.Controller` (the REST AP
 module that imports ``requests``) and :class:`spurinv.scontrol.Scontrol` (the ``scontrol``
 command of Slurm or of spur). Both record every request they send, or every command they run,
 as a :class:`Request`, and both answer the same :class:`~spurinv.nodeview.NodeView`, so the
-policy cannot tell them apart. The factory that picks one lives in ``refresh._client``.
+policy cannot tell them apart. :func:`connect` is the one factory that picks and builds one:
+``refresh``, ``check`` and ``fleet`` all reach the controller through it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,8 +21,13 @@ from spurinv.nodeview import gres_agrees
 from spurinv.ownership import MAX_ARG_STRLEN, extra_record, splice
 
 if TYPE_CHECKING:
+    from spurinv.budget import Budget
     from spurinv.config import ControllerSection
+    from spurinv.controller import Controller, SessionFactory
+    from spurinv.log import Log
     from spurinv.nodeview import NodeView
+    from spurinv.registration import Details
+    from spurinv.scontrol import Scontrol
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,42 @@ class Transport(Protocol):
 
     def describe(self, body: dict[str, Any]) -> str:
         """The write ``body`` would be, as a report line (for ``--dry-run``)."""
+
+
+def connect(
+    settings: ControllerSection,
+    node: str,
+    environ: dict[str, str],
+    log: Log,
+    *,
+    register: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+    budget: Budget | None = None,
+    details: Details | None = None,
+    api: str | None = None,
+    session_factory: SessionFactory | None = None,
+) -> Controller | Scontrol:
+    """The transport factory: REST (``controller.url``, with the token and ``api``, a version an
+    earlier run detected) or ``scontrol``. With ``register`` either re-registers through
+    ``controller.register_command`` when it is set (told ``details``); a read-only caller
+    (``fleet``) leaves it out, so a missing register program does not stop it."""
+    from spurinv.registration import registrar_for
+
+    if settings.transport == "scontrol":
+        from spurinv.scontrol import Scontrol
+
+        registrar = registrar_for(settings, environ, log, sleep, budget=budget, details=details) if register else None
+        return Scontrol(settings, node, environ, log=log, registrar=registrar, budget=budget)
+    from spurinv.config import read_token
+    from spurinv.controller import Controller
+
+    token = read_token(settings, environ)
+    session = session_factory() if session_factory else None
+    registrar = None
+    if register:
+        secrets = (token,) if token else ()
+        registrar = registrar_for(settings, environ, log, sleep, secrets=secrets, budget=budget, details=details)
+    return Controller(settings, node, token, api=api, session=session, registrar=registrar, budget=budget, log=log)
 
 
 def extra_limit(transport: str) -> int | None:

@@ -34,7 +34,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     pytest 9.2 no longer reads.)"""
     if config.getoption("dist") != "load":
         return None
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
 
     class OneLab(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -85,14 +85,14 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
     "nvidia-h100-x8": lambda p: rb.materialize_synthetic("pcie-link/h100-x8", rb.build_nvidia(p)),
     "amd-internal-switch": lambda p: rb.materialize_synthetic("pcie-link/amd-internal-switch", p),
     **{
-        f"mig-{layout}": (lambda p, layout=layout: rb.build_nvidia_mig(p, f"mig-{layout}"))
+        f"mig-{layout}": (lambda p, layout=layout: rb.build_nvidia_mig(p, f"mig-{layout}"))  # type: ignore[misc]  # a default binds the loop value
         for layout in ("disabled", "all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci", "applying")
     },
     **{
-        f"amd-{name}": (lambda p, name=name: rb.build_amd_switch(p, name))
+        f"amd-{name}": (lambda p, name=name: rb.build_amd_switch(p, name))  # type: ignore[misc]  # a default binds the loop value
         for name in ("spx-settled", "cpx-switching", "nps-reloading")
     },
-    **{f"host-{name}": (lambda p, name=name: rb.build_host_only(p, name)) for name in rb.HOST_SETS},
+    **{f"host-{name}": (lambda p, name=name: rb.build_host_only(p, name)) for name in rb.HOST_SETS},  # type: ignore[misc]  # as above
 }
 
 
@@ -201,7 +201,7 @@ def spurinv_process(env: dict[str, str]) -> Callable[..., subprocess.CompletedPr
 
 
 @pytest.fixture
-def state_path(tmp_path: Path) -> Iterator[Path]:
+def state_path(tmp_path: Path) -> Path:
     (tmp_path / "state").mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
     return tmp_path / "state" / "state.json"
 

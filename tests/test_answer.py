@@ -119,7 +119,7 @@ def test_a_huge_value_is_parsed_a_bounded_number_of_times():
         attempts += 1
         return original(text, index)
 
-    decoder.raw_decode = counting  # type: ignore[method-assign]
+    decoder.raw_decode = counting  # type: ignore[method-assign, assignment]
     try:
         reader = answer.Reader()
         data = json.dumps({"meta": "x" * (answer.MAX_VALUE - 100), "nodes": []}).encode()

@@ -14,7 +14,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 
 def imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
@@ -56,7 +56,7 @@ def test_the_pure_core_does_no_io(name):
 )
 def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
     tree = ast.parse(module(name).read_text())
-    top = set()
+    top: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Import):
             top.update(alias.name.split(".")[0] for alias in node.names)
@@ -68,7 +68,7 @@ def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
 
 def spurinv_modules(path: Path) -> set[str]:
     """The spurinv modules ``path`` imports (``from spurinv import x`` and ``from spurinv.x import y``)."""
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module == "spurinv":
             found.update(alias.name for alias in node.names)

@@ -386,3 +386,49 @@ def test_a_value_padded_with_leading_zeros_past_twenty_digits_is_still_its_numbe
     value = str((1 << 64) - 1).rjust(digits, "0")
 
     assert parse_properties(f"unique_id {value}\n", "/sys/x") == {"unique_id": (1 << 64) - 1}
+
+
+# --- a source's sysfs directory: listed, absent or failed (pci and drm share the rule) ------------
+
+
+NOT_MOUNTED = ("failed", "sys: sysfs is not mounted under the root")
+NO_DRM = ("absent", "no DRM devices (no GPU driver loaded)")
+
+
+@pytest.mark.parametrize(
+    ("made", "pci", "drm"),
+    [
+        ((), NOT_MOUNTED, NOT_MOUNTED),
+        (("sys",), ("absent", "no PCI bus in sysfs"), NO_DRM),
+        (("sys/bus/pci",), ("failed", "sys/bus/pci/devices: missing"), NO_DRM),
+    ],
+)
+def test_a_missing_sysfs_directory_is_absent_or_failed_as_the_source_says(tmp_path, made, pci, drm):
+    from spurinv.root import Root
+    from spurinv.sources.drm import read_drm
+    from spurinv.sources.pci import read_pci
+    from spurinv.sources.status import Report
+
+    for directory in made:
+        (tmp_path / directory).mkdir(parents=True)
+    root = Root(str(tmp_path))
+    reports = Report("pci"), Report("drm")
+
+    assert read_pci(root, reports[0]) == ([], frozenset())
+    assert read_drm(root, reports[1]) == []
+
+    found = [(report.as_dict()["status"], report.as_dict()["detail"].replace(f"{tmp_path}/", "")) for report in reports]
+    assert found == [pci, drm]
+
+
+def test_a_sysfs_directory_that_cannot_be_listed_fails_the_source_naming_it(tmp_path):
+    from spurinv.root import Root
+    from spurinv.sources.drm import read_drm
+    from spurinv.sources.status import Report
+
+    (tmp_path / "sys/class").mkdir(parents=True)
+    (tmp_path / "sys/class/drm").write_text("not a directory")
+    report = Report("drm")
+
+    assert read_drm(Root(str(tmp_path)), report) == []
+    assert report.as_dict() == {"status": "failed", "detail": f"{tmp_path}/sys/class/drm: Not a directory"}

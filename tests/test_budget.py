@@ -28,7 +28,7 @@ def test_a_handler_installed_outside_python_comes_back_as_the_default():
     before = signal.getsignal(signal.SIGTERM)
     try:
         with signals:
-            signals._previous[signal.SIGTERM] = None  # type: ignore[assignment]
+            signals._previous[signal.SIGTERM] = None
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, before)

@@ -185,7 +185,7 @@ def test_jwt_expiry_reads_only_real_claims():
     assert check.jwt_expiry(jwt(2_000_000_000)) == 2_000_000_000
     assert check.jwt_expiry("not-a-jwt") is None
     assert check.jwt_expiry("a.!!!.c") is None
-    assert check.jwt_expiry(jwt(True)) is None  # type: ignore[arg-type]
+    assert check.jwt_expiry(jwt(True)) is None
 
 
 def test_a_token_the_controller_refuses_fails_the_controller_check(cli, node):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from factories import inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.classify import Kind, classify, compare
+from spurinv.classify import FieldChange, Kind, classify, compare
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -144,3 +146,175 @@ def test_a_confirmed_change_stays_confirmed_when_the_reading_repeats(baseline, c
 def test_a_reading_equal_to_the_baseline_is_unchanged(inv):
     if inv is not None:
         assert Kind.UNCHANGED == classify(inv, None, reading(inv)).kind
+
+
+# --- pinned by the mutation run -------------------------------------------------------------------
+# Classifier behaviour a mutation run found unpinned (issue #16): package changes only for GPUs
+# present before and after, the empty diff, the per-package summary, and which pending reason a person
+# reads (the wording is documented output: README's ``status`` example shows it).
+
+
+ONE = inventory(packages(1, "SPX"))
+
+
+TWO = inventory(packages(2, "SPX"))
+
+
+@pytest.mark.parametrize(("old", "new"), [(ONE, TWO), (TWO, ONE), (inventory([], pci=[]), ONE)])
+def test_adding_or_removing_a_gpu_is_no_package_change(old, new):
+    diff = compare(old, new)
+
+    assert diff.packages == ()
+    assert len(diff.added) + len(diff.removed) == 1
+    assert "→1)" not in diff.summary()  # no "(1→1)" package line invented for the new GPU
+
+
+@settings(max_examples=200)
+@given(
+    old=st.integers(0, 4),
+    new=st.integers(0, 4),
+    old_mode=st.sampled_from(["SPX", "DPX", "CPX"]),
+    new_mode=st.sampled_from(["SPX", "DPX", "CPX"]),
+)
+def test_package_changes_are_only_for_gpus_present_before_and_after(old, new, old_mode, new_mode):
+    per = {"SPX": 1, "DPX": 2, "CPX": 8}
+    before = inventory(packages(old, old_mode, per=per[old_mode]))
+    after = inventory(packages(new, new_mode, per=per[new_mode]))
+
+    diff = compare(before, after)
+
+    both = {d.pci_bdf for d in before.devices} & {d.pci_bdf for d in after.devices}
+    assert {p.pci_bdf for p in diff.packages} == (both if old_mode != new_mode else set())
+    for package in diff.packages:
+        assert (package.old_count, package.new_count) == (per[old_mode], per[new_mode])
+
+
+def test_an_empty_diff_is_empty_and_any_difference_is_not():
+    nps4 = inventory(packages(8, "SPX", memory_mode="NPS4"))
+    more_memory = inventory(packages(8, "SPX"), memory_mb=2_000_000)
+
+    assert compare(SPX, SPX).empty
+    assert not compare(SPX, inventory(packages(9, "SPX"))).empty  # added
+    assert not compare(SPX, inventory(packages(7, "SPX"))).empty  # removed
+    assert not compare(SPX, nps4).empty  # changed
+    assert not compare(SPX, more_memory).empty  # node
+    assert compare(SPX, more_memory).summary() == "memory_mb 1500000→2000000"
+
+
+def test_the_summary_counts_packages_and_says_each_only_for_several():
+    one_cpx = inventory(packages(1, "CPX", per=8))
+    two_cpx = inventory(packages(2, "CPX", per=8))
+
+    assert compare(ONE, one_cpx).summary() == "1 GPU SPX→CPX (1→8); mi300x 1→8"
+    assert compare(TWO, two_cpx).summary() == "2 GPUs SPX→CPX (1→8 each); mi300x 2→16"
+
+
+@pytest.mark.parametrize(
+    ("previous", "why"),
+    [
+        (None, "first sighting"),
+        (reading(None, 0), "first sighting"),  # a failed reading confirms nothing: start again
+        (reading(TWO, 0), "differs from the previous reading"),
+    ],
+)
+def test_a_pending_change_says_why_it_waits(previous, why):
+    outcome = classify(ONE, previous, reading(SPX, 60))
+
+    assert outcome.kind == Kind.CHANGE_PENDING
+    assert outcome.reason.startswith(why)
+
+
+def test_a_lost_package_still_on_the_bus_is_suspicious_and_one_gone_from_the_bus_is_not():
+    seven = packages(8, "SPX")[:-1]
+    on_bus = inventory(seven, pci=[d.pci_bdf for d in SPX.devices])
+    gone = inventory(seven)
+
+    held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
+    confirmed = classify(SPX, reading(gone, 0), reading(gone, 60))
+
+    assert held.kind == Kind.SUSPICIOUS
+    assert SPX.devices[-1].pci_bdf in held.reason
+    assert confirmed.kind == Kind.CHANGE_CONFIRMED
+    assert confirmed.release is None
+
+
+def test_field_changes_are_counted_per_device():
+    one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
+    two_nps4 = inventory(packages(2, "SPX", memory_mode="NPS4"))
+
+    assert compare(ONE, one_nps4).summary() == "NPS1→NPS4 on 1 device"
+    assert compare(TWO, two_nps4).summary() == "NPS1→NPS4 on 2 devices"
+    assert compare(two_nps4, TWO).summary() == "NPS4→NPS1 on 2 devices"
+
+
+def test_only_an_accepted_suspicious_reading_says_it_was_accepted():
+    none = inventory([], pci=[])
+    accepted = classify(SPX, reading(none, 0), reading(none, 60), accepted=none.fingerprint)
+    plain = classify(SPX, reading(TWO, 0), reading(TWO, 60))
+
+    assert (accepted.kind, plain.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
+    assert "accepted" in accepted.reason
+    assert "accepted" not in plain.reason
+
+
+def test_a_changed_field_carries_its_values_before_and_after():
+    """What `spurinv diff` shows in its before/after columns (and --json lists): the values themselves,
+    a partition as plain data."""
+    one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
+    other_numa = inventory(packages(1, "SPX", numa=1))
+    ident = ONE.devices[0].id
+
+    assert compare(ONE, one_nps4).changed == (
+        FieldChange(
+            id=ident,
+            field="partition",
+            old={"compute": "SPX", "memory": "NPS1", "index": 0},
+            new={"compute": "SPX", "memory": "NPS4", "index": 0},
+        ),
+    )
+    assert compare(ONE, other_numa).changed == (FieldChange(id=ident, field="numa_node", old=0, new=1),)
+
+
+def test_a_confirmed_change_says_whether_there_was_a_baseline():
+    """The operator reads whether this is a change of a known inventory or the node's first one."""
+    changed = classify(ONE, reading(SPX, 0), reading(SPX, 60))
+    first = classify(None, reading(SPX, 0), reading(SPX, 60))
+
+    assert (changed.kind, first.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
+    assert "differ from the baseline" in changed.reason
+    assert "no baseline" not in changed.reason
+    assert "no baseline yet" in first.reason
+    assert "differ" not in first.reason
+
+
+def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_shows_it():
+    """The release quotes the fingerprint the way `spurinv status` and `refresh` print it (12 hex
+    digits), so an operator can match the held reading before accepting it."""
+    on_bus = inventory(packages(8, "SPX")[:-1], pci=[d.pci_bdf for d in SPX.devices])
+
+    held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
+
+    command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held.release or "")
+    assert command is not None
+    assert command.group(1) == on_bus.fingerprint[:12]
+
+
+def test_a_model_that_appears_or_disappears_is_counted_from_or_to_zero():
+    """The drain reason says how many GPUs of each model there were and are: none is 0, not less."""
+    mi325x = inventory(packages(8, "SPX", model="mi325x"))
+
+    assert compare(SPX, mi325x).summary().split("; ")[:2] == ["mi300x 8→0", "mi325x 0→8"]
+    assert compare(None, SPX).summary() == "mi300x 0→8"
+
+
+def test_an_outcome_is_an_immutable_value():
+    """The outcome a run classified is what its steps and its record say: nothing may change it
+    in between, or add to it."""
+    from pydantic import ValidationError
+
+    outcome = classify(None, None, reading(inventory(packages(8, "SPX")), 0))
+
+    with pytest.raises(ValidationError):
+        outcome.reason = "changed"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        type(outcome).model_validate({**outcome.model_dump(), "extra": 1})

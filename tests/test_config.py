@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from spurinv import config, exitcode
+from spurinv.config import ControllerSection, read_token
 from spurinv.errors import ConfigError, TokenError
 
 
@@ -135,3 +137,105 @@ def test_a_config_error_never_echoes_a_credential(tmp_path):
             config.load(str(path), True)
 
         assert "p4ssw0rd" not in str(caught.value), text
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+def test_an_empty_slurm_jwt_line_is_an_empty_token_not_no_authentication(tmp_path: Path):
+    token = tmp_path / "token"
+    token.write_text("SLURM_JWT=   \n")
+    token.chmod(0o600)
+    section = ControllerSection(url="http://127.0.0.1:1", auth="slurm-jwt", token_file=str(token))
+
+    with pytest.raises(TokenError, match="empty"):
+        read_token(section, {})
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('[controller]\ntimeout = "5"\n', 'controller.timeout: "5" is a string; expected a number > 0 and <= 120'),
+        ('[controller]\nverify = "off"\n', 'controller.verify: "off" is a string; expected true or false'),
+        ("[controller]\nverify = 0\n", "controller.verify: 0 is an integer; expected true or false"),
+        ('[policy]\nbackoff_max = "60"\n', 'policy.backoff_max: "60" is a string; expected a whole number >= 1'),
+        ('[state]\nlock_timeout = "1"\n', 'state.lock_timeout: "1" is a string; expected a number >= 0'),
+        ('[controller]\ncredential = "../../etc/shadow"\n', 'controller.credential: "../../etc/shadow" is not valid'),
+        ('[controller]\ncredential = "a/../b"\n', 'controller.credential: "a/../b" is not valid'),
+        ('[controller]\ncredential = "/etc/shadow"\n', 'controller.credential: "/etc/shadow" is not valid'),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_a_config_error_not_coerced(cli, env, line, said):
+    """``timeout = "5"`` was taken as 5.0 and ``verify = "off"`` as false (pydantic's lax mode);
+    a credential name with ``..`` read a file outside ``$CREDENTIALS_DIRECTORY``."""
+    path = env["SPURINV_CONFIG"]
+    Path(path).write_text(line)
+
+    result = cli("config", "show")
+
+    assert result.code == 78
+    assert result.err.splitlines() == [result.err.splitlines()[0]]
+    assert result.err.startswith(f"spurinv: error: {path}: {said}"), result.err
+
+
+def test_numbers_and_booleans_typed_as_toml_types_them_still_load(cli, env):
+    Path(env["SPURINV_CONFIG"]).write_text(
+        '[controller]\ntimeout = 5\nverify = false\ncredential = "spurinv.token"\n[policy]\nconfirm_interval = 0\n'
+    )
+
+    result = cli("config", "show", "--json")
+
+    assert result.code == 0, result.err
+    values = result.json()["values"]
+    assert (values["controller.timeout"], values["controller.verify"], values["policy.confirm_interval"]) == (5.0, False, 0.0)
+
+
+def _scontrol_config(env: dict[str, str], tmp_path: Path, extra: str = "") -> Path:
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text('#!/bin/sh\necho "scontrol must not run" >&2\nexit 1\n')
+    scontrol.chmod(0o755)
+    config = Path(env["SPURINV_CONFIG"])
+    config.write_text(f'{extra}[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n[policy]\nconfirm_interval = 0\n')
+    config.chmod(0o600)
+    return config
+
+
+@pytest.mark.parametrize("name", ["ALL", "all", "All"])
+def test_node_all_on_the_command_line_is_refused_up_front_with_64(cli, built, state_path, env, tmp_path, name):
+    """``refresh --node ALL`` with ``transport = "scontrol"`` ran once with exit 0 (a first
+    sighting needs no controller) and failed with 78 on the next run."""
+    _scontrol_config(env, tmp_path)
+    args = ("refresh", "--root", built("mi300x-spx"), "--state", state_path, "--node", name)
+
+    results = [cli(*args), cli(*args, "--json")]
+
+    assert [result.code for result in results] == [64, 64]
+    assert results[0].err == (
+        f'spurinv: error: --node: node.name: "{name}" is not a node for controller.transport = "scontrol": '
+        "scontrol reads ALL, in any case, as every node\n"
+    )
+    assert results[1].json()["error"]["code"] == "usage"
+    assert not state_path.exists()
+    assert not state_path.parent.exists() or list(state_path.parent.iterdir()) == []
+
+
+def test_node_name_all_in_the_config_file_is_78_naming_the_file(cli, built, state_path, env, tmp_path):
+    config = _scontrol_config(env, tmp_path, '[node]\nname = "all"\n')
+
+    result = cli("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+
+    assert result.code == 78
+    assert result.err.startswith(f'spurinv: error: {config}: node.name: "all" is not a node for controller.transport')
+    assert len(result.err.splitlines()) == 1
+    assert not state_path.exists()
+
+
+def test_a_host_named_all_needs_node_name_with_scontrol_but_not_with_rest():
+    from spurinv.config import Config
+    from spurinv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"the hostname 'all' is not a node for controller\.transport"):
+        Config.model_validate({"controller": {"transport": "scontrol"}}).node_name("all.example.org")
+    assert Config.model_validate({"controller": {"transport": "scontrol"}, "node": {"name": "n1"}}).node_name("all") == "n1"
+    assert Config().node_name("all") == "all"

@@ -54,7 +54,7 @@ def test_a_post_answered_404_is_a_read_only_gateway_not_an_unknown_node(server):
 
 def _busy_without_gpu_usage(server: FaultServer) -> None:
     """MIXED with a CPU allocated and no ``gres_used``: only the all-nodes query can confirm it."""
-    node = server.gateway.nodes["n1"]  # type: ignore[union-attr]
+    node = server.gateway.nodes["n1"]
     node.update(state=["MIXED"], alloc_cpus=4)
     node.pop("gres_used")
 

@@ -118,7 +118,7 @@ def test_spx_extra_xcp_render_nodes_are_not_devices(built):
 def test_mi308x_vram_from_mem_banks(built):
     inventory = run(built("mi308x")).inventory
 
-    sizes = sorted(d.memory_mb for d in inventory.devices)
+    sizes = sorted(d.memory_mb for d in inventory.devices)  # type: ignore[type-var]  # every GPU here reports it
     assert sizes.count(49152) == 24
     assert sizes.count(51522830336 // (1 << 20)) == 8
     assert {d.id.split(":")[0] for d in inventory.devices} == {"0000", "0001"}

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -175,7 +177,7 @@ def test_an_internal_error_is_70_in_one_line(tmp_path, env):
     shadow = tmp_path / "shadow" / "spurinv"
     shadow.mkdir(parents=True)
     (shadow / "render.py").write_text("raise RuntimeError('boom')\n")
-    package = Path(__import__("spurinv").__file__).parent
+    package = Path(__import__("spurinv").__file__).parent  # type: ignore[arg-type]  # a package has a file
     for source in package.glob("*.py"):
         if source.name != "render.py":
             (shadow / source.name).write_text(source.read_text())
@@ -192,3 +194,78 @@ def test_an_internal_error_is_70_in_one_line(tmp_path, env):
     assert run.stderr.startswith("spurinv: internal error: RuntimeError: boom")
     assert 1 == len(run.stderr.splitlines())
     assert os.path.exists(shadow / "cli.py")
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+def _run_with_stdout(env: dict[str, str], stdout: int, *args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spurinv", *map(str, args)],
+        env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("refresh",), ("refresh", "--json"), ("status", "--json"), ("status",), ("discover", "--json"), ("version",)],
+    ids=["lean tick", "full refresh --json", "lean status --json", "full status", "discover --json", "version"],
+)
+@pytest.mark.parametrize("sink", ["/dev/full", "a closed pipe"])
+def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_path, env, command, sink):
+    """``spurinv refresh > /dev/full`` (or a reader that went away) was a traceback and exit 1 on
+    the fast path and "internal error" (70) on the full one."""
+    root = built("mi300x-spx")
+    for _ in range(2):
+        assert cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0").code == 0
+    args = [*command]
+    if command[0] in ("refresh", "discover"):
+        args += ["--root", root]
+    if command[0] in ("refresh", "status"):
+        args += ["--state", state_path]
+    if sink == "/dev/full":
+        if not os.path.exists("/dev/full"):
+            pytest.skip("this system has no /dev/full")
+        with open("/dev/full", "w") as full:
+            ran = _run_with_stdout(env, full.fileno(), *args)
+    else:
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            ran = _run_with_stdout(env, write, *args)
+        finally:
+            os.close(write)
+
+    reason = "No space left on device" if sink == "/dev/full" else "Broken pipe"
+    if sink != "/dev/full" and command[0] != "refresh":
+        # issue #25: a reader that closed the pipe (`spurinv discover | head`) chose to: quiet, 0
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stderr == ""
+    else:
+        assert ran.returncode == 74, ran.stderr
+        assert ran.stderr == f"spurinv: error: cannot write to standard output: {reason}\n"
+    from spurinv import state as state_file
+
+    assert state_file.load(str(state_path)) is not None  # the state is whole
+
+
+@pytest.mark.parametrize(("args", "code"), [(["status", "--bogus"], 64), (["refresh", "--config", "/nonexistent/x.toml"], 78)])
+def test_an_unwritable_stderr_keeps_the_real_exit_status(tmp_path: Path, env: dict[str, str], args, code):
+    """With 2>/dev/full every error became exit 1, and a run that logged mid-way died unsaved."""
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, stderr=full, stdout=subprocess.DEVNULL,
+                             timeout=60, check=False)  # fmt: skip
+
+    assert ran.returncode == code
+
+
+def test_a_refresh_that_logs_with_an_unwritable_stderr_still_saves(tmp_path: Path, env: dict[str, str], built):
+    state = tmp_path / "state.json"
+    argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run([*argv, "--confirm-interval", "0"], env=env, stderr=full, stdout=subprocess.DEVNULL,
+                             timeout=60, check=False)  # fmt: skip
+
+    assert ran.returncode == 0
+    assert json.loads(state.read_text())["readings"]

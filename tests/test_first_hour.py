@@ -170,7 +170,7 @@ def test_discover_works_where_the_default_config_cannot_be_read(env, built, tmp_
     environ = {key: value for key, value in env.items() if key != "SPURINV_CONFIG"}
     argv = [SETPRIV, "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-c", code, str(config)]
     for args in (["discover", "--root", str(built("mi300x-spx"))], ["discover", "--json", "--root", str(built("nvidia-8"))]):
-        ran = subprocess.run([*argv, *args], env=environ, capture_output=True, text=True, timeout=60, check=False)
+        ran = subprocess.run([*argv, *args], env=environ, capture_output=True, text=True, timeout=60, check=False)  # type: ignore[list-item]  # set: needs_setpriv
         assert ran.returncode == 0, ran.stderr
         assert f"cannot read {config}" in ran.stderr
         assert "default discovery settings" in ran.stderr
@@ -180,7 +180,7 @@ def test_discover_works_where_the_default_config_cannot_be_read(env, built, tmp_
 def test_status_as_a_user_who_cannot_read_the_state_says_run_as_root(env, cli, built, state_path):
     assert cli("refresh", "--root", built("mi300x-spx"), "--state", state_path, "--confirm-interval", "0").code == 0
     ran = subprocess.run(
-        [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "spurinv", "status",
+        [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "spurinv", "status",  # type: ignore[list-item]  # set: needs_setpriv
          "--state", str(state_path)],
         env=env, capture_output=True, text=True, timeout=60, check=False, cwd="/",
     )  # fmt: skip

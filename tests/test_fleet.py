@@ -15,11 +15,13 @@ import math
 import os
 import re
 import stat
+import sys
 import unicodedata
 from pathlib import Path
 from typing import Any
 
 import pytest
+from effort import examples
 from faultserver import FaultServer, Gateway, Reply
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spurinv import exitcode, fleet, metrics, ownership, render
 from spurinv.errors import ControllerError
+from spurinv.nodeview import parse_gres
 from spurinv.ownership import MAX_EPOCH, changed_at
 from spurinv.report import FleetDocument
 
@@ -274,7 +277,7 @@ JSON = st.recursive(
 FIELDS = ("name", "state", "state_flags", "reason", "reason_changed_at", "reason_set_by_user", "gres", "extra")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.dictionaries(st.sampled_from(FIELDS), JSON | st.text(), max_size=8), max_size=5),
     st.integers(0, MAX_EPOCH - 1),
@@ -299,6 +302,17 @@ def test_any_json_is_a_fleet_view_or_a_protocol_error(entries, now):
 def test_gres_entries_ignore_order_and_socket_bindings(entries):
     assert fleet.gres_entries(",".join(entries)) == fleet.gres_entries(",".join(reversed(entries)))
     assert all("(" not in entry for entry in fleet.gres_entries(",".join(entries)))
+
+
+@given(st.text(alphabet="gpu:mi30x8(S0-1,)fa4 \t(null)", max_size=40))
+def test_fleet_and_the_controller_view_split_gres_alike(text):
+    """fleet compares registrations by the entries nodeview reads (one splitter)."""
+    try:
+        read = parse_gres(text)
+    except ControllerError:
+        return
+    heads = (entry.text.split("(", 1)[0].strip() for entry in read)
+    assert fleet.gres_entries(text) == sorted(head for head in heads if head)
 
 
 @pytest.mark.parametrize(
@@ -385,14 +399,14 @@ def test_every_line_fits_the_console_and_hostile_text_stays_text(show_all, width
     assert "gpu-[bold red]x[/]" in text  # markup printed literally, not interpreted
 
 
-HOSTILE_TEXT = st.text(
+HOSTILE_TEXTS = st.text(
     alphabet=st.sampled_from([*"ab/[]\\\"'{}=é…→ ", "\x1b", "\n", "\r", "\t", "\x00", "\x85", "\u202e", "\u200b", "節", "七"]),
     max_size=60,
 )
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(HOSTILE_TEXT, HOSTILE_TEXT, HOSTILE_TEXT, st.booleans()), min_size=1, max_size=4),
+@settings(max_examples=examples(150), deadline=None)
+@given(st.lists(st.tuples(HOSTILE_TEXTS, HOSTILE_TEXTS, HOSTILE_TEXTS, st.booleans()), min_size=1, max_size=4),
        st.sampled_from([60, 80, 100]))  # fmt: skip
 def test_any_controller_text_renders_within_the_width_and_never_as_terminal_control(entries, width):
     n1 = _n1()
@@ -464,6 +478,19 @@ def test_metrics_count_the_fleet_and_date_each_of_our_drains():
     assert [({"node": HOSTILE_NAME}, NOW - 3 * 86400 - 7200), ({"node": "n8"}, NOW - 3600)] == samples[
         "spurinv_fleet_drain_since_timestamp_seconds"
     ]
+
+
+@given(st.integers(1, ownership.MAX_EPOCH - 1), st.sampled_from(["int", "number"]))
+def test_a_drains_metric_time_is_the_controllers_reason_time(seconds, shape):
+    """fleet writes the reason time as ownership.stamp, the metrics read it back as ownership.epoch_of."""
+    changed = seconds if shape == "int" else {"set": True, "infinite": False, "number": seconds}
+    node = {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": "spurinv: [00000000] busy", "reason_changed_at": changed}
+    summary = fleet.build([node], seconds)["summary"]
+
+    samples = families(metrics.render_fleet(summary, seconds))
+
+    assert [({"node": "n1"}, seconds)] == samples["spurinv_fleet_drain_since_timestamp_seconds"]
+    assert ownership.epoch_of(summary["spurinv_drains"][0]["since"]) == seconds
 
 
 def test_metrics_when_the_fleet_could_not_be_read():
@@ -675,3 +702,32 @@ def test_an_answer_that_is_not_the_fleet_is_a_protocol_error_not_an_empty_fleet(
 
     assert exitcode.PROTOCOL == result.code
     assert result.json()["ok"] is False
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+@pytest.mark.parametrize("flags", ["DRAIN", None, ["DRAIN", 1]], ids=["a string", "null", "a number among them"])
+def test_fleet_refuses_state_flags_that_are_not_a_list_of_strings(cli, env, flags):
+    """``state_flags: "DRAIN"`` (the v0.0.38 dialect) was read letter by letter: exit 0 and a node
+    with the flags D, R, A, I, N. Like any malformed answer it is a protocol error (76)."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from faultserver import FaultServer, Reply
+
+    captured = Path(__file__).parent / "fixtures/slurm/responses/22.05/v0.0.38/nodes-n1-drained-n2-idle.json"
+    body = json.loads(captured.read_text())
+    body["nodes"][0]["state_flags"] = flags
+    with FaultServer() as server:
+        server.script("GET", "/openapi/v3", Reply(200, {"paths": {"/slurm/v0.0.38/node/{node_name}": {"get": {}}}}))
+        server.script("GET", "/slurm/v0.0.38/nodes", Reply(200, body))
+        Path(env["SPURINV_CONFIG"]).write_text(f'[controller]\nurl = "{server.url}"\n')
+
+        result = cli("fleet", "--json")
+
+    assert result.code == 76, result.err
+    assert result.json()["error"]["code"] == "controller-protocol"
+    assert "state_flags" in result.json()["error"]["message"]
+    assert len(result.err.splitlines()) == 1

@@ -83,7 +83,7 @@ def test_every_flag_a_tick_can_carry_is_in_the_key():
     for index, other in enumerate(("/host", "/etc/spurinv/config.toml:1:2:4", "/m.prom", "x1", "gpu02")):
         changed = list(base)
         changed[index] = other
-        assert ledger.steady_key(*changed) != key, other
+        assert ledger.steady_key(*changed) != key, other  # type: ignore[arg-type]
 
 
 # -- the fast and the full path, whole, on the same inputs -----------------------------------------
@@ -267,7 +267,7 @@ def test_a_reading_that_differs_from_the_baseline_is_pending_since_it_was_first_
 def test_failed_readings_are_counted_until_one_succeeds():
     """``consecutive_failures`` (status, the metrics): 0 after any good reading, one more per failure."""
     state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
-    counts = []
+    counts: list[int] = []
     for inv in (SPX, None, None, CPX, None, SPX):
         state = state.record(reading(inv, 60 * (len(counts) + 1)))
         counts.append(state.consecutive_failures)

@@ -18,7 +18,7 @@ from spurinv.model import Discovery
 from spurinv.root import Root
 from spurinv.sources import link
 from spurinv.sources.pci import read_pci
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 
 def run(root) -> Discovery:

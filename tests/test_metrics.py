@@ -135,7 +135,7 @@ def test_an_unwritable_metrics_file_is_exit_73(cli, built, state_path, tmp_path)
     assert exitcode.CANTCREAT == refresh(cli, built("mi300x-spx"), state_path, missing, "--confirm-interval", "0").code
 
 
-label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # type: ignore[arg-type]  # category literals
 
 
 @given(node=label_text, version=label_text, model=label_text)
@@ -172,3 +172,35 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
         assert 0 == value(empty, f"spurinv_{name}_timestamp_seconds")
     assert 0 == value(empty, "spurinv_refusal_active")
     assert [({"kind": "none"}, 0.0)] == empty["spurinv_controller_failures_consecutive"]
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):
+    """The state is written first, then the metrics; when the metrics failed (73) the saved record
+    still said exit 0, and ``status`` showed a clean run. Full run and tick alike."""
+    from spurinv import tick
+
+    root = built("mi300x-spx")
+    missing = tmp_path / "no-such-dir" / "spurinv.prom"
+    args = ("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0", "--metrics-file", missing)
+    for _ in range(2):  # a first sighting, then the confirmation: full runs
+        assert cli(*args).code == 73
+        full = cli("status", "--json", "--state", state_path).json()["last_decision"]
+        assert full["exit_code"] == 73
+        assert full["actions"][-1].startswith(f"metrics: metrics file: cannot write {missing}")
+
+    assert tick.run({"--root": str(root), "--state": str(state_path), "--metrics-file": str(missing)}, env) == 73
+    ticked = cli("status", "--json", "--state", state_path).json()
+    human = cli("status", "--state", state_path)
+
+    assert ticked["last_decision"]["exit_code"] == 73
+    assert ticked["last_decision"]["actions"][-1].startswith(f"metrics: metrics file: cannot write {missing}")
+    assert ticked["last_decision"]["at"] >= full["at"]
+    assert "exit 73" in human.out
+
+    missing.parent.mkdir()
+    assert cli(*args).code == 0
+    assert cli("status", "--json", "--state", state_path).json()["last_decision"]["exit_code"] == 0

@@ -111,7 +111,9 @@ def test_a_stopped_timer_a_failing_discovery_and_a_controller_outage_page_distin
             state["backoff"] = {"kind": "unreachable", "failures": minute - 4, "next_attempt": stamp(minute * 60 + 60)}
         return state
 
-    scenes = {"ok:9100": healthy, "stopped:9100": stopped, "failing:9100": failing, "outage:9100": outage}
+    scenes: dict[str, Callable[[int], dict[str, Any] | None]] = {
+        "ok:9100": healthy, "stopped:9100": stopped, "failing:9100": failing, "outage:9100": outage,
+    }  # fmt: skip
     promtool(
         tmp_path,
         series(scenes, 40),

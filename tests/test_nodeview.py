@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from effort import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spurinv.errors import ControllerError
-from spurinv.nodeview import NodeView, gres_agrees, parse_gres, parse_node, rebuild_gres, slurm_errors, used_count
-from spurinv.ownership import splice
+from spurinv.nodeview import (
+    NodeView,
+    gpu_counts,
+    gres_agrees,
+    parse_gres,
+    parse_node,
+    rebuild_gres,
+    slurm_errors,
+    used_count,
+)
+from spurinv.ownership import MAX_EPOCH, extra_fingerprint, splice
 
 RESPONSES = Path(__file__).parent / "fixtures" / "slurm" / "responses"
 
@@ -20,7 +34,7 @@ def state_text(view: NodeView) -> str:
     return "+".join((view.base, *view.flags))
 
 
-def load(relative: str) -> object:
+def load(relative: str) -> Any:
     return json.loads((RESPONSES / relative).read_text())
 
 
@@ -176,3 +190,334 @@ def test_state_words_are_read_upper_case_in_both_dialects():
     assert node_state(flagged) == ("slurm-v0.0.38", "IDLE", ("DRAIN", "COMPLETING"))
     assert node_state({"state": "idle", "state_flags": []}) == ("slurm-v0.0.38", "IDLE", ())
     assert node_state({"state": []}) == ("slurm-v0.0.39+", "UNKNOWN", ())
+
+
+# --- pinned by the mutation run -------------------------------------------------------------------
+# Node view and GRES behaviour a mutation run found unpinned (issue #16), on real captured bodies. The
+# busy tests set the view's two signals against each other: the state word (``MIXED``, ``ALLOCATED``)
+# and the counters (``alloc_cpus``, ``gres_used``). Every captured busy body has both agreeing; on
+# real Slurm they disagree (24.11's single-node GET keeps MIXED after the job ended while
+# ``gres_used`` is already 0; 25.05 counts no CPUs for a running GPU job), so each signal alone must
+# make the node busy.
+
+
+def node_of(relative: str) -> dict:
+    return copy.deepcopy(load(relative)["nodes"][0])
+
+
+# (capture, node) of real busy bodies and the fields that make a stale or a counter-only view
+STALE_WORD = [  # the word says busy, every counter says idle: still busy (the client confirms it)
+    ("24.11/v0.0.42/node-n1-mixed-job-gres.json", {"alloc_cpus": 0, "alloc_memory": 0, "gres_used": "gpu:mi300x:0(IDX:N/A)"}),
+    ("24.11/v0.0.40/node-n2-allocated.json", {"alloc_cpus": 0, "alloc_memory": 0, "gres_used": "gpu:0,fpga:0"}),
+    ("25.05/v0.0.43/node-n1-mixed-job-gres.json", {"alloc_cpus": 0, "alloc_memory": 0, "gres_used": "gpu:mi300x:0(IDX:N/A)"}),
+    (
+        "22.05/v0.0.38/node-n1-allocated-2jobs-gres.json",
+        {"alloc_cpus": 0, "alloc_memory": 0, "gres_used": "gpu:mi300x:0(IDX:N/A)"},
+    ),
+]
+
+
+IDLE_WORD = [  # the word says IDLE, one counter says busy
+    ("25.05/v0.0.43/node-n1-mixed-job-gres.json", {"state": ["IDLE"]}),  # as captured: alloc_cpus 0, 2 GPUs used
+    ("24.11/v0.0.42/node-n2-allocated.json", {"state": ["IDLE"], "alloc_cpus": 0, "gres_used": "gpu:0,fpga:3"}),
+    ("24.11/v0.0.42/node-n1-mixed-job-gres.json", {"state": ["IDLE"], "gres_used": "gpu:mi300x:0(IDX:N/A)"}),  # CPUs
+    ("24.11/v0.0.42/node-n1-idle.json", {"alloc_memory": 4096}),
+    ("22.05/v0.0.38/node-n1-allocated-2jobs-gres.json", {"state": "idle", "alloc_cpus": 0}),
+]
+
+
+@pytest.mark.parametrize(("capture", "fields"), STALE_WORD, ids=[f"{c} word only" for c, _ in STALE_WORD])
+def test_a_busy_word_alone_makes_the_node_busy(capture, fields):
+    node = node_of(capture)
+    node.update(fields)
+
+    view = parse_node({"nodes": [node]}, node["name"])
+
+    assert not view.idle
+    assert used_count(view.gres_used or "") == 0
+    assert (view.alloc_cpus, view.alloc_memory) == (0, 0)
+
+
+@pytest.mark.parametrize(("capture", "fields"), IDLE_WORD, ids=[f"{c} counter only" for c, _ in IDLE_WORD])
+def test_a_busy_counter_alone_makes_the_node_busy(capture, fields):
+    node = node_of(capture)
+    node.update(fields)
+
+    view = parse_node({"nodes": [node]}, node["name"])
+
+    assert view.base == "IDLE"
+    assert not view.idle
+
+
+def test_completing_is_busy_whatever_the_base_state():
+    node = node_of("24.11/v0.0.42/node-n1-idle.json")
+    node["state"] = ["IDLE", "COMPLETING"]
+
+    view = parse_node({"nodes": [node]}, "n1")
+
+    assert view.flags == ("COMPLETING",)
+    assert not view.idle
+
+
+def test_an_idle_capture_is_idle_and_a_bare_view_defaults_to_idle():
+    assert parse_node(load("24.11/v0.0.42/node-n1-idle.json"), "n1").idle
+    assert NodeView(name="n1", dialect="spur", base="IDLE").idle
+
+
+def test_busy_text_names_each_allocation_and_falls_back_to_the_state():
+    view = NodeView(name="n1", dialect="x", base="MIXED", alloc_cpus=3, alloc_memory=2048, gres_used="gpu:mi300x:2(IDX:0-1)")
+
+    text = view.busy_text()
+
+    assert "3" in text
+    assert "2048" in text
+    assert "gpu:mi300x:2(IDX:0-1)" in text
+    assert "gpu" not in NodeView(name="n1", dialect="x", base="MIXED", gres_used="gpu:mi300x:0").busy_text()
+    assert NodeView(name="n1", dialect="x", base="MIXED").busy_text() == "mixed"
+
+
+def test_a_body_with_a_singular_node_object_is_read_like_a_list_of_one():
+    node = node_of("24.11/v0.0.42/node-n1-mixed-draining.json")
+
+    singular = parse_node({"node": node}, "n1")
+
+    assert singular == parse_node({"nodes": [node]}, "n1")
+    assert (singular.base, singular.drained, singular.reason) == ("MIXED", True, node["reason"])
+
+
+@pytest.mark.parametrize("body", [{"node": "n1"}, {"node": ["n1"]}, {"node": None}])
+def test_a_singular_node_that_is_not_an_object_is_a_protocol_error(body):
+    with pytest.raises(ControllerError) as caught:
+        parse_node(body, "n1")
+
+    assert caught.value.kind == "protocol"
+
+
+def test_the_named_node_is_picked_from_several():
+    body = load("24.11/v0.0.42/nodes-n1-idle-n2-drained.json")
+
+    n1, n2 = parse_node(body, "n1"), parse_node(body, "n2")
+
+    assert (n1.name, n1.drained, n2.name, n2.drained) == ("n1", False, "n2", True)
+
+
+def test_an_empty_node_list_is_an_unknown_node_and_no_list_is_a_protocol_error():
+    with pytest.raises(ControllerError) as empty:
+        parse_node({"nodes": []}, "n1")
+    with pytest.raises(ControllerError) as missing:
+        parse_node({"nodes": [{"name": "n2", "state": ["IDLE"]}]}, "n1")
+    with pytest.raises(ControllerError) as shapeless:
+        parse_node({"meta": {}}, "n1")
+
+    assert (empty.value.kind, missing.value.kind, shapeless.value.kind) == ("unknown-node", "unknown-node", "protocol")
+
+
+def test_the_three_dialects_read_the_same_drain():
+    v38 = parse_node(load("22.05/v0.0.38/node-n1-drained-idle.json"), "n1")
+    v42 = parse_node(load("24.11/v0.0.42/node-n1-drained-idle.json"), "n1")
+    spur = parse_node({"nodes": [{"name": "n1", "state": "drained", "reason": "spurinv: x"}]}, "n1")
+
+    assert [(v.dialect, v.base, v.drained) for v in (v38, v42, spur)] == [
+        ("slurm-v0.0.38", "IDLE", True),
+        ("slurm-v0.0.39+", "IDLE", True),
+        ("spur", "IDLE", True),
+    ]
+    assert parse_node({"nodes": [{"name": "n1", "state": []}]}, "n1").base == "UNKNOWN"
+
+
+def test_slurm_errors_join_description_and_detail():
+    body = {
+        "errors": [
+            {"error_number": 2072, "description": "Failure", "error": "Invalid gres"},
+            {"errno": 2018, "error": "Invalid node name"},
+            {"error_number": "x", "description": "d", "error": "No error"},
+            "not an object",
+        ]
+    }
+
+    assert slurm_errors(body) == [(2072, "Failure: Invalid gres"), (2018, "Invalid node name"), (None, "d")]
+    assert slurm_errors({"errors": "x"}) == []
+    assert slurm_errors([]) == []
+
+
+def test_rebuild_drops_socket_bindings_of_every_entry_it_keeps():
+    """``(S:…)`` is not accepted in a node update's gres; other entries are kept by name and count."""
+    rebuilt = rebuild_gres("gpu:mi300x:8(S:0-1),fpga:4(S:0)", {"mi300x": 64})
+
+    assert rebuilt == "gpu:mi300x:64,fpga:4"
+
+
+def test_rebuild_keeps_untyped_gpus_untyped_and_places_them_where_they_were():
+    assert rebuild_gres("fpga:2,gpu:4(S:0),nic:1", {"mi300x": 8}) == "fpga:2,gpu:8,nic:1"
+    assert rebuild_gres("gpu:a100:2(S:0,1),gpu:v100:1", {"a100": 2, "v100": 0}) == "gpu:a100:2"
+    assert rebuild_gres("", {"mi300x": 8, "mi325x": 0}) == "gpu:mi300x:8"
+    assert rebuild_gres("gpu:4", {}) == ""
+
+
+gres_entries = st.tuples(
+    st.sampled_from(["gpu", "fpga", "nic", "mps"]),
+    st.one_of(st.none(), st.sampled_from(["mi300x", "a100", "x"])),
+    st.integers(0, 99),
+    st.sampled_from(["", "(S:0)", "(S:0-1)", "(S:0,1)", "(IDX:0-1)"]),
+)
+
+
+def _text(entries) -> str:
+    return ",".join(f"{name}{':' + kind if kind else ''}:{count}{suffix}" for name, kind, count, suffix in entries)
+
+
+@settings(max_examples=examples(300))
+@given(
+    entries=st.lists(gres_entries, max_size=5),
+    models=st.dictionaries(st.sampled_from(["mi300x", "mi325x"]), st.integers(0, 64)),
+)
+def test_rebuild_keeps_every_other_entry_and_says_exactly_the_inventory(entries, models):
+    current = _text(entries)
+
+    rebuilt = rebuild_gres(current, models)
+
+    assert "(" not in rebuilt
+    others = [(e.name, e.type, e.count) for e in parse_gres(current) if e.name != "gpu"]
+    assert [(e.name, e.type, e.count) for e in parse_gres(rebuilt) if e.name != "gpu"] == others
+    assert gres_agrees(rebuilt, models) or not any(models.values()) or not rebuilt
+    assert sum(gpu_counts(rebuilt).values()) == sum(models.values())
+
+
+@settings(max_examples=examples(300))
+@given(entries=st.lists(gres_entries, max_size=5))
+def test_parse_gres_reads_each_entry_whatever_its_suffix(entries):
+    parsed = parse_gres(_text(entries))
+
+    assert [(e.name, e.type, e.count) for e in parsed] == [(name, kind, count) for name, kind, count, _ in entries]
+    assert used_count(_text(entries)) == sum(count for *_, count, _ in entries)
+
+
+def test_gpu_counts_add_up_by_type_and_skip_zero_and_other_resources():
+    assert gpu_counts("gpu:a100:2,gpu:a100:1(S:0),gpu:v100:0,fpga:4,gpu:3") == {"a100": 3, None: 3}
+    assert gpu_counts("gpu") == {None: 1}
+
+
+def test_gres_agrees_compares_typed_and_untyped_counts():
+    assert gres_agrees("gpu:4,fpga:4", {"mi300x": 2, "mi325x": 2})
+    assert not gres_agrees("gpu:4", {"mi300x": 3})
+    assert gres_agrees("gpu:mi300x:8,gpu:mi325x:0", {"mi300x": 8, "mi325x": 0})
+    assert not gres_agrees("gpu:mi300x:8,gpu:4", {"mi300x": 8})
+    assert gres_agrees("", {})
+    assert not gres_agrees("", {"mi300x": 1})
+
+
+@pytest.mark.parametrize("count", ["9" * 19, "\u00b2", "\u0663"])
+def test_a_malformed_gres_count_is_a_protocol_error(count):
+    with pytest.raises(ControllerError) as caught:
+        parse_gres(f"gpu:mi300x:{count}")
+
+    assert caught.value.kind == "protocol"
+
+
+def test_an_eighteen_digit_count_is_still_a_count():
+    assert parse_gres("gpu:" + "9" * 18)[0].count == int("9" * 18)
+
+
+def test_a_bare_number_among_the_gres_entries_is_a_resource_of_that_name_not_a_crash():
+    """Slurm never lists one, but a hand-edited node can: it must not end the run with a traceback."""
+    assert [(e.name, e.type, e.count) for e in parse_gres("gpu:mi300x:8,4")] == [("gpu", "mi300x", 8), ("4", None, 1)]
+    assert gpu_counts("gpu:mi300x:8,4") == {"mi300x": 8}
+    assert rebuild_gres("gpu:mi300x:8,4", {"mi300x": 64}) == "gpu:mi300x:64,4"
+
+
+@settings(max_examples=examples(300))
+@given(st.text(alphabet="gpu:mi30x0129,()SIDX-/ ", max_size=40))
+def test_any_gres_text_gives_entries_or_a_protocol_error(text):
+    kind = None
+    try:
+        entries = parse_gres(text)
+        rebuild_gres(text, {"mi300x": 8})  # and the register body can be built from it
+    except ControllerError as exc:
+        kind, entries = exc.kind, []
+    assert kind in (None, "protocol")
+    assert all(entry.count >= 0 for entry in entries)
+
+
+@pytest.mark.parametrize(
+    ("number", "seen"),
+    [(0, None), (1, 1), (1_764_700_000, 1_764_700_000), (MAX_EPOCH - 1, MAX_EPOCH - 1), (MAX_EPOCH, None), (-5, None)],
+)
+def test_when_the_reason_was_set_is_known_for_every_positive_time_and_unknown_for_zero(number, seen):
+    """Slurm sends 0 for "never set"; any later moment, however early, is a time ours() can compare."""
+    for capture, value in [
+        ("24.11/v0.0.42/node-n1-idle.json", {"set": True, "infinite": False, "number": number}),
+        ("22.05/v0.0.38/node-n1-idle.json", number),
+    ]:
+        node = node_of(capture)
+        node["reason_changed_at"] = value
+
+        assert parse_node({"nodes": [node]}, "n1").reason_changed_at == seen
+
+
+@settings(max_examples=examples(200))
+@given(
+    other=st.one_of(
+        st.none(),
+        st.just(""),
+        st.dictionaries(
+            st.text(max_size=6).filter(lambda k: k != "spurinv"), st.one_of(st.integers(), st.text(max_size=6)), max_size=3
+        ),
+    ),
+    fingerprint=st.text(min_size=1, max_size=20),
+)
+def test_what_a_splice_writes_extra_fingerprint_reads_back(other, fingerprint):
+    current = "" if other is None else other if isinstance(other, str) else json.dumps(other)
+
+    merged = splice(current, {"fingerprint": fingerprint, "inventory": "8 × mi300x"})
+
+    assert merged is not None
+    assert extra_fingerprint(merged) == fingerprint
+    kept = json.loads(merged)
+    kept.pop("spurinv")
+    assert kept == (json.loads(current) if current else {})
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        None,
+        "",
+        "operator note",
+        "[1, 2]",
+        '{"spurinv": "x"}',
+        '{"spurinv": {"fingerprint": 5}}',
+        '{"other": {"fingerprint": "f"}}',
+        '{"spurinv": {"fingerprint": "f"',  # cut short: not JSON
+        '{"a": ' + "[" * 100_000,  # nested past the parser's recursion limit
+    ],
+)
+def test_extra_without_our_record_has_no_fingerprint(extra):
+    assert extra_fingerprint(extra) is None
+
+
+def test_a_splice_leaves_foreign_non_object_json_alone():
+    assert splice("[1, 2]", {"fingerprint": "f"}) is None
+    assert splice('"text"', {"fingerprint": "f"}) is None
+
+
+@pytest.mark.parametrize("nodes", ["n1", {"name": "n1", "state": ["IDLE"]}, 5])
+def test_nodes_that_are_not_a_list_are_a_protocol_error_not_an_unknown_node(nodes):
+    """A wrong shape is the gateway's fault (exit 76), not a node the controller lacks (exit 68)."""
+    with pytest.raises(ControllerError) as caught:
+        parse_node({"nodes": nodes}, "n1")
+
+    assert caught.value.kind == "protocol"
+
+
+def test_an_unknown_node_error_carries_the_controllers_first_error_text():
+    body = load("24.11/v0.0.42/node-missing.json")
+    body["errors"] = [*body["errors"], {"error_number": 9, "description": "a later, unrelated error"}]
+    first = slurm_errors(body)[0][1]
+
+    with pytest.raises(ControllerError) as caught:
+        parse_node(body, "nosuchnode")
+
+    assert caught.value.kind == "unknown-node"
+    assert first
+    assert first in caught.value.message
+    assert "unrelated" not in caught.value.message

@@ -44,7 +44,7 @@ class Lab:
         self.built = built
         self.cli = cli
         self.server = server
-        self.node = server.gateway.nodes["n1"]  # type: ignore[union-attr]
+        self.node = server.gateway.nodes["n1"]
         self.state = tmp_path / "state" / "state.json"
         self.state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
         self.config = tmp_path / "controller.toml"
@@ -142,7 +142,7 @@ def test_a_stale_busy_word_with_no_gpus_in_gres_used_is_idle_without_the_all_nod
     lab.refresh("mi300x-spx-nps4")
     stale = capture("node-n1-mixed-job-gres")
     stale["nodes"][0].update(alloc_cpus=0, gres_used="gpu:mi300x:0(IDX:N/A)", extra=lab.node["extra"])
-    lab.server.gateway.stale = stale  # type: ignore[union-attr]
+    lab.server.gateway.stale = stale
 
     code, _ = lab.refresh("mi300x-spx-nps4")
 

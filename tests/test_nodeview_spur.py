@@ -19,12 +19,13 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spurinv import exitcode
 from spurinv.errors import ControllerError
-from spurinv.nodeview import gpu_counts, parse_spur_nodes
+from spurinv.nodeview import gpu_counts, gres_agrees, parse_spur_nodes
 
 # the state word spur prints → (base state, flags) as the policy reads them; DRAIN is accepted
 # next to spur-core's DRAINED (both mean: drained, no jobs left)
@@ -229,7 +230,7 @@ def render(node: Node) -> str:
 names = st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True)
 words = st.sampled_from(sorted(WORDS))
 # one line of free text: anything but a line break (the parser splits on "\n" only)
-line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=60)
+line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=60)  # type: ignore[arg-type]  # category literals
 # further lines of a multi-line reason: not blank, and not starting like a key, a state line or a
 # new node (spur prints the reason as it is: such a line would be ambiguous to any reader)
 KEYS = ("Partitions=", "CPUTot=", "Gres=", "Arch=", "Labels=", "ActiveReservation=", "CpuLoad=", "State=", "NodeName=")
@@ -333,7 +334,7 @@ INJECTED = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(INJECTED, st.integers(0, 64), st.integers(0, 8), st.booleans())
 def test_a_reason_that_mimics_spurs_lines_is_refused_never_read_as_fields(injected, alloc, gpus, partitions):
     """``scontrol update nodename=n1 reason=$'x\\n   CPUTot=… CPUAlloc=0\\n   Gres=…'``: the lines
@@ -358,3 +359,24 @@ def test_a_reason_that_starts_a_second_block_for_one_node_is_refused():
 
     with pytest.raises(ControllerError, match="'n1' is ambiguous"):
         parse_spur_nodes(text, "n1")
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+SPUR_NO_GPUS = """NodeName=n1
+   State=IDLE Reason=
+   Partitions=default
+   CPUTot=4 CPUAlloc=0 RealMemory=1000 FreeMem=1000
+"""
+
+
+def test_a_spur_node_without_a_gres_line_has_no_gpus_and_agrees_with_none():
+    """spur prints no ``Gres=`` line for a node without GPUs (crates/spur-cli/src/scontrol.rs at
+    4cc3da8); taken as "unknown", a CPU-only spur node was refused for ever."""
+    (view,) = parse_spur_nodes(SPUR_NO_GPUS)
+
+    assert view.gres == ""
+    assert gres_agrees(view.gres, {})
+    assert not gres_agrees(view.gres, {"mi300x": 8})

@@ -21,7 +21,9 @@ import typer
 
 from spurinv import cli as cli_module
 from spurinv import config, exitcode, render, store
+from spurinv.errors import ConfigError
 from spurinv.report import ErrorDocument
+from spurinv.secret import Secret
 
 # --- usage errors ------------------------------------------------------------------------------
 
@@ -232,7 +234,7 @@ def test_a_section_that_is_not_a_table_names_its_keys(tmp_path):
     path.write_text("controller = 5\n")
     path.chmod(0o600)
 
-    with pytest.raises(config.ConfigError) as caught:
+    with pytest.raises(ConfigError) as caught:
         config.load(str(path), True)
 
     assert f"{path}: [controller]: 5 is an integer; expected a table with keys url, api" in caught.value.message
@@ -304,7 +306,7 @@ def test_config_show_prints_toml_with_each_origin(cli, env, tmp_path):
 
     assert 0 == result.code
     assert result.out.startswith(f"# read {path}\n")
-    assert tomllib.loads(result.out) == config.Config(node={"name": "n7"}, controller={"verify": False}).model_dump(mode="json")
+    assert tomllib.loads(result.out) == config.Config(node={"name": "n7"}, controller={"verify": False}).model_dump(mode="json")  # type: ignore[arg-type]  # tables, as TOML gives them
     assert re.search(rf'^name = "n7"\s+# {re.escape(path)}$', result.out, re.M)
     assert re.search(r"^verify = false\s+# ", result.out, re.M)
     assert re.search(r'^api = "auto"\s+# default$', result.out, re.M)
@@ -458,3 +460,26 @@ def test_an_observed_baseline_is_one_story_in_refresh_and_status(cli, built, sta
     assert "the baseline was only observed, never told to a controller" in reason
     assert "observed" in status.out
     assert "never told to a controller" in " ".join(status.out.split())
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+def test_columns_zero_still_prints(tmp_path: Path, env: dict[str, str]):
+    """COLUMNS=0 made every human output empty (a failed discovery said nothing at all)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "spurinv", "status", "--state", str(tmp_path / "state.json")],
+        env={**env, "COLUMNS": "0"}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    assert "no runs yet" in ran.stdout
+
+
+def test_controller_text_cannot_steer_the_terminal():
+    """An error body with ESC/OSC/RLO reached the terminal raw from refresh (fleet escaped it)."""
+    text = Secret("").scrub("boom\x1b]0;pwn\x07\x1b[2J\u202e")
+
+    assert text.isprintable()
+    assert "\\x1b]0;pwn" in text

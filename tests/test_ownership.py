@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from effort import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -76,7 +77,7 @@ _TIMES = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(value=_TIMES, flags=st.sampled_from([["IDLE", "DRAIN"], ["MIXED", "DRAIN"], ["IDLE"]]))
 def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
     """Issue #20 item 6: fleet and the node view parsed the time with different rules."""
@@ -86,7 +87,7 @@ def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
     row = fleet.row(node, MAX_EPOCH)
 
     assert view.reason_changed_at == changed_at(value)
-    assert row["reason_since"] == (fleet.stamp(view.reason_changed_at) if view.reason_changed_at else None)
+    assert row["reason_since"] == (ownership.stamp(view.reason_changed_at) if view.reason_changed_at else None)
 
 
 # ------------------------------------------------------------------------------ the drain id
@@ -97,7 +98,7 @@ def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
 DIGEST = settings(max_examples=200, derandomize=True)
 NODES = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,20}", fullmatch=True)
 NONCES = st.binary(min_size=2, max_size=2).map(ownership.nonce_of)
-TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)  # type: ignore[arg-type]  # category literals
 
 
 def test_a_reason_carries_its_id_after_our_prefix():
@@ -183,7 +184,7 @@ def objects(draw, with_ours: bool | None = None) -> tuple[str, dict]:
 RECORD = {"node": "n1", "fingerprint": "ab" * 8, "drain": {"id": "3f9a1c07", "reason": "spurinv: [3f9a1c07] x → y"}}
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(obj=objects(), record=st.fixed_dictionaries({"fingerprint": st.text(max_size=10), "n": st.integers()}))
 def test_a_splice_changes_only_our_key_every_other_byte_stays(obj, record):
     """Issue #20 item 5: re-serialising lost duplicate keys and rewrote 1E5 and 1e400."""
@@ -208,7 +209,7 @@ def test_a_splice_changes_only_our_key_every_other_byte_stays(obj, record):
     assert splice(result, record) == result  # the same record again changes nothing
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(obj=objects(), first=st.integers(), second=st.integers())
 def test_a_splice_of_a_spliced_text_only_changes_our_value(obj, first, second):
     text, _members = obj
@@ -304,7 +305,7 @@ def our_extra(node: str, reason: str, *, record_node: str | None = None, record_
     return splice(other, {"node": record_node or node, "drain": drain}) or ""
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(node=NODES, nonce=NONCES, text=TEXTS, offset=st.integers(-HOUR, HOUR), extra=st.booleans())
 def test_our_drain_is_ours_whatever_the_clocks_say(node, nonce, text, offset, extra):
     """Issue #20 item 1: a node clock 400 s off made spurinv forget its own drain."""
@@ -406,7 +407,7 @@ def _record_extra(node: str, **record: object) -> str:
     return splice('{"rack": "r2"}', {"node": node, **record}) or ""
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     node=NODES,
     nonce=NONCES,
@@ -478,7 +479,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
                       max_leaves=8)  # fmt: skip
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(value=st.dictionaries(st.sampled_from(sorted(ownership.RECORD_KEYS)), VALUES, max_size=4))
 def test_only_our_records_shape_is_ever_rewritten(value):
     """Whatever an admin puts under our key: rewritten only when it is a record we could have written."""

@@ -16,7 +16,7 @@ import pytest
 from test_intent import NONCE, Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
 
 from spurinv import exitcode
-from spurinv import state as state_file
+from spurinv.documents import SCHEMA_VERSION
 from spurinv.ownership import KEY, extra_record, reason_for
 
 
@@ -376,4 +376,4 @@ def test_an_older_state_file_loads_and_its_drain_without_an_id_is_still_lifted(t
 
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
-    assert json.loads(node.state_path.read_text())["schema_version"] == state_file.SCHEMA_VERSION == 3
+    assert json.loads(node.state_path.read_text())["schema_version"] == SCHEMA_VERSION == 3

@@ -12,7 +12,7 @@ from spurinv.root import Root
 
 
 def all_paths(top: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for directory, subdirs, files in os.walk(top):
         found.extend(os.path.join(directory, name) for name in subdirs + files)
     return found

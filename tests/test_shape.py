@@ -86,9 +86,9 @@ def test_derived_values_are_the_shapes():
     problem = {"source": "kfd", "path": "/sys/x", "reason": "gone"}
     link = {"device": "0000:05:00.0", "width": 8, "max_width": 16, "speed": None, "max_speed": "32.0 GT/s", "state": "degraded"}
 
-    assert model.Problem(**problem).line() == shape.problem_line(problem) == "kfd: /sys/x: gone"
-    assert model.Problem(**{**problem, "path": ""}).line() == "kfd: gone"
-    assert model.Link(**link).line() == shape.link_line(link) == "x8 of x16, unknown of 32.0 GT/s"
+    assert model.Problem.model_validate(problem).line() == shape.problem_line(problem) == "kfd: /sys/x: gone"
+    assert model.Problem.model_validate({**problem, "path": ""}).line() == "kfd: gone"
+    assert model.Link.model_validate(link).line() == shape.link_line(link) == "x8 of x16, unknown of 32.0 GT/s"
 
 
 @given(st.lists(st.sampled_from(["switch", "kfd", "pci", None])))

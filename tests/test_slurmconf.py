@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from factories import inventory, packages
 from hypothesis import given
 from hypothesis import strategies as st
@@ -149,3 +150,46 @@ def test_cores_of_two_dies_that_repeat_core_ids_are_told_apart_by_the_node(tmp_p
     cores, why = read_numa_cores(Root(str(tmp_path)))
 
     assert (cores, why) == ({0: "0-1", 1: "2-3"}, None)
+
+
+@pytest.mark.parametrize(
+    ("kept", "expected"),
+    [
+        ({"thread_siblings_list", "die_id"}, ({0: "0-1"}, None)),
+        ({"thread_siblings_list"}, ({0: "0-1"}, None)),  # no die_id: an older kernel
+        (set(), ({0: "0-1"}, None)),  # neither: keyed by core_id as before
+    ],
+)
+def test_a_topology_attribute_an_older_kernel_lacks_is_absent_not_an_error(tmp_path, kept, expected):
+    from spurinv.root import Root
+    from spurinv.sources.host import read_numa_cores
+
+    (tmp_path / "sys/devices/system/node/node0").mkdir(parents=True)
+    (tmp_path / "sys/devices/system/node/node0/cpulist").write_text("0-1\n")
+    for cpu in (0, 1):
+        where = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        where.mkdir(parents=True)
+        values = {"physical_package_id": 0, "core_id": cpu, "die_id": 0, "thread_siblings_list": cpu}
+        for name, value in values.items():
+            if name in kept or name in ("physical_package_id", "core_id"):
+                (where / name).write_text(f"{value}\n")
+
+    assert read_numa_cores(Root(str(tmp_path))) == expected
+
+
+def test_a_topology_attribute_that_cannot_be_read_leaves_the_cores_out_naming_it(tmp_path):
+    from spurinv.root import Root
+    from spurinv.sources.host import read_numa_cores
+
+    (tmp_path / "sys/devices/system/node/node0").mkdir(parents=True)
+    (tmp_path / "sys/devices/system/node/node0/cpulist").write_text("0\n")
+    where = tmp_path / "sys/devices/system/cpu/cpu0/topology"
+    where.mkdir(parents=True)
+    (where / "physical_package_id").write_text("0\n")
+    (where / "core_id").write_text("0\n")
+    (where / "die_id").mkdir()  # there, but no attribute
+
+    cores, why = read_numa_cores(Root(str(tmp_path)))
+
+    assert cores == {}
+    assert str(why).startswith(f"{where}/die_id: ")

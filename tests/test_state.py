@@ -130,7 +130,7 @@ def test_a_waiting_run_gets_the_lock_when_it_is_released(tmp_path):
     threading.Thread(target=release_soon).start()
     waiter = store.Lock(path, 10, "refresh")
     polls = []
-    waiter.acquire(sleep=lambda s: (polls.append(s), released.set()))
+    waiter.acquire(sleep=lambda s: (polls.append(s), released.set()))  # type: ignore[arg-type, func-returns-value]  # records, then releases
 
     assert polls  # it waited, then got it
     waiter.release()
@@ -184,3 +184,21 @@ def test_record_keeps_at_most_two_and_counts_failures(sequence):
 
     assert len(state.readings) == min(2, len(sequence))
     assert state.consecutive_failures == failures
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+@pytest.mark.parametrize("version", ['"2"', "2.0", "true", "0"])
+def test_a_schema_version_that_is_not_a_version_number_is_corrupt_and_never_rewritten_as_ours(
+    tmp_path: Path, cli, version
+):
+    state = tmp_path / "state.json"
+    state.write_text('{"schema_version": ' + version + ', "readings": []}')
+
+    lean = cli("status", "--state", state, "--json")
+    full = cli("status", "--state", state)
+
+    assert (lean.code, full.code) == (65, 65)
+    assert json.loads(lean.out)["ok"] is False

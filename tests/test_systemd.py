@@ -302,7 +302,7 @@ def udev_rules(text: str) -> list[list[tuple[str, str | None, str, str]]]:
 
 def test_udev_rule_parses_and_starts_the_service_on_drm_and_kfd_add_and_remove():
     rules = udev_rules(RULES.read_text())
-    covered = set()
+    covered: set[tuple[str, str]] = set()
     for tokens in rules:
         found = {(key, attr): (op, value) for key, attr, op, value in tokens}
         actions = found[("ACTION", None)][1].split("|")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from spurinv import state as state_file
 from spurinv.launch import lean_options
@@ -154,3 +157,95 @@ def test_lean_option_parsing_is_conservative():
     assert lean_options(["refresh", "--root", "/a", "--root", "/b"]) is None
     assert lean_options(["refresh", "--json=1"]) is None
     assert lean_options(["discover", "--root", "--json"]) is None
+
+
+# --- found by the attack on the 0.2 work ----------------------------------------------------------
+# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
+
+
+CORRUPTIONS = {
+    "a field of the wrong type": lambda s: s.update(consecutive_failures="many"),
+    "a bad timestamp": lambda s: s["readings"][-1].update(taken_at="2026-02-30T18:00:00Z"),
+    "an unknown enum value": lambda s: s["baseline"].update(source="guessed"),
+    "an unknown drain cause": lambda s: s.update(
+        drain={"reason": "spurinv: x", "set_at": "2026-12-02T18:00:00Z", "cause": "bored"}
+    ),
+    "a field the model does not know": lambda s: s.update(seal="x"),
+    "a fingerprint that is not the devices'": lambda s: s["baseline"]["inventory"].update(cpus=1),
+    "a reading ok with errors": lambda s: s["readings"][-1].update(errors=[{"source": "pci", "path": "", "reason": "x"}]),
+    "a word for the last exit code": lambda s: s["last"].update(exit_code="zero"),
+    "a string where a list of readings belongs": lambda s: s.update(readings="ab"),
+}
+
+
+def _steady_state(cli, root, state: Path) -> dict:
+    import json
+
+    for _ in range(2):
+        assert cli("refresh", "--root", root, "--state", state, "--confirm-interval", "0").code == 0
+    return json.loads(state.read_text())
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS, ids=list(CORRUPTIONS))
+def test_lean_and_full_status_agree_on_a_corrupt_state(cli, built, state_path, capsys, corruption):
+    """``status --json`` on the lean path checked only schema_version and said ok: true where the
+    full CLI said exit 65."""
+    import json
+
+    from spurinv import cli as full
+    from spurinv.launch import main
+
+    state = _steady_state(cli, built("mi300x-spx"), state_path)
+    CORRUPTIONS[corruption](state)
+    state_path.write_text(json.dumps(state))
+    args = ["status", "--json", "--state", str(state_path)]
+    capsys.readouterr()
+
+    lean_code = main(args)
+    lean = json.loads(capsys.readouterr().out)
+    full_code = full.run(args)
+    whole = json.loads(capsys.readouterr().out)
+
+    assert (lean_code, lean["ok"]) == (full_code, whole["ok"]) == (65, False)
+    assert lean == whole
+
+
+def test_lean_status_still_serves_a_valid_state(cli, built, state_path, monkeypatch):
+    """The check hands over only what it cannot vouch for: a state spurinv wrote is served lean."""
+    import spurinv.cli
+
+    _steady_state(cli, built("mi300x-spx"), state_path)
+    monkeypatch.setattr(spurinv.cli, "run", lambda args: pytest.fail(f"handed over: {args}"))
+
+    result = cli("status", "--json", "--state", state_path)
+
+    assert result.code == 0
+    assert result.json()["ok"] is True
+
+
+@pytest.mark.parametrize("corruption", ["a field of the wrong type", "a bad timestamp", "an unknown drain cause"])
+def test_the_tick_hands_a_state_the_model_refuses_to_the_full_run(cli, built, state_path, env, corruption):
+    """The fast tick replayed the memo and rewrote the file with the invalid fields carried on;
+    the full run moves such a file aside and starts afresh."""
+    import json
+
+    from spurinv import state as state_file
+    from spurinv import tick
+
+    root = built("mi300x-spx")
+    state = _steady_state(cli, root, state_path)
+    CORRUPTIONS[corruption](state)
+    state_path.write_text(json.dumps(state))
+    before = state_path.read_bytes()
+
+    assert tick.run({"--root": str(root), "--state": str(state_path)}, env) is None
+    assert state_path.read_bytes() == before  # the tick wrote nothing
+
+    result = cli("refresh", "--root", root, "--state", state_path)
+
+    moved = list(state_path.parent.glob("state.json.corrupt-*"))
+    assert result.code == 0, result.err
+    assert len(moved) == 1
+    assert moved[0].read_bytes() == before
+    assert "corrupt state file" in result.err
+    assert state_file.load(str(state_path)) is not None  # what is there now, the model accepts

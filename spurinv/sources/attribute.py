@@ -11,7 +11,15 @@ import errno
 import os
 import stat
 
+from spurinv import root as places
 from spurinv.regularfile import read_bounded
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from spurinv.root import Root
+    from spurinv.sources.status import Report
 
 MAX_ATTRIBUTE = 1 << 20  # sysfs attributes are at most a page; CDI specs and /proc files are small too
 MAX_CPUS = 65536  # physical limits: Linux's NR_CPUS tops out at 8192 today
@@ -75,6 +83,23 @@ def read_optional(path: str) -> str | None:
         if exc.errno in (errno.ENOENT, errno.ENODATA):
             return None
         raise
+
+
+def sysfs_names(root: Root, report: Report, base: str, missing: Callable[[], None]) -> list[str] | None:
+    """The entries of the sysfs directory ``base``, or None, with why in ``report``: sysfs not
+    mounted under the root fails the source, a missing ``base`` in a mounted sysfs is what
+    ``missing`` records (absent or failed, as the source decides), any other error fails it."""
+    try:
+        return os.listdir(base)
+    except FileNotFoundError:
+        if not os.path.isdir(root.join(places.SYS)):
+            report.fail(root.join(places.SYS), "sysfs is not mounted under the root")
+        else:
+            missing()
+        return None
+    except OSError as exc:
+        report.fail(base, exc.strerror or str(exc))
+        return None
 
 
 def parse_int(text: str, path: str, *, base: int = 10, bits: int = 64, signed: bool = False) -> int:

@@ -16,7 +16,7 @@ import re
 
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, read_text
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ import os
 import re
 
 from spurinv import root as places
-from spurinv.sources.attribute import ReadError, parse_keyed_lines, read_optional
+from spurinv.sources.attribute import ReadError, parse_keyed_lines, read_optional, sysfs_names
 from spurinv.sources.pci import BDF, canonical
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,16 +28,8 @@ XCP = re.compile(r"^amdgpu_xcp[._](\d+)$")
 def read_drm(root: Root, report: Report) -> list[DrmNode]:
     """Return one dict per DRM card/render node: kind, minor, device dir, PCI BDF or xcp index."""
     base = root.join(places.DRM_CLASS)
-    try:
-        names = os.listdir(base)
-    except FileNotFoundError:
-        if not os.path.isdir(root.join(places.SYS)):
-            report.fail(root.join(places.SYS), "sysfs is not mounted under the root")
-        else:
-            report.absent("no DRM devices (no GPU driver loaded)")
-        return []
-    except OSError as exc:
-        report.fail(base, exc.strerror or str(exc))
+    names = sysfs_names(root, report, base, lambda: report.absent("no DRM devices (no GPU driver loaded)"))
+    if names is None:
         return []
     paths = root.resolver()  # one memo per walk: the tree may change between readings
     nodes: list[DrmNode] = []

@@ -7,11 +7,12 @@ docs/spur.md). When ``online`` does not exist (procfs's fixture) the ``processor
 
 from __future__ import annotations
 
+import errno
 import os
 
 from spurinv import root as places
 from spurinv.sources.attribute import MAX_CPUS, ReadError, parse_cpulist, parse_int, parse_keyed_lines, read_text
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,8 +106,6 @@ def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
         # die tell cores apart (Documentation/admin-guide/cputopology.rst); older kernels lack them
         for name in ("thread_siblings_list", "die_id"):
             path = os.path.join(where, name)
-            if not os.path.exists(path):
-                continue
             try:
                 text = read_text(path).strip()
                 if name == "die_id":
@@ -114,6 +113,8 @@ def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
                 else:
                     siblings[cpu] = frozenset(parse_cpulist(text, path))
             except ReadError as error:
+                if error.errno == errno.ENOENT:  # read once: absent is the answer, not a race
+                    continue
                 return {}, f"{error.path}: {error.reason}"
     complete = len(siblings) == len(topology)
     result = logical_cores(numa, topology, siblings if complete else None, dies if len(dies) == len(topology) else None)

@@ -13,7 +13,7 @@ import os
 
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, parse_int, parse_properties, read_text
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

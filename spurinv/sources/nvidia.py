@@ -12,7 +12,7 @@ import os
 from spurinv import root as places
 from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_text
 from spurinv.sources.pci import BDF, canonical, sort_key
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ import re
 
 from spurinv import root as places
 from spurinv.shape import UNPARSED, bdf_key
-from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_optional, read_text
+from spurinv.sources.attribute import ReadError, parse_int, parse_keyed_lines, read_optional, read_text, sysfs_names
 from spurinv.sources.link import read_link
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,18 +60,15 @@ def driver_name(function_dir: str) -> str | None:
 def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -> tuple[list[PciFunction], frozenset[str]]:
     """Return the GPU/accelerator functions on the bus, and every function's address."""
     base = root.join(places.PCI_DEVICES)
-    try:
-        names = os.listdir(base)
-    except FileNotFoundError:
-        if not os.path.isdir(root.join(places.SYS)):
-            report.fail(root.join(places.SYS), "sysfs is not mounted under the root")
-        elif not os.path.isdir(root.join(places.PCI_BUS)):
+
+    def missing() -> None:
+        if not os.path.isdir(root.join(places.PCI_BUS)):
             report.absent("no PCI bus in sysfs")
         else:
             report.fail(base, "missing")
-        return [], frozenset()
-    except OSError as exc:
-        report.fail(base, exc.strerror or str(exc))
+
+    names = sysfs_names(root, report, base, missing)
+    if names is None:
         return [], frozenset()
     functions: list[PciFunction] = []
     spelled: dict[str, str] = {}  # canonical BDF → the entry's name

@@ -64,3 +64,26 @@ def spurinv(env: dict[str, str]) -> Callable[..., Ran]:
         return Ran(process.returncode, out, err, time.monotonic() - started, process.pid)
 
     return run
+
+
+@pytest.fixture
+def spurinv_here(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Ran]:
+    """Run ``spurinv ARGS`` in this process (``launch.main``, the console script's entry point),
+    with ``spurinv``'s interface: for tests about what a run prints and writes, not about the
+    process (exit by signal, time bounds, hangs, pids, imports), which keep :func:`spurinv`."""
+    from spurinv.launch import main
+
+    def run(*args: object, extra_env: dict[str, str] | None = None, timeout: float = 120) -> Ran:
+        del timeout  # a hang here is a hang of the test: tests that can hang use the process
+        capsys.readouterr()
+        started = time.monotonic()
+        with monkeypatch.context() as scoped:
+            for name, value in (extra_env or {}).items():
+                scoped.setenv(name, value)
+            code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return Ran(code, captured.out, captured.err, time.monotonic() - started, os.getpid())
+
+    return run

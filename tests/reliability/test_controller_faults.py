@@ -1,9 +1,10 @@
 """Controller faults through the real CLI (issue #7), against ``tests/faultserver.py`` on 127.0.0.1.
 
-Every run is a real ``spurinv refresh`` process with ``[controller] url`` pointing at the fault
-server, slurm-jwt auth and a 0600 token file, on a fixture root whose state already holds one
-reading, so the run confirms a change and must ask the controller. Whatever the server does, the
-run ends within ``timeout`` × requests + a margin (process start-up and discovery), with the
+Every run is ``spurinv refresh`` with ``[controller] url`` pointing at the fault server,
+slurm-jwt auth and a 0600 token file, on a fixture root whose state already holds one reading, so
+the run confirms a change and must ask the controller: in this process (``launch.main``), and as a
+real process for the faulty reads (``process_rig``). Whatever the server does, the run ends within
+``timeout`` × requests + a margin (process start-up and discovery), with the
 documented exit status, never follows a redirect, never moves the baseline on a write it could not
 verify, never resumes a drain it does not own and never drains twice.
 """
@@ -88,7 +89,17 @@ class ControllerRun:
 
 
 @pytest.fixture
-def rig(tmp_path, built, spurinv, cli) -> Iterator[Rig]:
+def rig(tmp_path, built, spurinv_here, cli) -> Iterator[Rig]:
+    """Runs in this process: what a run does with each answer, not how a process ends."""
+    gateway = Gateway(token=hostile.TOKEN)
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway) as server:
+        yield Rig(tmp_path, built, spurinv_here, cli, server)
+
+
+@pytest.fixture
+def process_rig(tmp_path, built, spurinv, cli) -> Iterator[Rig]:
+    """Runs as real processes: the time bound includes start-up, as the timer sees it."""
     gateway = Gateway(token=hostile.TOKEN)
     gateway.add_node("n1", gres="gpu:mi300x:8")
     with FaultServer(gateway=gateway) as server:
@@ -148,11 +159,11 @@ GET_FAULTS = [
 
 
 @pytest.mark.parametrize(("fault", "behaviour", "expected"), GET_FAULTS, ids=[f[0] for f in GET_FAULTS])
-def test_a_faulty_read_ends_in_bounded_time_with_its_exit_status(rig, ledger, fault, behaviour, expected):
-    rig.prime("mi300x-spx")
-    rig.server.script("GET", NODE_PATH, behaviour)
+def test_a_faulty_read_ends_in_bounded_time_with_its_exit_status(process_rig, ledger, fault, behaviour, expected):
+    process_rig.prime("mi300x-spx")
+    process_rig.server.script("GET", NODE_PATH, behaviour)
 
-    run = rig.run("mi300x-spx")
+    run = process_rig.run("mi300x-spx")
 
     record(ledger, f"GET: {fault}", run)
     assert run.code == expected, run.err
@@ -161,7 +172,7 @@ def test_a_faulty_read_ends_in_bounded_time_with_its_exit_status(rig, ledger, fa
     document = run.document()
     assert document["steps"][-1]["error"], document["steps"]
     assert len(run.err.strip().splitlines()) == 1, run.err  # one clear line on stderr
-    status = rig.status()
+    status = process_rig.status()
     assert status["baseline"] is None
     assert status["backoff"]["failures"] == 1
 

@@ -273,7 +273,7 @@ FAULTS = [
     Fault("kfd device_id differs from PCI", SPX, lambda r, c: rb.set_property(node(r), "device_id", 0x1234),
           "failed", "kfd", "PCI says"),
     Fault("kfd GPU node removed", SPX, lambda r, c: shutil.rmtree(node(r)), "switching", "switch", "KFD has no node"),
-    Fault("kfd node directory is a symlink loop", SPX, lambda r, c: (shutil.rmtree(node(r)), os.symlink("2", node_path(r, 2))),
+    Fault("kfd node directory is a symlink loop", SPX, lambda r, c: (shutil.rmtree(node(r)), os.symlink("2", node_path(r, 2))),  # type: ignore[func-returns-value]  # two steps as a tuple
           "failed", "kfd", "symlink"),
     Fault("kfd node vanishes mid-walk", SPX, lambda r, c: vanish(r, c, returns=False), "switching", "switch",
           "KFD has no node"),
@@ -285,7 +285,7 @@ FAULTS = [
     Fault("kfd nodes/ is a file", SPX, lambda r, c: replace_with_file(Path(r, TOPOLOGY, "nodes")), "failed", "kfd", "nodes"),
     Fault("kfd topology missing while PCI shows amdgpu GPUs", SPX, lambda r, c: shutil.rmtree(Path(r, rb.KFD_DIR)),
           "switching", "switch", "PCI shows 8 AMD GPUs"),
-    Fault("sys/class/kfd is a file", SPX, lambda r, c: (rb.remove(r, "sys/class/kfd"), rb.write(r, "sys/class/kfd", "")),
+    Fault("sys/class/kfd is a file", SPX, lambda r, c: (rb.remove(r, "sys/class/kfd"), rb.write(r, "sys/class/kfd", "")),  # type: ignore[func-returns-value]  # two steps as a tuple
           "failed", "kfd", "not a directory"),
     Fault("kfd mem bank lacks size_in_bytes", VEGA,
           lambda r, c: rb.set_property(node(r) / "mem_banks" / "0", "size_in_bytes", None), "failed", "kfd", "size_in_bytes"),
@@ -295,7 +295,7 @@ FAULTS = [
           "failed", "kfd", "both claim"),
     # --- PCI: GPUs the driver does not show, devices off the bus
     Fault("amd gpu without a driver", SPX,
-          lambda r, c: (rb.remove(pci(r), "driver"), edit(pci(r) / "uevent", "DRIVER=amdgpu\n", "")),
+          lambda r, c: (rb.remove(pci(r), "driver"), edit(pci(r) / "uevent", "DRIVER=amdgpu\n", "")),  # type: ignore[func-returns-value]  # two steps as a tuple
           "switching", "switch", "has no driver"),
     Fault("amd gpu bound to vfio-pci", SPX,
           lambda r, c: replace_with_link(pci(r) / "driver", "../../../bus/pci/drivers/vfio-pci"), "failed", "pci", "vfio-pci"),

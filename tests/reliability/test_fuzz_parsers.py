@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import rootbuilder as rb
+from effort import examples
 from factories import inventory, packages, reading
 from faultserver import capture
 from hypothesis import HealthCheck, example, given, settings
@@ -30,7 +31,7 @@ from spurinv.sources import cdi, nvidia
 from spurinv.sources.attribute import ReadError, parse_cpulist, parse_int, parse_keyed_lines, parse_properties
 from spurinv.sources.host import parse_meminfo
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PATH = "/sys/fuzz"
 
 # --- strategies ---------------------------------------------------------------------------------

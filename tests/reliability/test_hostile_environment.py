@@ -16,7 +16,7 @@ from faultserver import CAPTURES, FaultServer, Gateway
 
 from spurinv.root import Root
 from spurinv.sources import cdi
-from spurinv.sources.report import Report
+from spurinv.sources.status import Report
 
 # --- a Latin-1 locale (item 10) ----------------------------------------------------------------------
 

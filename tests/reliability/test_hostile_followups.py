@@ -212,7 +212,7 @@ def test_the_yaml_a_run_parses_is_bounded_and_json_specs_are_still_read(tmp_path
     import yaml
 
     from spurinv.root import Root
-    from spurinv.sources.report import Report
+    from spurinv.sources.status import Report
 
     if not libyaml:
         monkeypatch.delattr(yaml, "CSafeLoader", raising=False)

@@ -173,20 +173,20 @@ def test_a_live_spurinv_holder_is_named(tmp_path, lock_holder, ledger):
 MARKUP = "fpga[/bold]:1 [link=http://evil.example]x[/link] :warning: [bold red]y"
 
 
-def test_controller_text_with_rich_markup_is_printed_literally(observed_state, spurinv, ledger):
+def test_controller_text_with_rich_markup_is_printed_literally(observed_state, spurinv_here, ledger):
     """A `last.reason` with markup made every `status` exit 70 (MarkupError)."""
     raw = hostile.state_json(observed_state)
     raw["last"]["reason"] = f"spurinv: gres {MARKUP}"
     observed_state.write_text(json.dumps(raw))
 
-    ran = spurinv("status", "--state", observed_state, extra_env={"COLUMNS": "400"})
+    ran = spurinv_here("status", "--state", observed_state, extra_env={"COLUMNS": "400"})
 
     ledger.record("hostile text", "rich markup in the state's last reason", f"exit {ran.code}")
     assert 0 == ran.code, ran
     assert MARKUP in ran.out
 
 
-def test_a_gres_with_markup_from_the_controller_renders_and_exits_cleanly(tmp_path, built, spurinv, ledger):
+def test_a_gres_with_markup_from_the_controller_renders_and_exits_cleanly(tmp_path, built, spurinv_here, ledger):
     """The adoption step quotes the controller's gres; with markup in it `refresh` exited 70
     after saving the state, and every `status` after it too."""
     gateway = Gateway(token=hostile.TOKEN)
@@ -196,10 +196,10 @@ def test_a_gres_with_markup_from_the_controller_renders_and_exits_cleanly(tmp_pa
     with FaultServer(gateway=gateway) as server:
         config = hostile.config(tmp_path / "c.toml", server.url, token_file=hostile.token(tmp_path / "token"),
                                 confirm_interval=0.01)  # fmt: skip
-        dry = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--dry-run",
+        dry = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--dry-run",
                       extra_env=wide)  # fmt: skip
-        real = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, extra_env=wide)
-    status = spurinv("status", "--state", state, extra_env=wide)
+        real = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, extra_env=wide)
+    status = spurinv_here("status", "--state", state, extra_env=wide)
 
     codes = [ran.code for ran in (dry, real, status)]
     ledger.record("hostile text", "rich markup in a controller gres", f"exits {codes}")
@@ -213,14 +213,14 @@ BAD_NAMES = ["../../../admin/x?y=1#", "-n1", ".n1", "n1/../x", "n 1", "n1%2f", "
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_a_node_name_cannot_steer_the_url(name, tmp_path, built, spurinv, gateway_server, ledger):
+def test_a_node_name_cannot_steer_the_url(name, tmp_path, built, spurinv_here, gateway_server, ledger):
     """`--node '../../../admin/x?y=1#'` sent GET /admin/x?y=1 with the auth headers."""
     config = hostile.config(tmp_path / "c.toml", gateway_server.url, token_file=hostile.token(tmp_path / "token"))
-    flag = spurinv("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config,
+    flag = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config,
                    "--node", name, "--json")  # fmt: skip
     in_file = hostile.config(tmp_path / "n.toml", gateway_server.url, token_file=tmp_path / "token")
     in_file.write_text(in_file.read_text().replace('name = "n1"', f"name = {json.dumps(name)}", 1))
-    from_file = spurinv("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", in_file)
+    from_file = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", in_file)
 
     ledger.record("hostile text", f"node name {name[:30]!r}", f"--node exit {flag.code}, node.name exit {from_file.code}")
     assert [] == gateway_server.seen
@@ -231,8 +231,8 @@ def test_a_node_name_cannot_steer_the_url(name, tmp_path, built, spurinv, gatewa
     assert "node.name" in one_line(from_file.err)
 
 
-def test_discover_format_slurm_refuses_a_bad_node_name(built, spurinv):
-    ran = spurinv("discover", "--root", built("mi300x-spx"), "--format", "slurm", "--node", "a b")
+def test_discover_format_slurm_refuses_a_bad_node_name(built, spurinv_here):
+    ran = spurinv_here("discover", "--root", built("mi300x-spx"), "--format", "slurm", "--node", "a b")
     assert exitcode.USAGE == ran.code
     assert "--node" in one_line(ran.err)
 
@@ -256,7 +256,7 @@ ECHOES = {
 
 
 @pytest.mark.parametrize("form", ECHOES)
-def test_a_server_echoing_the_token_in_any_form_never_gets_it_stored_or_printed(form, tmp_path, built, spurinv, ledger):
+def test_a_server_echoing_the_token_in_any_form_never_gets_it_stored_or_printed(form, tmp_path, built, spurinv_here, ledger):
     echo = ECHOES[form]
     gateway = Gateway(token=hostile.TOKEN)
     gateway.add_node("n1")
@@ -265,8 +265,8 @@ def test_a_server_echoing_the_token_in_any_form_never_gets_it_stored_or_printed(
         server.script("GET", NODE_PATH, Reply(500, {"errors": [{"error_number": 9001, "description": f"bad token {echo}"}]}))
         config = hostile.config(tmp_path / "c.toml", server.url, token_file=hostile.token(tmp_path / "token"),
                                 confirm_interval=0.01)  # fmt: skip
-        runs = [spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--json")]
-        runs.append(spurinv("status", "--state", state))
+        runs = [spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--json")]
+        runs.append(spurinv_here("status", "--state", state))
     text = "".join(ran.out + ran.err for ran in runs) + state.read_text()
 
     leaked = echo.lower() in text.lower() or echo[:12].lower() in text.lower()
@@ -275,13 +275,13 @@ def test_a_server_echoing_the_token_in_any_form_never_gets_it_stored_or_printed(
     assert "<token>" in hostile.state_json(state)["backoff"]["error"]
 
 
-def test_server_text_is_bounded_in_messages_and_the_state_file(tmp_path, built, spurinv, ledger):
+def test_server_text_is_bounded_in_messages_and_the_state_file(tmp_path, built, spurinv_here, ledger):
     gateway = Gateway()
     gateway.add_node("n1")
     state = tmp_path / "state.json"
     with FaultServer(gateway=gateway) as server:
         server.script("GET", NODE_PATH, Reply(500, {"errors": [{"error_number": 9001, "description": "A" * 200_000}]}))
-        ran = spurinv("refresh", "--quiet", "--root", built("mi300x-spx"), "--state", state, "--config",
+        ran = spurinv_here("refresh", "--quiet", "--root", built("mi300x-spx"), "--state", state, "--config",
                       hostile.config(tmp_path / "c.toml", server.url, confirm_interval=0.01))  # fmt: skip
     error = hostile.state_json(state)["backoff"]["error"]
 
@@ -318,13 +318,13 @@ ABSURD = {
 
 
 @pytest.mark.parametrize("key", ABSURD)
-def test_every_config_number_is_bounded_and_a_bad_one_is_named(key, tmp_path, built, spurinv, ledger):
+def test_every_config_number_is_bounded_and_a_bad_one_is_named(key, tmp_path, built, spurinv_here, ledger):
     """`backoff_initial = backoff_max = 10^12` passed validation, then OverflowError (exit 70)
     threw away the pending reading."""
     config = hostile.write_private(tmp_path / "config.toml", ABSURD[key])
 
-    shown = spurinv("config", "show", "--config", config)
-    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config)
+    shown = spurinv_here("config", "show", "--config", config)
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", tmp_path / "s.json", "--config", config)
 
     ledger.record("hostile config", f"absurd {key}", f"exit {shown.code}/{ran.code}")
     assert (exitcode.CONFIG, exitcode.CONFIG) == (shown.code, ran.code), (shown, ran)
@@ -334,12 +334,12 @@ def test_every_config_number_is_bounded_and_a_bad_one_is_named(key, tmp_path, bu
     assert all(str(config) in line for line in lines), lines
 
 
-def test_the_upper_bounds_themselves_are_accepted(tmp_path, spurinv):
+def test_the_upper_bounds_themselves_are_accepted(tmp_path, spurinv_here):
     config = hostile.write_private(
         tmp_path / "config.toml",
         "[policy]\nbackoff_initial = 604800\nbackoff_max = 604800\n[state]\nlock_timeout = 600\n[controller]\ntimeout = 120\n",
     )
-    assert 0 == spurinv("config", "show", "--config", config).code
+    assert 0 == spurinv_here("config", "show", "--config", config).code
 
 
 # --- the suite itself --------------------------------------------------------------------------

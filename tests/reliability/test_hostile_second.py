@@ -48,7 +48,7 @@ def test_a_name_that_is_not_utf8_is_escaped_and_the_run_saves(where, root_copy, 
 
 @given(st.text())
 def test_escaped_text_is_always_valid_utf8_and_plain_text_is_untouched(text):
-    from spurinv.sources.report import escaped
+    from spurinv.sources.status import escaped
 
     shown = escaped(text)
     shown.encode("utf-8")
@@ -71,7 +71,7 @@ def _config_with_token(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("which", ["config", "token"])
 @pytest.mark.parametrize("how", ["flag", "environment"])
-def test_a_state_path_that_is_the_config_or_the_token_is_refused_untouched(which, how, built, tmp_path, spurinv):
+def test_a_state_path_that_is_the_config_or_the_token_is_refused_untouched(which, how, built, tmp_path, spurinv_here):
     """``--state /etc/spurinv/config.toml`` moved the config aside as a corrupt state and wrote a
     state in its place; the token file likewise."""
     config, token = _config_with_token(tmp_path)
@@ -84,7 +84,7 @@ def test_a_state_path_that_is_the_config_or_the_token_is_refused_untouched(which
     else:
         extra = {"SPURINV_STATE": str(target)}
 
-    ran = spurinv(*args, extra_env=extra)
+    ran = spurinv_here(*args, extra_env=extra)
 
     assert ran.code == (64 if how == "flag" else 78), ran
     assert f"the {which} file" in ran.err, ran.err
@@ -103,12 +103,12 @@ FOREIGN = {
 
 
 @pytest.mark.parametrize("case", sorted(FOREIGN))
-def test_a_state_path_naming_some_other_file_is_refused_not_moved_aside(case, built, state_path, spurinv):
+def test_a_state_path_naming_some_other_file_is_refused_not_moved_aside(case, built, state_path, spurinv_here):
     """``--state /etc/hosts`` (a typo, a wrong variable): the file was moved aside as a corrupt
     state and a state written in its place."""
     state_path.write_text(FOREIGN[case])
 
-    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path)
 
     assert ran.code == 65, ran
     assert str(state_path) in ran.err, ran.err
@@ -120,10 +120,10 @@ def test_a_state_path_naming_some_other_file_is_refused_not_moved_aside(case, bu
 @pytest.mark.parametrize(
     "damaged", ["", "{not json", '{"schema_version": 3, "node": "vm", "readi', '{"schema_version": "x"}', '{"node": 5}']
 )
-def test_a_damaged_state_is_still_moved_aside(damaged, built, state_path, spurinv):
+def test_a_damaged_state_is_still_moved_aside(damaged, built, state_path, spurinv_here):
     state_path.write_text(damaged)
 
-    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path)
 
     assert ran.code == 0, ran
     assert list(state_path.parent.glob("state.json.corrupt-*"))
@@ -134,7 +134,7 @@ def test_a_damaged_state_is_still_moved_aside(damaged, built, state_path, spurin
 
 
 @pytest.mark.parametrize("how", ["flag", "config"])
-def test_the_metrics_file_on_the_token_file_is_refused(how, built, tmp_path, state_path, spurinv):
+def test_the_metrics_file_on_the_token_file_is_refused(how, built, tmp_path, state_path, spurinv_here):
     config, token = _config_with_token(tmp_path)
     before = token.read_bytes()
     args = ["refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path]
@@ -143,7 +143,7 @@ def test_the_metrics_file_on_the_token_file_is_refused(how, built, tmp_path, sta
     else:
         config.write_text(config.read_text().replace("[controller]", f'[metrics]\nfile = "{token}"\n\n[controller]'))
 
-    ran = spurinv(*args)
+    ran = spurinv_here(*args)
 
     assert ran.code == (64 if how == "flag" else 78), ran
     assert "the token file" in ran.err, ran.err
@@ -217,11 +217,11 @@ def test_a_nul_in_a_gres_entry_is_refused_before_exec_naming_the_entry(tmp_path)
 
 
 def test_a_nul_in_a_command_environment_is_refused_before_exec(tmp_path):
-    from spurinv import registration
+    from spurinv import process
     from spurinv.errors import ControllerError
 
     with pytest.raises(ControllerError) as caught:
-        registration.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
+        process.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
 
     assert "x\\0y:1" in caught.value.message
 
@@ -340,19 +340,19 @@ def test_an_answer_with_slurmrestds_keys_and_repeats_is_read():
     assert _read("{" + ",".join('"a":0' for _ in range(5000)) + "}") == {"a": 0}
 
 
-def test_the_no_change_tick_does_not_replace_a_metrics_target_turned_into_a_link(built, tmp_path, state_path, spurinv):
+def test_the_no_change_tick_does_not_replace_a_metrics_target_turned_into_a_link(built, tmp_path, state_path, spurinv_here):
     """The tick writes the metrics file without checking the options again: a link put there
     after the options were checked was replaced (or written through)."""
     metrics_file = tmp_path / "spurinv.prom"
     args = ["refresh", "--root", built("mi300x-spx"), "--state", state_path, "--metrics-file", metrics_file]
     for _ in range(3):
-        assert spurinv(*args).code == 0
+        assert spurinv_here(*args).code == 0
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_text("not yours\n")
     metrics_file.unlink()
     metrics_file.symlink_to(elsewhere)
 
-    ran = spurinv(*args)
+    ran = spurinv_here(*args)
 
     assert ran.code in (64, 73), ran
     assert metrics_file.is_symlink()

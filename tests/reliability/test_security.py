@@ -39,7 +39,7 @@ def leaks(text: str) -> bool:
     return hostile.TOKEN in text or hostile.TOKEN[-24:] in text  # the whole token, or its tail alone
 
 
-def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, spurinv, gateway_server, ledger):
+def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, spurinv_here, gateway_server, ledger):
     """Every command, successful and failing, with the token in use; grep everything for it."""
     server, _gateway = gateway_server, gateway_server.gateway
     token = hostile.write_private(tmp_path / "secrets" / "token", f"SLURM_JWT={hostile.TOKEN}\n")  # `scontrol token` form
@@ -53,7 +53,7 @@ def test_the_token_appears_in_no_output_file_argv_or_message(tmp_path, built, sp
     outputs: list[tuple[str, str]] = []
 
     def run(name: str, *args: object, expect: int | None = None, **kwargs: object) -> None:
-        ran = spurinv(*args, **kwargs)
+        ran = spurinv_here(*args, **kwargs)
         outputs.append((name, ran.out + ran.err))
         if expect is not None:
             assert ran.code == expect, (name, ran)
@@ -114,7 +114,7 @@ ECHOES = {
 
 
 @pytest.mark.parametrize("where", ECHOES)
-def test_a_server_echoing_the_token_back_never_gets_it_logged_or_stored(where, tmp_path, built, spurinv, cli, ledger):
+def test_a_server_echoing_the_token_back_never_gets_it_logged_or_stored(where, tmp_path, built, spurinv_here, cli, ledger):
     """An error page quoting the request's headers: its text becomes our message (stderr, journal)
     and the backoff record in the state file, so the token is scrubbed out of it first."""
     gateway = Gateway(token=hostile.TOKEN)
@@ -127,10 +127,10 @@ def test_a_server_echoing_the_token_back_never_gets_it_logged_or_stored(where, t
     with FaultServer(gateway=gateway) as server:
         server.script("GET", NODE_PATH, ECHOES[where])
         config = hostile.config(tmp_path / "c.toml", server.url, token_file=hostile.token(tmp_path / "token"))
-        runs = [spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--json")]
+        runs = [spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config, "--json")]
         hostile.rewind_backoff(state)
-        runs.append(spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config))
-        runs.append(spurinv("status", "--state", state))
+        runs.append(spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config))
+        runs.append(spurinv_here("status", "--state", state))
     text = "".join(ran.out + ran.err for ran in runs) + state.read_text()
     ledger.record("security", f"token echoed back {where}", "scrubbed" if not leaks(text) else "LEAKED", lost=leaks(text))
     assert not leaks(text)
@@ -138,7 +138,9 @@ def test_a_server_echoing_the_token_back_never_gets_it_logged_or_stored(where, t
     assert runs[0].code in (exitcode.PROTOCOL, exitcode.NOHOST), runs[0].err
 
 
-def test_a_token_file_with_a_second_line_is_refused_without_printing_it(tmp_path, built, spurinv, cli, gateway_server, ledger):
+def test_a_token_file_with_a_second_line_is_refused_without_printing_it(
+    tmp_path, built, spurinv_here, cli, gateway_server, ledger
+):
     """requests quotes an invalid header value, token and all, in its error: refuse it first."""
     state = tmp_path / "state.json"
     assert (
@@ -148,7 +150,7 @@ def test_a_token_file_with_a_second_line_is_refused_without_printing_it(tmp_path
     broken = hostile.write_private(tmp_path / "token", f"{hostile.TOKEN}\nsecond line\n")
     config = hostile.config(tmp_path / "c.toml", gateway_server.url, token_file=broken)
 
-    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config)
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config)
 
     ledger.record("security", "token file with a second line", f"refused, exit {ran.code}", lost=leaks(ran.out + ran.err))
     assert ran.code == exitcode.NOPERM, ran.err
@@ -211,7 +213,9 @@ def test_the_token_is_not_in_the_argv_of_any_process(tmp_path, built, env, gatew
         "token-world-readable",
     ],
 )
-def test_unsafe_config_and_token_files_are_refused(tmp_path, built, spurinv, cli, gateway_server, ledger, what, mode, code):
+def test_unsafe_config_and_token_files_are_refused(
+    tmp_path, built, spurinv_here, cli, gateway_server, ledger, what, mode, code
+):
     state = tmp_path / "state.json"
     assert (
         cli("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", hostile.config(tmp_path / "o.toml")).code
@@ -220,7 +224,7 @@ def test_unsafe_config_and_token_files_are_refused(tmp_path, built, spurinv, cli
     token = hostile.token(tmp_path / "token", mode if what == "token" else 0o600)
     config = hostile.config(tmp_path / "c.toml", gateway_server.url, token_file=token, mode=mode if what == "config" else 0o600)
 
-    ran = spurinv("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config)
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state, "--config", config)
 
     path = config if what == "config" else token
     ledger.record("security", f"{what} file mode {mode:o}", f"refused, exit {ran.code}", lost=bool(gateway_server.seen))
@@ -232,7 +236,7 @@ def test_unsafe_config_and_token_files_are_refused(tmp_path, built, spurinv, cli
 
 
 @pytest.mark.parametrize("planted", ["state.json", "state.json.lock"])
-def test_a_planted_symlink_is_never_followed(tmp_path, built, spurinv, ledger, planted):
+def test_a_planted_symlink_is_never_followed(tmp_path, built, spurinv_here, ledger, planted):
     """Another user plants ``state.json`` (or its lock) as a symlink to a file of theirs."""
     directory = tmp_path / "state"
     directory.mkdir(mode=0o700)
@@ -243,13 +247,13 @@ def test_a_planted_symlink_is_never_followed(tmp_path, built, spurinv, ledger, p
     os.lchown(link, 65534, 65534)  # owned by nobody, as a planted link would be
     config = hostile.config(tmp_path / "c.toml")
 
-    runs = [spurinv("refresh", "--root", built("mi300x-spx"), "--state", directory / "state.json", "--config", config)]
+    runs = [spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", directory / "state.json", "--config", config)]
     if planted == "state.json":
         state = directory / "state.json"
         runs += [
-            spurinv("status", "--state", state),
-            spurinv("status", "--state", state, "--json"),
-            spurinv("diff", "--root", built("mi300x-spx"), "--state", state, "--config", config),
+            spurinv_here("status", "--state", state),
+            spurinv_here("status", "--state", state, "--json"),
+            spurinv_here("diff", "--root", built("mi300x-spx"), "--state", state, "--config", config),
         ]
 
     followed = victim.read_text() != "someone else's file\n" or not link.is_symlink()
@@ -303,7 +307,7 @@ def interpreter_for(user: str) -> tuple[list[str], dict[str, str]]:
     import site
 
     repo = str(Path(__file__).resolve().parents[2])
-    candidates = [([sys.executable], {})]
+    candidates: list[tuple[list[str], dict[str, str]]] = [([sys.executable], {})]
     system = shutil.which("python3", path="/usr/bin:/usr/local/bin")
     if system:
         candidates.append(([system], {"PYTHONPATH": os.pathsep.join([repo, *site.getsitepackages()])}))

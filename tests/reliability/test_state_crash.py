@@ -92,7 +92,7 @@ def test_sigkill_at_random_points_leaves_the_old_or_the_new_state(built, env, tm
             same = state.read_bytes() == old_bytes
             # A finished run must have written its successor (which may be byte-identical to the old
             # file when two runs fall in the same second); a killed one left the old or the new file.
-            kind = "old" if same and killed else ("new" if is_successor(new, old, since) else "neither")
+            kind = "old" if same and killed else ("new" if is_successor(new, old, since) else "neither")  # type: ignore[arg-type]
         except Exception as exc:  # the property under test: this must never happen
             kind = f"unloadable: {exc}"
         if kind in outcomes:

@@ -70,19 +70,22 @@ class Report:
     def fail(self, path: str, reason: str) -> None:
         """Record a read or consistency error: the source, and so the discovery, failed."""
         self.status = FAILED
-        if len(self.errors) < MAX_PROBLEMS:
-            self.errors.append(self._problem(path, reason))
-        else:
+        if not self._listed(self.errors, path, reason):
             self.unlisted_errors += 1
-            self.unlisted_path = path
 
     def flag(self, path: str, reason: str) -> None:
         """Record an inconsistency that does not change the schedulable inventory."""
-        if len(self.flags) < MAX_PROBLEMS:
-            self.flags.append(self._problem(path, reason))
-        else:
+        if not self._listed(self.flags, path, reason):
             self.unlisted_flags += 1
-            self.unlisted_path = path
+
+    def _listed(self, problems: list[Problem], path: str, reason: str) -> bool:
+        """Add the problem to ``problems`` within the bound; past it, only its path is kept (for
+        the count :meth:`listed` ends with) and the caller counts it: False."""
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(self._problem(path, reason))
+            return True
+        self.unlisted_path = path
+        return False
 
     def _problem(self, path: str, reason: str) -> Problem:
         path, reason = escaped(path), escaped(reason)

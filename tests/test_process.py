@@ -1,0 +1,167 @@
+"""The bounded process runner behind ``scontrol``, ``controller.register_command`` and ``check``'s
+``systemctl`` (issue #14: bounded output)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spurinv import process
+from spurinv.errors import ConfigError
+
+ENV = {"PATH": os.environ.get("PATH", os.defpath)}
+
+
+def test_only_the_tail_of_a_long_output_is_kept_and_it_says_so():
+    script = "head -c 3000000 /dev/zero | tr '\\0' x; printf END; printf ERR >&2"
+
+    outcome = process.run(["/bin/sh", "-c", script], ENV, 30, limit=4096)
+
+    assert outcome.truncated
+    assert len(outcome.stdout) == 4096
+    assert outcome.stdout.endswith("xEND")
+    assert outcome.stderr == "ERR"
+    assert outcome.status == 0
+
+
+def test_an_output_under_the_limit_is_kept_whole():
+    outcome = process.run(["/bin/sh", "-c", "printf 'a\\nb'; exit 4"], ENV, 30, limit=4096)
+
+    assert (outcome.stdout, outcome.truncated, outcome.status) == ("a\nb", False, 4)
+
+
+def test_a_command_that_prints_without_end_is_stopped_at_the_limit_when_asked():
+    """``stop_over`` (scontrol: an answer over the limit is unusable): killed there, not at the timeout."""
+    outcome = process.run(["/usr/bin/yes"], ENV, 60, limit=1 << 20, stop_over=True)
+
+    assert outcome.truncated
+    assert outcome.status == -9  # killed by us, long before the 60 s timeout
+
+
+def test_memory_stays_bounded_while_a_command_prints_half_a_gigabyte():
+    """Output is read as it comes (the old ``communicate`` held all of it: 3 GiB for 1.5 GB)."""
+    # VmHWM is this process image's own peak; ru_maxrss also counts the forking parent's (a large
+    # pytest process in CI read as 284 MiB)
+    probe = (
+        "import os, re\n"
+        "from spurinv import process\n"
+        "out = process.run(['/bin/sh', '-c', 'head -c 500000000 /dev/zero'], dict(os.environ), 120)\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(out.truncated, re.search(r'VmHWM:\\s+(\\d+) kB', status).group(1))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    truncated, peak_kib = done.stdout.split()
+
+    assert truncated == "True"
+    assert int(peak_kib) < 200 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
+
+
+def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_timeout():
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.run(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], ENV, 0.5)
+
+
+def test_a_daemon_the_command_leaves_holding_its_output_neither_fails_it_nor_dies(tmp_path):
+    """`spurd &` in a site script: the command exits 0 at once; the daemon keeps the pipes. The
+    outcome is the command's own, shortly after it exits, and the daemon is left running."""
+    pid_file = tmp_path / "daemon.pid"
+    script = f"setsid sleep 30 & echo $! > {pid_file}; echo started; exit 0"
+    try:
+        outcome = process.run(["/bin/sh", "-c", script], ENV, 20)
+
+        assert (outcome.status, outcome.stdout.strip()) == (0, "started")
+        assert os.path.exists(f"/proc/{int(pid_file.read_text())}")
+    finally:
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the daemon we started, by PID
+
+
+def test_a_command_dies_with_a_spurinv_that_is_killed_outright(tmp_path):
+    """SIGKILL (OOM, cron's kill) leaves no register command running to overlap the next run's."""
+    pid_file = tmp_path / "child.pid"
+    probe = (
+        "import os, sys\n"
+        "from spurinv import process\n"
+        f"process.run(['/bin/sh', '-c', 'echo $$ > {pid_file}; exec sleep 30'], dict(os.environ), 60)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", probe]) as parent:
+        try:
+            deadline = time.monotonic() + 30
+            while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            child = int(pid_file.read_text())
+            parent.kill()
+        finally:
+            parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "zombie" not in status
+
+
+def test_the_output_of_a_command_killed_at_its_timeout_is_kept_for_the_log():
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
+        process.run(["/bin/sh", "-c", "echo restarting spurd; sleep 30"], ENV, 0.5)
+
+    assert b"restarting spurd" in caught.value.output
+
+
+def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(tmp_path):
+    """A directory is "executable" to ``access(X_OK)``: only the regular-file check names the problem."""
+    for program in (tmp_path, tmp_path / "missing"):
+        with pytest.raises(ConfigError) as caught:
+            process.resolve(str(program), ENV, "controller.register_command")
+        assert str(caught.value) == f"controller.register_command: {program} does not exist or is not a regular file"
+
+
+def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
+    """``MAX_OUTPUT`` pinned with a literal: the register command's tail that the log and the
+    refusal quote (issue #26: only explicit limits were tested)."""
+    limit = 64 * 1024
+
+    whole = process.run(["/bin/sh", "-c", f"head -c {limit} /dev/zero | tr '\\0' x"], ENV, 30)
+    over = process.run(["/bin/sh", "-c", f"head -c {limit + 1} /dev/zero | tr '\\0' x"], ENV, 30)
+
+    assert (len(whole.stdout), whole.truncated) == (limit, False)
+    assert (len(over.stdout), over.truncated) == (limit, True)
+
+
+def test_a_command_that_ends_inside_its_last_second_is_not_killed():
+    """The timeout is the timeout: a command that ends 0.8 s before it is not cut off a second early."""
+    outcome = process.run(["/bin/sh", "-c", "sleep 2.2; echo done"], ENV, 3)
+
+    assert (outcome.status, outcome.stdout) == (0, "done\n")
+
+
+def test_a_grandchild_holding_the_pipes_does_not_outlive_the_timeout(tmp_path: Path):
+    """A command that leaves a ``setsid`` child holding stdout hung past every timeout."""
+    script = tmp_path / "bg.sh"
+    script.write_text("#!/bin/sh\nsetsid sleep 30 &\necho $! > " + str(tmp_path / "pid") + "\nsleep 10\n")
+    script.chmod(0o755)
+    started = time.monotonic()
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process.run([str(script)], dict(os.environ), 1.0)
+        assert time.monotonic() - started < 8
+    finally:
+        pid_file = tmp_path / "pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), 9)  # the grandchild we started, by PID
