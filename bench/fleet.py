@@ -192,13 +192,13 @@ class _Simulation:
     def __init__(self, roots: Roots) -> None:
         from spurinv.config import ControllerSection
         from spurinv.discovery import discover
-        from spurinv.model import Discovery, Reading
+        from spurinv.model import Reading
         from spurinv.policy import Settings
         from spurinv.root import Root
 
         trees = {"spx": roots.spx, "cpx": roots.cpx, **roots.transients}
         self.readings = {
-            name: Reading.of(Discovery.model_validate(discover(Root(str(path)))), START) for name, path in trees.items()
+            name: Reading.of(discover(Root(str(path))), START) for name, path in trees.items()
         }
         self.gateway = _gateway()
         self.adapter = _adapter(self.gateway)
@@ -233,7 +233,7 @@ class _Simulation:
         result = converge(state, reading, self.settings, self.connect(name), lambda: moment)
         self.outcomes[result.outcome.kind.value] += 1
         if result.exit_code not in (0, EXIT_IOERR):
-            errors = [step.error for step in result.steps if step.error]
+            errors = [step["error"] for step in result.steps if step["error"]]
             self.unexpected.append(f"{name} {root}: exit {result.exit_code} {errors}")
         return result.state
 

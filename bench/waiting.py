@@ -69,13 +69,13 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     from spurinv.config import ControllerSection
     from spurinv.controller import Controller
     from spurinv.discovery import discover
-    from spurinv.model import Discovery, Reading
+    from spurinv.model import Reading
     from spurinv.policy import Settings
     from spurinv.refresh import converge
     from spurinv.root import Root
     from spurinv.state import Baseline, Drain, State
 
-    readings = {name: Reading.of(Discovery.model_validate(discover(Root(str(path)))), START)
+    readings = {name: Reading.of(discover(Root(str(path))), START)
                 for name, path in (("spx", roots.spx), ("cpx", roots.cpx))}  # fmt: skip
     gateway = _gateway()
     adapter = _adapter(gateway)
@@ -114,7 +114,7 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
             reading = readings["cpx"].model_copy(update={"taken_at": moment})
             state = state.record(reading)
             result = converge(state, reading, settings, connect_for(name), lambda moment=moment: moment)  # type: ignore[misc]  # a default binds the loop value
-            holds += result.steps[-1].action == "hold"
+            holds += result.steps[-1]["action"] == "hold"
             states[name] = result.state
     kinds: Counter[str] = Counter()
     for method, path, _body in adapter.seen:

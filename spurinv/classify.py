@@ -15,8 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from spurinv import shape
 from spurinv.fingerprint import SCHEDULABLE
 from spurinv.model import Device, Inventory, Reading
+from spurinv.shape import SWITCH
 
 COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
 
@@ -24,7 +26,7 @@ COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
 class Kind(StrEnum):
     """Outcome kinds; the values are the documented JSON strings."""
 
-    UNCHANGED = "unchanged"
+    UNCHANGED = shape.UNCHANGED
     DISCOVERY_FAILED = "discovery-failed"
     CHANGE_PENDING = "change-pending"
     CHANGE_CONFIRMED = "change-confirmed"
@@ -32,13 +34,10 @@ class Kind(StrEnum):
     SWITCHING = "switching"  # a partition switch in progress: neither a change nor a failure
 
 
-SWITCH = "switch"  # the source of a switch's evidence (spurinv.sources.status.SWITCH)
-
-
 def switching(reading: Reading) -> bool:
     """Whether ``reading`` caught a partition switch in progress: every error is its evidence (a
     real failure beside a switch is a failure, which counts)."""
-    return not reading.ok and bool(reading.errors) and all(error.source == SWITCH for error in reading.errors)
+    return not reading.ok and shape.switch_only(error.source for error in reading.errors)
 
 
 class _Value(BaseModel):
@@ -208,7 +207,7 @@ def classify(
         return Outcome(kind=Kind.DISCOVERY_FAILED, reason=f"discovery failed: {first}{more}")
     inventory = current.inventory
     if baseline is not None and inventory.fingerprint == baseline.fingerprint:
-        return Outcome(kind=Kind.UNCHANGED, reason="matches the reported baseline", fingerprint=inventory.fingerprint)
+        return Outcome(kind=Kind.UNCHANGED, reason=shape.UNCHANGED_REASON, fingerprint=inventory.fingerprint)
     diff = compare(baseline, inventory)
     if previous is None or not previous.ok or previous.fingerprint != inventory.fingerprint:
         why = "first sighting" if previous is None or not previous.ok else "differs from the previous reading"

@@ -17,6 +17,7 @@ from spurinv.errors import ConfigError, SpurinvError, StateError, UsageError
 from spurinv.log import Log
 from spurinv.output import OutputError
 from spurinv.root import Root, RootError
+from spurinv.shape import UNCHANGED
 
 app = typer.Typer(
     name="spurinv",
@@ -61,7 +62,7 @@ def _emit_json(document: dict[str, Any]) -> None:
 
 def _fail(command: str, error: SpurinvError, as_json: bool) -> typer.Exit:
     if as_json:
-        _emit_json(documents.envelope(command, error.exit_code, {"error": {"code": error.code, "message": error.message}}))
+        _emit_json(documents.error_document(command, error.exit_code, error.code, error.message))
     log = Log(os.environ)
     for line in error.message.splitlines():  # a config file can have several problems: one line each
         log.error(line)
@@ -228,12 +229,12 @@ def refresh(
     except SpurinvError as error:
         raise _fail("refresh", error, as_json) from None
     if as_json:
-        _emit_json(document.model_dump(mode="json"))
-    elif not (quiet and document.exit_code == 0 and document.outcome.kind == "unchanged"):
+        _emit_json(document)
+    elif not (quiet and document["exit_code"] == 0 and document["outcome"]["kind"] == UNCHANGED):
         from spurinv import render
 
         render.refresh(render.console(), document)
-    raise typer.Exit(document.exit_code)
+    raise typer.Exit(document["exit_code"])
 
 
 def _run_options(
@@ -298,7 +299,7 @@ def check(
         world, lambda: _run_options(state, config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True), host
     )
     if as_json:
-        _emit_json(documents.envelope("check", code, {"root": target.path, "checks": [r.as_dict() for r in results]}))
+        _emit_json(documents.check_document(target.path, code, [r.as_dict() for r in results]))
         raise typer.Exit(code)
     from spurinv.secret import printable
 
@@ -388,21 +389,10 @@ def diff(
     before = [device.model_dump(mode="json") for device in baseline.devices] if baseline else None
     links = link.changes(before, [device.model_dump(mode="json") for device in current.devices]) if current else []
     if as_json:
+        diffs = tuple(diff.model_dump(mode="json") if diff else None for diff in (vs_baseline, vs_latest))
         _emit_json(
-            documents.envelope(
-                "diff",
-                code,
-                {
-                    "state_file": path,
-                    "discovery_ok": result.ok,
-                    "errors": [error.model_dump() for error in result.errors],
-                    "current": current.fingerprint if current else None,
-                    "baseline": baseline.fingerprint if baseline else None,
-                    "different": different,
-                    "vs_baseline": vs_baseline.model_dump(mode="json") if vs_baseline else None,
-                    "vs_latest_reading": vs_latest.model_dump(mode="json") if vs_latest else None,
-                    "links": links,
-                },
+            documents.diff_document(
+                code, path, raw, baseline.fingerprint if baseline else None, different, (diffs[0], diffs[1]), links
             )
         )
         raise typer.Exit(code)
@@ -575,7 +565,7 @@ def config_show(config_file: ConfigOption = None, as_json: JsonOption = False) -
     }
     found = os.path.lexists(path)
     if as_json:
-        _emit_json(documents.envelope("config", 0, {"file": path, "file_exists": found, "values": flat, "origins": origins}))
+        _emit_json(documents.config_document(path, found, flat, origins))
     else:
         sys.stdout.write(config_module.render_show(loaded, origins, path, found))
 
@@ -631,8 +621,7 @@ def run(args: list[str]) -> int:
         name = path.split()[1] if len(path.split()) > 1 else "spurinv"
         message = _plain(exc, args)
         if _wants_json(args):
-            error = {"code": "usage", "message": message}
-            _emit_json(documents.envelope(name, exitcode.USAGE, {"error": error}))
+            _emit_json(documents.error_document(name, exitcode.USAGE, "usage", message))
         sys.stderr.write(f"{path}: {message}\n(see {path} --help)\n")
         return exitcode.USAGE
     except TyperException as exc:

@@ -22,6 +22,7 @@ import os
 from spurinv import catalog
 from spurinv import root as places
 from spurinv.fingerprint import fingerprint
+from spurinv.shape import device_key
 from spurinv.sources.attribute import ReadError, is_bdf, numbered, read_optional
 from spurinv.sources.cdi import read_cdi
 from spurinv.sources.drm import read_drm
@@ -35,7 +36,8 @@ from spurinv.sources.status import ABSENT, FAILED, Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import (
+    from spurinv.root import Root
+    from spurinv.shape import (
         CdiDevice,
         Device,
         Discovery,
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
         PciFunction,
         Problem,
     )
-    from spurinv.root import Root
 
 SOURCES = ("pci", "drm", "kfd", "nvidia", "cdi", "cpus", "memory")
 MIB = 1 << 20
@@ -102,7 +103,7 @@ def discover(
         elif link is not None and link["state"] == "down":
             reason = f"GPU {function['bdf']} on the bus does not answer (PCIe link down, x0)"
             reports["pci"].fail(function["path"], reason)
-    devices.sort(key=_device_order)
+    devices.sort(key=device_key)
     seen: set[str] = set()
     for device in devices:
         if device["id"] in seen:
@@ -150,11 +151,6 @@ def _check_drm_on_bus(drm: list[DrmNode], bus: frozenset[str], ignore: frozenset
         if bdf is not None and bdf not in bus and bdf not in ignore:
             name = f"{'card' if node['kind'] == 'card' else 'renderD'}{node['minor']}"
             report.fail(node["device"], f"{name} belongs to PCI device {bdf}, which the PCI bus does not show")
-
-
-def _device_order(device: Device) -> tuple[tuple[int, int, int, int], int]:
-    partition = device["partition"]
-    return sort_key(device["pci_bdf"]), partition["index"] if partition else 0
 
 
 def _slot(bdf: str) -> tuple[int, int, int]:

@@ -2,13 +2,16 @@
 
 ``discover --json`` and ``status --json`` run from the lean entry point (no pydantic, no typer),
 and the full CLI prints the very same documents by calling these functions, so there is one
-builder per document. Their shapes are pinned by :mod:`spurinv.report`'s models (which also
-generate the JSON Schemas in ``schemas/``) and by contract tests.
+builder per document (``fleet``'s is :func:`spurinv.fleet.document`). Their shapes are pinned by
+:mod:`spurinv.report`'s models, which generate the JSON Schemas in ``schemas/`` and which
+contract tests validate these documents against; nothing at run time builds them otherwise.
 """
 
 from __future__ import annotations
 
 import time
+
+from spurinv.shape import gpu_counts, summary, switch_only
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,6 +57,94 @@ def _valid_utf8(text: str) -> str:
     return escaped(text, inside_json=True)
 
 
+def error_document(command: str, exit_code: int, code: str, message: str) -> dict[str, Any]:
+    """Any command that failed before producing its own document: once JSON is asked for, even a
+    failure is an envelope."""
+    return envelope(command, exit_code, {"error": {"code": code, "message": message}})
+
+
+def step(action: str, reason: str, request: str | None = None, sent: bool = False, error: str | None = None) -> dict[str, Any]:
+    """One step of a refresh (``refresh --json``'s ``steps``): the policy's action and why, and the
+    request it sent (or, ``sent`` false, would send) and its error."""
+    return {"action": action, "reason": reason, "request": request, "sent": sent, "error": error}
+
+
+def refresh_document(
+    exit_code: int,
+    node: str,
+    observe: bool,
+    dry_run: bool,
+    state_file: str,
+    controller: str | None,
+    reading: Mapping[str, Any],
+    outcome: Mapping[str, Any],
+    steps: list[dict[str, Any]],
+    requests: list[dict[str, Any]],
+    notes: list[str],
+) -> dict[str, Any]:
+    """``refresh --json`` (and what the human rendering reads): the run's reading (JSON form),
+    the classifier's outcome, the steps taken and the requests sent."""
+    inventory = reading["inventory"]
+    return envelope(
+        "refresh",
+        exit_code,
+        {
+            "node": node,
+            "mode": "observe" if observe else "controller",
+            "dry_run": dry_run,
+            "state_file": state_file,
+            "controller": controller,
+            "reading_ok": reading["ok"],
+            "fingerprint": reading["fingerprint"],
+            "inventory": summary(inventory) if inventory else None,
+            "outcome": outcome,
+            "steps": steps,
+            "requests": requests,
+            "errors": list(reading.get("errors") or ()),
+            "notes": notes,
+        },
+    )
+
+
+def diff_document(
+    exit_code: int,
+    state_file: str,
+    discovery: Mapping[str, Any],
+    baseline: str | None,
+    different: bool,
+    diffs: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+    links: list[str],
+) -> dict[str, Any]:
+    """``diff --json``: discovery now (its JSON form) against the baseline (its fingerprint) and
+    the last reading: ``diffs`` are the two inventory diffs (JSON form), None where there is none."""
+    inventory = discovery["inventory"]
+    return envelope(
+        "diff",
+        exit_code,
+        {
+            "state_file": state_file,
+            "discovery_ok": discovery["ok"],
+            "errors": list(discovery["errors"]),
+            "current": inventory["fingerprint"] if inventory else None,
+            "baseline": baseline,
+            "different": different,
+            "vs_baseline": diffs[0],
+            "vs_latest_reading": diffs[1],
+            "links": links,
+        },
+    )
+
+
+def check_document(root: str, exit_code: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """``check --json``: every check, in order."""
+    return envelope("check", exit_code, {"root": root, "checks": checks})
+
+
+def config_document(path: str, exists: bool, values: dict[str, Any], origins: dict[str, str]) -> dict[str, Any]:
+    """``config show --json``: effective values and where each came from."""
+    return envelope("config", 0, {"file": path, "file_exists": exists, "values": values, "origins": origins})
+
+
 def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -> dict[str, Any]:
     """``discover --json``: the discovery result, framed."""
     return envelope(
@@ -70,13 +161,6 @@ def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -
     )
 
 
-def _counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for device in (inventory or {}).get("devices", []):
-        counts[device["model"]] = counts.get(device["model"], 0) + 1
-    return counts
-
-
 def _reading_summary(reading: Mapping[str, Any]) -> dict[str, Any]:
     inventory = reading.get("inventory")
     return {
@@ -84,7 +168,7 @@ def _reading_summary(reading: Mapping[str, Any]) -> dict[str, Any]:
         "ok": bool(reading.get("ok")),
         "fingerprint": reading.get("fingerprint"),
         "devices": len(inventory["devices"]) if inventory else None,
-        "models": _counts(inventory),
+        "models": gpu_counts(inventory),
         "cpus": inventory["cpus"] if inventory else None,
         "memory_mb": inventory["memory_mb"] if inventory else None,
         "errors": list(reading.get("errors") or []),
@@ -129,7 +213,7 @@ def attention(state: Mapping[str, Any]) -> list[str]:
     if isinstance(switch, dict):
         latest = (state.get("readings") or [{}])[-1]
         errors = latest.get("errors") or [] if isinstance(latest, dict) else []
-        if errors and all(isinstance(error, dict) and error.get("source") == "switch" for error in errors):
+        if switch_only(error.get("source") if isinstance(error, dict) else None for error in errors):
             notes.append(f"partition switch in progress since {switch.get('since')}: waiting for the settled reading")
         else:  # a single settled reading does not end a switch (ledger.record)
             since = switch.get("since")
@@ -169,8 +253,7 @@ def discover_exit(result: Mapping[str, Any]) -> int:
 
     if result["ok"]:
         return exitcode.OK
-    switching = bool(result["errors"]) and all(error["source"] == "switch" for error in result["errors"])
-    return exitcode.TEMPFAIL if switching else exitcode.IOERR
+    return exitcode.TEMPFAIL if switch_only(error["source"] for error in result["errors"]) else exitcode.IOERR
 
 
 def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any]:
@@ -216,7 +299,7 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any
                 "since": baseline["since"],
                 "source": baseline["source"],
                 "devices": len(baseline["inventory"]["devices"]),
-                "models": _counts(baseline["inventory"]),
+                "models": gpu_counts(baseline["inventory"]),
             }
             if baseline
             else None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from spurinv.documents import KEEP_READINGS, SCHEMA_VERSION
+from spurinv.shape import NO_ACTION, QUIET, QUIET_OBSERVE, UNCHANGED, UNCHANGED_REASON, accepted_link
 from spurinv.sources import link
 
 TYPE_CHECKING = False
@@ -26,12 +27,10 @@ if TYPE_CHECKING:
     R = TypeVar("R")  # a reading: a JSON dict on the tick, a model.Reading on the full run
     T = TypeVar("T")  # a timestamp: ``2026-12-02T18:00:00Z`` on the tick, an aware datetime on the full run
 
-UNCHANGED = "unchanged"
-NO_ACTION = "none"
 # What a full run records for an unchanged reading (classify.classify's reason and policy.decide's
-# step): a tick writes the same books, which tests/test_ledger.py's property test holds it to.
-UNCHANGED_REASON = "matches the reported baseline"
-_QUIET = ("none: unchanged; no controller request needed", "none: unchanged (observe mode)")
+# step, in the words spurinv.shape keeps for both): a tick writes the same books, which
+# tests/test_ledger.py's property test holds it to.
+_QUIET = (f"{NO_ACTION}: {QUIET}", f"{NO_ACTION}: {QUIET_OBSERVE}")
 
 
 def steady_key(
@@ -103,8 +102,9 @@ def _switch(switch: Mapping[str, Any] | None, taken_at: Any, switching: bool, pr
     return {"since": min(switch["since"], taken_at)}
 
 
-def reading(discovery: Mapping[str, Any], taken_at: str) -> dict[str, Any]:
-    """A discovery result as the state file records it (the JSON form of ``model.Reading.of``)."""
+def reading(discovery: Mapping[str, Any], taken_at: T) -> dict[str, Any]:
+    """A discovery result (discovery's dict) as the state file records it: the one builder, which
+    ``model.Reading.of`` validates on the full run."""
     inventory = discovery["inventory"]
     return {
         "taken_at": taken_at,
@@ -210,7 +210,7 @@ def replay(
     if accepted:  # as State.record: a link read at another width twice is no longer accepted
         books["accepted_links"] = link.still_accepted(accepted, books["readings"])
     confirmed = [found for found in link.confirmed(books["readings"])
-                 if f"{found['pci_bdf']} x{found['width']}" not in accepted]  # fmt: skip
+                 if accepted_link(found) not in accepted]  # fmt: skip
     if steady.get("drain_links") and confirmed:
         return None  # policy.drain_on_degraded_link: the full run drains (not a memo's answer)
     return {

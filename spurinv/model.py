@@ -1,24 +1,21 @@
-"""Validated models of what crosses a boundary: discovery results, readings, JSON output.
+"""Validated models of what crosses a boundary: discovery results and readings.
 
-The discovery sources build plain dicts in exactly this JSON form (see :mod:`spurinv.records`
-for why); these pydantic models validate them on every path that is not the timer's no-change
-tick, and they are what the rest of the program works with. Invariants live here, in the types:
-
-* a ``Discovery`` or ``Reading`` has an inventory **if and only if** it has no errors, and no
-  source of a successful discovery failed — a failed read can never pass for "no GPUs";
-* an ``Inventory``'s devices are sorted and unique by identity, and its fingerprint is the one
-  :func:`spurinv.fingerprint.fingerprint` computes (so a tampered state file does not validate).
+The shape is :mod:`spurinv.shape`'s: the discovery sources build plain dicts in exactly that
+JSON form, and these pydantic models validate them on every path that is not the timer's
+no-change tick; they are what the rest of the full run works with. Their rules are the shape's
+(an inventory if and only if no errors; sorted, unique devices with the right fingerprint),
+called from the validators here, never stated twice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, model_validator
 
-from spurinv.fingerprint import fingerprint
-from spurinv.sources.pci import sort_key
+from spurinv import ledger, shape
 
 Vendor = Literal["amd", "nvidia", "intel"]
 SourceState = Literal["ok", "absent", "failed"]
@@ -51,8 +48,7 @@ class Link(Frozen):
 
     def line(self) -> str:
         """``x8 of x16, 32.0 GT/s of 32.0 GT/s``."""
-        width = f"x{self.width if self.width is not None else '?'} of x{self.max_width if self.max_width is not None else '?'}"
-        return f"{width}, {self.speed or 'unknown'} of {self.max_speed or 'unknown'}"
+        return shape.link_line(self.model_dump())
 
 
 class Device(Frozen):
@@ -87,29 +83,20 @@ class Inventory(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> Inventory:
-        ids = [device.id for device in self.devices]
-        if len(set(ids)) != len(ids):
-            raise ValueError("duplicate device identity")
-        order = sorted(self.devices, key=lambda d: (sort_key(d.pci_bdf), d.partition.index if d.partition else 0))
-        if list(self.devices) != order:
-            raise ValueError("devices are not sorted by identity")
-        expected = fingerprint(self.cpus, self.memory_mb, (d.model_dump() for d in self.devices))
-        if self.fingerprint != expected:
-            raise ValueError(f"fingerprint {self.fingerprint[:12]} does not match the devices ({expected[:12]})")
+        _check(shape.inventory_problem(self.model_dump()))
         return self
 
     def gpu_counts(self) -> dict[str, int]:
-        """Devices per model, e.g. ``{"mi300x": 64}``."""
-        counts: dict[str, int] = {}
-        for device in self.devices:
-            counts[device.model] = counts.get(device.model, 0) + 1
-        return counts
+        """Devices per model, e.g. ``{"mi300x": 64}`` (:func:`spurinv.shape.gpu_counts`)."""
+        return shape.gpu_counts(self._models())
 
     def summary(self) -> str:
-        """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB``."""
-        models = ", ".join(f"{model} {count}" for model, count in sorted(self.gpu_counts().items()))
-        devices = f"{len(self.devices)} devices ({models})" if self.devices else "no GPUs"
-        return f"{devices}, {self.cpus} CPUs, {self.memory_mb} MiB"
+        """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB`` (:func:`spurinv.shape.summary`)."""
+        return shape.summary(self._models())
+
+    def _models(self) -> dict[str, Any]:
+        """What the counts and the summary read, without dumping every device."""
+        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "devices": [{"model": d.model} for d in self.devices]}
 
 
 class Problem(Frozen):
@@ -121,7 +108,7 @@ class Problem(Frozen):
 
     def line(self) -> str:
         """``kfd: /sys/...: reason``, one line for logs and drain reasons."""
-        return f"{self.source}: {self.path}: {self.reason}" if self.path else f"{self.source}: {self.reason}"
+        return shape.problem_line(self.model_dump())
 
 
 class SourceStatus(Frozen):
@@ -131,9 +118,9 @@ class SourceStatus(Frozen):
     detail: str
 
 
-def _check_result(ok: bool, inventory: Inventory | None, errors: tuple[Problem, ...]) -> None:
-    if ok != (inventory is not None) or ok == bool(errors):
-        raise ValueError("ok must mean: an inventory and no errors; a failure must carry its errors")
+def _check(problem: str | None) -> None:
+    if problem is not None:
+        raise ValueError(problem)
 
 
 class Discovery(Frozen):
@@ -147,9 +134,8 @@ class Discovery(Frozen):
 
     @model_validator(mode="after")
     def _invariant(self) -> Discovery:
-        _check_result(self.ok, self.inventory, self.errors)
-        if self.ok and any(source.status == "failed" for source in self.sources.values()):
-            raise ValueError("a discovery with a failed source cannot be ok")
+        sources = {name: {"status": source.status} for name, source in self.sources.items()}
+        _check(shape.discovery_problem({"ok": self.ok, "inventory": self.inventory, "errors": self.errors, "sources": sources}))
         return self
 
 
@@ -165,20 +151,15 @@ class Reading(Frozen):
 
     @model_validator(mode="after")
     def _invariant(self) -> Reading:
-        _check_result(self.ok, self.inventory, self.errors)
-        if (self.inventory.fingerprint if self.inventory else None) != self.fingerprint:
-            raise ValueError("fingerprint must be the inventory's")
+        _check(shape.reading_problem({"ok": self.ok, "inventory": self._fingerprinted(), "errors": self.errors,
+                                      "fingerprint": self.fingerprint}))  # fmt: skip
         return self
 
+    def _fingerprinted(self) -> dict[str, str] | None:
+        return None if self.inventory is None else {"fingerprint": self.inventory.fingerprint}
+
     @classmethod
-    def of(cls, discovery: Discovery, taken_at: datetime) -> Reading:
-        """Record ``discovery`` as taken at ``taken_at``."""
-        inventory = discovery.inventory
-        return cls(
-            taken_at=taken_at,
-            ok=discovery.ok,
-            fingerprint=inventory.fingerprint if inventory else None,
-            inventory=inventory,
-            errors=discovery.errors,
-            flags=discovery.flags,
-        )
+    def of(cls, discovery: Mapping[str, Any], taken_at: datetime) -> Reading:
+        """Record discovery's result (its plain dict) as taken at ``taken_at``: the record
+        :func:`spurinv.ledger.reading` builds (the tick's too), validated."""
+        return cls.model_validate(ledger.reading(discovery, taken_at))

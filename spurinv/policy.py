@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.classify import Kind, Outcome
 from spurinv.errors import ControllerKind
 from spurinv.model import Inventory
@@ -67,7 +67,7 @@ from spurinv.transport import SLURM_REMEDY
 class Do(StrEnum):
     """Action kinds; the values are the documented JSON strings."""
 
-    NONE = "none"
+    NONE = shape.NO_ACTION
     HOLD = "hold"
     BACKOFF = "backoff"
     READ_VIEW = "read-view"
@@ -222,7 +222,7 @@ def decide(
             return retire
         if outcome.kind == Kind.SUSPICIOUS:
             return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
-        return Action(kind=Do.NONE, reason="unchanged; no controller request needed")
+        return Action(kind=Do.NONE, reason=shape.QUIET)
     if view is None:
         # Transport and auth trouble block all contact; a refusal only delays its own retry, so
         # another action this reading needs (lift our drain after a revert, drain a newly busy
@@ -378,7 +378,7 @@ def _degraded_links(state: State) -> list[dict[str, Any]]:
     """Links degraded in the last two readings (spurinv.sources.link.confirmed), but those an
     operator accepted by lifting our drain (:attr:`State.accepted_links`)."""
     found = link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
-    return [each for each in found if f"{each['pci_bdf']} x{each['width']}" not in state.accepted_links]
+    return [each for each in found if shape.accepted_link(each) not in state.accepted_links]
 
 
 def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
@@ -388,7 +388,7 @@ def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Acti
         return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
     if outcome.kind == Kind.SUSPICIOUS:
         return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
-    return Action(kind=Do.NONE, reason="unchanged (observe mode)")
+    return Action(kind=Do.NONE, reason=shape.QUIET_OBSERVE)
 
 
 def _lift(view: NodeView, state: State, settings: Settings, now: datetime, why: str) -> Action:
@@ -615,7 +615,7 @@ def settle(
         update: dict[str, Any] = {"drain": None}
         if state.drain is not None and state.drain.cause == "link":
             # the operator lifted our link drain: they accept these links as they are now
-            keys = [f"{found['pci_bdf']} x{found['width']}" for found in _degraded_links(state)]
+            keys = [shape.accepted_link(found) for found in _degraded_links(state)]
             update["accepted_links"] = tuple(dict.fromkeys([*state.accepted_links, *keys]))[-64:]
         return state.model_copy(update=update)
     if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:

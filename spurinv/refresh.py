@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from spurinv import exitcode, ledger, metrics, store
+from spurinv import documents, exitcode, ledger, metrics, store
 from spurinv import state as state_file
 from spurinv.budget import Budget, Signals, shielded
 from spurinv.classify import Kind, Outcome, classify, switching
@@ -52,7 +52,6 @@ from spurinv.policy import (
     settle,
     with_backoff,
 )
-from spurinv.report import RefreshDocument, Step
 from spurinv.root import Root, boot_id
 from spurinv.sources import link
 from spurinv.state import Api, Decision, Drain, State, Steady
@@ -61,12 +60,18 @@ from spurinv.transport import RegisterResult, extra_limit, recorded
 if TYPE_CHECKING:
     from spurinv.controller import SessionFactory
     from spurinv.nodeview import NodeView
-    from spurinv.records import Discovery as RawDiscovery
     from spurinv.registration import Details
+    from spurinv.shape import Discovery as RawDiscovery
     from spurinv.transport import Request
     from spurinv.transport import Transport as Controller
 
 MAX_STEPS = 8
+Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)
+# What of the reading the refresh document shows (its summary line needs only each device's model)
+SUMMARISED: Any = {
+    "ok": True, "fingerprint": True, "errors": True,
+    "inventory": {"cpus": True, "memory_mb": True, "devices": {"__all__": {"model"}}},
+}  # fmt: skip
 
 
 def _utc_now() -> datetime:
@@ -201,10 +206,14 @@ def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
 def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     """The reading, and discovery's raw result (``discover --json``'s, for a register command)."""
     raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
-    return Reading.of(Discovery.model_validate(raw), world.clock()), raw
+    reading = Reading.of(raw, world.clock())
+    # the rule a reading does not keep (no failed source in an ok discovery); the inventory just
+    # validated is passed as it is, not validated again
+    Discovery.model_validate({**raw, "inventory": reading.inventory})
+    return reading, raw
 
 
-def run(world: World, options: Options) -> RefreshDocument:
+def run(world: World, options: Options) -> dict[str, Any]:
     """One refresh; raise SpurinvError for problems that prevent a document.
 
     SIGTERM/SIGINT end it early (exit 75, state saved); so does ``controller.run_deadline``.
@@ -312,14 +321,14 @@ def converge(
             outcome = judge(state)
             action = decide(outcome, view, state, settings, clock(), nonce=nonce)
             if action.kind in TERMINAL:
-                steps.append(Step(action=action.kind.value, reason=action.reason))
+                steps.append(documents.step(action=action.kind.value, reason=action.reason))
                 state = _mark_held(state, view, action)
                 exit_code = exit_code or action.exit_code
                 break
             if action.kind in (Do.ADOPT, Do.OBSERVE, Do.FORGET_DRAIN) or (
                 action.kind == Do.RECORD and action.body is not None and "extra" not in action.body
             ):  # no request: a record that cannot go into extra is not written (the id in a reason is all)
-                steps.append(Step(action=action.kind.value, reason=action.reason))
+                steps.append(documents.step(action=action.kind.value, reason=action.reason))
                 state = settle(state, action, clock())
                 continue
             if budget is not None:
@@ -363,7 +372,7 @@ def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
     return state
 
 
-def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
+def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> dict[str, Any]:
     config = options.config
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)
@@ -436,24 +445,18 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
                 _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, world.log)
                 raise StateError(str(exc), exc.exit_code) from None
     client = result.client
-    return RefreshDocument(
-        format_version=1,
-        command="refresh",
-        ok=result.exit_code == 0,
-        exit_code=result.exit_code,
-        node=node,
-        mode="observe" if config.observe else "controller",
-        dry_run=options.dry_run,
-        state_file=options.state_path,
-        controller=scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
-        reading_ok=reading.ok,
-        fingerprint=reading.fingerprint,
-        inventory=reading.inventory.summary() if reading.inventory else None,
-        outcome=outcome,
-        steps=result.steps,
-        requests=[request.as_dict() for request in client.sent] if client else [],
-        errors=list(reading.errors),
-        notes=notes,
+    return documents.refresh_document(
+        result.exit_code,
+        node,
+        config.observe,
+        options.dry_run,
+        options.state_path,
+        scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
+        reading.model_dump(mode="json", include=SUMMARISED),
+        outcome.model_dump(mode="json"),
+        result.steps,
+        [request.as_dict() for request in client.sent] if client else [],
+        notes,
     )
 
 
@@ -479,10 +482,10 @@ def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Co
         client.view()
     except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
         log.error(exc.message)
-        step = Step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
+        step = documents.step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
         code = result.exit_code or exc.exit_code
         return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
-    step = Step(action="read", reason=reason, request=_last(client), sent=True)
+    step = documents.step(action="read", reason=reason, request=_last(client), sent=True)
     return Converged(result.state, result.outcome, [*result.steps, step], result.exit_code, client, result.notes)
 
 
@@ -500,13 +503,12 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     None without one (nothing read for it)."""
     if not config.controller.register_command:
         return None
-    from spurinv.documents import discover_document
     from spurinv.registration import Details
     from spurinv.slurmconf import gres_conf
     from spurinv.sources.host import read_numa_cores
 
     lines = gres_conf(reading.inventory, node, read_numa_cores(world.root)[0]) if reading.inventory else []
-    document = discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
+    document = documents.discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
 
@@ -573,17 +575,17 @@ def _look(
             raise
         view, state, step = resumed
         steps.append(step)
-        return view, state, exitcode.PROTOCOL if step.error else exitcode.OK
-    steps.append(Step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
+        return view, state, exitcode.PROTOCOL if step["error"] else exitcode.OK
+    steps.append(documents.step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
     state = contacted(_remember_api(state, client, now))
     if client.rechecked:
         state = state.model_copy(update={"busy_checked_at": now})
     state, note = reconcile(state, view)
     if note:
-        steps.append(Step(action="reconcile", reason=note))
+        steps.append(documents.step(action="reconcile", reason=note))
     state, note = recover(state, view, now)
     if note:
-        steps.append(Step(action="recover", reason=note))
+        steps.append(documents.step(action="recover", reason=note))
     orphan = orphaned(view, state)
     if orphan:
         notes.append(orphan)
@@ -612,7 +614,7 @@ def _resume(client: Controller, state: State, settings: Settings, now: datetime)
     )
     result = registrar.register(client, inventory.gpu_counts(), str(intent.body.get("gres", "")), inventory.fingerprint,
                                 absent=True)  # fmt: skip
-    step = Step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
+    step = documents.step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
                 error=None if result.applied else result.error)  # fmt: skip
     settled = settle(state, action, now, applied=result.applied, error=result.error, settings=settings, remedy=result.remedy)
     return result.view, settled, step
@@ -674,7 +676,7 @@ def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrup
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
     sent = bool(mine) or isinstance(exc, ControllerError)
-    return Step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
+    return documents.step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
                 error=exc.message)  # fmt: skip
 
 
@@ -703,7 +705,7 @@ def _write(
         return _record(client, action, view, state, settings, dry_run, now)
     if dry_run:
         line = client.describe(action.body)
-        step = Step(action=action.kind.value, reason=action.reason, request=line, sent=False)
+        step = documents.step(action=action.kind.value, reason=action.reason, request=line, sent=False)
         after = (
             view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
         )
@@ -711,9 +713,9 @@ def _write(
     if action.kind == Do.REGISTER:
         result = client.register(action.body, inventory.gpu_counts(), inventory.fingerprint)
         if result.busy:  # nothing sent: decide again from the busy view (a drain), no refusal
-            step = Step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
+            step = documents.step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
             return result.view, state.model_copy(update={"intent": None}), step, False
-        step = Step(
+        step = documents.step(
             action=action.kind.value,
             reason=f"{action.reason} ({result.warning})" if result.warning else action.reason,
             request=result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client)),
@@ -727,7 +729,7 @@ def _write(
             not result.applied,
         )
     client.post(action.body)
-    step = Step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
+    step = documents.step(action=action.kind.value, reason=action.reason, request=_last(client), sent=True)
     after, state = expected_view(view, action), settle(state, action, now, settings=settings)
     if action.kind == Do.DRAIN:
         after, state = _read_back(client, after, state, notes if notes is not None else [], log)
@@ -744,8 +746,8 @@ def _record(
     if dry_run:
         line = client.describe({"extra": action.body["extra"]})
         after = view.model_copy(update={"extra": action.body["extra"]})
-        return after, settle(state, action, now, settings=settings), Step(action=action.kind.value, reason=action.reason,
-                                                                          request=line, sent=False), False  # fmt: skip
+        step = documents.step(action=action.kind.value, reason=action.reason, request=line, sent=False)
+        return after, settle(state, action, now, settings=settings), step, False
     before = len(client.sent)
     result = recorded(client, action.body, RegisterResult(True, view, None))
     mine = client.sent[before:]
@@ -756,7 +758,7 @@ def _record(
     if after.drained and (state.drain is None or after.reason != state.drain.reason):
         # recorded, but not in service: a drain that is not ours (Slurm's INVALID_REG, an admin's)
         reason += f"; the node stays drained by someone else ({printable(after.reason[:120]) or 'no reason'!r}): not lifted"
-    step = Step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
+    step = documents.step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
     return after, settle(state, action, now, settings=settings), step, False
 
 
@@ -765,15 +767,15 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
     outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
-    done = [step for step in steps if step.action != "none"] or steps[-1:]
+    done = [step for step in steps if step["action"] != "none"] or steps[-1:]
     decision = ledger.decision(
         world.clock(),
         found.kind.value,
-        steps[-1].action if steps else "none",
+        steps[-1]["action"] if steps else "none",
         found.reason,
         result.exit_code,
         len(result.client.sent) if result.client else 0,
-        [f"{step.action}: {step.reason}" + (f" ({step.error})" if step.error else "") for step in done],
+        [f"{step['action']}: {step['reason']}" + (f" ({step['error']})" if step["error"] else "") for step in done],
     )
     steady = None
     outstanding = state.model_dump(

@@ -23,11 +23,11 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from spurinv.classify import InventoryDiff
+from spurinv.classify import InventoryDiff, Outcome
 from spurinv.fleet import age_text
 from spurinv.model import Device, Discovery
-from spurinv.report import RefreshDocument
 from spurinv.secret import printable
+from spurinv.shape import SWITCH, problem_line, switch_only
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
 Row = tuple[str, str, str | None]  # label, value, style
@@ -181,7 +181,7 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
         out.print(Text(f"fingerprint {inventory.fingerprint}"))
     sources(out, discovery)
     rows: list[Row] = [
-        ("switch", error.line(), "yellow") if error.source == "switch" else ("error", error.line(), "red")
+        ("switch", error.line(), "yellow") if error.source == SWITCH else ("error", error.line(), "red")
         for error in discovery.errors
     ]
     rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
@@ -192,7 +192,7 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
         rows.extend(("link", text, "yellow") for text in link.changes(None, shown))
     if rows:
         _labelled(out, rows, indent=7)
-    if not discovery.ok and discovery.errors and all(error.source == "switch" for error in discovery.errors):
+    if not discovery.ok and switch_only(error.source for error in discovery.errors):
         out.print(Text("partition switch in progress: not a settled reading; nothing will be reported", style="bold yellow"))
     elif not discovery.ok:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
@@ -238,32 +238,36 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
     _labelled(out, [("  summary", change.summary(), None)])
 
 
-def refresh(out: Console, document: RefreshDocument) -> None:
-    """``spurinv refresh``: one screen saying what happened (or would) and why."""
-    mode = "observe mode (no controller configured)" if document.mode == "observe" else f"controller {document.controller}"
-    out.print(Text(f"spurinv refresh, node {document.node}, {mode}", style="bold"))
-    rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document.dry_run else []
-    switch = bool(document.errors) and all(error.source == "switch" for error in document.errors)
-    reading = document.inventory if document.reading_ok else "SWITCHING" if switch else "FAILED"
+def refresh(out: Console, document: dict[str, Any]) -> None:
+    """``spurinv refresh``: one screen saying what happened (or would) and why (from the document
+    :func:`spurinv.documents.refresh_document` builds)."""
+    observe = document["mode"] == "observe"
+    mode = "observe mode (no controller configured)" if observe else f"controller {document['controller']}"
+    out.print(Text(f"spurinv refresh, node {document['node']}, {mode}", style="bold"))
+    rows: list[Row] = [("DRY RUN", "nothing sent, state not written", "bold")] if document["dry_run"] else []
+    errors = document["errors"]
+    switch = switch_only(error["source"] for error in errors)
+    reading = document["inventory"] if document["reading_ok"] else "SWITCHING" if switch else "FAILED"
     rows.append(("reading", f"{reading}", None))
-    if document.fingerprint:
-        rows.append(("", f"fingerprint {document.fingerprint[:12]}", None))
-    rows.extend(("", error.line(), "red") for error in document.errors)
-    outcome = document.outcome
+    if document["fingerprint"]:
+        rows.append(("", f"fingerprint {document['fingerprint'][:12]}", None))
+    rows.extend(("", problem_line(error), "red") for error in errors)
+    outcome = Outcome.model_validate(document["outcome"])  # its diff's lines are the classifier's
     rows.append(("outcome", f"{outcome.kind.value}: {outcome.reason}", None))
     if outcome.diff is not None and not outcome.diff.empty:
         rows.extend(("", package.line(), None) for package in outcome.diff.packages)
         rows.append(("", outcome.diff.summary(), None))
     if outcome.release:
         rows.append(("release", outcome.release, None))
-    for number, step in enumerate(document.steps, start=1):
-        rows.append((f"step {number}", f"{step.action}: {step.reason}", None))
-        if step.request:
-            rows.append(("", f"{'sent' if step.sent else 'would send'}: {step.request}", "cyan"))
-        if step.error:
-            rows.append(("", f"error: {step.error}", "red"))
-    rows.extend(("note", note, "yellow") for note in document.notes)
-    rows.append(("exit", str(document.exit_code), "green" if document.exit_code == 0 else "bold red"))
+    for number, step in enumerate(document["steps"], start=1):
+        rows.append((f"step {number}", f"{step['action']}: {step['reason']}", None))
+        if step.get("request"):
+            rows.append(("", f"{'sent' if step.get('sent') else 'would send'}: {step['request']}", "cyan"))
+        if step.get("error"):
+            rows.append(("", f"error: {step['error']}", "red"))
+    rows.extend(("note", note, "yellow") for note in document["notes"])
+    code = document["exit_code"]
+    rows.append(("exit", str(code), "green" if code == 0 else "bold red"))
     _labelled(out, rows)
 
 
@@ -287,7 +291,7 @@ def status(out: Console, document: dict[str, Any]) -> None:
             rows.append((label, text, None))
         else:
             why = reading["errors"][0]["reason"] if reading["errors"] else ""
-            switch = bool(reading["errors"]) and all(error["source"] == "switch" for error in reading["errors"])
+            switch = switch_only(error["source"] for error in reading["errors"])
             rows.append((label, f"{reading['taken_at']}  {'SWITCHING' if switch else 'FAILED'}  {why}", "red"))
     baseline = document["baseline"]
     if baseline:

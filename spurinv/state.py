@@ -261,11 +261,6 @@ class State(Frozen):
         return self.model_copy(update=update)
 
 
-def _link_key(bdf: str, width: int | None) -> str:
-    """How an accepted degraded link is named in the state (:attr:`State.accepted_links`)."""
-    return f"{bdf} x{width}"
-
-
 class NewerSchema(Exception):
     """The state file was written by a newer spurinv; we must not touch it."""
 

@@ -8,18 +8,18 @@ calls corrupt (exit 65; ``refresh`` moves it aside). So before using a file they
 The check is the model's own: ``state.schema.json`` next to this module is
 ``State.model_json_schema()`` (written by ``scripts/schemas``, which ``tests/test_docs.py`` runs
 with ``--check``), read here by a small checker for the keywords pydantic emits, plus the
-models' validators that a JSON Schema cannot say (:class:`spurinv.model.Inventory` and
-:class:`spurinv.model.Reading`). It is *stricter* than pydantic's lax mode (``"5"`` is not an
-integer here, a timestamp must be RFC 3339): a file it refuses is only handed over, and the full
-CLI gives the answer. What it accepts, the model accepts (``tests/test_stateshape.py``).
+models' validators that a JSON Schema cannot say: the rules of :mod:`spurinv.shape`, which
+:class:`spurinv.model.Inventory` and :class:`spurinv.model.Reading` call too. It is *stricter*
+than pydantic's lax mode (``"5"`` is not an integer here, a timestamp must be RFC 3339): a file
+it refuses is only handed over, and the full CLI gives the answer. What it accepts, the model
+accepts (``tests/test_stateshape.py``).
 """
 
 from __future__ import annotations
 
 import os
 
-from spurinv import jsontext
-from spurinv.fingerprint import fingerprint
+from spurinv import jsontext, shape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,9 +27,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SCHEMA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state.schema.json")
-# No re, no datetime: on ``status --json`` importing them cost more than the whole check.
-DIGITS = frozenset("0123456789")
-HEX = frozenset("0123456789abcdef")
+# No re, no datetime: on ``status --json`` importing them cost more than the whole check
+# (spurinv.shape's rules use neither).
 BIG = 1 << 63
 # The keywords this checker understands; a schema using any other (a bound added to the model
 # later) is never vouched for until the checker learns it.
@@ -241,77 +240,33 @@ def _text(value: object, where: str) -> None:
 
 
 def _timestamp(value: object, where: str) -> None:
-    """RFC 3339 as pydantic writes it: ``2026-12-02T18:00:00Z``, optionally ``.123456``, a zone
-    ``Z`` or ``+hh:mm``; a real date and time. Anything else is handed over, even what pydantic
+    """:func:`spurinv.shape.timestamp_problem`: anything else is handed over, even what pydantic
     might accept."""
-    text = value if isinstance(value, str) else ""
-    date, _t, rest = text.partition("T")
-    clock, zone = (rest[:-1], "Z") if rest.endswith("Z") else (rest[:-6], rest[-6:])
-    whole, _dot, fraction = clock.partition(".")
-    try:
-        year, month, day = _numbers(date, "-", (4, 2, 2))
-        hour, minute, second = _numbers(whole, ":", (2, 2, 2))
-        if zone != "Z":
-            if zone[0] not in "+-" or zone[3] != ":":
-                raise ValueError(zone)
-            offset = _numbers(zone[1:], ":", (2, 2))
-            if offset[0] > 23 or offset[1] > 59:
-                raise ValueError(zone)
-        if _dot and not (1 <= len(fraction) <= 6 and set(fraction) <= DIGITS):
-            raise ValueError(fraction)
-    except (ValueError, IndexError):
-        raise _fail(where, f"{_shown(value)} is not an RFC 3339 timestamp with a zone") from None
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-    if not (year >= 1 and 1 <= month <= 12 and 1 <= day <= days[month - 1] and hour < 24 and minute < 60 and second < 60):
-        raise _fail(where, f"{_shown(value)} is not a valid date and time")
-
-
-def _numbers(text: str, separator: str, widths: tuple[int, ...]) -> list[int]:
-    """``2026-12-02`` with widths (4, 2, 2) → [2026, 12, 2]: fixed widths, ASCII digits only."""
-    parts = text.split(separator)
-    if len(parts) != len(widths) or any(
-        len(part) != width or not set(part) <= DIGITS for part, width in zip(parts, widths, strict=True)
-    ):
-        raise ValueError(text)
-    return [int(part) for part in parts]
-
-
-def _sort_key(bdf: str, where: str) -> tuple[int, int, int, int]:
-    """:func:`spurinv.sources.pci.sort_key` for the canonical form discovery writes
-    (``0000:05:00.0``); any other spelling is handed over (and ``pci`` needs ``re``)."""
-    parts = bdf.split(":")
-    if len(parts) == 3 and len(parts[2]) == 4 and parts[2][2] == ".":
-        domain, bus, (device, function) = parts[0], parts[1], parts[2].split(".")
-        if 4 <= len(domain) <= 8 and len(bus) == 2 and set(domain + bus + device) <= HEX and function in "01234567":
-            return (int(domain, 16), int(bus, 16), int(device, 16), int(function))
-    raise _fail(where, f"{_shown(bdf)} is not a PCI address as discovery writes it")
+    problem = shape.timestamp_problem(value)
+    if problem is not None:
+        raise _fail(where, f"{_shown(value)} is {problem}")
 
 
 def _reading(reading: Mapping[str, Any], where: str, checked: list[object]) -> None:
-    """:class:`spurinv.model.Reading`'s invariant: ok means an inventory and no errors."""
-    inventory = reading["inventory"]
-    if reading["ok"] != (inventory is not None) or reading["ok"] == bool(reading.get("errors")):
-        raise _fail(where, "ok must mean: an inventory and no errors")
-    if (inventory["fingerprint"] if inventory else None) != reading["fingerprint"]:
-        raise _fail(f"{where}.fingerprint", "not the inventory's")
-    if inventory is not None:
-        _inventory(inventory, f"{where}.inventory", checked)
+    """:func:`spurinv.shape.reading_problem` (the model's :class:`spurinv.model.Reading`)."""
+    problem = shape.reading_problem(reading)
+    if problem is not None:
+        raise _fail(where, problem)
+    if reading["inventory"] is not None:
+        _inventory(reading["inventory"], f"{where}.inventory", checked)
 
 
 def _inventory(inventory: Mapping[str, Any], where: str, checked: list[object]) -> None:
-    """:class:`spurinv.model.Inventory`'s invariant: unique, sorted devices; the right fingerprint."""
+    """:func:`spurinv.shape.inventory_problem` (the model's :class:`spurinv.model.Inventory`), and
+    PCI addresses in the canonical form discovery writes (any other spelling is handed over)."""
     if inventory in checked:  # equal to one already checked (a comparison in C, no hashing)
         return
-    devices = inventory["devices"]
-    ids = [device["id"] for device in devices]
-    if len(set(ids)) != len(ids):
-        raise _fail(where, "duplicate device identity")
-    keys = [(_sort_key(d["pci_bdf"], where), d["partition"]["index"] if d["partition"] else 0) for d in devices]
-    if keys != sorted(keys):
-        raise _fail(where, "devices are not sorted by identity")
-    if inventory["fingerprint"] != fingerprint(inventory["cpus"], inventory["memory_mb"], devices):
-        raise _fail(f"{where}.fingerprint", "does not match the devices")
+    for device in inventory["devices"]:
+        if shape.bdf_key(device["pci_bdf"]) is None:
+            raise _fail(where, f"{_shown(device['pci_bdf'])} is not a PCI address as discovery writes it")
+    problem = shape.inventory_problem(inventory)
+    if problem is not None:
+        raise _fail(where, problem)
     checked.append(inventory)
 
 

@@ -50,7 +50,7 @@ def test_the_pure_core_does_no_io(name):
 @pytest.mark.parametrize(
     "name",
     ["launch", "tick", "ledger", "exitcode", "discovery", "root", "store", "locations", "documents", "metrics", "log"]
-    + ["fingerprint", "catalog", "jsontext", "stateshape", "output", "regularfile"]
+    + ["fingerprint", "catalog", "jsontext", "shape", "stateshape", "output", "regularfile"]
     + [f"sources.{p.stem}" for p in (PACKAGE / "sources").glob("*.py") if p.stem != "__init__"],
 )
 def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
@@ -114,20 +114,27 @@ def test_one_type_for_controller_error_kinds():
 
 def test_one_shape_per_device(built):
     """A device's shapes agree: discovery's dicts, their TypedDict, the pydantic model, the fingerprint."""
-    from typing import get_type_hints
+    from test_shape import typed_dicts
 
-    from spurinv import records
     from spurinv.discovery import discover
     from spurinv.fingerprint import SCHEDULABLE
     from spurinv.model import Device, Inventory
     from spurinv.root import Root
 
     fields = set(Device.model_fields)
-    assert fields == set(get_type_hints(records.Device))
-    assert set(Inventory.model_fields) == set(get_type_hints(records.Inventory))
+    assert fields == set(typed_dicts()["Device"].__annotations__)
+    assert set(Inventory.model_fields) == set(typed_dicts()["Inventory"].__annotations__)
     assert set(SCHEDULABLE) <= fields
     for name in ("mi300x-cpx", "nvidia-cdi", "vega10"):
         inventory = discover(Root(str(built(name))))["inventory"]
         assert inventory is not None
         assert set(inventory) == set(Inventory.model_fields)
         assert all(set(device) == fields for device in inventory["devices"]), name
+
+
+def test_the_document_models_are_for_schemas_and_tests_only():
+    """documents.py builds every JSON document; report.py's models generate schemas/ and check the
+    documents in tests, and nothing at run time builds one by hand."""
+    users = [path.name for path in MODULES if path != module("report") and "report" in spurinv_modules(path)]
+
+    assert users == []

@@ -36,6 +36,7 @@ from spurinv.log import Log
 from spurinv.nodeview import NodeView
 from spurinv.policy import drain_reason, ours
 from spurinv.refresh import Options, World, run
+from spurinv.report import RefreshDocument
 from spurinv.root import Root
 from spurinv.state import Baseline, Drain, Intent, State
 
@@ -140,7 +141,7 @@ class Node:
         world = World(Root(str(self.roots[root])), {}, clock=clock, hostname="n1", log=Log({}, quiet=True),
                       session_factory=lambda: session, entropy=lambda size: bytes.fromhex(NONCE)[:size])  # fmt: skip
         options = Options(state_path=str(self.state_path), config=self.config, config_identity="test")
-        return run(world, options)
+        return RefreshDocument.model_validate(run(world, options))  # the contract, read as a model
 
     def gateway_posts(self) -> list[str]:
         return [label for label in self.labels if label.startswith("before POST")]

@@ -19,7 +19,7 @@ from spurinv.classify import Kind, classify, switching
 from spurinv.discovery import discover
 from spurinv.model import Discovery, Problem, Reading
 from spurinv.root import Root
-from spurinv.sources.status import SWITCH
+from spurinv.shape import SWITCH
 
 
 def run(root) -> Discovery:

@@ -13,6 +13,7 @@ import stat
 
 from spurinv import root as places
 from spurinv.regularfile import read_bounded
+from spurinv.shape import bdf_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,29 +38,9 @@ class ReadError(Exception):
         self.errno = errno_
 
 
-_HEX = frozenset("0123456789abcdef")
-_FUNCTIONS = frozenset("01234567")
-
-
-def bdf_fields(text: str) -> tuple[str, str, str, str] | None:
-    """Domain, bus, device and function of a PCI address as the kernel spells it, else None: the
-    groups of ``re.match(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7])$", text)``, one
-    final newline allowed as ``$`` allows it. In str methods: importing ``re`` cost the timer's
-    tick more than reading the node."""
-    parts = (text[:-1] if text.endswith("\n") else text).split(":")
-    if len(parts) != 3:
-        return None
-    domain, bus, rest = parts
-    if not (4 <= len(domain) <= 8 and len(bus) == 2 and len(rest) == 4 and rest[2] == "." and rest[3] in _FUNCTIONS):
-        return None
-    if not _HEX.issuperset(domain) or not _HEX.issuperset(bus) or not _HEX.issuperset(rest[:2]):
-        return None
-    return domain, bus, rest[:2], rest[3]
-
-
 def is_bdf(text: str) -> bool:
-    """``text`` is a PCI address as the kernel spells it (:func:`bdf_fields`)."""
-    return bdf_fields(text) is not None
+    """``text`` is a PCI address as the kernel spells it (:func:`spurinv.shape.bdf_key`)."""
+    return bdf_key(text) is not None
 
 
 def numbered(text: str, prefix: str) -> str | None:

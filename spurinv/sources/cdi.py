@@ -19,8 +19,8 @@ from spurinv.sources.status import Report, has_surrogate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import CdiDevice
     from spurinv.root import Root
+    from spurinv.shape import CdiDevice
 
 # What one run reads of CDI specs at most. A real node has a few specs of some kB (nvidia-ctk's
 # for one GPU is 13 kB; with MIG on eight, some hundred kB), a Kubernetes node perhaps a small

@@ -17,8 +17,8 @@ from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import DrmNode
     from spurinv.root import RealPaths, Root
+    from spurinv.shape import DrmNode
 
 
 def _device(paths: RealPaths, link: str, directories: dict[str, bool]) -> str:

@@ -17,8 +17,8 @@ from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import KfdNode
     from spurinv.root import Root
+    from spurinv.shape import KfdNode
 
 WALK_ATTEMPTS = 3
 HEAP_FB_PUBLIC = 1  # kfd_crat.h HSA_MEM_HEAP_TYPE_FB_PUBLIC: the VRAM bank

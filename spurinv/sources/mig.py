@@ -22,8 +22,8 @@ from spurinv.sources.attribute import ReadError, read_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import MigGpu, MigInstance, NvidiaGpu
     from spurinv.root import Root
+    from spurinv.shape import MigGpu, MigInstance, NvidiaGpu
     from spurinv.sources.status import Report
 
 # The driver's table: gpu0…gpu31, gi0…gi14, ci0…ci7 (nv-caps.c); other names cannot come from it.

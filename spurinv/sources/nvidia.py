@@ -16,8 +16,8 @@ from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import NvidiaGpu
     from spurinv.root import Root
+    from spurinv.shape import NvidiaGpu
 
 
 def parse_information(text: str, path: str, bdf: str) -> NvidiaGpu:

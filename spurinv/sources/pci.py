@@ -10,23 +10,15 @@ from __future__ import annotations
 import os
 
 from spurinv import root as places
-from spurinv.sources.attribute import (
-    ReadError,
-    bdf_fields,
-    is_bdf,
-    parse_int,
-    parse_keyed_lines,
-    read_optional,
-    read_text,
-    sysfs_names,
-)
+from spurinv.shape import UNPARSED, bdf_key
+from spurinv.sources.attribute import ReadError, is_bdf, parse_int, parse_keyed_lines, read_optional, read_text, sysfs_names
 from spurinv.sources.link import read_link
 from spurinv.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from spurinv.records import PciFunction
     from spurinv.root import Root
+    from spurinv.shape import PciFunction
 
 VENDORS = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
 ACCELERATOR_CLASSES = (0x03, 0x12)
@@ -47,12 +39,8 @@ def canonical(bdf: str) -> str:
 
 
 def sort_key(bdf: str) -> tuple[int, int, int, int]:
-    """Order BDFs numerically (domains can have more than 4 hex digits: hwloc 2pa-pcidomain32bits)."""
-    fields = bdf_fields(bdf)
-    if fields is None:
-        return (1 << 32, 0, 0, 0)
-    domain, bus, device, function = fields
-    return (int(domain, 16), int(bus, 16), int(device, 16), int(function))
+    """Order BDFs numerically; another spelling sorts last (:func:`spurinv.shape.bdf_key`)."""
+    return bdf_key(bdf) or UNPARSED
 
 
 def driver_name(function_dir: str) -> str | None:

@@ -9,11 +9,13 @@ Plain classes and dicts: this runs on the timer's hot path.
 
 from __future__ import annotations
 
+from spurinv.shape import SWITCH  # the source of a switch-in-progress problem (its evidence)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from re import Match
 
-    from spurinv.records import Problem, SourceStatus
+    from spurinv.shape import Problem, SourceStatus
 
 # What one source may record: the state file keeps every reading's problems (twice: the current
 # and the previous reading), and its loader reads at most store.MAX_STATE (16 MiB); 40,000
@@ -55,7 +57,6 @@ def _spelled(match: Match[str]) -> str:
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
-SWITCH = "switch"  # the source of a switch-in-progress problem (its evidence)
 OK = "ok"
 ABSENT = "absent"
 FAILED = "failed"

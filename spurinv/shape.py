@@ -1,0 +1,393 @@
+"""The state file's JSON shape, once: its types and its rules. Stdlib only (hot path).
+
+Everything spurinv keeps or prints about the node is plain JSON: the discovery sources build
+dicts in exactly this form, the timer's tick (:mod:`spurinv.tick`) reads and writes the state
+file as it is, and the full run validates the same dicts with :mod:`spurinv.model` and
+:mod:`spurinv.state`, whose pydantic models keep the fields (for validation and the JSON Schemas)
+but call the rules here rather than stating them again. The rules:
+
+* a discovery or a reading has an inventory **if and only if** it has no errors
+  (:func:`result_problem`), and a reading's fingerprint is its inventory's;
+* an inventory's devices are unique and sorted by :func:`device_key`, and its fingerprint is
+  the one :func:`spurinv.fingerprint.fingerprint` computes (:func:`inventory_problem`);
+* a timestamp is RFC 3339 with a zone (:func:`timestamp_problem`);
+* derived values: :func:`gpu_counts`, :func:`summary`, :func:`problem_line`, :func:`link_line`.
+
+The types below (TypedDicts) exist for mypy only: importing ``typing`` at run time costs the
+tick more than it saves (``tests/test_architecture.py``). ``tests/test_shape.py`` holds each one
+to its pydantic model's fields, required or not, so the two cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+from spurinv.fingerprint import fingerprint
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any, NotRequired, TypedDict
+
+    class Problem(TypedDict):
+        source: str
+        path: str
+        reason: str
+
+    class SourceStatus(TypedDict):
+        status: str
+        detail: str
+
+    class Link(TypedDict):
+        device: str
+        width: int | None
+        max_width: int | None
+        speed: str | None
+        max_speed: str | None
+        state: str
+
+    class PciFunction(TypedDict):
+        bdf: str
+        vendor: str
+        vendor_id: int
+        device_id: int
+        pci_class: int
+        driver: str | None
+        numa_node: int | None
+        product: str | None
+        path: str
+        link: Link | None
+
+    class DrmNode(TypedDict):
+        kind: str
+        minor: int
+        device: str
+        bdf: str | None
+        xcp: int | None
+
+    class KfdNode(TypedDict):
+        node: int
+        path: str
+        properties: dict[str, int]
+        vram_bytes: int | None
+        links: list[tuple[int, int]] | None
+
+    class NvidiaGpu(TypedDict):
+        bdf: str
+        model: str
+        uuid: str | None
+        minor: int
+        path: str
+
+    class MigInstance(TypedDict):
+        gi: int
+        ci: int
+        gi_minor: int
+        ci_minor: int
+
+    class MigGpu(TypedDict):
+        minor: int
+        instances: list[MigInstance]
+        empty_gis: list[int]
+
+    class CdiDevice(TypedDict):
+        qualified: str
+        name: str
+        kind: str
+        nodes: list[str]
+        file: str
+
+    class Partition(TypedDict):
+        compute: str | None
+        memory: str | None
+        index: int
+
+    class Device(TypedDict):
+        id: str
+        vendor: str
+        model: str
+        pci_bdf: str
+        pci_device: str
+        memory_mb: int | None
+        partition: Partition | None
+        numa_node: int | None
+        render_minor: int | None
+        card: int | None
+        device_node: str | None
+        unique_id: str | None
+        driver: str | None
+        peers: NotRequired[list[str]]
+        cdi_names: NotRequired[list[str]]
+        link: NotRequired[Link | None]
+
+    class Inventory(TypedDict):
+        cpus: int
+        memory_mb: int
+        fingerprint: str
+        devices: list[Device]
+        pci_functions: NotRequired[list[str]]
+
+    class Discovery(TypedDict):
+        ok: bool
+        inventory: Inventory | None
+        sources: dict[str, SourceStatus]
+        errors: list[Problem]
+        flags: NotRequired[list[Problem]]
+
+    # The state file (spurinv.state.State); timestamps are RFC 3339 text.
+
+    class Reading(TypedDict):
+        taken_at: str
+        ok: bool
+        fingerprint: str | None
+        inventory: Inventory | None
+        errors: NotRequired[list[Problem]]
+        flags: NotRequired[list[Problem]]
+
+    class Baseline(TypedDict):
+        inventory: Inventory
+        since: str
+        source: str  # observed, adopted, registered
+
+    class Switching(TypedDict):
+        since: str
+
+    class Pending(TypedDict):
+        fingerprint: str
+        since: str
+
+    class Drain(TypedDict):
+        reason: str
+        set_at: str
+        cause: str  # busy, refused, suspicious, link
+        fingerprint: NotRequired[str | None]
+        reason_changed_at: NotRequired[int | None]
+        recovered: NotRequired[str | None]  # controller-record, reason
+        held: NotRequired[bool]
+
+    class Intent(TypedDict):
+        kind: str  # drain, resume, register
+        body: dict[str, Any]
+        at: str
+        fingerprint: NotRequired[str | None]
+        cause: NotRequired[str | None]
+        transport: NotRequired[str]
+
+    class Refusal(TypedDict):
+        fingerprint: str
+        at: str
+        error: str
+        remedy: NotRequired[str | None]
+        resumed: NotRequired[bool]
+
+    class Backoff(TypedDict):
+        kind: str
+        failures: int
+        next_attempt: str
+        error: str
+
+    class Decision(TypedDict):
+        at: str
+        outcome: str
+        action: str
+        reason: str
+        exit_code: int
+        requests: NotRequired[int]
+        actions: NotRequired[list[str]]
+
+    class Api(TypedDict):
+        url: str
+        version: str
+        detected_at: str
+
+    class Steady(TypedDict):
+        fingerprint: str
+        key: str
+        cdi_dirs: NotRequired[list[str]]
+        ignore_pci: NotRequired[list[str]]
+        metrics_file: NotRequired[str | None]
+        node: NotRequired[str]
+        observe: NotRequired[bool]
+        drain_links: NotRequired[bool]
+
+    class State(TypedDict):
+        schema_version: NotRequired[int]
+        node: NotRequired[str | None]
+        readings: NotRequired[list[Reading]]
+        baseline: NotRequired[Baseline | None]
+        pending: NotRequired[Pending | None]
+        last: NotRequired[Decision | None]
+        drain: NotRequired[Drain | None]
+        refusal: NotRequired[Refusal | None]
+        backoff: NotRequired[Backoff | None]
+        accepted: NotRequired[str | None]
+        accepted_links: NotRequired[list[str]]
+        api: NotRequired[Api | None]
+        consecutive_failures: NotRequired[int]
+        controller_errors: NotRequired[int]
+        last_success: NotRequired[str | None]
+        steady: NotRequired[Steady | None]
+        intent: NotRequired[Intent | None]
+        busy_checked_at: NotRequired[str | None]
+        fresh: NotRequired[bool]
+        switching: NotRequired[Switching | None]
+        boot_id: NotRequired[str | None]
+
+
+# The words a decision (``last``) is written in, one home for the full run's classifier and
+# policy and the tick's replay (which writes the same books without importing either).
+UNCHANGED = "unchanged"  # classify.Kind.UNCHANGED
+NO_ACTION = "none"  # policy.Do.NONE
+UNCHANGED_REASON = "matches the reported baseline"  # classify's reason for an unchanged reading
+QUIET = "unchanged; no controller request needed"  # policy's reason for doing nothing
+QUIET_OBSERVE = "unchanged (observe mode)"  # the same, in observe mode
+
+SWITCH = "switch"  # the source of a partition switch's evidence (spurinv.sources.report)
+
+HEX = frozenset("0123456789abcdef")
+DIGITS = frozenset("0123456789")
+UNPARSED = (1 << 32, 0, 0, 0)  # a PCI address of another spelling sorts last
+
+
+def bdf_key(bdf: str) -> tuple[int, int, int, int] | None:
+    """``0000:05:00.0`` → ``(0, 5, 0, 0)``: numeric order (a domain can have up to 8 hex digits:
+    hwloc 2pa-pcidomain32bits); None for any other spelling (``spurinv.sources.pci.BDF``'s
+    pattern, without ``re``: the tick and ``status --json`` do not import it for this)."""
+    if bdf.endswith("\n"):  # as the pattern's ``$``
+        bdf = bdf[:-1]
+    parts = bdf.split(":")
+    if len(parts) == 3 and len(parts[2]) == 4 and parts[2][2] == ".":
+        domain, bus, device, function = parts[0], parts[1], parts[2][:2], parts[2][3]
+        if 4 <= len(domain) <= 8 and len(bus) == 2 and set(domain + bus + device) <= HEX and function in "01234567":
+            return (int(domain, 16), int(bus, 16), int(device, 16), int(function))
+    return None
+
+
+def device_key(device: Mapping[str, Any]) -> tuple[tuple[int, int, int, int], int]:
+    """The order of an inventory's devices: PCI address, then partition index."""
+    partition = device["partition"]
+    return bdf_key(device["pci_bdf"]) or UNPARSED, partition["index"] if partition else 0
+
+
+def result_problem(ok: bool, inventory: object, errors: object) -> str | None:
+    """A discovery's or a reading's rule: ``ok`` means an inventory and no errors (a failed read
+    can never pass for "no GPUs"), and a failure carries its errors."""
+    if ok != (inventory is not None) or ok == bool(errors):
+        return "ok must mean: an inventory and no errors; a failure must carry its errors"
+    return None
+
+
+def discovery_problem(discovery: Mapping[str, Any]) -> str | None:
+    """:func:`result_problem`, and no source of a successful discovery failed."""
+    problem = result_problem(discovery["ok"], discovery["inventory"], discovery["errors"])
+    if problem is None and discovery["ok"] and any(source["status"] == "failed" for source in discovery["sources"].values()):
+        return "a discovery with a failed source cannot be ok"
+    return problem
+
+
+def reading_problem(reading: Mapping[str, Any]) -> str | None:
+    """:func:`result_problem`, and the reading's fingerprint is its inventory's."""
+    inventory = reading["inventory"]
+    problem = result_problem(reading["ok"], inventory, reading.get("errors"))
+    if problem is None and (inventory["fingerprint"] if inventory else None) != reading["fingerprint"]:
+        return "fingerprint must be the inventory's"
+    return problem
+
+
+def inventory_problem(inventory: Mapping[str, Any]) -> str | None:
+    """An inventory's rule: devices unique by identity and sorted by :func:`device_key`, and the
+    fingerprint the one they give (a tampered state file does not pass)."""
+    devices = inventory["devices"]
+    ids = [device["id"] for device in devices]
+    if len(set(ids)) != len(ids):
+        return "duplicate device identity"
+    keys = [device_key(device) for device in devices]
+    if keys != sorted(keys):
+        return "devices are not sorted by identity"
+    expected = fingerprint(inventory["cpus"], inventory["memory_mb"], devices)
+    if inventory["fingerprint"] != expected:
+        return f"fingerprint {inventory['fingerprint'][:12]} does not match the devices ({expected[:12]})"
+    return None
+
+
+def switch_only(sources: Iterable[object]) -> bool:
+    """Whether a failed result's errors (given by their ``source``) are all a partition switch's
+    evidence, and there is some: a switch in progress, not a failure (a real failure beside a
+    switch is a failure)."""
+    seen = False
+    for source in sources:
+        if source != SWITCH:
+            return False
+        seen = True
+    return seen
+
+
+def gpu_counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:
+    """Devices per model, e.g. ``{"mi300x": 64}`` (none without an inventory)."""
+    counts: dict[str, int] = {}
+    for device in inventory["devices"] if inventory else ():
+        counts[device["model"]] = counts.get(device["model"], 0) + 1
+    return counts
+
+
+def summary(inventory: Mapping[str, Any]) -> str:
+    """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB``."""
+    models = ", ".join(f"{model} {count}" for model, count in sorted(gpu_counts(inventory).items()))
+    devices = f"{len(inventory['devices'])} devices ({models})" if inventory["devices"] else "no GPUs"
+    return f"{devices}, {inventory['cpus']} CPUs, {inventory['memory_mb']} MiB"
+
+
+def problem_line(problem: Mapping[str, Any]) -> str:
+    """``kfd: /sys/...: reason``, one line for logs and drain reasons."""
+    source, path, reason = problem["source"], problem["path"], problem["reason"]
+    return f"{source}: {path}: {reason}" if path else f"{source}: {reason}"
+
+
+def link_line(link: Mapping[str, Any]) -> str:
+    """``x8 of x16, 32.0 GT/s of 32.0 GT/s``."""
+    width, most = link["width"], link["max_width"]
+    shown = f"x{width if width is not None else '?'} of x{most if most is not None else '?'}"
+    return f"{shown}, {link['speed'] or 'unknown'} of {link['max_speed'] or 'unknown'}"
+
+
+def accepted_link(found: Mapping[str, Any]) -> str:
+    """How an accepted degraded link is named in the state (``accepted_links``): ``"<BDF> x<width>"``
+    for a link as :func:`spurinv.sources.link.confirmed` gives it."""
+    return f"{found['pci_bdf']} x{found['width']}"
+
+
+def timestamp_problem(value: object) -> str | None:
+    """RFC 3339 as pydantic writes it: ``2026-12-02T18:00:00Z``, optionally ``.123456``, a zone
+    ``Z`` or ``+hh:mm``; a real date and time. None when it is one; else why not (anything else,
+    even what pydantic might accept, is not vouched for). No ``datetime``: it costs the tick more
+    than this."""
+    text = value if isinstance(value, str) else ""
+    date, _t, rest = text.partition("T")
+    clock, zone = (rest[:-1], "Z") if rest.endswith("Z") else (rest[:-6], rest[-6:])
+    whole, dot, fraction = clock.partition(".")
+    try:
+        year, month, day = _numbers(date, "-", (4, 2, 2))
+        hour, minute, second = _numbers(whole, ":", (2, 2, 2))
+        if zone != "Z":
+            if zone[0] not in "+-" or zone[3] != ":":
+                raise ValueError(zone)
+            offset = _numbers(zone[1:], ":", (2, 2))
+            if offset[0] > 23 or offset[1] > 59:
+                raise ValueError(zone)
+        if dot and not (1 <= len(fraction) <= 6 and set(fraction) <= DIGITS):
+            raise ValueError(fraction)
+    except (ValueError, IndexError):
+        return "not an RFC 3339 timestamp with a zone"
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    if not (year >= 1 and 1 <= month <= 12 and 1 <= day <= days[month - 1] and hour < 24 and minute < 60 and second < 60):
+        return "not a valid date and time"
+    return None
+
+
+def _numbers(text: str, separator: str, widths: tuple[int, ...]) -> list[int]:
+    """``2026-12-02`` with widths (4, 2, 2) → [2026, 12, 2]: fixed widths, ASCII digits only."""
+    parts = text.split(separator)
+    if len(parts) != len(widths) or any(
+        len(part) != width or not set(part) <= DIGITS for part, width in zip(parts, widths, strict=True)
+    ):
+        raise ValueError(text)
+    return [int(part) for part in parts]
