@@ -96,7 +96,7 @@ def hostile_shapes(limit: int) -> dict[str, bytes]:
 
 READ = """
 import sys
-from spurinv import answer
+from spurinv.controller import answer
 reader = answer.Reader(lambda node: node if isinstance(node, dict) and node.get("name") == "n1" else None)
 try:
     with open(sys.argv[1], "rb") as body:
@@ -112,7 +112,7 @@ except (ValueError, RecursionError) as exc:
 def measure_hostile(env: dict[str, str]) -> tuple[list[Row], list[str]]:
     """Peak RSS of reading each hostile shape as the busy re-check does (a fresh process each)."""
     from bench.measure import TIME
-    from spurinv.controller import MAX_NODES_BODY
+    from spurinv.controller.rest import MAX_NODES_BODY
 
     rows: list[Row] = []
     notes: list[str] = []
@@ -152,7 +152,7 @@ def measure(runs: int, spurinv: str, env: dict[str, str]) -> tuple[list[Row], li
     import rootbuilder
     from faultserver import FaultServer, Gateway, Reply  # tests/ is on the path only from here
 
-    from spurinv.controller import MAX_NODES_BODY
+    from spurinv.controller.rest import MAX_NODES_BODY
 
     work = Path(tempfile.mkdtemp(prefix="spurinv-allnodes-"))
     rows: list[Row] = []

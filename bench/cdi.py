@@ -10,7 +10,7 @@ CPU seconds in this process (``time.process_time``), each the best of ``--runs``
   and by the libyaml path (``_load_yaml``: the C parser's events, refused at the first alias);
 * the largest spec accepted (``cdi.MAX_SPEC``, 1 MiB of devices without aliases), both ways;
 * the most one run reads: ``cdi.MAX_SPECS`` specs and ``cdi.MAX_SPEC_BYTES`` in all, through
-  :func:`spurinv.sources.cdi.read_cdi` (the libyaml path).
+  :func:`spurinv.inventory.sources.cdi.read_cdi` (the libyaml path).
 
 ``.venv/bin/python -m bench.cdi [--runs N]`` prints the table; ``bench/run`` includes it.
 """
@@ -63,7 +63,7 @@ def _best(runs: int, work: Callable[[], object]) -> Stats:
 
 
 def _refused(load: Callable[[str], object], text: str) -> Callable[[], object]:
-    from spurinv.sources import cdi
+    from spurinv.inventory.sources import cdi
 
     def run() -> object:
         try:
@@ -78,9 +78,9 @@ def _refused(load: Callable[[str], object], text: str) -> Callable[[], object]:
 def measure(runs: int) -> tuple[list[Row], list[str]]:
     import yaml
 
-    from spurinv.root import Root
-    from spurinv.sources import cdi
-    from spurinv.sources.status import Report
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources import cdi
+    from spurinv.inventory.sources.status import Report
 
     def pure(text: str) -> object:
         return yaml.load(text, Loader=cdi._loader())  # noqa: S506  (SafeLoader refusing aliases)

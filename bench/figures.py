@@ -218,8 +218,8 @@ class Figures:
 
 SLOPE = """
 import json, sys, time
-from spurinv.discovery import discover
-from spurinv.root import Root
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.root import Root
 runs, roots = int(sys.argv[1]), sys.argv[2:]
 for root in roots:
     discover(Root(root))

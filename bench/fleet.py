@@ -3,7 +3,7 @@
 **Simulation.** Every node runs the per-tick sequence of :func:`spurinv.refresh._run` with
 ``confirm_interval = 0`` (the timer's next tick is the confirmation): ``State.record`` the
 reading, then :func:`spurinv.refresh.converge` — the real classifier and policy — with a real
-:class:`spurinv.controller.Controller` whose ``requests`` session has a transport adapter
+:class:`spurinv.controller.rest.Controller` whose ``requests`` session has a transport adapter
 mounted that hands each request to ``tests/faultserver.Gateway`` (slurmrestd 24.11, built from
 the real captures), in memory. Readings are real: each root of :mod:`bench.roots` is discovered
 once and validated into a ``Reading`` that every node reuses with its own ``taken_at``.
@@ -190,16 +190,14 @@ class _Simulation:
     """The fleet in memory: real readings, the real convergence loop, a gateway behind requests."""
 
     def __init__(self, roots: Roots) -> None:
-        from spurinv.config import ControllerSection
-        from spurinv.discovery import discover
-        from spurinv.model import Reading
+        from spurinv.config.settings import ControllerSection
+        from spurinv.inventory.discovery import discover
+        from spurinv.inventory.model import Reading
+        from spurinv.inventory.root import Root
         from spurinv.policy import Settings
-        from spurinv.root import Root
 
         trees = {"spx": roots.spx, "cpx": roots.cpx, **roots.transients}
-        self.readings = {
-            name: Reading.of(discover(Root(str(path))), START) for name, path in trees.items()
-        }
+        self.readings = {name: Reading.of(discover(Root(str(path))), START) for name, path in trees.items()}
         self.gateway = _gateway()
         self.adapter = _adapter(self.gateway)
         self.section = ControllerSection(url=URL)  # api "auto": detected by the bootstrap, cached in the state
@@ -210,8 +208,8 @@ class _Simulation:
     def connect(self, name: str) -> Callable[[Any], Any]:
         import requests  # noqa: TID251
 
+        from spurinv.controller.transport import Transport, connect
         from spurinv.log import Log
-        from spurinv.transport import Transport, connect
 
         def session() -> requests.Session:
             made = requests.Session()
@@ -239,7 +237,7 @@ class _Simulation:
 
     def bootstrap(self) -> Any:
         """A node state with a baseline adopted from the controller and the API version cached."""
-        from spurinv.state import State
+        from spurinv.state.file import State
 
         self.gateway.add_node("template", gres=GRES["spx"])
         state = State()
@@ -296,8 +294,8 @@ def end_to_end(
     """The scenario with real processes against a local HTTP gateway."""
     from faultserver import FaultServer
 
-    from spurinv.discovery import discover
-    from spurinv.root import Root
+    from spurinv.inventory.discovery import discover
+    from spurinv.inventory.root import Root
 
     trees = {"spx": roots.spx, "cpx": roots.cpx, **roots.transients}
     gateway = _gateway()

@@ -8,8 +8,8 @@ are replicated under new names and serialised as slurmrestd prints it (indented 
 drain (the captured n2), 1 has a record whose gres no longer matches; so 300 of 10,000 need attention, the rest are quiet.
 
 **In one fresh process** (``python -m bench.fleetview BODY``): the body's bytes, fed in 64 KiB
-chunks to :class:`spurinv.answer.Reader` keeping :func:`spurinv.fleet.essentials` of each node
-(what the REST client does with the answer as it arrives) → :func:`spurinv.fleet.build` → the JSON document
+chunks to :class:`spurinv.controller.answer.Reader` keeping :func:`spurinv.report.fleet.essentials` of each node
+(what the REST client does with the answer as it arrives) → :func:`spurinv.report.fleet.build` → the JSON document
 (``documents.dumps``) → the table (default: the nodes needing attention) and the table with
 ``--all``, each timed; the process's peak RSS is its ``VmHWM`` (the exec'd image's own
 high-water mark; see measure.py for why ``ru_maxrss`` would not do). The budget (issue #15) is
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import Row, Stats, peak_rss, run_once
-from spurinv.ownership import reason_for
+from spurinv.controller.ownership import reason_for
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "tests" / "fixtures" / "slurm" / "responses" / "24.11" / "v0.0.42" / "nodes-n1-idle-n2-drained.json"
@@ -77,7 +77,9 @@ def _peak_mib() -> float:
 
 def child(body_path: str) -> dict[str, Any]:
     """One measured run (in a fresh process): wall and CPU ms per phase, rows shown, peak RSS."""
-    from spurinv import answer, documents, fleet, render
+    from spurinv.cli import render
+    from spurinv.controller import answer
+    from spurinv.report import documents, fleet
 
     data = Path(body_path).read_bytes()
     marks = [(time.perf_counter(), time.process_time())]

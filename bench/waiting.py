@@ -35,7 +35,7 @@ REASON = "spurinv: waiting"
 
 
 def _legacy_controller() -> type:
-    from spurinv.controller import Controller
+    from spurinv.controller.rest import Controller
 
     class LegacyController(Controller):
         """0.1.0's ``view()``: any busy-looking view confirmed with an all-nodes query, every tick."""
@@ -66,14 +66,14 @@ def _sizes(gateway: Any, fleet: int) -> tuple[int, int]:
 
 def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Counter[str], int]:
     """Run ``sample`` waiting nodes for ``minutes`` ticks; count requests by kind."""
-    from spurinv.config import ControllerSection
-    from spurinv.controller import Controller
-    from spurinv.discovery import discover
-    from spurinv.model import Reading
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.rest import Controller
+    from spurinv.inventory.discovery import discover
+    from spurinv.inventory.model import Reading
+    from spurinv.inventory.root import Root
     from spurinv.policy import Settings
     from spurinv.refresh import converge
-    from spurinv.root import Root
-    from spurinv.state import Baseline, Drain, State
+    from spurinv.state.file import Baseline, Drain, State
 
     readings = {name: Reading.of(discover(Root(str(path))), START)
                 for name, path in (("spx", roots.spx), ("cpx", roots.cpx))}  # fmt: skip

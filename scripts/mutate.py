@@ -53,16 +53,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CORE_MODULES = ("spurinv/policy.py", "spurinv/classify.py", "spurinv/nodeview.py", "spurinv/sources/attribute.py")
+CORE_MODULES = (
+    "spurinv/policy.py",
+    "spurinv/inventory/classify.py",
+    "spurinv/controller/nodeview.py",
+    "spurinv/inventory/sources/attribute.py",
+)
 # the modules that decide or perform a write to the controller (issue #26)
 WRITER_MODULES = (
-    "spurinv/intent.py",
-    "spurinv/ledger.py",
-    "spurinv/registration.py",
-    "spurinv/scontrol.py",
-    "spurinv/transport.py",
-    "spurinv/controller.py",
-    "spurinv/fleet.py",
+    "spurinv/state/intent.py",
+    "spurinv/state/ledger.py",
+    "spurinv/controller/registration.py",
+    "spurinv/controller/scontrol.py",
+    "spurinv/controller/transport.py",
+    "spurinv/controller/rest.py",
+    "spurinv/report/fleet.py",
     "spurinv/budget.py",
 )
 DEFAULT_MODULES = CORE_MODULES + WRITER_MODULES
@@ -74,6 +79,8 @@ MAP_FORMAT = 1
 # CLI scenarios (refresh, status, diff through their real callers). ``--rest all`` runs the whole
 # fast suite instead: about five minutes per surviving mutant on a loaded 2-core machine.
 RELATED = ("tests/test_cli.py",)
+# A module whose tests are named after its subject, not its file name (tests/test_controller.py: the REST client).
+SUBJECT = {"spurinv/controller/rest.py": "controller"}
 
 COMPARE_FLIPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Eq: ast.NotEq,
@@ -373,13 +380,15 @@ class Runner:
     def own_tests(self, module: str) -> list[str]:
         """``tests/test_<module>*.py``, listed once (test files added during a run change nothing)."""
         if module not in self.own:
-            self.own[module] = [str(p) for p in sorted((REPO / "tests").glob(f"test_{Path(module).stem}*.py"))]
+            self.own[module] = [
+                str(p) for p in sorted((REPO / "tests").glob(f"test_{SUBJECT.get(module, Path(module).stem)}*.py"))
+            ]
         return self.own[module]
 
     @staticmethod
     def naming(module: str) -> list[str]:
         """The fast test files that name ``module`` (a word in their text), and the CLI scenarios."""
-        stem = Path(module).stem
+        stem = SUBJECT.get(module, Path(module).stem)
         pattern = re.compile(rf"\b{re.escape(stem)}\b")
         files = [
             p
@@ -873,7 +882,11 @@ def resolve(names: list[str]) -> list[str]:
     """``policy``, ``attribute`` or a path → a repository-relative module path."""
     modules = []
     for name in names:
-        candidates = [name] if name.endswith(".py") else [f"spurinv/{name}.py", f"spurinv/sources/{name}.py"]
+        dotted = name.replace(".", "/")
+        candidates = (
+            [name] if name.endswith(".py")
+            else [f"spurinv/{dotted}.py", *sorted(str(p.relative_to(REPO)) for p in (REPO / "spurinv").rglob(f"{dotted}.py"))]
+        )  # fmt: skip
         found = next((c for c in candidates if (REPO / c).is_file()), None)
         if found is None:
             raise SystemExit(f"mutate: --module {name}: no such module (tried {', '.join(candidates)})")

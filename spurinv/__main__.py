@@ -1,5 +1,5 @@
 """``python -m spurinv``: the same lean entry point as the console script."""
 
-from spurinv.launch import main
+from spurinv.cli.launch import main
 
 raise SystemExit(main())

@@ -7,7 +7,7 @@ in the main thread at once — also in the middle of a request — so the run ca
 unsettled intent included, and exit 75 well within the unit's ``TimeoutStopSec``. Saving is
 shielded: the signals are blocked while the state file is written, and delivered after.
 
-The per-request SIGALRM guard in :mod:`spurinv.controller` uses another signal and keeps working.
+The per-request SIGALRM guard in :mod:`spurinv.controller.rest` uses another signal and keeps working.
 """
 
 from __future__ import annotations

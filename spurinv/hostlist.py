@@ -1,6 +1,6 @@
 """Slurm's hostlist syntax (stdlib, pure): ``a[01-03,7],b`` is a list of expressions joined by
 commas outside brackets. Both gres.conf's ``NodeName=`` (:mod:`spurinv.slurmdynamic`) and our
-``File=`` ranges (:mod:`spurinv.slurmconf`) are read with it."""
+``File=`` ranges (:mod:`spurinv.inventory.slurmconf`) are read with it."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ any                 drain not ours               never resumed, never overwritte
 ==================  ==========================  ============================================
 
 "Ours" = DRAIN flag set and the reason equal to the one we set, which carries the drain's id
-(:mod:`spurinv.ownership`; NHC's leader convention made exact: docs/slurm-rest.md §6). A state
+(:mod:`spurinv.controller.ownership`; NHC's leader convention made exact: docs/slurm-rest.md §6). A state
 started afresh reads the controller once, even for a first reading, so a drain the lost state
 knew is found (``intent.recover``). ``decide`` is called repeatedly within a run, each time with
 the state and view as updated by :func:`settle`, until it returns a terminal action; each
@@ -40,11 +40,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from spurinv import exitcode, shape
-from spurinv.classify import Kind, Outcome
-from spurinv.errors import ControllerKind
-from spurinv.model import Inventory
-from spurinv.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres, unsendable_gres
-from spurinv.ownership import (
+from spurinv.controller.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres, unsendable_gres
+from spurinv.controller.ownership import (
     amended,
     foreign_key,
     lift_blockers,
@@ -58,10 +55,13 @@ from spurinv.ownership import (
     stamp,
     text_of,
 )
+from spurinv.controller.transport import SLURM_REMEDY
+from spurinv.errors import ControllerKind
+from spurinv.inventory.classify import Kind, Outcome
+from spurinv.inventory.model import Inventory
+from spurinv.inventory.sources import link
 from spurinv.secret import printable
-from spurinv.sources import link
-from spurinv.state import Backoff, Baseline, Drain, Refusal, State
-from spurinv.transport import SLURM_REMEDY
+from spurinv.state.file import Backoff, Baseline, Drain, Refusal, State
 
 
 class Do(StrEnum):
@@ -122,7 +122,7 @@ class Action(BaseModel):
 
 def drain_reason(text: str, node: str = "", nonce: str = "0000") -> str:
     """``spurinv: [<id>] <text>`` on one line, short enough for ``sinfo -R`` (the id: ``nonce``
-    and a digest binding it to ``node`` and the text, :func:`spurinv.ownership.reason_for`)."""
+    and a digest binding it to ``node`` and the text, :func:`spurinv.controller.ownership.reason_for`)."""
     return reason_for(node, nonce, text)
 
 
@@ -144,7 +144,7 @@ def drain_body(view: NodeView, text: str, cause: str, fingerprint: str | None, s
 def ours(view: NodeView, state: State) -> bool:
     """Is the node drained by us? DRAIN set, exactly the reason we recorded (which carries our
     drain's id), and — where the controller says when the reason was set — still the time we
-    first saw, not a later drain that reused our text (:func:`spurinv.ownership.owns`)."""
+    first saw, not a later drain that reused our text (:func:`spurinv.controller.ownership.owns`)."""
     drain = state.drain
     return drain is not None and owns(view.drained, view.reason, view.reason_changed_at, drain.claim)
 
@@ -375,7 +375,7 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
 
 
 def _degraded_links(state: State) -> list[dict[str, Any]]:
-    """Links degraded in the last two readings (spurinv.sources.link.confirmed), but those an
+    """Links degraded in the last two readings (spurinv.inventory.sources.link.confirmed), but those an
     operator accepted by lifting our drain (:attr:`State.accepted_links`)."""
     found = link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
     return [each for each in found if shape.accepted_link(each) not in state.accepted_links]
@@ -393,7 +393,7 @@ def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Acti
 
 def _lift(view: NodeView, state: State, settings: Settings, now: datetime, why: str) -> Action:
     """The inventory is back and the drain is ours: lift it, unless the node is also DOWN or
-    flagged by someone else (:func:`spurinv.ownership.lift_blockers`)."""
+    flagged by someone else (:func:`spurinv.controller.ownership.lift_blockers`)."""
     blockers = lift_blockers(view.base, view.flags)
     if blockers:
         return Action(kind=Do.HOLD, reason=_held(view, state, blockers), held=True)
@@ -434,7 +434,7 @@ def _held(view: NodeView, state: State, blockers: list[str]) -> str:
 
 def _not_over(view: NodeView, what: str) -> str | None:
     """Why a drain (a write with a reason) must not go to this node: it is DOWN, FAIL,
-    NOT_RESPONDING or otherwise in a state someone else set (:func:`spurinv.ownership.lift_blockers`).
+    NOT_RESPONDING or otherwise in a state someone else set (:func:`spurinv.controller.ownership.lift_blockers`).
     Slurm keeps one reason per node: ours would overwrite the one that state was set with."""
     blockers = lift_blockers(view.base, view.flags)
     if not blockers:
@@ -478,7 +478,7 @@ def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
 
 
 def _amended(view: NodeView, added: str) -> str:
-    """Our drain, with slurmctld's words appended (:func:`spurinv.ownership.amended`)."""
+    """Our drain, with slurmctld's words appended (:func:`spurinv.controller.ownership.amended`)."""
     state = "+".join([view.base, *view.flags])
     return (
         f"our drain is still on, but slurmctld appended {added!r} to its reason (node {state}): "

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from spurinv import documents, exitcode, ledger, metrics, store
-from spurinv import state as state_file
+from spurinv import exitcode
 from spurinv.budget import Budget, Signals, shielded
-from spurinv.classify import Kind, Outcome, classify, switching
-from spurinv.config import Config, read_token
-from spurinv.discovery import discover
+from spurinv.config.settings import Config, read_token
+from spurinv.controller.ownership import PREFIX, extra_record, nonce_of, reason_id, skew_warning
+from spurinv.controller.transport import RegisterResult, extra_limit, recorded
 from spurinv.errors import (
     ConfigError,
     ControllerError,
@@ -34,10 +33,12 @@ from spurinv.errors import (
     TokenError,
     UsageError,
 )
-from spurinv.intent import KINDS, Journal, reconcile, recover
+from spurinv.inventory.classify import Kind, Outcome, classify, switching
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Discovery, Reading
+from spurinv.inventory.root import Root, boot_id
+from spurinv.inventory.sources import link
 from spurinv.log import Log
-from spurinv.model import Discovery, Reading
-from spurinv.ownership import PREFIX, extra_record, nonce_of, reason_id, skew_warning
 from spurinv.policy import (
     TERMINAL,
     Action,
@@ -52,18 +53,19 @@ from spurinv.policy import (
     settle,
     with_backoff,
 )
-from spurinv.root import Root, boot_id
-from spurinv.sources import link
-from spurinv.state import Api, Decision, Drain, State, Steady
-from spurinv.transport import RegisterResult, extra_limit, recorded
+from spurinv.report import documents, metrics
+from spurinv.state import file as state_file
+from spurinv.state import ledger, store
+from spurinv.state.file import Api, Decision, Drain, State, Steady
+from spurinv.state.intent import KINDS, Journal, reconcile, recover
 
 if TYPE_CHECKING:
-    from spurinv.controller import SessionFactory
-    from spurinv.nodeview import NodeView
-    from spurinv.registration import Details
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.registration import Details
+    from spurinv.controller.rest import SessionFactory
+    from spurinv.controller.transport import Request
+    from spurinv.controller.transport import Transport as Controller
     from spurinv.shape import Discovery as RawDiscovery
-    from spurinv.transport import Request
-    from spurinv.transport import Transport as Controller
 
 MAX_STEPS = 8
 Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)
@@ -163,7 +165,7 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
 def bind_to_boot(state: State, boot: str) -> tuple[State, str | None]:
     """Bind the state to this boot; a state written under another one (a golden image, a snapshot
     rolled back, a copy) may not know a drain of ours the controller carries, so the run reads
-    the controller's record as a state started afresh would (:func:`spurinv.intent.recover`).
+    the controller's record as a state started afresh would (:func:`spurinv.state.intent.recover`).
 
     A state that records no boot (written before spurinv kept one) is checked once the same way.
     Without a boot id to read (``boot`` empty) nothing changes. Pure.
@@ -465,7 +467,7 @@ def _credentials(config: Config, environ: dict[str, str]) -> None:
     or the scontrol program (78)."""
     settings = config.controller
     if settings.transport == "scontrol":
-        from spurinv.process import resolve
+        from spurinv.controller.process import resolve
 
         resolve(settings.scontrol or "scontrol", environ, "controller.scontrol")
     else:
@@ -503,9 +505,9 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     None without one (nothing read for it)."""
     if not config.controller.register_command:
         return None
-    from spurinv.registration import Details
-    from spurinv.slurmconf import gres_conf
-    from spurinv.sources.host import read_numa_cores
+    from spurinv.controller.registration import Details
+    from spurinv.inventory.slurmconf import gres_conf
+    from spurinv.inventory.sources.host import read_numa_cores
 
     lines = gres_conf(reading.inventory, node, read_numa_cores(world.root)[0]) if reading.inventory else []
     document = documents.discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
@@ -515,9 +517,9 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
 def transport_for(
     world: World, config: Config, node: str, state: State, budget: Budget | None = None, details: Details | None = None
 ) -> Controller:
-    """This run's transport (:func:`spurinv.transport.connect`), with the API version an earlier
+    """This run's transport (:func:`spurinv.controller.transport.connect`), with the API version an earlier
     run detected at this URL."""
-    from spurinv.transport import connect
+    from spurinv.controller.transport import connect
 
     settings = config.controller
     cached = state.api.version if state.api and state.api.url == settings.url else None
@@ -741,7 +743,7 @@ def _record(
 ) -> tuple[NodeView, State, Step, bool]:
     """The controller lists the reading already (someone did what a refusal asked): no GRES
     update, only our registration record, an ``extra``-only update spliced into what the
-    controller holds (:func:`spurinv.transport.recorded`); then the reading is the baseline."""
+    controller holds (:func:`spurinv.controller.transport.recorded`); then the reading is the baseline."""
     assert action.body is not None
     if dry_run:
         line = client.describe({"extra": action.body["extra"]})
@@ -764,7 +766,7 @@ def _record(
 
 def _finish(result: Converged, options: Options, world: World, node: str, found: Outcome) -> State:
     """Record the run (what it ``found`` and every step it took) and, when nothing is
-    outstanding, the fast path's memo (:mod:`spurinv.ledger`)."""
+    outstanding, the fast path's memo (:mod:`spurinv.state.ledger`)."""
     config = options.config
     state, outcome, steps = result.state, result.outcome, result.steps
     done = [step for step in steps if step["action"] != "none"] or steps[-1:]

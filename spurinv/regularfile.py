@@ -95,7 +95,7 @@ def read(path: str, limit: int) -> bytes:
 def read_bounded(fd: int, limit: int) -> bytes | None:
     """The rest of ``fd``, or None as soon as it holds more than ``limit`` bytes (then at most one
     64 KiB chunk past the limit has been read). The one bounded read loop: our own files here,
-    sysfs attributes in :func:`spurinv.sources.attribute.read_bytes`; OSError passes through."""
+    sysfs attributes in :func:`spurinv.inventory.sources.attribute.read_bytes`; OSError passes through."""
     chunks = []
     total = 0
     while True:

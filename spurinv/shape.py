@@ -1,15 +1,15 @@
 """The state file's JSON shape, once: its types and its rules. Stdlib only (hot path).
 
 Everything spurinv keeps or prints about the node is plain JSON: the discovery sources build
-dicts in exactly this form, the timer's tick (:mod:`spurinv.tick`) reads and writes the state
-file as it is, and the full run validates the same dicts with :mod:`spurinv.model` and
-:mod:`spurinv.state`, whose pydantic models keep the fields (for validation and the JSON Schemas)
+dicts in exactly this form, the timer's tick (:mod:`spurinv.cli.tick`) reads and writes the state
+file as it is, and the full run validates the same dicts with :mod:`spurinv.inventory.model` and
+:mod:`spurinv.state.file`, whose pydantic models keep the fields (for validation and the JSON Schemas)
 but call the rules here rather than stating them again. The rules:
 
 * a discovery or a reading has an inventory **if and only if** it has no errors
   (:func:`result_problem`), and a reading's fingerprint is its inventory's;
 * an inventory's devices are unique and sorted by :func:`device_key`, and its fingerprint is
-  the one :func:`spurinv.fingerprint.fingerprint` computes (:func:`inventory_problem`);
+  the one :func:`spurinv.inventory.fingerprint.fingerprint` computes (:func:`inventory_problem`);
 * a timestamp is RFC 3339 with a zone (:func:`timestamp_problem`);
 * derived values: :func:`gpu_counts`, :func:`summary`, :func:`problem_line`, :func:`link_line`.
 
@@ -20,7 +20,10 @@ to its pydantic model's fields, required or not, so the two cannot drift apart s
 
 from __future__ import annotations
 
-from spurinv.fingerprint import fingerprint
+from spurinv.inventory.fingerprint import fingerprint
+
+SCHEMA_VERSION = 3  # of the state file (history: spurinv/state/file.py)
+KEEP_READINGS = 2  # the readings a state file keeps: the last two, which confirm a change
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,7 +135,7 @@ if TYPE_CHECKING:
         errors: list[Problem]
         flags: NotRequired[list[Problem]]
 
-    # The state file (spurinv.state.State); timestamps are RFC 3339 text.
+    # The state file (spurinv.state.file.State); timestamps are RFC 3339 text.
 
     class Reading(TypedDict):
         taken_at: str
@@ -240,7 +243,7 @@ UNCHANGED_REASON = "matches the reported baseline"  # classify's reason for an u
 QUIET = "unchanged; no controller request needed"  # policy's reason for doing nothing
 QUIET_OBSERVE = "unchanged (observe mode)"  # the same, in observe mode
 
-SWITCH = "switch"  # the source of a partition switch's evidence (spurinv.sources.report)
+SWITCH = "switch"  # the source of a partition switch's evidence (spurinv.inventory.sources.report)
 
 HEX = frozenset("0123456789abcdef")
 DIGITS = frozenset("0123456789")
@@ -249,7 +252,7 @@ UNPARSED = (1 << 32, 0, 0, 0)  # a PCI address of another spelling sorts last
 
 def bdf_key(bdf: str) -> tuple[int, int, int, int] | None:
     """``0000:05:00.0`` → ``(0, 5, 0, 0)``: numeric order (a domain can have up to 8 hex digits:
-    hwloc 2pa-pcidomain32bits); None for any other spelling (``spurinv.sources.pci.BDF``'s
+    hwloc 2pa-pcidomain32bits); None for any other spelling (``spurinv.inventory.sources.pci.BDF``'s
     pattern, without ``re``: the tick and ``status --json`` do not import it for this)."""
     if bdf.endswith("\n"):  # as the pattern's ``$``
         bdf = bdf[:-1]
@@ -350,7 +353,7 @@ def link_line(link: Mapping[str, Any]) -> str:
 
 def accepted_link(found: Mapping[str, Any]) -> str:
     """How an accepted degraded link is named in the state (``accepted_links``): ``"<BDF> x<width>"``
-    for a link as :func:`spurinv.sources.link.confirmed` gives it."""
+    for a link as :func:`spurinv.inventory.sources.link.confirmed` gives it."""
     return f"{found['pci_bdf']} x{found['width']}"
 
 
@@ -391,3 +394,17 @@ def _numbers(text: str, separator: str, widths: tuple[int, ...]) -> list[int]:
     ):
         raise ValueError(text)
     return [int(part) for part in parts]
+
+
+def reading(discovery: Mapping[str, Any], taken_at: Any) -> dict[str, Any]:
+    """A discovery result (discovery's dict) as the state file records it: the one builder, which
+    ``model.Reading.of`` validates on the full run, and ``ledger.replay`` records on the tick."""
+    inventory = discovery["inventory"]
+    return {
+        "taken_at": taken_at,
+        "ok": discovery["ok"],
+        "fingerprint": inventory["fingerprint"] if inventory else None,
+        "inventory": inventory,
+        "errors": list(discovery["errors"]),
+        "flags": list(discovery["flags"]),
+    }

@@ -7,12 +7,12 @@ nodename=N``, refused while jobs run); delete + restart registers the new count 
 lab, tests/e2e/test_dynamic_lab.py). spurinv runs this only on a node idle of every job, with:
 
 ``SPURINV_NODE`` the node, ``SPURINV_GRES`` the complete GRES to register, ``SPURINV_GRES_CONF``
-its gres.conf lines, ``SPURINV_FINGERPRINT`` and ``SPURINV_INVENTORY`` (spurinv/registration.py).
+its gres.conf lines, ``SPURINV_FINGERPRINT`` and ``SPURINV_INVENTORY`` (spurinv/controller/registration.py).
 
 What it does, each step skipped when already done (so a second run after a crash is safe):
 
 1. reads the node; one not in a plain state (DOWN, FAIL, MAINT, RESERVED, …) or with a drain or
-   reason that is not spurinv's by the ownership rule (spurinv/ownership.py) is refused (exit
+   reason that is not spurinv's by the ownership rule (spurinv/controller/ownership.py) is refused (exit
    77: a delete would drop it); an absent node was deleted by a run that died: go on;
 2. checks, before writing anything: the restart program exists, gres.conf is a regular file
    and has no line but the node's own that could give it GPUs (exit 78, naming the line);
@@ -49,8 +49,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import NoReturn, TextIO
 
+from spurinv.controller.ownership import controller_claim, owns
 from spurinv.hostlist import split as split_hostlist
-from spurinv.ownership import controller_claim, owns
 
 EX_OK, EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_TEMPFAIL, EX_NOPERM, EX_CONFIG = 0, 64, 69, 70, 75, 77, 78
 
@@ -177,6 +177,7 @@ def merged_gres_conf(current: str, node: str, lines: str) -> str:
 def same_gres(listed: str, wanted: str) -> bool:
     """Do two GRES strings name the same entries, ignoring the ``(S:0-1)`` socket suffix Slurm
     adds when gres.conf has ``Cores=`` and the entry order?"""
+
     def entries(text: str) -> list[str]:
         return sorted(e.strip() for e in re.split(r",(?![^(]*\))", re.sub(r"\([^)]*\)", "", text)) if e.strip())
 
@@ -253,7 +254,7 @@ RESTORED = (("Extra", "extra"), ("Comment", "comment"))
 def not_plain(view: Mapping[str, object], node: str) -> str | None:
     """Why the node must not be deleted, or None: a state other than :data:`PLAIN` (DOWN, FAIL,
     MAINT, RESERVED, …), or a drain or reason that is not spurinv's own by the ownership rule
-    (spurinv/ownership.py: the drain id in the reason, the record in ``extra``)."""
+    (spurinv/controller/ownership.py: the drain id in the reason, the record in ``extra``)."""
     state = view.get("state") or []
     flags = {str(flag) for flag in state} if isinstance(state, list) else {str(state)}
     reason = str(view.get("reason") or "")
@@ -282,8 +283,7 @@ class Saved:
         try:
             value = json.loads(text)
         except ValueError:
-            raise Failed(f"{self.path}: not JSON; put the node's attributes back by hand, then remove it",
-                         EX_CONFIG) from None
+            raise Failed(f"{self.path}: not JSON; put the node's attributes back by hand, then remove it", EX_CONFIG) from None
         if not isinstance(value, dict) or value.get("node") != node:
             raise Failed(f"{self.path}: saved for another node; restore it by hand, then remove it", EX_CONFIG)
         return {k: v for k, v in value.items() if isinstance(v, str) and k != "node"}

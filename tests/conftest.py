@@ -42,6 +42,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     return OneLab(config, log)
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",
@@ -136,7 +137,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     config = home / "config.toml"
     config.write_text("")
     config.chmod(0o600)
-    from spurinv import locations
+    from spurinv.state import locations
 
     monkeypatch.setattr(locations, "DEFAULT_STATE", str(home / "default-state" / "state.json"))
     monkeypatch.setattr(locations, "DEFAULT_CONFIG", str(home / "no-default-config.toml"))
@@ -172,7 +173,7 @@ class Result:
 @pytest.fixture
 def cli(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     """Run ``spurinv ARGS`` in this process (the same entry point as the console script)."""
-    from spurinv.launch import main
+    from spurinv.cli.launch import main
 
     def run(*args: str) -> Result:
         capsys.readouterr()

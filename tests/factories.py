@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from spurinv.fingerprint import fingerprint
-from spurinv.model import Device, Inventory, Problem, Reading
-from spurinv.sources.pci import sort_key
+from spurinv.inventory.fingerprint import fingerprint
+from spurinv.inventory.model import Device, Inventory, Problem, Reading
+from spurinv.inventory.sources.pci import sort_key
 
 T0 = datetime(2026, 12, 2, 18, 0, 0, tzinfo=UTC)
 

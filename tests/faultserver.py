@@ -227,9 +227,7 @@ class Gateway:
         # update_node() skips an update whose state the node already has (DRAIN on a drained node,
         # or none) and whose reason is the same: the reason time is not stamped again
         # (src/slurmctld/node_mgr.c, _equivalent_node_state(); docs/security.md)
-        same = update.get("reason") == node.get("reason") and (
-            not words or (words == ["DRAIN"] and "DRAIN" in node["state"])
-        )
+        same = update.get("reason") == node.get("reason") and (not words or (words == ["DRAIN"] and "DRAIN" in node["state"]))
         if update.get("reason") and not same:  # set even when the state change is then rejected (docs/slurm-rest.md §2)
             node["reason"] = update["reason"]
             # slurmctld's update_node() stamps reason_time whenever a non-empty reason is set

@@ -47,8 +47,7 @@ _HWLOC_SETS = (
 HOST_SETS: dict[str, Path] = {name: _HWLOC / name / name for name in _HWLOC_SETS} | {
     "node_exporter": REAL / "prometheus__node_exporter" / "collector" / "fixtures",
     "procfs": REAL / "prometheus__procfs" / "testdata" / "fixtures",
-    "nfd-rootfs-1": REAL / "kubernetes-sigs__node-feature-discovery" / "testdata" / "source"
-    / "pci" / "rootfs-1",
+    "nfd-rootfs-1": REAL / "kubernetes-sigs__node-feature-discovery" / "testdata" / "source" / "pci" / "rootfs-1",
 }
 
 # --------------------------------------------------------------------------- constants
@@ -64,9 +63,7 @@ RENDER_BASE = 128
 MAX_XCP = 8  # amdgpu allocates MAX_XCP - 1 amdgpu_xcp platform devices per GPU (amdgpu_xcp.c)
 
 #: The 8 MI300X physical functions of the topo-mi300-cpx capture (location_id >> 8).
-MI300X_BDFS = tuple(
-    f"0000:{bus:02x}:00.0" for bus in (0x05, 0x27, 0x47, 0x65, 0x85, 0xA7, 0xC7, 0xE5)
-)
+MI300X_BDFS = tuple(f"0000:{bus:02x}:00.0" for bus in (0x05, 0x27, 0x47, 0x65, 0x85, 0xA7, 0xC7, 0xE5))
 PARTITIONS = {"SPX": 1, "DPX": 2, "QPX": 4, "CPX": 8}
 MI300X_MEMTOTAL_KB = 1584918204  # ~1.5 TiB host RAM, synthesized
 # One XCC of MI300X = 38 CUs = 152 SIMDs; CPX partition 0 of the capture reports simd_count 152.
@@ -264,8 +261,7 @@ def add_pci_function(root: Path, fn: PciFunction) -> Path:
         Path(root, drv).mkdir(parents=True, exist_ok=True)
         symlink(root, f"{fn.rel}/driver", f"../../../bus/pci/drivers/{fn.driver}")
         symlink(root, f"{drv}/{fn.bdf}", "../../../../" + fn.rel.removeprefix("sys/"))
-        symlink(root, f"sys/module/{fn.driver}/drivers/pci:{fn.driver}",
-                f"../../../bus/pci/drivers/{fn.driver}")
+        symlink(root, f"sys/module/{fn.driver}/drivers/pci:{fn.driver}", f"../../../bus/pci/drivers/{fn.driver}")
     return Path(root, fn.rel)
 
 
@@ -277,21 +273,30 @@ def add_platform_functions(root: Path, node_cpulists: list[str], bmc_vga: bool =
     the real nvidia.yaml CDI spec shows (``/dev/dri/card1`` with ``renderD128``).
     """
     first, last = node_cpulists[0], node_cpulists[-1]
-    add_pci_function(root, PciFunction(HOST_BRIDGE_BDF, 0x1022, 0x14A4, 0x060000, numa_node=0,
-                                       local_cpulist=first, root_bus=0x00))
-    add_pci_function(root, PciFunction(NVME_BDF, 0x144D, 0xA80A, 0x010802, "nvme", numa_node=0,
-                                       local_cpulist=first, root_bus=0x40))
+    add_pci_function(
+        root, PciFunction(HOST_BRIDGE_BDF, 0x1022, 0x14A4, 0x060000, numa_node=0, local_cpulist=first, root_bus=0x00)
+    )
+    add_pci_function(
+        root, PciFunction(NVME_BDF, 0x144D, 0xA80A, 0x010802, "nvme", numa_node=0, local_cpulist=first, root_bus=0x40)
+    )
     if bmc_vga:
-        fn = PciFunction(BMC_VGA_BDF, ASPEED, 0x2000, CLASS_VGA, "ast",
-                         numa_node=len(node_cpulists) - 1, local_cpulist=last, root_bus=0xC0,
-                         extra={"boot_vga": "1\n"})
+        fn = PciFunction(
+            BMC_VGA_BDF,
+            ASPEED,
+            0x2000,
+            CLASS_VGA,
+            "ast",
+            numa_node=len(node_cpulists) - 1,
+            local_cpulist=last,
+            root_bus=0xC0,
+            extra={"boot_vga": "1\n"},
+        )
         add_pci_function(root, fn)
         add_drm_minor(root, fn.rel, "card0", 0)
         conn = f"{fn.rel}/drm/card0/card0-VGA-1"
         write(root, f"{conn}/status", "connected\n")
         write(root, f"{conn}/enabled", "enabled\n")
-        symlink(root, "sys/class/drm/card0-VGA-1",
-                "../../" + conn.removeprefix("sys/"))
+        symlink(root, "sys/class/drm/card0-VGA-1", "../../" + conn.removeprefix("sys/"))
 
 
 # --------------------------------------------------------------------------- DRM
@@ -305,8 +310,7 @@ def add_drm_minor(root: Path, parent_rel: str, name: str, minor: int) -> None:
     """
     node = f"{parent_rel}/drm/{name}"
     write(root, f"{node}/dev", f"{DRM_MAJOR}:{minor}\n")
-    write(root, f"{node}/uevent",
-          f"MAJOR={DRM_MAJOR}\nMINOR={minor}\nDEVNAME=dri/{name}\nDEVTYPE=drm_minor\n")
+    write(root, f"{node}/uevent", f"MAJOR={DRM_MAJOR}\nMINOR={minor}\nDEVNAME=dri/{name}\nDEVTYPE=drm_minor\n")
     symlink(root, f"{node}/device", "../../../" + Path(parent_rel).name)
     symlink(root, f"sys/class/drm/{name}", "../../" + node.removeprefix("sys/"))
     version = Path(root, "sys/class/drm/version")
@@ -330,21 +334,39 @@ def meminfo_text(total_kb: int) -> str:
     """A /proc/meminfo in the kernel's format (``%-16s%8lu kB``), MemTotal first."""
     free = total_kb * 93 // 100
     rows: list[tuple[str, int, bool]] = [
-        ("MemTotal", total_kb, True), ("MemFree", free, True),
-        ("MemAvailable", total_kb * 95 // 100, True), ("Buffers", 683968, True),
-        ("Cached", total_kb // 50, True), ("SwapCached", 0, True),
-        ("Active", total_kb // 100, True), ("Inactive", total_kb // 60, True),
-        ("SwapTotal", 0, True), ("SwapFree", 0, True), ("Dirty", 1344, True),
-        ("Writeback", 0, True), ("AnonPages", 1745360, True), ("Mapped", 482196, True),
-        ("Shmem", 31464, True), ("Slab", 9845864, True), ("SReclaimable", 1240468, True),
-        ("SUnreclaim", 8605396, True), ("KernelStack", 73440, True),
-        ("PageTables", 30200, True), ("CommitLimit", total_kb // 2, True),
-        ("Committed_AS", 20823760, True), ("VmallocTotal", 34359738367, True),
-        ("VmallocUsed", 1286548, True), ("VmallocChunk", 0, True),
-        ("HugePages_Total", 0, False), ("HugePages_Free", 0, False),
-        ("HugePages_Rsvd", 0, False), ("HugePages_Surp", 0, False),
-        ("Hugepagesize", 2048, True), ("DirectMap4k", 5344, True),
-        ("DirectMap2M", 2078720, True), ("DirectMap1G", total_kb // 1048576 * 1048576, True),
+        ("MemTotal", total_kb, True),
+        ("MemFree", free, True),
+        ("MemAvailable", total_kb * 95 // 100, True),
+        ("Buffers", 683968, True),
+        ("Cached", total_kb // 50, True),
+        ("SwapCached", 0, True),
+        ("Active", total_kb // 100, True),
+        ("Inactive", total_kb // 60, True),
+        ("SwapTotal", 0, True),
+        ("SwapFree", 0, True),
+        ("Dirty", 1344, True),
+        ("Writeback", 0, True),
+        ("AnonPages", 1745360, True),
+        ("Mapped", 482196, True),
+        ("Shmem", 31464, True),
+        ("Slab", 9845864, True),
+        ("SReclaimable", 1240468, True),
+        ("SUnreclaim", 8605396, True),
+        ("KernelStack", 73440, True),
+        ("PageTables", 30200, True),
+        ("CommitLimit", total_kb // 2, True),
+        ("Committed_AS", 20823760, True),
+        ("VmallocTotal", 34359738367, True),
+        ("VmallocUsed", 1286548, True),
+        ("VmallocChunk", 0, True),
+        ("HugePages_Total", 0, False),
+        ("HugePages_Free", 0, False),
+        ("HugePages_Rsvd", 0, False),
+        ("HugePages_Surp", 0, False),
+        ("Hugepagesize", 2048, True),
+        ("DirectMap4k", 5344, True),
+        ("DirectMap2M", 2078720, True),
+        ("DirectMap1G", total_kb // 1048576 * 1048576, True),
     ]
     return "".join(f"{k + ':':<16}{v:>8}{' kB' if kb else ''}\n" for k, v, kb in rows)
 
@@ -355,8 +377,7 @@ def add_host(root: Path, online: str, memtotal_kb: int, node_cpulists: Iterable[
     write(root, "sys/devices/system/cpu/online", online + "\n")
     write(root, "sys/devices/system/cpu/possible", online + "\n")
     write(root, "sys/devices/system/cpu/offline", "\n")
-    write(root, "sys/devices/system/node/online",
-          ("0" if len(cpulists) == 1 else f"0-{len(cpulists) - 1}") + "\n")
+    write(root, "sys/devices/system/node/online", ("0" if len(cpulists) == 1 else f"0-{len(cpulists) - 1}") + "\n")
     for i, cpus in enumerate(cpulists):
         write(root, f"sys/devices/system/node/node{i}/cpulist", cpus + "\n")
     write(root, "proc/meminfo", meminfo_text(memtotal_kb))
@@ -390,9 +411,17 @@ def amd_partitions(root: Path) -> list[AmdPartition]:
         loc = int(props["location_id"])
         pcie = _find_link(node, type="2")
         cpu = int(pcie["node_to"]) if pcie else 0
-        parts.append(AmdPartition(int(node.name), int(props.get("domain", 0)), loc >> 8,
-                                  loc & 7, int(props["drm_render_minor"]), cpu,
-                                  int(props["device_id"])))
+        parts.append(
+            AmdPartition(
+                int(node.name),
+                int(props.get("domain", 0)),
+                loc >> 8,
+                loc & 7,
+                int(props["drm_render_minor"]),
+                cpu,
+                int(props["device_id"]),
+            )
+        )
     return parts
 
 
@@ -426,9 +455,17 @@ def _write_amd_devices(
     for part in sorted(parts, key=lambda p: (p.domain, p.bus, p.slot)):
         if part.bdf not in gpus:
             numa = part.cpu_node
-            fn = PciFunction(part.bdf, AMD, part.device_id, pci_class, "amdgpu", numa_node=numa,
-                             local_cpulist=node_cpulists[numa], root_bus=part.bus & 0xE0,
-                             extra=dict(partition_files))
+            fn = PciFunction(
+                part.bdf,
+                AMD,
+                part.device_id,
+                pci_class,
+                "amdgpu",
+                numa_node=numa,
+                local_cpulist=node_cpulists[numa],
+                root_bus=part.bus & 0xE0,
+                extra=dict(partition_files),
+            )
             gpus[part.bdf] = _Gpu(fn, [])
         gpus[part.bdf].parts.append(part)
 
@@ -438,21 +475,21 @@ def _write_amd_devices(
         used = {p.slot for p in gpu.parts}
         slots = range(MAX_XCP) if extra_xcp else sorted(used)
         for slot in slots:
-            parent = gpu.fn.rel if slot == 0 else add_xcp_device(
-                root, xcp_name.format((MAX_XCP - 1) * g + slot - 1))
+            parent = gpu.fn.rel if slot == 0 else add_xcp_device(root, xcp_name.format((MAX_XCP - 1) * g + slot - 1))
             render = base + slot
-            add_drm_minor(root, parent, f"card{render - RENDER_BASE + card_offset}",
-                          render - RENDER_BASE + card_offset)
+            add_drm_minor(root, parent, f"card{render - RENDER_BASE + card_offset}", render - RENDER_BASE + card_offset)
             add_drm_minor(root, parent, f"renderD{render}", render)
 
     if cdi:
         # amd-ctk: one device per partition, grouped per GPU in BDF order, then render minor.
         ordered = [p for gpu in gpus.values() for p in sorted(gpu.parts, key=lambda p: p.render_minor)]
-        write_amd_cdi(root, [
-            [f"/dev/dri/card{p.render_minor - RENDER_BASE + card_offset}",
-             f"/dev/dri/renderD{p.render_minor}"]
-            for p in ordered
-        ])
+        write_amd_cdi(
+            root,
+            [
+                [f"/dev/dri/card{p.render_minor - RENDER_BASE + card_offset}", f"/dev/dri/renderD{p.render_minor}"]
+                for p in ordered
+            ],
+        )
 
 
 def write_amd_cdi(root: Path, devices: list[list[str]], relpath: str = "etc/cdi/amd.json") -> Path:
@@ -477,8 +514,9 @@ def write_amd_cdi(root: Path, devices: list[list[str]], relpath: str = "etc/cdi/
         return out | {"fileMode": 0o660, "permissions": "rwm", "uid": 0, "gid": gid}
 
     kfd = node("/dev/kfd")
-    devs = [{"name": str(i), "containerEdits": {"deviceNodes": [node(p) for p in paths] + [kfd]}}
-            for i, paths in enumerate(devices)]
+    devs = [
+        {"name": str(i), "containerEdits": {"deviceNodes": [node(p) for p in paths] + [kfd]}} for i, paths in enumerate(devices)
+    ]
     every = [node(p) for paths in devices for p in paths] + [kfd]
     devs.append({"name": "all", "containerEdits": {"deviceNodes": every}})
     spec = {"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": devs, "containerEdits": {}}
@@ -498,9 +536,10 @@ def _finish_gpu_nodes(root: Path, device_id: int | None, vram_mb: int | None) ->
         if device_id is not None:
             set_property(node, "device_id", device_id)
         if vram_mb is not None:
-            _write_properties(node / "mem_banks" / "0" / "properties", {
-                "heap_type": 1, "size_in_bytes": vram_mb * 1024 * 1024,
-                "flags": 0, "width": 8192, "mem_clk_max": 1300})  # width/clock as MI308X capture
+            _write_properties(
+                node / "mem_banks" / "0" / "properties",
+                {"heap_type": 1, "size_in_bytes": vram_mb * 1024 * 1024, "flags": 0, "width": 8192, "mem_clk_max": 1300},
+            )  # width/clock as MI308X capture
             set_property(node, "mem_banks_count", 1)
 
 
@@ -573,13 +612,15 @@ def _synth_mi300x_kfd(root: Path, parts_per_gpu: int, gpus: int) -> None:
     numa = {i: 0 if i < 4 else 1 for i in range(gpus)}  # buses 05-65 on socket 0, 85-e5 on 1
     for cpu in (0, 1):
         links = [io_links(src / "nodes" / str(cpu))[0]]  # CPU <-> CPU, as captured
-        links += [cpu_to_gpu | {"node_from": str(cpu), "node_to": str(nid)}
-                  for nid, i, _ in gpu_nodes_ if numa[i] == cpu]
+        links += [cpu_to_gpu | {"node_from": str(cpu), "node_to": str(nid)} for nid, i, _ in gpu_nodes_ if numa[i] == cpu]
         _write_node(topo / "nodes" / str(cpu), read_properties(src / "nodes" / str(cpu)), links)
     for nid, i, props in gpu_nodes_:
         links = [pcie | {"node_from": str(nid), "node_to": str(numa[i])}]
-        links += [(xgmi_same if i == j else xgmi_other) | {"node_from": str(nid), "node_to": str(other)}
-                  for other, j, _ in gpu_nodes_ if other != nid]
+        links += [
+            (xgmi_same if i == j else xgmi_other) | {"node_from": str(nid), "node_to": str(other)}
+            for other, j, _ in gpu_nodes_
+            if other != nid
+        ]
         _write_node(topo / "nodes" / str(nid), props, links)
 
 
@@ -636,9 +677,14 @@ def build_mi300x(
     cpulists = ["0-95", "96-191"]
     add_platform_functions(root, cpulists, bmc_vga)
     _write_amd_devices(
-        root, amd_partitions(root), node_cpulists=cpulists,
+        root,
+        amd_partitions(root),
+        node_cpulists=cpulists,
         partition_files=_mi300_partition_files(mode, "SPX, DPX, QPX, CPX", memory_mode),
-        extra_xcp=spx_extra_xcp, xcp_name=xcp_name, card_offset=int(bmc_vga), cdi=cdi,
+        extra_xcp=spx_extra_xcp,
+        xcp_name=xcp_name,
+        card_offset=int(bmc_vga),
+        cdi=cdi,
     )
     add_host(root, "0-191", MI300X_MEMTOTAL_KB, cpulists)
     return root
@@ -663,9 +709,14 @@ def build_mi308x(
     cpulists = ["0-111", "112-223"]  # 2 x 112 cores (cpu_cores_count 112)
     add_platform_functions(root, cpulists, bmc_vga)
     _write_amd_devices(
-        root, amd_partitions(root), node_cpulists=cpulists,
+        root,
+        amd_partitions(root),
+        node_cpulists=cpulists,
         partition_files=_mi300_partition_files("CPX", "SPX, DPX, CPX", "NPS1"),
-        extra_xcp=extra_xcp, xcp_name=xcp_name, card_offset=int(bmc_vga), cdi=cdi,
+        extra_xcp=extra_xcp,
+        xcp_name=xcp_name,
+        card_offset=int(bmc_vga),
+        cdi=cdi,
     )
     add_host(root, "0-223", _kfd_system_memory_kb(topology), cpulists)
     return root
@@ -691,8 +742,9 @@ def build_vega10(
     real = [p for p in amd_partitions(root) if p.node != 2]  # PCI/DRM/CDI mirror node 1 only
     cpulists = ["0-19"]  # cpu_cores_count 20
     add_platform_functions(root, cpulists, bmc_vga)
-    _write_amd_devices(root, real, node_cpulists=cpulists, partition_files={}, pci_class=CLASS_VGA,
-                       card_offset=int(bmc_vga), cdi=cdi)
+    _write_amd_devices(
+        root, real, node_cpulists=cpulists, partition_files={}, pci_class=CLASS_VGA, card_offset=int(bmc_vga), cdi=cdi
+    )
     add_host(root, "0-19", _kfd_system_memory_kb(topology), cpulists)
     return root
 
@@ -724,18 +776,26 @@ def build_big(root: Path, devices: int, partitions_per_gpu: int = 8, *, cdi: boo
         bus = 0x04 + 8 * bus
         nid, cpu = 2 + d, g % 2
         props = tmpl | {
-            "simd_count": str(_MI300X_XCC_SIMDS * xcc), "num_xcc": str(xcc),
-            "location_id": str(bus << 8 | p), "domain": str(domain),
-            "drm_render_minor": str(RENDER_BASE + d), "unique_id": str(0x5EED0000 + g),
+            "simd_count": str(_MI300X_XCC_SIMDS * xcc),
+            "num_xcc": str(xcc),
+            "location_id": str(bus << 8 | p),
+            "domain": str(domain),
+            "drm_render_minor": str(RENDER_BASE + d),
+            "unique_id": str(0x5EED0000 + g),
         }
         _write_node(topo / "nodes" / str(nid), props, [pcie | {"node_from": str(nid), "node_to": str(cpu)}])
         parts.append(AmdPartition(nid, domain, bus, p, RENDER_BASE + d, cpu, 0x74A1))
     mode = next(k for k, v in PARTITIONS.items() if v == partitions_per_gpu)
     cpulists = ["0-95", "96-191"]
     add_platform_functions(root, cpulists, bmc_vga=False)
-    _write_amd_devices(root, parts, node_cpulists=cpulists,
-                       partition_files=_mi300_partition_files(mode, "SPX, DPX, QPX, CPX", "NPS1"),
-                       card_offset=0, cdi=cdi)
+    _write_amd_devices(
+        root,
+        parts,
+        node_cpulists=cpulists,
+        partition_files=_mi300_partition_files(mode, "SPX, DPX, QPX, CPX", "NPS1"),
+        card_offset=0,
+        cdi=cdi,
+    )
     add_host(root, "0-191", MI300X_MEMTOTAL_KB, cpulists)
     return root
 
@@ -817,13 +877,19 @@ def build_nvidia(
     for i, gpu in enumerate(sorted(specs, key=lambda g: str(g["bdf"]))):
         numa = int(str(gpu["numa_node"]))
         device = int(str(gpu["device"]))
-        fn = PciFunction(str(gpu["bdf"]), NVIDIA, device, CLASS_3D, "nvidia", numa_node=numa,
-                         local_cpulist=cpulists[numa] if numa >= 0 else "0-191",
-                         root_bus=int(str(gpu["bdf"]).split(":")[1], 16) & 0xE0,
-                         subsystem_device=0x16C1 if device == 0x2330 else None)  # HGX H100 SXM5
+        fn = PciFunction(
+            str(gpu["bdf"]),
+            NVIDIA,
+            device,
+            CLASS_3D,
+            "nvidia",
+            numa_node=numa,
+            local_cpulist=cpulists[numa] if numa >= 0 else "0-191",
+            root_bus=int(str(gpu["bdf"]).split(":")[1], 16) & 0xE0,
+            subsystem_device=0x16C1 if device == 0x2330 else None,
+        )  # HGX H100 SXM5
         add_pci_function(root, fn)
-        write(root, f"proc/driver/nvidia/gpus/{gpu['bdf']}/information",
-              nvidia_information(gpu))
+        write(root, f"proc/driver/nvidia/gpus/{gpu['bdf']}/information", nvidia_information(gpu))
         if drm:
             add_drm_minor(root, fn.rel, f"card{i + int(bmc_vga)}", i + int(bmc_vga))
             add_drm_minor(root, fn.rel, f"renderD{RENDER_BASE + i}", RENDER_BASE + i)
@@ -838,8 +904,14 @@ def build_nvidia_cdi(root: Path) -> Path:
     renderD128 (all from the spec).  The model is not in the capture; H100 PCIe (0x2331) and
     ``numa_node -1`` (firmware without PCI proximity info) are assumptions.
     """
-    gpu = {"bdf": "0000:84:00.0", "minor": 0, "uuid": "GPU-520e01f2-cf30-6396-abef-e8e9a5233b0e",
-           "model": "NVIDIA H100 PCIe", "device": 0x2331, "numa_node": -1}
+    gpu = {
+        "bdf": "0000:84:00.0",
+        "minor": 0,
+        "uuid": "GPU-520e01f2-cf30-6396-abef-e8e9a5233b0e",
+        "model": "NVIDIA H100 PCIe",
+        "device": 0x2331,
+        "numa_node": -1,
+    }
     build_nvidia(root, [gpu])
     write(root, "etc/cdi/nvidia.yaml", NVIDIA_CDI_YAML.read_text())
     return Path(root)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv import answer
+from spurinv.controller import answer
 
 CAPTURES = Path(__file__).parent / "fixtures" / "slurm" / "responses" / "24.11" / "v0.0.42"
 

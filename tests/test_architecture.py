@@ -11,6 +11,45 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "spurinv"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
+# The floors, lowest first: a module imports from its own floor or the floors below, never above.
+# A package is one floor; a top-level module is one floor, except the shared vocabulary at the bottom.
+# the shared vocabulary, imported from every floor
+BASE = {"errors", "exitcode", "secret", "regularfile", "budget", "log", "nodename", "hostlist", "jsontext", "__init__"}
+FLOORS = (
+    ("base", BASE),
+    ("inventory", {"inventory", "shape"}),  # shape.py: the JSON shape of what is read and kept
+    ("config", None),
+    ("controller", None),
+    ("state", None),
+    ("policy", None),
+    ("report", None),
+    ("refresh", None),
+    ("cli", None),
+    ("slurmdynamic", None),
+    ("__main__", None),
+)
+
+
+def dotted(path: Path) -> str:
+    """``spurinv/state/ledger.py`` → ``state.ledger``."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+def floor(name: str) -> int:
+    """The floor of a dotted module name (``state.ledger``, ``policy``, ``errors``)."""
+    head = name.split(".", maxsplit=1)[0]
+    for index, (floor_name, members) in enumerate(FLOORS):
+        if (members is not None and head in members) or (members is None and head == floor_name):
+            return index
+    raise AssertionError(f"spurinv.{name} is on no floor: add it to FLOORS in tests/test_architecture.py")
+
+
+def module(name: str) -> Path:
+    """``state.ledger`` → its file."""
+    path = PACKAGE / (name.replace(".", "/") + ".py")
+    return path if path.exists() else PACKAGE / name.replace(".", "/") / "__init__.py"
+
 
 def imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
@@ -23,24 +62,63 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-def module(name: str) -> Path:
-    return PACKAGE / (name.replace(".", "/") + ".py")
+def spurinv_imports(path: Path) -> set[str]:
+    """The spurinv modules ``path`` imports, as dotted names under ``spurinv``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "spurinv":
+            found.update(alias.name for alias in node.names if alias.name != "__version__")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spurinv."):
+            base = node.module.removeprefix("spurinv.")
+            for alias in node.names:
+                # ``from spurinv.state import ledger`` names a module; ``from spurinv.state.file import State`` a name
+                found.add(f"{base}.{alias.name}" if (PACKAGE / base.replace(".", "/") / f"{alias.name}.py").exists() else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.removeprefix("spurinv.") for alias in node.names if alias.name.startswith("spurinv."))
+    return found
+
+
+def test_every_module_has_a_floor():
+    for path in MODULES:
+        floor(dotted(path))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_from_a_floor_above_its_own(path):
+    own = floor(dotted(path))
+
+    above = {name for name in spurinv_imports(path) if floor(name) > own}
+
+    assert not above, f"spurinv.{dotted(path)} (floor {FLOORS[own][0]}) imports from above: {sorted(above)}"
+
+
+def test_the_package_layout_is_the_documented_one():
+    """ARCHITECTURE.md's code map names every module where it lives."""
+    text = (PACKAGE.parent / "ARCHITECTURE.md").read_text()
+    documented = [dotted(path).replace(".", "/") + ".py" for path in MODULES if path.name != "__init__.py"]
+    missing = [name for name in documented if name not in text]
+
+    assert not missing, missing
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_requests_and_rich_stay_in_their_modules(path):
     used = imports(path)
 
-    if path != module("controller"):
+    if path != module("controller.rest"):
         assert "requests" not in used
-    if path != module("render"):
+    if path != module("cli.render"):
         assert "rich" not in used
-    if path != module("cli"):
+    if path != module("cli.app"):
         assert "typer" not in used
         assert "click" not in used
 
 
-@pytest.mark.parametrize("name", ["classify", "policy", "model", "nodeview", "fingerprint", "catalog", "slurmconf", "fleet"])
+@pytest.mark.parametrize(
+    "name",
+    ["inventory.classify", "policy", "inventory.model", "controller.nodeview", "inventory.fingerprint", "inventory.catalog",
+     "inventory.slurmconf", "report.fleet"],
+)  # fmt: skip
 def test_the_pure_core_does_no_io(name):
     used = imports(module(name))
 
@@ -49,10 +127,12 @@ def test_the_pure_core_does_no_io(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["launch", "tick", "ledger", "exitcode", "discovery", "root", "store", "locations", "documents", "metrics", "log"]
-    + ["fingerprint", "catalog", "jsontext", "shape", "stateshape", "output", "regularfile"]
-    + [f"sources.{p.stem}" for p in (PACKAGE / "sources").glob("*.py") if p.stem != "__init__"],
-)
+    ["cli.launch", "cli.tick", "state.ledger", "exitcode", "inventory.discovery", "inventory.root", "state.store",
+     "state.locations", "report.documents", "report.metrics", "log", "inventory.fingerprint", "inventory.catalog",
+     "jsontext", "state.vouch", "cli.streams", "regularfile"]
+    + [f"inventory.sources.{p.stem}" for p in (PACKAGE / "inventory" / "sources").glob("*.py") if p.stem != "__init__"]
+    + [f"{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()],
+)  # fmt: skip
 def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
     tree = ast.parse(module(name).read_text())
     top: set[str] = set()
@@ -66,29 +146,18 @@ def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
     assert not top & (heavy | {"re", "json"})  # re and json: imported only where the tick never goes
 
 
-def spurinv_modules(path: Path) -> set[str]:
-    """The spurinv modules ``path`` imports (``from spurinv import x`` and ``from spurinv.x import y``)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "spurinv":
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spurinv."):
-            found.add(node.module.split(".")[1])
-    return found
-
-
 def test_one_path_the_full_run_does_not_lean_on_the_fast_one():
-    """Both keep the books through ledger; neither imports the other (issue #12)."""
-    assert "tick" not in spurinv_modules(module("refresh"))
-    assert "refresh" not in spurinv_modules(module("tick"))
-    assert "ledger" in spurinv_modules(module("tick"))
-    assert "ledger" in spurinv_modules(module("refresh"))
-    assert "ledger" in spurinv_modules(module("state"))
+    """Both keep the books through ledger; neither imports the other."""
+    assert "cli.tick" not in spurinv_imports(module("refresh"))
+    assert "refresh" not in spurinv_imports(module("cli.tick"))
+    assert "state.ledger" in spurinv_imports(module("cli.tick"))
+    assert "state.ledger" in spurinv_imports(module("refresh"))
+    assert "state.ledger" in spurinv_imports(module("state.file"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_only_root_names_sys_and_proc(path):
-    if path == module("root"):
+    if path == module("inventory.root"):
         return
     tree = ast.parse(path.read_text())
     strings = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
@@ -105,7 +174,7 @@ def test_one_type_for_controller_error_kinds():
     from typing import get_args
 
     from spurinv.errors import ControllerError, ControllerKind
-    from spurinv.state import Backoff
+    from spurinv.state.file import Backoff
 
     kinds = set(get_args(ControllerKind))
     assert kinds == set(ControllerError.KINDS)
@@ -116,10 +185,10 @@ def test_one_shape_per_device(built):
     """A device's shapes agree: discovery's dicts, their TypedDict, the pydantic model, the fingerprint."""
     from test_shape import typed_dicts
 
-    from spurinv.discovery import discover
-    from spurinv.fingerprint import SCHEDULABLE
-    from spurinv.model import Device, Inventory
-    from spurinv.root import Root
+    from spurinv.inventory.discovery import discover
+    from spurinv.inventory.fingerprint import SCHEDULABLE
+    from spurinv.inventory.model import Device, Inventory
+    from spurinv.inventory.root import Root
 
     fields = set(Device.model_fields)
     assert fields == set(typed_dicts()["Device"].__annotations__)
@@ -133,8 +202,8 @@ def test_one_shape_per_device(built):
 
 
 def test_the_document_models_are_for_schemas_and_tests_only():
-    """documents.py builds every JSON document; report.py's models generate schemas/ and check the
+    """report/documents.py builds every JSON document; report/models.py's models generate schemas/ and check the
     documents in tests, and nothing at run time builds one by hand."""
-    users = [path.name for path in MODULES if path != module("report") and "report" in spurinv_modules(path)]
+    users = [dotted(path) for path in MODULES if path != module("report.models") and "report.models" in spurinv_imports(path)]
 
     assert users == []

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.sources.attribute import (
+from spurinv.inventory.sources.attribute import (
     MAX_ATTRIBUTE,
     ReadError,
     parse_cpulist,
@@ -404,10 +404,10 @@ NO_DRM = ("absent", "no DRM devices (no GPU driver loaded)")
     ],
 )
 def test_a_missing_sysfs_directory_is_absent_or_failed_as_the_source_says(tmp_path, made, pci, drm):
-    from spurinv.root import Root
-    from spurinv.sources.drm import read_drm
-    from spurinv.sources.pci import read_pci
-    from spurinv.sources.status import Report
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.drm import read_drm
+    from spurinv.inventory.sources.pci import read_pci
+    from spurinv.inventory.sources.status import Report
 
     for directory in made:
         (tmp_path / directory).mkdir(parents=True)
@@ -422,9 +422,9 @@ def test_a_missing_sysfs_directory_is_absent_or_failed_as_the_source_says(tmp_pa
 
 
 def test_a_sysfs_directory_that_cannot_be_listed_fails_the_source_naming_it(tmp_path):
-    from spurinv.root import Root
-    from spurinv.sources.drm import read_drm
-    from spurinv.sources.status import Report
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.drm import read_drm
+    from spurinv.inventory.sources.status import Report
 
     (tmp_path / "sys/class").mkdir(parents=True)
     (tmp_path / "sys/class/drm").write_text("not a directory")

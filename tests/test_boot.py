@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
 
-from spurinv import ledger
-from spurinv.ownership import drain_skew
-from spurinv.root import BOOT_ID, boot_id
+from spurinv.controller.ownership import drain_skew
+from spurinv.inventory.root import BOOT_ID, boot_id
+from spurinv.state import ledger
 
 
 def boot(node: Node, tmp_path, name: str | None = None) -> str:

@@ -25,11 +25,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reliability.hostile import TOKEN, write_private
 
-from spurinv import check, exitcode
+from spurinv import exitcode
+from spurinv.cli import preflight as check
+from spurinv.inventory.root import Root
 from spurinv.log import Log
 from spurinv.refresh import World
-from spurinv.report import CheckDocument
-from spurinv.root import Root
+from spurinv.report.models import CheckDocument
 
 NODE_PATH = "/slurm/v0.0.42/node/n1"
 STATUSES = {"ok", "warn", "fail", "skip"}
@@ -316,7 +317,7 @@ def test_a_metrics_file_on_the_state_file_is_a_config_error(cli, node):
 
 
 def run_checks(node: Node, systemctl: str | None, **environ_extra: str) -> dict[str, check.Check]:
-    from spurinv.cli import _run_options
+    from spurinv.cli.app import _run_options
 
     environ = {**os.environ, **environ_extra}
     world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
@@ -1042,7 +1043,7 @@ def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
 
 def run_unflagged(node: Node) -> dict[str, check.Check]:
     """check run without --state and without $SPURINV_STATE in the shell."""
-    from spurinv.cli import _run_options
+    from spurinv.cli.app import _run_options
 
     environ = {name: value for name, value in os.environ.items() if name not in ("SPURINV_STATE", "STATE_DIRECTORY")}
     world = World(Root(str(node.host)), environ, Log(environ, quiet=True))

@@ -9,7 +9,7 @@ from factories import inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.classify import FieldChange, Kind, classify, compare
+from spurinv.inventory.classify import FieldChange, Kind, classify, compare
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from spurinv import exitcode
-from spurinv.report import ConfigDocument, DiffDocument, DiscoverDocument, ErrorDocument, RefreshDocument, StatusDocument
+from spurinv.report.models import ConfigDocument, DiffDocument, DiscoverDocument, ErrorDocument, RefreshDocument, StatusDocument
 
 
 def refresh(cli, root, state, *extra):
@@ -127,7 +127,7 @@ def test_discover_format_slurm_gives_logical_core_indices_not_cpu_ids(cli, built
 
 def full_cli(capsys, *args):
     """The typer CLI without the lean front door."""
-    from spurinv.cli import run
+    from spurinv.cli.app import run
 
     capsys.readouterr()
     code = run([str(a) for a in args])

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from spurinv import config, exitcode
-from spurinv.config import ControllerSection, read_token
+from spurinv import exitcode
+from spurinv.config import settings as config
+from spurinv.config.settings import ControllerSection, read_token
 from spurinv.errors import ConfigError, TokenError
 
 
@@ -232,7 +233,7 @@ def test_node_name_all_in_the_config_file_is_78_naming_the_file(cli, built, stat
 
 
 def test_a_host_named_all_needs_node_name_with_scontrol_but_not_with_rest():
-    from spurinv.config import Config
+    from spurinv.config.settings import Config
     from spurinv.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"the hostname 'all' is not a node for controller\.transport"):

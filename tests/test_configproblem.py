@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from spurinv import config
-from spurinv.configproblem import Problems
+from spurinv.config import settings as config
+from spurinv.config.problem import Problems
 
 KEYS = sorted({key for model in config.SECTIONS.values() for key in model.model_fields} | {"timout", "x", ""})
 NAMES = sorted(set(config.SECTIONS) | {"nonsense", "controler", "Node"})

@@ -1,5 +1,5 @@
 """The REST client's own decisions, against ``tests/faultserver.py`` on 127.0.0.1 (issue #26: what
-the mutation run of ``spurinv/controller.py`` found no test for): how an answer is classified, the
+the mutation run of ``spurinv/controller/rest.py`` found no test for): how an answer is classified, the
 busy re-check's all-nodes query, and the size bound on an answer."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from faultserver import FaultServer, Gateway, Reply
 
 from spurinv import exitcode
-from spurinv.config import ControllerSection
-from spurinv.controller import Controller
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.rest import Controller
 from spurinv.errors import ControllerError
 
 NODE = "/slurm/v0.0.42/node/n1"

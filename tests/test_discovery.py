@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import rootbuilder as rb
 
-from spurinv.discovery import discover
-from spurinv.model import Discovery
-from spurinv.root import Root
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Discovery
+from spurinv.inventory.root import Root
 
 
 def run(root: Path, **kwargs) -> Discovery:

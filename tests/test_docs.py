@@ -17,8 +17,9 @@ import pytest
 import tomli_w
 import typer
 
-from spurinv import cli as cli_module
-from spurinv import config, exitcode
+from spurinv import exitcode
+from spurinv.cli import app as cli_module
+from spurinv.config import settings as config
 
 REPO = Path(__file__).resolve().parent.parent
 MAN = REPO / "man" / "spurinv.8"
@@ -263,6 +264,7 @@ def test_outputs_validate_against_the_committed_schemas(cli, built, state_path, 
 
 
 # --- citations a reader can open ----------------------------------------------------------------
+
 
 def python_files(top: Path) -> list[Path]:
     """Every ``*.py`` below ``top``, not looking inside the sysfs fixture trees (19,000 entries and

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from faultserver import ERRORS, FaultServer, Gateway, Reply
 
-from spurinv import exitcode, store
-from spurinv.report import ErrorDocument
+from spurinv import exitcode
+from spurinv.report.models import ErrorDocument
+from spurinv.state import store
 
 NODE_PATH = "/slurm/v0.0.42/node/n1"
 
@@ -171,17 +172,14 @@ def test_the_scenarios_cover_the_table_and_nothing_else():
 
 def test_an_internal_error_is_70_in_one_line(tmp_path, env):
     """A crash (here: spurinv's own module made unimportable for the run) is one line and 70."""
+    import shutil
     import subprocess
     import sys
 
     shadow = tmp_path / "shadow" / "spurinv"
-    shadow.mkdir(parents=True)
-    (shadow / "render.py").write_text("raise RuntimeError('boom')\n")
     package = Path(__import__("spurinv").__file__).parent  # type: ignore[arg-type]  # a package has a file
-    for source in package.glob("*.py"):
-        if source.name != "render.py":
-            (shadow / source.name).write_text(source.read_text())
-    (shadow / "sources").symlink_to(package / "sources")
+    shutil.copytree(package, shadow, ignore=shutil.ignore_patterns("__pycache__"))
+    (shadow / "cli" / "render.py").write_text("raise RuntimeError('boom')\n")
     run = subprocess.run(
         [sys.executable, "-m", "spurinv", "status", "--state", str(tmp_path / "none.json")],
         env={**env, "PYTHONPATH": str(shadow.parent)},
@@ -193,7 +191,7 @@ def test_an_internal_error_is_70_in_one_line(tmp_path, env):
     assert exitcode.SOFTWARE == run.returncode, run.stderr
     assert run.stderr.startswith("spurinv: internal error: RuntimeError: boom")
     assert 1 == len(run.stderr.splitlines())
-    assert os.path.exists(shadow / "cli.py")
+    assert os.path.exists(shadow / "cli" / "app.py")
 
 
 # --- found by the attack on the 0.2 work ----------------------------------------------------------
@@ -245,7 +243,7 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_pa
     else:
         assert ran.returncode == 74, ran.stderr
         assert ran.stderr == f"spurinv: error: cannot write to standard output: {reason}\n"
-    from spurinv import state as state_file
+    from spurinv.state import file as state_file
 
     assert state_file.load(str(state_path)) is not None  # the state is whole
 

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from spurinv import exitcode, store
-from spurinv import state as state_file
+from spurinv import exitcode
+from spurinv.state import file as state_file
+from spurinv.state import store
 
 
 @pytest.mark.parametrize(

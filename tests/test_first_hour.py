@@ -164,8 +164,8 @@ def test_discover_works_where_the_default_config_cannot_be_read(env, built, tmp_
     the DAC capabilities (a 0000 file is then unreadable to it), the default path pointed at it."""
     config = write_private(tmp_path / "config.toml", "", 0o000)
     code = (
-        "import sys; from spurinv import locations; locations.DEFAULT_CONFIG = sys.argv[1]; "
-        "from spurinv.launch import main; sys.exit(main(sys.argv[2:]))"
+        "import sys; from spurinv.state import locations; locations.DEFAULT_CONFIG = sys.argv[1]; "
+        "from spurinv.cli.launch import main; sys.exit(main(sys.argv[2:]))"
     )
     environ = {key: value for key, value in env.items() if key != "SPURINV_CONFIG"}
     argv = [SETPRIV, "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-c", code, str(config)]

@@ -241,7 +241,7 @@ def test_link_files_have_kernel_formats_and_expect_names_the_degraded(name):
         assert SPEED.fullmatch(cur_speed)
         assert SPEED.fullmatch(max_speed)
         assert 0 <= cur <= 63
-        assert (0 < top <= 32 or top in (63, 255))
+        assert 0 < top <= 32 or top in (63, 255)
     expect = _expect(name)
     if name.endswith("amd-internal-switch"):
         cur, top, _, _ = links[expect["link_device"]]

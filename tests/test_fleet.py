@@ -27,11 +27,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import exitcode, fleet, metrics, ownership, render
+from spurinv import exitcode
+from spurinv.cli import render
+from spurinv.controller import ownership
+from spurinv.controller.nodeview import parse_gres
+from spurinv.controller.ownership import MAX_EPOCH, changed_at
 from spurinv.errors import ControllerError
-from spurinv.nodeview import parse_gres
-from spurinv.ownership import MAX_EPOCH, changed_at
-from spurinv.report import FleetDocument
+from spurinv.report import fleet, metrics
+from spurinv.report.models import FleetDocument
 
 REPO = Path(__file__).resolve().parent.parent
 RESPONSES = REPO / "tests" / "fixtures" / "slurm" / "responses"

@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from spurinv import documents, render
-from spurinv.discovery import discover
-from spurinv.model import Discovery
-from spurinv.report import RefreshDocument
-from spurinv.root import Root
+from spurinv.cli import render
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Discovery
+from spurinv.inventory.root import Root
+from spurinv.report import documents
+from spurinv.report.models import RefreshDocument
 
 WIDTHS = [80, 120]
 STAMPS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-PROBE = '''
+PROBE = """
 from pathlib import Path
 
 
@@ -26,7 +26,7 @@ def test_probe():
         with open("/etc/passwd", "a") as passwd:
             passwd.write("hermetic-probe:x:4242:4242::/nonexistent:/usr/sbin/nologin\\n")
     assert Path("/etc/passwd").read_text()
-'''
+"""
 
 
 @pytest.mark.parametrize(("write", "status"), [(True, 1), (False, 0)], ids=["appends a user", "reads only"])

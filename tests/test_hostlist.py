@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv import hostlist, slurmconf, slurmdynamic
+from spurinv import hostlist, slurmdynamic
+from spurinv.inventory import slurmconf
 
 
 def _depth_zero_commas(text: str) -> int:

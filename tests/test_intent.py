@@ -28,17 +28,17 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from spurinv import exitcode
-from spurinv import state as state_file
-from spurinv.config import Config
+from spurinv.config.settings import Config
+from spurinv.controller.nodeview import NodeView
 from spurinv.errors import StateError
-from spurinv.intent import Journal, reconcile
+from spurinv.inventory.root import Root
 from spurinv.log import Log
-from spurinv.nodeview import NodeView
 from spurinv.policy import drain_reason, ours
 from spurinv.refresh import Options, World, run
-from spurinv.report import RefreshDocument
-from spurinv.root import Root
-from spurinv.state import Baseline, Drain, Intent, State
+from spurinv.report.models import RefreshDocument
+from spurinv.state import file as state_file
+from spurinv.state.file import Baseline, Drain, Intent, State
+from spurinv.state.intent import Journal, reconcile
 
 URL = "http://127.0.0.1:9"  # never dialled: the adapter answers
 START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -580,7 +580,7 @@ def test_status_says_a_write_is_unsettled(tmp_path, built, cli):
 
 def test_a_backoff_stored_under_a_wrong_clock_is_clamped_with_a_dated_warning(tmp_path, built):
     """next_attempt in 2036 (the clock was wrong when it was written): counts as now + backoff_max."""
-    from spurinv.state import Backoff
+    from spurinv.state.file import Backoff
 
     node = adopted(tmp_path, built)
     far = datetime(2036, 1, 1, tzinfo=UTC)

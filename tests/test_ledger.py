@@ -1,6 +1,6 @@
 """One set of books: the timer's tick and the full run keep the state file the same way.
 
-:mod:`spurinv.ledger` is the only place that records a reading, writes the decision and the
+:mod:`spurinv.state.ledger` is the only place that records a reading, writes the decision and the
 steady memo; the pydantic ``State`` validates the same JSON shape. These properties hold the
 two paths to it: the model's ``record`` equals the ledger's on raw JSON, and a tick on the fast
 path leaves the very state file (apart from timestamps) that the full run leaves from the same
@@ -22,13 +22,14 @@ from faultserver import FaultServer, Gateway
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spurinv import ledger, tick
-from spurinv.cli import run as full_run
-from spurinv.discovery import discover
-from spurinv.launch import lean_options
-from spurinv.nodeview import rebuild_gres
-from spurinv.root import Root
-from spurinv.state import Baseline, State
+from spurinv.cli import tick
+from spurinv.cli.app import run as full_run
+from spurinv.cli.launch import lean_options
+from spurinv.controller.nodeview import rebuild_gres
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.root import Root
+from spurinv.state import ledger
+from spurinv.state.file import Baseline, State
 
 SPX = inventory(packages(2, "SPX"))
 CPX = inventory(packages(2, "CPX", per=8))
@@ -186,7 +187,7 @@ def test_fast_and_full_paths_leave_the_same_state_file(
 def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     """0.1.0's memo carried ``controller_errors`` (never read); dropping the field must not make
     every existing state file corrupt."""
-    from spurinv import state as state_file
+    from spurinv.state import file as state_file
 
     memo = ledger.memo(SPX.fingerprint, "k", (), (), None, "n1")
     raw = {"schema_version": 1, "steady": {**memo, "controller_errors": 0}}

@@ -17,7 +17,7 @@ from test_intent import Killed, Node, Points, adopted, busy_drain_scenario, kill
 from test_policy import CPX, NONE, NOW, OUR_REASON, SLURM, SPX, outcome_for, state_for, view  # tests/ is on sys.path
 
 from spurinv import exitcode
-from spurinv.ownership import HARMLESS_FLAGS, KEY, amended, lift_blockers, retired_value, stale_drain
+from spurinv.controller.ownership import HARMLESS_FLAGS, KEY, amended, lift_blockers, retired_value, stale_drain
 from spurinv.policy import DOWN, Do, Settings, decide
 
 NOW_TEXT = "2026-12-03T10:00:00Z"
@@ -177,7 +177,7 @@ def test_a_stale_entry_is_retired_with_an_extra_only_update():
 
 
 def test_no_retire_while_a_write_of_ours_is_unsettled():
-    from spurinv.state import Intent
+    from spurinv.state.file import Intent
 
     state = state_for(SPX, SPX, SPX)
     state = state.model_copy(update={"intent": Intent(kind="resume", body={"state": ["UNDRAIN"]}, at=NOW)})
@@ -394,7 +394,7 @@ def test_a_wiped_state_tells_the_change_against_the_controllers_gres_not_from_ze
 def test_a_drain_of_ours_under_another_node_name_is_noted_never_lifted(tmp_path, built):
     """Renamed n7 → n1: n7's drain (its id and record name n7) is not ours as n1; every run that
     reads the node says so, and nothing lifts it."""
-    from spurinv.ownership import reason_for
+    from spurinv.controller.ownership import reason_for
 
     node = adopted(tmp_path, built)
     reason = reason_for("n7", "3f9a", "mi300x 8→64; re-registers when idle")
@@ -418,7 +418,7 @@ def test_a_drain_of_ours_under_another_node_name_is_noted_never_lifted(tmp_path,
 def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
     from spurinv.errors import ConfigError
     from spurinv.refresh import check_node
-    from spurinv.state import State
+    from spurinv.state.file import State
 
     with pytest.raises(ConfigError) as caught:
         check_node(State(node="n7"), "n1", "/s/state.json", from_flag=False)
@@ -431,7 +431,7 @@ def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
 def test_status_and_the_metric_say_our_drain_is_held_for_an_operator(tmp_path, built, cli):
     """Issue #20, second follow-up: a held drain was said only in the run's steps; ``status``
     and the metrics now say spurinv will not lift it, and how to once it is fixed."""
-    from spurinv import metrics
+    from spurinv.report import metrics
 
     node = adopted(tmp_path, built)
     drained(node)

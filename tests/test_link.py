@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv import metrics
-from spurinv.discovery import discover
-from spurinv.model import Discovery
-from spurinv.root import Root
-from spurinv.sources import link
-from spurinv.sources.pci import read_pci
-from spurinv.sources.status import Report
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Discovery
+from spurinv.inventory.root import Root
+from spurinv.inventory.sources import link
+from spurinv.inventory.sources.pci import read_pci
+from spurinv.inventory.sources.status import Report
+from spurinv.report import metrics
 
 
 def run(root) -> Discovery:
@@ -159,7 +159,7 @@ def test_diff_and_discover_say_the_link_beside_an_unchanged_inventory(cli, built
 def link_node(tmp_path, built, drain: bool):
     from test_intent import URL, Node  # tests/ is on sys.path
 
-    from spurinv.config import Config
+    from spurinv.config.settings import Config
 
     node = Node(tmp_path, built)
     node.roots = {"ok": built("nvidia-8"), "x8": built("nvidia-h100-x8")}
@@ -222,7 +222,7 @@ def test_without_the_option_a_degraded_link_is_reported_not_drained(tmp_path, bu
 
 
 def test_a_memo_never_replays_over_a_degraded_link_the_config_would_drain():
-    from spurinv import ledger
+    from spurinv.state import ledger
 
     devices = [{"pci_bdf": "0000:88:00.0", "link": {"width": 8, "max_width": 16, "speed": None, "max_speed": None,
                                                     "state": "degraded"}}]  # fmt: skip
@@ -378,7 +378,7 @@ def test_a_gpu_that_stops_answering_is_never_a_fast_tick(cli, root_copy, state_p
 def test_a_memo_replays_over_an_accepted_link_and_forgets_it_once_back():
     """The tick answers for a link the operator accepted (no full run every minute), and drops
     the acceptance when two readings show the link otherwise, as State.record does."""
-    from spurinv import ledger
+    from spurinv.state import ledger
 
     def inventory(width, state):
         return {"fingerprint": "f", "devices": [{"pci_bdf": "0000:88:00.0", "link": {
@@ -403,7 +403,7 @@ def test_a_memo_replays_over_an_accepted_link_and_forgets_it_once_back():
 
 
 def test_the_fast_tick_says_a_degraded_link(cli, built, state_path, env, capsys):
-    from spurinv import tick
+    from spurinv.cli import tick
 
     root = built("nvidia-h100-x8")
     for _ in range(2):
@@ -429,7 +429,7 @@ def test_an_accepted_link_is_dropped_only_when_two_readings_show_another_known_w
     """An admin's resume accepts the link at x8 until a width is *confirmed* otherwise: an unknown,
     unreadable or failed reading, or one odd reading, keeps the acceptance (a flaky attribute must
     not re-drain the node every tick)."""
-    from spurinv.sources.link import still_accepted
+    from spurinv.inventory.sources.link import still_accepted
 
     readings = [_reading_with(w, s, ok=s != "failed") for w, s in sequence]
     kept = still_accepted(["0000:88:00.0 x8"], readings)

@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import exitcode, metrics
+from spurinv import exitcode
+from spurinv.report import metrics
 
 FAMILIES = {
     "spurinv_info": "gauge",
@@ -181,7 +182,7 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
 def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):
     """The state is written first, then the metrics; when the metrics failed (73) the saved record
     still said exit 0, and ``status`` showed a clean run. Full run and tick alike."""
-    from spurinv import tick
+    from spurinv.cli import tick
 
     root = built("mi300x-spx")
     missing = tmp_path / "no-such-dir" / "spurinv.prom"

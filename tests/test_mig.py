@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Node  # tests/ is on sys.path
 
-from spurinv.classify import compare
-from spurinv.discovery import discover
-from spurinv.model import Discovery
-from spurinv.ownership import extra_record
-from spurinv.root import Root
-from spurinv.sources.attribute import ReadError
-from spurinv.sources.mig import ci_minor, decode, gi_minor, parse_access
+from spurinv.controller.ownership import extra_record
+from spurinv.inventory.classify import compare
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Discovery
+from spurinv.inventory.root import Root
+from spurinv.inventory.sources.attribute import ReadError
+from spurinv.inventory.sources.mig import ci_minor, decode, gi_minor, parse_access
 
 LAYOUTS = ("disabled", "all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci", "applying")
 CAPS = "proc/driver/nvidia/capabilities"
@@ -139,6 +139,7 @@ def test_decode_refuses_minors_outside_the_mig_part_of_the_table(minor):
 
 def test_the_summary_says_mig_and_the_count_per_gpu(built):
     """Issue #24: "4 GPUs MIG (7→3 each)", the shape of "8 GPUs SPX→CPX (1→8 each)"."""
+
     def inventory(layout):
         found = run(built(f"mig-{layout}")).inventory
         assert found is not None
@@ -287,7 +288,7 @@ def test_a_mig_layout_change_on_a_busy_node_drains_it_with_our_reason(tmp_path, 
 def test_gres_conf_gives_each_mig_device_its_gpu_and_both_caps(built):
     """As Slurm's AutoDetect=nvml: /dev/nvidia<minor> plus the GI and CI caps (mig-balanced
     0000:07:00.0 is minor 2; its GI 3 / CI 0 are nvidia-cap300/301 in expect.json)."""
-    from spurinv import slurmconf
+    from spurinv.inventory import slurmconf
 
     inventory = run(built("mig-balanced")).inventory
     assert inventory is not None

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import metrics
+from spurinv.report import metrics
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "monitoring" / "spurinv.rules.yml"

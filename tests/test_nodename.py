@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv import config, nodename
-from spurinv.cli import _node_flag
+from spurinv import nodename
+from spurinv.cli.app import _node_flag
+from spurinv.config import settings as config
+from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ConfigError, UsageError
-from spurinv.scontrol import Scontrol
 
 # the rule as ARCHITECTURE.md states it, written out independently
 RULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")

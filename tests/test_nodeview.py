@@ -13,8 +13,7 @@ from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.errors import ControllerError
-from spurinv.nodeview import (
+from spurinv.controller.nodeview import (
     NodeView,
     gpu_counts,
     gres_agrees,
@@ -24,7 +23,8 @@ from spurinv.nodeview import (
     slurm_errors,
     used_count,
 )
-from spurinv.ownership import MAX_EPOCH, extra_fingerprint, splice
+from spurinv.controller.ownership import MAX_EPOCH, extra_fingerprint, splice
+from spurinv.errors import ControllerError
 
 RESPONSES = Path(__file__).parent / "fixtures" / "slurm" / "responses"
 
@@ -173,7 +173,7 @@ def test_a_splice_keeps_foreign_keys_and_refuses_foreign_text():
 )
 def test_state_words_that_are_not_a_list_of_strings_are_refused(node, said):
     """``state_flags: "DRAIN"`` was read letter by letter (flags D, R, A, I, N) and numbers became words."""
-    from spurinv.nodeview import node_state
+    from spurinv.controller.nodeview import node_state
 
     with pytest.raises(ValueError, match="^" + re.escape(said) + "$"):
         node_state({"name": "n1", **node})
@@ -183,7 +183,7 @@ def test_state_words_that_are_not_a_list_of_strings_are_refused(node, said):
 
 
 def test_state_words_are_read_upper_case_in_both_dialects():
-    from spurinv.nodeview import node_state
+    from spurinv.controller.nodeview import node_state
 
     assert node_state({"state": ["idle", "drain"]}) == ("slurm-v0.0.39+", "IDLE", ("DRAIN",))
     flagged = {"state": "idle", "state_flags": ["drain", "Completing"]}

@@ -18,7 +18,7 @@ import pytest
 from faultserver import FaultServer, Gateway, Reply, capture
 
 from spurinv import exitcode
-from spurinv.ownership import extra_fingerprint
+from spurinv.controller.ownership import extra_fingerprint
 
 NODES_PATH = "/slurm/v0.0.42/nodes"
 
@@ -189,10 +189,10 @@ def test_a_stale_busy_answer_is_re_checked_before_the_register_command_is_refuse
     job that ended is asked again (``confirm_busy``) before the command is given up on."""
     import io
 
-    from spurinv.config import ControllerSection
-    from spurinv.controller import Controller
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.registration import Registrar
+    from spurinv.controller.rest import Controller
     from spurinv.log import Log
-    from spurinv.registration import Registrar
 
     gateway = StaleGateway()
     node = gateway.add_node("n1", gres="gpu:mi300x:8")

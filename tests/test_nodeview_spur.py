@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spurinv import exitcode
+from spurinv.controller.nodeview import gpu_counts, gres_agrees, parse_spur_nodes
 from spurinv.errors import ControllerError
-from spurinv.nodeview import gpu_counts, gres_agrees, parse_spur_nodes
 
 # the state word spur prints → (base state, flags) as the policy reads them; DRAIN is accepted
 # next to spur-core's DRAINED (both mean: drained, no jobs left)

@@ -19,11 +19,14 @@ import pytest
 import rootbuilder
 import typer
 
-from spurinv import cli as cli_module
-from spurinv import config, exitcode, render, store
+from spurinv import exitcode
+from spurinv.cli import app as cli_module
+from spurinv.cli import render
+from spurinv.config import settings as config
 from spurinv.errors import ConfigError
-from spurinv.report import ErrorDocument
+from spurinv.report.models import ErrorDocument
 from spurinv.secret import Secret
+from spurinv.state import store
 
 # --- usage errors ------------------------------------------------------------------------------
 
@@ -161,7 +164,7 @@ def _dry_run_as_nobody(base: Path, system: str) -> None:
     private.mkdir(mode=0o700)
     (private / "state.json").write_text("{}")
     (private / "state.json").chmod(0o600)
-    package = Path(config.__file__).parent.parent
+    package = Path(__import__("spurinv").__file__).parent.parent  # type: ignore[arg-type]  # a package has a file
     site = next(Path(sys.prefix, "lib").glob("python3*/site-packages"))
     command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", system, "-m", "spurinv", "refresh"]
     run = subprocess.run(
@@ -247,7 +250,7 @@ def test_config_errors_describe_keys_added_to_the_models_later():
 
     from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-    from spurinv.configproblem import Problems, expectation
+    from spurinv.config.problem import Problems, expectation
 
     class Controller(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -319,7 +322,7 @@ def test_config_show_prints_toml_with_each_origin(cli, env, tmp_path):
 
 
 def test_config_show_says_the_default_file_is_missing(cli, monkeypatch, tmp_path):
-    from spurinv import locations
+    from spurinv.state import locations
 
     if __import__("os").path.exists(locations.DEFAULT_CONFIG):
         pytest.skip(f"{locations.DEFAULT_CONFIG} exists on this machine")
@@ -378,7 +381,7 @@ def test_the_readme_placeholders_are_the_help_placeholders(cli, monkeypatch, opt
 
 def man_synopsis() -> list[tuple[str, str, str]]:
     """``(command, option, PLACEHOLDER)`` from the man page's SYNOPSIS."""
-    page = (Path(cli_module.__file__).parent.parent / "man" / "spurinv.8").read_text()
+    page = (Path(__import__("spurinv").__file__).parent.parent / "man" / "spurinv.8").read_text()  # type: ignore[arg-type]
     synopsis = page[page.index(".SH SYNOPSIS") : page.index(".SH DESCRIPTION")].replace("\\-", "-")
     found = []
     for chunk in synopsis.split(".br"):

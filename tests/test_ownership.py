@@ -10,9 +10,9 @@ from effort import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from spurinv import fleet, ownership
-from spurinv.nodeview import parse_node
-from spurinv.ownership import (
+from spurinv.controller import ownership
+from spurinv.controller.nodeview import parse_node
+from spurinv.controller.ownership import (
     KEY,
     MAX_EPOCH,
     MAX_REASON,
@@ -28,6 +28,7 @@ from spurinv.ownership import (
     record_value,
     splice,
 )
+from spurinv.report import fleet
 
 AT = 1796288400  # 2026-12-03T09:00:00Z, our clock when we wrote the drain
 HOUR = 3600

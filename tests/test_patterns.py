@@ -12,9 +12,9 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from spurinv.sources import cdi, link
-from spurinv.sources.attribute import is_bdf, numbered
-from spurinv.sources.status import escaped, has_surrogate
+from spurinv.inventory.sources import cdi, link
+from spurinv.inventory.sources.attribute import is_bdf, numbered
+from spurinv.inventory.sources.status import escaped, has_surrogate
 
 BDF = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 SPEED = re.compile(r"^([0-9]{1,3}(?:\.[0-9]{1,2})?) GT/s(?: PCIe)?$")

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from spurinv import exitcode
-from spurinv.classify import Kind, classify
-from spurinv.config import Config
-from spurinv.nodeview import NodeView, parse_gres
-from spurinv.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_id
+from spurinv.config.settings import Config
+from spurinv.controller.nodeview import NodeView, parse_gres
+from spurinv.controller.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_id
+from spurinv.inventory.classify import Kind, classify
 from spurinv.policy import (
     WRITES,
     Action,
@@ -34,7 +34,7 @@ from spurinv.policy import (
     when,
     with_backoff,
 )
-from spurinv.state import Backoff, Baseline, Drain, Intent, Refusal, State
+from spurinv.state.file import Backoff, Baseline, Drain, Intent, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -149,28 +149,106 @@ ROWS = [
         Do.DRAIN,
     ),
     ("refused + foreign drain: never drains", SPX, CPX, CPX, {"refusal": True}, SLURM, NHC_IDLE, Do.REGISTER),
-    ("transport backoff before any request", SPX, CPX, CPX, {"backoff": 9999, "backoff_kind": "unreachable"}, SLURM, None,
-     Do.BACKOFF),
-    ("auth backoff blocks even lifting our drain", SPX, SPX, SPX, {"drain": True, "backoff": 9999, "backoff_kind": "auth"},
-     SLURM, None, Do.BACKOFF),
-    ("refusal backoff: its own retry waits, the node is still read", SPX, CPX, CPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
-    ("refusal backoff: the controller still disagrees, hold", SPX, CPX, CPX,
-     {"refusal": True, "backoff": 9999}, SLURM, NHC_IDLE, Do.HOLD),
-    ("refusal backoff: the controller lists the reading now, record it", SPX, CPX, CPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, view("IDLE", "DRAIN", reason=OUR_REASON,
-     gres="gpu:mi300x:64"), Do.RECORD),
-    ("refusal, no backoff left: the controller lists the reading, record, never re-send", SPX, CPX, CPX,
-     {"refusal": True}, SLURM, view(gres="gpu:mi300x:64"), Do.RECORD),
-    ("refusal backoff: busy, and the controller lists the reading, record", SPX, CPX, CPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2,
-     gres="gpu:mi300x:64", used="gpu:mi300x:2(IDX:0-1)"), Do.RECORD),
-    ("refusal backoff: the GPUs switched back, read to lift our drain", SPX, CPX, SPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
-    ("refusal backoff: the reverted node's drain is lifted at once", SPX, CPX, SPX,
-     {"refusal": True, "drain": True, "backoff": 9999}, SLURM, OURS_IDLE, Do.RESUME),
-    ("refusal backoff: another confirmed inventory goes ahead", SPX, NPS4, NPS4,
-     {"refusal": CPX, "drain": True, "backoff": 9999}, SLURM, None, Do.READ_VIEW),
+    (
+        "transport backoff before any request",
+        SPX,
+        CPX,
+        CPX,
+        {"backoff": 9999, "backoff_kind": "unreachable"},
+        SLURM,
+        None,
+        Do.BACKOFF,
+    ),
+    (
+        "auth backoff blocks even lifting our drain",
+        SPX,
+        SPX,
+        SPX,
+        {"drain": True, "backoff": 9999, "backoff_kind": "auth"},
+        SLURM,
+        None,
+        Do.BACKOFF,
+    ),
+    (
+        "refusal backoff: its own retry waits, the node is still read",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True, "drain": True, "backoff": 9999},
+        SLURM,
+        None,
+        Do.READ_VIEW,
+    ),
+    (
+        "refusal backoff: the controller still disagrees, hold",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True, "backoff": 9999},
+        SLURM,
+        NHC_IDLE,
+        Do.HOLD,
+    ),
+    (
+        "refusal backoff: the controller lists the reading now, record it",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True, "drain": True, "backoff": 9999},
+        SLURM,
+        view("IDLE", "DRAIN", reason=OUR_REASON, gres="gpu:mi300x:64"),
+        Do.RECORD,
+    ),
+    (
+        "refusal, no backoff left: the controller lists the reading, record, never re-send",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True},
+        SLURM,
+        view(gres="gpu:mi300x:64"),
+        Do.RECORD,
+    ),
+    (
+        "refusal backoff: busy, and the controller lists the reading, record",
+        SPX,
+        CPX,
+        CPX,
+        {"refusal": True, "drain": True, "backoff": 9999},
+        SLURM,
+        view("MIXED", "DRAIN", reason=OUR_REASON, cpus=2, gres="gpu:mi300x:64", used="gpu:mi300x:2(IDX:0-1)"),
+        Do.RECORD,
+    ),
+    (
+        "refusal backoff: the GPUs switched back, read to lift our drain",
+        SPX,
+        CPX,
+        SPX,
+        {"refusal": True, "drain": True, "backoff": 9999},
+        SLURM,
+        None,
+        Do.READ_VIEW,
+    ),
+    (
+        "refusal backoff: the reverted node's drain is lifted at once",
+        SPX,
+        CPX,
+        SPX,
+        {"refusal": True, "drain": True, "backoff": 9999},
+        SLURM,
+        OURS_IDLE,
+        Do.RESUME,
+    ),
+    (
+        "refusal backoff: another confirmed inventory goes ahead",
+        SPX,
+        NPS4,
+        NPS4,
+        {"refusal": CPX, "drain": True, "backoff": 9999},
+        SLURM,
+        None,
+        Do.READ_VIEW,
+    ),
     ("first run, controller agrees: adopt", None, SPX, SPX, {}, SLURM, IDLE, Do.ADOPT),
     ("first run, controller disagrees: register", None, CPX, CPX, {}, SLURM, IDLE, Do.REGISTER),
     ("first run, busy and disagrees: drain", None, CPX, CPX, {}, SLURM, BUSY, Do.DRAIN),
@@ -384,7 +462,7 @@ def test_ignore_backoff_lets_an_operator_retry_now():
 
 def test_a_successful_contact_ends_transport_backoff_but_not_a_refusal():
     from spurinv.policy import contacted
-    from spurinv.state import Backoff
+    from spurinv.state.file import Backoff
 
     unreachable = state_for(SPX, CPX, CPX).model_copy(
         update={"backoff": Backoff(kind="unreachable", failures=3, next_attempt=at(9999), error="refused")}

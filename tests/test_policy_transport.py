@@ -10,12 +10,12 @@ from factories import at, inventory, packages, reading
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv.classify import classify
-from spurinv.nodeview import NodeView
-from spurinv.ownership import PREFIX
+from spurinv.controller.nodeview import NodeView
+from spurinv.controller.ownership import PREFIX
+from spurinv.controller.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
+from spurinv.inventory.classify import classify
 from spurinv.policy import Do, Settings, decide, expected_view, ours, settle
-from spurinv.state import Baseline, Drain, Intent, State
-from spurinv.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
+from spurinv.state.file import Baseline, Drain, Intent, State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))

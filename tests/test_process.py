@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spurinv import process
+from spurinv.controller import process
 from spurinv.errors import ConfigError
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
@@ -51,7 +51,7 @@ def test_memory_stays_bounded_while_a_command_prints_half_a_gigabyte():
     # pytest process in CI read as 284 MiB)
     probe = (
         "import os, re\n"
-        "from spurinv import process\n"
+        "from spurinv.controller import process\n"
         "out = process.run(['/bin/sh', '-c', 'head -c 500000000 /dev/zero'], dict(os.environ), 120)\n"
         "status = open('/proc/self/status').read()\n"
         "print(out.truncated, re.search(r'VmHWM:\\s+(\\d+) kB', status).group(1))\n"
@@ -89,7 +89,7 @@ def test_a_command_dies_with_a_spurinv_that_is_killed_outright(tmp_path):
     pid_file = tmp_path / "child.pid"
     probe = (
         "import os, sys\n"
-        "from spurinv import process\n"
+        "from spurinv.controller import process\n"
         f"process.run(['/bin/sh', '-c', 'echo $$ > {pid_file}; exec sleep 30'], dict(os.environ), 60)\n"
     )
     with subprocess.Popen([sys.executable, "-c", probe]) as parent:

@@ -16,8 +16,8 @@ import pytest
 from test_intent import NONCE, Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
 
 from spurinv import exitcode
-from spurinv.documents import SCHEMA_VERSION
-from spurinv.ownership import KEY, extra_record, reason_for
+from spurinv.controller.ownership import KEY, extra_record, reason_for
+from spurinv.shape import SCHEMA_VERSION
 
 
 def drained_busy(node: Node) -> str:
@@ -62,7 +62,7 @@ def test_status_and_metrics_say_the_clock_is_off_while_our_drain_is_on(tmp_path,
     node.tick("spx")
     drained_busy(node)
     prom = tmp_path / "spurinv.prom"
-    from spurinv import metrics
+    from spurinv.report import metrics
 
     status = cli("status", "--state", node.state_path, "--json").json()
     metrics.write(str(prom), metrics.render(json.loads(node.state_path.read_text()), 0.1, "n1", "test"))

@@ -22,7 +22,7 @@ from faultserver import capture
 
 from spurinv import exitcode
 
-FAKE = r'''
+FAKE = r"""
 import json, os, sys
 path = os.environ["FAKE_SLURM_STATE"]
 args = sys.argv[1:]
@@ -51,7 +51,7 @@ if args[:1] == ["update"]:
         json.dump(node, f)
     sys.exit(0)
 sys.exit(2)
-'''
+"""
 
 
 class Slurm:

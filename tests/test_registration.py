@@ -13,11 +13,11 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from spurinv.config import ControllerSection
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.registration import Registrar
+from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ControllerError
 from spurinv.log import Log
-from spurinv.registration import Registrar
-from spurinv.scontrol import Scontrol
 from spurinv.secret import BLANK, blank, blank_argv
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath)}
@@ -234,7 +234,7 @@ def test_a_controller_still_unreachable_at_the_end_of_the_read_back_is_that_erro
        st.sampled_from(["JWT", "TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIALS"]),
        st.sampled_from(["", "_DIRECTORY", "_FILE", "_ACCESS_KEY"]))  # fmt: skip
 def test_a_credential_in_the_environment_never_reaches_the_register_command(prefix, word, suffix):
-    from spurinv.registration import Details, command_environment
+    from spurinv.controller.registration import Details, command_environment
 
     name = f"{prefix}_{word}{suffix}".lstrip("_")
     environ = {name: "hunter2", "PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/slurm.conf", "LANG": "C.UTF-8"}
@@ -249,7 +249,7 @@ def test_a_credential_in_the_environment_never_reaches_the_register_command(pref
        st.sampled_from(["PASS", "pwd", "Token", "SECRET", "AUTH", "BINDPW", "KEY", "BEARER", "PASSPHRASE"]),
        st.sampled_from(["", "WORD", "_FILE", "1", "42"]))  # fmt: skip
 def test_a_credential_part_anywhere_in_a_name_is_a_secret(prefix, part, suffix):
-    from spurinv.registration import secret_name
+    from spurinv.controller.registration import secret_name
 
     assume(f"{prefix}{part}{suffix}".upper() not in ("PWD", "OLDPWD"))
     assert secret_name(f"{prefix}{part}{suffix}")
@@ -257,7 +257,7 @@ def test_a_credential_part_anywhere_in_a_name_is_a_secret(prefix, part, suffix):
 
 @pytest.mark.parametrize("name", ["PWD", "OLDPWD", "PATH", "HOME", "LANG", "SLURM_CONF", "TMPDIR", "USER"])
 def test_the_working_directories_and_plain_variables_are_no_secret(name):
-    from spurinv.registration import secret_name
+    from spurinv.controller.registration import secret_name
 
     assert not secret_name(name)
 
@@ -266,7 +266,7 @@ def test_the_working_directories_and_plain_variables_are_no_secret(name):
        st.from_regex(r"[A-Za-z0-9._~%!$&'()*+,;=:-]{1,12}", fullmatch=True),
        st.from_regex(r"[a-z0-9.-]{1,10}", fullmatch=True))  # fmt: skip
 def test_a_urls_userinfo_never_reaches_the_register_command(scheme, userinfo, host):
-    from spurinv.registration import Details, command_environment
+    from spurinv.controller.registration import Details, command_environment
 
     environ = {"HTTPS_PROXY": f"{scheme}://{userinfo}@{host}:3128/x", "PATH": "/usr/bin"}
 

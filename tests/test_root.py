@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.root import Root, _kernel_path
+from spurinv.inventory.root import Root, _kernel_path
 
 
 def all_paths(top: str) -> list[str]:

@@ -70,8 +70,9 @@ def assert_amd_root_consistent(root: Path) -> None:
     if (root / "etc/cdi/amd.json").exists():
         devices = cdi_devices(root)
         assert len(devices) == len(parts) + 1
-        cdi_renders = sorted(int(p.rsplit("renderD", 1)[1]) for n, paths in devices.items()
-                             if n != "all" for p in paths if "renderD" in p)
+        cdi_renders = sorted(
+            int(p.rsplit("renderD", 1)[1]) for n, paths in devices.items() if n != "all" for p in paths if "renderD" in p
+        )
         assert cdi_renders == sorted(p.render_minor for p in parts)
         for paths in devices.values():
             assert paths[-1] == "/dev/kfd"
@@ -222,8 +223,9 @@ def test_mi300x_spx_extra_xcp(tmp_path: Path) -> None:
 
 
 def test_mi300x_overrides(tmp_path: Path) -> None:
-    root = rb.build_mi300x(tmp_path, "SPX", gpus=2, device_id=0x74A5, vram_mb=196592, cdi=False,
-                           memory_mode="NPS4", xcp_name="amdgpu_xcp.{}")
+    root = rb.build_mi300x(
+        tmp_path, "SPX", gpus=2, device_id=0x74A5, vram_mb=196592, cdi=False, memory_mode="NPS4", xcp_name="amdgpu_xcp.{}"
+    )
     nodes = rb.gpu_nodes(root)
     assert len(nodes) == 2
     assert {props(n)["device_id"] for n in nodes} == {0x74A5}
@@ -394,8 +396,9 @@ def test_cdi_specs_against_real_schema(mi300x_cpx: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     referencing = pytest.importorskip("referencing")
     schema = json.loads((rb.CDI_SCHEMA_DIR / "schema.json").read_text())
-    defs = referencing.Resource.from_contents(json.loads((rb.CDI_SCHEMA_DIR / "defs.json").read_text()),
-                                              default_specification=referencing.jsonschema.DRAFT7)
+    defs = referencing.Resource.from_contents(
+        json.loads((rb.CDI_SCHEMA_DIR / "defs.json").read_text()), default_specification=referencing.jsonschema.DRAFT7
+    )
     validator = jsonschema.Draft7Validator(schema, registry=referencing.Registry().with_resource("defs.json", defs))
     validator.validate(json.loads((mi300x_cpx / "etc/cdi/amd.json").read_text()))
     for good in (rb.CDI_SCHEMA_DIR / "testdata/good").iterdir():

@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spurinv import exitcode
-from spurinv.config import Config, ControllerSection, render_default
+from spurinv.config.settings import Config, ControllerSection, render_default
+from spurinv.controller.nodeview import gpu_counts, parse_spur_nodes
+from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ConfigError, ControllerError
-from spurinv.nodeview import gpu_counts, parse_spur_nodes
-from spurinv.scontrol import Scontrol
 from spurinv.secret import blank as scrub
 
 # The layout of spur's `scontrol show node` (ROCm/spur crates/spur-cli/src/scontrol.rs @ 4cc3da8, `show`)
@@ -415,7 +415,7 @@ def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
     """A SLURM_JWT in spurinv's environment (meant for slurmrestd) would make scontrol use
     auth/jwt instead of munge; it is not passed (issue #23)."""
     seen = tmp_path / "env"
-    program = fake_scontrol(tmp_path, f'env > {seen}; echo \'{{"nodes": []}}\'')
+    program = fake_scontrol(tmp_path, f"env > {seen}; echo '{{\"nodes\": []}}'")
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1",
                       {**os.environ, "SLURM_JWT": "eyJhbGciOi.stale"})  # fmt: skip
 

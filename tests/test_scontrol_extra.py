@@ -22,13 +22,13 @@ import pytest
 from faultserver import capture
 
 from spurinv import exitcode
-from spurinv.config import ControllerSection
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.ownership import MAX_ARG_STRLEN, extra_record
+from spurinv.controller.scontrol import Scontrol
+from spurinv.controller.transport import extra_limit
 from spurinv.errors import ControllerError
-from spurinv.ownership import MAX_ARG_STRLEN, extra_record
-from spurinv.scontrol import Scontrol
-from spurinv.transport import extra_limit
 
-FAKE = r'''
+FAKE = r"""
 import json, os, sys
 path = os.environ["FAKE_SLURM_STATE"]
 args = sys.argv[1:]
@@ -52,7 +52,7 @@ if args[:1] == ["update"]:
         json.dump(node, f)
     sys.exit(0)
 sys.exit(2)
-'''
+"""
 
 
 class Slurm:

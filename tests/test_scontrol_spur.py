@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from spurinv import exitcode
-from spurinv.config import ControllerSection
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.nodeview import parse_node
+from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ConfigError, ControllerError
-from spurinv.nodeview import parse_node
-from spurinv.scontrol import Scontrol
 
 STANDIN = Path(__file__).resolve().parent / "spurstandin.py"
 OUR_PREFIX = "spurinv:"
@@ -297,7 +297,7 @@ def test_a_failing_register_command_is_76_and_its_output_is_logged_without_secre
 
 def test_secrets_in_the_register_commands_argv_stay_out_of_output_state_and_log(cli, adopted, built, tmp_path):
     register = tmp_path / "register-with-token"
-    register.write_text(f'#!/bin/sh\nexec {adopted.bin / "spurd-restart"} n1\n')
+    register.write_text(f"#!/bin/sh\nexec {adopted.bin / 'spurd-restart'} n1\n")
     register.chmod(0o755)
     adopted.configure(register_command=[str(register), "--token", "abc123def", "API_KEY=k3yk3yk3y"])
     adopted.set_hardware(64)
@@ -364,9 +364,7 @@ def test_too_little_of_the_run_left_starts_no_register_command_75(cli, adopted, 
 def test_a_failing_register_command_never_drains_over_an_operators_drain_set_meanwhile(cli, adopted, built, tmp_path):
     """The refusal is judged on the controller after the command, not on the look before it."""
     failing = tmp_path / "drain-then-fail"
-    failing.write_text(
-        f"#!/bin/sh\n{adopted.bin / 'scontrol'} update NodeName=n1 State=DRAIN 'Reason=bob: bad fan'\nexit 1\n"
-    )
+    failing.write_text(f"#!/bin/sh\n{adopted.bin / 'scontrol'} update NodeName=n1 State=DRAIN 'Reason=bob: bad fan'\nexit 1\n")
     failing.chmod(0o755)
     adopted.configure(register_command=[str(failing)])
     cpx = built("mi300x-cpx")
@@ -465,8 +463,8 @@ def test_dry_run_never_runs_the_register_command(cli, adopted, built):
 
 def test_a_busy_node_never_gets_the_register_command(cli, adopted, built):
     """Even if a job lands between the policy's view and the command: checked again first."""
+    from spurinv.controller.registration import Registrar
     from spurinv.log import Log
-    from spurinv.registration import Registrar
 
     adopted.set_node(state="Allocated", alloc_cpus=8)
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(adopted.bin / "scontrol")), "n1", os.environ)

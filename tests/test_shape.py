@@ -13,7 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from spurinv import model, shape, state
+from spurinv import shape
+from spurinv.inventory import model
+from spurinv.state import file as state
 
 SOURCE = Path(shape.__file__)
 
@@ -29,7 +31,7 @@ def typed_dicts() -> dict[str, Any]:
 
 
 def models() -> dict[str, type[BaseModel]]:
-    """Every model of the state file and of a discovery (spurinv.model, spurinv.state)."""
+    """Every model of the state file and of a discovery (spurinv.inventory.model, spurinv.state.file)."""
     found: dict[str, type[BaseModel]] = {}
     for module in (model, state):
         for name, value in vars(module).items():
@@ -73,7 +75,7 @@ def test_the_model_orders_devices_by_the_shapes_key(bdfs, indexes):
          "card": None, "device_node": None, "unique_id": None, "driver": None}
         for n, bdf in enumerate(bdfs)
     ]  # fmt: skip
-    from spurinv.fingerprint import fingerprint
+    from spurinv.inventory.fingerprint import fingerprint
 
     inventory = {"cpus": 1, "memory_mb": 1, "fingerprint": fingerprint(1, 1, devices), "devices": devices}
     sorted_ = [shape.device_key(d) for d in devices] == sorted(shape.device_key(d) for d in devices)

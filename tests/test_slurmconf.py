@@ -9,7 +9,7 @@ from factories import inventory, packages
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spurinv.slurmconf import compress, expand, expand_all, gres, gres_conf, logical_cores
+from spurinv.inventory.slurmconf import compress, expand, expand_all, gres, gres_conf, logical_cores
 
 prefixes = st.sampled_from(["/dev/dri/renderD", "/dev/nvidia", "/dev/accel/accel", "/lab/gpu", "/dev/x"])
 numbers = st.integers(0, 300)
@@ -135,8 +135,8 @@ def test_without_siblings_core_ids_are_keyed_as_before():
 def test_cores_of_two_dies_that_repeat_core_ids_are_told_apart_by_the_node(tmp_path):
     """``read_numa_cores`` hands the sibling lists and dies to ``logical_cores``: core_id 0 and 1
     on each of two dies of one package are four cores, not two."""
-    from spurinv.root import Root
-    from spurinv.sources.host import read_numa_cores
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.host import read_numa_cores
 
     for node, cpus in ((0, "0-1"), (1, "2-3")):
         (tmp_path / f"sys/devices/system/node/node{node}").mkdir(parents=True)
@@ -161,8 +161,8 @@ def test_cores_of_two_dies_that_repeat_core_ids_are_told_apart_by_the_node(tmp_p
     ],
 )
 def test_a_topology_attribute_an_older_kernel_lacks_is_absent_not_an_error(tmp_path, kept, expected):
-    from spurinv.root import Root
-    from spurinv.sources.host import read_numa_cores
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.host import read_numa_cores
 
     (tmp_path / "sys/devices/system/node/node0").mkdir(parents=True)
     (tmp_path / "sys/devices/system/node/node0/cpulist").write_text("0-1\n")
@@ -178,8 +178,8 @@ def test_a_topology_attribute_an_older_kernel_lacks_is_absent_not_an_error(tmp_p
 
 
 def test_a_topology_attribute_that_cannot_be_read_leaves_the_cores_out_naming_it(tmp_path):
-    from spurinv.root import Root
-    from spurinv.sources.host import read_numa_cores
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.host import read_numa_cores
 
     (tmp_path / "sys/devices/system/node/node0").mkdir(parents=True)
     (tmp_path / "sys/devices/system/node/node0/cpulist").write_text("0\n")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_refusal_look import Slurm
 
 from spurinv import exitcode, slurmdynamic
-from spurinv.ownership import reason_for
+from spurinv.controller.ownership import reason_for
 from spurinv.slurmdynamic import Failed, in_hostlist, main, merged_gres_conf, parser, register, restore_plan
 
 NEW = "NodeName=d1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-191]\n"
@@ -180,7 +180,7 @@ def test_it_imports_only_the_standard_library():
 
 # --- what spurinv tells a register command ---------------------------------------------------
 
-DUMP = r'''
+DUMP = r"""
 import json, os, sys
 seen = {k: v for k, v in os.environ.items() if k.startswith("SPURINV_")}
 seen["others"] = sorted(k for k in os.environ if not k.startswith("SPURINV_"))
@@ -189,7 +189,7 @@ seen["inventory"] = json.load(open(path)) if path and os.path.exists(path) else 
 json.dump(seen, open(os.environ["DUMP_TO"], "w"))
 state = os.environ["FAKE_SLURM_STATE"]
 node = json.load(open(state)); node["gres"] = seen["SPURINV_GRES"]; json.dump(node, open(state, "w"))
-'''
+"""
 
 
 def test_the_register_command_is_told_the_node_gres_gres_conf_fingerprint_and_inventory(cli, built, tmp_path, monkeypatch):
@@ -230,13 +230,13 @@ def test_the_register_command_is_told_the_node_gres_gres_conf_fingerprint_and_in
     assert not Path(seen["SPURINV_INVENTORY"]).exists()  # removed after the command
 
 
-GONE = r'''
+GONE = r"""
 import json, os, time
 state = os.environ["FAKE_SLURM_STATE"]
 node = json.load(open(state))
 node.update(gres=os.environ["SPURINV_GRES"], absent_until=time.time() + 1.5)  # deleted; back in 1.5 s
 json.dump(node, open(state, "w"))
-'''
+"""
 
 
 def test_the_read_back_waits_out_a_node_that_is_briefly_unknown(cli, built, tmp_path, monkeypatch):
@@ -273,8 +273,11 @@ def test_the_read_back_waits_out_a_node_that_is_briefly_unknown(cli, built, tmp_
         {"state": ["IDLE", "DRAIN"], "reason": "spurinv: [ab12cd34] forged, no valid id"},
         {"state": ["IDLE", "DRAIN"], "reason": "spurinv: not ours at all"},
         {"state": ["IDLE"], "reason": "admin: note left after a resume"},
-        {"state": ["IDLE", "DRAIN"], "reason": OUR_REASON,  # our id, but the record names another drain
-         "extra": '{"spurinv": {"node": "d1", "drain": {"id": "ab12' + OUR_REASON[14:18] + '", "reason": "other"}}}'},
+        {
+            "state": ["IDLE", "DRAIN"],
+            "reason": OUR_REASON,  # our id, but the record names another drain
+            "extra": '{"spurinv": {"node": "d1", "drain": {"id": "ab12' + OUR_REASON[14:18] + '", "reason": "other"}}}',
+        },
     ],
 )
 def test_a_node_not_plainly_idle_or_not_drained_by_spurinv_is_never_deleted(tmp_path, fields):
@@ -442,7 +445,7 @@ def test_a_concurrent_run_is_75(tmp_path, monkeypatch, capsys):
     assert "lock" in capsys.readouterr().err
 
 
-FLAKY = r'''
+FLAKY = r"""
 import json, os, sys, time
 state, calls = os.environ["FAKE_SLURM_STATE"], os.environ["FAKE_SLURM_STATE"] + ".calls"
 count = int(open(calls).read()) + 1 if os.path.exists(calls) else 1
@@ -454,7 +457,7 @@ if count == 1:  # deleted, then the restart fails: the node stays unknown
     sys.exit(69)
 node.update(gres=os.environ["SPURINV_GRES"], absent_until=0)  # the restart works now
 json.dump(node, open(state, "w"))
-'''
+"""
 
 
 def test_our_own_register_that_left_the_node_unknown_is_run_again_not_68_forever(cli, built, tmp_path, monkeypatch):
@@ -530,13 +533,13 @@ def test_a_message_in_an_ascii_locale_is_no_traceback():
     assert raw.getvalue().startswith(b"node d1: reason 'spurinv: [ab12cd34] 8\\u2192")
 
 
-SLOW = r'''
+SLOW = r"""
 import json, os, time
 state = os.environ["FAKE_SLURM_STATE"]
 open(state + ".calls", "a").write("x")
 node = json.load(open(state)); node["gres"] = os.environ["SPURINV_GRES"]; json.dump(node, open(state, "w"))
 time.sleep(30)  # registered, but the answer never comes: killed at register_timeout
-'''
+"""
 
 
 def test_an_unanswered_register_the_controller_took_is_recorded_not_run_again(cli, built, tmp_path, monkeypatch):

@@ -13,11 +13,11 @@ from factories import at, inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv import state as state_file
-from spurinv import store
-from spurinv.documents import now_text
-from spurinv.model import Reading
-from spurinv.state import State
+from spurinv.inventory.model import Reading
+from spurinv.report.documents import now_text
+from spurinv.state import file as state_file
+from spurinv.state import store
+from spurinv.state.file import State
 
 SPX = inventory(packages(2, "SPX"))
 CPX = inventory(packages(2, "CPX", per=8))
@@ -168,7 +168,7 @@ def test_write_failure_leaves_the_old_file(tmp_path):
 
 def test_fast_path_reading_json_equals_pydantic_json():
     """The lean tick writes readings with plain json; they must validate to the same model."""
-    from spurinv.discovery import discover  # noqa: F401  (the same producer the tick uses)
+    from spurinv.inventory.discovery import discover  # noqa: F401  (the same producer the tick uses)
 
     model = reading(CPX)
     plain = {
@@ -207,9 +207,7 @@ def test_record_keeps_at_most_two_and_counts_failures(sequence):
 
 
 @pytest.mark.parametrize("version", ['"2"', "2.0", "true", "0"])
-def test_a_schema_version_that_is_not_a_version_number_is_corrupt_and_never_rewritten_as_ours(
-    tmp_path: Path, cli, version
-):
+def test_a_schema_version_that_is_not_a_version_number_is_corrupt_and_never_rewritten_as_ours(tmp_path: Path, cli, version):
     state = tmp_path / "state.json"
     state.write_text('{"schema_version": ' + version + ', "readings": []}')
 

@@ -14,12 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Node  # tests/ is on sys.path
 
-from spurinv import exitcode, ledger, metrics
-from spurinv.classify import Kind, classify, switching
-from spurinv.discovery import discover
-from spurinv.model import Discovery, Problem, Reading
-from spurinv.root import Root
+from spurinv import exitcode
+from spurinv.inventory.classify import Kind, classify, switching
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Discovery, Problem, Reading
+from spurinv.inventory.root import Root
+from spurinv.report import metrics
 from spurinv.shape import SWITCH
+from spurinv.state import ledger
 
 
 def run(root) -> Discovery:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from spurinv import state as state_file
-from spurinv.launch import lean_options
+from spurinv.cli.launch import lean_options
+from spurinv.state import file as state_file
 
 HEAVY = ("pydantic", "typer", "rich", "requests")
 
@@ -28,8 +28,8 @@ def steady(cli, root, state_path):
 # machine" without depending on the host's /etc/spurinv (issue #11: an installed config there
 # turned the lean discover path into the full one, and this test red).
 WITHOUT_HOST_CONFIG = (
-    "import sys; from spurinv import locations; locations.DEFAULT_CONFIG = sys.argv.pop(1);"
-    " from spurinv.launch import main; sys.exit(main(sys.argv[1:]))"
+    "import sys; from spurinv.state import locations; locations.DEFAULT_CONFIG = sys.argv.pop(1);"
+    " from spurinv.cli.launch import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
@@ -112,7 +112,7 @@ def test_a_changed_config_file_falls_through(cli, built, state_path, env, spurin
 def test_a_failed_metrics_write_after_the_state_write_is_reported_not_handed_over(cli, built, state_path, env, capsys):
     """Issue #12: the tick used to write the state, fail on the metrics, and start the full run
     over (two discoveries, two writes). Now it stops with the full run's exit status."""
-    from spurinv import tick
+    from spurinv.cli import tick
 
     root = built("mi300x-spx")
     missing = state_path.parent / "no-such-dir" / "m.prom"
@@ -135,7 +135,7 @@ def test_a_failed_metrics_write_after_the_state_write_is_reported_not_handed_ove
 
 
 def test_a_memo_left_under_another_node_name_is_not_replayed(cli, built, state_path, env, tmp_path):
-    from spurinv import tick
+    from spurinv.cli import tick
 
     root = built("mi300x-spx")
     metrics_file = tmp_path / "m.prom"
@@ -194,8 +194,8 @@ def test_lean_and_full_status_agree_on_a_corrupt_state(cli, built, state_path, c
     full CLI said exit 65."""
     import json
 
-    from spurinv import cli as full
-    from spurinv.launch import main
+    from spurinv.cli import app as full
+    from spurinv.cli.launch import main
 
     state = _steady_state(cli, built("mi300x-spx"), state_path)
     CORRUPTIONS[corruption](state)
@@ -214,10 +214,10 @@ def test_lean_and_full_status_agree_on_a_corrupt_state(cli, built, state_path, c
 
 def test_lean_status_still_serves_a_valid_state(cli, built, state_path, monkeypatch):
     """The check hands over only what it cannot vouch for: a state spurinv wrote is served lean."""
-    import spurinv.cli
+    import spurinv.cli.app
 
     _steady_state(cli, built("mi300x-spx"), state_path)
-    monkeypatch.setattr(spurinv.cli, "run", lambda args: pytest.fail(f"handed over: {args}"))
+    monkeypatch.setattr(spurinv.cli.app, "run", lambda args: pytest.fail(f"handed over: {args}"))
 
     result = cli("status", "--json", "--state", state_path)
 
@@ -231,8 +231,8 @@ def test_the_tick_hands_a_state_the_model_refuses_to_the_full_run(cli, built, st
     the full run moves such a file aside and starts afresh."""
     import json
 
-    from spurinv import state as state_file
-    from spurinv import tick
+    from spurinv.cli import tick
+    from spurinv.state import file as state_file
 
     root = built("mi300x-spx")
     state = _steady_state(cli, root, state_path)

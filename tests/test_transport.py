@@ -1,4 +1,4 @@
-"""What a request looks like in ``status``, the report and the log (:class:`spurinv.transport.Request`):
+"""What a request looks like in ``status``, the report and the log (:class:`spurinv.controller.transport.Request`):
 the same line whichever transport sent it (issue #26: no test pinned it)."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from faultserver import FaultServer, Gateway, Reply
 
-from spurinv.config import ControllerSection
-from spurinv.controller import Controller
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.rest import Controller
+from spurinv.controller.transport import Request
 from spurinv.errors import ControllerError
-from spurinv.transport import Request
 
 
 def test_a_request_line_is_method_path_then_the_body_as_sorted_json_then_the_status():

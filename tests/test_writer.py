@@ -7,7 +7,8 @@ import stat
 
 import pytest
 
-from spurinv import metrics, store
+from spurinv.report import metrics
+from spurinv.state import store
 
 
 @pytest.fixture

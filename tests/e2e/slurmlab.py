@@ -160,9 +160,7 @@ class SlurmLab:
 
     # ------------------------------------------------------------------ polling
     @staticmethod
-    def wait_for(
-        predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.1
-    ) -> Any:
+    def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.1) -> Any:
         """Poll ``predicate`` until it succeeds, at most ``timeout`` seconds; return its value.
 
         ``predicate`` returns either a plain value (truthy = done; the value is what was observed) or a tuple
@@ -244,12 +242,8 @@ class SlurmLab:
             self.started_munged = (self._dir / "munged.pid").exists()
             self._script("start-restd.sh", "24.11")
             nodes = self.wait_for(self._clean_nodes, 30, "both nodes idle after start")
-            self._baseline = {
-                n["name"]: {k: n[k] for k in ("gres", "features", "active_features", "weight")} for n in nodes
-            }
-            self.wait_for(
-                lambda: self.rest("GET", f"/slurm/{API}/ping/").status_code == 200, 10, "JWT slurmrestd ping 200"
-            )
+            self._baseline = {n["name"]: {k: n[k] for k in ("gres", "features", "active_features", "weight")} for n in nodes}
+            self.wait_for(lambda: self.rest("GET", f"/slurm/{API}/ping/").status_code == 200, 10, "JWT slurmrestd ping 200")
         except BaseException as exc:
             diag = self.diagnostics()
             try:
@@ -299,9 +293,7 @@ class SlurmLab:
             argv, check=False, env=self.env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
         if check and proc.returncode != 0:
-            raise SlurmLabError(
-                f"{' '.join(argv)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
-            )
+            raise SlurmLabError(f"{' '.join(argv)} exited {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}")
         return proc
 
     def scontrol(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -439,9 +431,7 @@ class SlurmLab:
             else:
                 lines.append(line)
         self.slurm_conf.write_text("\n".join(lines) + "\n")
-        kept = [
-            line for line in self._gres_conf.read_text().splitlines() if not line.startswith(f"NodeName={node} Name=gpu")
-        ]
+        kept = [line for line in self._gres_conf.read_text().splitlines() if not line.startswith(f"NodeName={node} Name=gpu")]
         self._gres_conf.write_text("\n".join([*kept, *gres_lines]) + "\n")
         for line in gres_lines:
             for file in _files(line):
@@ -516,8 +506,10 @@ class SlurmLab:
             self.run("scancel", *map(str, ids))
             self.wait_for(lambda: (not (j := self.jobs()), j), 30, "all jobs to leave the queue")
         self.wait_for(
-            lambda: self.scontrol("delete", f"nodename={name}", check=False).returncode == 0
-            or name not in [n["name"] for n in self.nodes()],
+            lambda: (
+                self.scontrol("delete", f"nodename={name}", check=False).returncode == 0
+                or name not in [n["name"] for n in self.nodes()]
+            ),
             30,
             f"dynamic node {name} deleted",
         )
@@ -579,7 +571,7 @@ class SlurmLab:
 
 def _files(gres_line: str) -> list[str]:
     """The device files a gres.conf line's ``File=`` names (``a[1-3,5]`` expanded)."""
-    from spurinv.slurmconf import expand_all
+    from spurinv.inventory.slurmconf import expand_all
 
     return expand_all(next((w.removeprefix("File=") for w in gres_line.split() if w.startswith("File=")), ""))
 

@@ -351,7 +351,7 @@ def test_register_command_replaces_gres_through_scontrol(clean_lab, tmp_path):
     assert ["read-view", "register", "none"] == steps(document)
     # no Gres= update: the command did it; then, the GPUs listed, our record of it on its own
     (record,) = updates(document)
-    assert " update NodeName=n1 'Extra={\"spurinv\":" in record
+    assert ' update NodeName=n1 \'Extra={"spurinv":' in record
     assert document["fingerprint"] in node.controller()["extra"]
     assert document["steps"][1]["request"] == f"EXEC {script} n1 → 0"
     assert ["n1"] == log.read_text().split()
@@ -384,8 +384,8 @@ def test_register_command_replaces_the_post_over_rest_too(clean_lab, tmp_path):
 
 
 def test_all_nodes_for_fleet_views_come_from_one_scontrol_call(clean_lab):
-    from spurinv.config import ControllerSection
-    from spurinv.scontrol import Scontrol
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.scontrol import Scontrol
 
     client = Scontrol(
         ControllerSection(transport="scontrol", scontrol=str(clean_lab.prefix / "bin" / "scontrol")), "n1", clean_lab.env

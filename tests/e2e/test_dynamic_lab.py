@@ -24,14 +24,14 @@ pytestmark = pytest.mark.e2e
 
 NAME = "d1"
 
-WRAPPER = r'''
+WRAPPER = r"""
 import os, re, sys
 lab = os.environ["LAB_DIR"]
 lines = os.environ.get("SPURINV_GRES_CONF", "")
 lines = re.sub(r" Cores=\S+", "", lines.replace("File=/dev/", f"File={lab}/dev/{sys.argv[1]}/"))
 os.environ["SPURINV_GRES_CONF"] = lines
 os.execv(sys.executable, [sys.executable, "-m", "spurinv.slurmdynamic", *sys.argv[2:]])
-'''
+"""
 
 
 class Dynamic:

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 import rootbuilder as rb
 
-from spurinv import exitcode, fleet
-from spurinv.ownership import changed_at
+from spurinv import exitcode
+from spurinv.controller.ownership import changed_at
+from spurinv.report import fleet
 
 pytestmark = pytest.mark.e2e
 

@@ -72,9 +72,7 @@ def test_reset_recovers_invalid_registration_down_and_pending_job(clean_lab: Slu
     assert lab.rest("POST", f"{NODE}/n2", {"gres": "gpu:4,fpga:6"}).ok
     assert lab.rest("POST", f"{NODE}/n2", {"state": ["DRAIN"], "reason": "a"}).ok
     assert lab.rest("POST", f"{NODE}/n2", {"state": ["RESUME"]}).ok
-    lab.wait_for(
-        lambda: ("INVALID_REG" in (s := lab.node_json("n2")["state"]), s), 15, "n2 INVALID_REG after re-registration"
-    )
+    lab.wait_for(lambda: ("INVALID_REG" in (s := lab.node_json("n2")["state"]), s), 15, "n2 INVALID_REG after re-registration")
     assert lab.rest("POST", f"{NODE}/n1", {"state": ["DOWN"], "reason": "down"}).ok
     assert lab.rest("POST", f"{NODE}/n1", {"weight": 7}).ok
     job = lab.sbatch("n1")  # stays pending on the DOWN node

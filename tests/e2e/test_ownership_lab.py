@@ -13,7 +13,7 @@ from test_converge import job_state
 from test_converge_scontrol import Node as ScontrolNode
 
 from spurinv import exitcode
-from spurinv.ownership import extra_record, reason_for, reason_id
+from spurinv.controller.ownership import extra_record, reason_for, reason_id
 
 pytestmark = pytest.mark.e2e
 

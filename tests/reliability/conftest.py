@@ -73,7 +73,7 @@ def spurinv_here(
     """Run ``spurinv ARGS`` in this process (``launch.main``, the console script's entry point),
     with ``spurinv``'s interface: for tests about what a run prints and writes, not about the
     process (exit by signal, time bounds, hangs, pids, imports), which keep :func:`spurinv`."""
-    from spurinv.launch import main
+    from spurinv.cli.launch import main
 
     def run(*args: object, extra_env: dict[str, str] | None = None, timeout: float = 120) -> Ran:
         del timeout  # a hang here is a hang of the test: tests that can hang use the process

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from spurinv.discovery import discover
-from spurinv.root import Root
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.root import Root
 
 # A distinctive fake JWT: grep-able in every output, never a real credential.
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.c3B1cmludi10ZXN0.TOKEN-7f3a9c0e-never-print-me"

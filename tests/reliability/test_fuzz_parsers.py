@@ -24,12 +24,12 @@ from faultserver import capture
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from spurinv import state as state_file
+from spurinv.controller.nodeview import parse_gres, parse_node
 from spurinv.errors import ControllerError
-from spurinv.nodeview import parse_gres, parse_node
-from spurinv.sources import cdi, nvidia
-from spurinv.sources.attribute import ReadError, parse_cpulist, parse_int, parse_keyed_lines, parse_properties
-from spurinv.sources.host import parse_meminfo
+from spurinv.inventory.sources import cdi, nvidia
+from spurinv.inventory.sources.attribute import ReadError, parse_cpulist, parse_int, parse_keyed_lines, parse_properties
+from spurinv.inventory.sources.host import parse_meminfo
+from spurinv.state import file as state_file
 
 FUZZ = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PATH = "/sys/fuzz"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from faultserver import CAPTURES, FaultServer, Gateway, Reply, capture
 
-from spurinv import fleet
-from spurinv.config import ControllerSection
-from spurinv.controller import MAX_NODES_BODY
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.rest import MAX_NODES_BODY
+from spurinv.controller.scontrol import Scontrol
 from spurinv.log import Log
-from spurinv.scontrol import Scontrol
+from spurinv.report import fleet
 
 
 def _script(path: Path, body: str) -> Path:
@@ -74,8 +74,8 @@ def test_fleet_exit_code_counts_a_composite_drain(cli, env, tmp_path: Path):
 UNIT_MEMORY_MAX = 256 << 20  # systemd/spurinv-refresh.service MemoryMax=256M
 PROBE = """
 import json, os, re, sys
-from spurinv.config import ControllerSection
-from spurinv.controller import Controller
+from spurinv.config.settings import ControllerSection
+from spurinv.controller.rest import Controller
 settings = ControllerSection(url=sys.argv[1], api="slurm/v0.0.42", timeout=60)
 view = Controller(settings, "n1", None).view(confirm_busy=True)
 status = open("/proc/self/status").read()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from faultserver import CAPTURES, FaultServer, Gateway
 
-from spurinv.root import Root
-from spurinv.sources import cdi
-from spurinv.sources.status import Report
+from spurinv.inventory.root import Root
+from spurinv.inventory.sources import cdi
+from spurinv.inventory.sources.status import Report
 
 # --- a Latin-1 locale (item 10) ----------------------------------------------------------------------
 

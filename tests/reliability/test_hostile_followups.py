@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spurinv.sources import cdi
+from spurinv.inventory.sources import cdi
 
 # --- a lone surrogate or an invalid escape in a CDI spec (item 1) --------------------------------
 
@@ -144,7 +144,7 @@ def test_unbounded_cdi_flags_never_make_a_state_the_loader_refuses(root_copy, st
 
 def test_a_state_past_what_the_loader_reads_is_never_written(tmp_path):
     """The last line of defence: whatever grew the state, the previous file stays as it was."""
-    from spurinv import store
+    from spurinv.state import store
 
     path = tmp_path / "state.json"
     path.write_bytes(b"{}\n")
@@ -211,8 +211,8 @@ def test_the_yaml_a_run_parses_is_bounded_and_json_specs_are_still_read(tmp_path
     YAML gets its own budget a run (smaller without libyaml); JSON specs after it are still read."""
     import yaml
 
-    from spurinv.root import Root
-    from spurinv.sources.status import Report
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.status import Report
 
     if not libyaml:
         monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
@@ -243,8 +243,8 @@ def test_a_broken_chunked_answer_is_one_line_without_python_reprs(tmp_path):
     import socket
     import threading
 
-    from spurinv.config import ControllerSection
-    from spurinv.controller import Controller
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.rest import Controller
     from spurinv.errors import ControllerError
 
     listener = socket.socket()

@@ -21,7 +21,8 @@ import hostile
 import pytest
 from faultserver import FaultServer, Gateway, Reply
 
-from spurinv import exitcode, locations, store
+from spurinv import exitcode
+from spurinv.state import locations, store
 
 HANG = 20  # seconds: every run here ends in well under one; a FIFO hang is killed by PID
 NODE_PATH = "/slurm/v0.0.42/node/n1"
@@ -239,8 +240,8 @@ def test_discover_format_slurm_refuses_a_bad_node_name(built, spurinv_here):
 
 def test_every_path_segment_is_percent_encoded():
     """Belt and braces: even a name that bypassed validation stays one path segment."""
-    from spurinv.config import ControllerSection
-    from spurinv.controller import Controller
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.rest import Controller
 
     client = Controller(ControllerSection(url="http://127.0.0.1:9"), "../admin/x?y=1#", None, api="slurm/v0.0.42")
     assert "/slurm/v0.0.42/node/..%2Fadmin%2Fx%3Fy%3D1%23" == client.node_path()

@@ -48,7 +48,7 @@ def test_a_name_that_is_not_utf8_is_escaped_and_the_run_saves(where, root_copy, 
 
 @given(st.text())
 def test_escaped_text_is_always_valid_utf8_and_plain_text_is_untouched(text):
-    from spurinv.sources.status import escaped
+    from spurinv.inventory.sources.status import escaped
 
     shown = escaped(text)
     shown.encode("utf-8")
@@ -196,9 +196,9 @@ def test_a_nul_in_a_gres_entry_is_refused_before_exec_naming_the_entry(tmp_path)
     """A non-GPU GRES entry from the controller holding a NUL made registration exit 70
     (ValueError: embedded null byte from the exec)."""
     from spurinv import exitcode
-    from spurinv.config import ControllerSection
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.scontrol import Scontrol
     from spurinv.errors import ControllerError
-    from spurinv.scontrol import Scontrol
 
     marker = tmp_path / "ran"
     program = tmp_path / "scontrol"
@@ -217,7 +217,7 @@ def test_a_nul_in_a_gres_entry_is_refused_before_exec_naming_the_entry(tmp_path)
 
 
 def test_a_nul_in_a_command_environment_is_refused_before_exec(tmp_path):
-    from spurinv import process
+    from spurinv.controller import process
     from spurinv.errors import ControllerError
 
     with pytest.raises(ControllerError) as caught:
@@ -300,7 +300,7 @@ def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, st
 
 
 def _read(text: str):
-    from spurinv import answer
+    from spurinv.controller import answer
 
     reader = answer.Reader(keep=lambda node: None)
     for start in range(0, len(text), 1 << 16):
@@ -319,7 +319,7 @@ def _read(text: str):
 def test_top_level_keys_are_bounded_in_number_and_text(shape):
     """Two million top-level keys (``{"k0":0,…}``): 271 MB of objects, past the unit's MemoryMax;
     neither their number nor their names counted against MAX_KEPT."""
-    from spurinv import answer
+    from spurinv.controller import answer
 
     if shape == "two million keys":
         text = "{" + ",".join(f'"k{i}":0' for i in range(2_000_000)) + ',"nodes":[]}'

@@ -20,7 +20,7 @@ from pathlib import Path
 import hostile
 import pytest
 
-from spurinv import state as state_file
+from spurinv.state import file as state_file
 
 TRIALS = int(os.environ.get("SPURINV_CRASH_TRIALS", "300"))
 BUDGET = float(os.environ.get("SPURINV_CRASH_SECONDS", "90"))

@@ -1,0 +1,183 @@
+"""The console entry point: a lean front door, then the full CLI.
+
+Three invocations are served without importing typer, pydantic, rich or requests, because they
+run often and the interpreter plus those imports would cost more than the work:
+
+* ``spurinv refresh`` on a timer tick where nothing changed (:mod:`spurinv.cli.tick`);
+* ``spurinv status --json`` (scripts);
+* ``spurinv discover --json`` when no config file exists (the config needs validation).
+
+Only plain ``--opt value`` / ``--opt=value`` forms of a few options are recognised here; any
+other argument, any error, or a situation the fast path cannot settle falls through to
+:func:`spurinv.cli.app.run`, which produces the same output the slow way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+LEAN = {
+    "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--node", "--quiet", "-q"}),
+    "status": frozenset({"--state", "--json"}),
+    "discover": frozenset({"--root", "--json"}),
+}
+FLAGS = frozenset({"--json", "--quiet", "-q"})  # the units run `refresh --quiet`: keep it on the fast path
+
+
+def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
+    """Return (command, options) when ``argv`` is something the lean path understands."""
+    if not argv or argv[0] not in LEAN:
+        return None
+    allowed = LEAN[argv[0]]
+    options: dict[str, str] = {}
+    words = list(argv[1:])
+    while words:
+        word = words.pop(0)
+        name, equals, value = word.partition("=")
+        if name not in allowed or name in options:
+            return None
+        if name in FLAGS:
+            if equals:
+                return None
+            options[name] = "1"
+            continue
+        if not equals:
+            if not words or words[0].startswith("-"):
+                return None
+            value = words.pop(0)
+        if not value:
+            return None
+        options[name] = value
+    if argv[0] in ("status", "discover") and "--json" not in options:
+        return None
+    return argv[0], options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run spurinv; return the exit status.
+
+    Standard output is guarded on both paths: a write that fails (a full disk, a closed pipe) is
+    one line on stderr and exit 74, never a traceback (:mod:`spurinv.cli.streams`).
+    """
+    from spurinv.cli import streams as output
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    real, real_err = sys.stdout, sys.stderr
+    output.utf8(real)
+    output.utf8(real_err)
+    sys.stdout = output.Guarded(real)
+    sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+    except output.OutputError as exc:
+        from spurinv import exitcode
+        from spurinv.log import Log
+
+        output.abandon(real)
+        if exc.closed and args[:1] != ["refresh"]:
+            # a closed pipe after output is the reader's choice, as for every Unix filter
+            # (`spurinv discover | head`): exit quietly. refresh is no filter: its exit status is
+            # the timer's record of the run, so a report it could not deliver stays 74.
+            return exitcode.OK
+        Log(os.environ).error(f"cannot write to standard output: {exc.reason}")
+        return exitcode.IOERR
+    finally:
+        sys.stdout, sys.stderr = real, real_err
+    return code
+
+
+def _run(args: list[str]) -> int:
+    if (refused := _not_utf8(args, os.environ)) is not None:
+        return refused
+    lean = lean_options(args)
+    if lean is not None:
+        code = _lean(*lean)
+        if code is not None:
+            return code
+    from spurinv.cli.app import run
+
+    return run(args)
+
+
+def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
+    """An argument (or a path variable) that is not UTF-8 text: one line and 64 (78 for the
+    environment), before anything is read or written. Python hands such bytes over as lone
+    surrogates (``\\udcff``), which neither the state file nor UTF-8 output can hold; every path
+    spurinv is given is one an operator typed, so the fix is to name one that is text."""
+    from spurinv import exitcode
+    from spurinv.inventory.sources.status import escaped
+
+    for position, word in enumerate(args):
+        if escaped(word) != word:
+            named = args[position - 1] + " " if position and args[position - 1].startswith("-") else ""
+            sys.stderr.write(f"spurinv: error: {named}{escaped(word)}: not UTF-8 text; name a path that is\n")
+            return exitcode.USAGE
+    for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
+        value = environ.get(name, "")
+        if escaped(value) != value:
+            sys.stderr.write(f"spurinv: error: ${name} ({escaped(value)}): not UTF-8 text; name a path that is\n")
+            return exitcode.CONFIG
+    return None
+
+
+def _lean(command: str, options: dict[str, str]) -> int | None:
+    environ = dict(os.environ)
+    if command == "refresh":
+        from spurinv.cli import tick
+
+        return tick.run(options, environ)
+    if command == "status":
+        return _status(options, environ)
+    return _discover(options, environ)
+
+
+def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
+    import json
+
+    from spurinv import shape
+    from spurinv.report import documents
+    from spurinv.state import locations, store, vouch
+
+    path = locations.state_path(options.get("--state"), environ)
+    try:
+        data = store.read(path)
+        state = json.loads(data) if data is not None else None
+    except (store.StoreError, ValueError, RecursionError):
+        return None  # the full CLI explains the problem
+    if state is not None and (
+        not isinstance(state, dict)
+        or state.get("schema_version") != shape.SCHEMA_VERSION
+        or vouch.problem(state) is not None  # what the full CLI calls corrupt (65), it must say so
+    ):
+        return None
+    try:
+        text = documents.dumps(documents.status_document(state, path))
+    except (KeyError, TypeError, AttributeError):
+        return None
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+def _discover(options: dict[str, str], environ: dict[str, str]) -> int | None:
+    from spurinv.inventory.discovery import discover
+    from spurinv.inventory.root import Root, RootError
+    from spurinv.report import documents
+    from spurinv.state import locations
+
+    config_file, explicit = locations.config_path(None, environ)
+    if explicit or os.path.exists(config_file):
+        return None
+    try:
+        root = Root(options.get("--root", "/"))
+    except RootError:
+        return None
+    result = discover(root, topology=True)
+    code = documents.discover_exit(result)
+    sys.stdout.write(documents.dumps(documents.discover_document(result, root.path, code)) + "\n")
+    return code

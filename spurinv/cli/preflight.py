@@ -1,0 +1,1385 @@
+"""``spurinv check``: a read-only preflight, after install and after every config change.
+
+Every check is always reported, in the same order (:data:`NAMES`), as ``ok``, ``warn``, ``fail``
+or ``skip`` with a detail and, for ``warn`` and ``fail``, a one-line fix (the command to run or
+the key to change). It writes nothing: no state, lock, metrics or controller write. It resolves
+the state file, node name and metrics path through the options ``refresh`` is given (the caller
+passes the same builder ``refresh`` uses), reads the token with ``config.read_token`` and reaches
+the controller through ``refresh``'s transport factory, with one read of this node.
+
+A check that fails carries the exit status ``refresh`` would get from the same problem; the run
+exits with the first one (0 when nothing failed; warnings do not fail). The whole run is bounded
+by ``controller.run_deadline`` and ends at once on SIGTERM/SIGINT (75, the rest skipped).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from spurinv import exitcode, regularfile
+from spurinv.budget import Budget, Signals
+from spurinv.errors import (
+    ConfigError,
+    ControllerError,
+    DeadlineError,
+    Interrupted,
+    SpurinvError,
+    TokenError,
+)
+from spurinv.state import store
+from spurinv.state.locations import DEFAULT_STATE
+
+if TYPE_CHECKING:
+    from spurinv.config.settings import Config
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.refresh import Options, World
+    from spurinv.state.file import State
+
+Status = Literal["ok", "warn", "fail", "skip"]
+NAMES = (
+    "config",
+    "node",
+    "state",
+    "lock",
+    "metrics",
+    "token",
+    "controller",
+    "permission",
+    "register_command",
+    "schedule",
+    "udev",
+)
+TIMER = "spurinv-refresh.timer"
+SERVICE = "spurinv-refresh.service"
+UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
+CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
+UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
+# cron.d and /etc/crontab carry a user field; root's crontab (Debian's spool, RHEL's) does not
+CRON_FILES = ("etc/cron.d/spurinv", "etc/crontab", "var/spool/cron/crontabs/root", "var/spool/cron/root")
+# the PATH each scheduler gives its runs when it sets none: systemd.exec(5) "Environment variables
+# in spawned processes" (a split-usr build, as Debian 12's, adds /sbin:/bin), cron(8) "/usr/bin:/bin"
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CRON_PATH = "/usr/bin:/bin"
+TOKEN_WARN_DAYS = 7
+# the checks that read only this host's files (and systemctl), run even after the run deadline
+LOCAL = ("register_command", "schedule", "udev")
+LOCAL_SECONDS = 10.0
+PRIVATE_TMP = ("/tmp", "/var/tmp")  # noqa: S108 (what PrivateTmp= replaces, compared with, never written)
+LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
+MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
+DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
+INSTALL_TIMER = f"systemctl enable --now {TIMER}"
+INSTALL_CRON = "install -m 0644 systemd/spurinv.cron /etc/cron.d/spurinv"
+INSTALL_UDEV = "install -D -m 0644 systemd/90-spurinv.rules /etc/udev/rules.d/90-spurinv.rules && udevadm control --reload"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's verdict. ``exit_code`` is what ``refresh`` would exit with (0 unless failed)."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+    exit_code: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix, "exit_code": self.exit_code}
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """Where the scheduler lives: files are looked up under the run's ``--root`` (a container
+    checks the host mounted at /host); ``systemctl`` is asked only when it can answer for that
+    root (None otherwise: the files alone decide)."""
+
+    systemctl: str | None = "systemctl"
+    euid: int = field(default_factory=os.geteuid)
+    state_flag: str | None = None  # --state as given, to say where the state path came from
+
+
+@dataclass(slots=True)
+class _Run:
+    world: World
+    host: Host
+    budget: Budget
+    build: Callable[[], Options]
+    options: Options | None = None
+    node: str | None = None
+    state: State | None = None
+    view: NodeView | None = None
+    client: Any = None
+    token_file: str | None = None  # the unit's LoadCredential= source, when the config names no token file
+    timer: tuple[str, str | None] | None = None  # the timer's link state and systemctl's is-active, asked once
+    state_origin: str | None = None  # the unit's setting that decides the timer's state path
+    results: dict[str, Check] = field(default_factory=dict)
+
+    @property
+    def config(self) -> Config:
+        assert self.options is not None
+        return self.options.config
+
+
+def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Check], int]:
+    """Every check in :data:`NAMES` order, and the exit status (the first failure's, 75 when a
+    signal or the deadline stopped the run, else 0)."""
+    state = _Run(world, host, Budget(DEFAULT_DEADLINE), build)
+    stopped: str | None = None
+    steps: dict[str, Callable[[_Run], Check]] = {
+        "config": _config,
+        "node": _node,
+        "state": _state,
+        "lock": _lock,
+        "metrics": _metrics,
+        "token": _token,
+        "controller": _controller,
+        "permission": _permission,
+        "register_command": _register_command,
+        "schedule": _schedule,
+        "udev": _udev,
+    }
+    deadline: str | None = None  # the run deadline passed: only the local checks still run
+    with Signals():
+        for name in NAMES:
+            if stopped is not None or (deadline is not None and name not in LOCAL):
+                state.results[name] = Check(name, "skip", f"not checked: {stopped or deadline}")
+                continue
+            try:
+                if deadline is None:
+                    state.budget.check(f"the {name} check")
+                state.results[name] = steps[name](state)
+            except DeadlineError as exc:
+                if deadline is not None:  # a local check outlived its own allowance
+                    state.results[name] = Check(name, "skip", f"not checked: {_one(exc.message)}")
+                    continue
+                deadline = exc.message.replace("; state saved", "")
+                state.budget = Budget(LOCAL_SECONDS)  # what the local checks (systemctl) may still take
+                if name == "controller":
+                    # no answer before the deadline: the run would fail the same way (69)
+                    state.results[name] = Check(
+                        name, "fail", f"{deadline}: the controller did not answer in time",
+                        "check that slurmrestd (or slurmctld) answers, or lower controller.timeout below run_deadline",
+                        exitcode.UNAVAILABLE,
+                    )  # fmt: skip
+                else:
+                    state.results[name] = Check(name, "skip", f"not checked: {deadline}")
+            except Interrupted as exc:
+                stopped = exc.message.replace("; state saved", "")
+                state.results[name] = Check(name, "skip", f"not checked: {stopped}")
+    results = [state.results[name] for name in NAMES]
+    failed = next((result.exit_code for result in results if result.status == "fail"), None)
+    if failed is not None:
+        return results, failed
+    return results, exitcode.TEMPFAIL if stopped or deadline else exitcode.OK
+
+
+def _needs(run: _Run, name: str, *wanted: str) -> Check | None:
+    """A skip when a check this one builds on did not pass."""
+    for earlier in wanted:
+        result = run.results.get(earlier)
+        if earlier == "config" and run.options is not None and name != "controller":
+            continue  # loaded, with a file a later run cannot use (ca_file): the local checks go on
+        if result is None or result.status in ("fail", "skip"):
+            return Check(name, "skip", f"needs the {earlier} check to pass")
+    return None
+
+
+# --- configuration, node, state -------------------------------------------------------------------
+
+
+def _config(run: _Run) -> Check:
+    try:
+        run.options = options = run.build()
+    except SpurinvError as exc:
+        return Check("config", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
+    config = options.config
+    run.budget = Budget(config.controller.run_deadline)
+    _follow_unit_state(run)
+    if not config.observe and config.controller.transport == "rest" and config.controller.ca_file and config.controller.verify:
+        from spurinv.controller.rest import check_ca_file
+
+        try:  # said here, whatever the token check finds
+            check_ca_file(config.controller.ca_file)
+        except ConfigError as exc:
+            return Check("config", "fail", exc.message, "point controller.ca_file at a PEM CA bundle, or set it to \"\"",
+                         exc.exit_code)  # fmt: skip
+    if config.observe:
+        mode = "observe mode (no controller.url: nothing is sent)"
+    elif config.controller.transport == "scontrol":
+        mode = f"controller through scontrol ({config.controller.scontrol or 'on PATH'})"
+    else:
+        mode = f"controller {config.controller.url} (REST, auth {config.controller.auth})"
+    identity = options.config_identity
+    where = identity.removesuffix(":none") if identity.endswith(":none") else identity.rsplit(":", 3)[0]
+    found = "" if os.path.lexists(where) else " (no file: every value is a default)"
+    return Check("config", "ok", f"{where}{found}: {mode}")
+
+
+def _config_fix(message: str) -> str:
+    import re
+
+    refused = re.match(r"config file (/\S+) (is a symlink|is an? [A-Za-z ]+, not a regular file)", message)
+    if refused:
+        return f"replace {refused.group(1)} with a regular file (0600, owned by root): it {refused.group(2)}"
+    syntax = re.match(r"(/\S+\.toml): (.*\(at line \d+, column \d+\))", message)
+    if syntax:
+        return f"fix the TOML syntax of {syntax.group(1)} where named: {syntax.group(2)}"
+    if "relative path" in message:
+        return "give the key named above an absolute path"
+    if "controller.url" in message:
+        return 'set controller.url = "https://HOST:6820" (slurmrestd\'s address, no path), then `spurinv config show`'
+    return "correct the key named above, then `spurinv config show` to see what is in force"
+
+
+def _node(run: _Run) -> Check:
+    if (skipped := _needs(run, "node", "config")) is not None:
+        return skipped
+    try:
+        run.node = run.config.node_name(run.world.hostname)
+    except ConfigError as exc:
+        return Check("node", "fail", exc.message, 'set node.name = "NAME" (the name `scontrol show node` uses)', exc.exit_code)
+    assert run.options is not None
+    source = "--node" if run.options.node_flag else ("node.name" if run.config.node.name else "the short host name")
+    return Check("node", "ok", f"{run.node} (from {source})")
+
+
+def _state(run: _Run) -> Check:
+    from spurinv.refresh import check_node
+    from spurinv.state import file as state_file
+
+    if (skipped := _needs(run, "state", "config", "node")) is not None:
+        return skipped
+    assert run.options is not None
+    assert run.node is not None
+    path = run.options.state_path
+    directory = os.path.dirname(path)
+    try:
+        missing = store.inspect_directory(path, create=not run.options.state_named)
+    except store.StoreError as exc:
+        fix = f"mkdir -p -m 0700 {directory} && chown root {directory}" if exc.errno else f"chmod 0700 {directory}"
+        if isinstance(exc, store.Unsafe):
+            fix = f"chown root {directory} && chmod 0700 {directory}"
+        return Check("state", "fail", str(exc), fix, exc.exit_code)
+    if "systemd" in _schedulers(run):
+        blocked = _sandbox_blocks(run, directory)
+        if blocked is not None and blocked[1]:
+            return Check(
+                "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (or StateDirectory=)",
+                exitcode.CANTCREAT,
+            )  # fmt: skip
+    if missing:
+        existing = directory
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return Check(
+                "state", "fail", f"{directory} is missing; uid {run.host.euid} cannot create it in {existing}",
+                "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
+            )  # fmt: skip
+        origin = _state_origin(run)
+        return Check("state", "ok", f"{directory} ({origin}) does not exist yet: the first run creates it (mode 0700)")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return Check(
+            "state", "fail", f"state directory {directory}: this user (uid {run.host.euid}) cannot write it",
+            "run spurinv check as root, the user the timer runs spurinv as", exitcode.CANTCREAT,
+        )  # fmt: skip
+    try:
+        run.state = state_file.load(path)
+    except state_file.NewerSchema as exc:
+        return Check("state", "fail", str(exc), "upgrade spurinv to the version that wrote it", exc.exit_code)
+    except store.Unsafe as exc:
+        return Check("state", "fail", str(exc), f"move {path} aside: it must be a regular file", exitcode.CANTCREAT)
+    except (state_file.Corrupt, store.StoreError) as exc:
+        if isinstance(exc, store.StoreError) and exc.errno in (13, 1):
+            return Check("state", "fail", str(exc), "run spurinv check as root (the timer's user)", exitcode.CANTCREAT)
+        return Check("state", "warn", f"{exc}", "none needed: the next run moves it aside and starts afresh")
+    origin = _state_origin(run)
+    if run.state is None:
+        told = f"{directory} (mode {_mode(directory)}; {origin})"
+        return Check("state", "ok", f"{told}: no state file yet; the first run writes it")
+    try:
+        check_node(run.state, run.node, path, run.options.node_flag is not None)
+    except SpurinvError as exc:
+        return Check("state", "fail", _one(exc.message), f"pass --node {run.state.node} or move {path} aside", exc.exit_code)
+    last = run.state.last
+    told = f"; last run {last.at:%Y-%m-%d %H:%M:%SZ} exit {last.exit_code}" if last is not None else ""
+    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+
+
+def _follow_unit_state(run: _Run) -> None:
+    """Under the timer, the unit's environment decides the state path its runs use
+    ($SPURINV_STATE from Environment=, else $STATE_DIRECTORY from StateDirectory=), not this
+    shell's; --state given to check still wins (the operator names the file to look at)."""
+    import dataclasses
+
+    assert run.options is not None
+    if run.host.state_flag or _scheduler(run) != "systemd":
+        return
+    environment = _unit_environment(run)
+    path: str | None = None
+    if environment.get("SPURINV_STATE"):
+        path, origin = os.path.abspath(environment["SPURINV_STATE"]), "from the unit's Environment=SPURINV_STATE="
+    else:
+        directories = [value.split()[0].split(":")[0] for key, value, _where in _service_directives(run)
+                       if key == "StateDirectory" and value.split()]  # fmt: skip
+        if directories:
+            path = os.path.join("/var/lib", directories[0], "state.json")
+            origin = f"from the unit's StateDirectory={directories[0]}"
+    if path is None:
+        if not (run.world.environ.get("SPURINV_STATE") or run.world.environ.get("STATE_DIRECTORY")):
+            return
+        path, origin = DEFAULT_STATE, "the unit's default"
+    run.options = dataclasses.replace(run.options, state_path=path, state_named=bool(environment.get("SPURINV_STATE")))
+    run.state_origin = origin
+
+
+def _unit_environment(run: _Run) -> dict[str, str]:
+    """The variables the unit gives its runs: Environment= (the last assignment wins; an empty
+    one resets the list) overlaid by the EnvironmentFile= files that exist ("-" marks one that
+    may be missing), as systemd.exec(5) orders them."""
+    import shlex
+
+    found: dict[str, str] = {}
+    files: list[str] = []
+    for key, value, _where in _service_directives(run):
+        if key == "EnvironmentFile":
+            files = [*files, value.removeprefix("-")] if value else []
+            continue
+        if key != "Environment":
+            continue
+        if not value:
+            found = {}
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            continue
+        for word in words:
+            name, equals, setting = word.partition("=")
+            if equals:
+                found[name] = setting
+    for name in files:
+        if name.startswith("/"):
+            found.update(_assignments(_read_text(run.world.root.join(name.lstrip("/"))) or ""))
+    return found
+
+
+def _assignments(text: str) -> dict[str, str]:
+    """``NAME=VALUE`` lines of an environment file (comments skipped, quotes removed)."""
+    import shlex
+
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        name, equals, value = line.partition("=")
+        if not equals or line.startswith(("#", ";")):
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = [value]
+        found[name.strip()] = " ".join(words)
+    return found
+
+
+def _state_origin(run: _Run) -> str:
+    environ = run.world.environ
+    if run.state_origin:
+        return run.state_origin
+    if run.host.state_flag:
+        return "from --state"
+    if environ.get("SPURINV_STATE"):
+        return "from $SPURINV_STATE"
+    if environ.get("STATE_DIRECTORY"):
+        return "from $STATE_DIRECTORY"
+    return "the default"
+
+
+def _mode(path: str) -> str:
+    try:
+        return f"{stat.S_IMODE(os.stat(path).st_mode):04o}"
+    except OSError:
+        return "?"
+
+
+def _lock(run: _Run) -> Check:
+    import fcntl
+
+    if (skipped := _needs(run, "lock", "config")) is not None:
+        return skipped
+    assert run.options is not None
+    path = run.options.state_path + ".lock"
+    try:
+        fd = regularfile.open_fd(path)  # read-only: a check never creates or writes the lock
+    except FileNotFoundError:
+        return Check("lock", "ok", f"{path}: none yet (the first run creates it)")
+    except regularfile.Refused as exc:
+        return Check("lock", "fail", str(exc), f"remove {path}: the lock must be a regular file of ours", exitcode.CANTCREAT)
+    except OSError as exc:
+        return Check("lock", "fail", f"lock {path}: {exc.strerror}", "run spurinv check as root", exitcode.CANTCREAT)
+    try:
+        info = os.fstat(fd)
+        if info.st_nlink != 1:
+            return Check("lock", "fail", f"lock {path} has {info.st_nlink} links", f"rm {path}", exitcode.CANTCREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = store.holder_named(os.pread(fd, 512, 0).decode("utf-8", "replace"))
+            return Check(
+                "lock", "warn", f"{path} is held by {holder} now",
+                "none if a run is under way; if it stays held, find the holder with `fuser -v " + path + "`",
+            )  # fmt: skip
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return Check("lock", "ok", f"{path}: free")
+
+
+def _metrics(run: _Run) -> Check:
+    if (skipped := _needs(run, "metrics", "config")) is not None:
+        return skipped
+    assert run.options is not None
+    path = run.options.metrics_file
+    if not path:
+        return Check("metrics", "skip", "metrics.file is not set: no node_exporter metrics are written")
+    path = os.path.abspath(path)
+    directory = os.path.dirname(path)
+    key = "--metrics-file" if run.options.metrics_flag else "metrics.file"
+    if not os.path.isdir(directory):
+        return Check(
+            "metrics", "fail", f"{key} {path}: directory {directory} does not exist",
+            f"create {directory} (node_exporter's --collector.textfile.directory) or change {key}", exitcode.CANTCREAT,
+        )  # fmt: skip
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return Check(
+            "metrics", "fail", f"{key} {path}: this user cannot write {directory}",
+            "run spurinv check as root; under the unit add ReadWritePaths=" + directory, exitcode.CANTCREAT,
+        )  # fmt: skip
+    if os.path.islink(path):
+        return Check(
+            "metrics", "fail", f"{key} {path} is a symbolic link: refresh refuses to write through it",
+            f"set {key} to the real file's path ({os.path.realpath(path)})",
+            exitcode.USAGE if run.options.metrics_flag else exitcode.CONFIG,
+        )  # fmt: skip
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        kind = "a directory" if os.path.isdir(path) else "not a regular file"
+        return Check("metrics", "fail", f"{key} {path} is {kind}",
+                     f"set {key} to a file path (e.g. {os.path.join(path, 'spurinv.prom')})"
+                     if os.path.isdir(path) else f"set {key} to a file path, or move {path} aside",
+                     exitcode.CANTCREAT)  # fmt: skip
+    if not path.endswith(".prom"):
+        return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
+    if "systemd" in _schedulers(run):
+        blocked = _sandbox_blocks(run, directory)
+        if blocked is not None and not blocked[1]:
+            return Check(
+                "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
+                "expand (an unknown %-specifier) covers it: cannot verify",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (spelled out)",
+            )  # fmt: skip
+        if blocked is not None:
+            return Check(
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
+            )  # fmt: skip
+        private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
+        if (
+            private
+            and private[-1] in ("yes", "true", "1", "on", "disconnected")
+            and any(os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP)
+        ):
+            return Check(
+                "metrics", "warn", f"{path}: the unit's PrivateTmp= gives it a /tmp of its own; node_exporter never sees "
+                "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
+            )  # fmt: skip
+    state_directory = os.path.dirname(run.options.state_path)
+    if os.path.commonpath([state_directory, directory]) == state_directory:
+        return Check(
+            "metrics", "warn", f"{path} is inside the state directory {state_directory} (mode 0700): node_exporter, "
+            "another user, cannot read it",
+            f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
+        )  # fmt: skip
+    return Check("metrics", "ok", f"{path}: {directory} is writable")
+
+
+# --- token and controller ------------------------------------------------------------------------
+
+
+def _token(run: _Run) -> Check:
+    """The token under each scheduler that runs spurinv (the unit's credential, cron's
+    token_file): the worst verdict wins."""
+    schedulers = _schedulers(run) or (None,)
+    if len(schedulers) == 1 or run.world.environ.get("CREDENTIALS_DIRECTORY"):
+        return _token_under(run, schedulers[0])
+    checks = [_token_under(run, scheduler) for scheduler in schedulers]
+    worst = _worst(checks)
+    who = "the timer's runs" if worst is checks[0] else "cron's runs"
+    return Check(worst.name, worst.status, f"{who}: {worst.detail}", worst.fix, worst.exit_code)
+
+
+def _token_under(run: _Run, scheduler: str | None) -> Check:
+    from spurinv.config.settings import read_token
+
+    if (skipped := _needs(run, "token", "config")) is not None:
+        return skipped
+    settings = run.config.controller
+    if run.config.observe:
+        return Check("token", "skip", "observe mode: no controller, no token")
+    if settings.transport == "scontrol":
+        return Check("token", "skip", "controller.transport = scontrol authenticates with munge, not a token")
+    if settings.auth == "none":
+        return Check("token", "skip", 'controller.auth = "none": no token is sent')
+    source = settings
+    environ = run.world.environ
+    credentials = environ.get("CREDENTIALS_DIRECTORY")
+    key = "controller.token_file"
+    note = ""
+    if not credentials:
+        # check the token the scheduler's runs will read: the unit's credential, or token_file
+        # under cron (which passes no $CREDENTIALS_DIRECTORY)
+        loaded = _credential(run, settings.credential) if scheduler == "systemd" else None
+        if loaded is not None and loaded.path is None:
+            return Check(
+                "token", "warn", f"the unit passes the token by {loaded.directive} ({loaded.where}): check cannot verify it",
+                f"start the unit once and read its log: systemctl start {SERVICE}; journalctl -u {SERVICE} -n 20",
+            )  # fmt: skip
+        if loaded is not None:
+            assert loaded.path is not None
+            host_path = _follow(run, run.world.root.join(loaded.path.lstrip("/")))
+            if not os.path.lexists(host_path):
+                return Check(
+                    "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
+                    "not exist, so systemd cannot start the unit",
+                    f"write the token (`scontrol token username={settings.user} lifespan=N`) to {loaded.path}, "
+                    "chown root, chmod 0600",
+                    exitcode.NOPERM,
+                )  # fmt: skip
+            if settings.token_file and os.path.abspath(settings.token_file) != os.path.abspath(host_path):
+                note = f" (the timer's runs read this, not controller.token_file {settings.token_file})"
+            source = settings.model_copy(update={"token_file": host_path})
+            run.token_file = host_path  # the controller check reads the token the unit would pass
+            key = f"LoadCredential={settings.credential}: in {loaded.where}"
+            environ = {name: value for name, value in environ.items() if name != "CREDENTIALS_DIRECTORY"}
+        elif not settings.token_file:
+            why = "cron passes no credential"
+            if scheduler != "cron":
+                why = f"no LoadCredential={settings.credential}: in the unit"
+            return Check(
+                "token", "fail", f"no controller.token_file, and {why} to read the token from",
+                'set controller.token_file = "/etc/spurinv/token" (mode 0600)', exitcode.NOPERM,
+            )  # fmt: skip
+    try:
+        token = read_token(source, environ)
+    except TokenError as exc:
+        where = source.token_file or settings.credential
+        fix = (
+            "run spurinv check as root, the user the timer runs spurinv as"
+            if "Permission denied" in exc.message and run.host.euid != 0
+            else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
+        )
+        if "is a symlink" in exc.message or "not a regular file" in exc.message:
+            fix = f"replace {where} with a regular file (0600, owned by root) holding the token"
+        detail = exc.message.split("; put the")[0]
+        if key != "controller.token_file":
+            detail = detail.replace("controller.token_file", key)
+        return Check("token", "fail", _one(detail), fix, exc.exit_code)
+    assert token is not None
+    if token.startswith("\ufeff"):  # a BOM from a Windows editor would go out in the header
+        return Check("token", "fail", f"{source.token_file}: the token starts with a byte order mark (U+FEFF)",
+                     f"rewrite {source.token_file} without the BOM (`scontrol token ... > FILE`), chmod 0600",
+                     exitcode.NOPERM)  # fmt: skip
+    path = source.token_file or os.path.join(credentials or "", settings.credential)
+    expiry = jwt_expiry(token)
+    renew = f"renew it: `scontrol token username={settings.user} lifespan=N` into {path}"
+    if expiry is not None:
+        now = int(run.world.clock().timestamp())
+        when = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        if expiry <= now:
+            return Check("token", "fail", f"{path}{note}: the JWT expired at {when}", renew, exitcode.NOPERM)
+        if expiry - now < TOKEN_WARN_DAYS * 86400:
+            return Check("token", "warn", f"{path}{note}: the JWT expires at {when}, in {(expiry - now) // 3600} h", renew)
+        return Check("token", "ok", f"{path}{note}: one line, {len(token)} characters, expires {when}")
+    return Check("token", "ok", f"{path}{note}: one line, {len(token)} characters")
+
+
+def jwt_expiry(token: str) -> int | None:
+    """The ``exp`` claim of a JWT (seconds), or None when the token is not a JWT or has none."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, TypeError):
+        return None
+    exp = payload.get("exp") if isinstance(payload, dict) else None
+    # at most the last second of year 9999: datetime cannot show a later one
+    if not isinstance(exp, int | float) or isinstance(exp, bool) or not 1 <= exp < LAST_SECOND:
+        return None
+    return int(exp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """How the unit passes the credential: ``path`` is the absolute source file of a plain
+    ``LoadCredential=ID:/path``; None for what check cannot read (encrypted, imported, a
+    credstore name, a set value, a directory or socket)."""
+
+    directive: str
+    where: str
+    path: str | None
+
+
+def _credential(run: _Run, credential: str) -> _Loaded | None:
+    """The last directive of the unit (and its drop-ins) that passes ``credential``, if any."""
+    found: _Loaded | None = None
+    for key, value, where in _service_directives(run):
+        if key not in CREDENTIAL_KEYS:
+            continue
+        if not value:  # an empty assignment resets the list (systemd.exec(5))
+            found = None
+            continue
+        name, _, source = value.partition(":")
+        if key == "ImportCredential":
+            if _glob_match(value, credential):
+                found = _Loaded(f"{key}={value}", where, None)
+            continue
+        if name != credential:
+            continue
+        plain = key == "LoadCredential" and source.startswith("/")
+        path = source if plain and not os.path.isdir(run.world.root.join(source.lstrip("/"))) else None
+        found = _Loaded(f"{key}={value}", where, path)
+    return found
+
+
+def _follow(run: _Run, path: str) -> str:
+    """``path`` with its symlinks followed, as systemd follows a LoadCredential= source (an
+    absolute target is on the checked root)."""
+    for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
+        if not os.path.islink(path):
+            return path
+        target = os.readlink(path)
+        path = (
+            run.world.root.join(target.lstrip("/")) if target.startswith("/") else os.path.join(os.path.dirname(path), target)
+        )
+    return path
+
+
+def _glob_match(pattern: str, name: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
+    """``(key, value, file)`` for each assignment in the unit's [Service] section, the unit file
+    first, then its drop-ins (``spurinv-refresh.service.d/*.conf``, by file name, a later
+    directory's file masked by an earlier one's of the same name); comments and other sections
+    left out. The file is shown as on the checked system (``/etc/...``)."""
+    files: list[str] = []
+    for directory in UNIT_DIRS:
+        if os.path.lexists(run.world.root.join(directory, SERVICE)):
+            files.append("/" + directory + "/" + SERVICE)
+            break
+    drop_ins: dict[str, str] = {}
+    for directory in UNIT_DIRS:
+        folder = run.world.root.join(directory, SERVICE + ".d")
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".conf"):
+                drop_ins.setdefault(name, "/" + directory + "/" + SERVICE + ".d/" + name)
+    files += [drop_ins[name] for name in sorted(drop_ins)]
+    found: list[tuple[str, str, str]] = []
+    for shown in files:
+        text = _read_text(run.world.root.join(shown.lstrip("/")))
+        section = ""
+        # a line ending in a backslash goes on in the next one (systemd.syntax(7))
+        joined = (text or "").replace("\\\n", " ")
+        for raw in joined.splitlines():
+            line = raw.strip()
+            if not line or line.startswith(("#", ";")):
+                continue
+            if line.startswith("["):
+                section = line
+                continue
+            key, equals, value = line.partition("=")
+            if equals and section == "[Service]":
+                found.append((key.strip(), value.strip(), shown))
+    return found
+
+
+# the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
+SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "t": "/run", "%": "%"}  # noqa: S108
+
+
+def _unit_paths(value: str) -> tuple[list[str], list[str]]:
+    """The paths of a ReadWritePaths=-like value (quoted words, "-" and "+" prefixes, specifiers
+    expanded, normalised), and the words check cannot expand (an unknown specifier)."""
+    import re
+    import shlex
+
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    paths: list[str] = []
+    unknown: list[str] = []
+    for word in words:
+        bare = word.lstrip("-+")
+        if any(letter not in SPECIFIERS for letter in re.findall(r"%(.?)", bare)):
+            unknown.append(word)
+            continue
+        expanded = re.sub(r"%(.)", lambda match: SPECIFIERS[match.group(1)], bare)
+        if expanded.startswith("/"):
+            paths.append(os.path.normpath(expanded))
+    return paths, unknown
+
+
+def _bind_destination(word: str) -> str:
+    parts = word.split(":")
+    return parts[1] if len(parts) > 1 and parts[1] else parts[0]
+
+
+def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
+    """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
+    ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
+    certain (False: a path check cannot expand might cover it); None when the unit may write it."""
+    protect, home = "no", "no"
+    writable: list[str] = []
+    unknown: list[str] = []
+    for key, value, _where in _service_directives(run):
+        if key == "ProtectSystem":
+            protect = value or "no"
+        elif key == "ProtectHome":
+            home = value or "no"
+        elif key in ("ReadWritePaths", "BindPaths"):
+            if not value:  # an empty assignment resets the list
+                writable, unknown = [], []
+                continue
+            if key == "BindPaths":  # SOURCE[:DESTINATION[:OPTIONS]]: the destination is writable
+                value = " ".join(_bind_destination(word) for word in value.split())  # noqa: PLW2901
+            paths, cannot = _unit_paths(value)
+            writable += paths
+            unknown += cannot
+        elif key == "StateDirectory":
+            writable += [os.path.join("/var/lib", word.split(":")[0]) for word in value.split()] if value else []
+
+    def under(place: str, path: str) -> bool:
+        return os.path.commonpath([place, path]) == place
+
+    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
+    targets = {os.path.normpath(directory), os.path.realpath(directory)}
+    places = {variant for place in writable for variant in (place, os.path.realpath(place))}
+    if any(under(place, target) for place in places for target in targets):
+        return None
+    directory = os.path.normpath(directory)
+    found: str | None = None
+    if home in ("yes", "read-only", "tmpfs") and any(under(place, directory) for place in ("/home", "/root", "/run/user")):
+        found = f"ProtectHome={home} hides {directory}"
+    elif protect == "strict":
+        if any(under(place, directory) for place in ("/dev", "/proc", "/sys")):
+            return None
+        found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    else:
+        read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"),
+                     "full": ("/usr", "/boot", "/efi", "/etc")}  # fmt: skip
+        for place in read_only.get(protect, ()):
+            if under(place, directory):
+                found = f"ProtectSystem={protect} keeps {place} read-only"
+                break
+    if found is None:
+        return None
+    return found, not unknown
+
+
+def _timer(run: _Run) -> tuple[str, str | None, bool]:
+    """The timer's link state, systemctl's is-active (None when not asked or no answer), and
+    whether the timer runs the unit (active, or enabled when systemctl cannot say). Asked once:
+    the schedule check and the checks that follow the scheduler see the same answer."""
+    if run.timer is None:
+        link = _timer_link(run)
+        active = "masked" if link == "masked" else _ask_systemctl(run, "is-active", TIMER)
+        run.timer = (link, active)
+    link, active = run.timer
+    return link, active, active == "active" or (active is None and link == "enabled")
+
+
+def _schedulers(run: _Run) -> tuple[str, ...]:
+    """What starts ``spurinv refresh`` here, as the schedule check decides: "systemd" when the
+    timer runs the unit, "cron" when a cron entry names it, both when both do; with neither, the
+    unit when its file is there (the one being installed), else nothing. The token, PATH and
+    sandbox checks follow every scheduler this returns (the worst verdict wins)."""
+    service = _unit_text(run, SERVICE) is not None
+    cron = _cron(run) is not None
+    timer = _systemd(run) and _timer(run)[2]
+    found = tuple(name for name, runs in (("systemd", timer), ("cron", cron)) if runs)
+    if found:
+        return found
+    return ("systemd",) if service else ()
+
+
+def _scheduler(run: _Run) -> str | None:
+    """The first of :func:`_schedulers` (the timer when both run), or None."""
+    found = _schedulers(run)
+    return found[0] if found else None
+
+
+RANK = {"fail": 3, "warn": 2, "ok": 1, "skip": 0}
+
+
+def _worst(checks: list[Check]) -> Check:
+    """The worst of one check's verdicts under each scheduler (the first of equals)."""
+    return max(checks, key=lambda check: RANK[check.status])
+
+
+def _controller(run: _Run) -> Check:
+    from spurinv.refresh import transport_for
+    from spurinv.state.file import State
+
+    if (skipped := _needs(run, "controller", "config", "node")) is not None:
+        return skipped
+    config = run.config
+    if config.observe:
+        return Check("controller", "skip", "observe mode: no controller.url, nothing to reach")
+    token = run.results.get("token")
+    if token is not None and token.status == "fail":
+        return Check("controller", "skip", "needs the token check to pass")
+    assert run.node is not None
+    if config.controller.transport == "scontrol":
+        found = _on_scheduler_path(run, config.controller.scontrol or "scontrol", "controller.scontrol", "controller.scontrol")
+        if found.status == "fail":
+            return Check("controller", "fail", found.detail, found.fix, found.exit_code)
+        if found.status == "warn":
+            run.results["controller.path"] = found  # said after the read, which uses this shell's PATH
+    state = run.state or State(fresh=True)
+    client = None
+    try:
+        if run.token_file is not None:
+            settings = config.controller.model_copy(update={"token_file": run.token_file})
+            config = config.model_copy(update={"controller": settings})
+        client = transport_for(run.world, config, run.node, state, run.budget)
+        run.client = client
+        run.view = view = client.view()
+    except ControllerError as exc:
+        detail = _one(exc.message)
+        if exc.kind == "auth" and config.controller.api == "auto":
+            import re
+
+            # refused before any version was detected: the path named is a guess, maybe one the
+            # server does not serve
+            detail = re.sub(r"^[A-Z]+ /\S+: ", "", detail) + " (API version not detected: the first request was refused)"
+        return Check("controller", "fail", detail, _controller_fix(config, exc.kind, run.node), exc.exit_code)
+    except (ConfigError, TokenError) as exc:
+        return Check("controller", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
+    what = f"node {view.name}: {'+'.join([view.base, *view.flags])}, gres {view.gres or 'none'}"
+    if config.controller.transport == "scontrol":
+        program, version, flavor = (getattr(client, key, "?") for key in ("program", "version", "flavor"))
+        detail = f"{program}: {version} ({flavor}; munge authenticated the read); {what}"
+        differs = run.results.pop("controller.path", None)
+        if differs is not None:
+            return Check("controller", "warn", f"{detail}; but {differs.detail}", differs.fix)
+        return Check("controller", "ok", detail)
+    return Check("controller", "ok", f"{config.controller.url} {client.api} ({_api_why(config, state, client)}); {what}")
+
+
+def _api_why(config: Config, state: State, client: Any) -> str:
+    if config.controller.api != "auto":
+        return "set by controller.api"
+    if state.api is not None and state.api.url == config.controller.url and state.api.version == client.api:
+        return "detected by an earlier run, kept in the state file"
+    if any(request.path == "/openapi/v3" and request.status == 200 for request in client.sent):
+        return "the newest node API version that /openapi/v3 lists"
+    return "found by probing, newest first"
+
+
+def _controller_fix(config: Config, kind: str, node: str) -> str:
+    settings = config.controller
+    scontrol = settings.transport == "scontrol"
+    if kind == "unreachable":
+        if scontrol:
+            return "check that slurmctld and munged run: `scontrol ping`, `munge -n | unmunge`"
+        return f"check controller.url and that slurmrestd listens there: `curl -sS {settings.url}/openapi/v3`"
+    if kind == "auth":
+        if scontrol:
+            return "run spurinv as root (a Slurm super user) and check munged: `munge -n | unmunge`"
+        if settings.auth == "none":
+            return 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
+        return (
+            f"renew the token (`scontrol token username={settings.user} lifespan=N`) and make "
+            f"controller.user {settings.user!r} a Slurm admin"
+        )
+    if kind == "unknown-node":
+        return f'set node.name to the name the controller lists for this host (`scontrol show node`; now "{node}")'
+    if kind == "read-only":
+        return 'point controller.url at slurmrestd, or set controller.transport = "scontrol"'
+    if scontrol:
+        return f"controller.scontrol names {settings.scontrol or 'scontrol on PATH'}: set it to Slurm's or spur's scontrol"
+    return 'check controller.url and controller.api ("auto" detects the version)'
+
+
+def _permission(run: _Run) -> Check:
+    if (skipped := _needs(run, "permission", "controller")) is not None:
+        return skipped
+    settings = run.config.controller
+    if settings.transport == "scontrol":
+        if getattr(run.client, "flavor", None) == "spur":
+            return Check(
+                "permission", "warn", "spur's scontrol needs a cluster admin to drain; spur cannot say so without a write",
+                "make the service's user a spur admin (spurctld's admin list)",
+            )  # fmt: skip
+        if run.host.euid == 0:
+            return Check("permission", "ok", "scontrol runs as root, which Slurm treats as a super user")
+        return Check(
+            "permission", "warn", f"scontrol runs as uid {run.host.euid}: updates need root or a Slurm operator",
+            "run spurinv as root (the unit does)",
+        )  # fmt: skip
+    if settings.auth == "slurm-jwt" and settings.user == "root":
+        return Check("permission", "ok", "X-SLURM-USER-NAME root: a Slurm super user may update nodes")
+    who = f"controller.user {settings.user!r}" if settings.auth == "slurm-jwt" else f"the {settings.auth} token's user"
+    return Check(
+        "permission", "warn", f"the read succeeded; whether {who} may update nodes shows only on a write",
+        f"make sure {who} is a Slurm admin: `sacctmgr show user {settings.user} format=user,adminlevel`",
+    )  # fmt: skip
+
+
+def _register_command(run: _Run) -> Check:
+    if (skipped := _needs(run, "register_command", "config")) is not None:
+        return skipped
+    argv = run.config.controller.register_command
+    if not argv:
+        return Check("register_command", "skip", "controller.register_command is not set (GRES is updated directly)")
+    found = _on_scheduler_path(run, argv[0], "controller.register_command", "controller.register_command[0]")
+    if found.status != "ok":
+        return found
+    return Check("register_command", "ok", f"{found.detail} is executable")
+
+
+def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
+    """The PATH ``scheduler``'s runs get, and where it comes from."""
+    if scheduler == "cron":
+        cron = _cron(run) or ""
+        found = (CRON_PATH, "cron's default PATH")
+        # crontab(5): "name = value", spaces allowed; an assignment applies to the entries after it only
+        for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
+            name, equals, value = line.partition("=")
+            if equals and name.strip() == "PATH":
+                found = (value.strip().strip('"').strip("'"), f"PATH= in {cron}")
+            elif cron_line(line, with_user=not cron.startswith("/var/spool")) is not None:
+                return found
+        return found
+    path = _unit_environment(run).get("PATH")
+    if path is None:
+        return SYSTEMD_PATH, "systemd's default PATH"
+    where = next((f"{key}= in {where}" for key, value, where in reversed(_service_directives(run))
+                  if key in ("Environment", "EnvironmentFile") and value), SERVICE)  # fmt: skip
+    return path, f"PATH from {where}"
+
+
+def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
+    """Where the scheduler's run finds ``program`` (``detail``: its path; a ``fail`` when it
+    finds none, a ``warn`` when this shell's PATH finds another one)."""
+    name = what.rsplit(".", maxsplit=1)[-1]
+    if "/" in program:  # a path of the config's, on this system as every path the config names
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
+                         f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
+        return Check(name, "ok", program)
+    return _worst([_on_path(run, program, what, key, scheduler) for scheduler in _schedulers(run) or (None,)])
+
+
+def _on_path(run: _Run, program: str, what: str, key: str, scheduler: str | None) -> Check:
+    name = what.rsplit(".", maxsplit=1)[-1]
+    path, origin = _scheduler_path(run, scheduler)
+    theirs = _which(run, program, path)
+    ours = _which(run, program, run.world.environ.get("PATH") or os.defpath)
+    if theirs is None:
+        shell = f" (this shell finds {ours})" if ours else ""
+        return Check(name, "fail", f"{what}: {program!r} is not on the scheduler's PATH {path} ({origin}){shell}",
+                     f"set {key} to an absolute path" + (f', e.g. "{ours}"' if ours else ""), exitcode.CONFIG)  # fmt: skip
+    if ours is not None and ours != theirs:
+        return Check(name, "warn", f"{what}: the scheduler's runs use {theirs} ({origin}), this shell {ours}",
+                     f'set {key} = "{theirs}" (or the one you mean) to make it explicit')  # fmt: skip
+    return Check(name, "ok", theirs)
+
+
+def _which(run: _Run, program: str, path: str) -> str | None:
+    for directory in path.split(os.pathsep):
+        if not directory.startswith("/"):
+            continue
+        candidate = os.path.join(directory, program)  # run from this system, as the config's paths
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+# --- how it is scheduled -------------------------------------------------------------------------
+
+
+def _read_text(path: str) -> str | None:
+    """A regular file's first 64 KiB as text, or None: never blocks on a FIFO (O_NONBLOCK), and
+    follows symlinks (unit files often are ones)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, MAX_TEXT).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _unit_text(run: _Run, unit: str) -> str | None:
+    for directory in UNIT_DIRS:
+        text = _read_text(run.world.root.join(directory, unit))
+        if text is not None:
+            return text
+    return None
+
+
+def _systemd(run: _Run) -> bool:
+    """systemd is PID 1 on the checked root (sd_booted(3): /run/systemd/system is a directory)."""
+    return os.path.isdir(run.world.root.join("run/systemd/system"))
+
+
+def _cron(run: _Run) -> str | None:
+    """The cron file (or crontab) that runs spurinv refresh, if any."""
+    found = _cron_entry(run)
+    return found[0] if found else None
+
+
+def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
+    """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
+    with its schedule (a date that never comes), if any."""
+    for name in CRON_FILES:
+        text = _read_text(run.world.root.join(name))
+        if text is None:
+            continue
+        for line in text.splitlines():
+            entry = cron_line(line, with_user=not name.startswith("var/spool"))
+            if entry is not None:
+                return "/" + name, entry
+    return None
+
+
+MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
+MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                                        "nov", "dec"), start=1)}  # fmt: skip
+
+
+def cron_line(line: str, *, with_user: bool = True) -> str | None:
+    """For a crontab line that runs ``spurinv refresh``: "" when its schedule can fire, or what
+    is wrong with it; None for any other line (a comment, an assignment, ``echo spurinv refresh``).
+    crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
+    words = line.split()
+    if not words or words[0].startswith("#") or "=" in words[0]:
+        return None
+    if words[0].startswith("@"):
+        fields, rest = [], words[1:]
+    else:
+        fields, rest = words[:5], words[5:]
+        if len(fields) < 5:
+            return None
+    if with_user:
+        rest = rest[1:]
+    command = " ".join(rest)
+    if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
+        return None
+    first = rest[0] if rest else ""
+    if first in ("echo", "printf", ":", "true", "#") or "refresh" not in command:
+        return None
+    if words[0] == "@reboot":
+        return "@reboot runs it once at boot only"
+    if fields:
+        days, months = _values(fields[2], 1, 31), _values(fields[3], 1, 12, MONTHS)
+        if days is None or months is None:
+            return f"the schedule {' '.join(fields)} has a field cron cannot read"
+        if fields[4] == "*" and days and months and min(days) > max(MONTH_DAYS[month] for month in months):
+            return f"the schedule {' '.join(fields)} names a day its months never have"
+    return ""
+
+
+def _values(field: str, low: int, high: int, names: dict[str, int] | None = None) -> set[int] | None:
+    """The numbers a crontab field matches (None when it cannot be read)."""
+    found: set[int] = set()
+    for part in field.lower().split(","):
+        span, _, step_text = part.partition("/")
+        if not (step_text.isdigit() or not step_text) or step_text == "0":
+            return None
+        step = int(step_text or 1)
+        if span == "*":
+            start, end = low, high
+        else:
+            first, _, last = span.partition("-")
+            numbers = [names.get(text) if names and text in names else (int(text) if text.isdigit() else None)
+                       for text in (first, last or first)]  # fmt: skip
+            if numbers[0] is None or numbers[1] is None:
+                return None
+            start, end = numbers[0], numbers[1]
+            if not low <= start <= end <= high:
+                return None
+        found |= set(range(start, end + 1, step))
+    return found
+
+
+def _cron_daemon(run: _Run) -> bool | None:
+    """A cron daemon runs on the checked root (cron, crond, busybox crond); None when /proc there
+    cannot tell."""
+    try:
+        pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
+    except OSError:
+        return None
+    if not pids:
+        return None
+    for pid in pids:
+        comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
+        if comm in ("cron", "crond"):
+            return True
+        if comm == "busybox":
+            cmdline = _read_text(run.world.root.join("proc", pid, "cmdline")) or ""
+            if "crond" in cmdline:
+                return True
+    return False
+
+
+def _timer_link(run: _Run) -> str:
+    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
+    link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
+    for directory in UNIT_DIRS:
+        unit = run.world.root.join(directory, TIMER)
+        if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
+            return "masked"
+    state = "disabled"
+    for directory in UNIT_DIRS:
+        link = run.world.root.join(directory, "timers.target.wants", TIMER)
+        if not os.path.lexists(link):
+            continue
+        target = os.readlink(link) if os.path.islink(link) else link
+        if target == "/dev/null":
+            return "masked"
+        if target.startswith("/"):
+            target = run.world.root.join(target.lstrip("/"))
+            if run.world.root.path != "/" and not os.path.exists(target):
+                target = os.readlink(link)  # a link made for the test root, or a chroot's own
+        else:
+            target = os.path.join(os.path.dirname(link), target)
+        if os.path.isfile(target):
+            return "enabled"
+        state = "dangling"
+    return state
+
+
+def _ask_systemctl(run: _Run, *args: str) -> str | None:
+    """``systemctl ARGS`` (bounded); its first word, or None when it cannot answer."""
+    if run.host.systemctl is None:
+        return None
+    from spurinv.controller import process
+
+    timeout = min(5.0, run.budget.remaining())
+    environ = {**run.world.environ, "SYSTEMD_PAGER": "", "LC_ALL": "C"}
+    try:  # bounded, its process group killed on expiry or on SIGTERM
+        done = process.run([run.host.systemctl, *args], environ, timeout, limit=4096)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = done.stdout.split()
+    return words[0] if words else None
+
+
+def _schedule(run: _Run) -> Check:
+    """What runs spurinv refresh; then that the program each scheduler starts is there and the
+    cron file is one cron reads."""
+    found = _schedule_found(run)
+    if found.status not in ("ok", "warn"):
+        return found
+    for scheduler in _schedulers(run):
+        problem = _program_problem(run, scheduler) or (_cron_file_problem(run) if scheduler == "cron" else None)
+        if problem is not None and (problem.status == "fail" or found.status == "ok"):
+            return problem
+    return found
+
+
+def _program_problem(run: _Run, scheduler: str) -> Check | None:
+    """The program the scheduler starts must exist and be executable (on the checked root); the
+    unit's must not sit where ProtectHome= hides it."""
+    if scheduler == "cron":
+        command = _cron_command(run)
+        if command is None:
+            return None
+        where, words = command
+        program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
+        path, origin = _scheduler_path(run, "cron")
+        told = f"{where} runs {program}"
+    else:
+        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
+        if not starts or not starts[-1].split():
+            return None
+        where = SERVICE
+        program = starts[-1].split()[0].lstrip("@-:+!")
+        path, origin = _scheduler_path(run, "systemd")
+        told = f"{SERVICE} ExecStart= runs {program}"
+        home = [value for key, value, _where in _service_directives(run) if key == "ProtectHome"]
+        if (
+            home
+            and home[-1] in ("yes", "true", "tmpfs")
+            and any(
+                os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
+            )
+            and program.startswith("/")
+        ):
+            return Check(
+                "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
+                "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
+                exitcode.CONFIG,
+            )  # fmt: skip
+    if not program:
+        return None
+    if program.startswith("/"):
+        found = program if _executable(run, program) else None
+    else:
+        found = next((os.path.join(folder, program) for folder in path.split(":")
+                      if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
+    if found is None:
+        on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
+        return Check(
+            "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
+            f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
+        )  # fmt: skip
+    return None
+
+
+def _executable(run: _Run, program: str) -> bool:
+    path = run.world.root.join(program.lstrip("/"))
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _cron_command(run: _Run) -> tuple[str, list[str]] | None:
+    """The cron file that runs spurinv refresh and its entry's command words."""
+    for name in CRON_FILES:
+        text = _read_text(run.world.root.join(name))
+        with_user = not name.startswith("var/spool")
+        for line in (text or "").splitlines():
+            if cron_line(line, with_user=with_user) is None:
+                continue
+            words = line.split()
+            words = words[1:] if words[0].startswith("@") else words[5:]
+            return "/" + name, words[1:] if with_user else words
+    return None
+
+
+def _cron_file_problem(run: _Run) -> Check | None:
+    """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
+    MODE" and skips it) or whose last line has no newline (cron drops or refuses it)."""
+    cron = _cron(run)
+    if cron is None:
+        return None
+    path = run.world.root.join(cron.lstrip("/"))
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+    if cron.startswith("/etc/cron.d/") and mode & 0o022:
+        return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may write "
+                     "(INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+    text = _read_text(path) or ""
+    if text and not text.endswith("\n"):
+        return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its last line",
+                     f"echo >> {cron}")  # fmt: skip
+    return None
+
+
+def _schedule_found(run: _Run) -> Check:
+    entry = _cron_entry(run)
+    cron = entry[0] if entry else None
+    installed = _unit_text(run, TIMER) is not None
+    if not _systemd(run):
+        if cron:
+            return _cron_check(run, entry, "systemd is not PID 1 here")
+        return Check(
+            "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
+            INSTALL_CRON, exitcode.CONFIG,
+        )  # fmt: skip
+    link, active, running = _timer(run)
+    enabled = link == "enabled"
+    if run.host.systemctl is None:
+        detail_active = "(systemctl not asked: --root is another system)"
+    elif active is None:
+        detail_active = "(systemctl did not answer)"
+    else:
+        detail_active = f"and {active}"
+    if running and cron:
+        return Check(
+            "schedule", "warn", f"both {TIMER} and {cron} run spurinv refresh", f"remove {cron}: one scheduler per node"
+        )
+    if running:
+        # asked only of a systemctl that answered: a hung one costs its timeout once
+        said = _ask_systemctl(run, "show", "-p", "Result", SERVICE) if active is not None else None
+        result = said.removeprefix("Result=") if said and said.startswith("Result=") else None
+        if result not in (None, "success"):
+            status = _ask_systemctl(run, "show", "-p", "ExecMainStatus", SERVICE) or ""
+            code = status.removeprefix("ExecMainStatus=")
+            told = f"{TIMER} is active, but the last run of {SERVICE} ended with result {result}"
+            fix = f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}"
+            # a config or permission error (78, 77) comes back on every run; anything else may
+            # be one earlier run's, which the next tick clears
+            if code.isdigit() and int(code) in (exitcode.CONFIG, exitcode.NOPERM):
+                return Check("schedule", "fail", f"{told} (exit {code}, which every run repeats)", fix, int(code))
+            return Check("schedule", "warn", f"{told}" + (f" (exit {code})" if code.isdigit() else ""), fix)
+        return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
+    if cron:
+        return _cron_check(run, entry, f"{TIMER} not active")
+    if link == "masked":
+        return Check("schedule", "fail", f"{TIMER} is masked and no cron entry names spurinv refresh",
+                     f"systemctl unmask {TIMER} && {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
+    if not installed:
+        return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
+                     f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
+                     exitcode.CONFIG)  # fmt: skip
+    state = active or detail_active.strip("()")
+    dangling = "; its timers.target.wants link points at nothing" if link == "dangling" else ""
+    return Check("schedule", "fail", f"{TIMER} is installed but not running ({state}){dangling}", INSTALL_TIMER,
+                 exitcode.CONFIG)  # fmt: skip
+
+
+def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Check:
+    assert entry is not None
+    cron, problem = entry
+    if problem:
+        return Check("schedule", "warn", f"cron: {cron} names spurinv refresh, but {problem}",
+                     f"give it a schedule that fires, as systemd/spurinv.cron does: {INSTALL_CRON}")  # fmt: skip
+    daemon = _cron_daemon(run)
+    if daemon is False:
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but no cron daemon runs here ({why})",
+                     "start cron (e.g. `service cron start`, or busybox crond in a container)")  # fmt: skip
+    return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
+
+
+def _udev(run: _Run) -> Check:
+    if not _systemd(run):
+        return Check("udev", "skip", "systemd is not PID 1: GPU events cannot start the service; the schedule catches changes")
+    for directory in UDEV_DIRS:
+        path = run.world.root.join(directory, "90-spurinv.rules")
+        if os.path.isfile(path):
+            return Check("udev", "ok", f"/{directory}/90-spurinv.rules starts a run when a GPU device appears or goes")
+    return Check("udev", "warn", "90-spurinv.rules is not installed: a partition switch waits for the next tick", INSTALL_UDEV)
+
+
+def _one(message: str) -> str:
+    return " ".join(message.split())
+
+
+__all__ = ["NAMES", "Check", "Host", "jwt_expiry", "run"]

@@ -1,0 +1,1 @@
+"""The operator's configuration: loading, origins, errors in the operator's words."""

@@ -1,0 +1,1 @@
+"""Talking to the controller: views, transports (REST, scontrol), ownership of drains."""

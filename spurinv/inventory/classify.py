@@ -1,0 +1,248 @@
+"""The classifier: (reported baseline, previous reading, current reading) → outcome. Pure.
+
+One reading is never enough: a change is confirmed only by two consecutive successful readings
+with the same fingerprint (ROCm/spur#898's "seen-twice" on the schedulable-set fingerprint, so two
+different partial reads never confirm each other). A confirmed reading that loses every GPU, or
+loses a package the PCI bus still shows, is *suspicious* and held back: a driver reload rolling
+across a fleet must not report every node as zero-GPU (ROCm/spur#834's blocking review;
+ROCm/spur#898, 2026-09-18; docs/spur.md).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from spurinv import shape
+from spurinv.inventory.fingerprint import SCHEDULABLE
+from spurinv.inventory.model import Device, Inventory, Reading
+from spurinv.shape import SWITCH
+
+COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
+
+
+class Kind(StrEnum):
+    """Outcome kinds; the values are the documented JSON strings."""
+
+    UNCHANGED = shape.UNCHANGED
+    DISCOVERY_FAILED = "discovery-failed"
+    CHANGE_PENDING = "change-pending"
+    CHANGE_CONFIRMED = "change-confirmed"
+    SUSPICIOUS = "suspicious"
+    SWITCHING = "switching"  # a partition switch in progress: neither a change nor a failure
+
+
+def switching(reading: Reading) -> bool:
+    """Whether ``reading`` caught a partition switch in progress: every error is its evidence (a
+    real failure beside a switch is a failure, which counts)."""
+    return not reading.ok and shape.switch_only(error.source for error in reading.errors)
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FieldChange(_Value):
+    """One field of one device (or of the node, ``id`` = ``"node"``) that differs."""
+
+    id: str
+    field: str
+    old: Any
+    new: Any
+
+
+class PackageChange(_Value):
+    """A physical GPU whose partition mode or device count changed."""
+
+    pci_bdf: str
+    old_mode: str | None
+    new_mode: str | None
+    old_count: int
+    new_count: int
+
+    def line(self) -> str:
+        """``0000:05:00.0 SPX→CPX: 1 → 8 devices``."""
+        modes = f" {self.old_mode or '-'}→{self.new_mode or '-'}" if self.old_mode != self.new_mode else ""
+        return f"{self.pci_bdf}{modes}: {self.old_count} → {self.new_count} devices"
+
+
+class InventoryDiff(_Value):
+    """What differs between two inventories, by device identity."""
+
+    added: tuple[Device, ...] = ()
+    removed: tuple[Device, ...] = ()
+    changed: tuple[FieldChange, ...] = ()
+    packages: tuple[PackageChange, ...] = ()
+    node: tuple[FieldChange, ...] = ()
+    old_counts: dict[str, int] = {}
+    new_counts: dict[str, int] = {}
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing schedulable differs."""
+        return not (self.added or self.removed or self.changed or self.node)
+
+    def summary(self) -> str:
+        """One line for a drain reason or a log: ``8 GPUs SPX→CPX (1→8 each); mi300x 8→64``."""
+        parts = []
+        groups: dict[tuple[str | None, str | None, int, int], int] = {}
+        for package in self.packages:
+            key = (package.old_mode, package.new_mode, package.old_count, package.new_count)
+            groups[key] = groups.get(key, 0) + 1
+        for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
+            gpus = f"{number} GPU{'s' if number > 1 else ''}"
+            # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
+            modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else f" {old_mode}" if old_mode else ""
+            parts.append(
+                f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
+            )
+        for model in sorted(set(self.old_counts) | set(self.new_counts)):
+            old, new = self.old_counts.get(model, 0), self.new_counts.get(model, 0)
+            if old != new:
+                parts.append(f"{model} {old}→{new}")
+        fields: dict[str, int] = {}
+        memory: dict[tuple[str, str], int] = {}
+        for change in self.changed:
+            if switched := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
+                memory[switched] = memory.get(switched, 0) + 1
+                continue
+            fields[change.field] = fields.get(change.field, 0) + 1
+        parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(memory.items()))
+        parts.extend(f"{field} changed on {count} device{'s' if count > 1 else ''}" for field, count in sorted(fields.items()))
+        parts.extend(f"{change.field} {change.old}→{change.new}" for change in self.node)
+        return "; ".join(parts) or "no schedulable difference"
+
+
+def _memory_modes(change: FieldChange) -> tuple[str, str] | None:
+    """(old, new) memory modes of a partition change that switched the memory mode, else None."""
+    if change.field != "partition" or not isinstance(change.old, dict) or not isinstance(change.new, dict):
+        return None
+    old, new = change.old.get("memory"), change.new.get("memory")
+    if old == new:
+        return None
+    return str(old or "-"), str(new or "-")
+
+
+class Outcome(_Value):
+    """The classifier's verdict, with the reason a person reads and the diff to act on."""
+
+    kind: Kind
+    reason: str
+    fingerprint: str | None = None
+    diff: InventoryDiff | None = None
+    release: str | None = None
+
+
+def compare(old: Inventory | None, new: Inventory) -> InventoryDiff:
+    """Return the difference from ``old`` to ``new`` by device identity (``old`` None: all added)."""
+    before = {device.id: device for device in old.devices} if old else {}
+    after = {device.id: device for device in new.devices}
+    changed = [
+        FieldChange(id=ident, field=field, old=_plain(getattr(before[ident], field)), new=_plain(getattr(device, field)))
+        for ident, device in after.items()
+        if ident in before
+        for field in COMPARED
+        if getattr(before[ident], field) != getattr(device, field)
+    ]
+    node = [
+        FieldChange(id="node", field=field, old=getattr(old, field), new=getattr(new, field))
+        for field in ("cpus", "memory_mb")
+        if old is not None and getattr(old, field) != getattr(new, field)
+    ]
+    return InventoryDiff(
+        added=tuple(device for ident, device in after.items() if ident not in before),
+        removed=tuple(device for ident, device in before.items() if ident not in after),
+        changed=tuple(changed),
+        packages=_packages(old.devices if old else (), new.devices),
+        node=tuple(node),
+        old_counts=old.gpu_counts() if old else {},
+        new_counts=new.gpu_counts(),
+    )
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, BaseModel) else value
+
+
+def _packages(old: tuple[Device, ...], new: tuple[Device, ...]) -> tuple[PackageChange, ...]:
+    def shape(devices: tuple[Device, ...]) -> dict[str, tuple[str | None, int]]:
+        result: dict[str, tuple[str | None, int]] = {}
+        for device in devices:
+            mode = device.partition.compute if device.partition else None
+            result[device.pci_bdf] = (mode, result.get(device.pci_bdf, (mode, 0))[1] + 1)
+        return result
+
+    before, after = shape(old), shape(new)
+    changes = []
+    for bdf in sorted(set(before) | set(after)):
+        old_mode, old_count = before.get(bdf, (None, 0))
+        new_mode, new_count = after.get(bdf, (None, 0))
+        if (old_mode, old_count) != (new_mode, new_count) and old_count and new_count:
+            changes.append(
+                PackageChange(pci_bdf=bdf, old_mode=old_mode, new_mode=new_mode, old_count=old_count, new_count=new_count)
+            )
+    return tuple(changes)
+
+
+def classify(
+    baseline: Inventory | None,
+    previous: Reading | None,
+    current: Reading,
+    accepted: str | None = None,
+) -> Outcome:
+    """Classify ``current`` against the baseline and the reading before it.
+
+    ``accepted`` is a fingerprint an operator accepted with ``refresh --accept``: it releases a
+    suspicious reading with exactly that fingerprint, and nothing else.
+    """
+    if switching(current):
+        evidence = [error for error in current.errors if error.source == SWITCH]
+        more = f" (+{len(evidence) - 1} more)" if len(evidence) > 1 else ""
+        return Outcome(kind=Kind.SWITCHING, reason=f"partition switch in progress: {evidence[0].reason}{more}")
+    if not current.ok or current.inventory is None:
+        first = current.errors[0].line() if current.errors else "no inventory"
+        more = f" (+{len(current.errors) - 1} more)" if len(current.errors) > 1 else ""
+        return Outcome(kind=Kind.DISCOVERY_FAILED, reason=f"discovery failed: {first}{more}")
+    inventory = current.inventory
+    if baseline is not None and inventory.fingerprint == baseline.fingerprint:
+        return Outcome(kind=Kind.UNCHANGED, reason=shape.UNCHANGED_REASON, fingerprint=inventory.fingerprint)
+    diff = compare(baseline, inventory)
+    if previous is None or not previous.ok or previous.fingerprint != inventory.fingerprint:
+        why = "first sighting" if previous is None or not previous.ok else "differs from the previous reading"
+        return Outcome(
+            kind=Kind.CHANGE_PENDING,
+            reason=f"{why}; a second identical reading confirms it",
+            fingerprint=inventory.fingerprint,
+            diff=diff,
+        )
+    suspicion = _suspicion(baseline, inventory, diff)
+    if suspicion and accepted != inventory.fingerprint:
+        return Outcome(
+            kind=Kind.SUSPICIOUS,
+            reason=suspicion,
+            fingerprint=inventory.fingerprint,
+            diff=diff,
+            release=(
+                "held until the devices come back; if the loss is real, accept it with "
+                f"`spurinv refresh --accept {inventory.fingerprint[:12]}`"
+            ),
+        )
+    reason = "two identical readings differ from the baseline" if baseline else "two identical readings; no baseline yet"
+    if suspicion:
+        reason += " (suspicious, accepted by an operator)"
+    return Outcome(kind=Kind.CHANGE_CONFIRMED, reason=reason, fingerprint=inventory.fingerprint, diff=diff)
+
+
+def _suspicion(baseline: Inventory | None, current: Inventory, diff: InventoryDiff) -> str | None:
+    if baseline is None or not baseline.devices:
+        return None
+    if not current.devices:
+        return f"every GPU vanished ({len(baseline.devices)} → 0)"
+    remaining = {device.pci_bdf for device in current.devices}
+    on_bus = set(current.pci_functions)
+    lost = sorted({d.pci_bdf for d in diff.removed if d.pci_bdf not in remaining and d.pci_bdf in on_bus})
+    if lost:
+        return f"{', '.join(lost)} still on the PCI bus but lost all devices"
+    return None

@@ -1,0 +1,90 @@
+"""DRM card and render nodes from ``sys/class/drm``.
+
+Each ``card<N>`` / ``renderD<N>`` entry's ``device`` link names the device behind it: a PCI
+function, or for MI300 partitions other than the first an ``amdgpu_xcp_<k>`` platform device
+(docs/spur.md). Connector entries (``card0-DP-1``), ``controlD64``, ``ttm`` and ``version``
+are not device nodes and are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+
+from spurinv.inventory import root as places
+from spurinv.inventory.sources.attribute import ReadError, is_bdf, numbered, parse_keyed_lines, read_optional, sysfs_names
+from spurinv.inventory.sources.pci import canonical
+from spurinv.inventory.sources.status import Report
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from spurinv.inventory.root import RealPaths, Root
+    from spurinv.shape import DrmNode
+
+
+def _device(paths: RealPaths, link: str, directories: dict[str, bool]) -> str:
+    """The directory a node's ``device`` link leads to; ReadError "missing" or "dangling link".
+
+    lexists only when the link did not lead to a directory (a system call for each of ~130 DRM
+    nodes per tick), with the verdicts of checking it first; ``directories`` remembers isdir for
+    the walk (a partition's card and render node share their device)."""
+    try:
+        device = paths.resolve(link)
+    except OSError:
+        if not os.path.lexists(link):
+            raise ReadError(link, "missing") from None
+        raise
+    if device not in directories:
+        directories[device] = os.path.isdir(device)
+    if not directories[device]:
+        raise ReadError(link, "dangling link" if os.path.lexists(link) else "missing")
+    return device
+
+
+def read_drm(root: Root, report: Report) -> list[DrmNode]:
+    """Return one dict per DRM card/render node: kind, minor, device dir, PCI BDF or xcp index."""
+    base = root.join(places.DRM_CLASS)
+    names = sysfs_names(root, report, base, lambda: report.absent("no DRM devices (no GPU driver loaded)"))
+    if names is None:
+        return []
+    paths = root.resolver()  # one memo per walk: the tree may change between readings
+    nodes: list[DrmNode] = []
+    directories: dict[str, bool] = {}  # as paths: the tree is taken not to change during one walk
+    for name in sorted(names):
+        kind, minor = "card", numbered(name, "card")  # the names ^(card|renderD)(\d+)$ matches
+        if minor is None:
+            kind, minor = "render", numbered(name, "renderD")
+        if minor is None:
+            continue
+        link = os.path.join(base, name, "device")
+        try:
+            device = _device(paths, link, directories)
+        except OSError as exc:
+            report.fail(link, str(exc))
+            continue
+        except ReadError as exc:
+            report.fail(exc.path, exc.reason)
+            continue
+        leaf = os.path.basename(device)
+        bdf = canonical(leaf) if is_bdf(leaf) else None
+        xcp = numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")  # ^amdgpu_xcp[._](\d+)$
+        if bdf is None and xcp is None:
+            # procfs's fixture keeps `device` as a plain directory; its uevent names the slot.
+            try:
+                uevent = read_optional(os.path.join(device, "uevent"))
+            except ReadError as exc:
+                report.fail(exc.path, exc.reason)
+                continue
+            slot = parse_keyed_lines(uevent or "", "=").get("PCI_SLOT_NAME") or ""
+            bdf = canonical(slot) if is_bdf(slot) else (slot or None)
+        nodes.append(
+            {
+                "kind": kind,
+                "minor": int(minor),
+                "device": device,
+                "bdf": bdf,
+                "xcp": int(xcp) if xcp is not None else None,
+            }
+        )
+    cards = sum(1 for node in nodes if node["kind"] == "card")
+    report.detail = f"{cards} cards, {len(nodes) - cards} render nodes"
+    return nodes

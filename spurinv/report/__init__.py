@@ -1,0 +1,1 @@
+"""What spurinv prints and exports: JSON documents, their models, metrics, the fleet table."""

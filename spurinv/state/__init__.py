@@ -1,0 +1,1 @@
+"""What spurinv remembers between runs: the state file, its books, intents, file locations."""

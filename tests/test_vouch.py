@@ -1,0 +1,159 @@
+"""The lean path's check of a state file (spurinv/state/vouch.py) never vouches for a file the
+pydantic model refuses, and vouches for every file spurinv itself writes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from spurinv.state import vouch
+from spurinv.state.file import State
+
+TIMESTAMPS = st.sampled_from([
+    "2026-12-02T18:00:00Z", "2026-12-02T18:00:00+00:00", "2026-12-02T18:00:00.5Z", "2026-12-02T18:00:00",
+    "2026-13-02T18:00:00Z", "2026-02-30T18:00:00Z", "2026-12-02 18:00:00Z", "20261202T180000Z", "yesterday",
+    "2026-12-02T24:00:00Z", "2026-12-02T18:00:00+24:00", "2026-12-02T18:00:00-23:59", "0000-01-01T00:00:00Z",
+])  # fmt: skip
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(),
+    st.text(max_size=8), st.sampled_from(["5", "true", "off", "busy", "observed", "drain", "\ud800", "rest", "1.0"]),
+    TIMESTAMPS,
+)  # fmt: skip
+VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+def _get(node: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        node = node[part]
+    return node
+
+
+def mutated(base: dict[str, Any], draw: Any) -> dict[str, Any]:
+    """``base`` with one to three random edits: a value replaced (by a random one or by another
+    value of the same file), a key removed, or a key added."""
+    state = copy.deepcopy(base)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(state)
+        path = draw(st.sampled_from(paths[1:] or paths))
+        if not path:
+            continue
+        parent = _get(state, path[:-1])
+        edit = draw(st.sampled_from(["value", "borrow", "delete", "add"]))
+        if edit == "value":
+            parent[path[-1]] = draw(VALUES)
+        elif edit == "borrow":
+            parent[path[-1]] = copy.deepcopy(_get(state, draw(st.sampled_from(paths))))
+        elif edit == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.sampled_from(["drain", "intent", "extra", "controller_errors", "cause", "index"]))] = draw(VALUES)
+    return state
+
+
+def _accepted(state: object) -> bool:
+    try:
+        State.model_validate(state)
+    except (ValidationError, TypeError, ValueError):
+        return False
+    return True
+
+
+@pytest.fixture
+def written(cli, built, state_path) -> list[dict[str, Any]]:
+    """State files as spurinv writes them: a first reading, a confirmed baseline, a tick's."""
+    files = []
+    for root in ("mi300x-dpx", "vega10", "host-node_exporter"):
+        state_path.unlink(missing_ok=True)
+        for _ in range(3):
+            assert cli("refresh", "--root", built(root), "--state", state_path, "--confirm-interval", "0").code == 0
+            files.append(json.loads(state_path.read_text()))
+    return files
+
+
+def test_every_state_spurinv_writes_is_vouched_for(written):
+    for state in written:
+        assert _accepted(state)
+        assert vouch.problem(state) is None
+
+
+def test_what_the_lean_check_vouches_for_the_model_accepts(written):
+    bases = [written[2], written[5], written[6]]
+
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        state = mutated(data.draw(st.sampled_from(bases)), data.draw)
+        if vouch.problem(state) is None:
+            assert _accepted(state), json.dumps(state, default=str)[:2000]
+
+    check()
+
+
+@pytest.mark.parametrize(
+    ("edit", "where"),
+    [
+        (lambda s: s.update(consecutive_failures="many"), "consecutive_failures"),
+        (lambda s: s["readings"][-1].update(taken_at="2026-02-30T18:00:00Z"), "readings.1.taken_at"),
+        (lambda s: s["baseline"].update(source="guessed"), "baseline.source"),
+        (lambda s: s.update(drain={"reason": "spurinv: x", "set_at": "2026-12-02T18:00:00Z", "cause": "bored"}), "drain"),
+        (lambda s: s["baseline"]["inventory"].update(cpus=s["baseline"]["inventory"]["cpus"] + 1), "baseline.inventory"),
+        (lambda s: s["readings"][-1].update(ok=False), "readings.1"),
+        (lambda s: s.update(seal=1), "seal"),
+    ],
+)
+def test_the_first_problem_is_named(written, edit, where):
+    state = copy.deepcopy(written[2])
+    edit(state)
+
+    found = vouch.problem(state)
+
+    assert found is not None
+    assert found.startswith(where), found
+    assert not _accepted(state)
+
+
+@st.composite
+def near_timestamps(draw: Any) -> str:
+    """RFC 3339-like text with every part possibly out of range or misshapen."""
+    year = draw(st.integers(0, 10000))
+    parts = [draw(st.integers(0, 61)) for _ in range(5)]  # month, day, hour, minute, second
+    text = f"{year:04d}-{parts[0]:02d}-{parts[1]:02d}T{parts[2]:02d}:{parts[3]:02d}:{parts[4]:02d}"
+    text += draw(st.sampled_from(["", ".5", ".123456", ".1234567", "."]))
+    text += draw(st.sampled_from(["Z", "", "+00:00", "-23:59", "+24:00", "+05:3", "z", "+0530", "+05:60"]))
+    return draw(st.sampled_from([text, text.replace("T", " "), text.replace("-", "/", 1), " " + text]))
+
+
+@pytest.mark.parametrize("where", ["last.at", "readings.1.taken_at", "baseline.since", "last_success"])
+def test_a_timestamp_the_lean_check_accepts_the_model_accepts(written, where):
+    base = written[2]
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(near_timestamps())
+    def check(text: str) -> None:
+        state = copy.deepcopy(base)
+        *path, name = where.split(".")
+        _get(state, tuple(int(part) if part.isdigit() else part for part in path))[name] = text
+        if vouch.problem(state) is None:
+            assert _accepted(state), text
+
+    check()
+    assert vouch.problem({**base, "last_success": "2028-02-29T23:59:59.000001-23:59"}) is None
