@@ -4,6 +4,7 @@ environment for the CLI, and helpers to run spurinv in-process or as a real proc
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -99,13 +100,27 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Return a read-only fixture root by name, building it on first use."""
-    base = tmp_path_factory.mktemp("roots")
+    """Return a read-only fixture root by name, building it on first use.
+
+    Under pytest-xdist the workers of one run share the roots (the 64-partition CPX root costs
+    about 2 s of CPU to build): the first worker to ask builds a root beside the others' temporary
+    directories, under a lock, and renames it into place; the others wait for it and reuse it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # the run's own directory (pytest-N), shared by its workers only; without xdist, one per session
+    base = tmp_path_factory.getbasetemp().parent / "roots" if worker else tmp_path_factory.mktemp("roots")
+    base.mkdir(exist_ok=True)
     cache: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in cache:
-            cache[name] = BUILDERS[name](base / name)
+            target = base / name
+            with open(base / f"{name}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not target.exists():
+                    building = base / f"{name}.building-{os.getpid()}"
+                    assert BUILDERS[name](building) == building, f"{name} was built elsewhere"
+                    building.rename(target)
+            cache[name] = target
         return cache[name]
 
     return get
