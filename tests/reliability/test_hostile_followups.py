@@ -49,14 +49,16 @@ def test_a_cdi_spec_with_a_lone_surrogate_or_a_huge_number_is_refused_not_kept(c
 
 
 @pytest.mark.parametrize("case", ["json-path", "yaml-path", "version-digits"])
-def test_a_cdi_spec_with_a_lone_surrogate_is_a_flag_naming_the_file_and_the_run_goes_on(case, root_copy, state_path, spurinv):
+def test_a_cdi_spec_with_a_lone_surrogate_is_a_flag_naming_the_file_and_the_run_goes_on(
+    case, root_copy, state_path, spurinv_here
+):
     root = root_copy("mi300x-spx")
     text, yaml_format = SURROGATE_SPECS[case]
     spec = root / "etc" / "cdi" / ("hostile.yaml" if yaml_format else "hostile.json")
     spec.write_text(text)
 
-    discovered = spurinv("discover", "--json", "--root", root)
-    ran = spurinv("refresh", "--json", "--root", root, "--state", state_path)
+    discovered = spurinv_here("discover", "--json", "--root", root)
+    ran = spurinv_here("refresh", "--json", "--root", root, "--state", state_path)
 
     assert discovered.code == 0, discovered
     flags = [flag for flag in json.loads(discovered.out)["flags"] if flag["path"].endswith(spec.name)]
@@ -123,7 +125,7 @@ def test_metrics_file_by_another_name_is_refused_by_refresh_fleet_and_config(cli
 # --- CDI flags and names grow the state past what its loader reads (item 4) ----------------------
 
 
-def test_unbounded_cdi_flags_never_make_a_state_the_loader_refuses(root_copy, state_path, spurinv):
+def test_unbounded_cdi_flags_never_make_a_state_the_loader_refuses(root_copy, state_path, spurinv_here):
     """40,000 symbolic links in etc/cdi were 40,000 flags in every reading: the state grew past
     16 MiB and the next run moved it aside as corrupt, losing the baseline."""
     root = root_copy("mi300x-spx")
@@ -131,7 +133,7 @@ def test_unbounded_cdi_flags_never_make_a_state_the_loader_refuses(root_copy, st
     for index in range(40000):
         (directory / f"{index:05d}{'x' * 240}.json").symlink_to("amd.json")
 
-    runs = [spurinv("refresh", "--json", "--root", root, "--state", state_path) for _ in range(3)]
+    runs = [spurinv_here("refresh", "--json", "--root", root, "--state", state_path) for _ in range(3)]
 
     assert [ran.code for ran in runs] == [0, 0, 0], runs
     assert not list(state_path.parent.glob("*.corrupt-*")), "the state was moved aside as corrupt"

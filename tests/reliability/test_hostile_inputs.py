@@ -295,13 +295,13 @@ def test_server_text_is_bounded_in_messages_and_the_state_file(tmp_path, built, 
 
 
 @pytest.mark.parametrize("command", [("config", "show", "--json"), ("refresh", "--json")])
-def test_a_non_utf8_config_is_exit_78_naming_the_file(command, tmp_path, built, spurinv, ledger):
+def test_a_non_utf8_config_is_exit_78_naming_the_file(command, tmp_path, built, spurinv_here, ledger):
     config = tmp_path / "config.toml"
     config.write_bytes(b'[node]\nname = "n\xff1"\n')
     config.chmod(0o600)
     root = ("--root", built("mi300x-spx"), "--state", tmp_path / "s.json") if command[0] == "refresh" else ()
 
-    ran = spurinv(*command, *root, "--config", config)
+    ran = spurinv_here(*command, *root, "--config", config)
 
     ledger.record("hostile config", f"non-UTF-8 config: {command[0]}", f"exit {ran.code}")
     assert exitcode.CONFIG == ran.code, ran
