@@ -426,14 +426,15 @@ def test_an_unsaveable_intent_means_no_request_is_sent(tmp_path, built):
     assert "DRAIN" not in node.controller["state"]
 
 
-# --- real processes against a gateway that applies and answers late -------------------------------
+# --- runs against a gateway that applies and answers late -----------------------------------------
 
 
 class Process:
-    """``spurinv refresh`` as a real process against a FaultServer on 127.0.0.1."""
+    """``spurinv refresh`` against a FaultServer on 127.0.0.1: in this process (``launch.main``),
+    or as a real process where the process is the point (a signal, the run deadline)."""
 
-    def __init__(self, tmp: Path, built: Any, env: dict[str, str], server: Any, timeout: float = 2.0) -> None:
-        self.tmp, self.built, self.env, self.server = tmp, built, env, server
+    def __init__(self, tmp: Path, built: Any, env: dict[str, str], server: Any, cli: Any, timeout: float = 2.0) -> None:
+        self.tmp, self.built, self.env, self.server, self.cli = tmp, built, env, server, cli
         self.state = tmp / "state" / "state.json"
         self.state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # an explicit state path's directory exists
         self.config = tmp / "controller.toml"
@@ -446,30 +447,40 @@ class Process:
     def argv(self, root: str, *extra: str) -> list[str]:
         import sys
 
-        return [sys.executable, "-m", "spurinv", "refresh", "--root", str(self.built(root)), "--state", str(self.state),
-                "--config", str(self.config), "--json", *extra]  # fmt: skip
+        return [sys.executable, "-m", "spurinv", *self.args(root, *extra)]
 
-    def run(self, root: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    def args(self, root: str, *extra: str) -> list[str]:
+        return ["refresh", "--root", str(self.built(root)), "--state", str(self.state), "--config", str(self.config),
+                "--json", *extra]  # fmt: skip
+
+    def run(self, root: str, *extra: str, process: bool = False) -> tuple[int, dict[str, Any]]:
         import subprocess
 
-        done = subprocess.run(self.argv(root, *extra), env=self.env, capture_output=True, text=True, timeout=60, check=False)
+        if process:
+            done = subprocess.run(
+                self.argv(root, *extra), env=self.env, capture_output=True, text=True, timeout=60, check=False
+            )
+            code, out, err = done.returncode, done.stdout, done.stderr
+        else:
+            result = self.cli(*self.args(root, *extra))
+            code, out, err = result.code, result.out, result.err
         try:
-            return done.returncode, json.loads(done.stdout)
+            return code, json.loads(out)
         except ValueError:
-            raise AssertionError(f"exit {done.returncode}, no JSON: {done.stdout}\n{done.stderr}") from None
+            raise AssertionError(f"exit {code}, no JSON: {out}\n{err}") from None
 
     def saved(self) -> dict[str, Any]:
         return json.loads(self.state.read_text())
 
 
 @pytest.fixture
-def late(tmp_path, built, env):
+def late(tmp_path, built, env, cli):
     from faultserver import FaultServer
 
     gateway = Gateway()
     gateway.add_node("n1", gres="gpu:mi300x:8")
     with FaultServer(gateway=gateway) as server:
-        node = Process(tmp_path, built, env, server)
+        node = Process(tmp_path, built, env, server, cli)
         assert node.run("mi300x-spx")[0] == 0
         assert node.run("mi300x-spx")[0] == 0  # adopted: the controller lists gpu:mi300x:8
         gateway.nodes["n1"].update(state=["MIXED"], alloc_cpus=2, gres_used="gpu:mi300x:2(IDX:0-1)")
@@ -556,7 +567,7 @@ def test_the_run_deadline_stops_requests_and_exits_75_without_backoff(late):
     server.script("GET", server.node_path("n1"), Reply(200, {"nodes": [gateway.nodes["n1"]]}, delay=3.0))
     before = len(server.requests())
 
-    code, document = node.run("mi300x-cpx")
+    code, document = node.run("mi300x-cpx", process=True)
 
     assert exitcode.TEMPFAIL == code, document
     assert "run_deadline" in document["steps"][-1]["error"]
