@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import hostile
 import pytest
@@ -248,24 +249,26 @@ def fill(directory: Path) -> None:
         os.close(fd)
 
 
-def refresh_on(root: Path, state: Path, config: Path, env: dict[str, str]) -> tuple[int, str]:
-    return finish(start(root, state, config, env))
+def refresh_on(root: Path, state: Path, config: Path, spurinv_here: Any) -> tuple[int, str]:
+    """One refresh in this process: what a run does with the disk's errno, not how a process ends."""
+    ran = spurinv_here("refresh", "--root", root, "--state", state, "--config", config)
+    return ran.code, ran.err
 
 
 @pytest.mark.parametrize("lock_exists", [True, False], ids=["lock-file-exists", "no-lock-file-yet"])
 def test_a_full_disk_is_exit_74_with_one_clear_line_and_the_old_state_untouched(
-    built, env, tmp_path, small_tmpfs, ledger, lock_exists
+    built, spurinv_here, tmp_path, small_tmpfs, ledger, lock_exists
 ):
     state = small_tmpfs / "state.json"
     config = lock_config(tmp_path, lock_timeout=1, confirm_interval=0)
-    code, err = refresh_on(built("mi300x-spx"), state, config, env)
+    code, err = refresh_on(built("mi300x-spx"), state, config, spurinv_here)
     assert code == 0, err
     before = state.read_bytes()
     if not lock_exists:
         Path(f"{state}.lock").unlink()  # first run on a full disk: the lock file must be created too
     fill(small_tmpfs)
 
-    code, err = refresh_on(built("mi300x-cpx"), state, config, env)  # a 100 kB state: cannot fit
+    code, err = refresh_on(built("mi300x-cpx"), state, config, spurinv_here)  # a 100 kB state: cannot fit
 
     lost = state.read_bytes() != before
     ledger.record("disk", f"full disk (ENOSPC), {'lock present' if lock_exists else 'no lock file'}", f"exit {code}",
@@ -277,15 +280,15 @@ def test_a_full_disk_is_exit_74_with_one_clear_line_and_the_old_state_untouched(
     assert not list(small_tmpfs.glob("state.json.tmp-*"))
 
 
-def test_a_read_only_state_directory_is_exit_73_and_the_old_state_untouched(built, env, tmp_path, small_tmpfs, ledger):
+def test_a_read_only_state_directory_is_exit_73_and_the_old_state_untouched(built, spurinv_here, tmp_path, small_tmpfs, ledger):
     state = small_tmpfs / "state.json"
     config = lock_config(tmp_path, lock_timeout=1, confirm_interval=0)
-    code, err = refresh_on(built("mi300x-spx"), state, config, env)
+    code, err = refresh_on(built("mi300x-spx"), state, config, spurinv_here)
     assert code == 0, err
     before = state.read_bytes()
     subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
 
-    code, err = refresh_on(built("mi300x-cpx"), state, config, env)
+    code, err = refresh_on(built("mi300x-cpx"), state, config, spurinv_here)
 
     lost = state.read_bytes() != before
     ledger.record("disk", "read-only state directory (EROFS)", f"exit {code}", lost=lost)
@@ -295,12 +298,12 @@ def test_a_read_only_state_directory_is_exit_73_and_the_old_state_untouched(buil
     assert "Read-only file system" in err
 
 
-def test_a_deeply_nested_state_file_is_moved_aside_like_any_corrupt_one(built, env, tmp_path):
+def test_a_deeply_nested_state_file_is_moved_aside_like_any_corrupt_one(built, spurinv_here, tmp_path):
     state = tmp_path / "state.json"
     # a state's own object holding the nesting: bare brackets are not a state at all, refused (65)
     state.write_text('{"schema_version": 3, "node": ' + "[" * 100000 + "]" * 100000 + "}")
 
-    code, err = finish(start(built("mi300x-spx"), state, hostile.config(tmp_path / "c.toml"), env))
+    code, err = refresh_on(built("mi300x-spx"), state, hostile.config(tmp_path / "c.toml"), spurinv_here)
 
     assert code == 0, err
     assert "moved aside" in err
