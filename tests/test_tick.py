@@ -76,37 +76,37 @@ def test_status_json_and_discover_json_are_lean_too(cli, built, state_path, env,
         assert not modules & set(HEAVY), (args[0], modules & set(HEAVY))
 
 
-def test_the_fast_tick_writes_a_state_the_full_model_accepts(cli, built, state_path, spurinv_process):
+def test_the_fast_tick_writes_a_state_the_full_model_accepts(cli, built, state_path):
     root = built("mi300x-cpx")
     before = steady(cli, root, state_path)
 
-    result = spurinv_process("refresh", "--root", root, "--state", state_path)
+    result = cli("refresh", "--root", root, "--state", state_path)
     after = state_file.load(str(state_path))
 
-    assert result.stdout.startswith("unchanged")
+    assert result.out.startswith("unchanged")
     assert after.readings[-1].taken_at.isoformat() >= before["readings"][-1]["taken_at"][:19]
     assert after.steady is not None
     assert after.last.outcome == "unchanged"
 
 
-def test_a_changed_root_falls_through_to_the_full_run(cli, built, state_path, spurinv_process):
+def test_a_changed_root_falls_through_to_the_full_run(cli, built, state_path):
     steady(cli, built("mi300x-spx"), state_path)
 
-    result = spurinv_process("refresh", "--root", built("mi300x-cpx"), "--state", state_path, "--confirm-interval", "0")
+    result = cli("refresh", "--root", built("mi300x-cpx"), "--state", state_path, "--confirm-interval", "0")
 
-    assert "change-pending" in result.stdout, result.stdout + result.stderr
+    assert "change-pending" in result.out, result.out + result.err
     assert json.loads(state_path.read_text())["steady"] is None
 
 
-def test_a_changed_config_file_falls_through(cli, built, state_path, env, spurinv_process, tmp_path):
+def test_a_changed_config_file_falls_through(cli, built, state_path, env, tmp_path):
     root = built("mi300x-spx")
     steady(cli, root, state_path)
     with open(env["SPURINV_CONFIG"], "a") as handle:
         handle.write("[policy]\nconfirm_interval = 0\n")
 
-    result = spurinv_process("refresh", "--root", root, "--state", state_path)
+    result = cli("refresh", "--root", root, "--state", state_path)
 
-    assert "spurinv refresh, node" in result.stdout  # the full run's rendering, not the one-liner
+    assert "spurinv refresh, node" in result.out  # the full run's rendering, not the one-liner
 
 
 def test_a_failed_metrics_write_after_the_state_write_is_reported_not_handed_over(cli, built, state_path, env, capsys):
