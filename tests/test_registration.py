@@ -198,7 +198,9 @@ def test_a_daemon_the_command_leaves_holding_its_output_neither_fails_it_nor_die
         outcome = registration.run(["/bin/sh", "-c", script], ENV, 20)
 
         assert (outcome.status, outcome.stdout.strip()) == (0, "started")
-        assert os.path.exists(f"/proc/{int(pid_file.read_text())}")
+        # alive, not a zombie: a runner that waited for the pipes to close returns only once the
+        # daemon has ended, and a dead daemon may stay in /proc as a zombie nothing reaps
+        assert _alive(int(pid_file.read_text()))
     finally:
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError):
