@@ -3,13 +3,17 @@ the same line whichever transport sent it (issue #26: no test pinned it)."""
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
+
 import pytest
 from faultserver import FaultServer, Gateway, Reply
 
 from spurinv.config import ControllerSection
 from spurinv.controller import Controller
 from spurinv.errors import ControllerError
-from spurinv.transport import Request
+from spurinv.transport import Request, extra_limit
 
 
 def test_a_request_line_is_method_path_then_the_body_as_sorted_json_then_the_status():
@@ -78,3 +82,19 @@ def test_a_gres_update_that_fails_otherwise_is_that_error_not_a_refusal(rest):
         client.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "ab" * 8)
 
     assert caught.value.kind == "auth"
+
+
+# --- the longest extra scontrol can carry (issue #26, seed 4141) --------------------------------
+
+
+def test_the_longest_extra_through_scontrol_is_the_longest_argument_linux_execs():
+    """``Extra=<text>`` is one argv word: 131072 bytes (32 pages of 4 KiB) with its NUL, so 131065
+    bytes of text; REST has no limit of its own."""
+    limit = extra_limit("scontrol")
+
+    assert (limit, extra_limit("rest")) == (131065, None)
+    assert subprocess.run(["/bin/true", "Extra=" + "x" * limit], check=False).returncode == 0
+    if os.sysconf("SC_PAGE_SIZE") == 4096:  # the kernel's own limit is 32 pages
+        with pytest.raises(OSError) as refused:
+            subprocess.run(["/bin/true", "Extra=" + "x" * (limit + 1)], check=False)
+        assert refused.value.errno == errno.E2BIG
