@@ -349,6 +349,23 @@ def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(t
         assert str(caught.value) == f"controller.register_command: {program} does not exist or is not a regular file"
 
 
+def test_a_bare_command_name_is_the_first_executable_file_of_that_name_on_path(tmp_path, monkeypatch):
+    """As the shell looks it up, minus the current directory: a relative ``$PATH`` entry, a
+    directory or a file without the execute bit of that name are passed over (issue #26, seed 4141)."""
+    monkeypatch.chdir(tmp_path)
+    for directory, mode in (("relative", 0o755), ("plain", 0o644), ("found", 0o755), ("later", 0o755)):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "tool").write_text("#!/bin/sh\n")
+        (tmp_path / directory / "tool").chmod(mode)
+    (tmp_path / "dir" / "tool").mkdir(parents=True)
+    path = ":".join(["relative", *(str(tmp_path / name) for name in ("plain", "dir", "found", "later"))])
+
+    assert registration.resolve("tool", {"PATH": path}, "controller.scontrol") == str(tmp_path / "found" / "tool")
+    with pytest.raises(ConfigError) as caught:
+        registration.resolve("tool", {"PATH": "relative"}, "controller.scontrol")
+    assert str(caught.value) == "controller.scontrol: 'tool' is not on PATH"
+
+
 def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
     """``MAX_OUTPUT`` pinned with a literal: the register command's tail that the log and the
     refusal quote (issue #26: only explicit limits were tested)."""
