@@ -293,6 +293,30 @@ def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(t
     assert not ran.exists()
 
 
+def test_a_command_past_its_timeout_is_unreachable_and_one_the_deadline_cut_is_the_deadlines(tmp_path):
+    """Both name the command by its first four words (issue #26, seed 4141): the timeout is the
+    controller's (backed off), the deadline's cut is not."""
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    program = fake_scontrol(tmp_path, "exec sleep 30")
+    slow = Scontrol(ControllerSection(transport="scontrol", scontrol=program, timeout=1), "n1", os.environ)
+    slow.flavor = "slurm"
+    budget = Budget(1, clock=lambda: 0.0)  # a stopped clock: 1 s left whenever the command starts
+    cut = Scontrol(ControllerSection(transport="scontrol", scontrol=program, timeout=30), "n1", os.environ, budget=budget)
+    cut.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as timed_out:
+        slow.view()
+    with pytest.raises(DeadlineError) as deadline:
+        cut.view()
+
+    assert (timed_out.value.kind, timed_out.value.message) == (
+        "unreachable", f"`{program} --json show node …` did not answer within 1 s; killed"
+    )
+    assert str(deadline.value) == f"controller.run_deadline (1 s) reached during `{program} --json show node`; state saved"
+
+
 # --- issue #26: reading a node through Slurm's scontrol, and its failures -------------------------
 
 # `scontrol --json show node n1` prints the data parser's document, the shape of the REST API's
