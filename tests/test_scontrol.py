@@ -391,6 +391,29 @@ def test_an_unknown_node_is_named_in_the_error(tmp_path):
     assert str(caught.value) == "the controller does not know node 'n1' (slurm_load_node error: Invalid node name specified)"
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("echo 'slurm_load_node error: Invalid node name specified'; exit 1", "Invalid node name specified"),
+        ("echo 'loading'; echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1",
+         "Invalid node name specified"),
+        ("echo 'slurm_load_node error: Invalid node name specified'; echo 'Zero Bytes were transmitted' >&2; exit 1",
+         "Zero Bytes were transmitted"),
+    ],
+)  # fmt: skip
+def test_a_failure_is_read_from_stderr_and_from_stdout_only_when_stderr_is_empty(tmp_path, body, said):
+    """Issue #26, seed 4141: which stream holds scontrol's words (``stderr or stdout``)."""
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, body)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert said in caught.value.message
+    assert ("loading" in caught.value.message, caught.value.kind) == (
+        False, "unknown-node" if said.startswith("Invalid") else "unreachable"
+    )
+
+
 def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
     """What `--dry-run` and the log print for a registration with our record: Slurm applies
     ``extra`` even when it refuses the GRES of the same update, so the record is its own exec."""
