@@ -143,3 +143,38 @@ def test_a_cached_api_version_that_answers_is_used_without_detection(server):
     rest.view()
 
     assert [seen.path for seen in server.seen] == [NODE]
+
+
+# --- Slurm's error numbers at the edges of each range (issue #26, seed 4141) ----------------------
+# The ranges of spurinv/controller.py's UNREACHABLE_ERRORS and INVALID_REQUEST (slurm_errno.h),
+# pinned with literals on both sides of each edge.
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"),
+    [(1000, "refused"), (1001, "unreachable"), (1004, "unreachable"), (1005, "refused"),
+     (1012, "refused"), (1013, "unreachable"), (1016, "unreachable"), (1017, "refused"),
+     (1799, "refused"), (1800, "unreachable"), (1805, "unreachable"), (1806, "refused"),
+     (5002, "refused"), (5003, "unreachable"), (5005, "unreachable"), (5006, "refused")],
+)  # fmt: skip
+def test_a_failed_write_is_unreachable_only_for_slurms_communication_errors(server, number, kind):
+    server.script("POST", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmctld said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert caught.value.kind == kind
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"),
+    [(8999, "unreachable"), (9000, "protocol"), (9099, "protocol"), (9100, "unreachable"),
+     (9199, "unreachable"), (9200, "protocol"), (9299, "protocol"), (9300, "unreachable")],
+)  # fmt: skip
+def test_a_failed_read_is_a_protocol_error_only_when_slurm_calls_the_request_invalid(server, number, kind):
+    server.script("GET", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmrestd said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert caught.value.kind == kind
