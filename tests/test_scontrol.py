@@ -359,6 +359,24 @@ def test_a_slurm_view_with_an_unusable_gres_count_is_a_protocol_error(tmp_path, 
     assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
 
 
+SHOW_ALL = SHOW_N1.with_name("nodes-n1-idle-n2-drained.json")
+
+
+def test_every_node_through_slurms_scontrol_is_read_from_its_json_view(tmp_path):
+    """Issue #26, seed 4141: ``nodes()`` had a test through spur only; Slurm's ``scontrol`` answers
+    ``--json show node`` (a stand-in printing slurmrestd 24.11's capture of two nodes)."""
+    fake = fake_scontrol(tmp_path, f'[ "$*" = "--json show node" ] || exit 9\ncat {SHOW_ALL}')
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    views = client.nodes()
+
+    assert [(v.name, v.base, v.flags, v.gres, v.reason) for v in views] == [
+        ("n1", "IDLE", (), "gpu:mi300x:8", "spurinv: batch drain"),
+        ("n2", "IDLE", ("DRAIN",), "gpu:4,fpga:4", "NHC: spurinv idle drain test"),
+    ]
+    assert client.flavor == "slurm"
+
+
 def test_a_show_failure_scontrol_does_not_explain_is_a_protocol_error_with_its_words(tmp_path):
     fake = fake_scontrol(tmp_path, "echo 'slurm_load_node error: Something nobody has seen yet' >&2; exit 1")
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
