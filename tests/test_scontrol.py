@@ -448,6 +448,27 @@ def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
     assert alone == f"EXEC {program} update NodeName=n1 Gres=gpu:mi300x:64"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"reason": "spurinv: x"}, {"state": ["DOWN"]}, {"state": ["DOWN"], "extra": "{}"}, {"state": [], "extra": "{}"}],
+)
+def test_a_body_scontrol_has_no_update_for_is_refused_before_anything_runs(tmp_path, body):
+    """Issue #26, seed 4141: only a drain, a resume, a GRES or our record alone becomes an
+    ``scontrol update``; anything else is a protocol error, never a partial update (a state
+    dropped, the record written alone) or an ``update`` with nothing in it."""
+    ran = tmp_path / "ran"
+    fake = fake_scontrol(tmp_path, f"touch {ran}")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post(body)
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"no scontrol update for {sorted(body)}")
+    assert not ran.exists()
+    assert client.describe({"extra": "{}"}) == f"EXEC {client.program} update NodeName=n1 'Extra={{}}'"  # alone: fine
+
+
 def test_a_refused_reason_is_quoted_in_the_error_up_to_sixty_characters(tmp_path):
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, "exit 0")), "n1", os.environ)
     reason = '"' + "x" * 100
