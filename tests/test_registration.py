@@ -77,6 +77,19 @@ def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_tim
         registration.run(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], ENV, 0.5)
 
 
+def test_waiting_for_a_command_that_closed_its_output_costs_no_cpu():
+    """A closed pipe stays readable (end of file): it must leave the wait, or every later look
+    returns at once and the runner spins until the command ends (issue #26, seed 4141: the
+    ``unregister`` at end of file removed was caught only by the time limit). The command runs
+    2 s; the wait takes a few milliseconds of CPU, a spin would take most of the 2 s."""
+    started = time.thread_time()
+
+    outcome = registration.run(["/bin/sh", "-c", "echo done; exec >&- 2>&-; sleep 2"], ENV, 20)
+
+    assert (outcome.status, outcome.stdout) == (0, "done\n")
+    assert time.thread_time() - started < 0.3
+
+
 @pytest.mark.parametrize(
     ("text", "secret"),
     [
