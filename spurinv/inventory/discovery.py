@@ -27,8 +27,6 @@ from spurinv.inventory.sources.cdi import read_cdi
 from spurinv.inventory.sources.drm import read_drm
 from spurinv.inventory.sources.host import read_cpus, read_memory
 from spurinv.inventory.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
-from spurinv.inventory.sources.mig import decode, read_mig
-from spurinv.inventory.sources.mig import index as mig_index
 from spurinv.inventory.sources.nvidia import read_nvidia
 from spurinv.inventory.sources.pci import MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.inventory.sources.status import ABSENT, FAILED, Report
@@ -74,7 +72,11 @@ def discover(
     drm = read_drm(root, reports["drm"])
     kfd = read_kfd(root, reports["kfd"], topology=topology)
     nvidia = read_nvidia(root, reports["nvidia"])
-    mig = read_mig(root, reports["nvidia"], nvidia)
+    mig: dict[str, MigGpu] = {}
+    if nvidia:  # no MIG tree without an NVIDIA GPU: an AMD node's tick does not import its reader
+        from spurinv.inventory.sources.mig import read_mig
+
+        mig = read_mig(root, reports["nvidia"], nvidia)
     cdi = read_cdi(root, reports["cdi"], cdi_dirs)
     cpus = read_cpus(root, reports["cpus"])
     memory = read_memory(root, reports["memory"])
@@ -380,6 +382,8 @@ def _nvidia_devices(
             )
             report.switching(where, reason)
         if layout and layout["instances"]:
+            from spurinv.inventory.sources.mig import index as mig_index
+
             # The type stays the GPU's model: profile names (1g.10gb) only NVML knows.
             devices.extend(
                 _device(
@@ -459,6 +463,8 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
             number = path.removeprefix(_CAP_PREFIX)
             if not path.startswith(_CAP_PREFIX) or not number.isdigit() or len(number) > 9:
                 continue
+            from spurinv.inventory.sources.mig import decode
+
             decoded = decode(int(number))
             if decoded is None or decoded[0] in said:
                 continue
