@@ -126,18 +126,21 @@ def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
     environment), before anything is read or written. Python hands such bytes over as lone
     surrogates (``\\udcff``), which neither the state file nor UTF-8 output can hold; every path
     spurinv is given is one an operator typed, so the fix is to name one that is text."""
-    from spurinv import exitcode
     from spurinv.inventory.sources.status import escaped
 
     for position, word in enumerate(args):
         if escaped(word) != word:
             named = args[position - 1] + " " if position and args[position - 1].startswith("-") else ""
             sys.stderr.write(f"spurinv: error: {named}{escaped(word)}: not UTF-8 text; name a path that is\n")
+            from spurinv import exitcode  # only for the refusal: a module fewer on every tick
+
             return exitcode.USAGE
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
         value = environ.get(name, "")
         if escaped(value) != value:
             sys.stderr.write(f"spurinv: error: ${name} ({escaped(value)}): not UTF-8 text; name a path that is\n")
+            from spurinv import exitcode
+
             return exitcode.CONFIG
     return None
 
