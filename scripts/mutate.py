@@ -884,7 +884,7 @@ def resolve(names: list[str]) -> list[str]:
     for name in names:
         dotted = name.replace(".", "/")
         candidates = (
-            [name] if name.endswith(".py")
+            [name, f"spurinv/{name}"] if name.endswith(".py")
             else [f"spurinv/{dotted}.py", *sorted(str(p.relative_to(REPO)) for p in (REPO / "spurinv").rglob(f"{dotted}.py"))]
         )  # fmt: skip
         found = next((c for c in candidates if (REPO / c).is_file()), None)

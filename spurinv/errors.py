@@ -12,60 +12,52 @@ ControllerKind = Literal["unreachable", "auth", "refused", "protocol", "unknown-
 
 
 class SpurinvError(Exception):
-    """Base class: ``code`` is a stable identifier for JSON output, ``exit_code`` from sysexits."""
+    """Base class: ``code`` is a stable identifier for JSON output, ``exit_code`` from sysexits.
+    A subclass names both in its header, the one place they are said."""
 
     exit_code = exitcode.SOFTWARE
     code = "error"
+
+    def __init_subclass__(cls, *, code: str = "", exit_code: int = 0) -> None:
+        super().__init_subclass__()
+        cls.code = code or cls.code
+        cls.exit_code = exit_code or cls.exit_code
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
 
-class UsageError(SpurinvError):
-    exit_code = exitcode.USAGE
-    code = "usage"
+class UsageError(SpurinvError, code="usage", exit_code=exitcode.USAGE):
+    """The command line is wrong: a flag, its value, or two flags that clash."""
 
 
-class ConfigError(SpurinvError):
-    exit_code = exitcode.CONFIG
-    code = "config"
+class ConfigError(SpurinvError, code="config", exit_code=exitcode.CONFIG):
+    """The configuration (file, environment) is wrong, named by its file and key."""
 
 
-class TokenError(SpurinvError):
+class TokenError(SpurinvError, code="token", exit_code=exitcode.NOPERM):
     """The controller token is missing or its file is unsafe."""
 
-    exit_code = exitcode.NOPERM
-    code = "token"
 
-
-class StateError(SpurinvError):
+class StateError(SpurinvError, code="state"):
     """The state file cannot be used (newer schema, corrupt in strict mode, unwritable)."""
-
-    code = "state"
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
 
 
-class LockError(SpurinvError):
-    exit_code = exitcode.TEMPFAIL
-    code = "locked"
+class LockError(SpurinvError, code="locked", exit_code=exitcode.TEMPFAIL):
+    """Another run holds the lock (exit 75: try again later)."""
 
 
-class Interrupted(SpurinvError):
+class Interrupted(SpurinvError, code="interrupted", exit_code=exitcode.TEMPFAIL):
     """SIGTERM or SIGINT ended the run; the state was saved (exit 75: try again later)."""
 
-    exit_code = exitcode.TEMPFAIL
-    code = "interrupted"
 
-
-class DeadlineError(SpurinvError):
+class DeadlineError(SpurinvError, code="deadline", exit_code=exitcode.TEMPFAIL):
     """``controller.run_deadline`` passed: no further request; the state was saved (exit 75)."""
-
-    exit_code = exitcode.TEMPFAIL
-    code = "deadline"
 
 
 class ControllerError(SpurinvError):

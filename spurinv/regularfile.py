@@ -18,7 +18,7 @@ import stat
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISDIR, "a directory"),
-    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISLNK, "a symbolic link"),
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),

@@ -5,7 +5,10 @@ from __future__ import annotations
 import signal
 import threading
 
-from spurinv.budget import Signals, shielded
+import pytest
+
+from spurinv.budget import Budget, Signals, shielded
+from spurinv.errors import DeadlineError, Interrupted
 
 
 def _mine(_signum: int, _frame: object) -> None:
@@ -47,3 +50,74 @@ def test_a_shielded_block_runs_in_another_thread_too():
     thread.join()
 
     assert ran == ["saved"]
+
+
+# --- the run's deadline and its signals, pinned (issue #26, seed 4141) ---------------------------
+
+
+def test_the_deadline_allows_work_until_its_last_instant_and_none_from_it():
+    now = [1000.0]
+    budget = Budget(10, clock=lambda: now[0])
+
+    assert budget.allow(30, "the GET") == 10.0
+    now[0] = 1009.5
+    budget.check("the POST")  # half a second left: a request may still start
+    assert budget.allow(30, "the POST") == 0.5
+    now[0] = 1010.0
+    with pytest.raises(DeadlineError) as caught:
+        budget.check("the POST")
+    assert str(caught.value) == "controller.run_deadline (10 s) reached before the POST; state saved"
+    now[0] = 1011.0
+    assert budget.remaining() == 0.0  # never negative
+    with pytest.raises(DeadlineError):
+        budget.allow(1, "the read-back")
+
+
+def test_a_sigterm_in_a_run_is_an_interruption_and_a_second_one_waits_for_it():
+    """The first SIGTERM stops the run (its state is saved on the way out); one more, while that
+    happens, is absorbed rather than cutting the save short."""
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with Signals() as signals:
+            with pytest.raises(Interrupted) as caught:
+                signal.raise_signal(signal.SIGTERM)
+            assert str(caught.value) == "stopped by SIGTERM; state saved"
+            assert signals.received == signal.SIGTERM
+            signal.raise_signal(signal.SIGTERM)  # the handler returns: nothing raised
+            signal.raise_signal(signal.SIGINT)
+            assert signals.received == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_signals_outside_the_main_thread_change_no_handler():
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def work() -> None:
+        with Signals():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+
+    assert seen == [before]
+
+
+def test_a_sigterm_during_a_shielded_block_arrives_after_it():
+    order: list[str] = []
+
+    def note(_signum: int, _frame: object) -> None:
+        order.append("SIGTERM")
+
+    before = signal.signal(signal.SIGTERM, note)
+    try:
+        with shielded():
+            signal.raise_signal(signal.SIGTERM)
+            order.append("saved")
+        order.append("after")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+    assert order == ["saved", "SIGTERM", "after"]

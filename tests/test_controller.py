@@ -4,6 +4,8 @@ busy re-check's all-nodes query, and the size bound on an answer."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +14,7 @@ from faultserver import FaultServer, Gateway, Reply
 from spurinv import exitcode
 from spurinv.config.settings import ControllerSection
 from spurinv.controller.rest import Controller
-from spurinv.errors import ControllerError
+from spurinv.errors import ConfigError, ControllerError
 
 NODE = "/slurm/v0.0.42/node/n1"
 NODES = "/slurm/v0.0.42/nodes"
@@ -143,3 +145,94 @@ def test_a_cached_api_version_that_answers_is_used_without_detection(server):
     rest.view()
 
     assert [seen.path for seen in server.seen] == [NODE]
+
+
+# --- Slurm's error numbers at the edges of each range (issue #26, seed 4141) ----------------------
+# The ranges of spurinv/controller/rest.py's UNREACHABLE_ERRORS and INVALID_REQUEST (slurm_errno.h),
+# pinned with literals on both sides of each edge.
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"),
+    [(1000, "refused"), (1001, "unreachable"), (1004, "unreachable"), (1005, "refused"),
+     (1012, "refused"), (1013, "unreachable"), (1016, "unreachable"), (1017, "refused"),
+     (1799, "refused"), (1800, "unreachable"), (1805, "unreachable"), (1806, "refused"),
+     (5002, "refused"), (5003, "unreachable"), (5005, "unreachable"), (5006, "refused")],
+)  # fmt: skip
+def test_a_failed_write_is_unreachable_only_for_slurms_communication_errors(server, number, kind):
+    server.script("POST", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmctld said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert caught.value.kind == kind
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"),
+    [(8999, "unreachable"), (9000, "protocol"), (9099, "protocol"), (9100, "unreachable"),
+     (9199, "unreachable"), (9200, "protocol"), (9299, "protocol"), (9300, "unreachable")],
+)  # fmt: skip
+def test_a_failed_read_is_a_protocol_error_only_when_slurm_calls_the_request_invalid(server, number, kind):
+    server.script("GET", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmrestd said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert caught.value.kind == kind
+
+
+# --- where a token may go, what a refused connection says, whose CA is trusted (issue #26, seed 4141)
+
+
+@pytest.mark.parametrize(
+    ("url", "sent"),
+    [("http://localhost:6820", True), ("http://LOCALHOST:6820", True), ("http://127.0.0.2:6820", True),
+     ("http://[::1]:6820", True), ("https://ctl.example:6820", True), ("http://127.evil.example:6820", False),
+     ("http://10.0.0.1:6820", False), ("http://localhost.example:6820", False)],
+)  # fmt: skip
+def test_a_token_goes_over_plain_http_only_to_the_loopback(url, sent):
+    settings = ControllerSection(url=url, api="slurm/v0.0.42")
+    if sent:
+        Controller(settings, "n1", "tok")
+    else:
+        with pytest.raises(ConfigError) as caught:
+            Controller(settings, "n1", "tok")
+        assert str(caught.value).startswith("refusing to send the token over plain HTTP to ")
+
+
+def test_a_refused_connection_is_unreachable_in_the_operating_systems_words():
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        with pytest.raises(ControllerError) as caught:
+            Controller(ControllerSection(url=f"http://127.0.0.1:{port}", api="slurm/v0.0.42", timeout=5), "n1", None).view()
+
+    assert caught.value.kind == "unreachable"
+    assert caught.value.message == f"GET {NODE}: cannot connect to 127.0.0.1:{port}: Connection refused"
+
+
+@pytest.mark.filterwarnings("ignore:Unverified HTTPS request")
+def test_tls_trusts_the_configured_ca_file_and_nothing_when_verify_is_off(tmp_path):
+    """A site CA (``ca_file``) is what verifies the controller, not the system store; with
+    ``verify = false`` and no CA file nothing is checked (a self-signed lab controller)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway, tls=(str(cert), str(key))) as server:
+        trusted = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5, ca_file=str(cert))
+        unchecked = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5, verify=False)
+        system = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5)
+
+        assert Controller(trusted, "n1", None).view().gres == "gpu:mi300x:8"
+        assert Controller(unchecked, "n1", None).view().gres == "gpu:mi300x:8"
+        with pytest.raises(ControllerError) as caught:
+            Controller(system, "n1", None).view()
+
+    assert caught.value.kind == "unreachable"
+    assert "TLS with 127.0.0.1:" in caught.value.message

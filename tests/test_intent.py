@@ -760,3 +760,27 @@ def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registratio
     assert after.drain is None
     assert after.baseline.fingerprint == SPX.fingerprint
     assert note == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
+
+
+def test_an_unanswered_registration_listed_without_our_record_took_effect_only_if_the_gpu_count_changed():
+    """Issue #26, seed 4141: the controller lists what was sent but not our record (the run died
+    between the GRES and the record). A changed GPU count can only be the write's doing: kept as a
+    refusal the controller has met, so the record is written alone; with the count unchanged
+    (here the CPUs changed) the listing proves nothing and the run decides afresh."""
+    changed = with_intent("register", {"gres": "gpu:mi300x:64", "extra": "{}"})
+    fewer_cpus = inventory(packages(8, "SPX"), cpus=96)
+    same_count = with_intent("register", {"gres": "gpu:mi300x:8", "extra": "{}"}, current=fewer_cpus)
+
+    took, note = reconcile(changed, view(gres="gpu:mi300x:64"))
+    afresh, other = reconcile(same_count, view(gres="gpu:mi300x:8"))
+
+    assert note == "the unanswered re-registration took effect; recording it"
+    assert took.refusal is not None
+    assert (took.refusal.fingerprint, took.refusal.at, took.refusal.error) == (
+        CPX.fingerprint,
+        at(120),
+        "the unanswered re-registration took effect; its record was not written",
+    )
+    assert (took.intent, took.baseline.fingerprint) == (None, SPX.fingerprint)
+    assert other == "the unanswered re-registration was not applied; deciding afresh"
+    assert (afresh.intent, afresh.refusal, afresh.baseline.fingerprint) == (None, None, SPX.fingerprint)

@@ -275,3 +275,30 @@ def test_failed_readings_are_counted_until_one_succeeds():
 
     assert counts == [0, 1, 2, 0, 1, 0]
     assert state.last_success == at(360)
+
+
+# -- issue #26, seed 4141: which memo a tick may use; the record of a failed metrics write -------
+
+
+def test_a_memo_is_used_only_for_its_own_key_and_the_current_schema():
+    """A memo left under other flags, another config or boot (another key), by another state
+    schema, or not a memo at all, sends the tick to the full run."""
+    raw, steady = _memo_state(SPX)
+
+    assert ledger.memo_for(raw, "key") == steady
+    assert ledger.memo_for(raw, "key|boot=2") is None
+    assert ledger.memo_for({**raw, "schema_version": raw["schema_version"] + 1}, "key") is None
+    assert ledger.memo_for({**raw, "schema_version": None}, "key") is None
+    assert ledger.memo_for({**raw, "steady": [steady]}, "key") is None
+    assert ledger.memo_for({**raw, "steady": None}, "key") is None
+
+
+def test_a_failed_metrics_write_amends_the_decision_with_its_exit_status_and_a_last_action():
+    last = ledger.decision("2026-01-01T00:02:00Z", "unchanged", "none", "unchanged", 0, 1, ["GET /node → 200"])
+
+    amended = ledger.metrics_failed(last, "metrics file: cannot write /x/spurinv.prom", 73)
+
+    actions = ["GET /node → 200", "metrics: metrics file: cannot write /x/spurinv.prom"]
+    assert amended == {**last, "exit_code": 73, "actions": actions}
+    assert last["actions"] == ["GET /node → 200"]  # the decision passed in is left as it was
+    assert ledger.metrics_failed({"exit_code": 0}, "disk full", 74) == {"exit_code": 74, "actions": ["metrics: disk full"]}

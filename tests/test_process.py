@@ -77,7 +77,9 @@ def test_a_daemon_the_command_leaves_holding_its_output_neither_fails_it_nor_die
         outcome = process.run(["/bin/sh", "-c", script], ENV, 20)
 
         assert (outcome.status, outcome.stdout.strip()) == (0, "started")
-        assert os.path.exists(f"/proc/{int(pid_file.read_text())}")
+        # alive, not a zombie: a runner that waited for the pipes to close returns only once the
+        # daemon has ended, and a dead daemon may stay in /proc as a zombie nothing reaps
+        assert _alive(int(pid_file.read_text()))
     finally:
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError):
@@ -165,3 +167,33 @@ def test_a_grandchild_holding_the_pipes_does_not_outlive_the_timeout(tmp_path: P
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid_file.read_text()), 9)  # the grandchild we started, by PID
+
+
+def test_waiting_for_a_command_that_closed_its_output_costs_no_cpu():
+    """A closed pipe stays readable (end of file): it must leave the wait, or every later look
+    returns at once and the runner spins until the command ends (issue #26, seed 4141: the
+    ``unregister`` at end of file removed was caught only by the time limit). The command runs
+    2 s; the wait takes a few milliseconds of CPU, a spin would take most of the 2 s."""
+    started = time.thread_time()
+
+    outcome = process.run(["/bin/sh", "-c", "echo done; exec >&- 2>&-; sleep 2"], ENV, 20)
+
+    assert (outcome.status, outcome.stdout) == (0, "done\n")
+    assert time.thread_time() - started < 0.3
+
+
+def test_a_bare_command_name_is_the_first_executable_file_of_that_name_on_path(tmp_path, monkeypatch):
+    """As the shell looks it up, minus the current directory: a relative ``$PATH`` entry, a
+    directory or a file without the execute bit of that name are passed over (issue #26, seed 4141)."""
+    monkeypatch.chdir(tmp_path)
+    for directory, mode in (("relative", 0o755), ("plain", 0o644), ("found", 0o755), ("later", 0o755)):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "tool").write_text("#!/bin/sh\n")
+        (tmp_path / directory / "tool").chmod(mode)
+    (tmp_path / "dir" / "tool").mkdir(parents=True)
+    path = ":".join(["relative", *(str(tmp_path / name) for name in ("plain", "dir", "found", "later"))])
+
+    assert process.resolve("tool", {"PATH": path}, "controller.scontrol") == str(tmp_path / "found" / "tool")
+    with pytest.raises(ConfigError) as caught:
+        process.resolve("tool", {"PATH": "relative"}, "controller.scontrol")
+    assert str(caught.value) == "controller.scontrol: 'tool' is not on PATH"

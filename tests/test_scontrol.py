@@ -293,6 +293,31 @@ def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(t
     assert not ran.exists()
 
 
+def test_a_command_past_its_timeout_is_unreachable_and_one_the_deadline_cut_is_the_deadlines(tmp_path):
+    """Both name the command by its first four words (issue #26, seed 4141): the timeout is the
+    controller's (backed off), the deadline's cut is not."""
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    program = fake_scontrol(tmp_path, "exec sleep 30")
+    slow = Scontrol(ControllerSection(transport="scontrol", scontrol=program, timeout=1), "n1", os.environ)
+    slow.flavor = "slurm"
+    budget = Budget(1, clock=lambda: 0.0)  # a stopped clock: 1 s left whenever the command starts
+    cut = Scontrol(ControllerSection(transport="scontrol", scontrol=program, timeout=30), "n1", os.environ, budget=budget)
+    cut.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as timed_out:
+        slow.view()
+    with pytest.raises(DeadlineError) as deadline:
+        cut.view()
+
+    assert (timed_out.value.kind, timed_out.value.message) == (
+        "unreachable",
+        f"`{program} --json show node …` did not answer within 1 s; killed",
+    )
+    assert str(deadline.value) == f"controller.run_deadline (1 s) reached during `{program} --json show node`; state saved"
+
+
 # --- issue #26: reading a node through Slurm's scontrol, and its failures -------------------------
 
 # `scontrol --json show node n1` prints the data parser's document, the shape of the REST API's
@@ -335,6 +360,24 @@ def test_a_slurm_view_with_an_unusable_gres_count_is_a_protocol_error(tmp_path, 
     assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
 
 
+SHOW_ALL = SHOW_N1.with_name("nodes-n1-idle-n2-drained.json")
+
+
+def test_every_node_through_slurms_scontrol_is_read_from_its_json_view(tmp_path):
+    """Issue #26, seed 4141: ``nodes()`` had a test through spur only; Slurm's ``scontrol`` answers
+    ``--json show node`` (a stand-in printing slurmrestd 24.11's capture of two nodes)."""
+    fake = fake_scontrol(tmp_path, f'[ "$*" = "--json show node" ] || exit 9\ncat {SHOW_ALL}')
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    views = client.nodes()
+
+    assert [(v.name, v.base, v.flags, v.gres, v.reason) for v in views] == [
+        ("n1", "IDLE", (), "gpu:mi300x:8", "spurinv: batch drain"),
+        ("n2", "IDLE", ("DRAIN",), "gpu:4,fpga:4", "NHC: spurinv idle drain test"),
+    ]
+    assert client.flavor == "slurm"
+
+
 def test_a_show_failure_scontrol_does_not_explain_is_a_protocol_error_with_its_words(tmp_path):
     fake = fake_scontrol(tmp_path, "echo 'slurm_load_node error: Something nobody has seen yet' >&2; exit 1")
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
@@ -367,6 +410,30 @@ def test_an_unknown_node_is_named_in_the_error(tmp_path):
     assert str(caught.value) == "the controller does not know node 'n1' (slurm_load_node error: Invalid node name specified)"
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("echo 'slurm_load_node error: Invalid node name specified'; exit 1", "Invalid node name specified"),
+        ("echo 'loading'; echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1",
+         "Invalid node name specified"),
+        ("echo 'slurm_load_node error: Invalid node name specified'; echo 'Zero Bytes were transmitted' >&2; exit 1",
+         "Zero Bytes were transmitted"),
+    ],
+)  # fmt: skip
+def test_a_failure_is_read_from_stderr_and_from_stdout_only_when_stderr_is_empty(tmp_path, body, said):
+    """Issue #26, seed 4141: which stream holds scontrol's words (``stderr or stdout``)."""
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, body)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert said in caught.value.message
+    assert ("loading" in caught.value.message, caught.value.kind) == (
+        False,
+        "unknown-node" if said.startswith("Invalid") else "unreachable",
+    )
+
+
 def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
     """What `--dry-run` and the log print for a registration with our record: Slurm applies
     ``extra`` even when it refuses the GRES of the same update, so the record is its own exec."""
@@ -381,6 +448,27 @@ def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
         f"then EXEC {program} update NodeName=n1 'Extra={{\"spurinv\":{{}}}}'"
     )
     assert alone == f"EXEC {program} update NodeName=n1 Gres=gpu:mi300x:64"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"reason": "spurinv: x"}, {"state": ["DOWN"]}, {"state": ["DOWN"], "extra": "{}"}, {"state": [], "extra": "{}"}],
+)
+def test_a_body_scontrol_has_no_update_for_is_refused_before_anything_runs(tmp_path, body):
+    """Issue #26, seed 4141: only a drain, a resume, a GRES or our record alone becomes an
+    ``scontrol update``; anything else is a protocol error, never a partial update (a state
+    dropped, the record written alone) or an ``update`` with nothing in it."""
+    ran = tmp_path / "ran"
+    fake = fake_scontrol(tmp_path, f"touch {ran}")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post(body)
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"no scontrol update for {sorted(body)}")
+    assert not ran.exists()
+    assert client.describe({"extra": "{}"}) == f"EXEC {client.program} update NodeName=n1 'Extra={{}}'"  # alone: fine
 
 
 def test_a_refused_reason_is_quoted_in_the_error_up_to_sixty_characters(tmp_path):

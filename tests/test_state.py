@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spurinv.inventory.model import Reading
-from spurinv.report.documents import now_text
 from spurinv.state import file as state_file
 from spurinv.state import store
 from spurinv.state.file import State
+from spurinv.state.ledger import now_text
 
 SPX = inventory(packages(2, "SPX"))
 CPX = inventory(packages(2, "CPX", per=8))

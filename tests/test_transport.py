@@ -3,12 +3,16 @@ the same line whichever transport sent it (issue #26: no test pinned it)."""
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
+
 import pytest
-from faultserver import FaultServer, Gateway, Reply
+from faultserver import ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply
 
 from spurinv.config.settings import ControllerSection
 from spurinv.controller.rest import Controller
-from spurinv.controller.transport import Request
+from spurinv.controller.transport import RegisterResult, Request, extra_limit, recorded
 from spurinv.errors import ControllerError
 
 
@@ -76,5 +80,83 @@ def test_a_gres_update_that_fails_otherwise_is_that_error_not_a_refusal(rest):
 
     with pytest.raises(ControllerError) as caught:
         client.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "ab" * 8)
+
+    assert caught.value.kind == "auth"
+
+
+# --- the longest extra scontrol can carry (issue #26, seed 4141) --------------------------------
+
+
+def test_the_longest_extra_through_scontrol_is_the_longest_argument_linux_execs():
+    """``Extra=<text>`` is one argv word: 131072 bytes (32 pages of 4 KiB) with its NUL, so 131065
+    bytes of text; REST has no limit of its own."""
+    limit = extra_limit("scontrol")
+
+    assert (limit, extra_limit("rest")) == (131065, None)
+    assert subprocess.run(["/bin/true", "Extra=" + "x" * limit], check=False).returncode == 0
+    if os.sysconf("SC_PAGE_SIZE") == 4096:  # the kernel's own limit is 32 pages
+        with pytest.raises(OSError) as refused:
+            subprocess.run(["/bin/true", "Extra=" + "x" * (limit + 1)], check=False)
+        assert refused.value.errno == errno.E2BIG
+
+
+# --- our record after a confirmed registration (transport.recorded; issue #26, seed 4141) -------
+
+WITH_RECORD = {"gres": "gpu:mi300x:8", "extra": '{"spurinv":{"fingerprint":"abababababababab","gres":"gpu:mi300x:8"}}'}
+
+
+@pytest.fixture
+def annotated():
+    """A node whose admin keeps a note in ``extra``."""
+    gateway = Gateway(gres_policy="slurm")
+    gateway.add_node("n1", gres="gpu:mi300x:8", extra='{"rack":"r7"}')
+    with FaultServer(gateway=gateway) as server:
+        yield server, Controller(ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None)
+
+
+def test_a_confirmed_registration_gets_our_record_beside_the_admins_as_its_own_update(annotated):
+    server, client = annotated
+    view = client.view()
+
+    result = recorded(client, WITH_RECORD, RegisterResult(True, view, None, "EXEC register"))
+
+    spliced = '{"rack":"r7","spurinv":{"fingerprint":"abababababababab","gres":"gpu:mi300x:8"}}'
+    assert (result.applied, result.warning, result.view.extra) == (True, None, spliced)
+    assert [(seen.method, seen.json()) for seen in server.requests("POST")] == [("POST", {"extra": spliced})]
+    assert client.view().extra == spliced
+
+
+def test_a_registration_not_applied_or_already_recorded_writes_no_record(annotated):
+    server, client = annotated
+    view = client.view()
+    recorded(client, WITH_RECORD, RegisterResult(True, view, None))  # the record, once
+    now = client.view()
+
+    assert recorded(client, WITH_RECORD, RegisterResult(True, now, None)).view is now  # already there
+    fresh = view.model_copy(update={"extra": '{"rack":"r7"}'})
+    assert recorded(client, WITH_RECORD, RegisterResult(False, fresh, "refused")).view is fresh
+    assert recorded(client, {"gres": "gpu:mi300x:8"}, RegisterResult(True, fresh, None)).view is fresh  # no record
+    assert len(server.requests("POST")) == 1
+
+
+def test_a_record_the_controller_refuses_leaves_the_registration_done_with_a_warning(annotated):
+    server, client = annotated
+    view = client.view()
+    server.script("POST", NODE, Reply(500, ERRORS["gres"]))
+
+    result = recorded(client, WITH_RECORD, RegisterResult(True, view, None, "EXEC register"))
+
+    assert (result.applied, result.view.extra) == (True, '{"rack":"r7"}')
+    assert result.warning is not None
+    assert result.warning.startswith(f"registered, but the controller refused our record in extra: POST {NODE}: HTTP 500")
+
+
+def test_a_record_write_that_fails_otherwise_is_that_error(annotated):
+    server, client = annotated
+    view = client.view()
+    server.script("POST", NODE, Reply(401, NO_TOKEN_TEXT))
+
+    with pytest.raises(ControllerError) as caught:
+        recorded(client, WITH_RECORD, RegisterResult(True, view, None, "EXEC register"))
 
     assert caught.value.kind == "auth"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -47,6 +48,8 @@ ConfigOption = Annotated[
     typer.Option("--config", metavar="FILE", help="Config file (default: $SPURINV_CONFIG, /etc/spurinv/config.toml)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+NodeOption = Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")]
+ControllerUrlOption = Annotated[str | None, typer.Option("--controller-url", metavar="URL", help="Override controller.url.")]
 # The flags that override a config key, by key: a bad value there is a usage error (64), named
 # by its flag, where the same value in the file is a configuration error (78).
 OVERRIDE_FLAGS = {
@@ -56,6 +59,7 @@ OVERRIDE_FLAGS = {
     "policy.confirm_interval": "--confirm-interval",
 }
 HEX = frozenset("0123456789abcdef")
+Loaded = TypeVar("Loaded")
 
 
 def _emit_json(document: dict[str, Any]) -> None:
@@ -191,10 +195,8 @@ def refresh(
     metrics_file: Annotated[
         str | None, typer.Option("--metrics-file", metavar="FILE", help="Write node_exporter textfile metrics here.")
     ] = None,
-    controller_url: Annotated[
-        str | None, typer.Option("--controller-url", metavar="URL", help="Override controller.url.")
-    ] = None,
-    node: Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")] = None,
+    controller_url: ControllerUrlOption = None,
+    node: NodeOption = None,
     api: Annotated[
         str | None,
         typer.Option("--api", metavar="VERSION", help='Override controller.api ("auto", "slurm/v0.0.42").'),
@@ -276,7 +278,7 @@ def check(
     state: StateOption = None,
     config_file: ConfigOption = None,
     as_json: JsonOption = False,
-    node: Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")] = None,
+    node: NodeOption = None,
     metrics_file: Annotated[
         str | None, typer.Option("--metrics-file", metavar="FILE", help="Check this metrics file, as refresh would write it.")
     ] = None,
@@ -365,14 +367,9 @@ def diff(
     try:
         loaded, _origins, _cfg = _config(config_file)
         target = _root(root)
-        try:
-            saved = state_file.load(path) or state_file.State()
-        except (state_file.Corrupt, state_file.NewerSchema) as exc:
-            raise StateError(str(exc), exc.exit_code) from None
+        saved = _read_state(state_file.load, path) or state_file.State()
     except SpurinvError as error:
         raise _fail("diff", error, as_json) from None
-    except OSError as exc:  # the state file is there but cannot be read
-        raise _fail("diff", StateError(_unreadable(exc), exitcode.NOINPUT), as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
     result = Discovery.model_validate(raw)
     current = result.inventory
@@ -406,13 +403,23 @@ def diff(
     raise typer.Exit(code)
 
 
-def _unreadable(exc: OSError) -> str:
-    """A state file this user may not read: say who may (the state directory is root's, 0700)."""
+def _read_state(read: Callable[[str], Loaded], path: str) -> Loaded:
+    """The state file for a read-only command (diff, status), its faults as errors: corrupt or of a
+    newer schema (their own status), or there but unreadable (66; to a user who may not read it,
+    who may: the state directory is root's, 0700)."""
     import errno
 
-    if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
-        return f"{exc}; the state belongs to the user the timer runs spurinv as: run as root (sudo spurinv …)"
-    return str(exc)
+    from spurinv.state import file as state_file
+
+    try:
+        return read(path)
+    except (state_file.Corrupt, state_file.NewerSchema) as exc:
+        raise StateError(str(exc), exc.exit_code) from None
+    except OSError as exc:
+        message = str(exc)
+        if exc.errno in (errno.EACCES, errno.EPERM) and os.geteuid() != 0:
+            message += "; the state belongs to the user the timer runs spurinv as: run as root (sudo spurinv …)"
+        raise StateError(message, exitcode.NOINPUT) from None
 
 
 @app.command(short_help="What the state file says: readings, baseline, the last run.")
@@ -422,14 +429,9 @@ def status(state: StateOption = None, as_json: JsonOption = False) -> None:
 
     path = locations.state_path(state, dict(os.environ))
     try:
-        try:
-            raw = state_file.load_raw(path)
-        except (state_file.Corrupt, state_file.NewerSchema) as exc:
-            raise StateError(str(exc), exc.exit_code) from None
+        raw = _read_state(state_file.load_raw, path)
     except SpurinvError as error:
         raise _fail("status", error, as_json) from None
-    except OSError as exc:  # the state file is there but cannot be read
-        raise _fail("status", StateError(_unreadable(exc), exitcode.NOINPUT), as_json) from None
     document = documents.status_document(raw, path)
     if as_json:
         _emit_json(document)
@@ -451,9 +453,7 @@ def fleet(
     exit_code: Annotated[
         bool, typer.Option("--exit-code", help="Exit 1 when a node needs attention (a drain, or gres changed by hand).")
     ] = False,
-    controller_url: Annotated[
-        str | None, typer.Option("--controller-url", metavar="URL", help="Override controller.url.")
-    ] = None,
+    controller_url: ControllerUrlOption = None,
 ) -> None:
     """Every node the controller lists: spurinv's drains and their age, records, gres changed by hand."""
     from spurinv.report import fleet as fleet_view

@@ -23,7 +23,6 @@ from spurinv import __version__, jsontext
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.root import Root, RootError, boot_id
 from spurinv.inventory.sources import link
-from spurinv.report.documents import now_text
 from spurinv.state import ledger, locations, store, vouch
 
 TYPE_CHECKING = False
@@ -75,7 +74,7 @@ def _tick(
             cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
             ignore_pci=frozenset(steady.get("ignore_pci") or ()),
         )
-        after = ledger.replay(state, steady, discovery, now_text())
+        after = ledger.replay(state, steady, discovery, ledger.now_text())
         if after is None:
             return None
         # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick.

@@ -24,7 +24,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from spurinv.controller.nodeview import gres_agrees
@@ -125,42 +125,32 @@ def inventory_file(document: Mapping[str, object]) -> Iterator[str]:
             os.unlink(path)
 
 
+@dataclass(eq=False, repr=False)  # an object as before: compared by identity, environ never shown
 class Registrar:
     """Runs ``controller.register_command`` for one transport and reads the result back.
 
     ``budget`` (``controller.run_deadline``) bounds both: the command and the read-back get at
     most what is left of the run, and end as if their own limit had passed (69, 76), so they are
     backed off rather than run again by the next tick. None starts after the deadline (75).
+    ``reserve``: seconds of the run kept for the write after the read-back.
     """
 
-    def __init__(
-        self,
-        argv: tuple[str, ...],
-        timeout: float,
-        wait: float,
-        environ: Mapping[str, str],
-        log: Log,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
-        secrets: tuple[str, ...] = (),
-        budget: Budget | None = None,
-        reserve: float = 0.0,
-        details: Details | None = None,
-    ) -> None:
-        self.details = details or Details()
-        self.argv = list(argv)
-        self.timeout = timeout
-        self.wait = wait
-        self.environ = environ
-        self.log = log
-        self.sleep = sleep
-        self.monotonic = monotonic
-        self.secrets = secrets
-        self.budget = budget
-        self.reserve = reserve  # seconds of the run kept for the write after the read-back
-        # the command as reports, logs and the state file show it
-        self.shown = shlex.join(blank_argv(self.argv, secrets)).replace(f"'{BLANK}'", BLANK)
+    argv: tuple[str, ...]
+    timeout: float
+    wait: float
+    environ: Mapping[str, str]
+    log: Log
+    _: KW_ONLY
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
+    secrets: tuple[str, ...] = ()
+    budget: Budget | None = None
+    reserve: float = 0.0
+    details: Details = field(default_factory=Details)
+    shown: str = field(init=False)  # the command as reports, logs and the state file show it
+
+    def __post_init__(self) -> None:
+        self.shown = shlex.join(blank_argv(self.argv, self.secrets)).replace(f"'{BLANK}'", BLANK)
 
     def line(self) -> str:
         return f"EXEC {self.shown}"
@@ -315,5 +305,5 @@ def registrar_for(
         secrets=secrets,
         budget=budget,
         reserve=settings.timeout,
-        details=details,
+        details=details or Details(),
     )

@@ -27,9 +27,6 @@ from spurinv.inventory.sources.cdi import read_cdi
 from spurinv.inventory.sources.drm import read_drm
 from spurinv.inventory.sources.host import read_cpus, read_memory
 from spurinv.inventory.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
-from spurinv.inventory.sources.mig import decode, read_mig
-from spurinv.inventory.sources.mig import index as mig_index
-from spurinv.inventory.sources.nvidia import read_nvidia
 from spurinv.inventory.sources.pci import MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.inventory.sources.status import ABSENT, FAILED, Report
 from spurinv.shape import device_key
@@ -73,8 +70,12 @@ def discover(
     pci, bus = read_pci(root, reports["pci"], ignore_pci)
     drm = read_drm(root, reports["drm"])
     kfd = read_kfd(root, reports["kfd"], topology=topology)
-    nvidia = read_nvidia(root, reports["nvidia"])
-    mig = read_mig(root, reports["nvidia"], nvidia)
+    nvidia = _read_nvidia(root, reports["nvidia"])
+    mig: dict[str, MigGpu] = {}
+    if nvidia:  # no MIG tree without an NVIDIA GPU: an AMD node's tick does not import its reader
+        from spurinv.inventory.sources.mig import read_mig
+
+        mig = read_mig(root, reports["nvidia"], nvidia)
     cdi = read_cdi(root, reports["cdi"], cdi_dirs)
     cpus = read_cpus(root, reports["cpus"])
     memory = read_memory(root, reports["memory"])
@@ -115,6 +116,21 @@ def discover(
     _mig_only_in_spec(nvidia, mig, cdi, reports["nvidia"])
     _cross_check_cdi(devices, cdi, caps, reports["cdi"])
     return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
+
+
+def _read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
+    """The NVIDIA driver's GPUs. Its reader is imported only when the driver's directory is there
+    (an AMD node's tick does without the module); the reader's own answer for a missing one."""
+    try:
+        os.lstat(root.join(places.NVIDIA_GPUS))
+    except FileNotFoundError:
+        report.absent(places.NVIDIA_ABSENT)
+        return []
+    except OSError:
+        pass  # the reader says what is wrong with it
+    from spurinv.inventory.sources.nvidia import read_nvidia
+
+    return read_nvidia(root, report)
 
 
 def _result(
@@ -380,6 +396,8 @@ def _nvidia_devices(
             )
             report.switching(where, reason)
         if layout and layout["instances"]:
+            from spurinv.inventory.sources.mig import index as mig_index
+
             # The type stays the GPU's model: profile names (1g.10gb) only NVML knows.
             devices.extend(
                 _device(
@@ -459,6 +477,8 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
             number = path.removeprefix(_CAP_PREFIX)
             if not path.startswith(_CAP_PREFIX) or not number.isdigit() or len(number) > 9:
                 continue
+            from spurinv.inventory.sources.mig import decode
+
             decoded = decode(int(number))
             if decoded is None or decoded[0] in said:
                 continue

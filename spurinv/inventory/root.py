@@ -23,6 +23,7 @@ MEMINFO = "proc/meminfo"
 CPUINFO = "proc/cpuinfo"
 BOOT_ID = "proc/sys/kernel/random/boot_id"  # a new random UUID at every boot (proc(5))
 NVIDIA_GPUS = "proc/driver/nvidia/gpus"
+NVIDIA_ABSENT = "NVIDIA driver not loaded"  # NVIDIA_GPUS missing: what discovery says without its reader
 NVIDIA_CAPABILITIES = "proc/driver/nvidia/capabilities"  # MIG: gpu<minor>/mig/gi<G>/ci<C>/access
 NVIDIA_MIG_MINORS = "proc/driver/nvidia-caps/mig-minors"  # the driver's static minor table
 CDI_DIRS = ("etc/cdi", "var/run/cdi")  # the CDI spec's default directories, in priority order

@@ -9,8 +9,6 @@ contract tests validate these documents against; nothing at run time builds them
 
 from __future__ import annotations
 
-import time
-
 from spurinv.shape import gpu_counts, summary, switch_only
 
 TYPE_CHECKING = False
@@ -19,11 +17,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 FORMAT_VERSION = 1  # of every JSON document spurinv prints
-
-
-def now_text() -> str:
-    """The current UTC time as ``2026-12-02T18:00:00Z`` (whole seconds, as pydantic writes it)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def envelope(command: str, exit_code: int, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -37,7 +30,7 @@ def dumps(document: Mapping[str, Any], compact: bool = False) -> str:
     ``compact``: one line, for documents that can be large (``fleet``): only without ``indent``
     does the json module use its C encoder (10,000 nodes: 0.09 s instead of 0.24 s).
     """
-    import json  # not at the top: the timer's tick imports this module, and json imports re
+    import json  # not at the top: status --json imports this module, and json imports re
 
     if compact:
         text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

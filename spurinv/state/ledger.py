@@ -14,6 +14,7 @@ agree). Three things live here:
 from __future__ import annotations
 
 import os
+import time
 
 from spurinv import shape
 from spurinv.inventory.sources import link
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
 # step, in the words spurinv.shape keeps for both): a tick writes the same books, which
 # tests/test_ledger.py's property test holds it to.
 _QUIET = (f"{NO_ACTION}: {QUIET}", f"{NO_ACTION}: {QUIET_OBSERVE}")
+
+
+def now_text() -> str:
+    """The current UTC time as ``2026-12-02T18:00:00Z`` (whole seconds, as pydantic writes it)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def steady_key(

@@ -95,21 +95,13 @@ def not_regular(path: str) -> str | None:
     target, so only a regular file (or none yet) may be there."""
     import stat
 
+    from spurinv import regularfile
+
     try:
         mode = os.lstat(path).st_mode
     except (OSError, ValueError):
         return None
-    if stat.S_ISREG(mode):
-        return None
-    kinds = [
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ]
-    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+    return None if stat.S_ISREG(mode) else regularfile.kind(mode)
 
 
 def same_file(one: str, other: str) -> bool:

@@ -16,7 +16,7 @@ import os
 import stat
 import time
 
-from spurinv import exitcode, regularfile
+from spurinv import regularfile
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ class StoreError(OSError):
     @property
     def exit_code(self) -> int:
         """The exit status this failure calls for (:func:`spurinv.exitcode.of_errno`)."""
+        from spurinv import exitcode  # only for a failure: a module fewer on every tick
+
         return exitcode.of_errno(self.errno)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 from spurinv import jsontext, shape
+from spurinv.inventory.sources.status import has_surrogate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -203,19 +204,9 @@ def _object(
     return check
 
 
-def _encodes(text: str) -> bool:
-    # json.loads turns "\ud800" into a lone surrogate, which pydantic refuses as a string
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 KINDS: dict[str, Callable[[Any], bool]] = {
-    "string": lambda value: isinstance(value, str) and _encodes(value),
+    # json.loads turns "\ud800" into a lone surrogate, which pydantic refuses as a string
+    "string": lambda value: isinstance(value, str) and not has_surrogate(value),
     # strict: not a bool, not 5.0, not "5", and within what the model keeps exactly
     "integer": lambda value: type(value) is int and -BIG < value < BIG,
     "boolean": lambda value: type(value) is bool,
@@ -226,9 +217,9 @@ KINDS: dict[str, Callable[[Any], bool]] = {
 
 
 def _text(value: object, where: str) -> None:
-    """Every string inside a free-form value must be valid Unicode (see :func:`_encodes`)."""
+    """Every string inside a free-form value must be valid Unicode (no lone surrogate)."""
     if isinstance(value, str):
-        if not _encodes(value):
+        if has_surrogate(value):
             raise _fail(where, "not valid Unicode")
     elif isinstance(value, list):
         for item in value:

@@ -44,7 +44,7 @@ def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
     try:
         names = os.listdir(base)
     except FileNotFoundError:
-        report.absent("NVIDIA driver not loaded")
+        report.absent(places.NVIDIA_ABSENT)
         return []
     except OSError as exc:
         report.fail(base, exc.strerror or str(exc))
