@@ -149,12 +149,13 @@ def test_a_cached_api_version_that_answers_is_used_without_detection(server):
 
 # --- Slurm's error numbers at the edges of each range (issue #26, seed 4141) ----------------------
 # The ranges of spurinv/controller.py's UNREACHABLE_ERRORS and INVALID_REQUEST (slurm_errno.h),
-# pinned with literals on both sides of each edge.
+# pinned with literals on both sides of each edge; -1 (SLURM_ERROR) and 0 name no refusal.
 
 
 @pytest.mark.parametrize(
     ("number", "kind"),
-    [(1000, "refused"), (1001, "unreachable"), (1004, "unreachable"), (1005, "refused"),
+    [(-1, "unreachable"), (0, "unreachable"),
+     (1000, "refused"), (1001, "unreachable"), (1004, "unreachable"), (1005, "refused"),
      (1012, "refused"), (1013, "unreachable"), (1016, "unreachable"), (1017, "refused"),
      (1799, "refused"), (1800, "unreachable"), (1805, "unreachable"), (1806, "refused"),
      (5002, "refused"), (5003, "unreachable"), (5005, "unreachable"), (5006, "refused")],
