@@ -237,3 +237,25 @@ def test_tls_trusts_the_configured_ca_file_and_nothing_when_verify_is_off(tmp_pa
 
     assert caught.value.kind == "unreachable"
     assert "TLS with 127.0.0.1:" in caught.value.message
+
+
+def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_for_anything_else():
+    """Issue #26, seed 4141: ``describe``'s ``"gres" in body`` flipped survived; only a GRES
+    body is the register command's, a drain is still its POST (and without a command the GRES is
+    a POST, then our record as its own)."""
+    import io
+
+    from spurinv.log import Log
+    from spurinv.registration import Registrar
+
+    settings = ControllerSection(url="http://127.0.0.1:9", api="slurm/v0.0.42")
+    registrar = Registrar(("/usr/bin/true", "n1"), 5, 1, {"PATH": "/usr/bin:/bin"}, Log({}, stream=io.StringIO()))
+    with_command = Controller(settings, "n1", None, registrar=registrar)
+    without = Controller(settings, "n1", None)
+    drain = {"state": ["DRAIN"], "reason": "spurinv: x"}
+
+    assert with_command.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == "EXEC /usr/bin/true n1"
+    assert with_command.describe(drain) == f'POST {NODE} {{"reason": "spurinv: x", "state": ["DRAIN"]}}'
+    assert without.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == (
+        f'POST {NODE} {{"gres": "gpu:mi300x:64"}}; then POST {NODE} {{"extra": "{{}}"}}'
+    )
