@@ -149,12 +149,13 @@ def test_a_cached_api_version_that_answers_is_used_without_detection(server):
 
 # --- Slurm's error numbers at the edges of each range (issue #26, seed 4141) ----------------------
 # The ranges of spurinv/controller/rest.py's UNREACHABLE_ERRORS and INVALID_REQUEST (slurm_errno.h),
-# pinned with literals on both sides of each edge.
+# pinned with literals on both sides of each edge; -1 (SLURM_ERROR) and 0 name no refusal.
 
 
 @pytest.mark.parametrize(
     ("number", "kind"),
-    [(1000, "refused"), (1001, "unreachable"), (1004, "unreachable"), (1005, "refused"),
+    [(-1, "unreachable"), (0, "unreachable"),
+     (1000, "refused"), (1001, "unreachable"), (1004, "unreachable"), (1005, "refused"),
      (1012, "refused"), (1013, "unreachable"), (1016, "unreachable"), (1017, "refused"),
      (1799, "refused"), (1800, "unreachable"), (1805, "unreachable"), (1806, "refused"),
      (5002, "refused"), (5003, "unreachable"), (5005, "unreachable"), (5006, "refused")],
@@ -236,3 +237,25 @@ def test_tls_trusts_the_configured_ca_file_and_nothing_when_verify_is_off(tmp_pa
 
     assert caught.value.kind == "unreachable"
     assert "TLS with 127.0.0.1:" in caught.value.message
+
+
+def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_for_anything_else():
+    """Issue #26, seed 4141: ``describe``'s ``"gres" in body`` flipped survived; only a GRES
+    body is the register command's, a drain is still its POST (and without a command the GRES is
+    a POST, then our record as its own)."""
+    import io
+
+    from spurinv.controller.registration import Registrar
+    from spurinv.log import Log
+
+    settings = ControllerSection(url="http://127.0.0.1:9", api="slurm/v0.0.42")
+    registrar = Registrar(("/usr/bin/true", "n1"), 5, 1, {"PATH": "/usr/bin:/bin"}, Log({}, stream=io.StringIO()))
+    with_command = Controller(settings, "n1", None, registrar=registrar)
+    without = Controller(settings, "n1", None)
+    drain = {"state": ["DRAIN"], "reason": "spurinv: x"}
+
+    assert with_command.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == "EXEC /usr/bin/true n1"
+    assert with_command.describe(drain) == f'POST {NODE} {{"reason": "spurinv: x", "state": ["DRAIN"]}}'
+    assert without.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == (
+        f'POST {NODE} {{"gres": "gpu:mi300x:64"}}; then POST {NODE} {{"extra": "{{}}"}}'
+    )
