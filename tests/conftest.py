@@ -140,7 +140,7 @@ def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], P
 
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own default paths and environment (issue #11), whether or not it asks.
+    """Every test gets its own default paths and environment, whether or not it asks.
 
     A run that forgets ``--state`` lands in a private directory, not ``/var/lib/spurinv`` (where it
     would fight the timer for the real lock); ``$SPURINV_CONFIG`` is an empty private file, so an

@@ -1,4 +1,4 @@
-"""A small fault-injecting HTTP server on 127.0.0.1, and a minimal Slurm-like gateway (issue #7).
+"""A small fault-injecting HTTP server on 127.0.0.1, and a minimal Slurm-like gateway.
 
 Controller tests point ``[controller] url`` at it and script, per method and path, what the
 "controller" does::
@@ -20,7 +20,7 @@ API (everything else is private):
   body ends when the connection closes); ``body`` may be bytes, str, or anything JSON-serialisable.
   ``Reset()`` — close the connection with a TCP RST before answering. ``Late(delay)`` — let the
   gateway *apply* the request at once, then answer only after ``delay`` seconds (a controller
-  that did the write but whose answer arrives after the client gave up; issue #10).
+  that did the write but whose answer arrives after the client gave up).
 * ``Gateway(version="v0.0.42", token=None, gres_policy="slurm")`` — serves ``GET /openapi/v3``,
   ``GET``/``POST /slurm/<version>/node/<name>`` and ``GET /slurm/<version>/nodes`` for
   ``gateway.nodes`` (``add_node(...)``; edit a node's dict to play the operator), built

@@ -1,4 +1,4 @@
-"""The controller's answers as JSON values (issue #21): decoded, cleaned, reduced while read.
+"""The controller's answers as JSON values: decoded, cleaned, reduced while read.
 
 Properties over arbitrary JSON and arbitrary chunkings: the reader agrees with ``json.loads``
 (surrogates cleaned), keeps exactly what ``keep`` returns, and refuses what ``json.loads``
@@ -162,7 +162,7 @@ def test_nested_deeper_than_the_parser_goes_is_an_error_not_a_crash(keep):
         _feed(deep, [5, 70000], keep)
 
 
-# --- memory: every answer shape is bounded, not only the real one (issue #21 follow-up, item 3) ----
+# --- memory: every answer shape is bounded, not only the real one ----
 
 _NESTED = "[" + ",".join(["[]"] * (answer.MAX_VALUE // 3 + 10)) + "]"  # 22 times its text as objects
 _STRING = '{"nodes":[{"name":"n1","reason":"' + "\u00eb" * (answer.MAX_VALUE + 10) + '"}]}'

@@ -1,4 +1,4 @@
-"""sysfs/procfs attribute reads and their small parsers, at their boundaries (issue #16).
+"""sysfs/procfs attribute reads and their small parsers, at their boundaries.
 
 The parsers' edges are where a mutation run found room: the exact integer ranges, the size limit,
 what counts as absent, the line numbers in errors, values past 20 digits. Real attribute texts

@@ -1,4 +1,4 @@
-"""A state file bound to its boot, and skew only against a time we had (issue #20 follow-ups).
+"""A state file bound to its boot, and skew only against a time we had.
 
 A state restored from a golden image or a rolled-back snapshot (another boot) must not blind the
 run: our drain on the controller is found and lifted. The real full refresh runs against

@@ -1,4 +1,4 @@
-"""``spurinv check`` (issue #25): a read-only preflight with one verdict and one fix per check.
+"""``spurinv check``: a read-only preflight with one verdict and one fix per check.
 
 Each test builds the node it checks in tmp_path: the config, the token, the state directory and,
 under ``--root``, the scheduler's files (``/run/systemd/system``, the timer's wants link, the cron

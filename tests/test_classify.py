@@ -86,7 +86,7 @@ def test_memory_mode_change_is_a_field_change_not_added_or_removed():
     assert not diff.added
     assert not diff.removed
     assert {c.field for c in diff.changed} == {"partition"}
-    assert "NPS1→NPS4 on 8 devices" in diff.summary()  # issue #25: the modes, as SPX→CPX
+    assert "NPS1→NPS4 on 8 devices" in diff.summary()  # the modes, as SPX→CPX
 
 
 # ---------------------------------------------------------------- properties
@@ -149,7 +149,7 @@ def test_a_reading_equal_to_the_baseline_is_unchanged(inv):
 
 
 # --- pinned by the mutation run -------------------------------------------------------------------
-# Classifier behaviour a mutation run found unpinned (issue #16): package changes only for GPUs
+# Classifier behaviour a mutation run found unpinned: package changes only for GPUs
 # present before and after, the empty diff, the per-package summary, and which pending reason a person
 # reads (the wording is documented output: README's ``status`` example shows it).
 

@@ -16,7 +16,7 @@ def refresh(cli, root, state, *extra):
 
 
 def test_spx_to_cpx_scenario_confirms_only_on_two_identical_readings(cli, built, state_path):
-    """SPX → pending → baseline; CPX → pending → confirmed with a 1 → 8 diff per GPU (issue #3)."""
+    """SPX → pending → baseline; CPX → pending → confirmed with a 1 → 8 diff per GPU."""
     spx, cpx = built("mi300x-spx"), built("mi300x-cpx")
 
     first = refresh(cli, spx, state_path).json()
@@ -43,7 +43,7 @@ def test_a_broken_reading_in_between_never_confirms(cli, built, state_path):
 
     kinds = [refresh(cli, root, state_path).json()["outcome"]["kind"] for root in (cpx, broken, cpx, broken, cpx)]
 
-    # the captured root's count disagrees with its mode: a switch in progress (issue #24), which
+    # the captured root's count disagrees with its mode: a switch in progress, which
     # resets confirmation like a failure
     assert ["change-pending", "switching", "change-pending", "switching", "change-pending"] == kinds
     assert cli("status", "--state", state_path, "--json").json()["baseline"]["devices"] == 8
@@ -94,7 +94,7 @@ def test_discover_format_slurm_prints_node_and_gres_lines(cli, built):
     assert 0 == result.code
     assert "NodeName=n1 CPUs=192 RealMemory=" in result.out
     assert "Gres=gpu:mi300x:64" in result.out
-    # one gres.conf line per model and NUMA node, its files as one range (issue #23)
+    # one gres.conf line per model and NUMA node, its files as one range
     # the fixture has no cpu*/topology: Cores= (logical core indices) is left out, and why said
     assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[128-159]\n" in result.out
     assert "NodeName=n1 Name=gpu Type=mi300x File=/dev/dri/renderD[160-191]\n" in result.out
@@ -150,7 +150,7 @@ def test_discover_json_lean_equals_full(cli, built, capsys, monkeypatch, name):
     """With no config file, ``discover --json`` takes the lean path; its output is the full CLI's.
 
     "No config file" is the suite's private default path (conftest's ``hermetic``), not the
-    host's /etc/spurinv/config.toml, which an installed spurinv has (issue #11: this skipped)."""
+    host's /etc/spurinv/config.toml, which an installed spurinv has (this skipped)."""
     monkeypatch.delenv("SPURINV_CONFIG")
     lean = cli("discover", "--root", built(name), "--json")
     code, full = full_cli(capsys, "discover", "--root", built(name), "--json")

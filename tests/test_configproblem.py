@@ -1,5 +1,5 @@
 """Property: whatever a config file holds, its problems come out as one plain line each, naming
-the file and a key, never in pydantic's words and never as a crash (issue #13)."""
+the file and a key, never in pydantic's words and never as a crash."""
 
 from __future__ import annotations
 

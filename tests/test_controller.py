@@ -1,4 +1,4 @@
-"""The REST client's own decisions, against ``tests/faultserver.py`` on 127.0.0.1 (issue #26: what
+"""The REST client's own decisions, against ``tests/faultserver.py`` on 127.0.0.1 (what
 the mutation run of ``spurinv/controller/rest.py`` found no test for): how an answer is classified, the
 busy re-check's all-nodes query, and the size bound on an answer."""
 
@@ -147,7 +147,7 @@ def test_a_cached_api_version_that_answers_is_used_without_detection(server):
     assert [seen.path for seen in server.seen] == [NODE]
 
 
-# --- Slurm's error numbers at the edges of each range (issue #26, seed 4141) ----------------------
+# --- Slurm's error numbers at the edges of each range (seed 4141) ----------------------
 # The ranges of spurinv/controller/rest.py's UNREACHABLE_ERRORS and INVALID_REQUEST (slurm_errno.h),
 # pinned with literals on both sides of each edge; -1 (SLURM_ERROR) and 0 name no refusal.
 
@@ -183,7 +183,7 @@ def test_a_failed_read_is_a_protocol_error_only_when_slurm_calls_the_request_inv
     assert caught.value.kind == kind
 
 
-# --- where a token may go, what a refused connection says, whose CA is trusted (issue #26, seed 4141)
+# --- where a token may go, what a refused connection says, whose CA is trusted (seed 4141)
 
 
 @pytest.mark.parametrize(
@@ -240,7 +240,7 @@ def test_tls_trusts_the_configured_ca_file_and_nothing_when_verify_is_off(tmp_pa
 
 
 def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_for_anything_else():
-    """Issue #26, seed 4141: ``describe``'s ``"gres" in body`` flipped survived; only a GRES
+    """``describe``'s ``"gres" in body`` flipped survived; only a GRES
     body is the register command's, a drain is still its POST (and without a command the GRES is
     a POST, then our record as its own)."""
     import io

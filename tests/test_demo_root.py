@@ -1,4 +1,4 @@
-"""scripts/demo-root (issue #25): synthetic roots to try spurinv without a GPU, as the README's
+"""scripts/demo-root: synthetic roots to try spurinv without a GPU, as the README's
 "Try it without a GPU" uses them."""
 
 from __future__ import annotations

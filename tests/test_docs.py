@@ -1,4 +1,4 @@
-"""The man page and the README cannot drift from the program (issue #5): the man page renders
+"""The man page and the README cannot drift from the program: the man page renders
 without warnings, and every command, option, configuration key (with its default) and exit
 status of the program appears in both; the README's tables equal the program's; the README's
 test command is what CI runs; the committed JSON Schemas are current and the outputs match them."""
@@ -219,7 +219,7 @@ def test_readme_second_quick_start_command_is_what_ci_runs():
 
 
 def test_ci_runs_each_thing_once_and_the_suite_whole():
-    """Issue #22: one setup, one run of the suite (the whole of it, inside hermetic-check), one
+    """one setup, one run of the suite (the whole of it, inside hermetic-check), one
     lint, one type check, one audit; hermetic-check's pytest selects nothing by itself."""
     ci = code_lines(REPO / ".ci" / "run")
     for step in ("scripts/test-setup", "scripts/hermetic-check", "ruff check", "mypy", "scripts/audit"):
@@ -281,7 +281,7 @@ CITED_FILES = [*python_files(REPO / "spurinv"), *python_files(REPO / "tests"), *
 
 @pytest.mark.parametrize("path", CITED_FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_comments_cite_only_what_the_repository_or_the_web_holds(path):
-    """No "NOTES.md §7" or "spur.md §1.2" from a reference pack outside the repository (issue #12)."""
+    """No "NOTES.md §7" or "spur.md §1.2" from a reference pack outside the repository."""
     text = path.read_text(encoding="utf-8")
     if path.name == "test_docs.py":
         return
@@ -293,7 +293,7 @@ def test_comments_cite_only_what_the_repository_or_the_web_holds(path):
 
 
 def test_the_unit_and_the_readme_say_the_same_about_observe_mode():
-    """Issue #25: the unit said to remove LoadCredential= in observe mode, the README to keep an
+    """the unit said to remove LoadCredential= in observe mode, the README to keep an
     empty token file. Both now say: keep the empty token file (a missing one fails the start)."""
     unit = (REPO / "systemd" / "spurinv-refresh.service").read_text()
     comments = plain(" ".join(line.lstrip("# ") for line in unit.splitlines() if line.startswith("#")))

@@ -1,5 +1,5 @@
 """Every exit status the README and the man page document happens, on the path they name
-(issue #13: the tables said one thing and the program did another).
+(the tables said one thing and the program did another).
 
 Each scenario is a real situation: fixture roots, a state file in tmp, and for the controller's
 answers the fault server on 127.0.0.1. With ``--json`` each failure is also one JSON document.
@@ -237,7 +237,7 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_pa
 
     reason = "No space left on device" if sink == "/dev/full" else "Broken pipe"
     if sink != "/dev/full" and command[0] != "refresh":
-        # issue #25: a reader that closed the pipe (`spurinv discover | head`) chose to: quiet, 0
+        # a reader that closed the pipe (`spurinv discover | head`) chose to: quiet, 0
         assert ran.returncode == 0, ran.stderr
         assert ran.stderr == ""
     else:

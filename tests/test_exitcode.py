@@ -1,4 +1,4 @@
-"""Exit statuses come from types and errno numbers, in one place (issue #12), never from message text."""
+"""Exit statuses come from types and errno numbers, in one place, never from message text."""
 
 from __future__ import annotations
 

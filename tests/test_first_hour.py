@@ -1,4 +1,4 @@
-"""An operator's first hour (issue #25): the rough edges a new operator hit, each fixed.
+"""An operator's first hour: the rough edges a new operator hit, each fixed.
 
 A missing token is said before the confirm wait and names ``controller.token_file``; a dry run
 reads the node once, so a bad token shows there; a wrong URL is one plain line, never a library's

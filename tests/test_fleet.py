@@ -1,4 +1,4 @@
-"""`spurinv fleet` (issue #15): the pure fleet view on real captured all-nodes responses, the
+"""`spurinv fleet`: the pure fleet view on real captured all-nodes responses, the
 80-column table (golden file), the JSON document against its model and schema, the metrics file,
 and the command's exit statuses against a fault-injecting gateway.
 
@@ -154,7 +154,7 @@ def _our_drain(name: str, text: str = "mi300x 8→7; re-registers when idle", **
 
 
 def test_a_drain_spurinv_can_tell_is_its_own_is_not_orphaned_and_the_rest_are():
-    """What refresh would conclude with no state file (the one rule, issue #20): a valid id for the
+    """What refresh would conclude with no state file (the one rule): a valid id for the
     node (with or without a record, spur has none) is spurinv's; the same words copied onto
     another node, edited after the id, or a record that says other words, are orphaned."""
     ours = _our_drain("a")

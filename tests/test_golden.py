@@ -1,4 +1,4 @@
-"""Golden files of the human output (issue #13, the sqlite-utils habit): ``discover``, ``status``,
+"""Golden files of the human output (the sqlite-utils habit): ``discover``, ``status``,
 ``diff`` and ``refresh`` at 80 columns (every pipe, ``less`` and non-tty ssh) and at 120, on the
 fixture roots. A change of layout shows up as a diff of ``tests/golden/*.txt`` in review;
 ``pytest --update-golden`` rewrites them.
@@ -149,7 +149,7 @@ def test_diff(cli, built, state_path, golden, monkeypatch, width):
 
 def test_the_readme_example_is_the_golden_output():
     """The README shows ``discover`` as it really prints (the golden file at 80 columns), the
-    fingerprint and the sources block included (issue #25: the sample stopped at the table)."""
+    fingerprint and the sources block included (the sample stopped at the table)."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     golden = (Path(__file__).resolve().parent / "golden" / "discover-mi300x-cpx-80.txt").read_text()
 

@@ -1,4 +1,4 @@
-"""README.md's "Install on a node", followed literally in a temporary prefix (issue #5), then the
+"""README.md's "Install on a node", followed literally in a temporary prefix, then the
 service's ExecStart run with the environment systemd gives it.
 
 What is not literal, and why: every absolute path (/etc, /opt, /usr/local) is moved under a
@@ -56,7 +56,7 @@ def installed(tmp_path: Path) -> Path:
     for directory in ("etc/systemd/system", "usr/local/bin", "usr/local/share/man", "var/lib", "run/systemd/system"):
         (root / directory).mkdir(parents=True)
     block = readme_install_block()
-    # the install ends with `spurinv check` (issue #25): here it checks the tree being installed
+    # the install ends with `spurinv check`: here it checks the tree being installed
     # (--root: where the timer and udev files are; the unit's state directory)
     assert block.rstrip().splitlines()[-1] == "spurinv check"
     block = block.rstrip().removesuffix("spurinv check") + f"spurinv check --root {root} --config /etc/spurinv/config.toml\n"

@@ -1,4 +1,4 @@
-"""Never strand a node (issue #10): write-ahead intents, reconciliation, and death at every point.
+"""Never strand a node: write-ahead intents, reconciliation, and death at every point.
 
 The kill-point tests run the real full refresh (``refresh.run``: lock, load, discover, classify,
 policy, the real ``Controller``, the journal, save) in-process against ``faultserver.Gateway``,
@@ -328,7 +328,7 @@ def test_a_drain_that_never_arrived_is_forgotten_and_nothing_is_claimed():
 
 @pytest.mark.parametrize("offset", [-3600, -400, 400, 3600, 86400])
 def test_an_unanswered_drain_is_ours_whatever_the_clocks_say(offset):
-    """Issue #20 item 1: a reason time outside a window around our write (a clock 400 s off) made
+    """A reason time outside a window around our write (a clock 400 s off) made
     our own drain "not ours". The reason carries our drain's id: ours, and the time is pinned."""
     changed = int((at(120) + timedelta(seconds=offset)).timestamp())
     seen = view("DRAIN", reason=REASON, changed=changed)
@@ -365,7 +365,7 @@ def test_an_unanswered_resume_is_settled_from_the_view():
 
 
 def test_an_unanswered_resume_whose_record_says_lifted_was_applied():
-    """Issue #20, second follow-up: the node is drained again, by someone else without a reason
+    """The node is drained again, by someone else without a reason
     (our words stay), but our record says our drain was lifted: the resume went in."""
     drain = Drain(reason=REASON, set_at=at(60), cause="busy")
     state = with_intent("resume", {"state": ["UNDRAIN"]}, current=SPX, drain=drain)
@@ -489,7 +489,7 @@ def late(tmp_path, built, env, cli):
 
 
 def test_a_drain_applied_but_answered_after_the_timeout_is_ours_and_lifted(late):
-    """Issue #10's reproduction: the gateway applies the POST and answers 4 s later, timeout 2 s."""
+    """The gateway applies the POST and answers 4 s later, timeout 2 s."""
     from faultserver import Late
 
     node, gateway, server = late
@@ -669,7 +669,7 @@ def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_fo
 
     One case is left out, because nothing the controller says can tell it apart: a write killed
     before its answer and re-drained with our very reason before any run read the node. The
-    reason time is all that differs, and a clock decides no ownership (issue #20); every other
+    reason time is all that differs, and a clock decides no ownership; every other
     re-drain is told apart by the reason time pinned when a run (or the drain's read-back) first
     saw our drain."""
     node = adopted(tmp_path_factory.mktemp("prop"), built)
@@ -699,7 +699,7 @@ def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_fo
     assert node.state().intent is None
 
 
-# --- issue #26: what the mutation run found no test for ----------------------------------------
+# --- what the mutation run found no test for ----------------------------------------
 
 
 def test_an_unanswered_drain_keeps_the_cause_it_was_sent_for():
@@ -763,7 +763,7 @@ def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registratio
 
 
 def test_an_unanswered_registration_listed_without_our_record_took_effect_only_if_the_gpu_count_changed():
-    """Issue #26, seed 4141: the controller lists what was sent but not our record (the run died
+    """the controller lists what was sent but not our record (the run died
     between the GRES and the record). A changed GPU count can only be the write's doing: kept as a
     refusal the controller has met, so the record is written alone; with the count unchanged
     (here the CPUs changed) the listing proves nothing and the run decides afresh."""

@@ -78,7 +78,7 @@ def test_a_memo_is_left_only_when_nothing_is_outstanding():
 
 
 def test_every_flag_a_tick_can_carry_is_in_the_key():
-    """A memo left by ``refresh --node X`` must not label a later plain tick's metrics (issue #12)."""
+    """A memo left by ``refresh --node X`` must not label a later plain tick's metrics."""
     base = ("/", "/etc/spurinv/config.toml:1:2:3", None, None, "gpu01")
     key = ledger.steady_key(*base)
     for index, other in enumerate(("/host", "/etc/spurinv/config.toml:1:2:4", "/m.prom", "x1", "gpu02")):
@@ -201,7 +201,7 @@ def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     assert loaded.steady.model_dump(mode="json") == memo
 
 
-# -- issue #26: the replay's guard --------------------------------------------------------------
+# -- the replay's guard --------------------------------------------------------------
 
 
 def _memo_state(inv: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -277,7 +277,7 @@ def test_failed_readings_are_counted_until_one_succeeds():
     assert state.last_success == at(360)
 
 
-# -- issue #26, seed 4141: which memo a tick may use; the record of a failed metrics write -------
+# -- which memo a tick may use; the record of a failed metrics write -------
 
 
 def test_a_memo_is_used_only_for_its_own_key_and_the_current_schema():

@@ -1,4 +1,4 @@
-"""Lifting our drain (issue #20 follow-ups): the narrowest write, never over someone else's
+"""Lifting our drain: the narrowest write, never over someone else's
 state, and the record in ``extra`` retired with it.
 
 Unit tests on ``decide`` and the ownership helpers, then the real full refresh against
@@ -69,7 +69,7 @@ ADMIN_REASONS = st.sampled_from(["", "admin: replacing GPU 3, ticket 42", "Not r
     path=st.sampled_from(["busy", "refused", "suspicious"]),  # the link: tests/test_link.py
 )
 def test_no_drain_is_ever_sent_over_someone_elses_down_or_fail(blocked, reason, path):
-    """Issue #20, second follow-up: a node DOWN or FAIL (no DRAIN flag) for an admin's reason got
+    """A node DOWN or FAIL (no DRAIN flag) for an admin's reason got
     our drain, and our reason over theirs (Slurm keeps one). Every path that drains holds instead."""
     base, flags = blocked
     cpus, used = (2, "gpu:mi300x:2(IDX:0-1)") if path == "busy" else (0, "gpu:mi300x:0(IDX:N/A)")
@@ -429,7 +429,7 @@ def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
 
 
 def test_status_and_the_metric_say_our_drain_is_held_for_an_operator(tmp_path, built, cli):
-    """Issue #20, second follow-up: a held drain was said only in the run's steps; ``status``
+    """A held drain was said only in the run's steps; ``status``
     and the metrics now say spurinv will not lift it, and how to once it is fixed."""
     from spurinv.report import metrics
 

@@ -1,4 +1,4 @@
-"""PCIe link health as a fact (issue #24): widths judged, speeds reported, 255/63/Unknown never a
+"""PCIe link health as a fact: widths judged, speeds reported, 255/63/Unknown never a
 false alarm, the AMD card judged at its topmost AMD bridge, confirmed over two readings like
 everything else, and shown by discover, diff, status, refresh and the metrics. Never part of the
 fingerprint."""
@@ -198,7 +198,7 @@ def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_bac
 
 
 def test_a_degraded_link_on_a_node_down_for_an_admin_is_held_not_drained(tmp_path, built):
-    """Issue #20, second follow-up: our drain, and our reason, went over an admin's DOWN."""
+    """Our drain, and our reason, went over an admin's DOWN."""
     node = link_node(tmp_path, built, drain=True)
     node.controller.update(state=["DOWN"], reason="admin: replacing GPU 3, ticket 42")
 

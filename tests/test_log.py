@@ -1,4 +1,4 @@
-"""Logs (issue #5): one line per event on stderr; a syslog priority prefix under systemd
+"""Logs: one line per event on stderr; a syslog priority prefix under systemd
 ($JOURNAL_STREAM), plain `spurinv: ...` elsewhere; --quiet keeps warnings and errors."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_held_lock_is_one_error_line_under_systemd(spurinv_process, state_path
 
 
 def test_a_run_without_state_uses_the_suites_private_state_not_the_hosts(spurinv_process, hermetic, built):
-    """Issue #11: this file once ran `refresh` without --state and left /var/lib/spurinv behind."""
+    """this file once ran `refresh` without --state and left /var/lib/spurinv behind."""
     run = spurinv_process("refresh", "--quiet", "--confirm-interval", "0", "--root", built("mi300x-spx"))
 
     assert 0 == run.returncode, run.stderr

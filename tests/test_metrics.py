@@ -1,4 +1,4 @@
-"""The node_exporter textfile (issue #5): written by `refresh --metrics-file` on fixture roots,
+"""The node_exporter textfile: written by `refresh --metrics-file` on fixture roots,
 checked with prometheus_client's parser of the text exposition format (what node_exporter and
 promtool read)."""
 
@@ -155,7 +155,7 @@ def test_a_pending_change_or_a_refusal_sets_change_pending(key):
 
 
 def test_the_ages_alerts_need_are_timestamps_from_the_state():
-    """Issue #25: a drain, a pending change and a refusal each say since when; none: 0."""
+    """a drain, a pending change and a refusal each say since when; none: 0."""
     state = {
         "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": "2026-12-02T18:00:00Z", "cause": "busy"},
         "pending": {"fingerprint": "ab", "since": "2026-12-02T17:00:00Z"},

@@ -138,7 +138,7 @@ def test_decode_refuses_minors_outside_the_mig_part_of_the_table(minor):
 
 
 def test_the_summary_says_mig_and_the_count_per_gpu(built):
-    """Issue #24: "4 GPUs MIG (7→3 each)", the shape of "8 GPUs SPX→CPX (1→8 each)"."""
+    """ "4 GPUs MIG (7→3 each)", the shape of "8 GPUs SPX→CPX (1→8 each)"."""
 
     def inventory(layout):
         found = run(built(f"mig-{layout}")).inventory

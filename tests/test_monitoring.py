@@ -1,4 +1,4 @@
-"""The alert rules and the dashboard in monitoring/ (issue #25).
+"""The alert rules and the dashboard in monitoring/.
 
 The rules are unit-tested with ``promtool test rules`` (Debian's ``prometheus`` package, which
 scripts/test-setup installs) on series that spurinv's own metrics code writes: each scenario is a

@@ -193,7 +193,7 @@ def test_state_words_are_read_upper_case_in_both_dialects():
 
 
 # --- pinned by the mutation run -------------------------------------------------------------------
-# Node view and GRES behaviour a mutation run found unpinned (issue #16), on real captured bodies. The
+# Node view and GRES behaviour a mutation run found unpinned, on real captured bodies. The
 # busy tests set the view's two signals against each other: the state word (``MIXED``, ``ALLOCATED``)
 # and the counters (``alloc_cpus``, ``gres_used``). Every captured busy body has both agreeing; on
 # real Slurm they disagree (24.11's single-node GET keeps MIXED after the job ended while

@@ -1,4 +1,4 @@
-"""A registration the controller applies, read back end to end, outside the e2e lab (issue #16).
+"""A registration the controller applies, read back end to end, outside the e2e lab.
 
 ``spurinv refresh`` runs in-process against ``tests/faultserver.py``'s gateway on 127.0.0.1, which
 answers with the captured slurmrestd 24.11 bodies and applies updates the way Slurm does
@@ -114,7 +114,7 @@ def test_an_applied_registration_moves_the_baseline_and_drains_nothing(lab):
     assert status["baseline"]["source"] == "registered"
     assert status["refusal"] is None
     assert status["drain"] is None
-    # the GRES, read back, then our record on its own (issue #20: Slurm applies extra even when
+    # the GRES, read back, then our record on its own (Slurm applies extra even when
     # it refuses the GRES of the same update); no DRAIN
     assert [sorted(post) for post in lab.posts()] == [["gres"], ["extra"]]
     assert [seen.method for seen in lab.sent] == ["GET", "POST", "GET", "POST"]
@@ -137,7 +137,7 @@ def test_an_applied_registration_keeps_foreign_extra_keys(lab):
 
 def test_a_stale_busy_word_with_no_gpus_in_gres_used_is_idle_without_the_all_nodes_query(lab):
     """Slurm 24.11's single-node GET can keep MIXED after the job ended while gres_used is already 0:
-    gres_used decides (issue #10), so no all-nodes recheck is needed; the node is registered, not drained."""
+    gres_used decides, so no all-nodes recheck is needed; the node is registered, not drained."""
     adopt(lab, "mi300x-spx")
     lab.refresh("mi300x-spx-nps4")
     stale = capture("node-n1-mixed-job-gres")
@@ -171,7 +171,7 @@ def test_a_busy_node_whose_gres_used_says_busy_is_drained_even_if_the_word_says_
 def test_a_busy_node_is_confirmed_with_the_all_nodes_query_once_per_busy_recheck(lab):
     """The all-nodes query costs the size of the cluster (docs/busy.md): while a node stays busy
     without GPU usage data, runs within ``controller.busy_recheck`` (300 s) of the last query read
-    only the node (issue #26: the bound held only by ``Controller.rechecked``, never tested)."""
+    only the node (the bound held only by ``Controller.rechecked``, never tested)."""
     adopt(lab, "mi300x-spx")
     lab.node.update(state=["MIXED"], alloc_cpus=4)
     lab.node.pop("gres_used")

@@ -234,7 +234,7 @@ line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charac
 # further lines of a multi-line reason: not blank, and not starting like a key, a state line or a
 # new node (spur prints the reason as it is: such a line would be ambiguous to any reader)
 KEYS = ("Partitions=", "CPUTot=", "Gres=", "Arch=", "Labels=", "ActiveReservation=", "CpuLoad=", "State=", "NodeName=")
-# (issue #21: nor anything that reads as `Key=value`, which the parser refuses as ambiguous)
+# (nor anything that reads as `Key=value`, which the parser refuses as ambiguous)
 continuation = line_text.filter(
     lambda s: s.strip() != "" and not s.strip().startswith(KEYS) and not re.match(r"\s*[A-Za-z][A-Za-z_]*=", s)
 )
@@ -309,7 +309,7 @@ def test_a_malformed_block_anywhere_in_spurs_output_is_a_protocol_error(cluster,
     assert caught.value.kind == "protocol"
 
 
-# --- a reason holding a line break and spur's own lines (issue #21 follow-up, item 7) ---------------
+# --- a reason holding a line break and spur's own lines ---------------
 
 
 def _spur_block(name: str, reason: str, alloc: int, gpus: int, partitions: bool) -> str:

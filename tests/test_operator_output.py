@@ -1,4 +1,4 @@
-"""What an operator sees (issue #13): usage errors under --json, one exit-code rule for bad
+"""What an operator sees: usage errors under --json, one exit-code rule for bad
 values, plain configuration errors all at once, config show/init, help text, literal output."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_a_dry_run_takes_no_lock_and_writes_nothing(cli, built, tmp_path):
 
 
 def test_a_dry_run_as_an_unprivileged_user_answers():
-    """Issue #13: as a user who cannot write (or read) the 0700 state directory, a dry run still
+    """as a user who cannot write (or read) the 0700 state directory, a dry run still
     answers, exit 0, and touches nothing. Runs spurinv as uid 65534 with the system Python (the
     venv's interpreter may live under /root, which that user cannot enter)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:

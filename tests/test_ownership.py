@@ -81,7 +81,7 @@ _TIMES = st.one_of(
 @settings(max_examples=examples(300))
 @given(value=_TIMES, flags=st.sampled_from([["IDLE", "DRAIN"], ["MIXED", "DRAIN"], ["IDLE"]]))
 def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
-    """Issue #20 item 6: fleet and the node view parsed the time with different rules."""
+    """Fleet and the node view parsed the time with different rules."""
     node = {"name": "n1", "state": flags, "reason": "x", "reason_changed_at": value}
 
     view = parse_node({"nodes": [node]}, "n1")
@@ -188,7 +188,7 @@ RECORD = {"node": "n1", "fingerprint": "ab" * 8, "drain": {"id": "3f9a1c07", "re
 @settings(max_examples=examples(400))
 @given(obj=objects(), record=st.fixed_dictionaries({"fingerprint": st.text(max_size=10), "n": st.integers()}))
 def test_a_splice_changes_only_our_key_every_other_byte_stays(obj, record):
-    """Issue #20 item 5: re-serialising lost duplicate keys and rewrote 1E5 and 1e400."""
+    """Re-serialising lost duplicate keys and rewrote 1E5 and 1e400."""
     text, members = obj
     result = splice(text, record)
 
@@ -248,7 +248,7 @@ def test_extra_we_never_rewrite(text):
 
 @pytest.mark.parametrize("depth", [50, 2000, 100_000])
 def test_deeply_nested_extra_is_foreign_never_a_recursion_error(depth):
-    """Issue #21 item 3: every run that had to re-register crashed with RecursionError."""
+    """Every run that had to re-register crashed with RecursionError."""
     text = '{"a": ' + "[" * depth + "]" * depth + "}"
 
     result = splice(text, {"fingerprint": "f"})
@@ -309,7 +309,7 @@ def our_extra(node: str, reason: str, *, record_node: str | None = None, record_
 @settings(max_examples=examples(300))
 @given(node=NODES, nonce=NONCES, text=TEXTS, offset=st.integers(-HOUR, HOUR), extra=st.booleans())
 def test_our_drain_is_ours_whatever_the_clocks_say(node, nonce, text, offset, extra):
-    """Issue #20 item 1: a node clock 400 s off made spurinv forget its own drain."""
+    """A node clock 400 s off made spurinv forget its own drain."""
     reason = reason_for(node, nonce, text)
     seen_at = AT + offset  # the controller's clock, ±1 h from ours
     state_claim = Claim(reason, "state", at=AT)
@@ -417,7 +417,7 @@ def _record_extra(node: str, **record: object) -> str:
     shape=st.sampled_from(["lifted", "lifted-and-registered", "other-drain", "no-drain"]),
 )
 def test_a_record_that_contradicts_the_reason_gives_no_claim(node, nonce, other, text, shape):
-    """Issue #20, second follow-up: after our lift Slurm keeps the reason text; a later drain
+    """After our lift Slurm keeps the reason text; a later drain
     without a reason of its own (``State=DRAIN``, drain_nodes(), NHC) shows our words and id. The
     record says that drain was lifted (or names another, or none): never ours, and ``fleet``
     does not count it as spurinv's recorded drain."""
@@ -463,7 +463,7 @@ def test_a_record_of_another_node_or_none_leaves_the_id_in_the_reason_to_decide(
     ],
 )
 def test_a_value_not_of_our_records_shape_is_the_admins(value):
-    """Issue #20, second follow-up: only the key names were checked; an admin's ``{}`` or
+    """Only the key names were checked; an admin's ``{}`` or
     ``{"drain": "manual hold"}`` under our key was taken for our record and rewritten."""
     extra = json.dumps({"rack": "r2", KEY: value})
 

@@ -1,4 +1,4 @@
-"""The policy, row by row (issue #4's table), plus the settle step and properties."""
+"""The policy, row by row (the action table), plus the settle step and properties."""
 
 from __future__ import annotations
 
@@ -339,7 +339,7 @@ def test_resume_sends_state_only_never_a_reason():
 
     action = decide(outcome_for(state), OURS_IDLE, state, SLURM, NOW)
 
-    # UNDRAIN clears the DRAIN flag only; RESUME would also clear DOWN, FAIL, REBOOT_* (issue #20)
+    # UNDRAIN clears the DRAIN flag only; RESUME would also clear DOWN, FAIL, REBOOT_*
     assert {"state": ["UNDRAIN"]} == action.body
 
 
@@ -361,7 +361,7 @@ def test_register_body_keeps_other_gres_and_records_the_fingerprint():
 
 
 def test_register_body_records_the_gres_it_sends_next_to_foreign_extra_keys():
-    """`spurinv fleet` compares the controller's gres with the one recorded here (issue #15)."""
+    """`spurinv fleet` compares the controller's gres with the one recorded here."""
     state = state_for(SPX, CPX, CPX)
     current = view(gres="gpu:mi300x:8,fpga:4", used="gpu:0,fpga:0").model_copy(update={"extra": '{"rack":"r2"}'})
 
@@ -491,7 +491,7 @@ def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
     assert first <= second
 
 
-# --- issue #10: scoped backoff, clamped backoff, bounded busy rechecks --------------------------
+# --- scoped backoff, clamped backoff, bounded busy rechecks --------------------------
 
 BLOCKING = ["unreachable", "auth", "protocol", "unknown-node", "read-only"]
 
@@ -530,7 +530,7 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
         assert (action.kind == Do.READ_VIEW and action.cause == "refused") == retry_only, (outcome.kind, action.reason)
 
 
-# --- issue #23: a refusal never hides the controller -----------------------------------------
+# --- a refusal never hides the controller -----------------------------------------
 
 
 GRES_TEXTS = ["gpu:mi300x:8", "gpu:mi300x:64", "gpu:mi300x:63", "gpu:mi300x:64,nic:2", "gpu:h100:64", "", None]
@@ -689,7 +689,7 @@ def test_a_waiting_node_with_gpus_in_use_holds_and_one_without_registers():
     assert Do.REGISTER == cpu_only.kind
 
 
-# --- controller text cleaned on input is never written back (issue #21 follow-up, item 6) ---------
+# --- controller text cleaned on input is never written back ---------
 
 
 @pytest.mark.parametrize("extra", ['{"rack": "Zo\ufffd"}', '{"\ufffd": 1, "spurinv": {"node": "n1"}}', "note \ufffd"])
@@ -724,7 +724,7 @@ def test_a_gres_entry_read_with_replacement_is_never_sent_back():
 
 @pytest.mark.parametrize("backoff", [9999, None])
 def test_an_operators_resume_during_a_refusal_is_not_redrained_for_the_same_refusal(backoff):
-    """Issue #23: the operator lifted our "controller refused" drain; spurinv forgets it and does
+    """the operator lifted our "controller refused" drain; spurinv forgets it and does
     not drain again every tick (before: forget-drain, then a drain with a new id, each tick)."""
     state = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=backoff)
     state = state.model_copy(update={"drain": state.drain.model_copy(update={"cause": "refused"})})
@@ -747,7 +747,7 @@ def test_an_operators_resume_during_a_refusal_is_not_redrained_for_the_same_refu
 
 
 # --- pinned by the mutation run -------------------------------------------------------------------
-# Policy behaviour the table in test_policy.py left unpinned (mutation survivors, issue #16). Each
+# Policy behaviour the table in test_policy.py left unpinned (mutation survivors). Each
 # test fails for a change of behaviour a mutation run showed no other fast test noticed: the reason
 # length cap, the backoff sequence (with a configured ``backoff_initial``), the exit status recorded
 # for a failed discovery, the settle step for every action, and which drain a FORGET_DRAIN reports.

@@ -1,4 +1,4 @@
-"""What the policy takes from the way the node re-registers (issue #14): the remedy a refusal
+"""What the policy takes from the way the node re-registers: the remedy a refusal
 names in our drain reason, and which jobs hold a re-registration off."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The bounded process runner behind ``scontrol``, ``controller.register_command`` and ``check``'s
-``systemctl`` (issue #14: bounded output)."""
+``systemctl`` (bounded output)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(t
 
 def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
     """``MAX_OUTPUT`` pinned with a literal: the register command's tail that the log and the
-    refusal quote (issue #26: only explicit limits were tested)."""
+    refusal quote (only explicit limits were tested)."""
     limit = 64 * 1024
 
     whole = process.run(["/bin/sh", "-c", f"head -c {limit} /dev/zero | tr '\\0' x"], ENV, 30)
@@ -171,7 +171,7 @@ def test_a_grandchild_holding_the_pipes_does_not_outlive_the_timeout(tmp_path: P
 
 def test_waiting_for_a_command_that_closed_its_output_costs_no_cpu():
     """A closed pipe stays readable (end of file): it must leave the wait, or every later look
-    returns at once and the runner spins until the command ends (issue #26, seed 4141: the
+    returns at once and the runner spins until the command ends (the
     ``unregister`` at end of file removed was caught only by the time limit). The command runs
     2 s; the wait takes a few milliseconds of CPU, a spin would take most of the 2 s."""
     started = time.thread_time()
@@ -184,7 +184,7 @@ def test_waiting_for_a_command_that_closed_its_output_costs_no_cpu():
 
 def test_a_bare_command_name_is_the_first_executable_file_of_that_name_on_path(tmp_path, monkeypatch):
     """As the shell looks it up, minus the current directory: a relative ``$PATH`` entry, a
-    directory or a file without the execute bit of that name are passed over (issue #26, seed 4141)."""
+    directory or a file without the execute bit of that name are passed over (seed 4141)."""
     monkeypatch.chdir(tmp_path)
     for directory, mode in (("relative", 0o755), ("plain", 0o644), ("found", 0o755), ("later", 0o755)):
         (tmp_path / directory).mkdir()

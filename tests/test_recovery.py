@@ -1,4 +1,4 @@
-"""Ownership that outlives the node (issue #20): the controller carries spurinv's record.
+"""Ownership that outlives the node: the controller carries spurinv's record.
 
 The real full refresh runs in-process against ``faultserver.Gateway`` (the node of
 ``test_intent.Node``: a controller that stamps ``reason_changed_at`` with its own clock, which
@@ -37,7 +37,7 @@ def steps(document: Any) -> list[str]:
 
 @pytest.mark.parametrize("skew", [-3600, -400, 400, 3600])
 def test_our_drain_is_lifted_whatever_the_controllers_clock_says(tmp_path, built, skew):
-    """Issue #20 item 1: with the node's clock 400 s off, spurinv forgot its own drain and left
+    """With the node's clock 400 s off, spurinv forgot its own drain and left
     the node drained for good. Now the skew is reported, and the drain is lifted."""
     node = Node(tmp_path, built, skew=skew)
     node.tick("spx")
@@ -111,7 +111,7 @@ def lose_state(node: Node, how: str) -> None:
 @pytest.mark.parametrize("how", ["deleted", "corrupt"])
 @pytest.mark.parametrize("extra", [True, False], ids=["record in extra", "id in the reason only"])
 def test_a_lost_state_rebuilds_our_drain_from_the_controller_and_lifts_it(tmp_path, built, how, extra):
-    """Issue #20 item 2: a stateless node rebooted (or a corrupt file moved aside) while our drain
+    """A stateless node rebooted (or a corrupt file moved aside) while our drain
     was on. The first run reads the controller even for a first reading, finds our drain by its
     record (Slurm) or the id in its reason (a controller without extra), says so, and lifts it."""
     node = adopted(tmp_path, built)
@@ -177,7 +177,7 @@ def test_a_lost_state_never_takes_a_drain_that_is_not_ours(tmp_path, built, othe
 
 @pytest.mark.parametrize("how", ["deleted", "corrupt"])
 def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_path, built, how):
-    """Issue #20, second follow-up: after our lift Slurm keeps the reason text; a later drain with
+    """After our lift Slurm keeps the reason text; a later drain with
     no reason of its own (``State=DRAIN`` alone, drain_nodes(), a health check) shows our words
     and id. A stateless node rebooted then must not take it from the id: the record says lifted."""
     node = adopted(tmp_path, built)
@@ -205,7 +205,7 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
 
 
 def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(tmp_path, built):
-    """Issue #20, second follow-up: our lift applied, its answer lost (the run killed after the
+    """Our lift applied, its answer lost (the run killed after the
     POST), then someone drains with no reason of its own (our words stay). The next run once
     concluded "the unanswered resume was not applied" and lifted their drain: the record, retired
     in the same update as the lift, says it was applied."""
@@ -281,7 +281,7 @@ def test_the_drain_and_its_record_go_in_one_update_beside_the_admins_keys(tmp_pa
     ids=["duplicate key", "non-finite", "not JSON", "nested too deep"],
 )
 def test_extra_we_may_not_rewrite_stays_byte_for_byte_and_the_id_does_the_work(tmp_path, built, extra):
-    """Issue #20 item 5 and #21 item 3: extra is never re-serialised; text we cannot splice into is
+    """Extra is never re-serialised; text we cannot splice into is
     left alone (no RecursionError), our drain carries its id, and a lost state still finds it."""
     node = adopted(tmp_path, built)
     node.controller["extra"] = extra
@@ -298,7 +298,7 @@ def test_extra_we_may_not_rewrite_stays_byte_for_byte_and_the_id_does_the_work(t
 
 
 def test_a_refused_registration_leaves_no_record_of_it(tmp_path, built):
-    """Issue #20 item 4: Slurm applies extra even when it refuses the GRES of the same update. The
+    """Slurm applies extra even when it refuses the GRES of the same update. The
     GRES goes first, alone; the record follows only once the controller lists it."""
     node = adopted(tmp_path, built)
     node.controller["extra"] = '{"rack": "r2"}'
@@ -331,7 +331,7 @@ def test_an_applied_registration_records_what_the_controller_lists(tmp_path, bui
 
 
 def test_a_run_for_another_node_is_refused_and_writes_nothing(tmp_path, built, cli):
-    """Issue #20 item 3: `--node n2` with n1's state forgot n1's drain and drained n2 with n1's
+    """`--node n2` with n1's state forgot n1's drain and drained n2 with n1's
     inventory. Refused: 64 from the flag, 78 from the config; nothing written anywhere."""
     node = adopted(tmp_path, built)
     drained_busy(node)
@@ -360,7 +360,7 @@ def test_a_run_for_another_node_is_refused_and_writes_nothing(tmp_path, built, c
 
 def test_an_older_state_file_loads_and_its_drain_without_an_id_is_still_lifted(tmp_path, built):
     """A version 1 state whose drain reason carries no id (spurinv before drain ids): ours by its
-    exact reason, lifted; the file is written back as the current version (3 since issue #24)."""
+    exact reason, lifted; the file is written back as the current version (3 since the switch-in-progress state)."""
     node = adopted(tmp_path, built)
     legacy = "spurinv: 8 GPUs SPX→CPX (1→8 each); mi300x 8→64; re-registers when idle"
     raw = json.loads(node.state_path.read_text())

@@ -1,4 +1,4 @@
-"""A refusal never hides the controller (issue #23), over Slurm's ``scontrol``.
+"""A refusal never hides the controller, over Slurm's ``scontrol``.
 
 Slurm refuses a count change of a File-backed GRES (``scontrol update Gres=`` exits 1 with
 "Invalid generic resource (gres) specification", tests/e2e/test_converge_scontrol.py on the real
@@ -122,7 +122,7 @@ def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_the_ne
     assert ["read-view", "record", "resume", "none"] == [step["action"] for step in document["steps"]]
     record, resume = updates_since(slurm, before)
     assert [arg.split("=")[0] for arg in record] == ["update", "NodeName", "Extra"]  # the record alone, no Gres=
-    assert resume[:3] == ["update", "NodeName=n1", "State=UNDRAIN"]  # DRAIN only, never DOWN (issue #20)
+    assert resume[:3] == ["update", "NodeName=n1", "State=UNDRAIN"]  # DRAIN only, never DOWN
     assert [arg.split("=")[0] for arg in resume[3:]] == ["Extra"]  # our record's drain entry retired
     reads = [call for call in slurm.calls()[before:] if call[:3] == ["--json", "show", "node"]]
     assert all(call[3:] == ["n1"] for call in reads)  # single-node reads only
@@ -156,7 +156,7 @@ def test_an_admins_drain_after_the_fix_is_never_lifted(cli, built, slurm):
     assert code == exitcode.OK, document
     assert "resume" not in [step["action"] for step in document["steps"]]
     assert (slurm.node["reason"], "DRAIN" in slurm.node["state"]) == ("admin: burn-in", True)
-    # and the output says the node is still out of service, not success alone (issue #23)
+    # and the output says the node is still out of service, not success alone
     record = next(step for step in document["steps"] if step["action"] == "record")
     assert "stays drained by someone else ('admin: burn-in')" in record["reason"]
 

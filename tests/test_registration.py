@@ -1,5 +1,5 @@
 """``controller.register_command``: how a command's argv and output are shown without credentials
-(issue #14: blanked secrets), its environment and the read-back after it (the runner itself:
+(blanked secrets), its environment and the read-back after it (the runner itself:
 tests/test_process.py)."""
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_config_show_blanks_credentials_in_register_command(cli, env, tmp_path):
     assert json.loads(as_json.out)["values"]["controller.register_command"] == ["/bin/true", "--token", BLANK]
 
 
-# --- issue #26: the read-back after the command, and the command's path -------------------------
+# --- the read-back after the command, and the command's path -------------------------
 
 IDLE_N1 = Path(__file__).resolve().parent / "fixtures/slurm/responses/24.11/v0.0.42/node-n1-idle.json"
 

@@ -294,7 +294,7 @@ def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(t
 
 
 def test_a_command_past_its_timeout_is_unreachable_and_one_the_deadline_cut_is_the_deadlines(tmp_path):
-    """Both name the command by its first four words (issue #26, seed 4141): the timeout is the
+    """Both name the command by its first four words (seed 4141): the timeout is the
     controller's (backed off), the deadline's cut is not."""
     from spurinv.budget import Budget
     from spurinv.errors import DeadlineError
@@ -318,7 +318,7 @@ def test_a_command_past_its_timeout_is_unreachable_and_one_the_deadline_cut_is_t
     assert str(deadline.value) == f"controller.run_deadline (1 s) reached during `{program} --json show node`; state saved"
 
 
-# --- issue #26: reading a node through Slurm's scontrol, and its failures -------------------------
+# --- reading a node through Slurm's scontrol, and its failures -------------------------
 
 # `scontrol --json show node n1` prints the data parser's document, the shape of the REST API's
 # answer (docs/slurm-rest.md); this capture is slurmrestd 24.11's (tests/fixtures/slurm/responses)
@@ -364,7 +364,7 @@ SHOW_ALL = SHOW_N1.with_name("nodes-n1-idle-n2-drained.json")
 
 
 def test_every_node_through_slurms_scontrol_is_read_from_its_json_view(tmp_path):
-    """Issue #26, seed 4141: ``nodes()`` had a test through spur only; Slurm's ``scontrol`` answers
+    """``nodes()`` had a test through spur only; Slurm's ``scontrol`` answers
     ``--json show node`` (a stand-in printing slurmrestd 24.11's capture of two nodes)."""
     fake = fake_scontrol(tmp_path, f'[ "$*" = "--json show node" ] || exit 9\ncat {SHOW_ALL}')
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
@@ -421,7 +421,7 @@ def test_an_unknown_node_is_named_in_the_error(tmp_path):
     ],
 )  # fmt: skip
 def test_a_failure_is_read_from_stderr_and_from_stdout_only_when_stderr_is_empty(tmp_path, body, said):
-    """Issue #26, seed 4141: which stream holds scontrol's words (``stderr or stdout``)."""
+    """which stream holds scontrol's words (``stderr or stdout``)."""
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, body)), "n1", os.environ)
 
     with pytest.raises(ControllerError) as caught:
@@ -455,7 +455,7 @@ def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
     [{}, {"reason": "spurinv: x"}, {"state": ["DOWN"]}, {"state": ["DOWN"], "extra": "{}"}, {"state": [], "extra": "{}"}],
 )
 def test_a_body_scontrol_has_no_update_for_is_refused_before_anything_runs(tmp_path, body):
-    """Issue #26, seed 4141: only a drain, a resume, a GRES or our record alone becomes an
+    """only a drain, a resume, a GRES or our record alone becomes an
     ``scontrol update``; anything else is a protocol error, never a partial update (a state
     dropped, the record written alone) or an ``update`` with nothing in it."""
     ran = tmp_path / "ran"
@@ -501,7 +501,7 @@ def test_spurs_bare_update_failure_before_any_read_is_a_refusal_not_a_crash(tmp_
 
 def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
     """A SLURM_JWT in spurinv's environment (meant for slurmrestd) would make scontrol use
-    auth/jwt instead of munge; it is not passed (issue #23)."""
+    auth/jwt instead of munge; it is not passed."""
     seen = tmp_path / "env"
     program = fake_scontrol(tmp_path, f"env > {seen}; echo '{{\"nodes\": []}}'")
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1",

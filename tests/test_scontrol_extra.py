@@ -1,5 +1,5 @@
 """Our record through Slurm's ``scontrol``: ``Extra=`` is one argument, and Linux caps one
-argument at MAX_ARG_STRLEN (128 KiB with its NUL). Issue #21 item 9: an admin's ``extra`` over that
+argument at MAX_ARG_STRLEN (128 KiB with its NUL). An admin's ``extra`` over that
 made every registration a configuration error (78) and the node was never registered.
 
 The fake ``scontrol`` below is a real executable (so an argument the kernel refuses would fail

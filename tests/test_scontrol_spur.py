@@ -191,7 +191,7 @@ def test_without_register_command_spur_gets_drain_only_and_we_say_it_cannot_rere
     assert "discover --format slurm" not in node["reason"]
 
     # spurd restarted by hand: the controller now lists 64; the next run, though the refusal
-    # backs off, takes it as registered and resumes (issue #23; spur has no extra: nothing written)
+    # backs off, takes it as registered and resumes (spur has no extra: nothing written)
     adopted.set_node(gpus=["mi300x"] * 64)
     code, after, _ = refresh(cli, adopted, cpx)
     assert 0 == code, after
@@ -556,7 +556,7 @@ def test_an_interrupted_run_takes_the_register_command_down_with_it(adopted, bui
 
 
 def test_fleet_reads_every_spur_node_through_scontrol(cli, spur):
-    """``spurinv fleet`` with ``transport = "scontrol"`` and no url (issue #15 over #14): our
+    """``spurinv fleet`` with ``transport = "scontrol"`` and no url: our
     drain is found by its reason, an operator's drain is someone else's, a free node unmanaged."""
     cluster = spur.read()
     free = dict(cluster["nodes"]["n1"])
@@ -580,7 +580,7 @@ def test_fleet_reads_every_spur_node_through_scontrol(cli, spur):
 
 
 def test_fleet_over_scontrol_names_its_program_as_the_controller(cli, spur):
-    """Issue #25: the header said `fleet    2026-…` with an empty controller field."""
+    """the header said `fleet    2026-…` with an empty controller field."""
     document = cli("fleet", "--json").json()
     assert document["controller"].startswith("scontrol (/")  # the program run, resolved on PATH if need be
     assert document["controller"].endswith("/scontrol)")

@@ -1,4 +1,4 @@
-"""``discover --format slurm``'s gres.conf lines (issue #23): File= ranges an operator pastes."""
+"""``discover --format slurm``'s gres.conf lines: File= ranges an operator pastes."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_one_line_per_model_and_numa_node_with_that_nodes_cores():
 def test_cores_are_logical_indices_numbered_socket_by_socket(sockets, cores, threads, rng):
     """Whatever the CPU ids (SMT siblings far apart, shuffled, sparse core ids), every core gets
     exactly one index, socket 0's cores come first, and a NUMA node's Cores= names exactly the
-    indices of its CPUs' cores (issue #23: the CPU list was pasted)."""
+    indices of its CPUs' cores (the CPU list was pasted)."""
     ids = list(range(sockets * cores * threads))
     rng.shuffle(ids)
     topology, expected = {}, {}

@@ -1,4 +1,4 @@
-"""``spurinv-slurm-dynamic`` (issue #23): the register command for Slurm dynamic nodes, and what
+"""``spurinv-slurm-dynamic``: the register command for Slurm dynamic nodes, and what
 spurinv tells any register command in its environment. The real delete-and-restart on Slurm
 24.11 is tests/e2e/test_dynamic_lab.py; here ``scontrol`` and the restart are stand-ins that
 record what they were asked."""
@@ -261,7 +261,7 @@ def test_the_read_back_waits_out_a_node_that_is_briefly_unknown(cli, built, tmp_
     assert slurm.node["gres"] == "gpu:mi300x:64"
 
 
-# --- issue #23 attack findings ------------------------------------------------------------------
+# --- found by an attack on the dynamic-node script ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

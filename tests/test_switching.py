@@ -1,4 +1,4 @@
-"""A partition switch in progress is a state, not an error (issue #24): the MI300X snapshots of
+"""A partition switch in progress is a state, not an error: the MI300X snapshots of
 tests/fixtures/synthetic/amd-switch and a MIG layout being applied read as *switching* with their
 evidence; such a reading neither confirms a change nor counts as a failure, the run exits 75
 saying since when, and only a switch longer than ``policy.switch_timeout`` becomes a failure."""

@@ -1,4 +1,4 @@
-"""The systemd units, the udev rule and the cron entry (issue #5): they verify and parse, they ask
+"""The systemd units, the udev rule and the cron entry: they verify and parse, they ask
 for what the issue asks, and the cron line behaves as its comment says."""
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def test_timer_ticks_soon_after_boot_then_every_minute_spread_and_accurate():
 
 
 def test_timeout_is_well_above_the_longest_run_deadline_the_config_allows():
-    """controller.run_deadline bounds a whole run (issue #10); even its largest allowed value stays
+    """controller.run_deadline bounds a whole run; even its largest allowed value stays
     well inside TimeoutStartSec, and the default is far inside it."""
     field = config.ControllerSection.model_fields["run_deadline"]
     largest = next(rule.le for rule in field.metadata if getattr(rule, "le", None) is not None)
@@ -204,7 +204,7 @@ def test_hardening_is_in_place_and_private_devices_is_explained():
 
 
 def test_every_hardening_line_says_when_to_relax_it():
-    """Each group of hardening settings is preceded by a comment (issue #5)."""
+    """Each group of hardening settings is preceded by a comment."""
     lines = SERVICE.read_text().splitlines()
     start = lines.index("# Hardening. Each line says when to relax it.")
     previous_was_comment = False
@@ -339,7 +339,7 @@ def udevadm_complaints(rules: Path) -> list[str]:
     machine has is processed. The host is untouched: a fresh tmpfs holds /run/udev (over the
     host's, or over all of /run where there is none, rather than creating it), `mount -n` writes
     no /run/mount/utab, and /etc/udev/rules.d is hidden by an empty tmpfs, because an installed
-    /etc/udev/rules.d/90-spurinv.rules would shadow the copy under test (issue #11)."""
+    /etc/udev/rules.d/90-spurinv.rules would shadow the copy under test."""
     udevadm, unshare = shutil.which("udevadm"), shutil.which("unshare")
     if udevadm is None or unshare is None or os.geteuid() != 0:
         pytest.skip("needs root, unshare(1) and udevadm (Debian: apt-get install udev)")
@@ -477,7 +477,7 @@ def test_cron_command_logs_to_syslog_and_is_quiet_about_exit_75(tmp_path, code, 
 
 @pytest.mark.parametrize("syslog", [True, False])
 def test_a_failed_cron_run_leaves_a_trace_on_stderr_and_beside_the_state(tmp_path, syslog):
-    """Issue #13: where /dev/log is absent logger drops everything; cron still mails stderr, and
+    """where /dev/log is absent logger drops everything; cron still mails stderr, and
     cron.log beside the state keeps the failure with its time and exit status."""
     spurinv = fake_spurinv(tmp_path, 78, "spurinv: error: /etc/spurinv/config.toml: controller.url: 5 is an integer\n")
 

@@ -25,7 +25,7 @@ def steady(cli, root, state_path):
 
 
 # `python -m spurinv` whose built-in default config path is ``argv[1]``: "no config file on this
-# machine" without depending on the host's /etc/spurinv (issue #11: an installed config there
+# machine" without depending on the host's /etc/spurinv (an installed config there
 # turned the lean discover path into the full one, and this test red).
 WITHOUT_HOST_CONFIG = (
     "import sys; from spurinv.state import locations; locations.DEFAULT_CONFIG = sys.argv.pop(1);"
@@ -110,7 +110,7 @@ def test_a_changed_config_file_falls_through(cli, built, state_path, env, tmp_pa
 
 
 def test_a_failed_metrics_write_after_the_state_write_is_reported_not_handed_over(cli, built, state_path, env, capsys):
-    """Issue #12: the tick used to write the state, fail on the metrics, and start the full run
+    """the tick used to write the state, fail on the metrics, and start the full run
     over (two discoveries, two writes). Now it stops with the full run's exit status."""
     from spurinv.cli import tick
 

@@ -1,5 +1,5 @@
 """What a request looks like in ``status``, the report and the log (:class:`spurinv.controller.transport.Request`):
-the same line whichever transport sent it (issue #26: no test pinned it)."""
+the same line whichever transport sent it (no test pinned it)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_a_request_as_a_dict_keeps_every_field():
     assert request.as_dict() == {"method": "POST", "path": "/x", "body": {"a": 1}, "status": 500}
 
 
-# --- issue #26: a re-registration sent as a GRES update (REST here; Slurm's scontrol alike) --------
+# --- a re-registration sent as a GRES update (REST here; Slurm's scontrol alike) --------
 
 NODE = "/slurm/v0.0.42/node/n1"
 
@@ -84,7 +84,7 @@ def test_a_gres_update_that_fails_otherwise_is_that_error_not_a_refusal(rest):
     assert caught.value.kind == "auth"
 
 
-# --- the longest extra scontrol can carry (issue #26, seed 4141) --------------------------------
+# --- the longest extra scontrol can carry (seed 4141) --------------------------------
 
 
 def test_the_longest_extra_through_scontrol_is_the_longest_argument_linux_execs():
@@ -100,7 +100,7 @@ def test_the_longest_extra_through_scontrol_is_the_longest_argument_linux_execs(
         assert refused.value.errno == errno.E2BIG
 
 
-# --- our record after a confirmed registration (transport.recorded; issue #26, seed 4141) -------
+# --- our record after a confirmed registration (transport.recorded) -------
 
 WITH_RECORD = {"gres": "gpu:mi300x:8", "extra": '{"spurinv":{"fingerprint":"abababababababab","gres":"gpu:mi300x:8"}}'}
 

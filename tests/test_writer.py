@@ -1,4 +1,4 @@
-"""One atomic writer (``store.write_atomic``) for the state, the metrics and ``config init`` (issue #12)."""
+"""One atomic writer (``store.write_atomic``) for the state, the metrics and ``config init``."""
 
 from __future__ import annotations
 

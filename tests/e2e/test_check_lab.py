@@ -1,4 +1,4 @@
-"""`spurinv check` against a real Slurm 24.11 controller (issue #25): slurmrestd with JWT, and
+"""`spurinv check` against a real Slurm 24.11 controller: slurmrestd with JWT, and
 Slurm's own scontrol with munge, on 127.0.0.1.
 
 A ready node passes with one authenticated read; a token slurmrestd refuses, a node name the

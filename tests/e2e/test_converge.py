@@ -105,7 +105,7 @@ def test_first_run_adopts_the_controllers_view_without_writing(n1):
     assert "adopted" == status["baseline"]["source"]
     assert status["api"]["version"] == "slurm/v0.0.42"
     last = status["last_decision"]
-    assert last["outcome"] == "change-confirmed"  # what the run found (issue #13), not its final state
+    assert last["outcome"] == "change-confirmed"  # what the run found, not its final state
     assert [action.split(":")[0] for action in last["actions"]] == ["read-view", "adopt"]
 
 
@@ -173,7 +173,7 @@ def test_gpu_count_change_is_refused_and_drained_with_a_reason_for_the_operator(
     assert status["baseline"]["devices"] == 8  # not moved on a refused write
     assert any("spurinv discover --format slurm" in note for note in status["attention"])
 
-    # the next tick: still refused, backoff running: one single-node read, no write (issue #23), 76
+    # the next tick: still refused, backoff running: one single-node read, no write, 76
     code, again = n1.refresh("cpx")
     assert exitcode.PROTOCOL == code, again
     assert [("GET", "/slurm/v0.0.42/node/n1")] == [(r["method"], r["path"]) for r in again["requests"]]
@@ -218,7 +218,7 @@ def apply_discover_format_slurm(lab, node: Node, label: str) -> str:
 
 
 def test_the_operators_fix_is_seen_at_the_next_tick_though_the_refusal_backs_off(n1, lab_config):
-    """Issue #23, a static node: SPX → CPX refused (76, our drain); the operator applies
+    """A static node: SPX → CPX refused (76, our drain); the operator applies
     `discover --format slurm`; the next tick (the refusal's 60 s backoff still running) takes the
     controller's gpu:mi300x:64 as registered, records it, lifts our drain: exit 0."""
     n1.root("cpx", mode="CPX")

@@ -432,7 +432,7 @@ def lab_config(clean_lab):
 
 
 def test_the_operators_fix_is_seen_at_the_next_tick_over_scontrol(n1, lab_config):
-    """Issue #23 over `scontrol`: refused (76), the operator applies `discover --format slurm`,
+    """Over `scontrol`: refused (76), the operator applies `discover --format slurm`,
     the next tick (inside the backoff) writes our record with Extra= alone and resumes: exit 0."""
     from test_converge import apply_discover_format_slurm
 

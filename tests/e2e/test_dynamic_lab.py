@@ -1,4 +1,4 @@
-"""A Slurm dynamic node re-registers by itself through ``spurinv-slurm-dynamic`` (issue #23), on
+"""A Slurm dynamic node re-registers by itself through ``spurinv-slurm-dynamic``, on
 the real Slurm 24.11 lab: node ``d1`` is ``slurmd -Z --conf "… Gres=${SLURMD_GRES}"`` (lab/slurm/
 slurmd-dynamic.sh, the lab's stand-in for a systemd unit with EnvironmentFile=), spurinv reaches
 slurmctld through ``scontrol`` and re-registers through the shipped command.

@@ -1,7 +1,7 @@
 """`spurinv fleet` against a real Slurm 24.11 controller (slurmctld + 2 slurmd + slurmrestd/JWT on 127.0.0.1).
 
 The drain and the record are spurinv's own: real ``spurinv refresh`` processes on fixture roots
-drain n1 while a job runs on it (issue #15: n1 under a spurinv drain, n2 free), or re-register an
+drain n1 while a job runs on it (n1 under a spurinv drain, n2 free), or re-register an
 idle node (which writes our record, with the gres, into ``extra``); then the real
 ``spurinv fleet`` process reads the fleet with the same configuration.
 """

@@ -1,4 +1,4 @@
-"""Ownership that outlives the node (issue #20), against the real Slurm 24.11 lab, over REST and
+"""Ownership that outlives the node, against the real Slurm 24.11 lab, over REST and
 over ``scontrol``: our drain survives the loss of the state directory (the controller carries the
 record), an operator's drain never becomes ours, and a state file is bound to its node."""
 
@@ -125,7 +125,7 @@ def test_the_admins_extra_keeps_its_bytes_around_our_record(n1):
     n1.lab.scancel(job)
 
 
-# --- follow-ups: the lift (issue #20) ---------------------------------------------------------------
+# --- follow-ups: the lift ---------------------------------------------------------------
 
 
 def test_the_lift_is_undrain_and_retires_our_record_beside_the_admins_bytes(n1):

@@ -1,4 +1,4 @@
-"""Reliability and security suite (issue #7): shared fixtures and the one-screen summary.
+"""Reliability and security suite: shared fixtures and the one-screen summary.
 
 Every fault a test tries goes into the session's :class:`~summaries.Ledger` (category, fault,
 outcome, and whether anything was *lost*: an ok inventory with fewer devices, a state file that

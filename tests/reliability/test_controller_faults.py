@@ -1,4 +1,4 @@
-"""Controller faults through the real CLI (issue #7), against ``tests/faultserver.py`` on 127.0.0.1.
+"""Controller faults through the real CLI, against ``tests/faultserver.py`` on 127.0.0.1.
 
 Every run is ``spurinv refresh`` with ``[controller] url`` pointing at the fault server,
 slurm-jwt auth and a 0600 token file, on a fixture root whose state already holds one reading, so
@@ -260,7 +260,7 @@ def refused_and_drained(rig: Rig) -> dict[str, Any]:
 
 
 def test_the_operators_fix_is_seen_at_the_next_run_though_the_refusal_backs_off(rig, ledger):
-    """Issue #23: slurm.conf says gpu:mi300x:64 now. The run within the backoff reads the node
+    """slurm.conf says gpu:mi300x:64 now. The run within the backoff reads the node
     once (single-node GET), records our registration in extra alone, lifts our drain, and the
     reading is the baseline: no GRES update is sent again."""
     refused = refused_and_drained(rig)
@@ -275,7 +275,7 @@ def test_the_operators_fix_is_seen_at_the_next_run_though_the_refusal_backs_off(
     assert [(r.method, r.path) for r in run.requests] == [("GET", NODE_PATH), ("POST", NODE_PATH), ("POST", NODE_PATH)]
     record_post, resume = (post.json() for post in run.posts())
     assert set(record_post) == {"extra"}  # never the refused GRES again
-    assert resume["state"] == ["UNDRAIN"]  # DRAIN only, never DOWN (issue #20)
+    assert resume["state"] == ["UNDRAIN"]  # DRAIN only, never DOWN
     extra = json.loads(node["extra"])
     assert (extra["rack"], extra["spurinv"]["fingerprint"]) == ("r2", run.document()["fingerprint"])
     assert extra["spurinv"]["gres"] == "gpu:mi300x:64"
@@ -368,7 +368,7 @@ def test_never_resumes_a_drain_it_does_not_own(rig, ledger):
     record(ledger, "foreign drain reason on the node", run, lost=resumed)
     assert run.code == 0, run.err
     assert not resumed
-    # only our record's stale drain entry is retired (extra alone, issue #20); no state, no reason
+    # only our record's stale drain entry is retired (extra alone); no state, no reason
     assert [set(post.json()) for post in run.posts()] == [{"extra"}]
     assert node["state"] == ["IDLE", "DRAIN"]
     assert node["reason"] == "admin: fan 3 failed"
@@ -611,7 +611,7 @@ def test_proxy_variables_in_the_environment_are_ignored(rig, ledger):
     assert len(run.requests) == 1
 
 
-# --- issue #21 follow-ups: numbers past int()'s limit, a failed read, a JSON 404 --------------------
+# --- numbers past int()'s limit, a failed read, a JSON 404 --------------------
 
 
 def test_a_5000_digit_number_in_the_answer_is_a_field_error_not_a_crash(rig, ledger):

@@ -1,4 +1,4 @@
-"""The discovery fault matrix (issue #7): every fault is a failure or a flag, never fewer devices.
+"""The discovery fault matrix: every fault is a failure or a flag, never fewer devices.
 
 Each fault is applied to a private copy of a fixture root built from the real captures
 (``root_copy``) and discovery runs on it. The promise checked for every one of them: the result
@@ -44,7 +44,7 @@ class Fault:
     fixture: str
     apply: Callable[[Path, Any], object]  # (root, context) → anything kept alive during discovery
     # "failed", "flagged", "recovered" or "switching" (what a partition switch in progress looks
-    # like, issue #24: no inventory, evidence of source "switch"; a failure after switch_timeout)
+    # like: no inventory, evidence of source "switch"; a failure after switch_timeout)
     expect: str
     source: str = ""
     words: str = ""
@@ -166,7 +166,7 @@ def chmod_000(path: Path) -> None:
     path.chmod(0)
 
 
-# --- issue #11: links out of --root, one function under two spellings, absurd sizes, YAML aliases
+# --- links out of --root, one function under two spellings, absurd sizes, YAML aliases
 
 
 def outside_copy(root: Path, link: Path, name: str) -> Path:
@@ -405,7 +405,7 @@ FAULTS = [
     Fault("cdi spec is a directory", SPX, lambda r, c: cdi_spec(r, "etc/cdi/dir.json").mkdir(), "flagged", "cdi", "dir.json"),
     Fault("cdi directory is a file", SPX, lambda r, c: rb.write(r, "var/run/cdi", "not a directory"), "flagged", "cdi",
           "var/run/cdi"),
-    # --- issue #11: hostile sysfs, procfs and CDI under --root
+    # --- hostile sysfs, procfs and CDI under --root
     Fault("pci device link leaves the root", SPX, lambda r, c: outside_copy(r, Path(r, PCI_DEVICES, GPU0), "elsewhere"),
           "failed", "pci", "leaves the root", category=HOSTILE),
     Fault("kfd class link leaves the root", SPX, lambda r, c: outside_copy(r, Path(r, "sys/class/kfd/kfd"), "elsewhere"),

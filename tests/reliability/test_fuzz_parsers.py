@@ -1,4 +1,4 @@
-"""Hypothesis fuzzing of every parser (issue #7): arbitrary input in, a result or the module's own
+"""Hypothesis fuzzing of every parser: arbitrary input in, a result or the module's own
 error out — ``ReadError``, ``SpecError``, ``ControllerError``, ``Corrupt``/``NewerSchema`` — and
 no other exception escapes (an escape crashes a refresh with exit 70 instead of reporting).
 
@@ -281,7 +281,7 @@ def test_state_parse_mutated_real_state(ledger, data):
     assert state is None or isinstance(state, state_file.State)
 
 
-# --- escapes in modules outside this suite's remit, pinned until fixed (see the issue #7 report) ---
+# --- escapes in modules outside this suite's remit, pinned until fixed ---
 
 
 def test_parse_node_survives_an_infinite_number():

@@ -1,4 +1,4 @@
-"""What the controller sends back, hostile (issue #21): the answers spurinv reads must cost at
+"""What the controller sends back, hostile: the answers spurinv reads must cost at
 most one clear error line, an exit status from the table, and no lost state."""
 
 from __future__ import annotations

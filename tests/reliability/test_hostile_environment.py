@@ -1,4 +1,4 @@
-"""The node's environment is hostile too (issue #21): a Latin-1 locale, a metrics file over the
+"""The node's environment is hostile too: a Latin-1 locale, a metrics file over the
 state, where the state directory comes from, and what CDI specs cost."""
 
 from __future__ import annotations

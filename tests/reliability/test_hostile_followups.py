@@ -1,4 +1,4 @@
-"""Hostile input, follow-ups (issue #21, the attacker's second look at the fixes): each test
+"""Hostile input, follow-ups (the attacker's second look at the fixes): each test
 reproduces one problem found after the first round and failed before its fix."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile inputs, second pass (issue #11): files that are not what they seem, text from the
+"""Hostile inputs, second pass: files that are not what they seem, text from the
 controller and the command line, absurd config numbers, and a suite that leaves the host alone.
 
 The sysfs/procfs/CDI faults of the same issue (links leaving ``--root``, one PCI function under
@@ -329,7 +329,7 @@ def test_every_config_number_is_bounded_and_a_bad_one_is_named(key, tmp_path, bu
 
     ledger.record("hostile config", f"absurd {key}", f"exit {shown.code}/{ran.code}")
     assert (exitcode.CONFIG, exitcode.CONFIG) == (shown.code, ran.code), (shown, ran)
-    lines = ran.err.splitlines()  # every problem at once, one line each (issue #13)
+    lines = ran.err.splitlines()  # every problem at once, one line each
     assert "Traceback" not in ran.err
     assert any(key in line for line in lines), lines
     assert all(str(config) in line for line in lines), lines

@@ -1,4 +1,4 @@
-"""Hostile input, second follow-up (issue #21, a second attacker): each test reproduces one
+"""Hostile input, second follow-up (a second attacker): each test reproduces one
 problem found after the two fix rounds and failed before its fix."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Security checks (issue #7): the token stays secret, unsafe files are refused, the state file is
+"""Security checks: the token stays secret, unsafe files are refused, the state file is
 never followed through a planted symlink, and the service runs as a dedicated unprivileged user.
 
 ``docs/security.md`` states each rule and names the test here that proves it.

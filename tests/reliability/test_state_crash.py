@@ -1,4 +1,4 @@
-"""Crash consistency, concurrency and full or read-only disks for the state file (issue #7).
+"""Crash consistency, concurrency and full or read-only disks for the state file.
 
 All through real ``spurinv refresh`` processes on fixture roots: SIGKILL at random points (the
 kill delays are spread over the duration of a run measured first), 2 and 10 concurrent runs
