@@ -87,6 +87,16 @@ def test_every_flag_a_tick_can_carry_is_in_the_key():
         assert ledger.steady_key(*changed) != key, other  # type: ignore[arg-type]
 
 
+def test_two_different_values_of_the_same_flag_make_different_keys():
+    """A memo left by ``--node x1`` must not serve ``--node x2`` (nor one ``--metrics-file`` another)."""
+    base = ["/", "/etc/spurinv/config.toml:1:2:3", "/a.prom", "x1", "gpu01"]
+    key = ledger.steady_key(*base)
+    for index, other in ((2, "/b.prom"), (3, "x2")):
+        changed = list(base)
+        changed[index] = other
+        assert ledger.steady_key(*changed) != key, other
+
+
 # -- the fast and the full path, whole, on the same inputs -----------------------------------------
 
 FIXTURES = ("mi300x-cpx", "mi300x-spx", "mi308x", "vega10", "nvidia-8", "nvidia-cdi")
