@@ -289,3 +289,21 @@ def test_a_command_that_failed_after_the_gpus_were_listed_is_applied_with_a_warn
     assert result.applied
     assert result.warning is not None
     assert "exited 1" in result.warning
+
+
+def test_a_register_command_past_its_timeout_is_logged_with_both_its_streams(tmp_path):
+    """What the command printed before it was killed is what an operator needs: stdout and
+    stderr both, in the error log line (seed 26c)."""
+    client, _ = planned_scontrol(tmp_path, ["8"])
+    stream = io.StringIO()
+    clock = Clock()
+    slow = Registrar(("/bin/sh", "-c", "echo out-words; echo err-words >&2; exec sleep 30"), 1, 1.0, ENV,
+                     Log({}, stream=stream), sleep=clock.sleep, monotonic=clock.monotonic)  # fmt: skip
+
+    with pytest.raises(ControllerError) as caught:
+        slow.register(client, {"mi300x": 64})
+
+    assert caught.value.kind == "unreachable"
+    # the command line holds both words too: only what follows "its output:" is its output
+    logged = stream.getvalue()
+    assert logged.endswith("did not finish within 1 s; killed; its output: out-words err-words\n")

@@ -272,7 +272,8 @@ def test_an_answer_about_one_node_over_a_mebibyte_is_cut_there_and_76(tmp_path):
         client.view()
 
     assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
-    assert "more than 1048576 bytes" in caught.value.message
+    # named by its first four words, without the node's name (seed 26c)
+    assert caught.value.message == f"`{program} --json show node …` printed more than 1048576 bytes"
 
 
 def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(tmp_path):
@@ -513,3 +514,59 @@ def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
     assert seen.exists()
     assert "SLURM_JWT" not in seen.read_text()
     assert "PATH=" in seen.read_text()
+
+
+def test_a_json_view_whose_nodes_is_null_is_a_protocol_error(tmp_path):
+    """``"nodes": null`` is a key without a list: refused, never handed on as no nodes (seed 26c)."""
+    fake = fake_scontrol(tmp_path, '[ "$*" = "--json show node" ] || exit 9\necho \'{"nodes": null, "errors": []}\'')
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", "scontrol --json show node: no 'nodes' list")
+
+
+def test_a_drain_the_deadline_stops_before_it_starts_is_named_by_its_first_four_words(tmp_path):
+    """The label quotes the program and three words, never the reason after them (seed 26c)."""
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    ran = tmp_path / "ran"
+    program = fake_scontrol(tmp_path, f"touch {ran}")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", os.environ, budget=Budget(0))
+    client.flavor = "slurm"
+
+    with pytest.raises(DeadlineError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "spurinv: 8 → 64 GPUs"})
+
+    assert str(caught.value) == (
+        f"controller.run_deadline (0 s) reached before `{program} update NodeName=n1 State=DRAIN`; state saved"
+    )
+    assert client.sent == []
+    assert not ran.exists()
+
+
+def test_an_argument_of_131072_bytes_is_refused_before_exec_and_131071_runs(tmp_path):
+    """With its NUL, 131072 bytes would be one beyond MAX_ARG_STRLEN (the kernel's E2BIG);
+    131071 bytes and the NUL fit exactly (seed 26c)."""
+    ran = tmp_path / "ran"
+    program = fake_scontrol(tmp_path, f"touch {ran}")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", os.environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "x" * (131072 - len("Reason="))})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"`{program} update NodeName=n1 …`: Reason= would be 131072 bytes, "
+        "beyond Linux's 131072-byte limit for one argument (MAX_ARG_STRLEN); not run",
+    )
+    assert client.sent == []
+    assert not ran.exists()
+
+    client.post({"state": ["DRAIN"], "reason": "x" * (131071 - len("Reason="))})
+
+    assert [r.status for r in client.sent] == [0]
+    assert ran.exists()
