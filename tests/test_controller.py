@@ -259,3 +259,73 @@ def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_fo
     assert without.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == (
         f'POST {NODE} {{"gres": "gpu:mi300x:64"}}; then POST {NODE} {{"extra": "{{}}"}}'
     )
+
+
+# --- survivors of a fresh mutation seed (rest26c): each pinned with literal values --------
+
+
+def test_a_declared_length_of_eight_mebibytes_is_read_and_one_byte_more_is_refused_unread(server):
+    """The Content-Length check, on its own edge: 8388608 declared is read (garbage here, so the
+    versions are probed), 8388609 is refused before the body is read, naming the declared size."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=30)
+    server.script("GET", "/openapi/v3", Reply(200, size=8388608))
+    assert Controller(auto, "n1", None).view().name == "n1"
+
+    server.script("GET", "/openapi/v3", Reply(200, size=8388609))
+    with pytest.raises(ControllerError) as caught:
+        Controller(auto, "n1", None).view()
+    assert (caught.value.kind, str(caught.value)) == (
+        "protocol",
+        "GET /openapi/v3: response of 8388609 bytes exceeds 8388608",
+    )
+
+
+def test_a_post_answered_422_with_a_slurm_error_is_a_refusal(server):
+    """Slurm 26.05 answers a refused update with 422: the GRES update is refused, not a
+    protocol error that would be backed off as a broken controller."""
+    server.script(
+        "POST", NODE, Reply(422, {"errors": [{"error_number": 2072, "error": "Invalid generic resource (gres) specification"}]})
+    )
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"gres": "gpu:mi300x:4"})
+
+    assert (caught.value.kind, str(caught.value)) == (
+        "refused",
+        f"POST {NODE}: HTTP 422: Invalid generic resource (gres) specification",
+    )
+
+
+@pytest.mark.parametrize(("number", "kind"), [(0, "unreachable"), (1, "refused"), (-1, "unreachable")])
+def test_a_failed_write_with_error_number_one_is_a_refusal_and_zero_is_none(server, number, kind):
+    """0 (no error) and -1 (SLURM_ERROR) name no refusal: a 500 with them is the controller
+    failing; 1 (or any other number) is slurmctld refusing the write."""
+    server.script("POST", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmctld said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert caught.value.kind == kind
+
+
+def test_an_http_400_with_a_slurm_error_is_a_protocol_error_naming_both(server):
+    """400 is not a redirect (300-399): the message says HTTP 400 and what Slurm said."""
+    server.script("GET", NODE, Reply(400, {"errors": [{"error_number": 9200, "error": "Unable to parse query"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert (caught.value.kind, str(caught.value)) == ("protocol", f"GET {NODE}: HTTP 400: Unable to parse query")
+
+
+def test_a_missing_ca_file_is_a_configuration_error_in_the_operating_systems_words(tmp_path):
+    missing = str(tmp_path / "no-such-ca.pem")
+    settings = ControllerSection(url="https://127.0.0.1:9", api="slurm/v0.0.42", ca_file=missing)
+
+    with pytest.raises(ConfigError) as caught:
+        Controller(settings, "n1", None)
+
+    assert str(caught.value) == (
+        f"controller.ca_file = '{missing}': No such file or directory; "
+        'point it at a PEM CA bundle, or set it to "" for the system store'
+    )
