@@ -64,6 +64,7 @@ WRITER_MODULES = (
     "spurinv/state/intent.py",
     "spurinv/state/ledger.py",
     "spurinv/controller/registration.py",
+    "spurinv/controller/process.py",
     "spurinv/controller/scontrol.py",
     "spurinv/controller/transport.py",
     "spurinv/controller/rest.py",
@@ -285,9 +286,10 @@ def name_readers(module: str) -> dict[int, set[int]]:
 
 
 def tree_hash(paths: list[Path]) -> str:
-    """A digest of the Python files under ``paths`` (test files themselves excepted) and of the
-    map's format (bump ``MAP_FORMAT`` when ``instrument`` or ``_Tracer`` change what they record)."""
-    digest = hashlib.sha256(f"map format {MAP_FORMAT}".encode())
+    """A digest of the Python files under ``paths`` (test files themselves excepted), of the
+    modules the map instruments and of the map's format (bump ``MAP_FORMAT`` when ``instrument`` or
+    ``_Tracer`` change what they record)."""
+    digest = hashlib.sha256(f"map format {MAP_FORMAT} of {DEFAULT_MODULES}".encode())
     for top in paths:
         files = [top] if top.is_file() else sorted(f for f in top.rglob("*.py") if "fixtures" not in f.parts)
         for file in files:
