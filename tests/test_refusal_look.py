@@ -5,7 +5,7 @@ Slurm refuses a count change of a File-backed GRES (``scontrol update Gres=`` ex
 24.11). The operator then fixes slurm.conf/gres.conf and restarts slurmd; the run inside the
 refusal's backoff must see it: one ``show node``, our record in ``Extra=`` alone, our drain lifted.
 
-The fake ``scontrol`` is a real executable answering ``--json show node`` from a JSON file in the
+The fake ``scontrol`` (``tests/scontrolfake.py``) is a real executable answering ``--json show node`` from a JSON file in the
 shape of the captured slurmrestd 24.11 node; it logs every argv and refuses ``Gres=`` while the
 node's ``refuse_gres`` is set (what slurmctld does while slurm.conf still says 8).
 """
@@ -13,80 +13,18 @@ node's ``refuse_gres`` is set (what slurmctld does while slurm.conf still says 8
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faultserver import capture
+from scontrolfake import Slurm
 
 from spurinv import exitcode
-
-FAKE = r"""
-import json, os, sys
-path = os.environ["FAKE_SLURM_STATE"]
-args = sys.argv[1:]
-if args == ["--version"]:
-    print("slurm 24.11.5"); sys.exit(0)
-with open(path) as f:
-    node = json.load(f)
-with open(path + ".argv", "a") as f:
-    f.write(json.dumps(args) + "\n")
-if args[:3] == ["--json", "show", "node"]:
-    import time
-    if time.time() < node.get("absent_until", 0):  # deleted, not yet re-created
-        print(json.dumps({"nodes": [], "errors": [{"error": "Invalid node name specified"}]})); sys.exit(0)
-    print(json.dumps({"nodes": [node]})); sys.exit(0)
-if args[:1] == ["update"]:
-    if node.get("refuse_gres") and any(a.startswith("Gres=") for a in args):
-        print("slurm_update error: Invalid generic resource (gres) specification", file=sys.stderr); sys.exit(1)
-    for arg in args[2:]:
-        key, _, value = arg.partition("=")
-        if key == "Gres": node["gres"] = value
-        elif key == "Extra": node["extra"] = value
-        elif key == "Reason": node["reason"] = value
-        elif key == "State" and value == "DRAIN" and "DRAIN" not in node["state"]: node["state"].append("DRAIN")
-        elif key == "State" and value in ("RESUME", "UNDRAIN") and "DRAIN" in node["state"]: node["state"].remove("DRAIN")
-    with open(path, "w") as f:
-        json.dump(node, f)
-    sys.exit(0)
-sys.exit(2)
-"""
-
-
-class Slurm:
-    def __init__(self, tmp: Path) -> None:
-        self.path = tmp / "node.json"
-        node = capture("node-n1-idle")["nodes"][0]
-        node.update(name="n1", gres="gpu:mi300x:8", gres_used="gpu:mi300x:0(IDX:N/A)", extra="", reason="",
-                    state=["IDLE"], refuse_gres=True)  # fmt: skip
-        self.path.write_text(json.dumps(node))
-        program = tmp / "scontrol"
-        program.write_text(f"#!{sys.executable}\n{FAKE}")
-        program.chmod(0o755)
-        self.config = tmp / "config.toml"
-        self.config.write_text(
-            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{program}"\n'
-            "[policy]\nconfirm_interval = 0\n"
-        )
-        self.config.chmod(0o600)
-        self.state = tmp / "state" / "state.json"
-        self.state.parent.mkdir(mode=0o700)
-
-    @property
-    def node(self) -> dict[str, Any]:
-        return json.loads(self.path.read_text())
-
-    def update(self, **fields: Any) -> None:
-        self.path.write_text(json.dumps({**self.node, **fields}))
-
-    def calls(self) -> list[list[str]]:
-        return [json.loads(line) for line in Path(f"{self.path}.argv").read_text().splitlines()]
 
 
 @pytest.fixture
 def slurm(tmp_path, monkeypatch) -> Slurm:
-    lab = Slurm(tmp_path)
+    lab = Slurm(tmp_path, refuse_gres=True)
     monkeypatch.setenv("FAKE_SLURM_STATE", str(lab.path))
     return lab
 

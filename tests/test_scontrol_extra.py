@@ -2,7 +2,7 @@
 argument at MAX_ARG_STRLEN (128 KiB with its NUL). An admin's ``extra`` over that
 made every registration a configuration error (78) and the node was never registered.
 
-The fake ``scontrol`` below is a real executable (so an argument the kernel refuses would fail
+The fake ``scontrol`` (``tests/scontrolfake.py``) is a real executable (so an argument the kernel refuses would fail
 the exec, as it does for the real one) that answers ``--json show node`` from a JSON file in the
 shape of the captured slurmrestd 24.11 node (``scontrol --json`` prints the same data parser
 output) and applies ``update NodeName=… Gres=/Extra=/State=/Reason=`` to it.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultserver import capture
+from scontrolfake import Slurm
 
 from spurinv import exitcode
 from spurinv.config.settings import ControllerSection
@@ -27,65 +27,6 @@ from spurinv.controller.ownership import MAX_ARG_STRLEN, extra_record
 from spurinv.controller.scontrol import Scontrol
 from spurinv.controller.transport import extra_limit
 from spurinv.errors import ControllerError
-
-FAKE = r"""
-import json, os, sys
-path = os.environ["FAKE_SLURM_STATE"]
-args = sys.argv[1:]
-if args == ["--version"]:
-    print("slurm 24.11.5"); sys.exit(0)
-with open(path) as f:
-    node = json.load(f)
-with open(path + ".argv", "a") as f:
-    f.write(json.dumps([len(a.encode("utf-8", "surrogateescape")) for a in args]) + "\n")
-if args[:3] == ["--json", "show", "node"]:
-    print(json.dumps({"nodes": [node]})); sys.exit(0)
-if args[:1] == ["update"]:
-    for arg in args[2:]:
-        key, _, value = arg.partition("=")
-        if key == "Gres": node["gres"] = value
-        elif key == "Extra": node["extra"] = value
-        elif key == "Reason": node["reason"] = value
-        elif key == "State" and value == "DRAIN" and "DRAIN" not in node["state"]: node["state"].append("DRAIN")
-        elif key == "State" and value == "RESUME" and "DRAIN" in node["state"]: node["state"].remove("DRAIN")
-    with open(path, "w") as f:
-        json.dump(node, f)
-    sys.exit(0)
-sys.exit(2)
-"""
-
-
-class Slurm:
-    """A node behind the fake scontrol, and spurinv configured to reach it."""
-
-    def __init__(self, tmp: Path, extra: str) -> None:
-        self.path = tmp / "node.json"
-        node = capture("node-n1-idle")["nodes"][0]
-        node.update(name="n1", gres="gpu:mi300x:8", gres_used="gpu:mi300x:0(IDX:N/A)", extra=extra, reason="",
-                    state=["IDLE"])  # fmt: skip
-        self.path.write_text(json.dumps(node))
-        program = tmp / "scontrol"
-        program.write_text(f"#!{sys.executable}\n{FAKE}")
-        program.chmod(0o755)
-        self.config = tmp / "config.toml"
-        self.config.write_text(
-            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{program}"\n'
-            "[policy]\nconfirm_interval = 0\n"
-        )
-        self.config.chmod(0o600)
-        self.state = tmp / "state" / "state.json"
-        self.state.parent.mkdir(mode=0o700)  # an explicit state path's directory must exist
-
-    @property
-    def node(self) -> dict[str, Any]:
-        return json.loads(self.path.read_text())
-
-    def update(self, **fields: Any) -> None:
-        self.path.write_text(json.dumps({**self.node, **fields}))
-
-    def longest_argument(self) -> int:
-        lines = Path(f"{self.path}.argv").read_text().splitlines()
-        return max(max(json.loads(line), default=0) for line in lines)
 
 
 @pytest.fixture
