@@ -6,9 +6,11 @@ carry their exit status; with ``--json`` even a failure prints an envelope on st
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -49,7 +51,22 @@ ConfigOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 NodeOption = Annotated[str | None, typer.Option("--node", metavar="NAME", help="Override node.name.")]
+DiffExitOption = Annotated[
+    bool, typer.Option("--exit-code", help="Exit 1 when the node differs from the baseline (as git diff).")
+]
 ControllerUrlOption = Annotated[str | None, typer.Option("--controller-url", metavar="URL", help="Override controller.url.")]
+AcceptOption = Annotated[
+    str | None,
+    typer.Option("--accept", metavar="FINGERPRINT", help="Accept a suspicious reading with this fingerprint (8+ hex digits)."),
+]
+ApiOption = Annotated[
+    str | None,
+    typer.Option("--api", metavar="VERSION", help='Override controller.api ("auto", "slurm/v0.0.42").'),
+]
+ConfirmIntervalOption = Annotated[
+    float | None,
+    typer.Option("--confirm-interval", metavar="SECONDS", help="Override policy.confirm_interval (seconds; 0 = next tick)."),
+]
 # The flags that override a config key, by key: a bad value there is a usage error (64), named
 # by its flag, where the same value in the file is a configuration error (78).
 OVERRIDE_FLAGS = {
@@ -60,6 +77,39 @@ OVERRIDE_FLAGS = {
 }
 HEX = frozenset("0123456789abcdef")
 Loaded = TypeVar("Loaded")
+
+
+@dataclass(frozen=True)
+class Where:
+    """The flags ``refresh``, ``check`` and ``diff`` share: the node's root, its state and config
+    files, and ``--json``."""
+
+    root: str
+    state: str | None
+    config_file: str | None
+    as_json: bool
+
+
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+WHERE = (
+    inspect.Parameter("root", _KEYWORD, annotation=RootOption, default="/"),
+    inspect.Parameter("state", _KEYWORD, annotation=StateOption, default=None),
+    inspect.Parameter("config_file", _KEYWORD, annotation=ConfigOption, default=None),
+    inspect.Parameter("as_json", _KEYWORD, annotation=JsonOption, default=False),
+)
+
+
+def _where(command: Callable[..., None]) -> Callable[..., None]:
+    """``command(where, **own)`` as a typer command whose flags are :data:`WHERE`'s, then its own:
+    the shared flags are stated once (typer has no option groups), and typer reads the signature."""
+    own = [p.replace(kind=_KEYWORD) for p in list(inspect.signature(command, eval_str=True).parameters.values())[1:]]
+
+    def run(**flags: Any) -> None:
+        command(Where(*(flags.pop(parameter.name) for parameter in WHERE)), **flags)
+
+    run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
+    run.__signature__ = inspect.Signature([*WHERE, *own])  # type: ignore[attr-defined]
+    return run
 
 
 def _emit_json(document: dict[str, Any]) -> None:
@@ -175,38 +225,23 @@ def _discover_config(flag: str | None) -> Any:
 
 
 @app.command(short_help="Discover, confirm and converge the controller (the timer's job).")
+@_where
 def refresh(
-    root: RootOption = "/",
-    state: StateOption = None,
-    config_file: ConfigOption = None,
-    as_json: JsonOption = False,
+    where: Where,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Read, decide and print the requests; send nothing, write nothing.")
     ] = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="Refuse a corrupt state file (exit 65) instead of moving it aside.")
     ] = False,
-    accept: Annotated[
-        str | None,
-        typer.Option(
-            "--accept", metavar="FINGERPRINT", help="Accept a suspicious reading with this fingerprint (8+ hex digits)."
-        ),
-    ] = None,
+    accept: AcceptOption = None,
     metrics_file: Annotated[
         str | None, typer.Option("--metrics-file", metavar="FILE", help="Write node_exporter textfile metrics here.")
     ] = None,
     controller_url: ControllerUrlOption = None,
     node: NodeOption = None,
-    api: Annotated[
-        str | None,
-        typer.Option("--api", metavar="VERSION", help='Override controller.api ("auto", "slurm/v0.0.42").'),
-    ] = None,
-    confirm_interval: Annotated[
-        float | None,
-        typer.Option(
-            "--confirm-interval", metavar="SECONDS", help="Override policy.confirm_interval (seconds; 0 = next tick)."
-        ),
-    ] = None,
+    api: ApiOption = None,
+    confirm_interval: ConfirmIntervalOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing when nothing changed.")] = False,
     ignore_backoff: Annotated[
         bool, typer.Option("--ignore-backoff", help="Contact the controller now even if the backoff has not elapsed.")
@@ -226,13 +261,13 @@ def refresh(
             "policy.confirm_interval": confirm_interval,
         }
         options = _run_options(
-            state, config_file, overrides, metrics_file, node, environ,
+            where.state, where.config_file, overrides, metrics_file, node, environ,
             dry_run=dry_run, strict=strict, accept=accept, ignore_backoff=ignore_backoff,
         )  # fmt: skip
-        document = run(World(_root(root), environ, Log(environ, quiet=quiet)), options)
+        document = run(World(_root(where.root), environ, Log(environ, quiet=quiet)), options)
     except SpurinvError as error:
-        raise _fail("refresh", error, as_json) from None
-    if as_json:
+        raise _fail("refresh", error, where.as_json) from None
+    if where.as_json:
         _emit_json(document)
     elif not (quiet and document["exit_code"] == 0 and document["outcome"]["kind"] == UNCHANGED):
         from spurinv.cli import render
@@ -273,11 +308,9 @@ def _run_options(
 
 
 @app.command(short_help="Read-only preflight: config, token, controller, paths, schedule.")
+@_where
 def check(
-    root: RootOption = "/",
-    state: StateOption = None,
-    config_file: ConfigOption = None,
-    as_json: JsonOption = False,
+    where: Where,
     node: NodeOption = None,
     metrics_file: Annotated[
         str | None, typer.Option("--metrics-file", metavar="FILE", help="Check this metrics file, as refresh would write it.")
@@ -293,16 +326,18 @@ def check(
 
     environ = dict(os.environ)
     try:
-        target = _root(root)
+        target = _root(where.root)
         flag = _node_flag(node)
     except SpurinvError as error:
-        raise _fail("check", error, as_json) from None
+        raise _fail("check", error, where.as_json) from None
     world = World(target, environ, Log(environ, quiet=True))
-    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=state)
+    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=where.state)
     results, code = preflight.run(
-        world, lambda: _run_options(state, config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True), host
+        world,
+        lambda: _run_options(where.state, where.config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True),
+        host,
     )
-    if as_json:
+    if where.as_json:
         _emit_json(documents.check_document(target.path, code, [r.as_dict() for r in results]))
         raise typer.Exit(code)
     from spurinv.secret import printable
@@ -348,14 +383,10 @@ def _metrics_apart(flag: str | None, configured: str, state: str, config_file: s
 
 
 @app.command(short_help="Read-only: what differs from the baseline and the last reading.")
+@_where
 def diff(
-    root: RootOption = "/",
-    state: StateOption = None,
-    config_file: ConfigOption = None,
-    as_json: JsonOption = False,
-    exit_code: Annotated[
-        bool, typer.Option("--exit-code", help="Exit 1 when the node differs from the baseline (as git diff).")
-    ] = False,
+    where: Where,
+    exit_code: DiffExitOption = False,
 ) -> None:
     """Show what differs from the reported baseline and from the last reading. Read-only."""
     from spurinv.inventory.classify import compare
@@ -363,13 +394,13 @@ def diff(
     from spurinv.inventory.model import Discovery
     from spurinv.state import file as state_file
 
-    path = locations.state_path(state, dict(os.environ))
+    path = locations.state_path(where.state, dict(os.environ))
     try:
-        loaded, _origins, _cfg = _config(config_file)
-        target = _root(root)
+        loaded, _origins, _cfg = _config(where.config_file)
+        target = _root(where.root)
         saved = _read_state(state_file.load, path) or state_file.State()
     except SpurinvError as error:
-        raise _fail("diff", error, as_json) from None
+        raise _fail("diff", error, where.as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
     result = Discovery.model_validate(raw)
     current = result.inventory
@@ -383,7 +414,7 @@ def diff(
 
     before = [device.model_dump(mode="json") for device in baseline.devices] if baseline else None
     links = link.changes(before, [device.model_dump(mode="json") for device in current.devices]) if current else []
-    if as_json:
+    if where.as_json:
         diffs = tuple(diff.model_dump(mode="json") if diff else None for diff in (vs_baseline, vs_latest))
         _emit_json(
             documents.diff_document(
