@@ -176,10 +176,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hermetic: Path) -> dict
 
 
 class Result:
-    def __init__(self, code: int, out: str, err: str) -> None:
+    def __init__(self, code: int, out: str, err: str, waits: list[float] | None = None) -> None:
         self.code = code
         self.out = out
         self.err = err
+        self.waits = waits or []  # the seconds the run asked to wait (in-process runs)
 
     def json(self) -> dict:
         return json.loads(self.out)
@@ -187,14 +188,17 @@ class Result:
 
 @pytest.fixture
 def cli(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
-    """Run ``spurinv ARGS`` in this process (the same entry point as the console script)."""
+    """Run ``spurinv ARGS`` in this process (the same entry point as the console script). Its
+    waits (the confirming re-read of a first sighting, ``policy.confirm_interval``) take no time:
+    they are recorded in the result's ``waits`` instead."""
     from spurinv.cli.launch import main
 
     def run(*args: str) -> Result:
         capsys.readouterr()
-        code = main([str(a) for a in args])
+        waits: list[float] = []
+        code = main([str(a) for a in args], sleep=waits.append)
         captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
+        return Result(code, captured.out, captured.err, waits)
 
     return run
 

@@ -36,6 +36,37 @@ def test_spx_to_cpx_scenario_confirms_only_on_two_identical_readings(cli, built,
     assert 64 == status["baseline"]["devices"]
 
 
+def test_a_first_sighting_is_re_read_after_the_confirm_interval_in_one_run(cli, built, state_path):
+    """The default run re-reads a first sighting after ``policy.confirm_interval`` (3 s) and
+    confirms it then; with 0 it waits for the next tick. The waits are the run's, handed to
+    ``launch.main``'s ``sleep`` (the in-process runs here take no time)."""
+    spx = built("mi300x-spx")
+
+    waited = cli("refresh", "--root", spx, "--state", state_path, "--json")
+    other = state_path.parent / "other.json"
+    next_tick = cli("refresh", "--root", spx, "--state", other, "--confirm-interval", "0", "--json")
+
+    assert (waited.code, waited.waits, waited.json()["outcome"]["kind"]) == (0, [3.0], "change-confirmed")
+    assert (next_tick.code, next_tick.waits, next_tick.json()["outcome"]["kind"]) == (0, [], "change-pending")
+
+
+def test_a_first_sighting_waits_for_real_outside_the_test_suite(built, env, state_path):
+    """A real process sleeps its confirm interval (nothing but ``launch.main``'s caller can
+    replace it): a run of 1 s takes at least 1 s."""
+    import time
+
+    started = time.monotonic()
+    ran = subprocess.run(
+        [sys.executable, "-m", "spurinv", "refresh", "--root", built("mi300x-spx"), "--state", state_path,
+         "--confirm-interval", "1"],
+        capture_output=True, text=True, check=False, env=env, timeout=60,
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    assert "re-reading in 1 s" in ran.stderr
+    assert time.monotonic() - started >= 1
+
+
 def test_a_broken_reading_in_between_never_confirms(cli, built, state_path):
     spx, cpx, broken = built("mi300x-spx"), built("mi300x-cpx"), built("mi300x-cpx-captured")
     refresh(cli, spx, state_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -88,6 +89,7 @@ class Where:
     state: str | None
     config_file: str | None
     as_json: bool
+    sleep: Callable[[float], None] = time.sleep  # the run's waits (launch.main's ``sleep``)
 
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
@@ -104,11 +106,13 @@ def _where(command: Callable[..., None]) -> Callable[..., None]:
     the shared flags are stated once (typer has no option groups), and typer reads the signature."""
     own = [p.replace(kind=_KEYWORD) for p in list(inspect.signature(command, eval_str=True).parameters.values())[1:]]
 
-    def run(**flags: Any) -> None:
-        command(Where(*(flags.pop(parameter.name) for parameter in WHERE)), **flags)
+    def run(context: typer.Context, **flags: Any) -> None:
+        shared = {parameter.name: flags.pop(parameter.name) for parameter in WHERE}
+        command(Where(**shared, sleep=context.obj or time.sleep), **flags)
 
     run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
-    run.__signature__ = inspect.Signature([*WHERE, *own])  # type: ignore[attr-defined]
+    context = inspect.Parameter("context", _KEYWORD, annotation=typer.Context)
+    run.__signature__ = inspect.Signature([context, *WHERE, *own])  # type: ignore[attr-defined]
     return run
 
 
@@ -264,7 +268,7 @@ def refresh(
             where.state, where.config_file, overrides, metrics_file, node, environ,
             dry_run=dry_run, strict=strict, accept=accept, ignore_backoff=ignore_backoff,
         )  # fmt: skip
-        document = run(World(_root(where.root), environ, Log(environ, quiet=quiet)), options)
+        document = run(World(_root(where.root), environ, Log(environ, quiet=quiet), sleep=where.sleep), options)
     except SpurinvError as error:
         raise _fail("refresh", error, where.as_json) from None
     if where.as_json:
@@ -330,7 +334,7 @@ def check(
         flag = _node_flag(node)
     except SpurinvError as error:
         raise _fail("check", error, where.as_json) from None
-    world = World(target, environ, Log(environ, quiet=True))
+    world = World(target, environ, Log(environ, quiet=True), sleep=where.sleep)
     host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=where.state)
     results, code = preflight.run(
         world,
@@ -626,8 +630,9 @@ def _plain(exc: Exception, args: list[str]) -> str:
     return f"{option}: {given!r} is not {wanted.group(1)}; expected {param.metavar or wanted.group(1)}"
 
 
-def run(args: list[str]) -> int:
+def run(args: list[str], *, sleep: Callable[[float], None] | None = None) -> int:
     """Run the typer app; map usage errors to 64 (EX_USAGE) and crashes to 70 (EX_SOFTWARE).
+    ``sleep`` replaces ``time.sleep`` for a run's waits (:func:`spurinv.cli.launch.main`).
 
     click prints its own usage errors only in standalone mode, which would also exit 2; here they
     are caught, said in one line naming the command's ``--help``, and with ``--json`` anywhere on
@@ -641,7 +646,7 @@ def run(args: list[str]) -> int:
 
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=args, prog_name="spurinv", standalone_mode=False)
+        result = command.main(args=args, prog_name="spurinv", standalone_mode=False, obj=sleep)
     except NoArgsIsHelpError as exc:  # bare `spurinv` or `spurinv config`: the help, as it is
         sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
         return exitcode.USAGE

@@ -20,7 +20,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 LEAN = {
     "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--node", "--quiet", "-q"}),
@@ -59,8 +59,9 @@ def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
     return argv[0], options
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run spurinv; return the exit status.
+def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] | None = None) -> int:
+    """Run spurinv; return the exit status. ``sleep`` replaces ``time.sleep`` for the run's waits
+    (the confirming re-read): a caller in this process, the test suite, passes one that returns.
 
     Standard output is guarded on both paths: a write that fails (a full disk, a closed pipe) is
     one line on stderr and exit 74, never a traceback (:mod:`spurinv.cli.streams`).
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout = output.Guarded(real)
     sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
     try:
-        code = _run(args, collecting)
+        code = _run(args, collecting, sleep)
         sys.stdout.flush()
     except output.OutputError as exc:
         from spurinv import exitcode
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _run(args: list[str], collecting: bool) -> int:
+def _run(args: list[str], collecting: bool, sleep: Callable[[float], None] | None) -> int:
     if (refused := _not_utf8(args, os.environ)) is not None:
         return refused
     lean = lean_options(args)
@@ -107,7 +108,7 @@ def _run(args: list[str], collecting: bool) -> int:
     _collector(collecting)
     from spurinv.cli.app import run
 
-    return run(args)
+    return run(args, sleep=sleep)
 
 
 def _collector(collecting: bool) -> None:
