@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from spurinv.controller.rest import SessionFactory
     from spurinv.controller.transport import Request
     from spurinv.controller.transport import Transport as Controller
-    from spurinv.shape import Discovery as RawDiscovery
+    from spurinv.records import Discovery as RawDiscovery
 
 MAX_STEPS = 8
 Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)

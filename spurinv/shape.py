@@ -1,10 +1,10 @@
-"""The state file's JSON shape, once: its types and its rules. Stdlib only (hot path).
+"""The state file's JSON shape, once: its rules. Stdlib only (hot path).
 
 Everything spurinv keeps or prints about the node is plain JSON: the discovery sources build
 dicts in exactly this form, the timer's tick (:mod:`spurinv.cli.tick`) reads and writes the state
 file as it is, and the full run validates the same dicts with :mod:`spurinv.inventory.model` and
-:mod:`spurinv.state.file`, whose pydantic models keep the fields (for validation and the JSON Schemas)
-but call the rules here rather than stating them again. The rules:
+:mod:`spurinv.state.file`, whose pydantic models state the fields, once, but call the rules here
+rather than stating them again. The rules:
 
 * a discovery or a reading has an inventory **if and only if** it has no errors
   (:func:`result_problem`), and a reading's fingerprint is its inventory's;
@@ -13,9 +13,10 @@ but call the rules here rather than stating them again. The rules:
 * a timestamp is RFC 3339 with a zone (:func:`timestamp_problem`);
 * derived values: :func:`gpu_counts`, :func:`summary`, :func:`problem_line`, :func:`link_line`.
 
-The types below (TypedDicts) exist for mypy only: importing ``typing`` at run time costs the
-tick more than it saves (``tests/test_architecture.py``). ``tests/test_shape.py`` holds each one
-to its pydantic model's fields, required or not, so the two cannot drift apart silently.
+The types of these dicts (TypedDicts: ``Device``, ``Reading``, ``State``…) are in the stub
+``spurinv/records.pyi``, generated from the pydantic models by ``scripts/schemas`` (not
+committed: ``scripts/test-setup`` writes it) and imported under ``if TYPE_CHECKING:`` only:
+importing ``typing`` at run time costs the tick more than it saves (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
@@ -28,211 +29,7 @@ KEEP_READINGS = 2  # the readings a state file keeps: the last two, which confir
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from typing import Any, NotRequired, TypedDict
-
-    class Problem(TypedDict):
-        source: str
-        path: str
-        reason: str
-
-    class SourceStatus(TypedDict):
-        status: str
-        detail: str
-
-    class Link(TypedDict):
-        device: str
-        width: int | None
-        max_width: int | None
-        speed: str | None
-        max_speed: str | None
-        state: str
-
-    class PciFunction(TypedDict):
-        bdf: str
-        vendor: str
-        vendor_id: int
-        device_id: int
-        pci_class: int
-        driver: str | None
-        numa_node: int | None
-        product: str | None
-        path: str
-        link: Link | None
-
-    class DrmNode(TypedDict):
-        kind: str
-        minor: int
-        device: str
-        bdf: str | None
-        xcp: int | None
-
-    class KfdNode(TypedDict):
-        node: int
-        path: str
-        properties: dict[str, int]
-        vram_bytes: int | None
-        links: list[tuple[int, int]] | None
-
-    class NvidiaGpu(TypedDict):
-        bdf: str
-        model: str
-        uuid: str | None
-        minor: int
-        path: str
-
-    class MigInstance(TypedDict):
-        gi: int
-        ci: int
-        gi_minor: int
-        ci_minor: int
-
-    class MigGpu(TypedDict):
-        minor: int
-        instances: list[MigInstance]
-        empty_gis: list[int]
-
-    class CdiDevice(TypedDict):
-        qualified: str
-        name: str
-        kind: str
-        nodes: list[str]
-        file: str
-
-    class Partition(TypedDict):
-        compute: str | None
-        memory: str | None
-        index: int
-
-    class Device(TypedDict):
-        id: str
-        vendor: str
-        model: str
-        pci_bdf: str
-        pci_device: str
-        memory_mb: int | None
-        partition: Partition | None
-        numa_node: int | None
-        render_minor: int | None
-        card: int | None
-        device_node: str | None
-        unique_id: str | None
-        driver: str | None
-        peers: NotRequired[list[str]]
-        cdi_names: NotRequired[list[str]]
-        link: NotRequired[Link | None]
-
-    class Inventory(TypedDict):
-        cpus: int
-        memory_mb: int
-        fingerprint: str
-        devices: list[Device]
-        pci_functions: NotRequired[list[str]]
-
-    class Discovery(TypedDict):
-        ok: bool
-        inventory: Inventory | None
-        sources: dict[str, SourceStatus]
-        errors: list[Problem]
-        flags: NotRequired[list[Problem]]
-
-    # The state file (spurinv.state.file.State); timestamps are RFC 3339 text.
-
-    class Reading(TypedDict):
-        taken_at: str
-        ok: bool
-        fingerprint: str | None
-        inventory: Inventory | None
-        errors: NotRequired[list[Problem]]
-        flags: NotRequired[list[Problem]]
-
-    class Baseline(TypedDict):
-        inventory: Inventory
-        since: str
-        source: str  # observed, adopted, registered
-
-    class Switching(TypedDict):
-        since: str
-
-    class Pending(TypedDict):
-        fingerprint: str
-        since: str
-
-    class Drain(TypedDict):
-        reason: str
-        set_at: str
-        cause: str  # busy, refused, suspicious, link
-        fingerprint: NotRequired[str | None]
-        reason_changed_at: NotRequired[int | None]
-        recovered: NotRequired[str | None]  # controller-record, reason
-        held: NotRequired[bool]
-
-    class Intent(TypedDict):
-        kind: str  # drain, resume, register
-        body: dict[str, Any]
-        at: str
-        fingerprint: NotRequired[str | None]
-        cause: NotRequired[str | None]
-        transport: NotRequired[str]
-
-    class Refusal(TypedDict):
-        fingerprint: str
-        at: str
-        error: str
-        remedy: NotRequired[str | None]
-        resumed: NotRequired[bool]
-
-    class Backoff(TypedDict):
-        kind: str
-        failures: int
-        next_attempt: str
-        error: str
-
-    class Decision(TypedDict):
-        at: str
-        outcome: str
-        action: str
-        reason: str
-        exit_code: int
-        requests: NotRequired[int]
-        actions: NotRequired[list[str]]
-
-    class Api(TypedDict):
-        url: str
-        version: str
-        detected_at: str
-
-    class Steady(TypedDict):
-        fingerprint: str
-        key: str
-        cdi_dirs: NotRequired[list[str]]
-        ignore_pci: NotRequired[list[str]]
-        metrics_file: NotRequired[str | None]
-        node: NotRequired[str]
-        observe: NotRequired[bool]
-        drain_links: NotRequired[bool]
-
-    class State(TypedDict):
-        schema_version: NotRequired[int]
-        node: NotRequired[str | None]
-        readings: NotRequired[list[Reading]]
-        baseline: NotRequired[Baseline | None]
-        pending: NotRequired[Pending | None]
-        last: NotRequired[Decision | None]
-        drain: NotRequired[Drain | None]
-        refusal: NotRequired[Refusal | None]
-        backoff: NotRequired[Backoff | None]
-        accepted: NotRequired[str | None]
-        accepted_links: NotRequired[list[str]]
-        api: NotRequired[Api | None]
-        consecutive_failures: NotRequired[int]
-        controller_errors: NotRequired[int]
-        last_success: NotRequired[str | None]
-        steady: NotRequired[Steady | None]
-        intent: NotRequired[Intent | None]
-        busy_checked_at: NotRequired[str | None]
-        fresh: NotRequired[bool]
-        switching: NotRequired[Switching | None]
-        boot_id: NotRequired[str | None]
+    from typing import Any
 
 
 # The words a decision (``last``) is written in, one home for the full run's classifier and

@@ -1,5 +1,6 @@
-"""spurinv.shape is the state file's one shape: its TypedDicts and the pydantic models that
-validate the same JSON cannot drift apart, and its rules are the ones the models enforce."""
+"""spurinv.shape is the state file's one shape: the TypedDicts of spurinv/records.pyi are generated
+from the pydantic models that validate the same JSON (scripts/schemas), and the shape's rules are the
+ones the models enforce."""
 
 from __future__ import annotations
 
@@ -17,16 +18,15 @@ from spurinv import shape
 from spurinv.inventory import model
 from spurinv.state import file as state
 
-SOURCE = Path(shape.__file__)
+RECORDS = Path(shape.__file__).with_name("records.pyi")
 
 
 def typed_dicts() -> dict[str, Any]:
-    """The TypedDicts of spurinv.shape as classes: they live under ``if TYPE_CHECKING:`` (no
-    ``typing`` on the tick), so run that block alone, annotations evaluated."""
-    tree = ast.parse(SOURCE.read_text())
-    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    """The TypedDicts of spurinv/records.pyi as classes: a stub-only module (no ``typing`` on the
+    tick, nothing imports it at run time), so run its text, annotations evaluated."""
+    tree = ast.parse(RECORDS.read_text())
     namespace: dict[str, Any] = {}
-    exec(compile(ast.Module(body=block.body, type_ignores=[]), str(SOURCE), "exec", dont_inherit=True), namespace)  # noqa: S102
+    exec(compile(tree, str(RECORDS), "exec", dont_inherit=True), namespace)  # noqa: S102
     return {name: value for name, value in namespace.items() if is_typeddict(value)}
 
 
@@ -40,8 +40,8 @@ def models() -> dict[str, type[BaseModel]]:
     return found
 
 
-def test_every_model_has_its_typed_dict():
-    assert set(models()) <= set(typed_dicts())
+def test_every_model_has_its_typed_dict_and_no_other():
+    assert set(models()) == set(typed_dicts())
 
 
 @pytest.mark.parametrize("name", sorted(models()))

@@ -34,19 +34,13 @@ from spurinv.shape import device_key
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from spurinv.inventory.root import Root
-    from spurinv.shape import (
-        CdiDevice,
-        Device,
-        Discovery,
-        DrmNode,
-        Inventory,
-        KfdNode,
-        MigGpu,
-        NvidiaGpu,
-        Partition,
-        PciFunction,
-        Problem,
-    )
+    from spurinv.inventory.sources.cdi import CdiDevice
+    from spurinv.inventory.sources.drm import DrmNode
+    from spurinv.inventory.sources.kfd import KfdNode
+    from spurinv.inventory.sources.mig import MigGpu
+    from spurinv.inventory.sources.nvidia import NvidiaGpu
+    from spurinv.inventory.sources.pci import PciFunction
+    from spurinv.records import Device, Discovery, Inventory, Partition, Problem
 
 SOURCES = ("pci", "drm", "kfd", "nvidia", "cdi", "cpus", "memory")
 MIB = 1 << 20

@@ -1,10 +1,12 @@
 """Validated models of what crosses a boundary: discovery results and readings.
 
-The shape is :mod:`spurinv.shape`'s: the discovery sources build plain dicts in exactly that
-JSON form, and these pydantic models validate them on every path that is not the timer's
-no-change tick; they are what the rest of the full run works with. Their rules are the shape's
-(an inventory if and only if no errors; sorted, unique devices with the right fingerprint),
-called from the validators here, never stated twice.
+The fields here are the one statement of a discovery's and a reading's JSON: ``scripts/schemas``
+generates from them the TypedDicts of ``spurinv/records.pyi`` (mypy's view of the plain dicts the
+discovery sources build) and the state file's JSON Schema. These pydantic models validate those
+dicts on every path that is not the timer's no-change tick; they are what the rest of the full
+run works with. Their rules are :mod:`spurinv.shape`'s (an inventory if and only if no errors;
+sorted, unique devices with the right fingerprint), called from the validators here, never
+stated twice.
 """
 
 from __future__ import annotations

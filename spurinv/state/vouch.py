@@ -6,9 +6,10 @@ calls corrupt (exit 65; ``refresh`` moves it aside). So before using a file they
 :func:`problem`, and anything but None hands over to the full CLI.
 
 The check is the model's own: ``state.schema.json`` next to this module is
-``State.model_json_schema()`` (written by ``scripts/schemas``, which ``tests/test_docs.py`` runs
-with ``--check``), read here by a small checker for the keywords pydantic emits, plus the
-models' validators that a JSON Schema cannot say: the rules of :mod:`spurinv.shape`, which
+``State.model_json_schema()`` (written by ``scripts/schemas``, with the TypedDicts of
+``spurinv/records.pyi``, from the models; ``tests/test_docs.py`` runs it with ``--check``),
+read here by a small checker for the keywords pydantic emits, plus the models' validators
+that a JSON Schema cannot say: the rules of :mod:`spurinv.shape`, which
 :class:`spurinv.inventory.model.Inventory` and :class:`spurinv.inventory.model.Reading` call too. It is *stricter*
 than pydantic's lax mode (``"5"`` is not an integer here, a timestamp must be RFC 3339): a file
 it refuses is only handed over, and the full CLI gives the answer. What it accepts, the model

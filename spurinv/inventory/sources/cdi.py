@@ -19,8 +19,17 @@ from spurinv.inventory.sources.status import Report, has_surrogate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from spurinv.inventory.root import Root
-    from spurinv.shape import CdiDevice
+
+    class CdiDevice(TypedDict):
+        qualified: str
+        name: str
+        kind: str
+        nodes: list[str]
+        file: str
+
 
 # What one run reads of CDI specs at most. A real node has a few specs of some kB (nvidia-ctk's
 # for one GPU is 13 kB; with MIG on eight, some hundred kB), a Kubernetes node perhaps a small

@@ -17,8 +17,16 @@ from spurinv.inventory.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from spurinv.inventory.root import RealPaths, Root
-    from spurinv.shape import DrmNode
+
+    class DrmNode(TypedDict):
+        kind: str
+        minor: int
+        device: str
+        bdf: str | None
+        xcp: int | None
 
 
 def _device(paths: RealPaths, link: str, directories: dict[str, bool]) -> str:

@@ -17,8 +17,17 @@ from spurinv.inventory.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from spurinv.inventory.root import Root
-    from spurinv.shape import KfdNode
+
+    class KfdNode(TypedDict):
+        node: int
+        path: str
+        properties: dict[str, int]
+        vram_bytes: int | None
+        links: list[tuple[int, int]] | None
+
 
 WALK_ATTEMPTS = 3
 HEAP_FB_PUBLIC = 1  # kfd_crat.h HSA_MEM_HEAP_TYPE_FB_PUBLIC: the VRAM bank

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
-    from spurinv.shape import Link
+    from spurinv.records import Link
 
 AMD_VENDOR = 0x1002
 UNKNOWN_WIDTH = 255  # PCIE_LNK_WIDTH_UNKNOWN: Link Capabilities read 0

@@ -22,9 +22,23 @@ from spurinv.inventory.sources.attribute import ReadError, read_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.nvidia import NvidiaGpu
     from spurinv.inventory.sources.status import Report
-    from spurinv.shape import MigGpu, MigInstance, NvidiaGpu
+
+    class MigInstance(TypedDict):
+        gi: int
+        ci: int
+        gi_minor: int
+        ci_minor: int
+
+    class MigGpu(TypedDict):
+        minor: int
+        instances: list[MigInstance]
+        empty_gis: list[int]
+
 
 # The driver's table: gpu0…gpu31, gi0…gi14, ci0…ci7 (nv-caps.c); other names cannot come from it.
 MAX_GPU_MINOR = 31

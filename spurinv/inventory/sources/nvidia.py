@@ -16,8 +16,16 @@ from spurinv.inventory.sources.status import Report
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from spurinv.inventory.root import Root
-    from spurinv.shape import NvidiaGpu
+
+    class NvidiaGpu(TypedDict):
+        bdf: str
+        model: str
+        uuid: str | None
+        minor: int
+        path: str
 
 
 def parse_information(text: str, path: str, bdf: str) -> NvidiaGpu:

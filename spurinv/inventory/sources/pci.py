@@ -25,8 +25,23 @@ from spurinv.shape import UNPARSED, bdf_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from spurinv.inventory.root import Root
-    from spurinv.shape import PciFunction
+    from spurinv.records import Link
+
+    class PciFunction(TypedDict):
+        bdf: str
+        vendor: str
+        vendor_id: int
+        device_id: int
+        pci_class: int
+        driver: str | None
+        numa_node: int | None
+        product: str | None
+        path: str
+        link: Link | None
+
 
 VENDORS = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
 ACCELERATOR_CLASSES = (0x03, 0x12)

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from re import Match
 
-    from spurinv.shape import Problem, SourceStatus
+    from spurinv.records import Problem, SourceStatus
 
 # What one source may record: the state file keeps every reading's problems (twice: the current
 # and the previous reading), and its loader reads at most store.MAX_STATE (16 MiB); 40,000
