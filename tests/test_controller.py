@@ -329,3 +329,111 @@ def test_a_missing_ca_file_is_a_configuration_error_in_the_operating_systems_wor
         f"controller.ca_file = '{missing}': No such file or directory; "
         'point it at a PEM CA bundle, or set it to "" for the system store'
     )
+
+
+# --- seed 935922941 (hardening): what its sample found no test for
+
+
+@pytest.mark.parametrize(
+    ("auth", "expected"),
+    [("slurm-jwt", ("slurm", "tok", None)), ("bearer", (None, None, "Bearer tok")), ("none", (None, None, None))],
+)
+def test_the_token_goes_in_the_headers_its_auth_names_beside_the_configured_user(server, auth, expected):
+    """slurm-jwt sends ``X-SLURM-USER-NAME`` (the configured user, not the default root) with the
+    token; bearer only ``Authorization``; none sends neither."""
+    settings = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5, auth=auth, user="slurm")
+
+    Controller(settings, "n1", "tok").view()
+    headers = server.seen[0].headers
+
+    assert (headers.get("x-slurm-user-name"), headers.get("x-slurm-user-token"), headers.get("authorization")) == expected
+
+
+def test_a_request_the_run_deadline_cut_short_is_the_deadlines_error_not_the_controllers(server):
+    """A 5 s request timeout cut to the 0.5 s left of the run (a fixed clock: the budget neither
+    grows nor shrinks while the test runs), and an answer 2 s late: the deadline's error (no
+    backoff), not an unreachable controller."""
+    from spurinv.budget import Budget
+    from spurinv.errors import DeadlineError
+
+    server.script("GET", NODE, Reply(200, {}, delay=2.0))
+    rest = Controller(
+        ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None, budget=Budget(0.5, clock=lambda: 0.0)
+    )
+
+    with pytest.raises(DeadlineError) as caught:
+        rest.view()
+
+    assert str(caught.value) == f"controller.run_deadline (0.5 s) reached during GET {NODE}; state saved"
+
+
+@pytest.mark.parametrize("used", ["gpu:mi300x:²(IDX:0)", "gpu:mi300x:1234567890123456789(IDX:0-7)"])
+def test_an_all_nodes_answer_with_an_unusable_gres_used_count_is_a_protocol_error_of_the_read(server, used):
+    """The busy re-check's answer is checked while it is read, inside the request's error
+    handling, as the single node's is: a view handed on with it would fail later, in the
+    policy, as a crash."""
+    _busy_without_gpu_usage(server)
+    node = dict(server.gateway.nodes["n1"], gres_used=used)
+    server.script("GET", NODES, Reply(200, {"nodes": [node]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view(confirm_busy=True)
+
+    assert caught.value.kind == "protocol"
+    assert caught.value.message == f"GRES entry {used[:40]!r} has a malformed count"
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [({"error_number": 1, "description": "", "error": ""}, "no nodes"),
+     ({"error_number": 1, "description": "Unable to query nodes"}, "Unable to query nodes")],
+)  # fmt: skip
+def test_an_all_nodes_answer_with_an_error_quotes_it_or_says_no_nodes(server, error, said):
+    """Slurm 24.11 answers a failed all-nodes query with 200 and an error beside the list: the
+    error's words, else "no nodes", never an empty message."""
+    server.script("GET", NODES, Reply(200, {"nodes": [], "errors": [error]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GET {NODES}: {said}")
+
+
+def test_a_busy_re_check_the_controller_fails_is_that_error_not_a_reading_of_its_body(server):
+    """The all-nodes query answered 500: the controller's error, as for the node's own GET (the
+    re-check ran in no in-process test; only the CLI runs reached it)."""
+    _busy_without_gpu_usage(server)
+    server.script("GET", NODES, Reply(500, {"errors": [{"error_number": 1, "description": "Unspecified error"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view(confirm_busy=True)
+
+    assert (caught.value.kind, caught.value.message) == (
+        "unreachable",
+        f"GET {NODES}: HTTP 500: controller error (Unspecified error)",
+    )
+
+
+def test_a_certificate_for_another_host_is_named_as_such(tmp_path):
+    """A trusted certificate issued for another name than the URL's host: the operator is told
+    to use the name it was issued for, not that TLS failed (only the CLI runs reached this)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ctl.example",
+         "-addext", "subjectAltName=DNS:ctl.example", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway, tls=(str(cert), str(key))) as server:
+        url = server.url.replace("127.0.0.1", "localhost")  # a name: OpenSSL says "Hostname mismatch"
+        settings = ControllerSection(url=url, api="slurm/v0.0.42", timeout=5, ca_file=str(cert))
+        with pytest.raises(ControllerError) as caught:
+            Controller(settings, "n1", None).view()
+
+    where = url.split("//", 1)[1]
+    assert (caught.value.kind, caught.value.message) == (
+        "unreachable",
+        f"GET {NODE}: TLS with {where} failed: the certificate does not name this host "
+        "(use the name it was issued for in controller.url)",
+    )

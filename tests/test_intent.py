@@ -784,3 +784,22 @@ def test_an_unanswered_registration_listed_without_our_record_took_effect_only_i
     assert (took.intent, took.baseline.fingerprint) == (None, SPX.fingerprint)
     assert other == "the unanswered re-registration was not applied; deciding afresh"
     assert (afresh.intent, afresh.refusal, afresh.baseline.fingerprint) == (None, None, SPX.fingerprint)
+
+
+def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():
+    """A state from another boot that holds the drain the controller shows (seed 935922941): it is
+    simply ours; nothing is rebuilt from the controller's word, and no recovery is reported."""
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.ownership import reason_for
+    from spurinv.state.file import Drain, State
+    from spurinv.state.intent import recover
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    drain = Drain(reason=reason, set_at=datetime(2026, 12, 1, tzinfo=UTC), cause="refused", reason_changed_at=1764547200)
+    state = State(node="n1", drain=drain, fresh=True)
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547200)
+
+    after, said = recover(state, view, datetime(2026, 12, 4, tzinfo=UTC))
+
+    assert said is None
+    assert (after.drain, after.fresh) == (drain, False)

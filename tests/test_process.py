@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -197,3 +199,69 @@ def test_a_bare_command_name_is_the_first_executable_file_of_that_name_on_path(t
     with pytest.raises(ConfigError) as caught:
         process.resolve("tool", {"PATH": "relative"}, "controller.scontrol")
     assert str(caught.value) == "controller.scontrol: 'tool' is not on PATH"
+
+
+class _Clock:
+    """``time.monotonic`` read from a plan: a read past the plan fails the test (a loop that
+    should have ended by then)."""
+
+    def __init__(self, *readings: float) -> None:
+        self.readings = list(readings)
+
+    def __call__(self) -> float:
+        assert self.readings, "the clock was read after the last planned reading"
+        return self.readings.pop(0)
+
+
+class _Process:
+    """A command as ``_collect`` sees it: its two pipes (held open by the test, as a daemon it
+    started would) and ``poll``'s answer."""
+
+    def __init__(self, stdout: BinaryIO, stderr: BinaryIO, status: int | None) -> None:
+        self.stdout, self.stderr, self.status, self.args = stdout, stderr, status, ["register"]
+
+    def poll(self) -> int | None:
+        return self.status
+
+
+@contextlib.contextmanager
+def _held_pipes() -> Iterator[tuple[BinaryIO, BinaryIO, int]]:
+    """Two pipes whose write ends stay open until the block ends; the third value writes stdout."""
+    (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
+    try:
+        with open(out_read, "rb", buffering=0) as out, open(err_read, "rb", buffering=0) as err:
+            yield out, err, out_write
+    finally:
+        os.close(out_write)
+        os.close(err_write)
+
+
+def test_output_is_read_for_half_a_second_after_the_command_exits_and_no_more():
+    """The grace after exit, on a planned clock (a wall-clock bound would be flaky under load):
+    output is still read at 0.49 s after the exit, the reading stops at 0.5 s."""
+    clock = _Clock(100.0, 100.49, 100.5)
+    kept = [bytearray(), bytearray()]
+    with _held_pipes() as (out, err, write_out):
+        os.write(write_out, b"late line\n")
+        exited = _Process(out, err, status=0)
+
+        truncated = process._collect(exited, 200.0, 4096, False, kept, clock)  # type: ignore[arg-type]
+
+    assert (truncated, bytes(kept[0]), bytes(kept[1])) == (False, b"late line\n", b"")
+    assert clock.readings == []  # stopped at the 0.5 s reading, not before it, not after
+
+
+def test_a_command_still_running_at_its_deadline_is_timed_out_then_and_not_a_second_later():
+    """The timeout on a planned clock: 0.01 s before the deadline the command still runs; at the
+    deadline it is timed out (its pipes open, its output so far kept)."""
+    clock = _Clock(9.0, 9.99, 10.0)
+    kept = [bytearray(), bytearray()]
+    with _held_pipes() as (out, err, write_out):
+        os.write(write_out, b"working")
+        running = _Process(out, err, status=None)
+
+        with pytest.raises(subprocess.TimeoutExpired) as caught:
+            process._collect(running, 10.0, 4096, False, kept, clock)  # type: ignore[arg-type]
+
+    assert clock.readings == []  # timed out at the 10.0 reading, not before it, not after
+    assert (caught.value.cmd, bytes(kept[0])) == (["register"], b"working")

@@ -307,3 +307,37 @@ def test_a_register_command_past_its_timeout_is_logged_with_both_its_streams(tmp
     # the command line holds both words too: only what follows "its output:" is its output
     logged = stream.getvalue()
     assert logged.endswith("did not finish within 1 s; killed; its output: out-words err-words\n")
+
+
+class _Looks:
+    """A controller whose n-th look answers ``plan[n]``: a view, or an error it raises. A look past
+    the plan fails the test: one nobody should take."""
+
+    def __init__(self, *plan: object) -> None:
+        self.plan = list(plan)
+
+    def view(self, confirm_busy: bool = False) -> object:
+        assert self.plan, "the controller was looked at again after the run's deadline"
+        step = self.plan.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+def test_the_runs_deadline_during_the_read_back_ends_it_on_the_last_look(tmp_path):
+    """The deadline comes between two looks (seed 935922941): the read-back stops there and judges
+    by the look it had (not listed yet: a refusal), without looking again."""
+    from spurinv.controller.nodeview import parse_node
+    from spurinv.errors import DeadlineError
+
+    document = json.loads(IDLE_N1.read_text())
+    document["nodes"][0].update(gres="gpu:mi300x:8", gres_used="gpu:mi300x:0(IDX:N/A)")
+    client = _Looks(parse_node(document, "n1"), DeadlineError("controller.run_deadline (60 s) reached; state saved"))
+    clock = Clock()
+
+    result = registrar(10.0, clock).read_back(client, {"mi300x": 64}, "EXEC /bin/true")  # type: ignore[arg-type]
+
+    assert client.plan == []
+    assert clock.sleeps == [0.25]
+    assert not result.applied
+    assert result.error == "after register_command the controller still lists 'gpu:mi300x:8', not gpu:mi300x:64, after 10.0 s"

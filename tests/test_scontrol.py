@@ -570,3 +570,53 @@ def test_an_argument_of_131072_bytes_is_refused_before_exec_and_131071_runs(tmp_
 
     assert [r.status for r in client.sent] == [0]
     assert ran.exists()
+
+
+# --- seed 935922941 (hardening): what its sample found no test for
+
+
+def test_a_nul_in_an_argument_is_refused_naming_the_command_by_its_first_three_words(tmp_path):
+    """The program, ``update`` and the node, never the arguments after them (the GRES itself is
+    quoted once, as the entry that holds the NUL)."""
+    ran = tmp_path / "ran"
+    program = fake_scontrol(tmp_path, f"touch {ran}")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", os.environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"gres": "gpu:mi300x:8,nic:cx\0x7:2"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"`{program} update NodeName=n1 …`: Gres= entry `nic:cx\\0x7:2` holds a NUL byte, "
+        "which no command line can carry; not run",
+    )
+    assert client.sent == []
+    assert not ran.exists()
+
+
+def test_spurs_text_that_is_not_utf8_is_read_and_the_node_holding_it_is_named(tmp_path):
+    """spur prints text, not JSON: a Latin-1 byte in a reason or a GRES reads as U+FFFD and the
+    log names the nodes that held it, as for Slurm's JSON view."""
+    import io
+
+    from spurinv.log import Log
+
+    shown = tmp_path / "show.txt"
+    text = SPUR_SHOW.replace("spurinv: 8 → 64 GPUs; re-registers when idle", "Zo\xeb")
+    shown.write_bytes(text.replace("Gres=gpu:mi300x:1,", "Gres=fpga:\xe9:1,gpu:mi300x:1,").encode("latin-1"))
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.1.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    stream = io.StringIO()
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ, log=Log({}, stream=stream)
+    )
+
+    views = client.nodes()
+
+    assert [(v.name, v.reason, v.gres) for v in views] == [
+        ("n1", "", "fpga:\ufffd:1,gpu:mi300x:1,gpu:mi300x:1,gpu:mi300x:1"),
+        ("n2", "Zo\ufffd", ""),
+    ]
+    assert "scontrol show node: text that is not UTF-8 (read as U+FFFD) in node n1, n2\n" in stream.getvalue()

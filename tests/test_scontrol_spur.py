@@ -587,3 +587,21 @@ def test_fleet_over_scontrol_names_its_program_as_the_controller(cli, spur):
     text = cli("fleet").out.splitlines()[0]
     assert text.startswith("fleet  20")
     assert "scontrol (" in text
+
+
+def test_fleet_views_of_spur_nodes_carry_each_nodes_gres_and_an_empty_one_without_gpus(spur):
+    """The data parser's shape has a GRES string for every node: spur's ``Gres=`` as listed, and
+    ``""`` for a node without GPUs (spur leaves the line out), never None (seed 935922941)."""
+    cluster = spur.read()
+    cluster["nodes"]["n2"] = {**cluster["nodes"]["n1"], "gpus": ["mi300x"] * 2}
+    cluster["nodes"]["n3"] = {**cluster["nodes"]["n1"], "gpus": []}
+    spur.write(cluster)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(spur.bin / "scontrol")), "n1", os.environ)
+
+    raw = client.all_nodes()
+
+    assert [(n["name"], n["gres"]) for n in raw] == [
+        ("n1", ",".join(["gpu:mi300x:1"] * 8)),
+        ("n2", "gpu:mi300x:1,gpu:mi300x:1"),
+        ("n3", ""),
+    ]

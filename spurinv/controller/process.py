@@ -17,7 +17,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from spurinv.errors import ConfigError, ControllerError
 from spurinv.secret import printable
@@ -122,9 +122,17 @@ def _encoded(argv: list[str]) -> list[bytes]:
     return [os.fsencode(argv[0]), *(argument.encode("utf-8", "surrogateescape") for argument in argv[1:])]
 
 
-def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_over: bool, kept: list[bytearray]) -> bool:
+def _collect(
+    process: subprocess.Popen[bytes],
+    ends: float,
+    limit: int,
+    stop_over: bool,
+    kept: list[bytearray],
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
     """Read both streams' tails (``limit`` bytes each) into ``kept`` until both close (or
-    ``GRACE`` after the command exited); TimeoutExpired at ``ends``. True if output was cut."""
+    ``GRACE`` after the command exited); TimeoutExpired at ``ends``. True if output was cut.
+    ``clock`` is ``ends``' clock (a parameter so a test can drive the grace and the timeout)."""
     assert process.stdout is not None
     assert process.stderr is not None
     truncated = False
@@ -133,7 +141,7 @@ def _collect(process: subprocess.Popen[bytes], ends: float, limit: int, stop_ove
         selector.register(process.stderr, selectors.EVENT_READ, 1)
         exited: float | None = None
         while selector.get_map():
-            now = time.monotonic()
+            now = clock()
             if process.poll() is not None:  # it exited: what still holds the pipes is not it
                 exited = now if exited is None else exited
                 left = exited + GRACE - now
