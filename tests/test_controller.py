@@ -414,9 +414,11 @@ def test_a_busy_re_check_the_controller_fails_is_that_error_not_a_reading_of_its
     )
 
 
-def test_a_certificate_for_another_host_is_named_as_such(tmp_path):
-    """A trusted certificate issued for another name than the URL's host: the operator is told
-    to use the name it was issued for, not that TLS failed (only the CLI runs reached this)."""
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_a_certificate_for_another_host_is_named_as_such(tmp_path, host):
+    """A trusted certificate issued for another name than the URL's host, a name or an IP address
+    (OpenSSL: "Hostname mismatch", "IP address mismatch"): the operator is told to use the name it
+    was issued for, not that the certificate is untrusted."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ctl.example",
@@ -426,7 +428,7 @@ def test_a_certificate_for_another_host_is_named_as_such(tmp_path):
     gateway = Gateway()
     gateway.add_node("n1", gres="gpu:mi300x:8")
     with FaultServer(gateway=gateway, tls=(str(cert), str(key))) as server:
-        url = server.url.replace("127.0.0.1", "localhost")  # a name: OpenSSL says "Hostname mismatch"
+        url = server.url.replace("127.0.0.1", host)
         settings = ControllerSection(url=url, api="slurm/v0.0.42", timeout=5, ca_file=str(cert))
         with pytest.raises(ControllerError) as caught:
             Controller(settings, "n1", None).view()

@@ -496,7 +496,8 @@ _TLS_REASONS = {
 
 def _tls_reason(exc: BaseException) -> str:
     for current in _chain(exc):
-        if "hostname" in str(getattr(current, "verify_message", "")).lower():
+        said = str(getattr(current, "verify_message", "")).lower()
+        if "hostname" in said or "ip address mismatch" in said:  # OpenSSL: by the kind of the URL's host
             return "the certificate does not name this host (use the name it was issued for in controller.url)"
         reason = getattr(current, "reason", None)
         if isinstance(reason, str) and reason.isupper():
