@@ -14,9 +14,9 @@ rather than stating them again. The rules:
 * derived values: :func:`gpu_counts`, :func:`summary`, :func:`problem_line`, :func:`link_line`.
 
 The types of these dicts (TypedDicts: ``Device``, ``Reading``, ``State``…) are in the stub
-``spurinv/records.pyi``, generated from the pydantic models by ``scripts/schemas`` (not
-committed: ``scripts/test-setup`` writes it) and imported under ``if TYPE_CHECKING:`` only:
-importing ``typing`` at run time costs the tick more than it saves (``tests/test_architecture.py``).
+``spurinv/records.pyi``, generated from the pydantic models by ``scripts/schemas`` and imported
+under ``if TYPE_CHECKING:`` only: importing ``typing`` at run time costs the tick more than it
+saves (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
