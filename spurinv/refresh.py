@@ -89,6 +89,7 @@ class World:
     log: Log
     clock: Callable[[], datetime] = _utc_now
     sleep: Callable[[float], None] = time.sleep
+    confirm_wait: Callable[[float], None] = time.sleep  # before the confirming re-read (policy.confirm_interval)
     hostname: str = field(default_factory=lambda: os.uname().nodename)
     session_factory: SessionFactory | None = None
     entropy: Callable[[int], bytes] = os.urandom  # the random part of a drain's id
@@ -413,7 +414,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
         summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
-        world.sleep(config.policy.confirm_interval)
+        world.confirm_wait(config.policy.confirm_interval)
         reading, raw = _take_reading(world, config)
         outcome = classify_for(state, reading, settings)
         state = state.record(reading, settings.switch_timeout)

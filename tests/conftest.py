@@ -180,7 +180,7 @@ class Result:
         self.code = code
         self.out = out
         self.err = err
-        self.waits = waits or []  # the seconds the run asked to wait (in-process runs)
+        self.waits = waits or []  # the confirm waits the run asked for (in-process runs)
 
     def json(self) -> dict:
         return json.loads(self.out)
@@ -189,14 +189,14 @@ class Result:
 @pytest.fixture
 def cli(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     """Run ``spurinv ARGS`` in this process (the same entry point as the console script). Its
-    waits (the confirming re-read of a first sighting, ``policy.confirm_interval``) take no time:
-    they are recorded in the result's ``waits`` instead."""
+    wait before the confirming re-read of a first sighting (``policy.confirm_interval``) takes no
+    time: it is recorded in the result's ``waits`` instead (every other wait is real)."""
     from spurinv.cli.launch import main
 
     def run(*args: str) -> Result:
         capsys.readouterr()
         waits: list[float] = []
-        code = main([str(a) for a in args], sleep=waits.append)
+        code = main([str(a) for a in args], confirm_wait=waits.append)
         captured = capsys.readouterr()
         return Result(code, captured.out, captured.err, waits)
 

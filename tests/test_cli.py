@@ -38,8 +38,8 @@ def test_spx_to_cpx_scenario_confirms_only_on_two_identical_readings(cli, built,
 
 def test_a_first_sighting_is_re_read_after_the_confirm_interval_in_one_run(cli, built, state_path):
     """The default run re-reads a first sighting after ``policy.confirm_interval`` (3 s) and
-    confirms it then; with 0 it waits for the next tick. The waits are the run's, handed to
-    ``launch.main``'s ``sleep`` (the in-process runs here take no time)."""
+    confirms it then; with 0 it waits for the next tick. The wait is handed to ``launch.main``'s
+    ``confirm_wait`` (the in-process runs here take no time)."""
     spx = built("mi300x-spx")
 
     waited = cli("refresh", "--root", spx, "--state", state_path, "--json")

@@ -89,7 +89,7 @@ class Where:
     state: str | None
     config_file: str | None
     as_json: bool
-    sleep: Callable[[float], None] = time.sleep  # the run's waits (launch.main's ``sleep``)
+    confirm_wait: Callable[[float], None] = time.sleep  # launch.main's ``confirm_wait``
 
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
@@ -108,7 +108,7 @@ def _where(command: Callable[..., None]) -> Callable[..., None]:
 
     def run(context: typer.Context, **flags: Any) -> None:
         shared = {parameter.name: flags.pop(parameter.name) for parameter in WHERE}
-        command(Where(**shared, sleep=context.obj or time.sleep), **flags)
+        command(Where(**shared, confirm_wait=context.obj or time.sleep), **flags)
 
     run.__name__, run.__qualname__, run.__doc__ = command.__name__, command.__qualname__, command.__doc__
     context = inspect.Parameter("context", _KEYWORD, annotation=typer.Context)
@@ -268,7 +268,7 @@ def refresh(
             where.state, where.config_file, overrides, metrics_file, node, environ,
             dry_run=dry_run, strict=strict, accept=accept, ignore_backoff=ignore_backoff,
         )  # fmt: skip
-        document = run(World(_root(where.root), environ, Log(environ, quiet=quiet), sleep=where.sleep), options)
+        document = run(World(_root(where.root), environ, Log(environ, quiet=quiet), confirm_wait=where.confirm_wait), options)
     except SpurinvError as error:
         raise _fail("refresh", error, where.as_json) from None
     if where.as_json:
@@ -334,7 +334,7 @@ def check(
         flag = _node_flag(node)
     except SpurinvError as error:
         raise _fail("check", error, where.as_json) from None
-    world = World(target, environ, Log(environ, quiet=True), sleep=where.sleep)
+    world = World(target, environ, Log(environ, quiet=True))
     host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=where.state)
     results, code = preflight.run(
         world,
@@ -630,9 +630,9 @@ def _plain(exc: Exception, args: list[str]) -> str:
     return f"{option}: {given!r} is not {wanted.group(1)}; expected {param.metavar or wanted.group(1)}"
 
 
-def run(args: list[str], *, sleep: Callable[[float], None] | None = None) -> int:
+def run(args: list[str], *, confirm_wait: Callable[[float], None] | None = None) -> int:
     """Run the typer app; map usage errors to 64 (EX_USAGE) and crashes to 70 (EX_SOFTWARE).
-    ``sleep`` replaces ``time.sleep`` for a run's waits (:func:`spurinv.cli.launch.main`).
+    ``confirm_wait`` replaces the wait before a confirming re-read (:func:`spurinv.cli.launch.main`).
 
     click prints its own usage errors only in standalone mode, which would also exit 2; here they
     are caught, said in one line naming the command's ``--help``, and with ``--json`` anywhere on
@@ -646,7 +646,7 @@ def run(args: list[str], *, sleep: Callable[[float], None] | None = None) -> int
 
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=args, prog_name="spurinv", standalone_mode=False, obj=sleep)
+        result = command.main(args=args, prog_name="spurinv", standalone_mode=False, obj=confirm_wait)
     except NoArgsIsHelpError as exc:  # bare `spurinv` or `spurinv config`: the help, as it is
         sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
         return exitcode.USAGE

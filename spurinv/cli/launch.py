@@ -59,9 +59,10 @@ def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
     return argv[0], options
 
 
-def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] | None = None) -> int:
-    """Run spurinv; return the exit status. ``sleep`` replaces ``time.sleep`` for the run's waits
-    (the confirming re-read): a caller in this process, the test suite, passes one that returns.
+def main(argv: Sequence[str] | None = None, *, confirm_wait: Callable[[float], None] | None = None) -> int:
+    """Run spurinv; return the exit status. ``confirm_wait`` replaces ``time.sleep`` for the wait
+    before the confirming re-read of a first sighting (``policy.confirm_interval``): a caller in
+    this process, the test suite, passes one that returns. Every other wait stays real.
 
     Standard output is guarded on both paths: a write that fails (a full disk, a closed pipe) is
     one line on stderr and exit 74, never a traceback (:mod:`spurinv.cli.streams`).
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] | 
     sys.stdout = output.Guarded(real)
     sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
     try:
-        code = _run(args, collecting, sleep)
+        code = _run(args, collecting, confirm_wait)
         sys.stdout.flush()
     except output.OutputError as exc:
         from spurinv import exitcode
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] | 
     return code
 
 
-def _run(args: list[str], collecting: bool, sleep: Callable[[float], None] | None) -> int:
+def _run(args: list[str], collecting: bool, confirm_wait: Callable[[float], None] | None) -> int:
     if (refused := _not_utf8(args, os.environ)) is not None:
         return refused
     lean = lean_options(args)
@@ -108,7 +109,7 @@ def _run(args: list[str], collecting: bool, sleep: Callable[[float], None] | Non
     _collector(collecting)
     from spurinv.cli.app import run
 
-    return run(args, sleep=sleep)
+    return run(args, confirm_wait=confirm_wait)
 
 
 def _collector(collecting: bool) -> None:
