@@ -459,11 +459,13 @@ class Runner:
         return "map" if mutant.tests else self.stages(mutant.module)[0]
 
     def next_stage(self, mutant: Mutant, stage: str) -> str | None:
-        if stage == "map":
-            return "map2" if self.part(mutant, "map2") else None
-        if stage == "map2":
-            return None
+        # A mutant the map's tests let live still meets the fallback's files: the map sees only
+        # what runs in the test's process, not a `python -m spurinv` child.
+        if stage == "map" and self.part(mutant, "map2"):
+            return "map2"
         stages = self.stages(mutant.module)
+        if stage in ("map", "map2"):
+            return stages[0]
         index = stages.index(stage) + 1
         return stages[index] if index < len(stages) else None
 
@@ -612,7 +614,7 @@ class Runner:
         slot = self.slots[0]
         for module in self.modules:
             (slot.root / module).write_text(unparsed(module))
-        needed = {m.module for m in mutants if not m.tests}
+        needed = {m.module for m in mutants}  # a map survivor goes on to the fallback's stages too
         for module in self.modules:
             if module not in needed:
                 continue

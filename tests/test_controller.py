@@ -439,3 +439,49 @@ def test_a_certificate_for_another_host_is_named_as_such(tmp_path, host):
         f"GET {NODE}: TLS with {where} failed: the certificate does not name this host "
         "(use the name it was issued for in controller.url)",
     )
+
+
+@pytest.mark.parametrize(("number", "fails"), [(0, False), (-1, True), (1, True)])
+def test_a_post_answered_200_succeeds_only_when_its_errors_say_error_number_0(server, number, fails):
+    """200 with an error beside it: 0 is Slurm's "no error" (the write applied); -1
+    (SLURM_ERROR) and any other number say it was not."""
+    server.script("POST", NODE, Reply(200, {"errors": [{"error_number": number, "error": "what slurmctld said"}]}))
+
+    if not fails:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+        return
+    with pytest.raises(ControllerError):
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+
+def test_an_all_nodes_answer_with_null_nodes_and_an_error_quotes_the_error(server):
+    """Slurm 24.11's failed all-nodes query: 200, ``"nodes": null`` and an error. The error's
+    words are the message, not "no 'nodes'" (the key is there, only null)."""
+    error = {"error_number": 1, "description": "Unable to query nodes"}
+    server.script("GET", NODES, Reply(200, {"nodes": None, "errors": [error]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GET {NODES}: Unable to query nodes")
+
+
+@pytest.mark.parametrize("gres", ["gpu:mi300x:²", "gpu:mi300x:1234567890123456789"])
+def test_a_node_whose_gres_has_an_unusable_count_is_a_protocol_error_of_the_read(server, gres):
+    """The node's own GRES is checked while the answer is read, as its ``gres_used`` is: a
+    count the parser cannot use fails the request, not the policy later."""
+    node = dict(server.gateway.nodes["n1"], gres=gres)
+    server.script("GET", NODE, Reply(200, {"nodes": [node]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GRES entry {gres!r} has a malformed count")
+
+
+def test_an_error_is_said_in_its_first_200_characters():
+    """A transport error's words are cut at 200 characters for the one-line message."""
+    from spurinv.controller.rest import _first_line
+
+    assert _first_line(OSError("x" * 199 + "yz")) == "x" * 199 + "y"
+    assert _first_line(OSError("x" * 200)) == "x" * 200

@@ -803,3 +803,20 @@ def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():
 
     assert said is None
     assert (after.drain, after.fresh) == (drain, False)
+
+
+@pytest.mark.parametrize(("base", "appended"), [("IDLE", ""), ("DOWN", " : Not responding")])
+def test_a_fresh_state_recovers_no_drain_from_a_node_that_is_not_drained(base, appended):
+    """Our words still in the reason of a node that is not drained (resumed, its reason left
+    behind; or DOWN, slurmctld's words appended): no drain to take back, whatever the reason says."""
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.ownership import reason_for
+    from spurinv.state.file import State
+    from spurinv.state.intent import recover
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    view = NodeView(name="n1", dialect="slurm", base=base, flags=(), reason=reason + appended, reason_changed_at=1764547200)
+
+    after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
+
+    assert (after.drain, after.fresh, said) == (None, False, None)

@@ -265,3 +265,22 @@ def test_a_command_still_running_at_its_deadline_is_timed_out_then_and_not_a_sec
 
     assert clock.readings == []  # timed out at the 10.0 reading, not before it, not after
     assert (caught.value.cmd, bytes(kept[0])) == (["register"], b"working")
+
+
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_a_nul_in_a_command_is_refused_before_it_runs_naming_its_first_three_words(tmp_path, where):
+    """A NUL cannot reach exec (the kernel would cut the word there): the command is not run, and
+    the error names it by its first three words."""
+    from spurinv.errors import ControllerError
+
+    marker = tmp_path / "ran"
+    argv = ["/bin/sh", "-c", f"touch {marker}", "spurinv", "fourth\0word" if where == "argument" else "fourth"]
+    environ = {**ENV, "SPURINV_X": "a\0b"} if where == "environment" else ENV
+
+    with pytest.raises(ControllerError) as caught:
+        process.run(argv, environ, 30)
+
+    assert caught.value.kind == "protocol"
+    assert caught.value.message.startswith(f"`/bin/sh -c 'touch {marker}' …`: ")
+    assert caught.value.message.endswith("; not run")
+    assert not marker.exists()

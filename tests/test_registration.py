@@ -341,3 +341,31 @@ def test_the_runs_deadline_during_the_read_back_ends_it_on_the_last_look(tmp_pat
     assert clock.sleeps == [0.25]
     assert not result.applied
     assert result.error == "after register_command the controller still lists 'gpu:mi300x:8', not gpu:mi300x:64, after 10.0 s"
+
+
+def test_the_runs_deadline_at_the_first_look_of_the_read_back_is_the_deadlines_error(tmp_path):
+    """No look at all before the deadline: nothing to judge by, so the run stops there (75, state
+    saved), never a refusal and never a crash."""
+    from spurinv.errors import DeadlineError
+
+    client = _Looks(DeadlineError("controller.run_deadline (60 s) reached; state saved"))
+
+    with pytest.raises(DeadlineError) as caught:
+        registrar(10.0, Clock()).read_back(client, {"mi300x": 64}, "EXEC /bin/true")  # type: ignore[arg-type]
+
+    assert str(caught.value) == "controller.run_deadline reached before the controller could be read back; state saved"
+    assert client.plan == []
+
+
+@pytest.mark.parametrize(("argv", "status"), [(("/bin/true",), 0), (("/bin/false",), 1)])
+def test_the_register_commands_request_line_carries_its_exit_status(tmp_path, argv, status):
+    """What the report lists for the command (``EXEC … → 0``) is its exit status, read after it ran."""
+    client, _ = planned_scontrol(tmp_path, ["64", "64"])
+    clock = Clock()
+    command = Registrar(argv, 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep, monotonic=clock.monotonic)
+
+    command.register(client, {"mi300x": 64})
+
+    executed = [request for request in client.sent if request.path == argv[0]]  # not scontrol's own
+    assert [(request.method, request.status) for request in executed] == [("EXEC", status)]
+    assert executed[0].line().endswith(f" → {status}")

@@ -620,3 +620,30 @@ def test_spurs_text_that_is_not_utf8_is_read_and_the_node_holding_it_is_named(tm
         ("n2", "Zo\ufffd", ""),
     ]
     assert "scontrol show node: text that is not UTF-8 (read as U+FFFD) in node n1, n2\n" in stream.getvalue()
+
+
+def test_a_failure_is_quoted_by_its_last_600_characters(tmp_path):
+    """scontrol's words, whitespace folded, are kept from their end: the cause comes last."""
+    words = "a" + "b" * 600
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, f"echo {words} >&2; exit 1")),
+                      "n1", os.environ)  # fmt: skip
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert str(caught.value) == "scontrol: " + "b" * 600
+
+
+def test_a_version_line_of_another_program_is_quoted_by_its_first_80_characters(tmp_path):
+    """A program at controller.scontrol that is no scontrol: its --version line, cut to 80
+    characters, names what it is."""
+    path = tmp_path / "scontrol"
+    path.write_text("#!/bin/sh\necho " + "v" * 80 + "w\n")
+    path.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert caught.value.kind == "protocol"
+    assert f"--version printed {'v' * 80!r}: neither Slurm's nor spur's scontrol" in str(caught.value)
