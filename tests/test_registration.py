@@ -369,3 +369,32 @@ def test_the_register_commands_request_line_carries_its_exit_status(tmp_path, ar
     executed = [request for request in client.sent if request.path == argv[0]]  # not scontrol's own
     assert [(request.method, request.status) for request in executed] == [("EXEC", status)]
     assert executed[0].line().endswith(f" → {status}")
+
+
+def test_a_register_commands_output_is_logged_by_its_last_400_characters(tmp_path):
+    """The end of what the command printed is what explains it: 400 characters of it, no more."""
+    client, _ = planned_scontrol(tmp_path, ["64", "64"])
+    stream = io.StringIO()
+    clock = Clock()
+    words = "a" + "b" * 400
+    talking = Registrar(("/bin/sh", "-c", f"echo {words}"), 5, 1.0, ENV, Log({}, stream=stream),
+                        sleep=clock.sleep, monotonic=clock.monotonic)  # fmt: skip
+
+    talking.register(client, {"mi300x": 64})
+
+    finished = [line for line in stream.getvalue().splitlines() if "finished in" in line]
+    assert len(finished) == 1
+    assert finished[0].endswith(": " + "b" * 400)
+
+
+@pytest.mark.parametrize("kind", ["auth", "protocol", "refused"])
+def test_a_read_back_answered_by_an_error_that_is_not_a_not_yet_ends_at_once(kind):
+    """Only an unreachable controller or a node it does not list yet is "not yet": any other
+    error is raised at the look that met it, without a pause or another look."""
+    client = _Looks(ControllerError(kind, "what the controller said"))
+    clock = Clock()
+
+    with pytest.raises(ControllerError) as caught:
+        registrar(10.0, clock).read_back(client, {"mi300x": 64}, "EXEC /bin/true")  # type: ignore[arg-type]
+
+    assert (caught.value.kind, clock.sleeps, client.plan) == (kind, [], [])
