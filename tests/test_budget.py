@@ -52,7 +52,7 @@ def test_a_shielded_block_runs_in_another_thread_too():
     assert ran == ["saved"]
 
 
-# --- the run's deadline and its signals, pinned (seed 4141) ---------------------------
+# --- the run's deadline and its signals, pinned ---------------------------
 
 
 def test_the_deadline_allows_work_until_its_last_instant_and_none_from_it():

@@ -4,9 +4,11 @@ busy re-check's all-nodes query, and the size bound on an answer."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from faultserver import FaultServer, Gateway, Reply
@@ -147,7 +149,7 @@ def test_a_cached_api_version_that_answers_is_used_without_detection(server):
     assert [seen.path for seen in server.seen] == [NODE]
 
 
-# --- Slurm's error numbers at the edges of each range (seed 4141) ----------------------
+# --- Slurm's error numbers at the edges of each range ----------------------
 # The ranges of spurinv/controller/rest.py's UNREACHABLE_ERRORS and INVALID_REQUEST (slurm_errno.h),
 # pinned with literals on both sides of each edge; -1 (SLURM_ERROR) and 0 name no refusal.
 
@@ -183,7 +185,7 @@ def test_a_failed_read_is_a_protocol_error_only_when_slurm_calls_the_request_inv
     assert caught.value.kind == kind
 
 
-# --- where a token may go, what a refused connection says, whose CA is trusted (seed 4141)
+# --- where a token may go, what a refused connection says, whose CA is trusted
 
 
 @pytest.mark.parametrize(
@@ -213,19 +215,32 @@ def test_a_refused_connection_is_unreachable_in_the_operating_systems_words():
     assert caught.value.message == f"GET {NODE}: cannot connect to 127.0.0.1:{port}: Connection refused"
 
 
+def self_signed(tmp_path: Path, name: str, alt: str) -> Path:
+    """A certificate for ``name`` (subjectAltName ``alt``), its key beside it as ``key.pem``."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+         "-addext", f"subjectAltName={alt}", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert
+
+
+@contextlib.contextmanager
+def tls_server(cert: Path) -> Iterator[FaultServer]:
+    """The gateway with node n1 over TLS with ``cert`` (and the key beside it)."""
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    with FaultServer(gateway=gateway, tls=(str(cert), str(cert.parent / "key.pem"))) as server:
+        yield server
+
+
 @pytest.mark.filterwarnings("ignore:Unverified HTTPS request")
 def test_tls_trusts_the_configured_ca_file_and_nothing_when_verify_is_off(tmp_path):
     """A site CA (``ca_file``) is what verifies the controller, not the system store; with
     ``verify = false`` and no CA file nothing is checked (a self-signed lab controller)."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    gateway = Gateway()
-    gateway.add_node("n1", gres="gpu:mi300x:8")
-    with FaultServer(gateway=gateway, tls=(str(cert), str(key))) as server:
+    cert = self_signed(tmp_path, "127.0.0.1", "IP:127.0.0.1")
+    with tls_server(cert) as server:
         trusted = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5, ca_file=str(cert))
         unchecked = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5, verify=False)
         system = ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5)
@@ -331,9 +346,6 @@ def test_a_missing_ca_file_is_a_configuration_error_in_the_operating_systems_wor
     )
 
 
-# --- seed 935922941 (hardening): what its sample found no test for
-
-
 @pytest.mark.parametrize(
     ("auth", "expected"),
     [("slurm-jwt", ("slurm", "tok", None)), ("bearer", (None, None, "Bearer tok")), ("none", (None, None, None))],
@@ -419,15 +431,8 @@ def test_a_certificate_for_another_host_is_named_as_such(tmp_path, host):
     """A trusted certificate issued for another name than the URL's host, a name or an IP address
     (OpenSSL: "Hostname mismatch", "IP address mismatch"): the operator is told to use the name it
     was issued for, not that the certificate is untrusted."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ctl.example",
-         "-addext", "subjectAltName=DNS:ctl.example", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    gateway = Gateway()
-    gateway.add_node("n1", gres="gpu:mi300x:8")
-    with FaultServer(gateway=gateway, tls=(str(cert), str(key))) as server:
+    cert = self_signed(tmp_path, "ctl.example", "DNS:ctl.example")
+    with tls_server(cert) as server:
         url = server.url.replace("127.0.0.1", host)
         settings = ControllerSection(url=url, api="slurm/v0.0.42", timeout=5, ca_file=str(cert))
         with pytest.raises(ControllerError) as caught:

@@ -787,7 +787,7 @@ def test_an_unanswered_registration_listed_without_our_record_took_effect_only_i
 
 
 def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():
-    """A state from another boot that holds the drain the controller shows (seed 935922941): it is
+    """A state from another boot that holds the drain the controller shows: it is
     simply ours; nothing is rebuilt from the controller's word, and no recovery is reported."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for

@@ -186,7 +186,7 @@ def test_waiting_for_a_command_that_closed_its_output_costs_no_cpu():
 
 def test_a_bare_command_name_is_the_first_executable_file_of_that_name_on_path(tmp_path, monkeypatch):
     """As the shell looks it up, minus the current directory: a relative ``$PATH`` entry, a
-    directory or a file without the execute bit of that name are passed over (seed 4141)."""
+    directory or a file without the execute bit of that name are passed over."""
     monkeypatch.chdir(tmp_path)
     for directory, mode in (("relative", 0o755), ("plain", 0o644), ("found", 0o755), ("later", 0o755)):
         (tmp_path / directory).mkdir()

@@ -293,7 +293,7 @@ def test_a_command_that_failed_after_the_gpus_were_listed_is_applied_with_a_warn
 
 def test_a_register_command_past_its_timeout_is_logged_with_both_its_streams(tmp_path):
     """What the command printed before it was killed is what an operator needs: stdout and
-    stderr both, in the error log line (seed 26c)."""
+    stderr both, in the error log line."""
     client, _ = planned_scontrol(tmp_path, ["8"])
     stream = io.StringIO()
     clock = Clock()
@@ -325,7 +325,7 @@ class _Looks:
 
 
 def test_the_runs_deadline_during_the_read_back_ends_it_on_the_last_look(tmp_path):
-    """The deadline comes between two looks (seed 935922941): the read-back stops there and judges
+    """The deadline comes between two looks: the read-back stops there and judges
     by the look it had (not listed yet: a refusal), without looking again."""
     from spurinv.controller.nodeview import parse_node
     from spurinv.errors import DeadlineError

@@ -272,7 +272,7 @@ def test_an_answer_about_one_node_over_a_mebibyte_is_cut_there_and_76(tmp_path):
         client.view()
 
     assert (caught.value.kind, caught.value.exit_code) == ("protocol", exitcode.PROTOCOL)
-    # named by its first four words, without the node's name (seed 26c)
+    # named by its first four words, without the node's name
     assert caught.value.message == f"`{program} --json show node …` printed more than 1048576 bytes"
 
 
@@ -295,7 +295,7 @@ def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(t
 
 
 def test_a_command_past_its_timeout_is_unreachable_and_one_the_deadline_cut_is_the_deadlines(tmp_path):
-    """Both name the command by its first four words (seed 4141): the timeout is the
+    """Both name the command by its first four words: the timeout is the
     controller's (backed off), the deadline's cut is not."""
     from spurinv.budget import Budget
     from spurinv.errors import DeadlineError
@@ -517,7 +517,7 @@ def test_scontrol_never_gets_slurm_jwt_it_authenticates_with_munge(tmp_path):
 
 
 def test_a_json_view_whose_nodes_is_null_is_a_protocol_error(tmp_path):
-    """``"nodes": null`` is a key without a list: refused, never handed on as no nodes (seed 26c)."""
+    """``"nodes": null`` is a key without a list: refused, never handed on as no nodes."""
     fake = fake_scontrol(tmp_path, '[ "$*" = "--json show node" ] || exit 9\necho \'{"nodes": null, "errors": []}\'')
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
 
@@ -528,7 +528,7 @@ def test_a_json_view_whose_nodes_is_null_is_a_protocol_error(tmp_path):
 
 
 def test_a_drain_the_deadline_stops_before_it_starts_is_named_by_its_first_four_words(tmp_path):
-    """The label quotes the program and three words, never the reason after them (seed 26c)."""
+    """The label quotes the program and three words, never the reason after them."""
     from spurinv.budget import Budget
     from spurinv.errors import DeadlineError
 
@@ -549,7 +549,7 @@ def test_a_drain_the_deadline_stops_before_it_starts_is_named_by_its_first_four_
 
 def test_an_argument_of_131072_bytes_is_refused_before_exec_and_131071_runs(tmp_path):
     """With its NUL, 131072 bytes would be one beyond MAX_ARG_STRLEN (the kernel's E2BIG);
-    131071 bytes and the NUL fit exactly (seed 26c)."""
+    131071 bytes and the NUL fit exactly."""
     ran = tmp_path / "ran"
     program = fake_scontrol(tmp_path, f"touch {ran}")
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", os.environ)
@@ -572,7 +572,6 @@ def test_an_argument_of_131072_bytes_is_refused_before_exec_and_131071_runs(tmp_
     assert ran.exists()
 
 
-# --- seed 935922941 (hardening): what its sample found no test for
 
 
 def test_a_nul_in_an_argument_is_refused_naming_the_command_by_its_first_three_words(tmp_path):

@@ -591,7 +591,7 @@ def test_fleet_over_scontrol_names_its_program_as_the_controller(cli, spur):
 
 def test_fleet_views_of_spur_nodes_carry_each_nodes_gres_and_an_empty_one_without_gpus(spur):
     """The data parser's shape has a GRES string for every node: spur's ``Gres=`` as listed, and
-    ``""`` for a node without GPUs (spur leaves the line out), never None (seed 935922941)."""
+    ``""`` for a node without GPUs (spur leaves the line out), never None."""
     cluster = spur.read()
     cluster["nodes"]["n2"] = {**cluster["nodes"]["n1"], "gpus": ["mi300x"] * 2}
     cluster["nodes"]["n3"] = {**cluster["nodes"]["n1"], "gpus": []}

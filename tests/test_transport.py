@@ -84,7 +84,7 @@ def test_a_gres_update_that_fails_otherwise_is_that_error_not_a_refusal(rest):
     assert caught.value.kind == "auth"
 
 
-# --- the longest extra scontrol can carry (seed 4141) --------------------------------
+# --- the longest extra scontrol can carry --------------------------------
 
 
 def test_the_longest_extra_through_scontrol_is_the_longest_argument_linux_execs():
