@@ -572,8 +572,6 @@ def test_an_argument_of_131072_bytes_is_refused_before_exec_and_131071_runs(tmp_
     assert ran.exists()
 
 
-
-
 def test_a_nul_in_an_argument_is_refused_naming_the_command_by_its_first_three_words(tmp_path):
     """The program, ``update`` and the node, never the arguments after them (the GRES itself is
     quoted once, as the entry that holds the NUL)."""
