@@ -89,7 +89,7 @@ class Where:
     state: str | None
     config_file: str | None
     as_json: bool
-    confirm_wait: Callable[[float], None] = time.sleep  # launch.main's ``confirm_wait``
+    confirm_wait: Callable[[float], None]  # launch.main's ``confirm_wait``, else time.sleep
 
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
