@@ -973,6 +973,8 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     with tempfile.TemporaryDirectory(prefix="spurinv-mutate-") as temp:
+        # a test runs the copy as another user (nobody); mkdtemp's 0700 would lock it out
+        os.chmod(temp, 0o755)
         runner = Runner(args, modules, Path(temp))
         try:
             if args.select == "map":
