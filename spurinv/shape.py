@@ -13,8 +13,8 @@ rather than stating them again. The rules:
 * a timestamp is RFC 3339 with a zone (:func:`timestamp_problem`);
 * derived values: :func:`gpu_counts`, :func:`summary`, :func:`problem_line`, :func:`link_line`.
 
-The types of these dicts (TypedDicts: ``Device``, ``Reading``, ``State``…) are in the stub
-``spurinv/records.pyi``, generated from the pydantic models by ``scripts/schemas`` and imported
+The types of a discovery's dicts (TypedDicts: ``Device``, ``Inventory``, ``Discovery``…) are in the
+stub ``spurinv/records.pyi``, generated from the pydantic models by ``scripts/schemas`` and imported
 under ``if TYPE_CHECKING:`` only: importing ``typing`` at run time costs the tick more than it
 saves (``tests/test_architecture.py``).
 """

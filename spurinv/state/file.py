@@ -2,9 +2,8 @@
 drains, refusals and backoff. Loading and saving go through :mod:`spurinv.state.store`.
 
 The fields here are the one statement of the state file's JSON: ``scripts/schemas`` generates
-from them ``state.schema.json`` (:mod:`spurinv.state.vouch` checks raw files against it) and the
-TypedDicts of ``spurinv/records.pyi`` (mypy's view of the raw dicts); a new field is written here
-and where it is used, then ``scripts/schemas`` is run.
+from them ``state.schema.json`` (:mod:`spurinv.state.vouch` checks raw files against it); a new
+field is written here and where it is used, then ``scripts/schemas`` is run.
 
 Schema history (``schema_version``):
     1 — first version.

@@ -6,8 +6,8 @@ calls corrupt (exit 65; ``refresh`` moves it aside). So before using a file they
 :func:`problem`, and anything but None hands over to the full CLI.
 
 The check is the model's own: ``state.schema.json`` next to this module is
-``State.model_json_schema()`` (written by ``scripts/schemas``, with the TypedDicts of
-``spurinv/records.pyi``, from the models; ``tests/test_docs.py`` runs it with ``--check``),
+``State.model_json_schema()`` (written by ``scripts/schemas`` from the model;
+``tests/test_docs.py`` runs it with ``--check``),
 read here by a small checker for the keywords pydantic emits, plus the models' validators
 that a JSON Schema cannot say: the rules of :mod:`spurinv.shape`, which
 :class:`spurinv.inventory.model.Inventory` and :class:`spurinv.inventory.model.Reading` call too. It is *stricter*
