@@ -14,7 +14,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from spurinv.config.settings import ControllerSection
-from spurinv.controller.registration import Registrar
+from spurinv.controller.registration import Registrar, inventory_file
 from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ControllerError
 from spurinv.log import Log
@@ -398,3 +398,14 @@ def test_a_read_back_answered_by_an_error_that_is_not_a_not_yet_ends_at_once(kin
         registrar(10.0, clock).read_back(client, {"mi300x": 64}, "EXEC /bin/true")  # type: ignore[arg-type]
 
     assert (caught.value.kind, clock.sleeps, client.plan) == (kind, [], [])
+
+
+def test_the_inventory_file_is_one_private_json_line_removed_afterwards():
+    """What ``SPURINV_INVENTORY`` names: mode 0600, the document on one line with sorted keys and
+    a final newline (a shell's ``read`` returns 1 on a line without one), gone after the run."""
+    with inventory_file({"b": 1, "a": ["x"]}) as path:
+        text = Path(path).read_text(encoding="utf-8")
+        mode = os.stat(path).st_mode & 0o777
+    assert text == '{"a": ["x"], "b": 1}\n'
+    assert mode == 0o600
+    assert not os.path.exists(path)
