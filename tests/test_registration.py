@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from spurinv.config.settings import ControllerSection
 from spurinv.controller.registration import Registrar, inventory_file
 from spurinv.controller.scontrol import Scontrol
-from spurinv.errors import ControllerError
+from spurinv.errors import ConfigError, ControllerError
 from spurinv.log import Log
 from spurinv.secret import BLANK, blank, blank_argv
 
@@ -157,8 +157,9 @@ class Clock:
 
 def planned_scontrol(tmp: Path, plan: list[str]) -> tuple[Scontrol, Path]:
     """A Slurm scontrol stand-in whose n-th ``show node`` answers ``plan[n]``: a GRES count
-    (``"8"``: the captured idle n1 with that many GPUs), or ``"down"`` (slurmctld unreachable).
-    Past the plan it says the node is unknown, so a loop that never ends fails instead of hanging."""
+    (``"8"``: the captured idle n1 with that many GPUs), ``"down"`` (slurmctld unreachable) or
+    ``"gone"`` (the node unknown). Past the plan it prints what no Slurm prints, which is no "not
+    yet": a loop that looks once too often fails at once instead of hanging."""
     document = json.loads(IDLE_N1.read_text())
     for count in {p for p in plan if p.isdigit()}:
         document["nodes"][0].update(gres=f"gpu:mi300x:{count}", gres_used="gpu:mi300x:0(IDX:N/A)")
@@ -172,7 +173,8 @@ def planned_scontrol(tmp: Path, plan: list[str]) -> tuple[Scontrol, Path]:
         f"echo x >> {calls}\n"
         f'step=$(sed -n "$(wc -l < {calls})p" {tmp / "plan"})\n'
         'case "$step" in\n'
-        "  '') echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1 ;;\n"
+        "  '') echo 'past the plan'; exit 0 ;;\n"
+        "  gone) echo 'slurm_load_node error: Invalid node name specified' >&2; exit 1 ;;\n"
         "  down) echo 'slurm_load_node error: Unable to contact slurm controller (connect failure)' >&2; exit 1 ;;\n"
         f'  *) cat "{tmp}/show-$step.json" ;;\n'
         "esac\n"
@@ -409,3 +411,73 @@ def test_the_inventory_file_is_one_private_json_line_removed_afterwards():
     assert text == '{"a": ["x"], "b": 1}\n'
     assert mode == 0o600
     assert not os.path.exists(path)
+
+
+def test_a_node_briefly_unknown_during_the_read_back_is_not_yet(tmp_path):
+    """A dynamic node is absent between its ``scontrol delete`` and the restarted slurmd's
+    registration: one look that finds no such node is retried like an unreachable one."""
+    client, _ = planned_scontrol(tmp_path, ["8", "gone", "64"])
+    clock = Clock()
+
+    result = registrar(10.0, clock).register(client, {"mi300x": 64})
+
+    assert result.applied, result.error
+    assert clock.sleeps == [0.25]
+
+
+def test_a_read_back_of_one_second_looks_three_times(tmp_path):
+    """``register_wait = 1``: looks at 0, 0.25 and 0.75 s, a last one at 1 s, then the refusal."""
+    client, calls = planned_scontrol(tmp_path, ["8"] * 5)
+    clock = Clock()
+
+    result = registrar(1.0, clock).register(client, {"mi300x": 64})
+
+    assert clock.sleeps == [0.25, 0.5, 0.25]
+    assert len(calls.read_text().splitlines()) == 1 + 4
+    assert result.error == "after register_command the controller still lists 'gpu:mi300x:8', not gpu:mi300x:64, after 1.0 s"
+
+
+def test_a_register_command_that_fails_is_logged_with_its_status_time_and_output(tmp_path):
+    """A non-zero exit: the error log line names the command, its status, how long it ran and
+    what it printed; the refusal quotes the status and the output."""
+    client, _ = planned_scontrol(tmp_path, ["8", "8"])
+    stream = io.StringIO()
+    clock = Clock()
+    failing = Registrar(("/bin/sh", "-c", "echo partial-words; exit 3"), 5, 1.0, ENV, Log({}, stream=stream),
+                        sleep=clock.sleep, monotonic=clock.monotonic)  # fmt: skip
+
+    result = failing.register(client, {"mi300x": 64})
+
+    command = "/bin/sh -c 'echo partial-words; exit 3'"
+    assert not result.applied
+    assert result.error == f"register_command `{command}` exited 3: partial-words"
+    assert f"register_command `{command}` exited 3 after 0.0 s: partial-words\n" in stream.getvalue()
+
+
+def test_a_register_command_the_kernel_cannot_execute_is_a_configuration_error_naming_it(tmp_path):
+    """An executable file that is no program (no ``#!`` line, no ELF header): ``execve`` says
+    ENOEXEC; spurinv names the file and the kernel's words, a configuration error (78)."""
+    client, _ = planned_scontrol(tmp_path, ["8"])
+    program = tmp_path / "not-a-program"
+    program.write_text("these words are no program\n")
+    program.chmod(0o755)
+    clock = Clock()
+    command = Registrar((str(program),), 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep,
+                        monotonic=clock.monotonic)  # fmt: skip
+
+    with pytest.raises(ConfigError) as caught:
+        command.register(client, {"mi300x": 64})
+
+    assert str(caught.value) == f"controller.register_command: cannot run {program}: Exec format error"
+    assert caught.value.exit_code == 78
+
+
+def test_a_controller_that_answered_once_then_stayed_unreachable_is_that_error(tmp_path):
+    """The read-back saw the node without the GPUs, then lost the controller until the end:
+    the unreachable error (69, retried), not a refusal judged by a look from before the loss."""
+    client, _ = planned_scontrol(tmp_path, ["8", "8", "down", "down", "down"])
+
+    with pytest.raises(ControllerError) as caught:
+        registrar(1.0, Clock()).register(client, {"mi300x": 64})
+
+    assert caught.value.kind == "unreachable"
