@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,9 +150,10 @@ def test_kfd_capture_counts(topology: Path, cpus: int, gpus: int, physical: int,
 # --------------------------------------------------------------------------- MI300X
 
 
-@pytest.fixture(scope="module")
-def mi300x_cpx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return rb.build_mi300x(tmp_path_factory.mktemp("cpx"))
+@pytest.fixture
+def mi300x_cpx(built: Callable[[str], Path]) -> Path:
+    """``rb.build_mi300x(path)``, as the suite's shared read-only root (built once a run)."""
+    return built("mi300x-cpx")
 
 
 def test_mi300x_cpx_complete(mi300x_cpx: Path) -> None:
@@ -179,8 +181,8 @@ def test_mi300x_cpx_complete(mi300x_cpx: Path) -> None:
     assert_amd_root_consistent(root)
 
 
-def test_mi300x_cpx_as_captured(tmp_path: Path) -> None:
-    root = rb.build_mi300x(tmp_path, complete=False)
+def test_mi300x_cpx_as_captured(built: Callable[[str], Path]) -> None:
+    root = built("mi300x-cpx-captured")  # rb.build_mi300x(path, complete=False), shared and read-only
     topo = root / rb.KFD_TOPOLOGY
     captured = sorted(p.relative_to(rb.MI300X_CPX_TOPOLOGY) for p in rb.MI300X_CPX_TOPOLOGY.rglob("*") if p.is_file())
     assert sorted(p.relative_to(topo) for p in topo.rglob("*") if p.is_file()) == captured

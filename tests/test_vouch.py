@@ -77,16 +77,22 @@ def _accepted(state: object) -> bool:
     return True
 
 
+_WRITTEN: list[list[dict[str, Any]]] = []  # made by the first test that asks, once a worker
+
+
 @pytest.fixture
 def written(cli, built, state_path) -> list[dict[str, Any]]:
-    """State files as spurinv writes them: a first reading, a confirmed baseline, a tick's."""
-    files = []
-    for root in ("mi300x-dpx", "vega10", "host-node_exporter"):
-        state_path.unlink(missing_ok=True)
-        for _ in range(3):
-            assert cli("refresh", "--root", built(root), "--state", state_path, "--confirm-interval", "0").code == 0
-            files.append(json.loads(state_path.read_text()))
-    return files
+    """State files as spurinv writes them: a first reading, a confirmed baseline, a tick's (nine
+    in-process runs, once a worker; each test gets its own copy)."""
+    if not _WRITTEN:
+        files = []
+        for root in ("mi300x-dpx", "vega10", "host-node_exporter"):
+            state_path.unlink(missing_ok=True)
+            for _ in range(3):
+                assert cli("refresh", "--root", built(root), "--state", state_path, "--confirm-interval", "0").code == 0
+                files.append(json.loads(state_path.read_text()))
+        _WRITTEN.append(files)
+    return copy.deepcopy(_WRITTEN[0])
 
 
 def test_every_state_spurinv_writes_is_vouched_for(written):

@@ -31,12 +31,13 @@ def ledger() -> Ledger:
 class Ran:
     """A finished spurinv process: exit code, output, wall time."""
 
-    def __init__(self, code: int, out: str, err: str, seconds: float, pid: int) -> None:
+    def __init__(self, code: int, out: str, err: str, seconds: float, pid: int, waits: list[float] | None = None) -> None:
         self.code = code
         self.out = out
         self.err = err
         self.seconds = seconds
         self.pid = pid
+        self.waits = waits or []  # the confirm waits an in-process run asked for (not slept)
 
     def __repr__(self) -> str:
         return f"Ran(code={self.code}, seconds={self.seconds:.2f}, err={self.err.strip()[:300]!r})"
@@ -72,7 +73,8 @@ def spurinv_here(
 ) -> Callable[..., Ran]:
     """Run ``spurinv ARGS`` in this process (``launch.main``, the console script's entry point),
     with ``spurinv``'s interface: for tests about what a run prints and writes, not about the
-    process (exit by signal, time bounds, hangs, pids, imports), which keep :func:`spurinv`."""
+    process (exit by signal, time bounds, hangs, pids, imports), which keep :func:`spurinv`. As
+    with ``cli``, the wait before the confirming re-read is recorded in ``waits``, not slept."""
     from spurinv.cli.launch import main
 
     def run(*args: object, extra_env: dict[str, str] | None = None, timeout: float = 120) -> Ran:
@@ -82,8 +84,9 @@ def spurinv_here(
         with monkeypatch.context() as scoped:
             for name, value in (extra_env or {}).items():
                 scoped.setenv(name, value)
-            code = main([str(a) for a in args])
+            waits: list[float] = []
+            code = main([str(a) for a in args], confirm_wait=waits.append)
         captured = capsys.readouterr()
-        return Ran(code, captured.out, captured.err, time.monotonic() - started, os.getpid())
+        return Ran(code, captured.out, captured.err, time.monotonic() - started, os.getpid(), waits)
 
     return run
