@@ -159,7 +159,10 @@ def test_the_stub_is_imported_for_mypy_only():
     """spurinv/records.pyi has no .py: importing it outside ``if TYPE_CHECKING:`` fails at run time."""
     run_time = []
     for path in [*MODULES, *sorted(PACKAGE.parent.joinpath("tests").glob("*.py"))]:
-        tree = ast.parse(path.read_text())
+        text = path.read_text()
+        if "records" not in text:
+            continue  # both spellings imports_records knows name "records": no need to parse this file
+        tree = ast.parse(text)
         guarded = {
             id(inner)
             for node in ast.walk(tree)
