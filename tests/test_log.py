@@ -53,38 +53,41 @@ def test_every_event_is_exactly_one_line(message, journal, priority):
     assert prefix + printable(" ".join(message.split())) + "\n" == out
 
 
-def test_a_held_lock_is_one_error_line_under_systemd(spurinv_process, state_path, tmp_path, lock_holder):
-    """Real processes: the lock is held by another run; exit 75 and exactly one `<3>` line naming it."""
+def test_a_held_lock_is_one_error_line_under_systemd(cli, state_path, tmp_path, lock_holder, monkeypatch):
+    """The lock is held by another run (a real process); exit 75 and exactly one `<3>` line naming it."""
     settings = tmp_path / "fast.toml"
     settings.write_text("[state]\nlock_timeout = 0\n")
     settings.chmod(0o600)
+    for name, value in {**JOURNAL, "SPURINV_CONFIG": str(settings)}.items():
+        monkeypatch.setenv(name, value)
     with lock_holder(state_path) as holder:
-        run = spurinv_process(
-            "refresh", "--quiet", "--state", state_path, extra_env={**JOURNAL, "SPURINV_CONFIG": str(settings)}
-        )
-    assert exitcode.TEMPFAIL == run.returncode
-    assert "" == run.stdout
-    [line] = run.stderr.splitlines()
+        run = cli("refresh", "--quiet", "--state", state_path)
+    assert exitcode.TEMPFAIL == run.code
+    assert "" == run.out
+    [line] = run.err.splitlines()
     pattern = rf"<3>state lock {re.escape(str(state_path))}\.lock is held by pid {holder.pid} \(refresh\).*"
     assert re.fullmatch(pattern, line), line
 
 
 def test_a_run_without_state_uses_the_suites_private_state_not_the_hosts(spurinv_process, hermetic, built):
     """this file once ran `refresh` without --state and left /var/lib/spurinv behind."""
+    # a process: the default state path a fresh interpreter takes from the environment the suite hands on
     run = spurinv_process("refresh", "--quiet", "--confirm-interval", "0", "--root", built("mi300x-spx"))
 
     assert 0 == run.returncode, run.stderr
     assert {"state.json", "state.json.lock"} == {p.name for p in (hermetic / "state").iterdir()}
 
 
-def test_without_journal_stream_the_same_error_is_plain(spurinv_process, tmp_path):
-    run = spurinv_process("refresh", "--root", tmp_path / "missing")
-    assert exitcode.USAGE == run.returncode
-    assert [f"spurinv: error: --root {tmp_path / 'missing'}: not a directory"] == run.stderr.splitlines()
+def test_without_journal_stream_the_same_error_is_plain(cli, tmp_path):
+    run = cli("refresh", "--root", tmp_path / "missing")
+    assert exitcode.USAGE == run.code
+    assert [f"spurinv: error: --root {tmp_path / 'missing'}: not a directory"] == run.err.splitlines()
 
 
-def test_with_json_a_failure_is_an_envelope_on_stdout_and_one_line_on_stderr(spurinv_process, tmp_path):
-    run = spurinv_process("refresh", "--json", "--root", tmp_path / "missing", extra_env=JOURNAL)
-    assert exitcode.USAGE == run.returncode
-    assert ["<3>--root " + str(tmp_path / "missing") + ": not a directory"] == run.stderr.splitlines()
-    assert '"exit_code": 64' in run.stdout
+def test_with_json_a_failure_is_an_envelope_on_stdout_and_one_line_on_stderr(cli, tmp_path, monkeypatch):
+    for name, value in JOURNAL.items():
+        monkeypatch.setenv(name, value)
+    run = cli("refresh", "--json", "--root", tmp_path / "missing")
+    assert exitcode.USAGE == run.code
+    assert ["<3>--root " + str(tmp_path / "missing") + ": not a directory"] == run.err.splitlines()
+    assert '"exit_code": 64' in run.out
