@@ -132,13 +132,10 @@ def test_discover_format_slurm_prints_node_and_gres_lines(cli, built):
     assert "# Cores= left out: no CPU topology" in result.out
 
 
-def test_discover_format_slurm_gives_logical_core_indices_not_cpu_ids(cli, built, tmp_path):
+def test_discover_format_slurm_gives_logical_core_indices_not_cpu_ids(cli, root_copy):
     """2 sockets x 48 cores x SMT2, one NUMA node per socket: CPUs 0-47,96-143 are socket 0's
     cores 0-47 (their SMT siblings the second range); gres.conf(5) wants ``Cores=0-47``."""
-    import shutil
-
-    root = tmp_path / "root"
-    shutil.copytree(built("mi300x-cpx"), root, symlinks=True)
+    root = root_copy("mi300x-cpx")
     cpu = root / "sys/devices/system/cpu"
     for n in range(192):
         package, core = (n % 96) // 48, (n % 48) * 2  # sparse core ids, as AMD's are
