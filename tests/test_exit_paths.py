@@ -199,6 +199,7 @@ def test_an_internal_error_is_70_in_one_line(tmp_path, env):
 
 
 def _run_with_stdout(env: dict[str, str], stdout: int, *args: object) -> subprocess.CompletedProcess[str]:
+    # a process: its file descriptor 1 is the full disk or the closed pipe, flushed at exit too
     return subprocess.run(
         [sys.executable, "-m", "spurinv", *map(str, args)],
         env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
@@ -251,6 +252,7 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_pa
 @pytest.mark.parametrize(("args", "code"), [(["status", "--bogus"], 64), (["refresh", "--config", "/nonexistent/x.toml"], 78)])
 def test_an_unwritable_stderr_keeps_the_real_exit_status(tmp_path: Path, env: dict[str, str], args, code):
     """With 2>/dev/full every error became exit 1, and a run that logged mid-way died unsaved."""
+    # a process: its file descriptor 2 is /dev/full
     with open("/dev/full", "w") as full:
         ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, stderr=full, stdout=subprocess.DEVNULL,
                              timeout=60, check=False)  # fmt: skip
@@ -260,6 +262,7 @@ def test_an_unwritable_stderr_keeps_the_real_exit_status(tmp_path: Path, env: di
 
 def test_a_refresh_that_logs_with_an_unwritable_stderr_still_saves(tmp_path: Path, env: dict[str, str], built):
     state = tmp_path / "state.json"
+    # a process: its file descriptor 2 is /dev/full
     argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
     with open("/dev/full", "w") as full:
         ran = subprocess.run([*argv, "--confirm-interval", "0"], env=env, stderr=full, stdout=subprocess.DEVNULL,

@@ -471,6 +471,7 @@ def test_an_observed_baseline_is_one_story_in_refresh_and_status(cli, built, sta
 
 def test_columns_zero_still_prints(tmp_path: Path, env: dict[str, str]):
     """COLUMNS=0 made every human output empty (a failed discovery said nothing at all)."""
+    # a process: the terminal width a fresh interpreter's console takes from its environment
     ran = subprocess.run(
         [sys.executable, "-m", "spurinv", "status", "--state", str(tmp_path / "state.json")],
         env={**env, "COLUMNS": "0"}, capture_output=True, text=True, timeout=60, check=False,

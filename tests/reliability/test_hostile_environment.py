@@ -41,6 +41,7 @@ def latin1(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _run(env: dict[str, str], *args: object) -> subprocess.CompletedProcess[bytes]:
+    # a process: the locale is read once, when a fresh interpreter starts
     clean = {key: value for key, value in env.items() if not key.startswith(("LC_", "PYTHONIOENCODING", "PYTHONUTF8"))}
     return subprocess.run([sys.executable, "-m", "spurinv", *map(str, args)], env=clean, capture_output=True,
                           timeout=120, check=False)  # fmt: skip
@@ -177,6 +178,7 @@ def test_missing_default_directories_are_made_0700_one_by_one_under_umask_000(en
     """The default state directory (here from ``$STATE_DIRECTORY``) is created when missing, and
     under ``umask 000`` every missing parent was 0777 (only the last one 0700)."""
     state_directory = tmp_path / "var" / "lib" / "spurinv"
+    # a process: the umask is the whole process's, set by its parent
     command = f"umask 000; exec {sys.executable} -m spurinv refresh --root {built('mi300x-spx')}"
     clean = {key: value for key, value in env.items() if key != "SPURINV_STATE"}
     ran = subprocess.run(["sh", "-c", command], env={**clean, "STATE_DIRECTORY": str(state_directory)},

@@ -254,7 +254,7 @@ def test_an_argument_that_is_not_utf8_is_one_usage_line(flag, built, tmp_path, s
     import subprocess
     import sys
 
-    value = os.fsencode(tmp_path) + b"/bad\xff"
+    value = os.fsencode(tmp_path) + b"/bad\xff"  # a process: the interpreter decodes its argv
     args = [b"refresh", b"--root", os.fsencode(built("mi300x-spx")), b"--state", os.fsencode(state_path)]
     command = [sys.executable, "-m", "spurinv", *args, flag.encode(), value]
     ran = subprocess.run(command, env=env, capture_output=True, check=False)
@@ -271,7 +271,7 @@ def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_pat
     import sys
 
     environ = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
-    environ[b"SPURINV_STATE"] = os.fsencode(tmp_path) + b"/s\xff.json"
+    environ[b"SPURINV_STATE"] = os.fsencode(tmp_path) + b"/s\xff.json"  # a process: the interpreter decodes environ
     command = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx"))]
     ran = subprocess.run(command, env=environ, capture_output=True, check=False)
 
@@ -291,6 +291,7 @@ def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, st
     state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escape, valid UTF-8
     args = ["status", "--json", "--state", str(state_path)]  # documents.dumps: the lean path and the CLI
 
+    # a process: the bytes written to a real stdout, not the text capsys sees
     ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, check=False)
 
     assert ran.returncode == 0, ran
