@@ -490,3 +490,188 @@ def test_an_error_is_said_in_its_first_200_characters():
 
     assert _first_line(OSError("x" * 199 + "yz")) == "x" * 199 + "y"
     assert _first_line(OSError("x" * 200)) == "x" * 200
+
+
+# --- edges no test pinned (a read of every mutant of rest.py, 2026-12-04) ----------------
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "said"),
+    [(501, "refused", "HTTP 501: what slurmctld said"),
+     (502, "unreachable", "HTTP 502: controller unreachable (what slurmctld said)"),
+     (503, "unreachable", "HTTP 503: controller unreachable (what slurmctld said)"),
+     (504, "unreachable", "HTTP 504: controller unreachable (what slurmctld said)"),
+     (505, "refused", "HTTP 505: what slurmctld said")],
+)  # fmt: skip
+def test_a_write_answered_502_503_or_504_is_the_gateways_unreachable_not_a_refusal(server, status, kind, said):
+    """502-504 say the gateway is up and what is behind it is not: a refusal's error number
+    beside them is no refusal. 501 and 505 are the controller's own answer: the number refuses."""
+    server.script("POST", NODE, Reply(status, {"errors": [{"error_number": 1, "error": "what slurmctld said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (kind, f"POST {NODE}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("method", "number", "kind", "said"),
+    [("GET", None, "protocol", "HTTP 499: HTTP 499"),
+     ("GET", 9000, "protocol", "HTTP 499: what slurm said"),
+     ("POST", 1, "protocol", "HTTP 499: what slurm said"),
+     ("GET", None, "unreachable", "HTTP 500: controller error (HTTP 500)")],
+)  # fmt: skip
+def test_a_status_under_500_is_never_the_controller_failing_and_500_is(server, method, number, kind, said):
+    """From 500 up the controller failed (backed off as unreachable, an invalid read, a refused
+    write); 499 is none of these: a protocol error with the answer's words, else its status."""
+    status = int(said.split()[1].rstrip(":"))
+    body = {"errors": [{"error_number": number, "error": "what slurm said"}]} if number is not None else b""
+    server.script(method, NODE, Reply(status, body))
+    rest = client(server)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view() if method == "GET" else rest.post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (kind, f"{method} {NODE}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"),
+    [(1006, "unreachable"), (1007, "auth"), (1008, "unreachable"), (2009, "unreachable"), (2010, "auth"),
+     (2011, "unreachable")],
+)  # fmt: skip
+def test_a_read_failed_with_slurms_authentication_errors_1007_or_2010_is_an_auth_error(server, number, kind):
+    server.script("GET", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmrestd said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert caught.value.kind == kind
+
+
+def test_a_post_answered_405_is_a_read_only_gateway(server):
+    server.script("POST", NODE, Reply(405, b""))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "read-only",
+        f"POST {NODE}: HTTP 405: the gateway has no node write route (read-only gateway)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [(Reply(404, b""), "HTTP 404: no such route (check controller.api)"),
+     (Reply(200, [1, 2]), "the answer is not a JSON object"),
+     (Reply(200, {"errors": []}), "the answer has no 'nodes'"),
+     (Reply(200, {"nodes": None}), "'nodes' is null and no error says why"),
+     (Reply(200, {"nodes": "n1"}), "'nodes' is str, not a list")],
+)  # fmt: skip
+def test_an_all_nodes_answer_that_is_no_list_of_nodes_is_a_protocol_error_saying_what_it_is(server, reply, said):
+    server.script("GET", NODES, reply)
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GET {NODES}: {said}")
+
+
+def test_an_all_nodes_answer_with_error_number_0_beside_the_list_is_the_fleet_and_two_errors_quote_the_first(server):
+    """Error 0 is Slurm's "no error" (24.11 lists it beside a good answer); of two real errors
+    the first is the one said."""
+    node = {"name": "n1"}
+    server.script("GET", NODES, Reply(200, {"nodes": [node], "errors": [{"error_number": 0, "error": "fine"}]}))
+    assert client(server).all_nodes() == [node]
+
+    two = [{"error_number": 1, "error": "the first"}, {"error_number": 2, "error": "the second"}]
+    server.script("GET", NODES, Reply(200, {"nodes": [node], "errors": two}))
+    with pytest.raises(ControllerError) as caught:
+        client(server).all_nodes()
+    assert caught.value.message == f"GET {NODES}: the first"
+
+
+def test_openapi_v3_picks_the_newest_version_by_number_with_a_node_get():
+    """v0.0.10 is newer than v0.0.9 (a number, not text); a version listing no GET for the node
+    (v0.0.11 here) is not one the client can read."""
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    spec = {"paths": {"/slurm/v0.0.9/node/{node_name}": {"get": {}}, "/slurm/v0.0.10/node/{node_name}": {"get": {}},
+                      "/slurm/v0.0.11/node/{node_name}": {"post": {}}}}  # fmt: skip
+    with FaultServer(gateway=gateway) as server:
+        server.script("GET", "/openapi/v3", Reply(200, spec))
+        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+        assert rest.detect() is None
+
+    assert rest.api == "slurm/v0.0.10"
+
+
+def test_a_url_without_a_host_is_not_the_loopback():
+    from spurinv.controller.rest import is_loopback
+
+    assert is_loopback("http:///slurm") is False
+    assert is_loopback("http://127.0.0.1:6820") is True
+
+
+def test_an_exceptions_words_are_taken_through_eight_wrappers_and_no_more():
+    """requests wraps urllib3's error, which wraps the cause: the words of the eighth wrapped
+    exception are said; a ninth is left in its wrapper's words. Without words, the type's name."""
+    from spurinv.controller.rest import _first_line
+
+    def wrapped(depth: int) -> BaseException:
+        exc: BaseException = ValueError("the cause")
+        for _ in range(depth):
+            exc = RuntimeError(exc, "wrapper")
+        return exc
+
+    assert _first_line(wrapped(8)) == "the cause"
+    assert _first_line(wrapped(9)) == "(ValueError('the cause'), 'wrapper')"
+    assert _first_line(ValueError()) == "ValueError"
+    assert _first_line(ValueError("\n")) == "ValueError"
+    assert _first_line(ValueError("read b'zz' at b\"x\"")) == "read 'zz' at \"x\""
+
+
+def test_a_request_leaves_no_alarm_armed_and_the_previous_handler_in_place(server):
+    """The whole-request deadline is SIGALRM: after the request the timer is off and the handler
+    the caller had is back; off the main thread, where no handler can be set, it still reads."""
+    import signal
+    import threading
+
+    def mine(_signum: int, _frame: object) -> None:
+        raise AssertionError("SIGALRM after the request")
+
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        assert client(server).view().name == "n1"
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is mine
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(client(server).view().name))
+    thread.start()
+    thread.join(30)
+    assert seen == ["n1"]
+
+
+def test_a_request_timeout_the_run_deadline_left_whole_is_the_controllers_not_the_deadlines(server):
+    """The run has exactly the request's timeout left (a fixed clock): the timeout was not cut,
+    so running out of it is the controller's doing (unreachable, backed off)."""
+    from spurinv.budget import Budget
+
+    server.script("GET", NODE, Reply(200, {}, delay=2.0))
+    rest = Controller(
+        ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=0.2), "n1", None, budget=Budget(0.2, clock=lambda: 0.0)
+    )
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view()
+
+    assert caught.value.kind == "unreachable"
+    assert caught.value.message in (
+        f"GET {NODE}: timed out after 0.2 s",
+        f"GET {NODE}: no complete answer within 0.2 s",
+    )
