@@ -217,7 +217,9 @@ def test_a_scontrol_that_is_not_executable_is_78(tmp_path):
         Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
 
 
-@pytest.mark.parametrize("reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", ""])
+@pytest.mark.parametrize(
+    "reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", "spurinv: a\x1fb", ""]
+)
 def test_a_reason_scontrol_would_alter_is_never_sent(tmp_path, reason):
     log = tmp_path / "ran"
     client = Scontrol(
@@ -644,3 +646,73 @@ def test_a_version_line_of_another_program_is_quoted_by_its_first_80_characters(
 
     assert caught.value.kind == "protocol"
     assert f"--version printed {'v' * 80!r}: neither Slurm's nor spur's scontrol" in str(caught.value)
+
+
+# --- edges no test pinned (a read of every mutant of scontrol.py, 2026-12-04) -------------
+
+
+def test_an_update_spur_answers_with_an_ignored_key_is_refused_quoting_its_first_200_characters(tmp_path):
+    """spur prints ``unknown update key`` and exits 0: not applied; its words, whitespace folded,
+    are quoted up to 200 characters."""
+    program = tmp_path / "scontrol"
+    program.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0 (4cc3da8)"; exit 0; fi\n'
+        f"echo \"scontrol: unknown update key 'gres'\n  {'y' * 300}\" >&2\n"
+    )
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"gres": "gpu:mi300x:64"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "refused",
+        "spur's scontrol ignored the update (scontrol: unknown update key 'gres' " + "y" * 164 + "): not applied",
+    )
+
+
+def test_a_command_timeout_the_run_deadline_left_whole_is_the_controllers_not_the_deadlines(tmp_path):
+    """The run has exactly the command's timeout left (a stopped clock): the timeout was not cut,
+    so a command that outlives it is an unreachable controller, backed off."""
+    from spurinv.budget import Budget
+
+    program = fake_scontrol(tmp_path, "exec sleep 30")
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=program, timeout=0.3), "n1", os.environ,
+        budget=Budget(0.3, clock=lambda: 0.0),
+    )  # fmt: skip
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "unreachable",
+        f"`{program} --json show node …` did not answer within 0.3 s; killed",
+    )
+
+
+def test_a_version_that_prints_nothing_is_quoted_as_empty(tmp_path):
+    path = tmp_path / "scontrol"
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"{path} --version printed '': neither Slurm's nor spur's scontrol",
+    )
+
+
+def test_a_scontrol_gone_after_the_start_is_a_configuration_error_in_the_systems_words(tmp_path):
+    program = fake_scontrol(tmp_path, "exit 0")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", os.environ)
+    os.unlink(program)
+
+    with pytest.raises(ConfigError) as caught:
+        client.view()
+
+    assert str(caught.value) == f"controller.scontrol: cannot run {program}: No such file or directory"
