@@ -675,3 +675,41 @@ def test_a_request_timeout_the_run_deadline_left_whole_is_the_controllers_not_th
         f"GET {NODE}: timed out after 0.2 s",
         f"GET {NODE}: no complete answer within 0.2 s",
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [(299, "HTTP 299: HTTP 299"),
+     (300, "redirect to http://elsewhere.example/x refused (spurinv never follows redirects)"),
+     (399, "redirect to http://elsewhere.example/x refused (spurinv never follows redirects)")],
+)  # fmt: skip
+def test_every_status_from_300_to_399_is_a_redirect_refused_naming_where_it_pointed(server, status, said):
+    server.script("GET", NODE, Reply(status, b"", {"Location": "http://elsewhere.example/x"}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GET {NODE}: {said}")
+
+
+def test_an_answer_that_is_not_utf8_is_read_and_logged_naming_the_node_and_a_clean_one_logs_nothing(server):
+    """slurmrestd passes a reason typed in Latin-1 through as is: it reads as U+FFFD, and the log
+    (when there is one) says which node held it; a clean answer says nothing."""
+    import io
+    import json
+
+    from spurinv.log import Log
+
+    stream = io.StringIO()
+    rest = Controller(ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None,
+                      log=Log({}, stream=stream))  # fmt: skip
+    rest.view()
+    assert stream.getvalue() == ""
+
+    node = dict(server.gateway.nodes["n1"], reason="Zo@")
+    data = json.dumps({"nodes": [node]}).encode().replace(b"Zo@", b"Zo\xeb")
+    server.script("GET", NODE, Reply(200, data, {"Content-Type": "application/json"}))
+
+    assert rest.view().reason == "Zo\ufffd"
+    assert f"GET {NODE}: text that is not UTF-8 (read as U+FFFD) in node n1\n" in stream.getvalue()
+    assert client(server).view().reason == "Zo\ufffd"  # without a log: read all the same
