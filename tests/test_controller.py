@@ -713,3 +713,34 @@ def test_an_answer_that_is_not_utf8_is_read_and_logged_naming_the_node_and_a_cle
     assert rest.view().reason == "Zo\ufffd"
     assert f"GET {NODE}: text that is not UTF-8 (read as U+FFFD) in node n1\n" in stream.getvalue()
     assert client(server).view().reason == "Zo\ufffd"  # without a log: read all the same
+
+
+def test_probing_stops_at_the_first_version_that_answers_about_the_node_with_its_error(server):
+    """No /openapi/v3 (404): versions are probed newest first; a 404 that names no node is a
+    version not served, the first other answer decides (here 403: an auth error, the version kept)."""
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    server.script("GET", "/slurm/v0.0.45/node/n1", Reply(403, "Forbidden"))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "auth",
+        "GET /slurm/v0.0.45/node/n1: HTTP 403: authentication or permission refused (HTTP 403)",
+    )
+    assert rest.api == "slurm/v0.0.45"
+    assert [seen.path for seen in server.seen] == ["/openapi/v3", "/slurm/v0.0.46/node/n1", "/slurm/v0.0.45/node/n1"]
+
+
+def test_no_version_answering_is_a_protocol_error_naming_every_version_tried():
+    with FaultServer() as server:  # no gateway: every path is 404 Not Found
+        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+        with pytest.raises(ControllerError) as caught:
+            rest.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
+        "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
+    )
