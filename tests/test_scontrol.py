@@ -716,3 +716,24 @@ def test_a_scontrol_gone_after_the_start_is_a_configuration_error_in_the_systems
         client.view()
 
     assert str(caught.value) == f"controller.scontrol: cannot run {program}: No such file or directory"
+
+
+def test_spurs_answer_about_one_node_with_a_second_block_is_refused_as_ambiguous(tmp_path):
+    """Asked for n1, spur printed two node blocks: only text in n1's reason can make the second
+    (spur prints a reason as it is, line breaks included), so the answer is not read at all."""
+    shown = tmp_path / "show.txt"
+    shown.write_text(SPUR_SHOW.replace("NodeName=n2", "NodeName=ghost"))
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "spur's scontrol output for node 'n1' is ambiguous (2 node blocks for one node; "
+        "a reason holding a line break?): not read",
+    )
+    assert [view.name for view in client.nodes()] == ["n1", "ghost"]  # all nodes: every block is a node
