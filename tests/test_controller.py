@@ -744,3 +744,44 @@ def test_no_version_answering_is_a_protocol_error_naming_every_version_tried():
         "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
         "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
     )
+
+
+def test_a_busy_re_check_keeps_only_this_node_of_whatever_the_all_nodes_answer_lists(server):
+    _busy_without_gpu_usage(server)
+    ours = server.gateway.nodes["n1"]
+    other = dict(ours, name="n2", state=["IDLE"], alloc_cpus=0)
+    server.script("GET", NODES, Reply(200, {"nodes": [1, "n1", None, other, ours]}))
+
+    view = client(server).view(confirm_busy=True)
+
+    assert (view.name, view.idle, view.alloc_cpus) == ("n1", False, 4)
+
+
+def test_every_node_is_one_query_at_the_version_openapi_v3_names_else_at_the_first_probed_that_answers(server):
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+
+    detected = Controller(auto, "n1", None)
+    assert [node["name"] for node in detected.all_nodes()] == ["n1"]
+    assert [seen.path for seen in server.seen] == ["/openapi/v3", NODES]
+
+    server.seen.clear()
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    probed = Controller(auto, "n1", None)
+    assert [node["name"] for node in probed.all_nodes()] == ["n1"]
+    assert probed.api == "slurm/v0.0.42"
+    assert [seen.path for seen in server.seen] == [
+        "/openapi/v3", "/slurm/v0.0.46/nodes", "/slurm/v0.0.45/nodes", "/slurm/v0.0.44/nodes", "/slurm/v0.0.43/nodes", NODES,
+    ]  # fmt: skip
+
+
+def test_no_version_answering_every_node_is_a_protocol_error_naming_every_version_tried():
+    with FaultServer() as server:  # no gateway: every path is 404 Not Found
+        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+        with pytest.raises(ControllerError) as caught:
+            rest.all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
+        "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
+    )
