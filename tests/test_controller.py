@@ -785,3 +785,18 @@ def test_no_version_answering_every_node_is_a_protocol_error_naming_every_versio
         "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
         "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
     )
+
+
+def test_probing_for_every_node_stops_at_the_first_answer_that_is_not_a_bare_404(server):
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    server.script("GET", "/slurm/v0.0.45/nodes", Reply(403, "Forbidden"))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "auth",
+        "GET /slurm/v0.0.45/nodes: HTTP 403: authentication or permission refused (HTTP 403)",
+    )
+    assert rest.api == "slurm/v0.0.45"
