@@ -217,9 +217,7 @@ def test_a_scontrol_that_is_not_executable_is_78(tmp_path):
         Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
 
 
-@pytest.mark.parametrize(
-    "reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", "spurinv: a\x1fb", ""]
-)
+@pytest.mark.parametrize("reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", "spurinv: a\x1fb", ""])
 def test_a_reason_scontrol_would_alter_is_never_sent(tmp_path, reason):
     log = tmp_path / "ran"
     client = Scontrol(
