@@ -735,3 +735,20 @@ def test_spurs_answer_about_one_node_with_a_second_block_is_refused_as_ambiguous
         "a reason holding a line break?): not read",
     )
     assert [view.name for view in client.nodes()] == ["n1", "ghost"]  # all nodes: every block is a node
+
+
+def test_spurs_fleet_view_is_each_node_reduced_by_keep_and_an_empty_reason_is_none(tmp_path):
+    """``fleet`` hands a ``keep`` that reduces each node as it is read (and drops what it returns
+    None for); spur's empty ``Reason=`` is the data parser's missing reason, None."""
+    shown = tmp_path / "show.txt"
+    shown.write_text(SPUR_SHOW)
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+
+    assert [(node["name"], node["reason"]) for node in client.all_nodes()] == [
+        ("n1", None),
+        ("n2", "spurinv: 8 → 64 GPUs; re-registers when idle"),
+    ]
+    assert client.all_nodes(keep=lambda node: None if node["name"] == "n1" else node["name"].upper()) == ["N2"]
