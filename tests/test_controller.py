@@ -800,3 +800,28 @@ def test_probing_for_every_node_stops_at_the_first_answer_that_is_not_a_bare_404
         "GET /slurm/v0.0.45/nodes: HTTP 403: authentication or permission refused (HTTP 403)",
     )
     assert rest.api == "slurm/v0.0.45"
+
+
+def test_a_ca_file_that_is_not_a_regular_file_is_a_configuration_error_saying_so(tmp_path):
+    """A directory (or a FIFO, which loading would block on) is refused before it is opened."""
+    settings = ControllerSection(url="https://127.0.0.1:9", api="slurm/v0.0.42", ca_file=str(tmp_path))
+
+    with pytest.raises(ConfigError) as caught:
+        Controller(settings, "n1", None)
+
+    assert str(caught.value) == (
+        f"controller.ca_file = '{tmp_path}': not a regular file; "
+        'point it at a PEM CA bundle, or set it to "" for the system store'
+    )
+
+
+@pytest.mark.parametrize("token", ["tok en", "tok\tx", "tok\x7f", "tök"])
+def test_a_token_with_whitespace_or_control_characters_is_refused_before_any_request(token):
+    from spurinv.errors import TokenError
+
+    settings = ControllerSection(url="http://127.0.0.1:9", api="slurm/v0.0.42")
+
+    with pytest.raises(TokenError) as caught:
+        Controller(settings, "n1", token)
+
+    assert str(caught.value) == "the token holds whitespace or control characters (a broken token file?); not sending it"
