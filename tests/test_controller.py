@@ -825,3 +825,13 @@ def test_a_token_with_whitespace_or_control_characters_is_refused_before_any_req
         Controller(settings, "n1", token)
 
     assert str(caught.value) == "the token holds whitespace or control characters (a broken token file?); not sending it"
+
+
+def test_every_node_is_reduced_by_keep_as_it_is_read(server):
+    """``fleet`` hands a ``keep`` that reduces each node of a good answer as it arrives (the rest
+    is dropped): what it returns is the list, without what it returns None for."""
+    server.gateway.add_node("n2", gres="gpu:mi300x:4")
+
+    kept = client(server).all_nodes(keep=lambda node: None if node["name"] == "n1" else node["name"].upper())
+
+    assert kept == ["N2"]
