@@ -835,3 +835,38 @@ def test_every_node_is_reduced_by_keep_as_it_is_read(server):
     kept = client(server).all_nodes(keep=lambda node: None if node["name"] == "n1" else node["name"].upper())
 
     assert kept == ["N2"]
+
+
+def test_a_tls_failure_is_said_in_an_operators_words_found_anywhere_in_the_chain():
+    """OpenSSL's reason code, wherever requests and urllib3 wrapped it: a known one in words with
+    the key to change, an unknown one spelled out, none at all the plain sentence."""
+    import ssl
+
+    from spurinv.controller.rest import _tls_reason
+
+    def failed(reason: str) -> BaseException:
+        error = ssl.SSLError(1, "handshake")
+        error.reason = reason  # type: ignore[misc]
+        return RuntimeError(OSError(error))
+
+    assert _tls_reason(failed("CERTIFICATE_VERIFY_FAILED")) == (
+        "its certificate is not trusted (set controller.ca_file to the CA bundle that signed it)"
+    )
+    assert _tls_reason(failed("SOME_NEW_REASON")) == "some new reason"
+    assert _tls_reason(failed("not a code")) == "the TLS handshake failed"
+    assert _tls_reason(RuntimeError("no reason at all")) == "the TLS handshake failed"
+
+
+def test_a_connection_failure_is_said_in_the_systems_words_found_anywhere_in_the_chain():
+    import http.client
+
+    from spurinv.controller.rest import _os_reason
+
+    assert _os_reason(RuntimeError(ValueError("x"), OSError(111, "Connection refused"))) == "Connection refused"
+    assert _os_reason(RuntimeError(http.client.RemoteDisconnected("closed"))) == (
+        "the server closed the connection without an HTTP answer (is controller.url slurmrestd's port?)"
+    )
+    assert _os_reason(RuntimeError(OSError("no errno"))) == "connection failed"
+    # the nearest words win: the chain is read outermost first, wrapper by wrapper
+    nested = RuntimeError(OSError(113, "No route to host"), RuntimeError(OSError(111, "Connection refused")))
+    assert _os_reason(nested) == "No route to host"
