@@ -597,8 +597,8 @@ def test_openapi_v3_picks_the_newest_version_by_number_with_a_node_get():
     (v0.0.11 here) is not one the client can read."""
     gateway = Gateway()
     gateway.add_node("n1", gres="gpu:mi300x:8")
-    spec = {"paths": {"/slurm/v0.0.9/node/{node_name}": {"get": {}}, "/slurm/v0.0.10/node/{node_name}": {"get": {}},
-                      "/slurm/v0.0.11/node/{node_name}": {"post": {}}}}  # fmt: skip
+    paths = ["/slurm/v0.0.9/node/{node_name}", "/slurm/v0.0.10/node/{node_name}", "/slurm/v0.0.11/node/{node_name}"]
+    spec: dict[str, object] = {"paths": {paths[0]: {"get": {}}, paths[1]: {"get": {}}, paths[2]: {"post": {}}}}
     with FaultServer(gateway=gateway) as server:
         server.script("GET", "/openapi/v3", Reply(200, spec))
         rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
@@ -846,7 +846,7 @@ def test_a_tls_failure_is_said_in_an_operators_words_found_anywhere_in_the_chain
 
     def failed(reason: str) -> BaseException:
         error = ssl.SSLError(1, "handshake")
-        error.reason = reason  # type: ignore[misc]
+        error.reason = reason
         return RuntimeError(OSError(error))
 
     assert _tls_reason(failed("CERTIFICATE_VERIFY_FAILED")) == (
