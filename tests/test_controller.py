@@ -73,6 +73,8 @@ def test_a_busy_re_check_is_one_all_nodes_query_and_says_it_was_made(server):
     assert not confirmed.idle
     assert asked == [("GET", NODE), ("GET", NODES)]
     assert rest.rechecked  # the policy stamps busy_checked_at from this, and waits busy_recheck
+    # each request is recorded as sent, with the status it was answered with
+    assert [request.line() for request in rest.sent] == [f"GET {NODE} → 200", f"GET {NODES} → 200"]
 
 
 def test_a_view_that_was_not_asked_to_confirm_makes_no_all_nodes_query_and_says_so(server):
