@@ -872,3 +872,41 @@ def test_a_connection_failure_is_said_in_the_systems_words_found_anywhere_in_the
     # the nearest words win: the chain is read outermost first, wrapper by wrapper
     nested = RuntimeError(OSError(113, "No route to host"), RuntimeError(OSError(111, "Connection refused")))
     assert _os_reason(nested) == "No route to host"
+
+
+def test_a_cached_version_answered_by_an_error_is_kept_and_one_gone_is_probed_for_once(server):
+    """Only a 404 that names no node makes a cached version suspect: a 503 is the controller's
+    error, the version kept. A version gone with no /openapi/v3 is probed for, and the probe's
+    answer is the reading (no second GET)."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    server.script("GET", NODE, Reply(503, b""))
+    cached = Controller(auto, "n1", None, api="slurm/v0.0.42")
+    with pytest.raises(ControllerError) as caught:
+        cached.view()
+    assert (caught.value.kind, cached.api) == ("unreachable", "slurm/v0.0.42")
+    assert [seen.path for seen in server.seen] == [NODE]
+
+    server.seen.clear()  # a 404 about the node (Slurm's 2018): the node is unknown, the version fine
+    server.script("GET", NODE, Reply(404, {"errors": [{"error_number": 2018, "error": "Invalid node name specified"}]}))
+    with pytest.raises(ControllerError) as unknown:
+        Controller(auto, "n1", None, api="slurm/v0.0.42").view()
+    assert unknown.value.kind == "unknown-node"
+    assert [seen.path for seen in server.seen] == [NODE]
+
+    server.seen.clear()
+    server.unscript()  # the gateway answers again
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    gone = Controller(auto, "n1", None, api="slurm/v0.0.40")
+    assert gone.view().name == "n1"
+    assert gone.api == "slurm/v0.0.42"
+    assert [seen.path for seen in server.seen] == [
+        "/slurm/v0.0.40/node/n1", "/openapi/v3", "/slurm/v0.0.46/node/n1", "/slurm/v0.0.45/node/n1",
+        "/slurm/v0.0.44/node/n1", "/slurm/v0.0.43/node/n1", NODE,
+    ]  # fmt: skip
+
+
+def test_a_client_that_has_read_nothing_has_made_no_re_check():
+    rest = Controller(ControllerSection(url="http://127.0.0.1:9", api="slurm/v0.0.42"), "n1", None)
+
+    assert rest.rechecked is False
+    assert rest.sent == []
