@@ -752,3 +752,33 @@ def test_spurs_fleet_view_is_each_node_reduced_by_keep_and_an_empty_reason_is_no
         ("n2", "spurinv: 8 → 64 GPUs; re-registers when idle"),
     ]
     assert client.all_nodes(keep=lambda node: None if node["name"] == "n1" else node["name"].upper()) == ["N2"]
+
+
+def test_spur_without_a_register_command_says_once_in_the_log_that_it_cannot_re_register(tmp_path):
+    """spur ignores ``Gres=``: a changed GPU count is not applied and the log says why, once;
+    a count spur already lists (spurd restarted by hand) is applied, with nothing to say."""
+    import io
+
+    from spurinv.controller.scontrol import SPUR_CANNOT_REGISTER
+    from spurinv.log import Log
+
+    shown = tmp_path / "show.txt"
+    shown.write_text(SPUR_SHOW.split("\n\n")[0] + "\n")  # n1 alone, as `show node n1` prints it
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    stream = io.StringIO()
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ, log=Log({}, stream=stream)
+    )
+
+    refused = client.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "f" * 64)
+    assert (refused.applied, refused.error) == (False, SPUR_CANNOT_REGISTER)
+    assert stream.getvalue().count(SPUR_CANNOT_REGISTER) == 1
+
+    done = client.register({"gres": "gpu:mi300x:3"}, {"mi300x": 3}, "f" * 64)
+    assert (done.applied, done.error, done.view.name) == (True, None, "n1")
+    assert stream.getvalue().count(SPUR_CANNOT_REGISTER) == 1
+
+    silent = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+    assert silent.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "f" * 64).applied is False
