@@ -763,7 +763,7 @@ def test_spur_without_a_register_command_says_once_in_the_log_that_it_cannot_re_
     from spurinv.log import Log
 
     shown = tmp_path / "show.txt"
-    shown.write_text(SPUR_SHOW.split("\n\n")[0] + "\n")  # n1 alone, as `show node n1` prints it
+    shown.write_text(SPUR_SHOW.split("\n\n", 1)[0] + "\n")  # n1 alone, as `show node n1` prints it
     program = tmp_path / "scontrol"
     program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
     program.chmod(0o755)
