@@ -782,3 +782,24 @@ def test_spur_without_a_register_command_says_once_in_the_log_that_it_cannot_re_
 
     silent = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
     assert silent.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "f" * 64).applied is False
+
+
+def test_a_command_line_linux_refuses_as_too_long_is_named_by_its_first_three_words_and_not_run(tmp_path):
+    """Every argument under the one-argument limit, the whole exec over the kernel's (here an
+    environment of 4 MiB, 32 variables just under 128 KiB each): E2BIG, what spurinv would pass,
+    not its configuration."""
+    ran = tmp_path / "ran"
+    program = fake_scontrol(tmp_path, f"touch {ran}")
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    environ.update({f"SPURINV_TEST_BIG{i}": "x" * 131060 for i in range(32)})
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"`{program} update NodeName=n1 …`: Argument list too long; not run",
+    )
+    assert not ran.exists()
