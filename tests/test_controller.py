@@ -73,6 +73,8 @@ def test_a_busy_re_check_is_one_all_nodes_query_and_says_it_was_made(server):
     assert not confirmed.idle
     assert asked == [("GET", NODE), ("GET", NODES)]
     assert rest.rechecked  # the policy stamps busy_checked_at from this, and waits busy_recheck
+    # each request is recorded as sent, with the status it was answered with
+    assert [request.line() for request in rest.sent] == [f"GET {NODE} → 200", f"GET {NODES} → 200"]
 
 
 def test_a_view_that_was_not_asked_to_confirm_makes_no_all_nodes_query_and_says_so(server):
@@ -490,3 +492,421 @@ def test_an_error_is_said_in_its_first_200_characters():
 
     assert _first_line(OSError("x" * 199 + "yz")) == "x" * 199 + "y"
     assert _first_line(OSError("x" * 200)) == "x" * 200
+
+
+# --- edges no test pinned (a read of every mutant of rest.py, 2026-12-04) ----------------
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "said"),
+    [(501, "refused", "HTTP 501: what slurmctld said"),
+     (502, "unreachable", "HTTP 502: controller unreachable (what slurmctld said)"),
+     (503, "unreachable", "HTTP 503: controller unreachable (what slurmctld said)"),
+     (504, "unreachable", "HTTP 504: controller unreachable (what slurmctld said)"),
+     (505, "refused", "HTTP 505: what slurmctld said")],
+)  # fmt: skip
+def test_a_write_answered_502_503_or_504_is_the_gateways_unreachable_not_a_refusal(server, status, kind, said):
+    """502-504 say the gateway is up and what is behind it is not: a refusal's error number
+    beside them is no refusal. 501 and 505 are the controller's own answer: the number refuses."""
+    server.script("POST", NODE, Reply(status, {"errors": [{"error_number": 1, "error": "what slurmctld said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (kind, f"POST {NODE}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("method", "number", "kind", "said"),
+    [("GET", None, "protocol", "HTTP 499: HTTP 499"),
+     ("GET", 9000, "protocol", "HTTP 499: what slurm said"),
+     ("POST", 1, "protocol", "HTTP 499: what slurm said"),
+     ("GET", None, "unreachable", "HTTP 500: controller error (HTTP 500)")],
+)  # fmt: skip
+def test_a_status_under_500_is_never_the_controller_failing_and_500_is(server, method, number, kind, said):
+    """From 500 up the controller failed (backed off as unreachable, an invalid read, a refused
+    write); 499 is none of these: a protocol error with the answer's words, else its status."""
+    status = int(said.split()[1].rstrip(":"))
+    body = {"errors": [{"error_number": number, "error": "what slurm said"}]} if number is not None else b""
+    server.script(method, NODE, Reply(status, body))
+    rest = client(server)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view() if method == "GET" else rest.post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (kind, f"{method} {NODE}: {said}")
+
+
+@pytest.mark.parametrize(
+    ("number", "kind"),
+    [(1006, "unreachable"), (1007, "auth"), (1008, "unreachable"), (2009, "unreachable"), (2010, "auth"),
+     (2011, "unreachable")],
+)  # fmt: skip
+def test_a_read_failed_with_slurms_authentication_errors_1007_or_2010_is_an_auth_error(server, number, kind):
+    server.script("GET", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmrestd said"}]}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert caught.value.kind == kind
+
+
+def test_a_post_answered_405_is_a_read_only_gateway(server):
+    server.script("POST", NODE, Reply(405, b""))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "read-only",
+        f"POST {NODE}: HTTP 405: the gateway has no node write route (read-only gateway)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [(Reply(404, b""), "HTTP 404: no such route (check controller.api)"),
+     (Reply(200, [1, 2]), "the answer is not a JSON object"),
+     (Reply(200, {"errors": []}), "the answer has no 'nodes'"),
+     (Reply(200, {"nodes": None}), "'nodes' is null and no error says why"),
+     (Reply(200, {"nodes": "n1"}), "'nodes' is str, not a list")],
+)  # fmt: skip
+def test_an_all_nodes_answer_that_is_no_list_of_nodes_is_a_protocol_error_saying_what_it_is(server, reply, said):
+    server.script("GET", NODES, reply)
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GET {NODES}: {said}")
+
+
+def test_an_all_nodes_answer_with_error_number_0_beside_the_list_is_the_fleet_and_two_errors_quote_the_first(server):
+    """Error 0 is Slurm's "no error" (24.11 lists it beside a good answer); of two real errors
+    the first is the one said."""
+    node = {"name": "n1"}
+    server.script("GET", NODES, Reply(200, {"nodes": [node], "errors": [{"error_number": 0, "error": "fine"}]}))
+    assert client(server).all_nodes() == [node]
+
+    two = [{"error_number": 1, "error": "the first"}, {"error_number": 2, "error": "the second"}]
+    server.script("GET", NODES, Reply(200, {"nodes": [node], "errors": two}))
+    with pytest.raises(ControllerError) as caught:
+        client(server).all_nodes()
+    assert caught.value.message == f"GET {NODES}: the first"
+
+
+def test_openapi_v3_picks_the_newest_version_by_number_with_a_node_get():
+    """v0.0.10 is newer than v0.0.9 (a number, not text); a version listing no GET for the node
+    (v0.0.11 here) is not one the client can read."""
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    paths = ["/slurm/v0.0.9/node/{node_name}", "/slurm/v0.0.10/node/{node_name}", "/slurm/v0.0.11/node/{node_name}"]
+    spec: dict[str, object] = {"paths": {paths[0]: {"get": {}}, paths[1]: {"get": {}}, paths[2]: {"post": {}}}}
+    with FaultServer(gateway=gateway) as server:
+        server.script("GET", "/openapi/v3", Reply(200, spec))
+        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+        assert rest.detect() is None
+
+    assert rest.api == "slurm/v0.0.10"
+
+
+def test_a_url_without_a_host_is_not_the_loopback():
+    from spurinv.controller.rest import is_loopback
+
+    assert is_loopback("http:///slurm") is False
+    assert is_loopback("http://127.0.0.1:6820") is True
+
+
+def test_an_exceptions_words_are_taken_through_eight_wrappers_and_no_more():
+    """requests wraps urllib3's error, which wraps the cause: the words of the eighth wrapped
+    exception are said; a ninth is left in its wrapper's words. Without words, the type's name."""
+    from spurinv.controller.rest import _first_line
+
+    def wrapped(depth: int) -> BaseException:
+        exc: BaseException = ValueError("the cause")
+        for _ in range(depth):
+            exc = RuntimeError(exc, "wrapper")
+        return exc
+
+    assert _first_line(wrapped(8)) == "the cause"
+    assert _first_line(wrapped(9)) == "(ValueError('the cause'), 'wrapper')"
+    assert _first_line(ValueError()) == "ValueError"
+    assert _first_line(ValueError("\n")) == "ValueError"
+    assert _first_line(ValueError("read b'zz' at b\"x\"")) == "read 'zz' at \"x\""
+
+
+def test_a_request_leaves_no_alarm_armed_and_the_previous_handler_in_place(server):
+    """The whole-request deadline is SIGALRM: after the request the timer is off and the handler
+    the caller had is back; off the main thread, where no handler can be set, it still reads."""
+    import signal
+    import threading
+
+    def mine(_signum: int, _frame: object) -> None:
+        raise AssertionError("SIGALRM after the request")
+
+    previous = signal.signal(signal.SIGALRM, mine)
+    try:
+        assert client(server).view().name == "n1"
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is mine
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(client(server).view().name))
+    thread.start()
+    thread.join(30)
+    assert seen == ["n1"]
+
+
+def test_a_request_timeout_the_run_deadline_left_whole_is_the_controllers_not_the_deadlines(server):
+    """The run has exactly the request's timeout left (a fixed clock): the timeout was not cut,
+    so running out of it is the controller's doing (unreachable, backed off)."""
+    from spurinv.budget import Budget
+
+    server.script("GET", NODE, Reply(200, {}, delay=2.0))
+    rest = Controller(
+        ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=0.2), "n1", None, budget=Budget(0.2, clock=lambda: 0.0)
+    )
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view()
+
+    assert caught.value.kind == "unreachable"
+    assert caught.value.message in (
+        f"GET {NODE}: timed out after 0.2 s",
+        f"GET {NODE}: no complete answer within 0.2 s",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [(299, "HTTP 299: HTTP 299"),
+     (300, "redirect to http://elsewhere.example/x refused (spurinv never follows redirects)"),
+     (399, "redirect to http://elsewhere.example/x refused (spurinv never follows redirects)")],
+)  # fmt: skip
+def test_every_status_from_300_to_399_is_a_redirect_refused_naming_where_it_pointed(server, status, said):
+    server.script("GET", NODE, Reply(status, b"", {"Location": "http://elsewhere.example/x"}))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GET {NODE}: {said}")
+
+
+def test_an_answer_that_is_not_utf8_is_read_and_logged_naming_the_node_and_a_clean_one_logs_nothing(server):
+    """slurmrestd passes a reason typed in Latin-1 through as is: it reads as U+FFFD, and the log
+    (when there is one) says which node held it; a clean answer says nothing."""
+    import io
+    import json
+
+    from spurinv.log import Log
+
+    stream = io.StringIO()
+    rest = Controller(ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None,
+                      log=Log({}, stream=stream))  # fmt: skip
+    rest.view()
+    assert stream.getvalue() == ""
+
+    node = dict(server.gateway.nodes["n1"], reason="Zo@")
+    data = json.dumps({"nodes": [node]}).encode().replace(b"Zo@", b"Zo\xeb")
+    server.script("GET", NODE, Reply(200, data, {"Content-Type": "application/json"}))
+
+    assert rest.view().reason == "Zo\ufffd"
+    assert f"GET {NODE}: text that is not UTF-8 (read as U+FFFD) in node n1\n" in stream.getvalue()
+    assert client(server).view().reason == "Zo\ufffd"  # without a log: read all the same
+
+
+def test_probing_stops_at_the_first_version_that_answers_about_the_node_with_its_error(server):
+    """No /openapi/v3 (404): versions are probed newest first; a 404 that names no node is a
+    version not served, the first other answer decides (here 403: an auth error, the version kept)."""
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    server.script("GET", "/slurm/v0.0.45/node/n1", Reply(403, "Forbidden"))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "auth",
+        "GET /slurm/v0.0.45/node/n1: HTTP 403: authentication or permission refused (HTTP 403)",
+    )
+    assert rest.api == "slurm/v0.0.45"
+    assert [seen.path for seen in server.seen] == ["/openapi/v3", "/slurm/v0.0.46/node/n1", "/slurm/v0.0.45/node/n1"]
+
+
+def test_no_version_answering_is_a_protocol_error_naming_every_version_tried():
+    with FaultServer() as server:  # no gateway: every path is 404 Not Found
+        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+        with pytest.raises(ControllerError) as caught:
+            rest.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
+        "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
+    )
+
+
+def test_a_busy_re_check_keeps_only_this_node_of_whatever_the_all_nodes_answer_lists(server):
+    _busy_without_gpu_usage(server)
+    ours = server.gateway.nodes["n1"]
+    other = dict(ours, name="n2", state=["IDLE"], alloc_cpus=0)
+    server.script("GET", NODES, Reply(200, {"nodes": [1, "n1", None, other, ours]}))
+
+    view = client(server).view(confirm_busy=True)
+
+    assert (view.name, view.idle, view.alloc_cpus) == ("n1", False, 4)
+
+
+def test_every_node_is_one_query_at_the_version_openapi_v3_names_else_at_the_first_probed_that_answers(server):
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+
+    detected = Controller(auto, "n1", None)
+    assert [node["name"] for node in detected.all_nodes()] == ["n1"]
+    assert [seen.path for seen in server.seen] == ["/openapi/v3", NODES]
+
+    server.seen.clear()
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    probed = Controller(auto, "n1", None)
+    assert [node["name"] for node in probed.all_nodes()] == ["n1"]
+    assert probed.api == "slurm/v0.0.42"
+    assert [seen.path for seen in server.seen] == [
+        "/openapi/v3", "/slurm/v0.0.46/nodes", "/slurm/v0.0.45/nodes", "/slurm/v0.0.44/nodes", "/slurm/v0.0.43/nodes", NODES,
+    ]  # fmt: skip
+
+
+def test_no_version_answering_every_node_is_a_protocol_error_naming_every_version_tried():
+    with FaultServer() as server:  # no gateway: every path is 404 Not Found
+        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+        with pytest.raises(ControllerError) as caught:
+            rest.all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
+        "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
+    )
+
+
+def test_probing_for_every_node_stops_at_the_first_answer_that_is_not_a_bare_404(server):
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    server.script("GET", "/slurm/v0.0.45/nodes", Reply(403, "Forbidden"))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.all_nodes()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "auth",
+        "GET /slurm/v0.0.45/nodes: HTTP 403: authentication or permission refused (HTTP 403)",
+    )
+    assert rest.api == "slurm/v0.0.45"
+
+
+def test_a_ca_file_that_is_not_a_regular_file_is_a_configuration_error_saying_so(tmp_path):
+    """A directory (or a FIFO, which loading would block on) is refused before it is opened."""
+    settings = ControllerSection(url="https://127.0.0.1:9", api="slurm/v0.0.42", ca_file=str(tmp_path))
+
+    with pytest.raises(ConfigError) as caught:
+        Controller(settings, "n1", None)
+
+    assert str(caught.value) == (
+        f"controller.ca_file = '{tmp_path}': not a regular file; "
+        'point it at a PEM CA bundle, or set it to "" for the system store'
+    )
+
+
+@pytest.mark.parametrize("token", ["tok en", "tok\tx", "tok\x7f", "tök"])
+def test_a_token_with_whitespace_or_control_characters_is_refused_before_any_request(token):
+    from spurinv.errors import TokenError
+
+    settings = ControllerSection(url="http://127.0.0.1:9", api="slurm/v0.0.42")
+
+    with pytest.raises(TokenError) as caught:
+        Controller(settings, "n1", token)
+
+    assert str(caught.value) == "the token holds whitespace or control characters (a broken token file?); not sending it"
+
+
+def test_every_node_is_reduced_by_keep_as_it_is_read(server):
+    """``fleet`` hands a ``keep`` that reduces each node of a good answer as it arrives (the rest
+    is dropped): what it returns is the list, without what it returns None for."""
+    server.gateway.add_node("n2", gres="gpu:mi300x:4")
+
+    kept = client(server).all_nodes(keep=lambda node: None if node["name"] == "n1" else node["name"].upper())
+
+    assert kept == ["N2"]
+
+
+def test_a_tls_failure_is_said_in_an_operators_words_found_anywhere_in_the_chain():
+    """OpenSSL's reason code, wherever requests and urllib3 wrapped it: a known one in words with
+    the key to change, an unknown one spelled out, none at all the plain sentence."""
+    import ssl
+
+    from spurinv.controller.rest import _tls_reason
+
+    def failed(reason: str) -> BaseException:
+        error = ssl.SSLError(1, "handshake")
+        error.reason = reason
+        return RuntimeError(OSError(error))
+
+    assert _tls_reason(failed("CERTIFICATE_VERIFY_FAILED")) == (
+        "its certificate is not trusted (set controller.ca_file to the CA bundle that signed it)"
+    )
+    assert _tls_reason(failed("SOME_NEW_REASON")) == "some new reason"
+    assert _tls_reason(failed("not a code")) == "the TLS handshake failed"
+    assert _tls_reason(RuntimeError("no reason at all")) == "the TLS handshake failed"
+
+
+def test_a_connection_failure_is_said_in_the_systems_words_found_anywhere_in_the_chain():
+    import http.client
+
+    from spurinv.controller.rest import _os_reason
+
+    assert _os_reason(RuntimeError(ValueError("x"), OSError(111, "Connection refused"))) == "Connection refused"
+    assert _os_reason(RuntimeError(http.client.RemoteDisconnected("closed"))) == (
+        "the server closed the connection without an HTTP answer (is controller.url slurmrestd's port?)"
+    )
+    assert _os_reason(RuntimeError(OSError("no errno"))) == "connection failed"
+    # the nearest words win: the chain is read outermost first, wrapper by wrapper
+    nested = RuntimeError(OSError(113, "No route to host"), RuntimeError(OSError(111, "Connection refused")))
+    assert _os_reason(nested) == "No route to host"
+
+
+def test_a_cached_version_answered_by_an_error_is_kept_and_one_gone_is_probed_for_once(server):
+    """Only a 404 that names no node makes a cached version suspect: a 503 is the controller's
+    error, the version kept. A version gone with no /openapi/v3 is probed for, and the probe's
+    answer is the reading (no second GET)."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    server.script("GET", NODE, Reply(503, b""))
+    cached = Controller(auto, "n1", None, api="slurm/v0.0.42")
+    with pytest.raises(ControllerError) as caught:
+        cached.view()
+    assert (caught.value.kind, cached.api) == ("unreachable", "slurm/v0.0.42")
+    assert [seen.path for seen in server.seen] == [NODE]
+
+    server.seen.clear()  # a 404 about the node (Slurm's 2018): the node is unknown, the version fine
+    server.script("GET", NODE, Reply(404, {"errors": [{"error_number": 2018, "error": "Invalid node name specified"}]}))
+    with pytest.raises(ControllerError) as unknown:
+        Controller(auto, "n1", None, api="slurm/v0.0.42").view()
+    assert unknown.value.kind == "unknown-node"
+    assert [seen.path for seen in server.seen] == [NODE]
+
+    server.seen.clear()
+    server.unscript()  # the gateway answers again
+    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
+    gone = Controller(auto, "n1", None, api="slurm/v0.0.40")
+    assert gone.view().name == "n1"
+    assert gone.api == "slurm/v0.0.42"
+    assert [seen.path for seen in server.seen] == [
+        "/slurm/v0.0.40/node/n1", "/openapi/v3", "/slurm/v0.0.46/node/n1", "/slurm/v0.0.45/node/n1",
+        "/slurm/v0.0.44/node/n1", "/slurm/v0.0.43/node/n1", NODE,
+    ]  # fmt: skip
+
+
+def test_a_client_that_has_read_nothing_has_made_no_re_check():
+    rest = Controller(ControllerSection(url="http://127.0.0.1:9", api="slurm/v0.0.42"), "n1", None)
+
+    assert rest.rechecked is False
+    assert rest.sent == []

@@ -217,7 +217,7 @@ def test_a_scontrol_that_is_not_executable_is_78(tmp_path):
         Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
 
 
-@pytest.mark.parametrize("reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", ""])
+@pytest.mark.parametrize("reason", ['"spurinv: quoted', 'spurinv: ends with a quote"', "spurinv: a\nb", "spurinv: a\x1fb", ""])
 def test_a_reason_scontrol_would_alter_is_never_sent(tmp_path, reason):
     log = tmp_path / "ran"
     client = Scontrol(
@@ -644,3 +644,162 @@ def test_a_version_line_of_another_program_is_quoted_by_its_first_80_characters(
 
     assert caught.value.kind == "protocol"
     assert f"--version printed {'v' * 80!r}: neither Slurm's nor spur's scontrol" in str(caught.value)
+
+
+# --- edges no test pinned (a read of every mutant of scontrol.py, 2026-12-04) -------------
+
+
+def test_an_update_spur_answers_with_an_ignored_key_is_refused_quoting_its_first_200_characters(tmp_path):
+    """spur prints ``unknown update key`` and exits 0: not applied; its words, whitespace folded,
+    are quoted up to 200 characters."""
+    program = tmp_path / "scontrol"
+    program.write_text(
+        '#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0 (4cc3da8)"; exit 0; fi\n'
+        f"echo \"scontrol: unknown update key 'gres'\n  {'y' * 300}\" >&2\n"
+    )
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"gres": "gpu:mi300x:64"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "refused",
+        "spur's scontrol ignored the update (scontrol: unknown update key 'gres' " + "y" * 164 + "): not applied",
+    )
+
+
+def test_a_command_timeout_the_run_deadline_left_whole_is_the_controllers_not_the_deadlines(tmp_path):
+    """The run has exactly the command's timeout left (a stopped clock): the timeout was not cut,
+    so a command that outlives it is an unreachable controller, backed off."""
+    from spurinv.budget import Budget
+
+    program = fake_scontrol(tmp_path, "exec sleep 30")
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=program, timeout=0.3), "n1", os.environ,
+        budget=Budget(0.3, clock=lambda: 0.0),
+    )  # fmt: skip
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "unreachable",
+        f"`{program} --json show node …` did not answer within 0.3 s; killed",
+    )
+
+
+def test_a_version_that_prints_nothing_is_quoted_as_empty(tmp_path):
+    path = tmp_path / "scontrol"
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(path)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"{path} --version printed '': neither Slurm's nor spur's scontrol",
+    )
+
+
+def test_a_scontrol_gone_after_the_start_is_a_configuration_error_in_the_systems_words(tmp_path):
+    program = fake_scontrol(tmp_path, "exit 0")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", os.environ)
+    os.unlink(program)
+
+    with pytest.raises(ConfigError) as caught:
+        client.view()
+
+    assert str(caught.value) == f"controller.scontrol: cannot run {program}: No such file or directory"
+
+
+def test_spurs_answer_about_one_node_with_a_second_block_is_refused_as_ambiguous(tmp_path):
+    """Asked for n1, spur printed two node blocks: only text in n1's reason can make the second
+    (spur prints a reason as it is, line breaks included), so the answer is not read at all."""
+    shown = tmp_path / "show.txt"
+    shown.write_text(SPUR_SHOW.replace("NodeName=n2", "NodeName=ghost"))
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.view()
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "spur's scontrol output for node 'n1' is ambiguous (2 node blocks for one node; "
+        "a reason holding a line break?): not read",
+    )
+    assert [view.name for view in client.nodes()] == ["n1", "ghost"]  # all nodes: every block is a node
+
+
+def test_spurs_fleet_view_is_each_node_reduced_by_keep_and_an_empty_reason_is_none(tmp_path):
+    """``fleet`` hands a ``keep`` that reduces each node as it is read (and drops what it returns
+    None for); spur's empty ``Reason=`` is the data parser's missing reason, None."""
+    shown = tmp_path / "show.txt"
+    shown.write_text(SPUR_SHOW)
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+
+    assert [(node["name"], node["reason"]) for node in client.all_nodes()] == [
+        ("n1", None),
+        ("n2", "spurinv: 8 → 64 GPUs; re-registers when idle"),
+    ]
+    assert client.all_nodes(keep=lambda node: None if node["name"] == "n1" else node["name"].upper()) == ["N2"]
+
+
+def test_spur_without_a_register_command_says_once_in_the_log_that_it_cannot_re_register(tmp_path):
+    """spur ignores ``Gres=``: a changed GPU count is not applied and the log says why, once;
+    a count spur already lists (spurd restarted by hand) is applied, with nothing to say."""
+    import io
+
+    from spurinv.controller.scontrol import SPUR_CANNOT_REGISTER
+    from spurinv.log import Log
+
+    shown = tmp_path / "show.txt"
+    shown.write_text(SPUR_SHOW.split("\n\n", 1)[0] + "\n")  # n1 alone, as `show node n1` prints it
+    program = tmp_path / "scontrol"
+    program.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "spur 0.5.0"; exit 0; fi\ncat "{shown}"\n')
+    program.chmod(0o755)
+    stream = io.StringIO()
+    client = Scontrol(
+        ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ, log=Log({}, stream=stream)
+    )
+
+    refused = client.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "f" * 64)
+    assert (refused.applied, refused.error) == (False, SPUR_CANNOT_REGISTER)
+    assert stream.getvalue().count(SPUR_CANNOT_REGISTER) == 1
+
+    done = client.register({"gres": "gpu:mi300x:3"}, {"mi300x": 3}, "f" * 64)
+    assert (done.applied, done.error, done.view.name) == (True, None, "n1")
+    assert stream.getvalue().count(SPUR_CANNOT_REGISTER) == 1
+
+    silent = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
+    assert silent.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "f" * 64).applied is False
+
+
+def test_a_command_line_linux_refuses_as_too_long_is_named_by_its_first_three_words_and_not_run(tmp_path):
+    """Every argument under the one-argument limit, the whole exec over the kernel's (here an
+    environment of 4 MiB, 32 variables just under 128 KiB each): E2BIG, what spurinv would pass,
+    not its configuration."""
+    ran = tmp_path / "ran"
+    program = fake_scontrol(tmp_path, f"touch {ran}")
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    environ.update({f"SPURINV_TEST_BIG{i}": "x" * 131060 for i in range(32)})
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program), "n1", environ)
+    client.flavor = "slurm"
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"`{program} update NodeName=n1 …`: Argument list too long; not run",
+    )
+    assert not ran.exists()
