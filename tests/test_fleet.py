@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from spurinv import exitcode
 from spurinv.cli import render
 from spurinv.controller import ownership
-from spurinv.controller.nodeview import parse_gres
+from spurinv.controller.nodeview import parse_gres, unbound
 from spurinv.controller.ownership import MAX_EPOCH, changed_at
 from spurinv.errors import ControllerError
 from spurinv.report import fleet, metrics
@@ -307,6 +307,10 @@ def test_gres_entries_ignore_order_and_socket_bindings(entries):
     assert all("(" not in entry for entry in fleet.gres_entries(",".join(entries)))
 
 
+def test_gres_entries_drop_the_binding_but_not_an_untyped_gpus_null_type():
+    assert fleet.gres_entries("gpu:(null):8(S:0-1),fpga:4") == ["fpga:4", "gpu:(null):8"]
+
+
 @given(st.text(alphabet="gpu:mi30x8(S0-1,)fa4 \t(null)", max_size=40))
 def test_fleet_and_the_controller_view_split_gres_alike(text):
     """fleet compares registrations by the entries nodeview reads (one splitter)."""
@@ -314,7 +318,7 @@ def test_fleet_and_the_controller_view_split_gres_alike(text):
         read = parse_gres(text)
     except ControllerError:
         return
-    heads = (entry.text.split("(", 1)[0].strip() for entry in read)
+    heads = (unbound(entry.text) for entry in read)
     assert fleet.gres_entries(text) == sorted(head for head in heads if head)
 
 

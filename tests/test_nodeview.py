@@ -118,6 +118,9 @@ def test_error_numbers_in_both_dialects():
         ("gpu:a100:2(S:0,1),gpu:v100:1", [("gpu", "a100", 2), ("gpu", "v100", 1)]),
         ("", []),
         ("(null)", []),
+        # gres_used of untyped GPUs: Slurm prints the missing type as "(null)"
+        ("gpu:(null):3(IDX:0-2)", [("gpu", None, 3)]),
+        ("gpu:(null):0(IDX:N/A),fpga:2", [("gpu", None, 0), ("fpga", None, 2)]),
     ],
 )
 def test_parse_gres(text, entries):
@@ -128,6 +131,8 @@ def test_used_count():
     assert 2 == used_count("gpu:mi300x:2(IDX:0-1)")
     assert 0 == used_count("gpu:mi300x:0(IDX:N/A)")
     assert 4 == used_count("gpu:1,fpga:3")
+    assert 0 == used_count("gpu:(null):0(IDX:N/A)")  # an idle node with untyped GPUs, not one in use
+    assert 3 == used_count("gpu:(null):3(IDX:0-2)")
 
 
 @pytest.mark.parametrize(
@@ -138,6 +143,7 @@ def test_used_count():
         ("fpga:4,gpu:mi300x:8(S:0-1)", {"mi300x": 8}, "fpga:4,gpu:mi300x:8"),
         ("fpga:2", {"mi300x": 8}, "fpga:2,gpu:mi300x:8"),
         ("gpu:mi300x:8", {}, ""),
+        ("gpu:(null):8(S:0-1),fpga:4(S:0)", {"mi300x": 4}, "gpu:4,fpga:4"),
     ],
 )
 def test_rebuild_gres_keeps_every_other_entry(current, models, expected):

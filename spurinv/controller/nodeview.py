@@ -26,6 +26,10 @@ SPUR_WORDS = {
     "suspended": ("IDLE", ("SUSPENDED",)),
 }
 _SPLIT = re.compile(r",(?![^(]*\))")  # commas outside "(S:0,1)"
+# the binding after an entry's count, "(S:0-1)" or "(IDX:0-1)"; not the "(null)" Slurm prints as
+# the type of an untyped GPU in gres_used ("gpu:(null):0(IDX:N/A)", docs/slurm-rest.md)
+_BINDING = re.compile(r"\((?!null\))[^()]*\)$")
+UNTYPED = "(null)"
 
 
 class NodeView(BaseModel):
@@ -207,19 +211,25 @@ def split_gres(text: str) -> list[str]:
     return [item for item in items if item and item != "(null)"]
 
 
+def unbound(entry: str) -> str:
+    """One GRES entry without its binding: ``gpu:mi300x:8(S:0-1)`` → ``gpu:mi300x:8``,
+    ``gpu:(null):2(IDX:0-1)`` → ``gpu:(null):2``."""
+    return _BINDING.sub("", entry.strip())
+
+
 def parse_gres(text: str) -> list[Gres]:
     """Split a Slurm GRES string into entries (:func:`split_gres`) and read each one."""
     entries = []
     for item in split_gres(text):
-        core = item.split("(", 1)[0]
-        parts = core.split(":")
+        parts = unbound(item).split(":")
         count = 1
         if len(parts) > 1 and parts[-1].isdigit():
             # "²".isdigit() is true but int("²") raises; a count of 19+ digits is no GPU count
             if not parts[-1].isascii() or len(parts[-1]) > 18:
                 raise ControllerError("protocol", f"GRES entry {item[:40]!r} has a malformed count")
             count = int(parts.pop())
-        entries.append(Gres(name=parts[0], type=parts[1] if len(parts) > 1 else None, count=count, text=item))
+        kind = parts[1] if len(parts) > 1 and parts[1] != UNTYPED else None
+        entries.append(Gres(name=parts[0], type=kind, count=count, text=item))
     return entries
 
 
@@ -256,7 +266,7 @@ def rebuild_gres(current: str, models: dict[str, int]) -> str:
     result: list[str] = []
     for entry in entries:
         if entry.name != "gpu":
-            result.append(entry.text.split("(", 1)[0])
+            result.append(unbound(entry.text))
         elif rebuilt:
             result.extend(rebuilt)
             rebuilt = []

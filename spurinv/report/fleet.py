@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from spurinv.controller.nodeview import node_state, split_gres
+from spurinv.controller.nodeview import node_state, split_gres, unbound
 from spurinv.controller.ownership import PREFIX, changed_at, controller_claim, extra_record, owns, stamp
 from spurinv.errors import ControllerError
 from spurinv.report.documents import envelope
@@ -55,7 +55,7 @@ def gres_entries(text: str) -> list[str]:
 
     ``gpu:mi300x:8(S:0-1),fpga:4`` and ``fpga:4,gpu:mi300x:8`` are the same registration.
     """
-    entries = (item.split("(", 1)[0].strip() for item in split_gres(text))
+    entries = (unbound(item) for item in split_gres(text))
     return sorted(entry for entry in entries if entry)
 
 
