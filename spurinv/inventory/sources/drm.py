@@ -65,7 +65,7 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
             kind, minor = "render", numbered(name, "renderD")
         if minor is None:
             continue
-        link = os.path.join(base, name, "device")
+        link = f"{base}/{name}/device"  # os.path.join's answer: base ends in "drm", a name has no "/"
         try:
             device = _device(paths, link, directories)
         except OSError as exc:
