@@ -62,6 +62,42 @@ def test_a_no_change_tick_imports_nothing_heavy(cli, built, state_path, env):
     assert not modules & {"re", "json", "enum", "typing", "dataclasses"}, modules & {"re", "json", "enum"}
 
 
+# The console script's call: main() reads sys.argv; "returned" is printed only if main() returns.
+ENTRY = "import sys; from spurinv.cli.launch import main; code = main(); print('returned', code)"
+
+
+def test_a_process_the_tick_answered_ends_without_the_teardown(cli, built, state_path, env):
+    """The lean tick ends its own process (os._exit, streams flushed): its output and status are
+    whole, and nothing after main() runs. With an exit hook registered, main() returns as before."""
+    root = built("mi300x-spx")
+    steady(cli, root, state_path)
+    args = ["refresh", "--root", str(root), "--state", str(state_path)]
+
+    plain = subprocess.run([sys.executable, "-c", ENTRY, *args], capture_output=True, text=True, env=env, check=False)
+    hooked = subprocess.run(
+        [sys.executable, "-c", "import atexit; atexit.register(print, 'hook'); " + ENTRY, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    handed = subprocess.run(
+        [sys.executable, "-c", ENTRY.replace("main()", "main(sys.argv[1:])"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+
+    assert (plain.returncode, plain.stderr) == (0, "")
+    assert plain.stdout.startswith("unchanged: ")
+    assert plain.stdout.count("\n") == 1, plain.stdout
+    assert hooked.returncode == 0
+    assert hooked.stdout.startswith("unchanged: ")
+    assert hooked.stdout.endswith("\nreturned 0\nhook\n"), hooked.stdout
+    assert handed.stdout.endswith("\nreturned 0\n"), handed.stdout  # a caller that passes argv gets its answer
+
+
 def test_status_json_and_discover_json_are_lean_too(cli, built, state_path, env, tmp_path):
     steady(cli, built("mi300x-spx"), state_path)
     lean_env = {k: v for k, v in env.items() if k != "SPURINV_CONFIG"}

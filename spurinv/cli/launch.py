@@ -21,6 +21,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from typing import TextIO
 
 LEAN = {
     "refresh": frozenset({"--root", "--state", "--config", "--metrics-file", "--node", "--quiet", "-q"}),
@@ -77,8 +78,9 @@ def main(argv: Sequence[str] | None = None, *, confirm_wait: Callable[[float], N
     output.utf8(real_err)
     sys.stdout = output.Guarded(real)
     sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
+    leaned: list[bool] = []
     try:
-        code = _run(args, collecting, confirm_wait)
+        code = _run(args, collecting, confirm_wait, leaned)
         sys.stdout.flush()
     except output.OutputError as exc:
         from spurinv import exitcode
@@ -95,16 +97,38 @@ def main(argv: Sequence[str] | None = None, *, confirm_wait: Callable[[float], N
     finally:
         sys.stdout, sys.stderr = real, real_err
         _collector(collecting)
+    if leaned and argv is None:
+        _leave(code, real, real_err)
     return code
 
 
-def _run(args: list[str], collecting: bool, confirm_wait: Callable[[float], None] | None) -> int:
+def _leave(code: int, *streams: TextIO) -> None:
+    """End a process the lean path answered now, without the interpreter's teardown: freeing
+    every module and object, and a last collection over them, cost the tick ~2.5 ms of CPU
+    (valgrind: 10 M instructions, 8 % of it) for a process that is about to die. Nothing is left
+    for the teardown to do: the state and metrics were written with os.write and fsynced, and
+    the streams are flushed here. Only when nothing else could have asked for an exit hook
+    (``atexit``, ``threading``: neither is imported on the lean path; an embedding or a test
+    that imported them keeps the normal exit), and only for a process of its own (``argv`` None:
+    the console script, ``python -m spurinv``), never a caller in this process."""
+    if "atexit" in sys.modules or "threading" in sys.modules:
+        return
+    for stream in streams:
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            return  # the normal exit reports it as it always did
+    os._exit(code)
+
+
+def _run(args: list[str], collecting: bool, confirm_wait: Callable[[float], None] | None, leaned: list[bool]) -> int:
     if (refused := _not_utf8(args, os.environ)) is not None:
         return refused
     lean = lean_options(args)
     if lean is not None:
         code = _lean(*lean)
         if code is not None:
+            leaned.append(True)
             return code
     _collector(collecting)
     from spurinv.cli.app import run

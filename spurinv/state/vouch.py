@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+    # A compiled check: ``check(value, parent, name)`` (see _at)
+    Rule = Callable[[Any, str, str | int | None], None]
+
 SCHEMA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state.schema.json")
 # No re, no datetime: on ``status --json`` importing them cost more than the whole check
 # (spurinv.shape's rules use neither).
@@ -54,7 +57,7 @@ def problem(state: object) -> str | None:
 
 def _first(state: object) -> str | None:
     try:
-        _validator()(state, "")
+        _validator()(state, "", None)
         if not isinstance(state, dict):  # the schema said so already; this is for the type checker
             return "(top): not an object"
         checked: list[object] = []  # the readings and the baseline usually hold one inventory three times
@@ -71,14 +74,22 @@ def _first(state: object) -> str | None:
     return None
 
 
-_compiled: Callable[[Any, str], None] | None = None
+# A compiled check is called as ``check(value, parent, name)``: the value, where its container is
+# (``readings.0``), and its key or index there (None for the container itself). The name of the
+# place (``readings.0.taken_at``) is spelled out only for a failure or a container: building it for
+# every value was a third of the check's time on a tick.
+_compiled: Rule | None = None
+# Rules whose every acceptance is one of these at a glance (a bit each): an ASCII str (no
+# surrogate can hide in it), an int within the bounds, None.
+_STRING, _INTEGER, _NONE = 1, 2, 4
+_SIMPLE: dict[Rule, int] = {}
 # Definitions a state file holds several equal copies of: the baseline's inventory and the two
 # readings' are usually one and the same; each distinct copy is checked once.
 REPEATED = frozenset({"Inventory"})
 _seen: dict[str, list[Any]] = {}
 
 
-def _validator() -> Callable[[Any, str], None]:
+def _validator() -> Rule:
     """The schema compiled once per process into nested checks (a walk of the schema per value
     cost 10 ms on a 64-device state; the compiled checks, about a tenth)."""
     global _compiled  # noqa: PLW0603 — built once per process, and only when a state file is checked
@@ -89,13 +100,26 @@ def _validator() -> Callable[[Any, str], None]:
     return _compiled
 
 
+def _at(parent: str, name: str | int | None) -> str:
+    """Where a value is: ``parent`` itself (None), an item of an array (``readings.0``: an index)
+    or a member of an object (``readings.0.taken_at``, ``schema_version`` at the top)."""
+    if name is None:
+        return parent
+    if name.__class__ is int:
+        return f"{parent}.{name}"
+    return f"{parent}.{name}" if parent else str(name)
+
+
+def _member(where: str, name: object) -> str:
+    """An object member's place for any key (a state file's keys are text; a caller's dict may not be)."""
+    return (f"{where}." if where else "") + str(name)
+
+
 def _fail(where: str, why: str) -> Unvouched:
     return Unvouched(f"{where or '(top)'}: {why}")
 
 
-def _compile(
-    schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str, Callable[[Any, str], None]]
-) -> Callable[[Any, str], None]:
+def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
     unknown = set(schema) - KEYWORDS
     if unknown:  # never vouch with a rule half-understood
         raise Unvouched(f"(schema): {sorted(unknown)} unknown to this checker")
@@ -105,17 +129,20 @@ def _compile(
             defs[name] = _compile(root["$defs"][name], root, defs)
         return _once(name, defs[name]) if name in REPEATED else defs[name]
     if "anyOf" in schema:
-        return _any_of([_compile(choice, root, defs) for choice in schema["anyOf"]], {"type": "null"} in schema["anyOf"])
-    checks: list[Callable[[Any, str], None]] = []
+        choices = schema["anyOf"]
+        if len(choices) == 2 and choices[1] == {"type": "null"}:  # "X | None", pydantic's way
+            return _optional(_compile(choices[0], root, defs))
+        return _any_of([_compile(choice, root, defs) for choice in choices], {"type": "null"} in choices)
+    checks: list[Rule] = []
     kind = schema.get("type")
-    if kind is not None:
+    if kind is not None and kind not in ("array", "object"):  # the container checks test their own type
         checks.append(_type(kind))
     if "enum" in schema:
         choices = list(schema["enum"])
 
-        def enum(value: Any, where: str) -> None:
+        def enum(value: Any, parent: str, name: str | int | None) -> None:
             if value not in choices:
-                raise _fail(where, f"{_shown(value)} is not one of {choices}")
+                raise _fail(_at(parent, name), f"{_shown(value)} is not one of {choices}")
 
         checks.append(enum)
     if "format" in schema:
@@ -123,37 +150,66 @@ def _compile(
             raise Unvouched(f"(schema): format {schema['format']} unknown to this checker")
         checks.append(_timestamp)
     if kind == "array":
-        checks.append(_array(_compile(schema["items"], root, defs) if "items" in schema else _text, schema.get("maxItems")))
+        items = _compile(schema["items"], root, defs) if "items" in schema else _free
+        checks.insert(0, _array(items, schema.get("maxItems")))
     if kind == "object":
         properties = {name: _compile(item, root, defs) for name, item in schema.get("properties", {}).items()}
-        checks.append(_object(properties, tuple(schema.get("required", ())), schema.get("additionalProperties", True)))
+        checks.insert(0, _object(properties, tuple(schema.get("required", ())), schema.get("additionalProperties", True)))
+    if not checks:
+        return _anything
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
 
-    def check(value: Any, where: str) -> None:
+        def both(value: Any, parent: str, name: str | int | None) -> None:
+            first(value, parent, name)
+            second(value, parent, name)
+
+        return both
+
+    def check(value: Any, parent: str, name: str | int | None) -> None:
         for step in checks:
-            step(value, where)
+            step(value, parent, name)
 
-    return checks[0] if len(checks) == 1 else check
+    return check
 
 
-def _once(name: str, rule: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
-    def check(value: Any, where: str) -> None:
+def _anything(value: Any, parent: str, name: str | int | None) -> None:
+    """A schema with no rule this checker applies (``{}``)."""
+
+
+def _once(name: str, rule: Rule) -> Rule:
+    def check(value: Any, parent: str, where: str | int | None) -> None:
         seen = _seen.setdefault(name, [])
         if value in seen:  # equal to one checked in this file (a comparison in C): the same answer
             return
-        rule(value, where)
+        rule(value, parent, where)
         seen.append(value)
 
     return check
 
 
-def _any_of(choices: list[Callable[[Any, str], None]], nullable: bool) -> Callable[[Any, str], None]:
-    def check(value: Any, where: str) -> None:
+def _optional(rule: Rule) -> Rule:
+    """``anyOf: [X, {"type": "null"}]``: None, or what X accepts (X's refusal, as :func:`_any_of` says it)."""
+
+    def check(value: Any, parent: str, name: str | int | None) -> None:
+        if value is not None:
+            rule(value, parent, name)
+
+    if rule in _SIMPLE:
+        _SIMPLE[check] = _SIMPLE[rule] | _NONE
+    return check
+
+
+def _any_of(choices: list[Rule], nullable: bool) -> Rule:
+    def check(value: Any, parent: str, name: str | int | None) -> None:
         if value is None and nullable:
             return
         refused = None
         for choice in choices:
             try:
-                choice(value, where)
+                choice(value, parent, name)
             except Unvouched as exc:
                 refused = refused or exc  # "X | None": say why it is no X
                 continue
@@ -164,43 +220,80 @@ def _any_of(choices: list[Callable[[Any, str], None]], nullable: bool) -> Callab
     return check
 
 
-def _type(kind: str) -> Callable[[Any, str], None]:
+def _type(kind: str) -> Rule:
     test = KINDS[kind]
+    if kind == "string":  # most values: the test spelled out, no call
 
-    def check(value: Any, where: str) -> None:
+        def text(value: Any, parent: str, name: str | int | None) -> None:
+            if not isinstance(value, str) or (not value.isascii() and has_surrogate(value)):
+                raise _fail(_at(parent, name), f"{_shown(value)} is not {kind}")
+
+        _SIMPLE[text] = _STRING
+        return text
+    if kind == "integer":
+
+        def integer(value: Any, parent: str, name: str | int | None) -> None:
+            if type(value) is not int or not -BIG < value < BIG:
+                raise _fail(_at(parent, name), f"{_shown(value)} is not {kind}")
+
+        _SIMPLE[integer] = _INTEGER
+        return integer
+
+    def check(value: Any, parent: str, name: str | int | None) -> None:
         if not test(value):
-            raise _fail(where, f"{_shown(value)} is not {kind}")
+            raise _fail(_at(parent, name), f"{_shown(value)} is not {kind}")
 
     return check
 
 
-def _array(items: Callable[[Any, str], None], most: int | None) -> Callable[[Any, str], None]:
-    def check(value: list[Any], where: str) -> None:
+def _array(items: Rule, most: int | None) -> Rule:
+    def check(value: list[Any], parent: str, name: str | int | None) -> None:
+        where = _at(parent, name)
+        if not isinstance(value, list):
+            raise _fail(where, f"{_shown(value)} is not array")
         if most is not None and len(value) > most:
             raise _fail(where, f"more than {most} items")
         for index, item in enumerate(value):
-            items(item, f"{where}.{index}")
+            items(item, where, index)
 
     return check
 
 
-def _object(
-    properties: dict[str, Callable[[Any, str], None]], required: tuple[str, ...], additional: bool
-) -> Callable[[Any, str], None]:
-    def check(value: dict[Any, Any], where: str) -> None:
-        prefix = f"{where}." if where else ""
-        for name in required:
-            if name not in value:
-                raise _fail(prefix + name, "missing")
-        for name, item in value.items():
-            rule = properties.get(name)
-            if rule is not None:
-                rule(item, prefix + str(name))
+def _object(properties: dict[str, Rule], required: tuple[str, ...], additional: bool) -> Rule:
+    needed = frozenset(required)
+    # Each member's rule, with what it accepts at a glance (:data:`_SIMPLE`): most members are a
+    # short ASCII string, an integer or None, accepted here without a call; anything else is
+    # the rule's to judge, as it always was.
+    table = {field: (_SIMPLE.get(rule, 0), rule) for field, rule in properties.items()}
+
+    def check(value: dict[Any, Any], parent: str, name: str | int | None) -> None:
+        where = _at(parent, name)
+        if not isinstance(value, dict):
+            raise _fail(where, f"{_shown(value)} is not object")
+        if not needed <= value.keys():
+            for field in required:  # the first one missing, in the schema's order
+                if field not in value:
+                    raise _fail(_member(where, field), "missing")
+        for key, item in value.items():
+            entry = table.get(key)
+            if entry is not None:
+                simple = entry[0]
+                if simple:
+                    kind = item.__class__
+                    if kind is str:
+                        if simple & _STRING and item.isascii():
+                            continue
+                    elif kind is int:
+                        if simple & _INTEGER and -BIG < item < BIG:
+                            continue
+                    elif item is None and simple & _NONE:
+                        continue
+                entry[1](item, where, key)
             elif additional is False:
-                raise _fail(prefix + str(name), "not a field of the state file")
+                raise _fail(_member(where, key), "not a field of the state file")
             else:  # a free-form value (the intent's body): only its strings are checked
-                _text(name, prefix + str(name))
-                _text(item, prefix + str(name))
+                _text(key, _member(where, key))
+                _text(item, _member(where, key))
 
     return check
 
@@ -217,6 +310,11 @@ KINDS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _free(value: object, parent: str, name: str | int | None) -> None:
+    """An array's items with no schema: only their strings are checked."""
+    _text(value, _at(parent, name))
+
+
 def _text(value: object, where: str) -> None:
     """Every string inside a free-form value must be valid Unicode (no lone surrogate)."""
     if isinstance(value, str):
@@ -231,12 +329,12 @@ def _text(value: object, where: str) -> None:
             _text(item, where)
 
 
-def _timestamp(value: object, where: str) -> None:
+def _timestamp(value: object, parent: str, name: str | int | None) -> None:
     """:func:`spurinv.shape.timestamp_problem`: anything else is handed over, even what pydantic
     might accept."""
     problem = shape.timestamp_problem(value)
     if problem is not None:
-        raise _fail(where, f"{_shown(value)} is {problem}")
+        raise _fail(_at(parent, name), f"{_shown(value)} is {problem}")
 
 
 def _reading(reading: Mapping[str, Any], where: str, checked: list[object]) -> None:

@@ -137,6 +137,29 @@ def parse_properties(text: str, path: str) -> dict[str, int]:
     Any malformed line fails the whole file (spur's ``split_once(' ')?`` silently dropped the
     node instead: docs/spur.md). 64-bit values such as ``unique_id`` can exceed 2^63.
     """
+    # The kernel's own form, in one pass with fewer checks a line (2,500 lines a tick): ASCII
+    # text, "key digits" lines, values of at most 20 digits within 64 bits, keys counted for
+    # duplicates at the end. Anything else, :func:`_properties` reads again and names the line.
+    if not text.isascii():
+        return _properties(text, path)
+    result: dict[str, int] = {}
+    lines = text.split("\n")
+    for line in lines:
+        if line:
+            key, sep, value = line.partition(" ")
+            if sep and key and value.isdigit() and (len(value) < 20 or (len(value) == 20 and value <= _TOP)):
+                result[key] = int(value)
+            else:
+                return _properties(text, path)
+    if not result or len(result) != len(lines) - lines.count(""):
+        return _properties(text, path)
+    return result
+
+
+_TOP = str((1 << 64) - 1)  # 20 digits: a value of 20 ASCII digits is within 64 bits if it sorts below
+
+
+def _properties(text: str, path: str) -> dict[str, int]:
     result: dict[str, int] = {}
     for number, line in enumerate(text.split("\n"), start=1):
         if not line:

@@ -12,8 +12,9 @@ import os
 
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, numbered, parse_keyed_lines, read_optional, sysfs_names
-from spurinv.inventory.sources.pci import canonical
+from spurinv.inventory.sources.pci import canonical, spelled
 from spurinv.inventory.sources.status import Report
+from spurinv.shape import bdf_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,13 +58,14 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
     paths = root.resolver()  # one memo per walk: the tree may change between readings
     nodes: list[DrmNode] = []
     directories: dict[str, bool] = {}  # as paths: the tree is taken not to change during one walk
+    leaves: dict[str, tuple[str | None, str | None]] = {}  # device → its BDF or xcp index, as named
     for name in sorted(names):
         kind, minor = "card", numbered(name, "card")  # the names ^(card|renderD)(\d+)$ matches
         if minor is None:
             kind, minor = "render", numbered(name, "renderD")
         if minor is None:
             continue
-        link = os.path.join(base, name, "device")
+        link = f"{base}/{name}/device"  # os.path.join's answer: base ends in "drm", a name has no "/"
         try:
             device = _device(paths, link, directories)
         except OSError as exc:
@@ -72,9 +74,13 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
         except ReadError as exc:
             report.fail(exc.path, exc.reason)
             continue
-        leaf = os.path.basename(device)
-        bdf = canonical(leaf) if is_bdf(leaf) else None
-        xcp = numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")  # ^amdgpu_xcp[._](\d+)$
+        named = leaves.get(device)  # a partition's card and render node share their device
+        if named is None:
+            leaf = os.path.basename(device)
+            key = bdf_key(leaf)
+            xcp = numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")  # ^amdgpu_xcp[._](\d+)$
+            named = leaves[device] = (spelled(key) if key is not None else None, xcp)
+        bdf, xcp = named
         if bdf is None and xcp is None:
             # procfs's fixture keeps `device` as a plain directory; its uevent names the slot.
             try:

@@ -57,7 +57,12 @@ MAX_ACCELERATORS = 1024  # accelerator functions (and devices) per node: beyond 
 def canonical(bdf: str) -> str:
     """The kernel's spelling of a BDF (``%04x:%02x:%02x.%d``): ``00000000:18:00.0`` is
     ``0000:18:00.0``, the same function (counted twice)."""
-    domain, bus, device, function = sort_key(bdf)
+    return spelled(sort_key(bdf))
+
+
+def spelled(key: tuple[int, int, int, int]) -> str:
+    """A BDF's :func:`sort_key` in the kernel's spelling (:func:`canonical`)."""
+    domain, bus, device, function = key
     return f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
 
 
