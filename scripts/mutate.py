@@ -806,6 +806,7 @@ def _child(root: Path, args: list[str], trace_to: Path | None = None, modules: l
         phases=[Phase.explicit, Phase.reuse, Phase.generate],
     )
     hypothesis_settings.load_profile("mutate")
+    os.environ["SPURINV_HYPOTHESIS_PROFILE"] = "mutate"  # tests/conftest.py loads it again, not its own
     if trace_to is None:
         return int(pytest.main(args))
     spans: dict[int, tuple[str, int, int]] = {}

@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rootbuilder as rb
 
 REPO = Path(__file__).resolve().parent.parent
+# no time limit per example: on a loaded machine it fails a property for the load, not the code
+# (hypothesis then reports a Flaky deadline); speed is measured by bench/, not asserted.
+# scripts/mutate names its own profile (registered before pytest starts), which this keeps.
+settings.register_profile("spurinv", deadline=None)
+settings.load_profile(os.environ.get("SPURINV_HYPOTHESIS_PROFILE", "spurinv"))
 # the reliability ledger and the Slurm lab timings, printed once, also under pytest-xdist
 pytest_plugins = ["summaries"]
 
