@@ -717,29 +717,32 @@ def test_an_answer_that_is_not_utf8_is_read_and_logged_naming_the_node_and_a_cle
     assert client(server).view().reason == "Zo\ufffd"  # without a log: read all the same
 
 
-def test_probing_stops_at_the_first_version_that_answers_about_the_node_with_its_error(server):
-    """No /openapi/v3 (404): versions are probed newest first; a 404 that names no node is a
-    version not served, the first other answer decides (here 403: an auth error, the version kept)."""
+@pytest.mark.parametrize(("look", "path"), [("view", "node/n1"), ("all_nodes", "nodes")])
+def test_probing_stops_at_the_first_version_that_answers_with_its_error(server, look, path):
+    """No /openapi/v3 (404): versions are probed newest first, for the node and for every node; a
+    404 that names no node is a version not served, the first other answer decides (here 403: an
+    auth error, the version kept)."""
     server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
-    server.script("GET", "/slurm/v0.0.45/node/n1", Reply(403, "Forbidden"))
+    server.script("GET", f"/slurm/v0.0.45/{path}", Reply(403, "Forbidden"))
     rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
 
     with pytest.raises(ControllerError) as caught:
-        rest.view()
+        getattr(rest, look)()
 
     assert (caught.value.kind, caught.value.message) == (
         "auth",
-        "GET /slurm/v0.0.45/node/n1: HTTP 403: authentication or permission refused (HTTP 403)",
+        f"GET /slurm/v0.0.45/{path}: HTTP 403: authentication or permission refused (HTTP 403)",
     )
     assert rest.api == "slurm/v0.0.45"
-    assert [seen.path for seen in server.seen] == ["/openapi/v3", "/slurm/v0.0.46/node/n1", "/slurm/v0.0.45/node/n1"]
+    assert [seen.path for seen in server.seen] == ["/openapi/v3", f"/slurm/v0.0.46/{path}", f"/slurm/v0.0.45/{path}"]
 
 
-def test_no_version_answering_is_a_protocol_error_naming_every_version_tried():
+@pytest.mark.parametrize("look", ["view", "all_nodes"])
+def test_no_version_answering_is_a_protocol_error_naming_every_version_tried(look):
     with FaultServer() as server:  # no gateway: every path is 404 Not Found
         rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
         with pytest.raises(ControllerError) as caught:
-            rest.view()
+            getattr(rest, look)()
 
     assert (caught.value.kind, caught.value.message) == (
         "protocol",
@@ -774,34 +777,6 @@ def test_every_node_is_one_query_at_the_version_openapi_v3_names_else_at_the_fir
     assert [seen.path for seen in server.seen] == [
         "/openapi/v3", "/slurm/v0.0.46/nodes", "/slurm/v0.0.45/nodes", "/slurm/v0.0.44/nodes", "/slurm/v0.0.43/nodes", NODES,
     ]  # fmt: skip
-
-
-def test_no_version_answering_every_node_is_a_protocol_error_naming_every_version_tried():
-    with FaultServer() as server:  # no gateway: every path is 404 Not Found
-        rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
-        with pytest.raises(ControllerError) as caught:
-            rest.all_nodes()
-
-    assert (caught.value.kind, caught.value.message) == (
-        "protocol",
-        "no known REST API version answers (tried /openapi/v3 and slurm/v0.0.46, slurm/v0.0.45, slurm/v0.0.44, "
-        "slurm/v0.0.43, slurm/v0.0.42, slurm/v0.0.41, slurm/v0.0.40, slurm/v0.0.39, slurm/v0.0.38, api/v1)",
-    )
-
-
-def test_probing_for_every_node_stops_at_the_first_answer_that_is_not_a_bare_404(server):
-    server.script("GET", "/openapi/v3", Reply(404, "Not Found"))
-    server.script("GET", "/slurm/v0.0.45/nodes", Reply(403, "Forbidden"))
-    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
-
-    with pytest.raises(ControllerError) as caught:
-        rest.all_nodes()
-
-    assert (caught.value.kind, caught.value.message) == (
-        "auth",
-        "GET /slurm/v0.0.45/nodes: HTTP 403: authentication or permission refused (HTTP 403)",
-    )
-    assert rest.api == "slurm/v0.0.45"
 
 
 def test_a_ca_file_that_is_not_a_regular_file_is_a_configuration_error_saying_so(tmp_path):
