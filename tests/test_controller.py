@@ -538,6 +538,25 @@ def test_a_status_under_500_is_never_the_controller_failing_and_500_is(server, m
 
 
 @pytest.mark.parametrize(
+    ("status", "kind", "said"),
+    [(401, "auth", "authentication or permission refused (HTTP 401)"),
+     (403, "auth", "authentication or permission refused (HTTP 403)"),
+     (510, "unreachable", "controller error (HTTP 510)"),
+     (511, "auth", "authentication or permission refused (HTTP 511)"),  # a proxy's login page
+     (512, "unreachable", "controller error (HTTP 512)")],
+)  # fmt: skip
+def test_http_401_403_and_511_are_authentication_errors_and_their_neighbours_are_not(server, status, kind, said):
+    """511 (Network Authentication Required) is what a captive proxy in front of slurmrestd says:
+    an operator fixes credentials or the proxy, so it is backed off as an auth error."""
+    server.script("GET", NODE, Reply(status, b""))
+
+    with pytest.raises(ControllerError) as caught:
+        client(server).view()
+
+    assert (caught.value.kind, caught.value.message) == (kind, f"GET {NODE}: HTTP {status}: {said}")
+
+
+@pytest.mark.parametrize(
     ("number", "kind"),
     [(1006, "unreachable"), (1007, "auth"), (1008, "unreachable"), (2009, "unreachable"), (2010, "auth"),
      (2011, "unreachable")],
