@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from spurinv.state import vouch
-from spurinv.state.file import State
+from spurinv.state.file import Corrupt, NewerSchema, State, parse
 
 TIMESTAMPS = st.sampled_from([
     "2026-12-02T18:00:00Z", "2026-12-02T18:00:00+00:00", "2026-12-02T18:00:00.5Z", "2026-12-02T18:00:00",
@@ -163,3 +163,20 @@ def test_a_timestamp_the_lean_check_accepts_the_model_accepts(written, where):
 
     check()
     assert vouch.problem({**base, "last_success": "2028-02-29T23:59:59.000001-23:59"}) is None
+
+
+@pytest.mark.parametrize("version", [-1, 0, 1, 2, 3, 4, 2**62])
+def test_a_schema_version_the_loader_refuses_is_not_vouched_for(written, version):
+    """The loader (file.parse, not the model) refuses a version below 1 or above its own; the lean
+    check's answer is the loader's, not only the model's."""
+    state = {**written[2], "schema_version": version}
+
+    found = vouch.problem(state)
+
+    try:
+        parse(json.dumps(state).encode(), "state.json")
+    except (Corrupt, NewerSchema):
+        assert found is not None
+        assert found.startswith("schema_version"), found
+    else:
+        assert found is None, found
