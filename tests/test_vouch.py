@@ -180,3 +180,16 @@ def test_a_schema_version_the_loader_refuses_is_not_vouched_for(written, version
         assert found.startswith("schema_version"), found
     else:
         assert found is None, found
+
+
+@pytest.mark.parametrize("where", ["baseline", "readings.1"])
+def test_a_lone_surrogate_in_a_fingerprint_is_corrupt_not_a_crash(written, where):
+    """The model's message quotes the fingerprint; pydantic could not encode a lone surrogate in it
+    and raised UnicodeEncodeError (refresh: exit 70 every tick, the file never moved aside)."""
+    state = copy.deepcopy(written[2])
+    holder = _get(state, tuple(int(part) if part.isdigit() else part for part in where.split(".")))
+    holder["inventory"]["fingerprint"] = "\ud800"
+
+    assert vouch.problem(state) is not None
+    with pytest.raises(Corrupt, match="does not match the devices"):
+        parse(json.dumps(state).encode(), "state.json")
