@@ -311,6 +311,10 @@ def test_gres_entries_drop_the_binding_but_not_an_untyped_gpus_null_type():
     assert fleet.gres_entries("gpu:(null):8(S:0-1),fpga:4") == ["fpga:4", "gpu:(null):8"]
 
 
+def test_gres_entries_drop_a_blank_before_the_binding():
+    assert fleet.gres_entries("fpga:4 (S:0),gpu:mi300x:8") == ["fpga:4", "gpu:mi300x:8"]
+
+
 @given(st.text(alphabet="gpu:mi30x8(S0-1,)fa4 \t(null)", max_size=40))
 def test_fleet_and_the_controller_view_split_gres_alike(text):
     """fleet compares registrations by the entries nodeview reads (one splitter)."""

@@ -121,6 +121,8 @@ def test_error_numbers_in_both_dialects():
         # gres_used of untyped GPUs: Slurm prints the missing type as "(null)"
         ("gpu:(null):3(IDX:0-2)", [("gpu", None, 3)]),
         ("gpu:(null):0(IDX:N/A),fpga:2", [("gpu", None, 0), ("fpga", None, 2)]),
+        # a blank before the binding is no part of the count
+        ("gpu:mi300x:4 (IDX:0-3)", [("gpu", "mi300x", 4)]),
     ],
 )
 def test_parse_gres(text, entries):

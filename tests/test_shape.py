@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from spurinv import shape
 from spurinv.inventory import model
-from spurinv.state import file as state
 
 RECORDS = Path(shape.__file__).with_name("records.pyi")
 
@@ -31,13 +30,16 @@ def typed_dicts() -> dict[str, Any]:
 
 
 def models() -> dict[str, type[BaseModel]]:
-    """Every model of the state file and of a discovery (spurinv.inventory.model, spurinv.state.file)."""
-    found: dict[str, type[BaseModel]] = {}
-    for module in (model, state):
-        for name, value in vars(module).items():
-            if isinstance(value, type) and issubclass(value, model.Frozen) and value is not model.Frozen:
-                found[name] = value
-    return found
+    """Every model of a discovery (spurinv.inventory.model): the state file's own records are read as
+    plain dicts and checked by spurinv/state/vouch.py, so scripts/schemas writes no TypedDict for them."""
+    return {
+        name: value
+        for name, value in vars(model).items()
+        if isinstance(value, type)
+        and issubclass(value, model.Frozen)
+        and value is not model.Frozen
+        and value.__module__ == model.__name__
+    }
 
 
 def test_every_model_has_its_typed_dict_and_no_other():

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from spurinv.state import vouch
-from spurinv.state.file import State
+from spurinv.state.file import Corrupt, NewerSchema, State, parse
 
 TIMESTAMPS = st.sampled_from([
     "2026-12-02T18:00:00Z", "2026-12-02T18:00:00+00:00", "2026-12-02T18:00:00.5Z", "2026-12-02T18:00:00",
@@ -163,3 +163,54 @@ def test_a_timestamp_the_lean_check_accepts_the_model_accepts(written, where):
 
     check()
     assert vouch.problem({**base, "last_success": "2028-02-29T23:59:59.000001-23:59"}) is None
+
+
+@pytest.mark.parametrize("version", [-1, 0, 1, 2, 3, 4, 2**62])
+def test_a_schema_version_the_loader_refuses_is_not_vouched_for(written, version):
+    """The loader (file.parse, not the model) refuses a version below 1 or above its own; the lean
+    check's answer is the loader's, not only the model's."""
+    state = {**written[2], "schema_version": version}
+
+    found = vouch.problem(state)
+
+    try:
+        parse(json.dumps(state).encode(), "state.json")
+    except (Corrupt, NewerSchema):
+        assert found is not None
+        assert found.startswith("schema_version"), found
+    else:
+        assert found is None, found
+
+
+@pytest.mark.parametrize("where", ["baseline", "readings.1"])
+def test_a_lone_surrogate_in_a_fingerprint_is_corrupt_not_a_crash(written, where):
+    """The model's message quotes the fingerprint; pydantic could not encode a lone surrogate in it
+    and raised UnicodeEncodeError (refresh: exit 70 every tick, the file never moved aside)."""
+    state = copy.deepcopy(written[2])
+    holder = _get(state, tuple(int(part) if part.isdigit() else part for part in where.split(".")))
+    holder["inventory"]["fingerprint"] = "\ud800"
+
+    assert vouch.problem(state) is not None
+    with pytest.raises(ValidationError, match="does not match the devices"):
+        State.model_validate(state)
+    with pytest.raises(Corrupt):
+        parse(json.dumps(state).encode(), "state.json")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s.update(boot_id="\ud800"),
+        lambda s: s.update(accepted_links=["\udcff x8"]),
+        lambda s: s.update(intent={"kind": "drain", "body": {"reason": "\ud800"}, "at": "2026-12-02T18:00:00Z"}),
+    ],
+)
+def test_a_lone_surrogate_the_model_would_keep_is_corrupt(written, edit):
+    """The model keeps "\\ud800" in a plain string, but no run can write such a state back (exit 70
+    every tick, the file never moved aside): the loader calls it corrupt, as the lean check does."""
+    state = copy.deepcopy(written[2])
+    edit(state)
+
+    assert vouch.problem(state) is not None
+    with pytest.raises(Corrupt, match="lone surrogate"):
+        parse(json.dumps(state).encode(), "state.json")

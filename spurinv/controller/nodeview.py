@@ -214,7 +214,7 @@ def split_gres(text: str) -> list[str]:
 def unbound(entry: str) -> str:
     """One GRES entry without its binding: ``gpu:mi300x:8(S:0-1)`` → ``gpu:mi300x:8``,
     ``gpu:(null):2(IDX:0-1)`` → ``gpu:(null):2``."""
-    return _BINDING.sub("", entry.strip())
+    return _BINDING.sub("", entry.strip()).rstrip()  # "fpga:4 (S:0)" is "fpga:4", as before
 
 
 def parse_gres(text: str) -> list[Gres]:

@@ -122,7 +122,9 @@ class SourceStatus(Frozen):
 
 def _check(problem: str | None) -> None:
     if problem is not None:
-        raise ValueError(problem)
+        # a message quoting a lone surrogate from a state file (a fingerprint "\ud800") made
+        # pydantic raise UnicodeEncodeError instead of a ValidationError: exit 70, never moved aside
+        raise ValueError(problem.encode("utf-8", "backslashreplace").decode())
 
 
 class Discovery(Frozen):

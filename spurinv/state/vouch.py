@@ -60,6 +60,10 @@ def _first(state: object) -> str | None:
         _validator()(state, "", None)
         if not isinstance(state, dict):  # the schema said so already; this is for the type checker
             return "(top): not an object"
+        # the schema says "integer"; the loader (spurinv.state.file._decode) also refuses a version
+        # below 1 (corrupt) or above ours (a newer spurinv's file)
+        if "schema_version" in state and not 1 <= state["schema_version"] <= shape.SCHEMA_VERSION:
+            return f"schema_version: {state['schema_version']} is not a version this spurinv reads"
         checked: list[object] = []  # the readings and the baseline usually hold one inventory three times
         for index, reading in enumerate(state.get("readings") or ()):
             _reading(reading, f"readings.{index}", checked)
