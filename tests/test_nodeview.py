@@ -21,6 +21,7 @@ from spurinv.controller.nodeview import (
     parse_node,
     rebuild_gres,
     slurm_errors,
+    split_gres,
     used_count,
 )
 from spurinv.controller.ownership import MAX_EPOCH, extra_fingerprint, splice
@@ -529,3 +530,29 @@ def test_an_unknown_node_error_carries_the_controllers_first_error_text():
     assert first
     assert first in caught.value.message
     assert "unrelated" not in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["gpu:a:x", "gpu:a:2(null)", "gpu:a:4(S:0-1", "gpu:a:2(IDX:0-1)(S:0)", "gpu:a:2(S:(0))", "gpu:a:4(IDX:0-3)x:0"],
+)
+def test_a_gpu_entry_no_count_can_be_read_from_is_a_protocol_error_not_one_gpu(entry):
+    """Slurm prints ``gpu[:type][:count][(binding)]``; anything else from a controller is no
+    count to guess at: one GPU would move the node's inventory, or call an idle node busy."""
+    with pytest.raises(ControllerError) as caught:
+        used_count(f"fpga:2,{entry}")
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"GRES entry {entry!r} is not gpu[:type][:count]")
+
+
+def test_other_resources_keep_their_own_forms():
+    """Only GPU entries are read strictly: a site's ``bandwidth:lustre:4G`` is kept and sent back."""
+    assert rebuild_gres("bandwidth:lustre:4G,gpu:2", {"mi300x": 4}) == "bandwidth:lustre:4G,gpu:4"
+
+
+def test_gres_text_of_a_hostile_size_is_split():
+    """A hostile controller's GRES text, at a size where a splitter of quadratic cost (a look-ahead
+    at every comma: 2 s for 40,000 commas) would take minutes; bench-free, so no time is asserted."""
+    assert split_gres("," * 400_000) == []
+    assert split_gres("gpu:2," + "(" * 400_000) == ["gpu:2", "(" * 400_000]
+    assert split_gres("gpu:a100:2(S:0,1)," * 3 + ",") == ["gpu:a100:2(S:0,1)"] * 3
