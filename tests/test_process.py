@@ -284,3 +284,14 @@ def test_a_nul_in_a_command_is_refused_before_it_runs_naming_its_first_three_wor
     assert caught.value.message.startswith(f"`/bin/sh -c 'touch {marker}' …`: ")
     assert caught.value.message.endswith("; not run")
     assert not marker.exists()
+
+
+def test_an_entry_holding_a_nul_is_quoted_by_its_first_120_characters():
+    """The refusal names the entry that holds the NUL (``\\0`` escaped), cut at 120 characters:
+    enough to find it in a controller's GRES, short enough for one log line."""
+    entry = "x" * 119 + "\0" + "y" * 200
+
+    assert process.nul_entry(f"Gres=gpu:8,{entry},nic:2") == (
+        f"Gres= entry `{'x' * 119}\\` holds a NUL byte, which no command line can carry"
+    )
+    assert process.nul_entry("plain\0word") == "argument `plain\\0word` holds a NUL byte, which no command line can carry"

@@ -276,6 +276,25 @@ def test_an_answer_about_one_node_over_a_mebibyte_is_cut_there_and_76(tmp_path):
     assert caught.value.message == f"`{program} --json show node …` printed more than 1048576 bytes"
 
 
+@pytest.mark.parametrize(("size", "refused"), [(64 << 20, False), ((64 << 20) + 1, True)])
+def test_every_nodes_answer_is_read_up_to_sixty_four_mebibytes(tmp_path, size, refused):
+    """The fleet's ``--json show node`` (~5 kB a node) is read up to 64 MiB (67108864 bytes, a
+    literal here); one byte more is refused, named, not parsed."""
+    head = '{"nodes": []}'
+    program = fake_scontrol(tmp_path, f"printf '{head}'; head -c {size - len(head)} /dev/zero | tr '\\0' ' '")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=program, timeout=60), "n1", os.environ)
+
+    if not refused:
+        assert client.all_nodes() == []
+        return
+    with pytest.raises(ControllerError) as caught:
+        client.all_nodes()
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        f"`{program} --json show node …` printed more than 67108864 bytes",
+    )
+
+
 def test_a_command_the_deadline_stops_before_it_starts_is_not_recorded_as_sent(tmp_path):
     """The step's report lists what this step sent: a command never started is not among it."""
     from spurinv.budget import Budget
