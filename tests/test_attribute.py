@@ -280,6 +280,28 @@ def test_parse_cpulist_refuses(text):
     assert caught.value.path == "/sys/x"
 
 
+LONG = "1" * 30 + "a" * 30  # 60 characters: a bad range is quoted by its first 40
+BACKWARDS = "0" * 18 + "99-" + "0" * 20  # 41 characters, the longest range of two numbers
+BEYOND = "0" * 20 + "-" + "0" * 15 + "65536"
+OVERLAP = "0" * 20 + "-" + "0" * 19 + "9"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (LONG, f"bad CPU range {LONG[:40]!r}"),
+        (BACKWARDS, f"bad CPU range {BACKWARDS[:40]!r}"),
+        (BEYOND, f"bad CPU range {BEYOND[:40]!r}: beyond 65536 CPUs, the physical limit"),
+        (f"5,{OVERLAP}", f"bad CPU range {OVERLAP[:40]!r}: ranges overlap or are out of order"),
+    ],
+)
+def test_a_bad_cpu_range_is_quoted_by_its_first_40_characters(text, reason):
+    with pytest.raises(ReadError) as caught:
+        parse_cpulist(text, "/sys/x")
+
+    assert caught.value.reason == reason
+
+
 # ------------------------------------------------------------------------- parse_keyed_lines
 
 
