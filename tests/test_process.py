@@ -295,3 +295,13 @@ def test_an_entry_holding_a_nul_is_quoted_by_its_first_120_characters():
         f"Gres= entry `{'x' * 119}\\` holds a NUL byte, which no command line can carry"
     )
     assert process.nul_entry("plain\0word") == "argument `plain\\0word` holds a NUL byte, which no command line can carry"
+
+
+def test_output_that_is_not_utf8_is_read_as_replacement_characters_and_said():
+    """A controller's bytes that are not UTF-8 (a Latin-1 reason): read, each bad byte as U+FFFD,
+    and ``replaced`` set for stdout, so the caller can warn; stderr is read the same way."""
+    done = process.run(["/bin/sh", "-c", r"printf 'Zo\351 ok'; printf 'err\377' >&2"], ENV, 30)
+
+    assert (done.status, done.stdout, done.stderr, done.replaced) == (0, "Zo\ufffd ok", "err\ufffd", True)
+    clean = process.run(["/bin/sh", "-c", "printf 'plain'"], ENV, 30)
+    assert (clean.stdout, clean.replaced) == ("plain", False)
