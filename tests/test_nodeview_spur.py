@@ -354,6 +354,21 @@ def test_a_reason_that_mimics_spurs_lines_is_refused_never_read_as_fields(inject
     assert gpu_counts(view.gres or "") == ({"mi300x": gpus} if gpus else {})
 
 
+def test_every_nodes_answer_that_lists_a_node_twice_is_refused_naming_it():
+    """Two blocks with one name (the second one made by a reason's line break) in the fleet's
+    answer: which one is the node cannot be told, so the answer is not read."""
+    twice = TWO_NODES + TWO_NODES.split("\n\n")[1] + "\n"
+
+    with pytest.raises(ControllerError) as caught:
+        parse_spur_nodes(twice)
+
+    assert (caught.value.kind, caught.value.message) == (
+        "protocol",
+        "spur's scontrol output for node 'gpu-a02' is ambiguous (the node is listed twice; "
+        "a reason holding a line break?): not read",
+    )
+
+
 def test_a_reason_that_starts_a_second_block_for_one_node_is_refused():
     text = _spur_block("n1", "x\n   CPUTot=192 CPUAlloc=0\nNodeName=ghost\n   State=IDLE Reason=", 64, 8, False)
 
