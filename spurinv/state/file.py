@@ -303,10 +303,6 @@ def _decode(data: bytes, path: str) -> dict[str, Any]:
         raise Corrupt(f"{path}: not JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
     if not isinstance(raw, dict):
         raise Corrupt(f"{path}: not a JSON object")
-    try:  # "\ud800" in the text loads as a lone surrogate, which the model keeps but cannot write back
-        json.dumps(raw, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise Corrupt(f"{path}: text that is not valid Unicode (a lone surrogate)") from None
     version = raw.get("schema_version")
     # "2", 2.0, true: never coerced to a version (a rewrite would then stamp it as ours)
     if "schema_version" in raw and (type(version) is not int or version < 1):
