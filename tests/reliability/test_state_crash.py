@@ -215,18 +215,20 @@ def test_a_lock_left_by_a_killed_holder_never_blocks(built, env, tmp_path, ledge
 
 
 def freeze_the_holder(processes: list[subprocess.Popen[bytes]], lock: Path) -> subprocess.Popen[bytes]:
-    """Stop (SIGSTOP) the one of ``processes`` that holds ``lock``'s flock and return it; the flock
-    stays held while it is stopped. The holder is the kernel's word (``/proc/locks``), not the
-    pid written in the file, which names the last holder until the next one writes its own."""
+    """Stop (SIGSTOP) the one of ``processes`` that holds ``lock``'s flock, once it has written its
+    pid into the file, and return it; the flock stays held while it is stopped. The holder is the
+    kernel's word (``/proc/locks``): the file names the last holder until the next one writes."""
     ours = {process.pid: process for process in processes}
     deadline = time.monotonic() + 30
     while True:
         pid = flock_holder(lock)
         if pid in ours:
             os.kill(pid, signal.SIGSTOP)
-            if flock_holder(lock) == pid:
-                return ours[pid]  # stopped while it holds the lock
-            os.kill(pid, signal.SIGCONT)  # stopped after it let go: look again
+            # held, and its pid written (a holder stopped between the two would leave the file
+            # naming the one before it, and the others would rightly say so)
+            if flock_holder(lock) == pid and f"pid {pid} " in lock.read_text():
+                return ours[pid]
+            os.kill(pid, signal.SIGCONT)  # let go already, or not yet written: look again
         assert time.monotonic() < deadline, "no run took the lock"
         time.sleep(0.02)
 
