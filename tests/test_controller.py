@@ -176,9 +176,14 @@ def test_a_failed_write_is_unreachable_only_for_slurms_communication_errors(serv
 @pytest.mark.parametrize(
     ("number", "kind"),
     [(8999, "unreachable"), (9000, "protocol"), (9099, "protocol"), (9100, "unreachable"),
-     (9199, "unreachable"), (9200, "protocol"), (9299, "protocol"), (9300, "unreachable")],
+     (9199, "unreachable"), (9200, "protocol"), (9299, "protocol"), (9300, "unreachable"),
+     # Slurm's authentication errors 1007 and 2010, and their neighbours
+     (1006, "unreachable"), (1007, "auth"), (1008, "unreachable"), (2009, "unreachable"), (2010, "auth"),
+     (2011, "unreachable")],
 )  # fmt: skip
-def test_a_failed_read_is_a_protocol_error_only_when_slurm_calls_the_request_invalid(server, number, kind):
+def test_a_failed_reads_kind_follows_slurms_error_number(server, number, kind):
+    """A 500 on a read: Slurm's authentication errors (1007, 2010) are auth errors, its
+    invalid-request ranges (9000-9099, 9200-9299) protocol errors, anything else unreachable."""
     server.script("GET", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmrestd said"}]}))
 
     with pytest.raises(ControllerError) as caught:
@@ -554,20 +559,6 @@ def test_http_401_403_and_511_are_authentication_errors_and_their_neighbours_are
         client(server).view()
 
     assert (caught.value.kind, caught.value.message) == (kind, f"GET {NODE}: HTTP {status}: {said}")
-
-
-@pytest.mark.parametrize(
-    ("number", "kind"),
-    [(1006, "unreachable"), (1007, "auth"), (1008, "unreachable"), (2009, "unreachable"), (2010, "auth"),
-     (2011, "unreachable")],
-)  # fmt: skip
-def test_a_read_failed_with_slurms_authentication_errors_1007_or_2010_is_an_auth_error(server, number, kind):
-    server.script("GET", NODE, Reply(500, {"errors": [{"error_number": number, "error": "what slurmrestd said"}]}))
-
-    with pytest.raises(ControllerError) as caught:
-        client(server).view()
-
-    assert caught.value.kind == kind
 
 
 def test_a_post_answered_405_is_a_read_only_gateway(server):
