@@ -47,6 +47,19 @@ def test_a_node_get_answered_404_without_an_error_is_an_unknown_node(server, bod
     assert str(caught.value) == f"GET {NODE}: HTTP 404: the controller does not know node 'n1'"
 
 
+def test_a_version_detected_in_this_run_is_not_detected_again_on_a_404(server):
+    """Only a version an earlier run detected (cached in the state file) may be gone; one this
+    run found in ``/openapi/v3`` a moment ago is not asked for again when the node is unknown."""
+    server.script("GET", NODE, Reply(404, b""))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None)
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view()
+
+    assert caught.value.kind == "unknown-node"
+    assert [seen.path for seen in server.seen] == ["/openapi/v3", NODE]
+
+
 def test_a_post_answered_404_is_a_read_only_gateway_not_an_unknown_node(server):
     server.script("POST", NODE, Reply(404, b""))
 
