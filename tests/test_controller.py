@@ -60,6 +60,35 @@ def test_a_version_detected_in_this_run_is_not_detected_again_on_a_404(server):
     assert [seen.path for seen in server.seen] == ["/openapi/v3", NODE]
 
 
+def test_a_cached_version_is_forgotten_once_not_at_every_404(server):
+    """The cached v0.0.40 is gone (404): detected again, once; the node the new version does not
+    know is then an unknown node, at every look, without asking for the versions again."""
+    server.script("GET", NODE, Reply(404, b""))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None, api="slurm/v0.0.40")
+
+    for _ in range(2):
+        with pytest.raises(ControllerError) as caught:
+            rest.view()
+        assert caught.value.kind == "unknown-node"
+
+    assert [seen.path for seen in server.seen] == ["/slurm/v0.0.40/node/n1", "/openapi/v3", NODE, NODE]
+
+
+@pytest.mark.parametrize("body", [{"nodes": []}, {"node": None}])
+def test_a_404_that_answers_about_the_node_keeps_the_cached_version(server, body):
+    """A 404 whose JSON speaks of nodes is the node's answer, whatever its error numbers: the
+    cached version is served, so it is kept and nothing is detected again."""
+    server.script("GET", NODE, Reply(404, body))
+    rest = Controller(ControllerSection(url=server.url, api="auto", timeout=5), "n1", None, api="slurm/v0.0.42")
+
+    with pytest.raises(ControllerError) as caught:
+        rest.view()
+
+    assert caught.value.kind == "unknown-node"
+    assert [seen.path for seen in server.seen] == [NODE]
+    assert rest.api == "slurm/v0.0.42"
+
+
 def test_a_post_answered_404_is_a_read_only_gateway_not_an_unknown_node(server):
     server.script("POST", NODE, Reply(404, b""))
 

@@ -820,3 +820,21 @@ def test_a_fresh_state_recovers_no_drain_from_a_node_that_is_not_drained(base, a
     after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
 
     assert (after.drain, after.fresh, said) == (None, False, None)
+
+
+def test_a_drain_recovered_from_the_id_in_its_reason_says_so():
+    """No record of ours in the node's extra, only the id in the reason: the recovery says which
+    word of the controller it rests on, for the operator who reads the status."""
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.ownership import reason_for
+    from spurinv.state.file import State
+    from spurinv.state.intent import recover
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547200)
+
+    after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
+
+    assert after.drain is not None
+    assert after.drain.recovered == "reason"
+    assert said == "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
