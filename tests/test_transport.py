@@ -139,6 +139,20 @@ def test_a_registration_not_applied_or_already_recorded_writes_no_record(annotat
     assert len(server.requests("POST")) == 1
 
 
+@pytest.mark.parametrize("extra", ["rack r7, row b (the admin's words)", '{"rack":"caf\ufffd"}', None])
+def test_an_extra_that_cannot_take_our_record_is_never_written(annotated, extra):
+    """The admin's free text, text read with U+FFFD, or no ``extra``: nothing is written (not our
+    record, not a null), and the registration is done with a warning that says so."""
+    server, client = annotated
+    view = client.view().model_copy(update={"extra": extra})
+
+    result = recorded(client, WITH_RECORD, RegisterResult(True, view, None, "EXEC register"))
+
+    assert (result.applied, result.view.extra) == (True, extra)
+    assert result.warning == "the node's extra can no longer take our record (not rewritten); registered without it"
+    assert server.requests("POST") == []
+
+
 def test_a_record_the_controller_refuses_leaves_the_registration_done_with_a_warning(annotated):
     server, client = annotated
     view = client.view()
