@@ -26,7 +26,7 @@ SPUR_WORDS = {
     "suspended": ("IDLE", ("SUSPENDED",)),
 }
 # an entry: text and "(S:0,1)" groups, whose commas do not split; possessive, so a hostile
-# string costs one pass (a look-ahead per comma was quadratic: 40,000 commas took 2 s)
+# string costs one pass, not a look-ahead per comma
 _ENTRY = re.compile(r"(?:[^,(]++|\([^)]*+\)?)++")
 # the binding after an entry's count, "(S:0-1)" or "(IDX:0-1)"; not the "(null)" Slurm prints as
 # the type of an untyped GPU in gres_used ("gpu:(null):0(IDX:N/A)", docs/slurm-rest.md)

@@ -122,8 +122,8 @@ class SourceStatus(Frozen):
 
 def _check(problem: str | None) -> None:
     if problem is not None:
-        # a message quoting a lone surrogate from a state file (a fingerprint "\ud800") made
-        # pydantic raise UnicodeEncodeError instead of a ValidationError: exit 70, never moved aside
+        # pydantic cannot encode a lone surrogate (a hand-edited fingerprint) in its error: escaped,
+        # the file is a corrupt state like any other
         raise ValueError(problem.encode("utf-8", "backslashreplace").decode())
 
 
