@@ -104,19 +104,13 @@ def _validator() -> Rule:
     return _compiled
 
 
-def _at(parent: str, name: str | int | None) -> str:
+def _at(parent: str, name: object) -> str:
     """Where a value is: ``parent`` itself (None), an item of an array (``readings.0``: an index)
-    or a member of an object (``readings.0.taken_at``, ``schema_version`` at the top)."""
+    or a member of an object (``readings.0.taken_at``, ``schema_version`` at the top; a state
+    file's keys are text, a caller's dict may hold others)."""
     if name is None:
         return parent
-    if name.__class__ is int:
-        return f"{parent}.{name}"
     return f"{parent}.{name}" if parent else str(name)
-
-
-def _member(where: str, name: object) -> str:
-    """An object member's place for any key (a state file's keys are text; a caller's dict may not be)."""
-    return (f"{where}." if where else "") + str(name)
 
 
 def _fail(where: str, why: str) -> Unvouched:
@@ -277,7 +271,7 @@ def _object(properties: dict[str, Rule], required: tuple[str, ...], additional: 
         if not needed <= value.keys():
             for field in required:  # the first one missing, in the schema's order
                 if field not in value:
-                    raise _fail(_member(where, field), "missing")
+                    raise _fail(_at(where, field), "missing")
         for key, item in value.items():
             entry = table.get(key)
             if entry is not None:
@@ -294,10 +288,10 @@ def _object(properties: dict[str, Rule], required: tuple[str, ...], additional: 
                         continue
                 entry[1](item, where, key)
             elif additional is False:
-                raise _fail(_member(where, key), "not a field of the state file")
+                raise _fail(_at(where, key), "not a field of the state file")
             else:  # a free-form value (the intent's body): only its strings are checked
-                _text(key, _member(where, key))
-                _text(item, _member(where, key))
+                _text(key, _at(where, key))
+                _text(item, _at(where, key))
 
     return check
 
