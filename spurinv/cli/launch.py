@@ -78,9 +78,8 @@ def main(argv: Sequence[str] | None = None, *, confirm_wait: Callable[[float], N
     output.utf8(real_err)
     sys.stdout = output.Guarded(real)
     sys.stderr = output.Lossy(real_err)  # a log line that cannot be written is dropped, not fatal
-    leaned: list[bool] = []
     try:
-        code = _run(args, collecting, confirm_wait, leaned)
+        code, leaned = _run(args, collecting, confirm_wait)
         sys.stdout.flush()
     except output.OutputError as exc:
         from spurinv import exitcode
@@ -121,19 +120,19 @@ def _leave(code: int, *streams: TextIO) -> None:
     os._exit(code)
 
 
-def _run(args: list[str], collecting: bool, confirm_wait: Callable[[float], None] | None, leaned: list[bool]) -> int:
+def _run(args: list[str], collecting: bool, confirm_wait: Callable[[float], None] | None) -> tuple[int, bool]:
+    """The exit status, and whether the lean path answered."""
     if (refused := _not_utf8(args, os.environ)) is not None:
-        return refused
+        return refused, False
     lean = lean_options(args)
     if lean is not None:
         code = _lean(*lean)
         if code is not None:
-            leaned.append(True)
-            return code
+            return code, True
     _collector(collecting)
     from spurinv.cli.app import run
 
-    return run(args, confirm_wait=confirm_wait)
+    return run(args, confirm_wait=confirm_wait), False
 
 
 def _collector(collecting: bool) -> None:
