@@ -183,8 +183,12 @@ def planned_scontrol(tmp: Path, plan: list[str]) -> tuple[Scontrol, Path]:
     return Scontrol(ControllerSection(transport="scontrol", scontrol=str(script)), "n1", ENV), calls
 
 
-def registrar(wait: float, clock: Clock) -> Registrar:
-    return Registrar(("/bin/true",), 5, wait, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep, monotonic=clock.monotonic)
+def registrar(
+    wait: float, clock: Clock, argv: tuple[str, ...] = ("/bin/true",), timeout: float = 5, stream: io.StringIO | None = None
+) -> Registrar:
+    """A register command on ``clock`` (the read-back's pauses and times), logging to ``stream``."""
+    log = Log({}, stream=stream if stream is not None else io.StringIO())
+    return Registrar(argv, timeout, wait, ENV, log, sleep=clock.sleep, monotonic=clock.monotonic)
 
 
 def test_the_read_back_waits_longer_between_looks_and_stops_at_register_wait(tmp_path):
@@ -283,8 +287,7 @@ def test_a_command_that_failed_after_the_gpus_were_listed_is_applied_with_a_warn
     the node's extra back): applied, and the report says to run it again."""
     client, _ = planned_scontrol(tmp_path, ["64", "64"])
     clock = Clock()
-    failing = Registrar(("/bin/false",), 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep,
-                        monotonic=clock.monotonic)  # fmt: skip
+    failing = registrar(1.0, clock, ("/bin/false",))
 
     result = failing.register(client, {"mi300x": 64})
 
@@ -299,8 +302,7 @@ def test_a_register_command_past_its_timeout_is_logged_with_both_its_streams(tmp
     client, _ = planned_scontrol(tmp_path, ["8"])
     stream = io.StringIO()
     clock = Clock()
-    slow = Registrar(("/bin/sh", "-c", "echo out-words; echo err-words >&2; exec sleep 30"), 1, 1.0, ENV,
-                     Log({}, stream=stream), sleep=clock.sleep, monotonic=clock.monotonic)  # fmt: skip
+    slow = registrar(1.0, clock, ("/bin/sh", "-c", "echo out-words; echo err-words >&2; exec sleep 30"), 1, stream)
 
     with pytest.raises(ControllerError) as caught:
         slow.register(client, {"mi300x": 64})
@@ -364,7 +366,7 @@ def test_the_register_commands_request_line_carries_its_exit_status(tmp_path, ar
     """What the report lists for the command (``EXEC … → 0``) is its exit status, read after it ran."""
     client, _ = planned_scontrol(tmp_path, ["64", "64"])
     clock = Clock()
-    command = Registrar(argv, 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep, monotonic=clock.monotonic)
+    command = registrar(1.0, clock, argv)
 
     command.register(client, {"mi300x": 64})
 
@@ -379,8 +381,7 @@ def test_a_register_commands_output_is_logged_by_its_last_400_characters(tmp_pat
     stream = io.StringIO()
     clock = Clock()
     words = "a" + "b" * 400
-    talking = Registrar(("/bin/sh", "-c", f"echo {words}"), 5, 1.0, ENV, Log({}, stream=stream),
-                        sleep=clock.sleep, monotonic=clock.monotonic)  # fmt: skip
+    talking = registrar(1.0, clock, ("/bin/sh", "-c", f"echo {words}"), stream=stream)
 
     talking.register(client, {"mi300x": 64})
 
@@ -443,8 +444,7 @@ def test_a_register_command_that_fails_is_logged_with_its_status_time_and_output
     client, _ = planned_scontrol(tmp_path, ["8", "8"])
     stream = io.StringIO()
     clock = Clock()
-    failing = Registrar(("/bin/sh", "-c", "echo partial-words; exit 3"), 5, 1.0, ENV, Log({}, stream=stream),
-                        sleep=clock.sleep, monotonic=clock.monotonic)  # fmt: skip
+    failing = registrar(1.0, clock, ("/bin/sh", "-c", "echo partial-words; exit 3"), stream=stream)
 
     result = failing.register(client, {"mi300x": 64})
 
@@ -462,8 +462,7 @@ def test_a_register_command_the_kernel_cannot_execute_is_a_configuration_error_n
     program.write_text("these words are no program\n")
     program.chmod(0o755)
     clock = Clock()
-    command = Registrar((str(program),), 5, 1.0, ENV, Log({}, stream=io.StringIO()), sleep=clock.sleep,
-                        monotonic=clock.monotonic)  # fmt: skip
+    command = registrar(1.0, clock, (str(program),))
 
     with pytest.raises(ConfigError) as caught:
         command.register(client, {"mi300x": 64})
