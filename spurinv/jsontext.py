@@ -81,3 +81,139 @@ def dumps(value: object, *, sort_keys: bool = False) -> str:
     import json
 
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys)
+
+
+# The state file holds its inventory up to three times, verbatim (two readings and the
+# baseline): the two functions below read and write each repeat once. Containers this many
+# levels deep or less are walked here, one member at a time; anything deeper is one call of
+# the C scanner or encoder, as above.
+_WALKED = 3
+
+
+def loads_shared(data: bytes, key: str) -> Any:
+    """``json.loads(data)``, where an object under ``key`` whose text repeats an earlier one's
+    byte for byte is parsed once: the repeat *is* the earlier object (callers must not change
+    either in place). An object's text is self-delimiting, so the C scanner would read the repeat
+    the same way to the same end. Anything unusual is :func:`loads`'s, which decides."""
+    if _scan is None or _c is None or data[:1] not in (b"{", b"[") or data[1:2] == b"\0":
+        return loads(data)
+    text = data.decode("utf-8", "surrogatepass")
+    try:
+        value, end = _walk(text, 0, 0, key, [])
+    except (StopIteration, ValueError, SystemError, IndexError, RecursionError):
+        return loads(data)  # its own error, or its own answer
+    if text[end:].strip(_WHITESPACE):
+        return loads(data)
+    return value
+
+
+def _skip(text: str, index: int) -> int:
+    while text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
+    """The value at ``index`` (no whitespace before it) and where it ends, as ``_scan`` reads
+    it; an object or array at most ``_WALKED`` levels deep is read here, member by member, by
+    the rules of the C scanner (whitespace, commas, a later duplicate key wins)."""
+    first = text[index]
+    if depth >= _WALKED or first not in "{[":
+        return _scan(text, index)
+    index = _skip(text, index + 1)
+    if first == "[":
+        items: list[Any] = []
+        if text[index] == "]":
+            return items, index + 1
+        while True:
+            item, index = _walk(text, index, depth + 1, key, seen)
+            items.append(item)
+            index = _skip(text, index)
+            if text[index] == "]":
+                return items, index + 1
+            if text[index] != ",":
+                raise ValueError
+            index = _skip(text, index + 1)
+    members: dict[str, Any] = {}
+    if text[index] == "}":
+        return members, index + 1
+    while True:
+        if text[index] != '"':
+            raise ValueError
+        name, index = _c.scanstring(text, index + 1, True)
+        index = _skip(text, index)
+        if text[index] != ":":
+            raise ValueError
+        index = _skip(text, index + 1)
+        if name == key and text[index] == "{":
+            member, index = _repeated(text, index, seen)
+        else:
+            member, index = _walk(text, index, depth + 1, key, seen)
+        members[name] = member
+        index = _skip(text, index)
+        if text[index] == "}":
+            return members, index + 1
+        if text[index] != ",":
+            raise ValueError
+        index = _skip(text, index + 1)
+
+
+def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
+    for earlier, value in seen:
+        if text.startswith(earlier, index):
+            return value, index + len(earlier)
+    value, end = _scan(text, index)
+    seen.append((text[index:end], value))
+    return value, end
+
+
+def dumps_shared(value: object, key: str) -> str:
+    """:func:`dumps` of ``value``, where a value under ``key`` that *is* (the same object) one
+    encoded before is encoded once: the same text, as the encoder has no state between values."""
+    if _c is None:
+        return dumps(value)
+    encode = _c.make_encoder({}, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)
+    parts: list[str] = []
+    try:
+        _emit(value, 0, key, encode, [], parts)
+    except (TypeError, ValueError, RecursionError, _Unusual):
+        return dumps(value)  # its own error, or its own answer
+    return "".join(parts)
+
+
+class _Unusual(Exception):
+    """A key that is not a string: the encoder's own rules, in :func:`dumps`."""
+
+
+def _emit(value: object, depth: int, key: str, encode: Any, seen: list[tuple[object, str]], parts: list[str]) -> None:
+    kind = value.__class__
+    if depth >= _WALKED or (kind is not dict and kind is not list):
+        parts.extend(encode(value, 0))
+        return
+    if kind is list:
+        assert isinstance(value, list)
+        parts.append("[")
+        for number, item in enumerate(value):
+            if number:
+                parts.append(",")
+            _emit(item, depth + 1, key, encode, seen, parts)
+        parts.append("]")
+        return
+    assert isinstance(value, dict)
+    parts.append("{")
+    for number, (name, member) in enumerate(value.items()):
+        if name.__class__ is not str:
+            raise _Unusual
+        parts.append(f'{"," if number else ""}{_c.encode_basestring_ascii(name)}:')
+        if name == key and member.__class__ is dict:
+            for earlier, text in seen:
+                if earlier is member:
+                    parts.append(text)
+                    break
+            else:
+                text = "".join(encode(member, 0))
+                seen.append((member, text))
+                parts.append(text)
+        else:
+            _emit(member, depth + 1, key, encode, seen, parts)
+    parts.append("}")
