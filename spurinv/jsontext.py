@@ -41,7 +41,7 @@ def _typeerror(value: object) -> object:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-_scan = _c.make_scanner(_Decoder()) if _c is not None else None
+_scan: Any = _c.make_scanner(_Decoder()) if _c is not None else None
 
 
 def loads(data: bytes | str) -> Any:
@@ -119,7 +119,8 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
     the rules of the C scanner (whitespace, commas, a later duplicate key wins)."""
     first = text[index]
     if depth >= _WALKED or first not in "{[":
-        return _scan(text, index)
+        value, end = _scan(text, index)
+        return value, end
     index = _skip(text, index + 1)
     if first == "[":
         items: list[Any] = []
@@ -204,7 +205,7 @@ def _emit(value: object, depth: int, key: str, encode: Any, seen: list[tuple[obj
     for number, (name, member) in enumerate(value.items()):
         if name.__class__ is not str:
             raise _Unusual
-        parts.append(f'{"," if number else ""}{_c.encode_basestring_ascii(name)}:')
+        parts.append(f"{',' if number else ''}{_c.encode_basestring_ascii(name)}:")
         if name == key and member.__class__ is dict:
             for earlier, text in seen:
                 if earlier is member:

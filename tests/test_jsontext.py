@@ -97,15 +97,23 @@ def test_errors_without_the_json_package_imported() -> None:
 # the walk reads member by member, and below it.
 KEYED = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(["inventory", "readings", "a", "é", "\ud800"]) | st.text(max_size=3), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["inventory", "readings", "a", "é", "\ud800"]) | st.text(max_size=3), inner, max_size=4
+        )
+    ),
     max_leaves=20,
 )
 
 
 def _with_repeats(value: object, repeat: object) -> object:
     """``value`` with ``repeat`` under "inventory" at three depths, as the readings and baseline hold it."""
-    return {"a": value, "readings": [{"inventory": repeat, "b": value}, {"inventory": repeat}], "baseline": {"inventory": repeat}}
+    return {
+        "a": value,
+        "readings": [{"inventory": repeat, "b": value}, {"inventory": repeat}],
+        "baseline": {"inventory": repeat},
+    }
 
 
 @given(KEYED, KEYED, st.sampled_from([None, 0, 2]), st.sampled_from(["", " ", "\n", " x", "]", "\t\r\n", "1"]))
