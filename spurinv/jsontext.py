@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    Texts = dict[int, tuple[object, str]]  # id of an object -> (the object, the text it was read from)
+
 _c: Any
 try:
     import _json as _c
@@ -90,20 +92,26 @@ def dumps(value: object, *, sort_keys: bool = False) -> str:
 _WALKED = 3
 
 
-def loads_shared(data: bytes, key: str) -> Any:
+def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
     """``json.loads(data)``, where an object under ``key`` whose text repeats an earlier one's
     byte for byte is parsed once: the repeat *is* the earlier object (callers must not change
     either in place). An object's text is self-delimiting, so the C scanner would read the repeat
-    the same way to the same end. Anything unusual is :func:`loads`'s, which decides."""
+    the same way to the same end. Anything unusual is :func:`loads`'s, which decides.
+
+    ``texts``, if given, gets the text each such object was read from, for :func:`dumps_shared`
+    (valid while the objects stay as they were read)."""
     if _scan is None or _c is None or data[:1] not in (b"{", b"[") or data[1:2] == b"\0":
         return loads(data)
     text = data.decode("utf-8", "surrogatepass")
+    seen: list[tuple[str, Any]] = []
     try:
-        value, end = _walk(text, 0, 0, key, [])
+        value, end = _walk(text, 0, 0, key, seen)
     except (StopIteration, ValueError, SystemError, IndexError, RecursionError):
         return loads(data)  # its own error, or its own answer
     if text[end:].strip(_WHITESPACE):
         return loads(data)
+    if texts is not None:
+        texts.update((id(member), (member, read)) for read, member in seen)
     return value
 
 
@@ -168,15 +176,43 @@ def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, 
     return value, end
 
 
-def dumps_shared(value: object, key: str) -> str:
+def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
     """:func:`dumps` of ``value``, where a value under ``key`` that *is* (the same object) one
-    encoded before is encoded once: the same text, as the encoder has no state between values."""
+    encoded before is encoded once: the same text, as the encoder has no state between values.
+
+    With ``texts`` (from :func:`loads_shared`), an object read from a text is not encoded when
+    another under ``key`` encodes to that very text and equals it: the object is that text read
+    back, and reading back what the encoder wrote gives a value it writes the same way (for
+    equal values: keys that are not strings would not compare equal once read back)."""
     if _c is None:
         return dumps(value)
     encode = _c.make_encoder({}, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)
     parts: list[str] = []
+    slots: list[tuple[int, object]] = []
     try:
-        _emit(value, 0, key, encode, [], parts)
+        _emit(value, 0, key, encode, slots, parts)
+        written: dict[int, str] = {}  # id of an object under key -> its text
+        fresh: list[tuple[object, str]] = []  # the objects encoded here, with their text
+        read: dict[int, tuple[object, str]] = {}  # the objects known by the text they were read from
+        for _slot, member in slots:
+            ident = id(member)
+            known = texts.get(ident) if texts else None
+            if ident in written or ident in read:
+                continue
+            if known is not None and known[0] is member:
+                read[ident] = known
+            else:
+                written[ident] = "".join(encode(member, 0))
+                fresh.append((member, written[ident]))
+        for member, text in read.values():
+            for other, again in fresh:
+                if again == text and other == member:
+                    written[id(member)] = again
+                    break
+            else:
+                written[id(member)] = "".join(encode(member, 0))
+        for slot, member in slots:
+            parts[slot] = written[id(member)]
     except (TypeError, ValueError, RecursionError, _Unusual):
         return dumps(value)  # its own error, or its own answer
     return "".join(parts)
@@ -186,7 +222,8 @@ class _Unusual(Exception):
     """A key that is not a string: the encoder's own rules, in :func:`dumps`."""
 
 
-def _emit(value: object, depth: int, key: str, encode: Any, seen: list[tuple[object, str]], parts: list[str]) -> None:
+def _emit(value: object, depth: int, key: str, encode: Any, slots: list[tuple[int, object]], parts: list[str]) -> None:
+    """``value``'s text into ``parts``, with a slot for each object under ``key`` (its text, later)."""
     kind = value.__class__
     if depth >= _WALKED or (kind is not dict and kind is not list):
         parts.extend(encode(value, 0))
@@ -197,7 +234,7 @@ def _emit(value: object, depth: int, key: str, encode: Any, seen: list[tuple[obj
         for number, item in enumerate(value):
             if number:
                 parts.append(",")
-            _emit(item, depth + 1, key, encode, seen, parts)
+            _emit(item, depth + 1, key, encode, slots, parts)
         parts.append("]")
         return
     assert isinstance(value, dict)
@@ -207,14 +244,8 @@ def _emit(value: object, depth: int, key: str, encode: Any, seen: list[tuple[obj
             raise _Unusual
         parts.append(f"{',' if number else ''}{_c.encode_basestring_ascii(name)}:")
         if name == key and member.__class__ is dict:
-            for earlier, text in seen:
-                if earlier is member:
-                    parts.append(text)
-                    break
-            else:
-                text = "".join(encode(member, 0))
-                seen.append((member, text))
-                parts.append(text)
+            slots.append((len(parts), member))
+            parts.append("")
         else:
-            _emit(member, depth + 1, key, encode, seen, parts)
+            _emit(member, depth + 1, key, encode, slots, parts)
     parts.append("}")

@@ -179,3 +179,39 @@ def test_dumps_shared_writes_each_object_as_itself() -> None:
     looped: dict[str, object] = {"inventory": {}}
     looped["readings"] = [looped]
     assert _outcome(lambda v: jsontext.dumps_shared(v, "inventory"), looped) == _outcome(json.dumps, looped)
+
+
+def _replayed(text: str, fresh: object) -> tuple[object, str]:
+    """What the tick does: read a state, put a new reading holding ``fresh`` after the last one, write
+    it with the texts the read gave; and what json writes for the same value."""
+    texts: jsontext.Texts = {}
+    state = jsontext.loads_shared(text.encode("utf-8", "surrogatepass"), "inventory", texts)
+    after = {**state, "readings": [state["readings"][-1], {"inventory": fresh}]}
+    return jsontext.dumps_shared(after, "inventory", texts), json.dumps(after, separators=(",", ":"))
+
+
+@given(KEYED, st.sampled_from([None, 0]), st.sampled_from(["same", "copy", "loose"]))
+@settings(max_examples=300)
+def test_dumps_shared_with_the_texts_read_is_json_dumps(repeat: object, indent: int | None, fresh: str) -> None:
+    inventory = {"devices": [repeat], "cpus": 8}
+    text = json.dumps(_with_repeats([1], inventory), indent=indent)
+    new = {
+        "same": inventory,
+        "copy": json.loads(json.dumps(inventory)),
+        "loose": {"cpus": 8.0 if fresh else True, "devices": [repeat]},  # equal, written otherwise
+    }[fresh]
+    ours, theirs = _replayed(text, new)
+    assert ours == theirs
+
+
+def test_dumps_shared_writes_a_read_object_as_itself() -> None:
+    """A text read is reused only when it is the encoder's text of an equal value: not for
+    keys in another order, nor for a text whose duplicate key the read dropped."""
+    for stored, fresh in (
+        ('{"b":2,"a":1}', {"a": 1, "b": 2}),  # equal, not the same text
+        ('{"1":"a","1":"b"}', {1: "a", "1": "b"}),  # the same text, not equal
+        ('{"a":1}', {"a": 1}),  # both: shared
+    ):
+        text = f'{{"readings":[{{"inventory":{stored}}}],"baseline":{{"inventory":{stored}}}}}'
+        ours, theirs = _replayed(text, fresh)
+        assert ours == theirs
