@@ -134,7 +134,7 @@ class Problems:
             return f"{section}.{key}: {literal(value)} is out of range; expected {expected}"
         if kind == "literal_error":
             return f"{section}.{key}: {literal(value)} is not allowed; expected {expected}"
-        if kind == "finite_number":  # inf or nan (#11 refuses them everywhere)
+        if kind == "finite_number":  # inf or nan: refused in every number field
             return f"{section}.{key}: {literal(value)} is not a finite number; expected {expected}"
         if kind == "int_from_float" or (kind == "int_type" and isinstance(value, float) and not value.is_integer()):
             return f"{section}.{key}: {literal(value)} has a fraction; expected {expected}"

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field, ValidationError, model_validator
 
-from spurinv import exitcode
+from spurinv import exitcode, jsontext
 from spurinv.controller.ownership import Claim, skew
 from spurinv.errors import ControllerKind
 from spurinv.inventory.classify import switching
@@ -350,8 +350,10 @@ def foreign(path: str) -> str | None:
 
 
 def dump(state: State) -> bytes:
-    """Serialise ``state`` as compact JSON, as the fast path writes it (``jq .`` reads it)."""
-    return state.model_dump_json().encode() + b"\n"
+    """Serialise ``state`` as compact ASCII JSON, the encoder the fast path writes it with (``jq .``
+    reads it): a lone surrogate a hand edit left in a string goes out as its ``\\u`` escape, as it
+    came in, where UTF-8 cannot hold it."""
+    return (jsontext.dumps(state.model_dump(mode="json")) + "\n").encode()
 
 
 def load(path: str) -> State | None:

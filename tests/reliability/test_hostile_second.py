@@ -299,6 +299,22 @@ def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, st
     assert document["last_decision"]["reason"] == "seen \\xff here"
 
 
+def test_a_lone_surrogate_hand_edited_into_the_state_is_written_back_escaped(built, state_path, spurinv_here):
+    """``"boot_id": "\\ud800"`` is valid JSON the model accepts, but the full run's writer (UTF-8)
+    could not encode it: every ``refresh`` exited 70 and never got past it."""
+    root = built("mi300x-spx")
+    assert spurinv_here("refresh", "--root", root, "--state", state_path).code == 0
+    saved = json.loads(state_path.read_text())
+    saved["boot_id"] = "x\ud800"
+    state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escape
+
+    ran = spurinv_here("refresh", "--root", root, "--state", state_path)
+
+    assert ran.code == 0, ran
+    text = state_path.read_bytes().decode("ascii")  # the escape, never a raw surrogate
+    assert json.loads(text)["boot_id"] == "x\ud800"  # no boot id under this root: kept as it was
+
+
 # --- top-level keys of an all-nodes answer (F8) -------------------------------------------------------
 
 
