@@ -495,3 +495,20 @@ def test_a_sysfs_directory_that_cannot_be_listed_fails_the_source_naming_it(tmp_
 
     assert read_drm(Root(str(tmp_path)), report) == []
     assert report.as_dict() == {"status": "failed", "detail": f"{tmp_path}/sys/class/drm: Not a directory"}
+
+
+def test_a_kfd_node_keeps_every_key_discovery_reads():
+    """``kfd.NODE_KEYS`` names what is kept of a node's properties: every key the code reads of
+    them (``properties["x"]``, ``properties.get("x"``, the list of keys that must be there)."""
+    from spurinv.inventory import discovery
+    from spurinv.inventory.sources import kfd
+
+    read: set[str] = set()
+    for module in (discovery, kfd):
+        source = Path(module.__file__ or "").read_text()
+        read |= set(re.findall(r"""\bproperties(?:\.get\(|\[)["']([a-z_]+)["']""", source))
+        for listed in re.findall(r"for key in \(([^)]*)\) if key not in properties", source):
+            read |= set(re.findall(r'"([a-z_]+)"', listed))
+
+    assert {"domain", "unique_id", "location_id", "simd_count"} <= read  # the scan finds them
+    assert read <= set(kfd.NODE_KEYS)
