@@ -90,6 +90,12 @@ def dumps(value: object, *, sort_keys: bool = False) -> str:
 # levels deep or less are walked here, one member at a time; anything deeper is one call of
 # the C scanner or encoder, as above.
 _WALKED = 3
+# Bounds on the work done here rather than in C, whatever the file: members and items walked
+# (the state has some forty; past this, loads/dumps do it all), and distinct texts kept to
+# compare a repeat with (each comparison stops where the texts differ, and a repeat's text is
+# consumed, so a text is compared at most once a kept text: linear in the file).
+_MEMBERS = 1024
+_KEPT = 4
 
 
 def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
@@ -105,8 +111,8 @@ def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
     text = data.decode("utf-8", "surrogatepass")
     seen: list[tuple[str, Any]] = []
     try:
-        value, end = _walk(text, 0, 0, key, seen)
-    except (StopIteration, ValueError, SystemError, IndexError, RecursionError):
+        value, end = _walk(text, 0, 0, key, seen, [_MEMBERS])
+    except (StopIteration, ValueError, SystemError, IndexError, RecursionError, _Unusual):
         return loads(data)  # its own error, or its own answer
     if text[end:].strip(_WHITESPACE):
         return loads(data)
@@ -121,7 +127,7 @@ def _skip(text: str, index: int) -> int:
     return index
 
 
-def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
+def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any]], room: list[int]) -> tuple[Any, int]:
     """The value at ``index`` (no whitespace before it) and where it ends, as ``_scan`` reads
     it; an object or array at most ``_WALKED`` levels deep is read here, member by member, by
     the rules of the C scanner (whitespace, commas, a later duplicate key wins)."""
@@ -135,7 +141,8 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
         if text[index] == "]":
             return items, index + 1
         while True:
-            item, index = _walk(text, index, depth + 1, key, seen)
+            _spend(room)
+            item, index = _walk(text, index, depth + 1, key, seen, room)
             items.append(item)
             index = _skip(text, index)
             if text[index] == "]":
@@ -147,6 +154,7 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
     if text[index] == "}":
         return members, index + 1
     while True:
+        _spend(room)
         if text[index] != '"':
             raise ValueError
         name, index = _c.scanstring(text, index + 1, True)
@@ -157,7 +165,7 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
         if name == key and text[index] == "{":
             member, index = _repeated(text, index, seen)
         else:
-            member, index = _walk(text, index, depth + 1, key, seen)
+            member, index = _walk(text, index, depth + 1, key, seen, room)
         members[name] = member
         index = _skip(text, index)
         if text[index] == "}":
@@ -172,8 +180,15 @@ def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, 
         if text.startswith(earlier, index):
             return value, index + len(earlier)
     value, end = _scan(text, index)
-    seen.append((text[index:end], value))
+    if len(seen) < _KEPT:
+        seen.append((text[index:end], value))
     return value, end
+
+
+def _spend(room: list[int]) -> None:
+    room[0] -= 1
+    if room[0] < 0:
+        raise _Unusual
 
 
 def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
@@ -190,7 +205,7 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
     parts: list[str] = []
     slots: list[tuple[int, object]] = []
     try:
-        _emit(value, 0, key, encode, slots, parts)
+        _emit(value, 0, key, encode, slots, parts, [_MEMBERS])
         written: dict[int, str] = {}  # id of an object under key -> its text
         fresh: list[tuple[object, str]] = []  # the objects encoded here, with their text
         read: dict[int, tuple[object, str]] = {}  # the objects known by the text they were read from
@@ -205,7 +220,7 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
                 written[ident] = "".join(encode(member, 0))
                 fresh.append((member, written[ident]))
         for member, text in read.values():
-            for other, again in fresh:
+            for other, again in fresh[:_KEPT]:
                 if again == text and other == member:
                     written[id(member)] = again
                     break
@@ -219,10 +234,13 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
 
 
 class _Unusual(Exception):
-    """A key that is not a string: the encoder's own rules, in :func:`dumps`."""
+    """A key that is not a string (the encoder's own rules), or more than ``_MEMBERS`` to walk:
+    :func:`loads` or :func:`dumps` does it all."""
 
 
-def _emit(value: object, depth: int, key: str, encode: Any, slots: list[tuple[int, object]], parts: list[str]) -> None:
+def _emit(
+    value: object, depth: int, key: str, encode: Any, slots: list[tuple[int, object]], parts: list[str], room: list[int]
+) -> None:
     """``value``'s text into ``parts``, with a slot for each object under ``key`` (its text, later)."""
     kind = value.__class__
     if depth >= _WALKED or (kind is not dict and kind is not list):
@@ -232,14 +250,16 @@ def _emit(value: object, depth: int, key: str, encode: Any, slots: list[tuple[in
         assert isinstance(value, list)
         parts.append("[")
         for number, item in enumerate(value):
+            _spend(room)
             if number:
                 parts.append(",")
-            _emit(item, depth + 1, key, encode, slots, parts)
+            _emit(item, depth + 1, key, encode, slots, parts, room)
         parts.append("]")
         return
     assert isinstance(value, dict)
     parts.append("{")
     for number, (name, member) in enumerate(value.items()):
+        _spend(room)
         if name.__class__ is not str:
             raise _Unusual
         parts.append(f"{',' if number else ''}{_c.encode_basestring_ascii(name)}:")
@@ -247,5 +267,5 @@ def _emit(value: object, depth: int, key: str, encode: Any, slots: list[tuple[in
             slots.append((len(parts), member))
             parts.append("")
         else:
-            _emit(member, depth + 1, key, encode, slots, parts)
+            _emit(member, depth + 1, key, encode, slots, parts, room)
     parts.append("}")
