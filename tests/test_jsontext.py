@@ -223,8 +223,17 @@ def test_shared_walks_a_bounded_part_of_any_file(monkeypatch) -> None:
     small = {"readings": [{"inventory": {"a": 1}}] * 2, "baseline": {"inventory": {"a": 1}}}
     large = {"readings": [{"inventory": {"a": number}} for number in range(3000)], "x": list(range(3000))}
     whole: list[object] = []
-    monkeypatch.setattr(jsontext, "loads", lambda data: whole.append(data) or json.loads(data))
-    monkeypatch.setattr(jsontext, "dumps", lambda value: whole.append(value) or json.dumps(value, separators=(",", ":")))
+
+    def loads(data: bytes) -> object:
+        whole.append(data)
+        return json.loads(data)
+
+    def dumps(value: object) -> str:
+        whole.append(value)
+        return json.dumps(value, separators=(",", ":"))
+
+    monkeypatch.setattr(jsontext, "loads", loads)
+    monkeypatch.setattr(jsontext, "dumps", dumps)
 
     for document in (small, large):
         text = json.dumps(document, separators=(",", ":"))
