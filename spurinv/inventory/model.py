@@ -8,8 +8,6 @@ below (:data:`ValidInventory`, :data:`ValidDiscovery`, :data:`ValidReading`), wh
 JSON Schema from them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -79,6 +77,9 @@ class Device(TypedDict):
     link: NotRequired[Link | None]
 
 
+ValidDevice = Annotated[Device, _defaults(peers=[], cdi_names=[], link=None)]
+
+
 @with_config(STRICT)
 class Inventory(TypedDict):
     """The node: CPUs, memory and devices, with the fingerprint of the schedulable set."""
@@ -119,7 +120,6 @@ def _inventory(inventory: Inventory) -> Inventory:
     return inventory
 
 
-ValidDevice = Annotated[Device, _defaults(peers=[], cdi_names=[], link=None)]
 ValidInventory = Annotated[Inventory, _defaults(pci_functions=[]), AfterValidator(_inventory)]
 
 
