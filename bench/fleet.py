@@ -191,13 +191,13 @@ class _Simulation:
 
     def __init__(self, roots: Roots) -> None:
         from spurinv.config.settings import ControllerSection
+        from spurinv.inventory import model
         from spurinv.inventory.discovery import discover
-        from spurinv.inventory.model import Reading
         from spurinv.inventory.root import Root
         from spurinv.policy import Settings
 
         trees = {"spx": roots.spx, "cpx": roots.cpx, **roots.transients}
-        self.readings = {name: Reading.of(discover(Root(str(path))), START) for name, path in trees.items()}
+        self.readings = {name: model.reading(discover(Root(str(path))), START) for name, path in trees.items()}
         self.gateway = _gateway()
         self.adapter = _adapter(self.gateway)
         self.section = ControllerSection(url=URL)  # api "auto": detected by the bootstrap, cached in the state
@@ -224,9 +224,10 @@ class _Simulation:
 
     def tick(self, state: Any, name: str, root: str, moment: datetime) -> Any:
         """One timer tick of ``refresh._run`` (confirm_interval 0): record, then converge."""
+        from spurinv.inventory.model import Reading
         from spurinv.refresh import converge
 
-        reading = self.readings[root].model_copy(update={"taken_at": moment})
+        reading: Reading = {**self.readings[root], "taken_at": moment}
         state = state.record(reading).model_copy(update={"node": name})
         result = converge(state, reading, self.settings, self.connect(name), lambda: moment)
         self.outcomes[result.outcome.kind.value] += 1
@@ -270,7 +271,7 @@ def simulate(roots: Roots, count: int, seed: int = 6) -> tuple[list[Row], list[s
     tally = Tally(outcomes=sim.outcomes)
     for method, path, body in sim.adapter.seen:
         tally.count(method, path, body)
-    expected = {name: sim.readings[name].fingerprint or "" for name in ("spx", "cpx")}
+    expected = {name: sim.readings[name]["fingerprint"] or "" for name in ("spx", "cpx")}
     wrong = _wrong(fleet, baselines, {p.name: sim.gateway.nodes[p.name]["gres"] for p in fleet}, expected)
     ticks = sum(len(plan.ticks) for plan in fleet)
     notes = [
