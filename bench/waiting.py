@@ -68,6 +68,7 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     """Run ``sample`` waiting nodes for ``minutes`` ticks; count requests by kind."""
     from spurinv.config.settings import ControllerSection
     from spurinv.controller.rest import Controller
+    from spurinv.inventory import model
     from spurinv.inventory.discovery import discover
     from spurinv.inventory.model import Reading
     from spurinv.inventory.root import Root
@@ -75,7 +76,7 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     from spurinv.refresh import converge
     from spurinv.state.file import Baseline, Drain, State
 
-    readings = {name: Reading.of(discover(Root(str(path))), START)
+    readings = {name: model.reading(discover(Root(str(path))), START)
                 for name, path in (("spx", roots.spx), ("cpx", roots.cpx))}  # fmt: skip
     gateway = _gateway()
     adapter = _adapter(gateway)
@@ -90,10 +91,10 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
         if design == "after, no GPU usage data":
             del node["gres_used"]
         spx = readings["spx"]
-        state = State(baseline=Baseline(inventory=spx.inventory, since=START, source="adopted"))  # type: ignore[arg-type]
+        state = State(baseline=Baseline(inventory=spx["inventory"], since=START, source="adopted"))  # type: ignore[arg-type]
         cpx = readings["cpx"]
-        state = state.record(cpx.model_copy(update={"taken_at": START})).record(cpx.model_copy(update={"taken_at": START}))
-        drain = Drain(reason=REASON, set_at=START, cause="busy", fingerprint=cpx.fingerprint)
+        state = state.record({**cpx, "taken_at": START}).record({**cpx, "taken_at": START})
+        drain = Drain(reason=REASON, set_at=START, cause="busy", fingerprint=cpx["fingerprint"])
         states[name] = state.model_copy(update={"drain": drain, "node": name})
 
     def connect_for(name: str) -> Callable[[Any], Controller]:
@@ -111,7 +112,7 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
         moment = START + timedelta(minutes=minute)
         for name in names:
             state = states[name]
-            reading = readings["cpx"].model_copy(update={"taken_at": moment})
+            reading: Reading = {**readings["cpx"], "taken_at": moment}
             state = state.record(reading)
             result = converge(state, reading, settings, connect_for(name), lambda moment=moment: moment)  # type: ignore[misc]  # a default binds the loop value
             holds += result.steps[-1]["action"] == "hold"

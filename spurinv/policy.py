@@ -202,7 +202,7 @@ def decide(
     first_look = state.fresh and not settings.observe
     if outcome.kind == Kind.CHANGE_PENDING and not (first_look and view is None):
         return Action(kind=Do.NONE, reason=outcome.reason)
-    current = state.latest.inventory if state.latest else None
+    current = state.latest["inventory"] if state.latest else None
     if settings.observe:
         return _observed(outcome, state, current)
 
@@ -264,7 +264,7 @@ def decide(
     # change-confirmed
     assert current is not None
     assert outcome.diff is not None
-    models = current.gpu_counts()
+    models = shape.gpu_counts(current)
     if state.baseline is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
     refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
@@ -295,7 +295,7 @@ def decide(
             return Action(kind=Do.HOLD, reason=f"busy and drained by someone else ({view.reason!r}); not touching it")
         if blocked := _not_over(view, summary):
             return Action(kind=Do.HOLD, reason=blocked)
-        body = drain_body(view, f"{summary}; re-registers when idle", "busy", current.fingerprint, settings, now, nonce)
+        body = drain_body(view, f"{summary}; re-registers when idle", "busy", current["fingerprint"], settings, now, nonce)
         return Action(
             kind=Do.DRAIN,
             reason=f"busy ({view.busy_text()}); draining so jobs finish first{_unrecorded(view, body)}",
@@ -311,7 +311,7 @@ def decide(
         ):
             if blocked := _not_over(view, f"the controller refused {summary}"):
                 return Action(kind=Do.HOLD, reason=f"{blocked}; {remedy}", exit_code=exitcode.PROTOCOL)
-            body = drain_body(view, words, "refused", current.fingerprint, settings, now, nonce)
+            body = drain_body(view, words, "refused", current["fingerprint"], settings, now, nonce)
             return Action(
                 kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
             )
@@ -358,7 +358,7 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     if drained_by_us and link_drain and degraded:
         return Action(kind=Do.NONE, reason=f"drained by spurinv while a PCIe link is degraded ({words})")
     if drained_by_us and link_drain and state.drain is not None and settings.drain_on_degraded_link:
-        readings = [reading.model_dump(mode="json") for reading in state.readings]
+        readings = list(state.readings)
         if not link.back(readings, link.named(state.drain.reason)):
             reason = "drained by spurinv for a PCIe link: lifted only once two readings show it at full width"
             return Action(kind=Do.NONE, reason=reason)
@@ -367,8 +367,8 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     if degraded and not view.drained:
         if blocked := _not_over(view, f"degraded PCIe link ({words})"):
             return Action(kind=Do.HOLD, reason=blocked)
-        current = state.latest.inventory if state.latest else None
-        body = drain_body(view, words, "link", current.fingerprint if current else None, settings, now, nonce)
+        current = state.latest["inventory"] if state.latest else None
+        body = drain_body(view, words, "link", current["fingerprint"] if current else None, settings, now, nonce)
         reason = f"degraded PCIe link in two readings ({words}); policy.drain_on_degraded_link"
         return Action(kind=Do.DRAIN, reason=reason + _unrecorded(view, body), body=body, cause="link")
     return Action(kind=Do.NONE, reason="unchanged")
@@ -377,14 +377,14 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
 def _degraded_links(state: State) -> list[dict[str, Any]]:
     """Links degraded in the last two readings (spurinv.inventory.sources.link.confirmed), but those an
     operator accepted by lifting our drain (:attr:`State.accepted_links`)."""
-    found = link.confirmed([reading.model_dump(mode="json") for reading in state.readings])
+    found = link.confirmed(list(state.readings))
     return [each for each in found if shape.accepted_link(each) not in state.accepted_links]
 
 
 def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
     """Observe mode (no controller configured): say what would be done."""
     if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
-        summary = outcome.diff.summary() if outcome.diff and state.baseline else f"first inventory: {current.summary()}"
+        summary = outcome.diff.summary() if outcome.diff and state.baseline else f"first inventory: {shape.summary(current)}"
         return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
     if outcome.kind == Kind.SUSPICIOUS:
         return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
@@ -491,11 +491,11 @@ def against(view: NodeView, inventory: Inventory) -> str:
     """The change without a baseline (a first run, a wiped state): against the GPUs the
     controller lists, never "0→8" from nothing."""
     listed = gpu_counts(view.gres or "")
-    new: dict[str | None, int] = dict(inventory.gpu_counts().items())
+    new: dict[str | None, int] = dict(shape.gpu_counts(inventory).items())
     models = sorted(set(listed) | set(new), key=str)
     parts = [f"{model or 'gpu'} {listed.get(model, 0)}→{new.get(model, 0)}" for model in models
              if listed.get(model, 0) != new.get(model, 0)]  # fmt: skip
-    return "; ".join(parts) + " (vs the controller's gres)" if parts else f"as the controller lists: {inventory.summary()}"
+    return "; ".join(parts) + " (vs the controller's gres)" if parts else f"as the controller lists: {shape.summary(inventory)}"
 
 
 def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
@@ -531,7 +531,7 @@ def register_body(view: NodeView, inventory: Inventory, settings: Settings | Non
     Slurm applies ``extra`` even when it refuses the GRES of the same update), spliced into the
     ``extra`` it then reads; ``extra`` is left out where we may not rewrite it.
     """
-    return _registration(view, inventory, rebuild_gres(view.gres or "", inventory.gpu_counts()), settings)
+    return _registration(view, inventory, rebuild_gres(view.gres or "", shape.gpu_counts(inventory)), settings)
 
 
 def record_body(view: NodeView, inventory: Inventory, settings: Settings | None = None) -> dict[str, Any]:
@@ -543,7 +543,7 @@ def record_body(view: NodeView, inventory: Inventory, settings: Settings | None 
 def _registration(view: NodeView, inventory: Inventory, gres: str, settings: Settings | None) -> dict[str, Any]:
     body: dict[str, Any] = {"gres": gres}
     # the gres goes into the record too, so `spurinv fleet` can see a later hand edit
-    update = {"fingerprint": inventory.fingerprint, "inventory": inventory.summary(), "gres": gres}
+    update = {"fingerprint": inventory["fingerprint"], "inventory": shape.summary(inventory), "gres": gres}
     limit = settings.max_extra if settings is not None else None
     value = record_value(view.extra, view.name, update)
     extra = splice(view.extra, value, limit) if value is not None else None
@@ -553,8 +553,8 @@ def _registration(view: NodeView, inventory: Inventory, gres: str, settings: Set
 
 
 def _counts(state: State) -> dict[str, int]:
-    latest = state.latest.inventory if state.latest else None
-    return latest.gpu_counts() if latest is not None else {}
+    latest = state.latest["inventory"] if state.latest else None
+    return shape.gpu_counts(latest)
 
 
 def _next_attempt(backoff: Backoff, settings: Settings, now: datetime) -> datetime:
@@ -605,7 +605,7 @@ def settle(
     """
     if action.kind in WRITES and state.intent is not None:
         state = state.model_copy(update={"intent": None})
-    current = state.latest.inventory if state.latest else None
+    current = state.latest["inventory"] if state.latest else None
     if action.kind in (Do.ADOPT, Do.OBSERVE) and current is not None:
         baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")
         return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
@@ -624,7 +624,7 @@ def settle(
             update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}
             return state.model_copy(update=update)
         refused = state.model_copy(
-            update={"refusal": Refusal(fingerprint=current.fingerprint, at=now, error=error or "refused", remedy=remedy)}
+            update={"refusal": Refusal(fingerprint=current["fingerprint"], at=now, error=error or "refused", remedy=remedy)}
         )
         return with_backoff(refused, "refused", error or "refused", settings or Settings(observe=False), now)
     if action.kind == Do.DRAIN and action.body is not None:
@@ -632,7 +632,7 @@ def settle(
             reason=action.body["reason"],
             set_at=now,
             cause=action.cause or "busy",
-            fingerprint=current.fingerprint if current else None,
+            fingerprint=current["fingerprint"] if current else None,
         )
         return state.model_copy(update={"drain": drain})
     if action.kind == Do.RESUME:

@@ -33,9 +33,10 @@ from spurinv.errors import (
     TokenError,
     UsageError,
 )
+from spurinv.inventory import model
 from spurinv.inventory.classify import Kind, Outcome, classify, switching
 from spurinv.inventory.discovery import discover
-from spurinv.inventory.model import Discovery, Reading
+from spurinv.inventory.model import Reading
 from spurinv.inventory.root import Root, boot_id
 from spurinv.inventory.sources import link
 from spurinv.log import Log
@@ -54,6 +55,7 @@ from spurinv.policy import (
     with_backoff,
 )
 from spurinv.report import documents, metrics
+from spurinv.shape import gpu_counts
 from spurinv.state import file as state_file
 from spurinv.state import ledger, store
 from spurinv.state.file import Api, Decision, Drain, State, Steady
@@ -65,15 +67,20 @@ if TYPE_CHECKING:
     from spurinv.controller.rest import SessionFactory
     from spurinv.controller.transport import Request
     from spurinv.controller.transport import Transport as Controller
-    from spurinv.records import Discovery as RawDiscovery
+    from spurinv.inventory.model import Discovery as RawDiscovery
 
 MAX_STEPS = 8
 Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)
-# What of the reading the refresh document shows (its summary line needs only each device's model)
-SUMMARISED: Any = {
-    "ok": True, "fingerprint": True, "errors": True,
-    "inventory": {"cpus": True, "memory_mb": True, "devices": {"__all__": {"model"}}},
-}  # fmt: skip
+
+
+def summarised(reading: Reading) -> dict[str, Any]:
+    """What of the reading the refresh document shows (its summary line needs only each device's model)."""
+    inventory = reading["inventory"]
+    shown = None if inventory is None else {
+        "cpus": inventory["cpus"], "memory_mb": inventory["memory_mb"],
+        "devices": [{"model": device["model"]} for device in inventory["devices"]],
+    }  # fmt: skip
+    return {"ok": reading["ok"], "fingerprint": reading["fingerprint"], "inventory": shown, "errors": reading["errors"]}
 
 
 def _utc_now() -> datetime:
@@ -209,10 +216,9 @@ def _locked(path: str, timeout: float, create: bool = True) -> Iterator[None]:
 def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     """The reading, and discovery's raw result (``discover --json``'s, for a register command)."""
     raw = discover(world.root, cdi_dirs=config.discovery.cdi_dirs, ignore_pci=frozenset(config.discovery.ignore_pci))
-    reading = Reading.of(raw, world.clock())
-    # the rule a reading does not keep (no failed source in an ok discovery); the inventory just
-    # validated is passed as it is, not validated again
-    Discovery.model_validate({**raw, "inventory": reading.inventory})
+    reading = model.reading(raw, world.clock())
+    # the rule a reading does not keep (no failed source in an ok discovery), and the sources' types
+    model.discovery({**raw, "inventory": reading["inventory"]})
     return reading, raw
 
 
@@ -253,11 +259,12 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
 def _switching(state: State, reading: Reading, settings: Settings) -> Outcome:
     """A switch in progress says since when; past ``policy.switch_timeout`` it is a failure."""
     outcome = classify(None, None, reading)
-    since = state.switching.since if state.switching else reading.taken_at
-    since = min(since, reading.taken_at)  # a start stamped by a clock ahead restarts now (ledger.record)
+    taken_at = reading["taken_at"]
+    since = state.switching.since if state.switching else taken_at
+    since = min(since, taken_at)  # a start stamped by a clock ahead restarts now (ledger.record)
     detail = outcome.reason.removeprefix("partition switch in progress: ")
     # the date too when the switch did not start today: a time alone would read as hours, not days
-    when = f"{since:%H:%M}" if since.date() == reading.taken_at.date() else f"{since:%Y-%m-%d %H:%M}"
+    when = f"{since:%H:%M}" if since.date() == taken_at.date() else f"{since:%Y-%m-%d %H:%M}"
     started = f"partition switch in progress since {when} UTC"
     if state.overdue(reading, settings.switch_timeout):
         reason = f"{started}, longer than policy.switch_timeout ({settings.switch_timeout} s): {detail}"
@@ -434,7 +441,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if options.dry_run and result.client is None and not config.observe:
         result = _probe(result, lambda: transport_for(world, config, node, state, budget), world.log)
     notes += result.notes
-    for degraded in link.confirmed([reading.model_dump(mode="json") for reading in result.state.readings]):
+    for degraded in link.confirmed(list(result.state.readings)):
         notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
@@ -455,7 +462,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         options.dry_run,
         options.state_path,
         scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
-        reading.model_dump(mode="json", include=SUMMARISED),
+        summarised(reading),
         outcome.model_dump(mode="json"),
         result.steps,
         [request.as_dict() for request in client.sent] if client else [],
@@ -493,7 +500,7 @@ def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Co
 
 
 def _accept(state: State, reading: Reading, prefix: str) -> State:
-    fingerprint = reading.fingerprint or ""
+    fingerprint = reading["fingerprint"] or ""
     if len(prefix) < 8 or not fingerprint.startswith(prefix):
         raise UsageError(
             f"--accept {prefix}: the current reading's fingerprint is {fingerprint[:12] or 'unknown (discovery failed)'}"
@@ -510,7 +517,8 @@ def _details(world: World, config: Config, node: str, reading: Reading, raw: Raw
     from spurinv.inventory.slurmconf import gres_conf
     from spurinv.inventory.sources.host import read_numa_cores
 
-    lines = gres_conf(reading.inventory, node, read_numa_cores(world.root)[0]) if reading.inventory else []
+    inventory = reading["inventory"]
+    lines = gres_conf(inventory, node, read_numa_cores(world.root)[0]) if inventory else []
     document = documents.discover_document(raw, world.root.path, exitcode.OK if raw.get("ok") else exitcode.IOERR)
     return Details(node=node, gres_conf="".join(f"{line}\n" for line in lines), inventory=document)
 
@@ -603,11 +611,11 @@ def _resume(client: Controller, state: State, settings: Settings, now: datetime)
     register command deleted the (dynamic) node and did not bring it back (restart failed, run
     killed). Run it again, without the idle look (an unknown node runs no job), instead of
     exiting 68 every tick. None when that is not the case (someone else removed the node)."""
-    intent, inventory = state.intent, state.latest.inventory if state.latest else None
+    intent, inventory = state.intent, state.latest["inventory"] if state.latest else None
     registrar = getattr(client, "registrar", None)
     if intent is None or intent.kind != "register" or registrar is None or inventory is None:
         return None
-    if intent.fingerprint != inventory.fingerprint:
+    if intent.fingerprint != inventory["fingerprint"]:
         return None
     action = Action(
         kind=Do.REGISTER,
@@ -615,7 +623,7 @@ def _resume(client: Controller, state: State, settings: Settings, now: datetime)
         "(a dynamic node deleted and not re-created): running register_command again",
         body=intent.body,
     )
-    result = registrar.register(client, inventory.gpu_counts(), str(intent.body.get("gres", "")), inventory.fingerprint,
+    result = registrar.register(client, gpu_counts(inventory), str(intent.body.get("gres", "")), inventory["fingerprint"],
                                 absent=True)  # fmt: skip
     step = documents.step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
                 error=None if result.applied else result.error)  # fmt: skip
@@ -656,13 +664,13 @@ def _warn_skew(before: Drain | None, state: State, notes: list[str], log: Log | 
 def _begin(journal: Journal, state: State, action: Action, now: datetime, transport: str) -> State:
     """Record the write durably before it is sent (write-ahead)."""
     assert action.body is not None
-    latest = state.latest.inventory if state.latest else None
+    latest = state.latest["inventory"] if state.latest else None
     return journal.begin(
         state,
         KINDS[action.kind.value],
         action.body,
         now,
-        fingerprint=latest.fingerprint if latest else None,
+        fingerprint=latest["fingerprint"] if latest else None,
         cause=action.cause,
         transport=transport,
     )
@@ -702,8 +710,8 @@ def _write(
     read back at once, :func:`_read_back`)."""
     assert action.body is not None
     assert state.latest is not None
-    assert state.latest.inventory is not None
-    inventory = state.latest.inventory
+    inventory = state.latest["inventory"]
+    assert inventory is not None
     if action.kind == Do.RECORD:
         return _record(client, action, view, state, settings, dry_run, now)
     if dry_run:
@@ -714,7 +722,7 @@ def _write(
         )
         return after, settle(state, action, now, settings=settings), step, False
     if action.kind == Do.REGISTER:
-        result = client.register(action.body, inventory.gpu_counts(), inventory.fingerprint)
+        result = client.register(action.body, gpu_counts(inventory), inventory["fingerprint"])
         if result.busy:  # nothing sent: decide again from the busy view (a drain), no refusal
             step = documents.step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
             return result.view, state.model_copy(update={"intent": None}), step, False

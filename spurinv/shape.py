@@ -2,9 +2,9 @@
 
 Everything spurinv keeps or prints about the node is plain JSON: the discovery sources build
 dicts in exactly this form, the timer's tick (:mod:`spurinv.cli.tick`) reads and writes the state
-file as it is, and the full run validates the same dicts with :mod:`spurinv.inventory.model` and
-:mod:`spurinv.state.file`, whose pydantic models state the fields, once, but call the rules here
-rather than stating them again. The rules:
+file as it is, and the full run validates the same dicts (:mod:`spurinv.inventory.model`, whose
+TypedDicts state their fields once, and :mod:`spurinv.state.file`) with the rules here, never
+stated again. The rules:
 
 * a discovery or a reading has an inventory **if and only if** it has no errors
   (:func:`result_problem`), and a reading's fingerprint is its inventory's;
@@ -13,10 +13,10 @@ rather than stating them again. The rules:
 * a timestamp is RFC 3339 with a zone (:func:`timestamp_problem`);
 * derived values: :func:`gpu_counts`, :func:`summary`, :func:`problem_line`, :func:`link_line`.
 
-The types of a discovery's dicts (TypedDicts: ``Device``, ``Inventory``, ``Discovery``…) are in the
-stub ``spurinv/records.pyi``, generated from the pydantic models by ``scripts/schemas`` and imported
-under ``if TYPE_CHECKING:`` only: importing ``typing`` at run time costs the tick more than it
-saves (``tests/test_architecture.py``).
+The types of these dicts (TypedDicts: ``Device``, ``Inventory``, ``Discovery``…) are in
+:mod:`spurinv.inventory.model`, which this module and the tick's modules import under
+``if TYPE_CHECKING:`` only: importing ``typing`` at run time costs the tick more than it saves
+(``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def _numbers(text: str, separator: str, widths: tuple[int, ...]) -> list[int]:
 
 def reading(discovery: Mapping[str, Any], taken_at: Any) -> dict[str, Any]:
     """A discovery result (discovery's dict) as the state file records it: the one builder, which
-    ``model.Reading.of`` validates on the full run, and ``ledger.replay`` records on the tick."""
+    ``model.reading`` validates on the full run, and ``ledger.replay`` records on the tick."""
     inventory = discovery["inventory"]
     return {
         "taken_at": taken_at,

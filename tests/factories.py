@@ -1,11 +1,11 @@
-"""Small builders of model objects for the pure-logic tests (classify, policy, state)."""
+"""Small builders of the inventory's plain dicts for the pure-logic tests (classify, policy, state)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 from spurinv.inventory.fingerprint import fingerprint
-from spurinv.inventory.model import Device, Inventory, Problem, Reading
+from spurinv.inventory.model import Device, Inventory, Problem, Reading, Vendor
 from spurinv.inventory.sources.pci import sort_key
 
 T0 = datetime(2026, 12, 2, 18, 0, 0, tzinfo=UTC)
@@ -25,26 +25,28 @@ def device(
     memory_mb: int | None = None,
     numa: int | None = 0,
     memory_mode: str | None = "NPS1",
-    vendor: str = "amd",
+    vendor: Vendor = "amd",
 ) -> Device:
-    partition = {"compute": mode, "memory": memory_mode, "index": index} if mode or split else None
-    return Device.model_validate(
-        {
-            "id": f"{bdf}/p{index}" if split else bdf,
-            "vendor": vendor,
-            "model": model,
-            "pci_bdf": bdf,
-            "pci_device": "0x74a1",
-            "memory_mb": memory_mb,
-            "partition": partition,
-            "numa_node": numa,
-            "render_minor": 128 + index,
-            "card": 1 + index,
-            "device_node": f"/dev/dri/renderD{128 + index}",
-            "unique_id": str(abs(hash(bdf)) % 10**12),
-            "driver": "amdgpu",
-        }
-    )
+    # every key, the optional ones at their defaults: as discovery builds a device and validation
+    # fills in one read from a file, so a factory's dict compares equal to either
+    return {
+        "id": f"{bdf}/p{index}" if split else bdf,
+        "vendor": vendor,
+        "model": model,
+        "pci_bdf": bdf,
+        "pci_device": "0x74a1",
+        "memory_mb": memory_mb,
+        "partition": {"compute": mode, "memory": memory_mode, "index": index} if mode or split else None,
+        "numa_node": numa,
+        "render_minor": 128 + index,
+        "card": 1 + index,
+        "device_node": f"/dev/dri/renderD{128 + index}",
+        "unique_id": str(abs(hash(bdf)) % 10**12),
+        "driver": "amdgpu",
+        "peers": [],
+        "cdi_names": [],
+        "link": None,
+    }
 
 
 def packages(count: int, mode: str = "SPX", per: int = 1, **kwargs) -> list[Device]:
@@ -54,18 +56,18 @@ def packages(count: int, mode: str = "SPX", per: int = 1, **kwargs) -> list[Devi
 
 
 def inventory(devices: list[Device], cpus: int = 192, memory_mb: int = 1_500_000, pci: list[str] | None = None) -> Inventory:
-    ordered = sorted(devices, key=lambda d: (sort_key(d.pci_bdf), d.partition.index if d.partition else 0))
-    return Inventory(
-        cpus=cpus,
-        memory_mb=memory_mb,
-        fingerprint=fingerprint(cpus, memory_mb, (d.model_dump() for d in ordered)),
-        devices=tuple(ordered),
-        pci_functions=tuple(sorted(pci if pci is not None else {d.pci_bdf for d in devices})),
-    )
+    ordered = sorted(devices, key=lambda d: (sort_key(d["pci_bdf"]), d["partition"]["index"] if d["partition"] else 0))
+    return {
+        "cpus": cpus,
+        "memory_mb": memory_mb,
+        "fingerprint": fingerprint(cpus, memory_mb, ordered),
+        "devices": ordered,
+        "pci_functions": sorted(pci if pci is not None else {d["pci_bdf"] for d in devices}),
+    }
 
 
 def reading(inv: Inventory | None, when: int = 0, errors: list[str] | None = None) -> Reading:
     if inv is None:
-        problems = [Problem(source="kfd", path="/sys/class/kfd", reason=r) for r in (errors or ["torn read"])]
-        return Reading(taken_at=at(when), ok=False, fingerprint=None, inventory=None, errors=tuple(problems))
-    return Reading(taken_at=at(when), ok=True, fingerprint=inv.fingerprint, inventory=inv)
+        problems: list[Problem] = [{"source": "kfd", "path": "/sys/class/kfd", "reason": r} for r in (errors or ["torn read"])]
+        return {"taken_at": at(when), "ok": False, "fingerprint": None, "inventory": None, "errors": problems, "flags": []}
+    return {"taken_at": at(when), "ok": True, "fingerprint": inv["fingerprint"], "inventory": inv, "errors": [], "flags": []}

@@ -15,9 +15,9 @@ SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
 CPX_PARTIAL = inventory(packages(8, "CPX", per=8)[:-3])
 NONE = inventory([], pci=[])
-ZERO_BUT_ON_BUS = inventory([], pci=[d.pci_bdf for d in SPX.devices])
+ZERO_BUT_ON_BUS = inventory([], pci=[d["pci_bdf"] for d in SPX["devices"]])
 SEVEN = inventory(packages(8, "SPX")[:-1])
-SEVEN_ON_BUS = inventory(packages(8, "SPX")[:-1], pci=[d.pci_bdf for d in SPX.devices])
+SEVEN_ON_BUS = inventory(packages(8, "SPX")[:-1], pci=[d["pci_bdf"] for d in SPX["devices"]])
 
 ROWS = [
     # (name, baseline, previous, current, expected kind)
@@ -63,8 +63,8 @@ def test_confirmed_partition_switch_carries_a_per_gpu_summary():
 
 def test_suspicious_says_what_releases_it_and_accept_releases_only_that_reading():
     held = classify(SPX, reading(NONE, 0), reading(NONE, 60))
-    accepted = classify(SPX, reading(NONE, 0), reading(NONE, 60), accepted=NONE.fingerprint)
-    other = classify(SPX, reading(NONE, 0), reading(NONE, 60), accepted=CPX.fingerprint)
+    accepted = classify(SPX, reading(NONE, 0), reading(NONE, 60), accepted=NONE["fingerprint"])
+    other = classify(SPX, reading(NONE, 0), reading(NONE, 60), accepted=CPX["fingerprint"])
 
     assert "spurinv refresh --accept" in held.release
     assert Kind.CHANGE_CONFIRMED == accepted.kind
@@ -121,8 +121,8 @@ def test_a_failure_never_confirms(baseline, previous):
 @settings(max_examples=200)
 @given(baseline=maybe, previous=maybe, current=inventories, data=st.data())
 def test_outcome_never_depends_on_device_order(baseline, previous, current, data):
-    shuffled = data.draw(st.permutations(list(current.devices)))
-    again = inventory(list(shuffled), current.cpus, current.memory_mb, list(current.pci_functions))
+    shuffled = data.draw(st.permutations(list(current["devices"])))
+    again = inventory(list(shuffled), current["cpus"], current["memory_mb"], list(current["pci_functions"]))
 
     first = classify(baseline, reading(previous), reading(current, 60))
     second = classify(baseline, reading(previous), reading(again, 60))
@@ -137,7 +137,7 @@ def test_a_confirmed_change_stays_confirmed_when_the_reading_repeats(baseline, c
     if outcome.kind == Kind.CHANGE_CONFIRMED:
         assert Kind.CHANGE_CONFIRMED == classify(baseline, reading(current, 60), reading(current, 120)).kind
     # and a different previous reading never confirms it
-    if other is not None and other.fingerprint != current.fingerprint:
+    if other is not None and other["fingerprint"] != current["fingerprint"]:
         assert classify(baseline, reading(other), reading(current, 60)).kind != Kind.CHANGE_CONFIRMED
 
 
@@ -183,7 +183,7 @@ def test_package_changes_are_only_for_gpus_present_before_and_after(old, new, ol
 
     diff = compare(before, after)
 
-    both = {d.pci_bdf for d in before.devices} & {d.pci_bdf for d in after.devices}
+    both = {d["pci_bdf"] for d in before["devices"]} & {d["pci_bdf"] for d in after["devices"]}
     assert {p.pci_bdf for p in diff.packages} == (both if old_mode != new_mode else set())
     for package in diff.packages:
         assert (package.old_count, package.new_count) == (per[old_mode], per[new_mode])
@@ -226,14 +226,14 @@ def test_a_pending_change_says_why_it_waits(previous, why):
 
 def test_a_lost_package_still_on_the_bus_is_suspicious_and_one_gone_from_the_bus_is_not():
     seven = packages(8, "SPX")[:-1]
-    on_bus = inventory(seven, pci=[d.pci_bdf for d in SPX.devices])
+    on_bus = inventory(seven, pci=[d["pci_bdf"] for d in SPX["devices"]])
     gone = inventory(seven)
 
     held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
     confirmed = classify(SPX, reading(gone, 0), reading(gone, 60))
 
     assert held.kind == Kind.SUSPICIOUS
-    assert SPX.devices[-1].pci_bdf in held.reason
+    assert SPX["devices"][-1]["pci_bdf"] in held.reason
     assert confirmed.kind == Kind.CHANGE_CONFIRMED
     assert confirmed.release is None
 
@@ -249,7 +249,7 @@ def test_field_changes_are_counted_per_device():
 
 def test_only_an_accepted_suspicious_reading_says_it_was_accepted():
     none = inventory([], pci=[])
-    accepted = classify(SPX, reading(none, 0), reading(none, 60), accepted=none.fingerprint)
+    accepted = classify(SPX, reading(none, 0), reading(none, 60), accepted=none["fingerprint"])
     plain = classify(SPX, reading(TWO, 0), reading(TWO, 60))
 
     assert (accepted.kind, plain.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
@@ -262,7 +262,7 @@ def test_a_changed_field_carries_its_values_before_and_after():
     a partition as plain data."""
     one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
     other_numa = inventory(packages(1, "SPX", numa=1))
-    ident = ONE.devices[0].id
+    ident = ONE["devices"][0]["id"]
 
     assert compare(ONE, one_nps4).changed == (
         FieldChange(
@@ -290,13 +290,13 @@ def test_a_confirmed_change_says_whether_there_was_a_baseline():
 def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_shows_it():
     """The release quotes the fingerprint the way `spurinv status` and `refresh` print it (12 hex
     digits), so an operator can match the held reading before accepting it."""
-    on_bus = inventory(packages(8, "SPX")[:-1], pci=[d.pci_bdf for d in SPX.devices])
+    on_bus = inventory(packages(8, "SPX")[:-1], pci=[d["pci_bdf"] for d in SPX["devices"]])
 
     held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
 
     command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held.release or "")
     assert command is not None
-    assert command.group(1) == on_bus.fingerprint[:12]
+    assert command.group(1) == on_bus["fingerprint"][:12]
 
 
 def test_a_model_that_appears_or_disappears_is_counted_from_or_to_zero():

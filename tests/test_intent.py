@@ -232,7 +232,7 @@ def test_a_kill_between_recording_and_sending_leaves_the_intent_on_disk(tmp_path
     assert intent is not None
     assert intent.kind == "drain"
     assert intent.reason == REASON
-    assert intent.fingerprint == node.state().latest.fingerprint
+    assert intent.fingerprint == node.state().latest["fingerprint"]
     assert "DRAIN" not in node.controller["state"]
 
 
@@ -298,7 +298,7 @@ def view(*flags: str, reason: str = "", changed: int | None = None, gres: str = 
 
 def with_intent(kind: str, body: dict[str, Any], current: Any = CPX, **fields: Any) -> State:
     state = State(baseline=Baseline(inventory=SPX, since=at(0), source="adopted")).record(reading(current, 60))
-    intent = Intent(kind=kind, body=body, at=at(120), fingerprint=current.fingerprint, cause="busy")  # type: ignore[arg-type]
+    intent = Intent(kind=kind, body=body, at=at(120), fingerprint=current["fingerprint"], cause="busy")  # type: ignore[arg-type]
     return state.model_copy(update={"intent": intent, **fields})
 
 
@@ -382,14 +382,14 @@ def test_an_unanswered_resume_whose_record_says_lifted_was_applied():
 
 def test_an_unanswered_registration_moves_the_baseline_only_when_the_controller_has_it():
     state = with_intent("register", {"gres": "gpu:mi300x:64", "extra": "{}"})
-    extra = json.dumps({"spurinv": {"fingerprint": CPX.fingerprint}})
+    extra = json.dumps({"spurinv": {"fingerprint": CPX["fingerprint"]}})
 
     applied, _ = reconcile(state, view(gres="gpu:mi300x:64", extra=extra))
     not_applied, _ = reconcile(state, view(gres="gpu:mi300x:8"))
 
-    assert applied.baseline.fingerprint == CPX.fingerprint
+    assert applied.baseline.fingerprint == CPX["fingerprint"]
     assert applied.baseline.source == "registered"
-    assert not_applied.baseline.fingerprint == SPX.fingerprint
+    assert not_applied.baseline.fingerprint == SPX["fingerprint"]
     assert not_applied.intent is None
 
 
@@ -397,7 +397,7 @@ def test_the_journal_saves_before_it_returns_and_drops_the_fast_path_memo():
     saved: list[State] = []
     state = with_intent("drain", DRAIN_BODY).model_copy(update={"intent": None})
 
-    pending = Journal(saved.append).begin(state, "drain", DRAIN_BODY, at(200), fingerprint=CPX.fingerprint, cause="busy")
+    pending = Journal(saved.append).begin(state, "drain", DRAIN_BODY, at(200), fingerprint=CPX["fingerprint"], cause="busy")
 
     assert saved == [pending]
     assert pending.intent is not None
@@ -758,7 +758,7 @@ def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registratio
 
     assert after.intent is None
     assert after.drain is None
-    assert after.baseline.fingerprint == SPX.fingerprint
+    assert after.baseline.fingerprint == SPX["fingerprint"]
     assert note == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
 
 
@@ -777,13 +777,13 @@ def test_an_unanswered_registration_listed_without_our_record_took_effect_only_i
     assert note == "the unanswered re-registration took effect; recording it"
     assert took.refusal is not None
     assert (took.refusal.fingerprint, took.refusal.at, took.refusal.error) == (
-        CPX.fingerprint,
+        CPX["fingerprint"],
         at(120),
         "the unanswered re-registration took effect; its record was not written",
     )
-    assert (took.intent, took.baseline.fingerprint) == (None, SPX.fingerprint)
+    assert (took.intent, took.baseline.fingerprint) == (None, SPX["fingerprint"])
     assert other == "the unanswered re-registration was not applied; deciding afresh"
-    assert (afresh.intent, afresh.refusal, afresh.baseline.fingerprint) == (None, None, SPX.fingerprint)
+    assert (afresh.intent, afresh.refusal, afresh.baseline.fingerprint) == (None, None, SPX["fingerprint"])
 
 
 def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():

@@ -21,18 +21,21 @@ from factories import at, inventory, packages, reading
 from faultserver import FaultServer, Gateway
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from spurinv.cli import tick
 from spurinv.cli.app import run as full_run
 from spurinv.cli.launch import lean_options
 from spurinv.controller.nodeview import rebuild_gres
 from spurinv.inventory.discovery import discover
+from spurinv.inventory.model import Reading
 from spurinv.inventory.root import Root
 from spurinv.state import ledger
 from spurinv.state.file import Baseline, State
 
 SPX = inventory(packages(2, "SPX"))
 CPX = inventory(packages(2, "CPX", per=8))
+READING = TypeAdapter(Reading)  # a reading as JSON, as the tick has it
 TIMES = ("taken_at", "at", "since", "last_success", "set_at", "detected_at", "next_attempt")
 
 
@@ -59,7 +62,7 @@ def test_the_model_records_a_reading_as_the_ledger_does(baseline, sequence):
     for index, inv in enumerate(sequence):
         new = reading(inv, 60 * (index + 1))
         model = model.record(new)
-        raw = _record_raw(raw, new.model_dump(mode="json"))
+        raw = _record_raw(raw, READING.dump_python(new, mode="json"))
         assert model.model_dump(mode="json") == raw
         assert State.model_validate(raw) == model
 
@@ -199,7 +202,7 @@ def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     every existing state file corrupt."""
     from spurinv.state import file as state_file
 
-    memo = ledger.memo(SPX.fingerprint, "k", (), (), None, "n1")
+    memo = ledger.memo(SPX["fingerprint"], "k", (), (), None, "n1")
     raw = {"schema_version": 1, "steady": {**memo, "controller_errors": 0}}
     path = tmp_path / "state.json"
     path.write_text(json.dumps(raw))
@@ -218,12 +221,12 @@ def _memo_state(inv: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A raw state whose baseline is ``inv``, and the memo a calm run of it left."""
     model = State(baseline=Baseline(inventory=inv, since=at(0), source="registered")).record(reading(inv, 60))
     raw = model.model_dump(mode="json")
-    steady = ledger.memo(inv.fingerprint, "key", [], [], None, "n1")
+    steady = ledger.memo(inv["fingerprint"], "key", [], [], None, "n1")
     return {**raw, "steady": steady}, steady
 
 
 def _discovery(inv: Any, ok: bool = True) -> dict[str, Any]:
-    return {"ok": ok, "inventory": inv.model_dump(mode="json") if inv is not None else None, "errors": [], "flags": []}
+    return {"ok": ok, "inventory": inv, "errors": [], "flags": []}
 
 
 def test_a_memo_replays_only_the_hardware_it_was_left_for():
@@ -239,7 +242,7 @@ def test_a_memo_replays_only_the_hardware_it_was_left_for():
 
     assert same is not None
     assert same["last"]["outcome"] == "unchanged"
-    assert same["readings"][-1]["fingerprint"] == SPX.fingerprint
+    assert same["readings"][-1]["fingerprint"] == SPX["fingerprint"]
     assert changed is None
     assert failed is None
     assert empty is None
@@ -267,11 +270,11 @@ def test_a_reading_that_differs_from_the_baseline_is_pending_since_it_was_first_
     back = switched.record(reading(SPX, 300))
 
     assert first.pending is not None
-    assert (first.pending.fingerprint, first.pending.since) == (CPX.fingerprint, at(60))
+    assert (first.pending.fingerprint, first.pending.since) == (CPX["fingerprint"], at(60))
     assert again.pending == first.pending
     assert failed.pending == first.pending
     assert switched.pending is not None
-    assert (switched.pending.fingerprint, switched.pending.since) == (other.fingerprint, at(240))
+    assert (switched.pending.fingerprint, switched.pending.since) == (other["fingerprint"], at(240))
     assert back.pending is None
 
 

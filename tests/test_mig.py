@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_intent import Node  # tests/ is on sys.path
 
 from spurinv.controller.ownership import extra_record
+from spurinv.inventory import model
 from spurinv.inventory.classify import compare
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.model import Discovery
@@ -29,7 +30,7 @@ CAPS = "proc/driver/nvidia/capabilities"
 
 
 def run(root: Path) -> Discovery:
-    return Discovery.model_validate(discover(Root(str(root))))
+    return model.discovery(discover(Root(str(root))))
 
 
 def expect(layout: str) -> dict:
@@ -49,29 +50,29 @@ def test_each_layout_reads_as_its_compute_instances_or_the_whole_gpu(built, tmp_
 
     result = run(root)
 
-    assert result.ok, result.errors
-    assert result.inventory is not None
-    ids = [device.id for device in result.inventory.devices]
+    assert result["ok"], result["errors"]
+    assert result["inventory"] is not None
+    ids = [device["id"] for device in result["inventory"]["devices"]]
     whole = [gpu["bdf"] for gpu in wanted["gpus"] if not gpu["mig_devices"]]
     mig = [device["id"] for gpu in wanted["gpus"] for device in gpu["mig_devices"]]
     assert sorted(ids) == sorted(whole + mig)
     assert len(mig) == wanted["mig_device_count"]
-    for device in result.inventory.devices:
-        if device.id in mig:
-            assert device.partition is not None
-            assert (device.partition.compute, device.partition.memory) == ("MIG", None)
-            assert device.model == "h100-80gb-hbm3"  # no NVML: the type is the GPU's model
-            assert device.unique_id is None
+    for device in result["inventory"]["devices"]:
+        if device["id"] in mig:
+            assert device["partition"] is not None
+            assert (device["partition"]["compute"], device["partition"]["memory"]) == ("MIG", None)
+            assert device["model"] == "h100-80gb-hbm3"  # no NVML: the type is the GPU's model
+            assert device["unique_id"] is None
         else:
-            assert device.partition is None
+            assert device["partition"] is None
 
 
 def test_compute_instances_are_counted_not_gpu_instances(built):
     """mig-multi-ci: 2 GPU instances, 4 compute instances per GPU → 32 devices."""
-    inventory = run(built("mig-multi-ci")).inventory
+    inventory = run(built("mig-multi-ci"))["inventory"]
     assert inventory is not None
-    assert 32 == len(inventory.devices)
-    assert 16 == len({device.id.rsplit(".", 1)[0] for device in inventory.devices})
+    assert 32 == len(inventory["devices"])
+    assert 16 == len({device["id"].rsplit(".", 1)[0] for device in inventory["devices"]})
 
 
 @pytest.mark.parametrize("layout", ["all-1g.10gb", "balanced", "3-instances", "mixed", "multi-ci"])
@@ -82,15 +83,15 @@ def test_cdi_names_join_by_the_nvidia_cap_minors_not_the_nvml_index(built, layou
 
     result = run(built(f"mig-{layout}"))
 
-    assert result.flags == ()
-    assert result.inventory is not None
-    for device in result.inventory.devices:
-        if device.id not in wanted:
+    assert result["flags"] == []
+    assert result["inventory"] is not None
+    for device in result["inventory"]["devices"]:
+        if device["id"] not in wanted:
             continue
-        index_names = [n for n in device.cdi_names if ":" in n.split("=", 1)[1]]
-        assert len(index_names) == 1, device.cdi_names
-        assert index_names[0].split("=", 1)[1].split(":")[0] == str(wanted[device.id])
-        assert any(n.startswith("nvidia.com/gpu=MIG-") for n in device.cdi_names)
+        index_names = [n for n in device["cdi_names"] if ":" in n.split("=", 1)[1]]
+        assert len(index_names) == 1, device["cdi_names"]
+        assert index_names[0].split("=", 1)[1].split(":")[0] == str(wanted[device["id"]])
+        assert any(n.startswith("nvidia.com/gpu=MIG-") for n in device["cdi_names"])
 
 
 def test_a_layout_being_applied_is_a_switch_and_a_stale_spec_only_a_flag(built):
@@ -99,9 +100,9 @@ def test_a_layout_being_applied_is_a_switch_and_a_stale_spec_only_a_flag(built):
     old layout's, which is said but never fails anything."""
     result = run(built("mig-applying"))
 
-    assert {error.source for error in result.errors} == {"switch"}
-    assert "GPU instance 10 of 0000:48:00.0 has no compute instance" in result.errors[0].reason
-    reasons = [flag.reason for flag in result.flags]
+    assert {error["source"] for error in result["errors"]} == {"switch"}
+    assert "GPU instance 10 of 0000:48:00.0 has no compute instance" in result["errors"][0]["reason"]
+    reasons = [flag["reason"] for flag in result["flags"]]
     assert any("which no discovered GPU has" in r for r in reasons)
     assert any("stale spec" in r for r in reasons)
 
@@ -118,12 +119,12 @@ def test_gpus_cleared_mid_apply_read_whole_but_the_spec_names_their_mig_devices(
 
     result = run(root)
 
-    assert not result.ok
-    assert {error.source for error in result.errors} == {"switch"}
+    assert not result["ok"]
+    assert {error["source"] for error in result["errors"]} == {"switch"}
     cleared = {gpu["bdf"] for gpu in expect("applying")["gpus"] if not gpu["mig_devices"]}
-    named = {bdf for bdf in cleared if any(f"{bdf} reads whole (no MIG instance) but" in e.reason for e in result.errors)}
+    named = {bdf for bdf in cleared if any(f"{bdf} reads whole (no MIG instance) but" in e["reason"] for e in result["errors"])}
     assert named == cleared
-    assert all("/dev/nvidia-caps/nvidia-cap" in error.reason for error in result.errors)
+    assert all("/dev/nvidia-caps/nvidia-cap" in error["reason"] for error in result["errors"])
 
 
 @given(st.integers(0, 31), st.integers(0, 14), st.one_of(st.none(), st.integers(0, 7)))
@@ -141,7 +142,7 @@ def test_the_summary_says_mig_and_the_count_per_gpu(built):
     """ "4 GPUs MIG (7→3 each)", the shape of "8 GPUs SPX→CPX (1→8 each)"."""
 
     def inventory(layout):
-        found = run(built(f"mig-{layout}")).inventory
+        found = run(built(f"mig-{layout}"))["inventory"]
         assert found is not None
         return found
 
@@ -169,8 +170,8 @@ def test_a_minor_the_driver_would_not_give_fails_the_reading(built, tmp_path):
 
     result = run(root)
 
-    assert not result.ok
-    assert any("DeviceFileMinor 999" in error.reason and "gpu0/gi3/ci0" in error.reason for error in result.errors)
+    assert not result["ok"]
+    assert any("DeviceFileMinor 999" in error["reason"] and "gpu0/gi3/ci0" in error["reason"] for error in result["errors"])
 
 
 def test_the_drivers_own_table_wins_over_the_formula(built, tmp_path):
@@ -183,7 +184,7 @@ def test_the_drivers_own_table_wins_over_the_formula(built, tmp_path):
 
     result = run(root)
 
-    assert result.ok, result.errors
+    assert result["ok"], result["errors"]
 
 
 @pytest.mark.parametrize("name", ["gi15", "gi03", "foo"])
@@ -193,8 +194,8 @@ def test_a_gpu_instance_outside_the_drivers_table_fails(built, tmp_path, name):
 
     result = run(root)
 
-    assert not result.ok
-    assert any(error.path.endswith(f"gpu0/mig/{name}") for error in result.errors)
+    assert not result["ok"]
+    assert any(error["path"].endswith(f"gpu0/mig/{name}") for error in result["errors"])
 
 
 def test_an_access_file_that_is_a_fifo_fails_without_blocking(built, tmp_path):
@@ -205,16 +206,16 @@ def test_an_access_file_that_is_a_fifo_fails_without_blocking(built, tmp_path):
 
     result = run(root)
 
-    assert not result.ok
-    assert any("not a regular file" in error.reason for error in result.errors)
+    assert not result["ok"]
+    assert any("not a regular file" in error["reason"] for error in result["errors"])
 
 
 def test_a_node_without_the_capability_tree_has_whole_gpus(built):
     """No ``capabilities`` directory (an old driver): 8 whole GPUs, nothing failed."""
     result = run(built("nvidia-8"))
-    assert result.ok
-    assert result.inventory is not None
-    assert [d.partition for d in result.inventory.devices] == [None] * 8
+    assert result["ok"]
+    assert result["inventory"] is not None
+    assert [d["partition"] for d in result["inventory"]["devices"]] == [None] * 8
 
 
 def test_the_minor_formula_matches_the_drivers_table():
@@ -290,7 +291,7 @@ def test_gres_conf_gives_each_mig_device_its_gpu_and_both_caps(built):
     0000:07:00.0 is minor 2; its GI 3 / CI 0 are nvidia-cap300/301 in expect.json)."""
     from spurinv.inventory import slurmconf
 
-    inventory = run(built("mig-balanced")).inventory
+    inventory = run(built("mig-balanced"))["inventory"]
     assert inventory is not None
 
     text = slurmconf.render(inventory, "n1", {})
@@ -313,9 +314,9 @@ def test_two_gpus_claiming_one_device_minor_fail_naming_both(built, tmp_path):
 
     result = run(root)
 
-    assert not result.ok
+    assert not result["ok"]
     number = minor.split(":")[1].strip()
-    assert any(f"Device Minor {number} of {gpus[1].name} is also {gpus[0].name}'s" in e.reason for e in result.errors)
+    assert any(f"Device Minor {number} of {gpus[1].name} is also {gpus[0].name}'s" in e["reason"] for e in result["errors"])
 
 
 def test_a_gpu_instance_without_a_compute_instance_says_what_settles_it(built):
@@ -323,7 +324,7 @@ def test_a_gpu_instance_without_a_compute_instance_says_what_settles_it(built):
     after policy.switch_timeout) whose reason tells the operator both ways out."""
     result = run(built("mig-applying"))
 
-    (reason,) = [e.reason for e in result.errors if "GPU instance 10 of 0000:48:00.0" in e.reason]
+    (reason,) = [e["reason"] for e in result["errors"] if "GPU instance 10 of 0000:48:00.0" in e["reason"]]
     assert "nvidia-smi mig -i 0000:48:00.0 -gi 10 -cci, or -dgi" in reason
 
 
@@ -346,6 +347,6 @@ def test_a_layout_half_applied_on_one_gpu_is_a_switch_not_a_change(built, tmp_pa
 
     result = run(root)
 
-    assert not result.ok
-    assert {error.source for error in result.errors} == {"switch"}
-    assert any("has no MIG instance" in error.reason and "stale spec" in error.reason for error in result.errors)
+    assert not result["ok"]
+    assert {error["source"] for error in result["errors"]} == {"switch"}
+    assert any("has no MIG instance" in error["reason"] and "stale spec" in error["reason"] for error in result["errors"])

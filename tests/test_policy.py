@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.config.settings import Config
 from spurinv.controller.nodeview import NodeView, parse_gres
 from spurinv.controller.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_id
@@ -90,11 +90,11 @@ def state_for(
     update: dict[str, object] = {}
     if drain:
         update["drain"] = Drain(
-            reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current.fingerprint if current else None
+            reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current["fingerprint"] if current else None
         )
     if refusal:
         refused = current if refusal is True else refusal
-        update["refusal"] = Refusal(fingerprint=refused.fingerprint, at=at(60), error="2072 Invalid gres")
+        update["refusal"] = Refusal(fingerprint=refused["fingerprint"], at=at(60), error="2072 Invalid gres")
     if backoff is not None:
         update["backoff"] = Backoff(kind=backoff_kind, failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
     return state.model_copy(update=update)
@@ -302,7 +302,7 @@ def test_drain_body_and_reason():
     assert extra["rack"] == "r2"
     assert extra["spurinv"] == {
         "node": "n1",
-        "drain": {"id": reason[10:18], "reason": reason, "cause": "busy", "fingerprint": CPX.fingerprint,
+        "drain": {"id": reason[10:18], "reason": reason, "cause": "busy", "fingerprint": CPX["fingerprint"],
                   "at": NOW.strftime("%Y-%m-%dT%H:%M:%SZ")},
     }  # fmt: skip
 
@@ -357,7 +357,7 @@ def test_register_body_keeps_other_gres_and_records_the_fingerprint():
     action = decide(outcome_for(state), view(gres="gpu:mi300x:8,fpga:4", used="gpu:0,fpga:0"), state, SLURM, NOW)
 
     assert "gpu:mi300x:64,fpga:4" == action.body["gres"]
-    assert CPX.fingerprint in action.body["extra"]
+    assert CPX["fingerprint"] in action.body["extra"]
 
 
 def test_register_body_records_the_gres_it_sends_next_to_foreign_extra_keys():
@@ -369,7 +369,7 @@ def test_register_body_records_the_gres_it_sends_next_to_foreign_extra_keys():
 
     extra = json.loads(action.body["extra"])
     assert "r2" == extra["rack"]
-    record = {"fingerprint": CPX.fingerprint, "inventory": CPX.summary(), "gres": action.body["gres"], "node": "n1"}
+    record = {"fingerprint": CPX["fingerprint"], "inventory": shape.summary(CPX), "gres": action.body["gres"], "node": "n1"}
     assert record == extra["spurinv"]
 
 
@@ -391,9 +391,9 @@ def test_settle_moves_the_baseline_only_on_an_applied_registration():
     applied = settle(state, action, NOW)
     refused = settle(state, action, NOW, applied=False, error="2072", settings=SLURM)
 
-    assert CPX.fingerprint == applied.baseline.inventory.fingerprint
-    assert SPX.fingerprint == refused.baseline.inventory.fingerprint
-    assert refused.refusal.fingerprint == CPX.fingerprint
+    assert CPX["fingerprint"] == applied.baseline.inventory["fingerprint"]
+    assert SPX["fingerprint"] == refused.baseline.inventory["fingerprint"]
+    assert refused.refusal.fingerprint == CPX["fingerprint"]
     assert refused.backoff.next_attempt > NOW
 
 
@@ -422,7 +422,7 @@ def test_a_busy_drain_then_idle_reregisters_and_resumes():
 
     assert [Do.REGISTER, Do.RESUME, Do.NONE] == actions
     assert state.drain is None
-    assert state.baseline.inventory.fingerprint == CPX.fingerprint
+    assert state.baseline.inventory["fingerprint"] == CPX["fingerprint"]
 
 
 views = st.sampled_from([None, IDLE, BUSY, OURS_IDLE, OURS_BUSY, NHC_IDLE, SLURM_INVAL, EMPTY_DRAIN, LOOKALIKE])
@@ -523,7 +523,7 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
         assert action.kind != Do.READ_VIEW
     else:
         retry_only = (
-            outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal.fingerprint == outcome.fingerprint
+            outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal["fingerprint"] == outcome.fingerprint
         )
         # a refusal's backoff never stops the look (one single-node read) that may show it moot
         assert action.kind != Do.BACKOFF, (outcome.kind, action.reason)
@@ -571,7 +571,7 @@ def test_a_refused_update_is_never_resent_while_it_backs_off_but_a_controller_th
     if agrees:
         assert f"the controller now lists {gres}" in action.reason
         assert gres == action.body["gres"]  # nothing to send: the GRES as the controller lists it
-        assert CPX.fingerprint == json.loads(action.body["extra"])["spurinv"]["fingerprint"]
+        assert CPX["fingerprint"] == json.loads(action.body["extra"])["spurinv"]["fingerprint"]
 
 
 def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_run():
@@ -587,7 +587,7 @@ def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_ru
 
     assert [Do.RECORD, Do.RESUME, Do.NONE] == actions
     assert "registered" == state.baseline.source
-    assert CPX.fingerprint == state.baseline.inventory.fingerprint
+    assert CPX["fingerprint"] == state.baseline.inventory["fingerprint"]
     assert state.refusal is None
     assert state.backoff is None
     assert "the controller now lists gpu:mi300x:64; our drain lifted" == resume.reason
@@ -847,8 +847,8 @@ def test_a_refused_registration_backs_off_by_the_configured_initial_delay():
 
     assert state.backoff.next_attempt - NOW == timedelta(seconds=7)
     assert (state.backoff.kind, state.backoff.failures) == ("refused", 1)
-    assert state.refusal.fingerprint == CPX.fingerprint
-    assert state.baseline.inventory.fingerprint == SPX.fingerprint
+    assert state.refusal.fingerprint == CPX["fingerprint"]
+    assert state.baseline.inventory["fingerprint"] == SPX["fingerprint"]
 
 
 def test_refused_registrations_double_the_delay_up_to_the_maximum():
@@ -936,7 +936,7 @@ def test_the_policy_settings_are_immutable():
 
 def _refused(backoff_kind: str = "refused") -> State:
     """CPX confirmed, its registration refused, and a backoff still running."""
-    refusal = Refusal(fingerprint=CPX.fingerprint, at=at(60), error="2072 Invalid gres")
+    refusal = Refusal(fingerprint=CPX["fingerprint"], at=at(60), error="2072 Invalid gres")
     backoff = Backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")  # type: ignore[arg-type]  # a Backoff kind
     return confirmed(SPX, CPX, refusal=refusal, backoff=backoff)
 
@@ -1038,7 +1038,7 @@ def test_observe_mode_observes_a_confirmed_change_and_settle_makes_it_the_observ
     assert action.kind == Do.OBSERVE
     assert outcome_of(state).diff.summary() in action.reason  # what would change, against the baseline
     assert "first inventory" not in action.reason
-    assert after.baseline.inventory.fingerprint == CPX.fingerprint
+    assert after.baseline.inventory["fingerprint"] == CPX["fingerprint"]
     assert after.baseline.source == "observed"
 
 
@@ -1048,7 +1048,7 @@ def test_observe_mode_with_no_baseline_still_records_the_first_inventory():
     action = decide(outcome_of(state), None, state, Settings(observe=True), NOW)
 
     assert action.kind == Do.OBSERVE
-    assert f"first inventory: {SPX.summary()}" in action.reason  # no baseline to compare with: what it is
+    assert f"first inventory: {shape.summary(SPX)}" in action.reason  # no baseline to compare with: what it is
     assert settle(state, action, NOW).baseline.inventory == SPX
 
 
@@ -1065,7 +1065,7 @@ def test_adopting_takes_the_reading_and_clears_what_it_settles():
 
 def test_an_applied_registration_clears_refusal_and_backoff():
     backoff = Backoff(kind="refused", failures=2, next_attempt=at(1), error="x")
-    state = confirmed(SPX, CPX, refusal=Refusal(fingerprint=CPX.fingerprint, at=at(1), error="x"), backoff=backoff)
+    state = confirmed(SPX, CPX, refusal=Refusal(fingerprint=CPX["fingerprint"], at=at(1), error="x"), backoff=backoff)
     reason = decide(outcome_of(state), node_view(), state, SLURM, NOW).body["reason"]  # the drain after the refusal
     drained = node_view("IDLE", "DRAIN", reason=reason)
     state = state.model_copy(update={"drain": Drain(reason=reason, set_at=at(1), cause="refused")})
@@ -1074,7 +1074,7 @@ def test_an_applied_registration_clears_refusal_and_backoff():
     after = settle(state, action, NOW)
 
     assert action.kind == Do.REGISTER
-    assert after.baseline.inventory.fingerprint == CPX.fingerprint
+    assert after.baseline.inventory["fingerprint"] == CPX["fingerprint"]
     assert (after.baseline.source, after.baseline.since) == ("registered", NOW)
     assert (after.refusal, after.backoff) == (None, None)
     assert after.drain is not None  # lifted by the RESUME that follows, not by the registration
@@ -1095,7 +1095,7 @@ def test_a_drain_records_its_reason_cause_and_fingerprint():
     after = settle(state, action, NOW)
 
     assert after.drain.reason == action.body["reason"]
-    assert (after.drain.cause, after.drain.set_at, after.drain.fingerprint) == ("busy", NOW, CPX.fingerprint)
+    assert (after.drain.cause, after.drain.set_at, after.drain.fingerprint) == ("busy", NOW, CPX["fingerprint"])
 
 
 def test_a_suspicious_drain_records_its_cause():
@@ -1149,7 +1149,7 @@ def _write(kind: Do) -> Action:
 def test_a_writes_outcome_clears_its_write_ahead_intent(kind, applied):
     """Once settle knows how a write ended, the next run must not settle it again from the view."""
     action = _write(kind)
-    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX.fingerprint)  # type: ignore[arg-type]  # a write has a body
+    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX["fingerprint"])  # type: ignore[arg-type]  # a write has a body
     state = confirmed(SPX, CPX, intent=intent)
 
     after = settle(state, action, NOW, applied=applied, error=None if applied else "2072", settings=SLURM)
@@ -1221,5 +1221,5 @@ def test_the_register_body_records_the_fingerprint_readably(extra):
     if isinstance(extra, dict) and "spurinv" in extra:  # the admin's own text under our key: theirs
         assert "extra" not in body
         return
-    assert extra_fingerprint(body["extra"]) == CPX.fingerprint
+    assert extra_fingerprint(body["extra"]) == CPX["fingerprint"]
     assert [(g.name, g.type, g.count) for g in parse_gres(body["gres"])] == [("gpu", "mi300x", 64)]

@@ -136,7 +136,7 @@ def test_with_a_register_command_a_cpu_only_job_holds_the_change_off_with_a_busy
 
 def test_with_a_register_command_our_busy_drain_waits_for_every_job_then_registers():
     state = confirmed().model_copy(
-        update={"drain": Drain(reason="spurinv: waiting", set_at=NOW, cause="busy", fingerprint=CPX.fingerprint)}
+        update={"drain": Drain(reason="spurinv: waiting", set_at=NOW, cause="busy", fingerprint=CPX["fingerprint"])}
     )
 
     waiting = decide_for(state, view("MIXED", "DRAIN", reason="spurinv: waiting", cpus=2), COMMAND)

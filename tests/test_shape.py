@@ -1,57 +1,84 @@
-"""spurinv.shape is the state file's one shape: the TypedDicts of spurinv/records.pyi are generated
-from the pydantic models that validate the same JSON (scripts/schemas), and the shape's rules are the
-ones the models enforce."""
+"""spurinv.shape is the state file's one shape: the TypedDicts of spurinv/inventory/model.py state
+its fields, the same dicts every path builds and reads, and the shape's rules are the ones their
+validation enforces."""
 
 from __future__ import annotations
 
-import ast
 import re
-from pathlib import Path
-from typing import Any, is_typeddict
+from typing import Any, NotRequired, get_origin
 
 import pytest
+from factories import T0, device, inventory
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import get_type_hints, is_typeddict  # the ones that know its TypedDict (model.py's) on 3.11
 
 from spurinv import shape
 from spurinv.inventory import model
 
-RECORDS = Path(shape.__file__).with_name("records.pyi")
-
 
 def typed_dicts() -> dict[str, Any]:
-    """The TypedDicts of spurinv/records.pyi as classes: a stub-only module (no ``typing`` on the
-    tick, nothing imports it at run time), so run its text, annotations evaluated."""
-    tree = ast.parse(RECORDS.read_text())
-    namespace: dict[str, Any] = {}
-    exec(compile(tree, str(RECORDS), "exec", dont_inherit=True), namespace)  # noqa: S102
-    return {name: value for name, value in namespace.items() if is_typeddict(value)}
+    """The TypedDicts of a discovery and a reading (spurinv.inventory.model)."""
+    return {name: value for name, value in vars(model).items() if is_typeddict(value) and value.__module__ == model.__name__}
 
 
-def models() -> dict[str, type[BaseModel]]:
-    """Every model of a discovery (spurinv.inventory.model): the state file's own records are read as
-    plain dicts and checked by spurinv/state/vouch.py, so scripts/schemas writes no TypedDict for them."""
+def required(typed: Any) -> set[str]:
+    """A TypedDict's required keys: read from its hints (model.py's annotations are strings, which
+    ``__required_keys__`` cannot see through)."""
+    hints = get_type_hints(typed, include_extras=True)
+    optional: object = NotRequired  # a special form, which mypy will not compare with an origin
+    return {key for key, hint in hints.items() if get_origin(hint) is not optional}
+
+
+def samples() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Each TypedDict's validating type, and a record of it with its required keys only (as a file
+    written before the optional ones may hold it)."""
+    full = inventory([device()])
+    bare_device = {key: value for key, value in full["devices"][0].items() if key not in ("peers", "cdi_names", "link")}
+    bare_inventory = {"cpus": full["cpus"], "memory_mb": full["memory_mb"], "fingerprint": full["fingerprint"],
+                      "devices": [bare_device]}  # fmt: skip
+    problem = {"source": "kfd", "path": "/sys/x", "reason": "gone"}
     return {
-        name: value
-        for name, value in vars(model).items()
-        if isinstance(value, type)
-        and issubclass(value, model.Frozen)
-        and value is not model.Frozen
-        and value.__module__ == model.__name__
+        "Partition": (model.Partition, {"compute": "SPX", "memory": "NPS1", "index": 0}),
+        "Link": (
+            model.Link,
+            {"device": "0000:05:00.0", "width": 8, "max_width": 16, "speed": None, "max_speed": None, "state": "degraded"},
+        ),
+        "Device": (model.ValidDevice, bare_device),
+        "Inventory": (model.ValidInventory, bare_inventory),
+        "Problem": (model.Problem, problem),
+        "SourceStatus": (model.SourceStatus, {"status": "ok", "detail": ""}),
+        "Discovery": (model.ValidDiscovery, {"ok": True, "inventory": bare_inventory, "sources": {}, "errors": []}),
+        "Reading": (
+            model.ValidReading,
+            {"taken_at": T0, "ok": True, "fingerprint": full["fingerprint"], "inventory": bare_inventory},
+        ),
     }
 
 
-def test_every_model_has_its_typed_dict_and_no_other():
-    assert set(models()) == set(typed_dicts())
+def test_every_typed_dict_has_its_sample():
+    assert set(samples()) == set(typed_dicts())
 
 
-@pytest.mark.parametrize("name", sorted(models()))
-def test_a_typed_dict_has_its_models_fields_and_required_ones(name):
-    typed, validated = typed_dicts()[name], models()[name]
+@pytest.mark.parametrize("name", sorted(typed_dicts()))
+def test_validation_gives_every_key_of_the_typed_dict(name):
+    """A record read with its required keys only comes out with every key: the full run never
+    meets a missing one."""
+    typed = typed_dicts()[name]
+    valid, sample = samples()[name]
 
-    assert set(typed.__annotations__) == set(validated.model_fields), name
-    assert set(typed.__required_keys__) == {key for key, field in validated.model_fields.items() if field.is_required()}
+    assert set(sample) == required(typed)
+    assert set(TypeAdapter(valid).validate_python(sample)) == set(typed.__annotations__)
+
+
+@pytest.mark.parametrize("name", sorted(typed_dicts()))
+def test_validation_refuses_an_unknown_key(name):
+    """Typos in state files are errors, not silence."""
+    valid, sample = samples()[name]
+
+    with pytest.raises(ValidationError, match="typo"):
+        TypeAdapter(valid).validate_python({**sample, "typo": 1})
 
 
 # the pattern the sources used before the tick dropped ``re`` (the kernel's ``%04x:%02x:%02x.%d``)
@@ -84,19 +111,19 @@ def test_the_model_orders_devices_by_the_shapes_key(bdfs, indexes):
 
     assert (shape.inventory_problem(inventory) is None) == sorted_
     if sorted_:
-        model.Inventory.model_validate(inventory)
+        TypeAdapter(model.ValidInventory).validate_python(inventory)
     else:
         with pytest.raises(ValueError, match="not sorted"):
-            model.Inventory.model_validate(inventory)
+            TypeAdapter(model.ValidInventory).validate_python(inventory)
 
 
 def test_derived_values_are_the_shapes():
     problem = {"source": "kfd", "path": "/sys/x", "reason": "gone"}
     link = {"device": "0000:05:00.0", "width": 8, "max_width": 16, "speed": None, "max_speed": "32.0 GT/s", "state": "degraded"}
 
-    assert model.Problem.model_validate(problem).line() == shape.problem_line(problem) == "kfd: /sys/x: gone"
-    assert model.Problem.model_validate({**problem, "path": ""}).line() == "kfd: gone"
-    assert model.Link.model_validate(link).line() == shape.link_line(link) == "x8 of x16, unknown of 32.0 GT/s"
+    assert shape.problem_line(problem) == "kfd: /sys/x: gone"
+    assert shape.problem_line({**problem, "path": ""}) == "kfd: gone"
+    assert shape.link_line(link) == "x8 of x16, unknown of 32.0 GT/s"
 
 
 @given(st.lists(st.sampled_from(["switch", "kfd", "pci", None])))

@@ -55,9 +55,9 @@ def test_one_line_per_model_and_numa_node_with_that_nodes_cores():
     lines = gres_conf(cpx, "n1", {0: "0-95", 1: "96-191"})
 
     assert "gpu:mi300x:64" == gres(cpx)
-    assert len(lines) == len({(d.model, d.numa_node) for d in cpx.devices})
+    assert len(lines) == len({(d["model"], d["numa_node"]) for d in cpx["devices"]})
     files = [p for line in lines for p in expand(line.split("File=")[1].split()[0])]
-    assert sorted(files) == sorted({d.device_node for d in cpx.devices if d.device_node})
+    assert sorted(files) == sorted({d["device_node"] for d in cpx["devices"] if d["device_node"]})
 
 
 @given(

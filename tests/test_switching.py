@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from test_intent import Node  # tests/ is on sys.path
 
 from spurinv import exitcode
+from spurinv.inventory import model
 from spurinv.inventory.classify import Kind, classify, switching
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.model import Discovery, Problem, Reading
@@ -25,34 +26,34 @@ from spurinv.state import ledger
 
 
 def run(root) -> Discovery:
-    return Discovery.model_validate(discover(Root(str(root))))
+    return model.discovery(discover(Root(str(root))))
 
 
 def evidence(result: Discovery) -> list[str]:
-    return [error.reason for error in result.errors if error.source == SWITCH]
+    return [error["reason"] for error in result["errors"] if error["source"] == SWITCH]
 
 
 def test_the_settled_snapshot_reads_as_eight_gpus(built):
     result = run(built("amd-spx-settled"))
-    assert result.ok, result.errors
-    assert result.inventory is not None
-    assert 8 == len(result.inventory.devices)
+    assert result["ok"], result["errors"]
+    assert result["inventory"] is not None
+    assert 8 == len(result["inventory"]["devices"])
 
 
 def test_a_cpx_switch_caught_mid_way_is_switching_with_its_evidence(built):
     """0000:65:00.0 left KFD and is not back: evidence, not "KFD has no node" as a failure."""
     result = run(built("amd-cpx-switching"))
 
-    assert not result.ok
-    assert result.inventory is None
-    assert [error.source for error in result.errors] == [SWITCH]
+    assert not result["ok"]
+    assert result["inventory"] is None
+    assert [error["source"] for error in result["errors"]] == [SWITCH]
     assert "0000:65:00.0" in evidence(result)[0]
 
 
 def test_a_driver_reload_mid_probe_is_switching_per_unbound_gpu(built):
     result = run(built("amd-nps-reloading"))
 
-    assert {error.source for error in result.errors} == {SWITCH}
+    assert {error["source"] for error in result["errors"]} == {SWITCH}
     unbound = sorted(reason.split()[3] for reason in evidence(result))
     assert unbound == ["0000:47:00.0", "0000:65:00.0", "0000:85:00.0", "0000:a7:00.0", "0000:c7:00.0", "0000:e5:00.0"]
 
@@ -69,9 +70,9 @@ def test_a_gpu_bound_to_another_driver_is_still_a_failure(root_copy):
 
     result = run(root)
 
-    assert not result.ok
-    assert SWITCH not in {error.source for error in result.errors}
-    assert any("bound to vfio-pci" in error.reason for error in result.errors)
+    assert not result["ok"]
+    assert SWITCH not in {error["source"] for error in result["errors"]}
+    assert any("bound to vfio-pci" in error["reason"] for error in result["errors"])
 
 
 @pytest.mark.parametrize("number", [errno.EPERM, errno.EBUSY])
@@ -91,8 +92,8 @@ def test_an_attribute_refused_during_a_reset_is_switching(root_copy, monkeypatch
 
     result = run(root)
 
-    assert [error.source for error in result.errors] == [SWITCH]
-    assert result.errors[0].path.endswith("current_compute_partition")
+    assert [error["source"] for error in result["errors"]] == [SWITCH]
+    assert result["errors"][0]["path"].endswith("current_compute_partition")
 
 
 def test_an_unknown_partition_mode_is_switching(root_copy):
@@ -101,22 +102,22 @@ def test_an_unknown_partition_mode_is_switching(root_copy):
 
     result = run(root)
 
-    assert [error.source for error in result.errors] == [SWITCH]
-    assert "UNKNOWN" in result.errors[0].reason
+    assert [error["source"] for error in result["errors"]] == [SWITCH]
+    assert "UNKNOWN" in result["errors"][0]["reason"]
 
 
 def test_the_real_63_node_capture_is_switching_until_the_timeout(built):
     """docs/partitions.md §2.5: a count that disagrees with the mode may never settle; it is
     switching on its own and becomes a failure only through policy.switch_timeout."""
     result = run(built("mi300x-cpx-captured"))
-    assert [error.source for error in result.errors] == [SWITCH]
-    assert "CPX: 8 partitions expected, KFD shows 7" in result.errors[0].reason
+    assert [error["source"] for error in result["errors"]] == [SWITCH]
+    assert "CPX: 8 partitions expected, KFD shows 7" in result["errors"][0]["reason"]
 
 
 def test_a_mig_layout_being_applied_is_switching(built):
     result = run(built("mig-applying"))
-    assert {error.source for error in result.errors} == {SWITCH}  # the half-built GI, the cleared GPUs
-    assert "GPU instance 10 of 0000:48:00.0" in result.errors[0].reason
+    assert {error["source"] for error in result["errors"]} == {SWITCH}  # the half-built GI, the cleared GPUs
+    assert "GPU instance 10 of 0000:48:00.0" in result["errors"][0]["reason"]
 
 
 def test_a_failure_beside_a_switch_is_a_failure_with_the_evidence_listed(root_copy):
@@ -127,10 +128,10 @@ def test_a_failure_beside_a_switch_is_a_failure_with_the_evidence_listed(root_co
     (root / "proc/meminfo").write_text("garbage\n")
 
     result = run(root)
-    reading = Reading(taken_at=T0, ok=False, fingerprint=None, inventory=None, errors=result.errors)
+    reading = model.reading(result, T0)
 
-    assert result.errors[0].source == SWITCH
-    assert any(error.source == "memory" for error in result.errors)
+    assert result["errors"][0]["source"] == SWITCH
+    assert any(error["source"] == "memory" for error in result["errors"])
     assert not switching(reading)
     assert classify(None, None, reading).kind == Kind.DISCOVERY_FAILED
 
@@ -233,8 +234,8 @@ def _reading(kind: str, at: datetime) -> Reading:
     if kind == "ok":
         raise AssertionError("built by the caller")
     source = SWITCH if kind == "switching" else "kfd"
-    return Reading(taken_at=at, ok=False, fingerprint=None, inventory=None,
-                   errors=(Problem(source=source, path="p", reason="r"),))  # fmt: skip
+    problem: Problem = {"source": source, "path": "p", "reason": "r"}
+    return {"taken_at": at, "ok": False, "fingerprint": None, "inventory": None, "errors": [problem], "flags": []}
 
 
 @given(st.lists(st.tuples(KINDS, st.integers(min_value=1, max_value=400)), max_size=12), st.integers(0, 3600))

@@ -184,8 +184,8 @@ def discover(
     except SpurinvError as error:
         raise _fail("discover", error, output == "json") from None
     from spurinv.cli import render
+    from spurinv.inventory import model
     from spurinv.inventory.discovery import discover as run_discovery
-    from spurinv.inventory.model import Discovery
 
     raw = run_discovery(
         target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci), topology=True
@@ -194,9 +194,10 @@ def discover(
     if output == "json":
         _emit_json(documents.discover_document(raw, target.path, code))
         raise typer.Exit(code)
-    result = Discovery.model_validate(raw)
+    result = model.discovery(raw)
+    inventory = result["inventory"]
     if output == "slurm":
-        if result.inventory is None:
+        if inventory is None:
             render.discover(render.console(stderr=True), result, target.path)
             raise typer.Exit(code)
         from spurinv.inventory import slurmconf
@@ -206,7 +207,7 @@ def discover(
             name = node or loaded.node_name(os.uname().nodename)
         except SpurinvError as error:
             raise _fail("discover", error, False) from None
-        sys.stdout.write(slurmconf.render(result.inventory, name, *read_numa_cores(target)))
+        sys.stdout.write(slurmconf.render(inventory, name, *read_numa_cores(target)))
         raise typer.Exit(code)
     render.discover(render.console(), result, target.path, per_device=devices)
     raise typer.Exit(code)
@@ -393,9 +394,9 @@ def diff(
     exit_code: DiffExitOption = False,
 ) -> None:
     """Show what differs from the reported baseline and from the last reading. Read-only."""
+    from spurinv.inventory import model
     from spurinv.inventory.classify import compare
     from spurinv.inventory.discovery import discover as run_discovery
-    from spurinv.inventory.model import Discovery
     from spurinv.state import file as state_file
 
     path = locations.state_path(where.state, dict(os.environ))
@@ -406,23 +407,22 @@ def diff(
     except SpurinvError as error:
         raise _fail("diff", error, where.as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
-    result = Discovery.model_validate(raw)
-    current = result.inventory
+    result = model.discovery(raw)
+    current = result["inventory"]
     baseline = saved.baseline.inventory if saved.baseline else None
-    latest = saved.latest.inventory if saved.latest else None
+    latest = saved.latest["inventory"] if saved.latest else None
     vs_baseline = compare(baseline, current) if current is not None and baseline is not None else None
     vs_latest = compare(latest, current) if current is not None and latest is not None else None
     different = current is None or baseline is None or (vs_baseline is not None and not vs_baseline.empty)
     code = exitcode.IOERR if current is None else (exitcode.DIFFERENT if exit_code and different else exitcode.OK)
     from spurinv.inventory.sources import link
 
-    before = [device.model_dump(mode="json") for device in baseline.devices] if baseline else None
-    links = link.changes(before, [device.model_dump(mode="json") for device in current.devices]) if current else []
+    links = link.changes(baseline["devices"] if baseline else None, current["devices"]) if current else []
     if where.as_json:
         diffs = tuple(diff.model_dump(mode="json") if diff else None for diff in (vs_baseline, vs_latest))
         _emit_json(
             documents.diff_document(
-                code, path, raw, baseline.fingerprint if baseline else None, different, (diffs[0], diffs[1]), links
+                code, path, raw, baseline["fingerprint"] if baseline else None, different, (diffs[0], diffs[1]), links
             )
         )
         raise typer.Exit(code)
@@ -432,8 +432,8 @@ def diff(
     if current is None:
         render.discover(out, result, target.path)
         raise typer.Exit(code)
-    render.diff(out, f"against the reported baseline ({baseline.fingerprint[:12] if baseline else 'none yet'})", vs_baseline)
-    render.diff(out, f"against the last reading ({latest.fingerprint[:12] if latest else 'none yet'})", vs_latest)
+    render.diff(out, f"against the reported baseline ({baseline['fingerprint'][:12] if baseline else 'none yet'})", vs_baseline)
+    render.diff(out, f"against the last reading ({latest['fingerprint'][:12] if latest else 'none yet'})", vs_latest)
     render.links(out, links)
     raise typer.Exit(code)
 

@@ -13,7 +13,7 @@ every pipe, ``less`` and non-tty ssh: labelled lines wrap under their value, not
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
@@ -27,7 +27,7 @@ from spurinv.inventory.classify import InventoryDiff, Outcome
 from spurinv.inventory.model import Device, Discovery
 from spurinv.report.fleet import age_text
 from spurinv.secret import printable
-from spurinv.shape import SWITCH, problem_line, switch_only
+from spurinv.shape import SWITCH, problem_line, summary, switch_only
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
 Row = tuple[str, str, str | None]  # label, value, style
@@ -72,11 +72,11 @@ def _labelled(out: Console, rows: Iterable[Row], indent: int = 10) -> None:
 
 
 def _partition(device: Device) -> str:
-    part = device.partition
+    part = device["partition"]
     if part is None:
         return "-"
-    modes = "/".join(mode for mode in (part.compute, part.memory) if mode)
-    return f"{modes} #{part.index}" if modes else f"#{part.index}"
+    modes = "/".join(mode for mode in (part["compute"], part["memory"]) if mode)
+    return f"{modes} #{part['index']}" if modes else f"#{part['index']}"
 
 
 def _value(value: object) -> str:
@@ -103,24 +103,24 @@ def _span(numbers: list[int], prefix: str) -> str:
     return prefix + ",".join(str(number) for number in numbers)
 
 
-def gpus(devices: tuple[Device, ...]) -> list[list[str]]:
+def gpus(devices: Sequence[Device]) -> list[list[str]]:
     """One row per physical GPU (PCI function): identity, model, mode, memory, NUMA, render nodes."""
     groups: dict[str, list[Device]] = {}
     for device in devices:
-        groups.setdefault(device.pci_bdf, []).append(device)
+        groups.setdefault(device["pci_bdf"], []).append(device)
     rows = []
     for bdf, parts in groups.items():
-        first = parts[0].partition
+        first = parts[0]["partition"]
         if first is None:
             mode = "-"
         else:
-            compute = f"{first.compute} {len(parts)}" if first.compute and len(parts) > 1 else first.compute or ""
-            mode = " / ".join(part for part in (compute, first.memory or "") if part) or str(len(parts))
-        sizes = [part.memory_mb for part in parts]
+            compute = f"{first['compute']} {len(parts)}" if first["compute"] and len(parts) > 1 else first["compute"] or ""
+            mode = " / ".join(part for part in (compute, first["memory"] or "") if part) or str(len(parts))
+        sizes = [part["memory_mb"] for part in parts]
         memory = _memory(sum(size for size in sizes if size is not None)) if None not in sizes else "-"
-        numa = ",".join(sorted({str(part.numa_node) for part in parts if part.numa_node is not None})) or "-"
-        minors = [part.render_minor for part in parts if part.render_minor is not None]
-        models = sorted({part.model for part in parts})
+        numa = ",".join(sorted({str(part["numa_node"]) for part in parts if part["numa_node"] is not None})) or "-"
+        minors = [minor for part in parts if (minor := part["render_minor"]) is not None]
+        models = sorted({part["model"] for part in parts})
         rows.append([bdf, ",".join(models), mode, memory, numa, _span(minors, "renderD")])
     return rows
 
@@ -137,25 +137,27 @@ def _table(headers: list[str], rows: list[list[str]], keep: int) -> Table:
     return table
 
 
-def device_table(devices: tuple[Device, ...], per_device: bool = False) -> Table:
+def device_table(devices: Sequence[Device], per_device: bool = False) -> Table:
     """The inventory as a table a person reads at a glance: one row per GPU, or per device."""
     if not per_device:
         return _table(["GPU", "model", "mode", "memory", "NUMA", "render nodes"], gpus(devices), keep=2)
     rows = []
     previous = None
     for device in devices:
-        node = (device.device_node or "-").rsplit("/", 1)[-1]
+        node = (device["device_node"] or "-").rsplit("/", 1)[-1]
         # every MIG device of a GPU shares its /dev/nvidia<M>: said once, then a ditto mark
-        shared = device.partition is not None and device.partition.compute == "MIG" and node == previous
-        previous = node if device.partition is not None and device.partition.compute == "MIG" else None
+        partition = device["partition"]
+        mig = partition is not None and partition["compute"] == "MIG"
+        shared = mig and node == previous
+        previous = node if mig else None
         rows.append([
-            device.id,
-            device.model,
+            device["id"],
+            device["model"],
             _partition(device),
-            _memory(device.memory_mb),
-            "-" if device.numa_node is None else str(device.numa_node),
+            _memory(device["memory_mb"]),
+            "-" if device["numa_node"] is None else str(device["numa_node"]),
             "〃" if shared else node,
-            ", ".join(device.cdi_names) or "-",
+            ", ".join(device["cdi_names"]) or "-",
         ])  # fmt: skip
     return _table(["device", "model", "partition", "memory", "NUMA", "node", "CDI name"], rows, keep=2)
 
@@ -166,37 +168,36 @@ def sources(out: Console, discovery: Discovery) -> None:
     grid.add_column(no_wrap=True)
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
-    for name, source in discovery.sources.items():
-        grid.add_row(Text(name), Text(source.status, style=STATUS_STYLE[source.status]), Text(source.detail))
+    for name, source in discovery["sources"].items():
+        grid.add_row(Text(name), Text(source["status"], style=STATUS_STYLE[source["status"]]), Text(source["detail"]))
     _print(out, grid)
 
 
 def discover(out: Console, discovery: Discovery, root: str, per_device: bool = False) -> None:
     """``spurinv discover``: one row per GPU (``per_device``: per schedulable device)."""
-    inventory = discovery.inventory
+    inventory = discovery["inventory"]
     if inventory is not None:
-        out.print(Text(f"{root}: {inventory.summary()}", style="bold"))
-        if inventory.devices:
-            _print(out, device_table(inventory.devices, per_device))
-        out.print(Text(f"fingerprint {inventory.fingerprint}"))
+        out.print(Text(f"{root}: {summary(inventory)}", style="bold"))
+        if inventory["devices"]:
+            _print(out, device_table(inventory["devices"], per_device))
+        out.print(Text(f"fingerprint {inventory['fingerprint']}"))
     sources(out, discovery)
     rows: list[Row] = [
-        ("switch", error.line(), "yellow") if error.source == SWITCH else ("error", error.line(), "red")
-        for error in discovery.errors
+        ("switch", problem_line(error), "yellow") if error["source"] == SWITCH else ("error", problem_line(error), "red")
+        for error in discovery["errors"]
     ]
-    rows.extend(("flag", flag.line(), "yellow") for flag in discovery.flags)
+    rows.extend(("flag", problem_line(flag), "yellow") for flag in discovery["flags"])
     if inventory is not None:
         from spurinv.inventory.sources import link
 
-        shown = [device.model_dump(mode="json") for device in inventory.devices]
-        rows.extend(("link", text, "yellow") for text in link.changes(None, shown))
+        rows.extend(("link", text, "yellow") for text in link.changes(None, inventory["devices"]))
     if rows:
         _labelled(out, rows, indent=7)
-    if not discovery.ok and switch_only(error.source for error in discovery.errors):
+    if not discovery["ok"] and switch_only(error["source"] for error in discovery["errors"]):
         out.print(Text("partition switch in progress: not a settled reading; nothing will be reported", style="bold yellow"))
-    elif not discovery.ok:
+    elif not discovery["ok"]:
         out.print(Text("discovery FAILED: this is not an empty inventory; nothing will be reported", style="bold red"))
-    elif inventory is not None and not inventory.devices:
+    elif inventory is not None and not inventory["devices"]:
         out.print(Text("no GPU or accelerator on this node (every source read cleanly)"))
 
 
@@ -223,13 +224,13 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
     for column in ("", "identity", "field", "before", "after"):
         table.add_column(column, overflow="fold")
     for device in change.added:
-        if device.pci_bdf not in regrouped:
-            shown = Text(f"{device.model} {_partition(device)}")
-            table.add_row(Text("+", style="green"), Text(device.id, style="green"), "", "", shown)
+        if device["pci_bdf"] not in regrouped:
+            shown = Text(f"{device['model']} {_partition(device)}")
+            table.add_row(Text("+", style="green"), Text(device["id"], style="green"), "", "", shown)
     for device in change.removed:
-        if device.pci_bdf not in regrouped:
-            shown = Text(f"{device.model} {_partition(device)}")
-            table.add_row(Text("-", style="red"), Text(device.id, style="red"), "", shown, "")
+        if device["pci_bdf"] not in regrouped:
+            shown = Text(f"{device['model']} {_partition(device)}")
+            table.add_row(Text("-", style="red"), Text(device["id"], style="red"), "", shown, "")
     for field in change.changed + change.node:
         old, new = Text(_value(field.old)), Text(_value(field.new))
         table.add_row(Text("~", style="yellow"), Text(field.id), Text(field.field), old, new)

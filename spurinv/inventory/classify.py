@@ -37,7 +37,7 @@ class Kind(StrEnum):
 def switching(reading: Reading) -> bool:
     """Whether ``reading`` caught a partition switch in progress: every error is its evidence (a
     real failure beside a switch is a failure, which counts)."""
-    return not reading.ok and shape.switch_only(error.source for error in reading.errors)
+    return not reading["ok"] and shape.switch_only(error["source"] for error in reading["errors"])
 
 
 class _Value(BaseModel):
@@ -137,44 +137,41 @@ class Outcome(_Value):
 
 def compare(old: Inventory | None, new: Inventory) -> InventoryDiff:
     """Return the difference from ``old`` to ``new`` by device identity (``old`` None: all added)."""
-    before = {device.id: device for device in old.devices} if old else {}
-    after = {device.id: device for device in new.devices}
+    before = {device["id"]: device for device in old["devices"]} if old else {}
+    after = {device["id"]: device for device in new["devices"]}
     changed = [
-        FieldChange(id=ident, field=field, old=_plain(getattr(before[ident], field)), new=_plain(getattr(device, field)))
+        FieldChange(id=ident, field=field, old=before[ident].get(field), new=device.get(field))
         for ident, device in after.items()
         if ident in before
         for field in COMPARED
-        if getattr(before[ident], field) != getattr(device, field)
+        if before[ident].get(field) != device.get(field)
     ]
     node = [
-        FieldChange(id="node", field=field, old=getattr(old, field), new=getattr(new, field))
+        FieldChange(id="node", field=field, old=old[field], new=new[field])
         for field in ("cpus", "memory_mb")
-        if old is not None and getattr(old, field) != getattr(new, field)
+        if old is not None and old[field] != new[field]
     ]
     return InventoryDiff(
         added=tuple(device for ident, device in after.items() if ident not in before),
         removed=tuple(device for ident, device in before.items() if ident not in after),
         changed=tuple(changed),
-        packages=_packages(old.devices if old else (), new.devices),
+        packages=_packages(old["devices"] if old else [], new["devices"]),
         node=tuple(node),
-        old_counts=old.gpu_counts() if old else {},
-        new_counts=new.gpu_counts(),
+        old_counts=shape.gpu_counts(old),
+        new_counts=shape.gpu_counts(new),
     )
 
 
-def _plain(value: Any) -> Any:
-    return value.model_dump() if isinstance(value, BaseModel) else value
-
-
-def _packages(old: tuple[Device, ...], new: tuple[Device, ...]) -> tuple[PackageChange, ...]:
-    def shape(devices: tuple[Device, ...]) -> dict[str, tuple[str | None, int]]:
+def _packages(old: list[Device], new: list[Device]) -> tuple[PackageChange, ...]:
+    def modes(devices: list[Device]) -> dict[str, tuple[str | None, int]]:
         result: dict[str, tuple[str | None, int]] = {}
         for device in devices:
-            mode = device.partition.compute if device.partition else None
-            result[device.pci_bdf] = (mode, result.get(device.pci_bdf, (mode, 0))[1] + 1)
+            partition, bdf = device["partition"], device["pci_bdf"]
+            mode = partition["compute"] if partition else None
+            result[bdf] = (mode, result.get(bdf, (mode, 0))[1] + 1)
         return result
 
-    before, after = shape(old), shape(new)
+    before, after = modes(old), modes(new)
     changes = []
     for bdf in sorted(set(before) | set(after)):
         old_mode, old_count = before.get(bdf, (None, 0))
@@ -198,51 +195,53 @@ def classify(
     suspicious reading with exactly that fingerprint, and nothing else.
     """
     if switching(current):
-        evidence = [error for error in current.errors if error.source == SWITCH]
+        evidence = [error for error in current["errors"] if error["source"] == SWITCH]
         more = f" (+{len(evidence) - 1} more)" if len(evidence) > 1 else ""
-        return Outcome(kind=Kind.SWITCHING, reason=f"partition switch in progress: {evidence[0].reason}{more}")
-    if not current.ok or current.inventory is None:
-        first = current.errors[0].line() if current.errors else "no inventory"
-        more = f" (+{len(current.errors) - 1} more)" if len(current.errors) > 1 else ""
+        return Outcome(kind=Kind.SWITCHING, reason=f"partition switch in progress: {evidence[0]['reason']}{more}")
+    errors = current["errors"]
+    inventory = current["inventory"]
+    if not current["ok"] or inventory is None:
+        first = shape.problem_line(errors[0]) if errors else "no inventory"
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         return Outcome(kind=Kind.DISCOVERY_FAILED, reason=f"discovery failed: {first}{more}")
-    inventory = current.inventory
-    if baseline is not None and inventory.fingerprint == baseline.fingerprint:
-        return Outcome(kind=Kind.UNCHANGED, reason=shape.UNCHANGED_REASON, fingerprint=inventory.fingerprint)
+    fingerprint = inventory["fingerprint"]
+    if baseline is not None and fingerprint == baseline["fingerprint"]:
+        return Outcome(kind=Kind.UNCHANGED, reason=shape.UNCHANGED_REASON, fingerprint=fingerprint)
     diff = compare(baseline, inventory)
-    if previous is None or not previous.ok or previous.fingerprint != inventory.fingerprint:
-        why = "first sighting" if previous is None or not previous.ok else "differs from the previous reading"
+    if previous is None or not previous["ok"] or previous["fingerprint"] != fingerprint:
+        why = "first sighting" if previous is None or not previous["ok"] else "differs from the previous reading"
         return Outcome(
             kind=Kind.CHANGE_PENDING,
             reason=f"{why}; a second identical reading confirms it",
-            fingerprint=inventory.fingerprint,
+            fingerprint=fingerprint,
             diff=diff,
         )
     suspicion = _suspicion(baseline, inventory, diff)
-    if suspicion and accepted != inventory.fingerprint:
+    if suspicion and accepted != fingerprint:
         return Outcome(
             kind=Kind.SUSPICIOUS,
             reason=suspicion,
-            fingerprint=inventory.fingerprint,
+            fingerprint=fingerprint,
             diff=diff,
             release=(
                 "held until the devices come back; if the loss is real, accept it with "
-                f"`spurinv refresh --accept {inventory.fingerprint[:12]}`"
+                f"`spurinv refresh --accept {fingerprint[:12]}`"
             ),
         )
     reason = "two identical readings differ from the baseline" if baseline else "two identical readings; no baseline yet"
     if suspicion:
         reason += " (suspicious, accepted by an operator)"
-    return Outcome(kind=Kind.CHANGE_CONFIRMED, reason=reason, fingerprint=inventory.fingerprint, diff=diff)
+    return Outcome(kind=Kind.CHANGE_CONFIRMED, reason=reason, fingerprint=fingerprint, diff=diff)
 
 
 def _suspicion(baseline: Inventory | None, current: Inventory, diff: InventoryDiff) -> str | None:
-    if baseline is None or not baseline.devices:
+    if baseline is None or not baseline["devices"]:
         return None
-    if not current.devices:
-        return f"every GPU vanished ({len(baseline.devices)} → 0)"
-    remaining = {device.pci_bdf for device in current.devices}
-    on_bus = set(current.pci_functions)
-    lost = sorted({d.pci_bdf for d in diff.removed if d.pci_bdf not in remaining and d.pci_bdf in on_bus})
+    if not current["devices"]:
+        return f"every GPU vanished ({len(baseline['devices'])} → 0)"
+    remaining = {device["pci_bdf"] for device in current["devices"]}
+    on_bus = set(current.get("pci_functions", []))
+    lost = sorted({d["pci_bdf"] for d in diff.removed if d["pci_bdf"] not in remaining and d["pci_bdf"] in on_bus})
     if lost:
         return f"{', '.join(lost)} still on the PCI bus but lost all devices"
     return None

@@ -33,6 +33,7 @@ from spurinv.shape import device_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from spurinv.inventory.model import Device, Discovery, Inventory, Partition, Problem
     from spurinv.inventory.root import Root
     from spurinv.inventory.sources.cdi import CdiDevice
     from spurinv.inventory.sources.drm import DrmNode
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from spurinv.inventory.sources.mig import MigGpu
     from spurinv.inventory.sources.nvidia import NvidiaGpu
     from spurinv.inventory.sources.pci import PciFunction
-    from spurinv.records import Device, Discovery, Inventory, Partition, Problem
 
 SOURCES = ("pci", "drm", "kfd", "nvidia", "cdi", "cpus", "memory")
 MIB = 1 << 20
@@ -261,7 +261,7 @@ def _amd_devices(
         if _slot(function["bdf"]) not in groups:
             where = root.join(places.KFD_TOPOLOGY)
             reason = f"PCI shows AMD GPU {function['bdf']} but KFD has no node for it"
-            if kfd_report.status != FAILED and os.path.lexists(os.path.join(function["path"], "current_compute_partition")):
+            if not kfd_report.failed() and os.path.lexists(os.path.join(function["path"], "current_compute_partition")):
                 # a partitionable package whose nodes left KFD and are not back yet (§2.2)
                 kfd_report.switching(where, reason + " (its partitions are being re-created?)")
             else:

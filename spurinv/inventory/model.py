@@ -1,35 +1,30 @@
-"""Validated models of what crosses a boundary: discovery results and readings.
+"""The shape of a discovery and of a reading: plain dicts, described once.
 
-The fields here are the one statement of a discovery's and a reading's JSON: ``scripts/schemas``
-generates from them the TypedDicts of ``spurinv/records.pyi`` (mypy's view of the plain dicts the
-discovery sources build) and the state file's JSON Schema. These pydantic models validate those
-dicts on every path that is not the timer's no-change tick; they are what the rest of the full
-run works with. Their rules are :mod:`spurinv.shape`'s (an inventory if and only if no errors;
-sorted, unique devices with the right fingerprint), called from the validators here, never
-stated twice.
+These TypedDicts are what the discovery sources build, what the timer's tick replays and what the
+full run works with: one runtime shape, no model objects around it. pydantic validates the same
+dicts where they cross a boundary (a state file, a discovery's result) through the annotated types
+below (:data:`ValidInventory`, :data:`ValidDiscovery`, :data:`ValidReading`), whose checks are
+:mod:`spurinv.shape`'s rules, never stated twice; ``scripts/schemas`` writes the state file's
+JSON Schema from them.
 """
-
-from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, ConfigDict, TypeAdapter, with_config
+from typing_extensions import NotRequired, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
 
 from spurinv import shape
 
 Vendor = Literal["amd", "nvidia", "intel"]
 SourceState = Literal["ok", "absent", "failed"]
+LinkState = Literal["ok", "degraded", "down", "unknown", "gone"]
+STRICT = ConfigDict(extra="forbid")  # typos in state files are errors, not silence
 
 
-class Frozen(BaseModel):
-    """Immutable, strict about unknown keys: typos in state files are errors, not silence."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Partition(Frozen):
+@with_config(STRICT)
+class Partition(TypedDict):
     """A logical partition of an AMD package (SPX = one partition covering all of it)."""
 
     compute: str | None
@@ -37,7 +32,8 @@ class Partition(Frozen):
     index: int
 
 
-class Link(Frozen):
+@with_config(STRICT)
+class Link(TypedDict):
     """A GPU's PCIe link as read (``device``: the function whose link it is): width judged, speed
     reported (spurinv.inventory.sources.link). Not schedulable: never in the fingerprint."""
 
@@ -46,14 +42,21 @@ class Link(Frozen):
     max_width: int | None
     speed: str | None
     max_speed: str | None
-    state: Literal["ok", "degraded", "down", "unknown", "gone"]
-
-    def line(self) -> str:
-        """``x8 of x16, 32.0 GT/s of 32.0 GT/s``."""
-        return shape.link_line(self.model_dump())
+    state: LinkState
 
 
-class Device(Frozen):
+def _defaults(**missing: Any) -> BeforeValidator:
+    """Keys a record written before them may lack, filled in as validation reads it (what the
+    models' defaults did): the dicts the full run works with always have them."""
+
+    def fill(value: Any) -> Any:
+        return {**missing, **value} if isinstance(value, dict) else value
+
+    return BeforeValidator(fill)
+
+
+@with_config(STRICT)
+class Device(TypedDict):
     """One schedulable GPU (or GPU partition), named by a stable identity."""
 
     id: str
@@ -69,51 +72,36 @@ class Device(Frozen):
     device_node: str | None
     unique_id: str | None
     driver: str | None
-    peers: tuple[str, ...] = ()
-    cdi_names: tuple[str, ...] = ()
-    link: Link | None = None
+    peers: NotRequired[list[str]]
+    cdi_names: NotRequired[list[str]]
+    link: NotRequired[Link | None]
 
 
-class Inventory(Frozen):
+ValidDevice = Annotated[Device, _defaults(peers=[], cdi_names=[], link=None)]
+
+
+@with_config(STRICT)
+class Inventory(TypedDict):
     """The node: CPUs, memory and devices, with the fingerprint of the schedulable set."""
 
     cpus: int
     memory_mb: int
     fingerprint: str
-    devices: tuple[Device, ...]
-    pci_functions: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Inventory:
-        _check(shape.inventory_problem(self.model_dump()))
-        return self
-
-    def gpu_counts(self) -> dict[str, int]:
-        """Devices per model, e.g. ``{"mi300x": 64}`` (:func:`spurinv.shape.gpu_counts`)."""
-        return shape.gpu_counts(self._models())
-
-    def summary(self) -> str:
-        """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB`` (:func:`spurinv.shape.summary`)."""
-        return shape.summary(self._models())
-
-    def _models(self) -> dict[str, Any]:
-        """What the counts and the summary read, without dumping every device."""
-        return {"cpus": self.cpus, "memory_mb": self.memory_mb, "devices": [{"model": d.model} for d in self.devices]}
+    devices: list[ValidDevice]
+    pci_functions: NotRequired[list[str]]
 
 
-class Problem(Frozen):
+@with_config(STRICT)
+class Problem(TypedDict):
     """An error or flagged inconsistency: which source, which path, why."""
 
     source: str
     path: str
     reason: str
 
-    def line(self) -> str:
-        """``kfd: /sys/...: reason``, one line for logs and drain reasons."""
-        return shape.problem_line(self.model_dump())
 
-
-class SourceStatus(Frozen):
+@with_config(STRICT)
+class SourceStatus(TypedDict):
     """One source's status: ``ok``, ``absent`` (with the reason) or ``failed`` (path and error)."""
 
     status: SourceState
@@ -127,43 +115,70 @@ def _check(problem: str | None) -> None:
         raise ValueError(problem.encode("utf-8", "backslashreplace").decode())
 
 
-class Discovery(Frozen):
+def _inventory(inventory: Inventory) -> Inventory:
+    _check(shape.inventory_problem(inventory))
+    return inventory
+
+
+ValidInventory = Annotated[Inventory, _defaults(pci_functions=[]), AfterValidator(_inventory)]
+
+
+@with_config(STRICT)
+class Discovery(TypedDict):
     """What one discovery found: an inventory, or the errors that prevented one."""
 
     ok: bool
-    inventory: Inventory | None
+    inventory: ValidInventory | None
     sources: dict[str, SourceStatus]
-    errors: tuple[Problem, ...]
-    flags: tuple[Problem, ...] = ()
-
-    @model_validator(mode="after")
-    def _invariant(self) -> Discovery:
-        sources = {name: {"status": source.status} for name, source in self.sources.items()}
-        _check(shape.discovery_problem({"ok": self.ok, "inventory": self.inventory, "errors": self.errors, "sources": sources}))
-        return self
+    errors: list[Problem]
+    flags: NotRequired[list[Problem]]
 
 
-class Reading(Frozen):
+def _discovery(discovery: Discovery) -> Discovery:
+    _check(shape.discovery_problem(discovery))
+    return discovery
+
+
+ValidDiscovery = Annotated[Discovery, _defaults(flags=[]), AfterValidator(_discovery)]
+
+
+@with_config(STRICT)
+class Reading(TypedDict):
     """One discovery as recorded in the state file."""
 
     taken_at: AwareDatetime
     ok: bool
     fingerprint: str | None
-    inventory: Inventory | None
-    errors: tuple[Problem, ...] = ()
-    flags: tuple[Problem, ...] = ()
+    inventory: ValidInventory | None
+    errors: NotRequired[list[Problem]]
+    flags: NotRequired[list[Problem]]
 
-    @model_validator(mode="after")
-    def _invariant(self) -> Reading:
-        _check(shape.reading_problem({"ok": self.ok, "inventory": self._fingerprinted(), "errors": self.errors,
-                                      "fingerprint": self.fingerprint}))  # fmt: skip
-        return self
 
-    def _fingerprinted(self) -> dict[str, str] | None:
-        return None if self.inventory is None else {"fingerprint": self.inventory.fingerprint}
+def _reading(reading: Reading) -> Reading:
+    _check(shape.reading_problem(reading))
+    return reading
 
-    @classmethod
-    def of(cls, discovery: Mapping[str, Any], taken_at: datetime) -> Reading:
-        """Record discovery's result (its plain dict) as taken at ``taken_at``: the record
-        :func:`spurinv.shape.reading` builds (the tick's too), validated."""
-        return cls.model_validate(shape.reading(discovery, taken_at))
+
+ValidReading = Annotated[Reading, _defaults(errors=[], flags=[]), AfterValidator(_reading)]
+_READING: TypeAdapter[Reading] = TypeAdapter(ValidReading)
+_DISCOVERY: TypeAdapter[Discovery] = TypeAdapter(ValidDiscovery)
+
+
+def reading(discovery: Mapping[str, Any], taken_at: datetime) -> Reading:
+    """Record discovery's result (its plain dict) as taken at ``taken_at``: the record
+    :func:`spurinv.shape.reading` builds (the tick's too), validated."""
+    return _READING.validate_python(shape.reading(discovery, taken_at))
+
+
+def discovery(raw: Mapping[str, Any]) -> Discovery:
+    """A discovery's result, validated."""
+    return _DISCOVERY.validate_python(raw)
+
+
+_READING_TEXT: TypeAdapter[Reading] = TypeAdapter(Reading)
+
+
+def reading_json(reading: Reading) -> dict[str, Any]:
+    """``reading`` as the state file holds it (its time as RFC 3339 text)."""
+    dumped: dict[str, Any] = _READING_TEXT.dump_python(reading, mode="json")
+    return dumped

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from spurinv import hostlist
 from spurinv.inventory.model import Device, Inventory
 from spurinv.inventory.sources.mig import ci_minor, gi_minor
+from spurinv.shape import gpu_counts
 
 _MIG = re.compile(r"/mig(\d+)\.(\d+)$")
 _PARENT = re.compile(r"^/dev/nvidia(\d+)$")
@@ -27,12 +28,13 @@ _PARENT = re.compile(r"^/dev/nvidia(\d+)$")
 def _files(device: Device) -> str:
     """``File=`` of a device; a MIG device is ``MultipleFiles=`` of its GPU and its two caps (as
     Slurm's AutoDetect=nvml writes them, gpu_nvml.c), by the driver's minor table."""
-    mig, parent = _MIG.search(device.id), _PARENT.match(device.device_node or "")
-    if device.partition is None or device.partition.compute != "MIG" or mig is None or parent is None:
-        return f"File={device.device_node}"
+    node, partition = device["device_node"], device["partition"]
+    mig, parent = _MIG.search(device["id"]), _PARENT.match(node or "")
+    if partition is None or partition["compute"] != "MIG" or mig is None or parent is None:
+        return f"File={node}"
     gpu, gi, ci = int(parent[1]), int(mig[1]), int(mig[2])
     caps = f"/dev/nvidia-caps/nvidia-cap{gi_minor(gpu, gi)},/dev/nvidia-caps/nvidia-cap{ci_minor(gpu, gi, ci)}"
-    return f"MultipleFiles={device.device_node},{caps}"
+    return f"MultipleFiles={node},{caps}"
 
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -40,7 +42,7 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 def gres(inventory: Inventory) -> str:
     """The node's GPU GRES as slurm.conf's ``Gres=`` takes it (``gpu:mi300x:64``; "" without GPUs)."""
-    return ",".join(f"gpu:{model}:{count}" for model, count in sorted(inventory.gpu_counts().items()))
+    return ",".join(f"gpu:{model}:{count}" for model, count in sorted(gpu_counts(inventory).items()))
 
 
 def compress(paths: Iterable[str]) -> list[str]:
@@ -100,16 +102,16 @@ def gres_conf(inventory: Inventory, node: str, numa_cores: dict[int, str]) -> li
     (Slurm numbers GPUs in gres.conf order), ``Cores=`` the NUMA node's logical cores where known."""
     # a MIG device names its GPU and two caps (MultipleFiles=): a line of its own, in order
     groups: dict[tuple[str, int | None] | str, tuple[str, int | None, list[str]]] = {}
-    for device in inventory.devices:
-        if device.device_node is None:
+    for device in inventory["devices"]:
+        file = device["device_node"]
+        if file is None:
             continue
         named = _files(device)
+        model, numa = device["model"], device["numa_node"]
         if named.startswith("MultipleFiles="):
-            groups[device.id] = (device.model, device.numa_node, [named])
+            groups[device["id"]] = (model, numa, [named])
         else:
-            groups.setdefault((device.model, device.numa_node), (device.model, device.numa_node, []))[2].append(
-                device.device_node
-            )
+            groups.setdefault((model, numa), (model, numa, []))[2].append(file)
     lines = []
     for key, (model, numa, files) in groups.items():
         cores = numa_cores.get(numa) if numa is not None else None
@@ -176,12 +178,12 @@ def render(inventory: Inventory, node: str, numa_cores: dict[int, str], note: st
     text = gres(inventory)
     lines = [
         "# slurm.conf — this node as spurinv sees it (compare `slurmd -C`)",
-        f"NodeName={node} CPUs={inventory.cpus} RealMemory={inventory.memory_mb}" + (f" Gres={text}" if text else ""),
+        f"NodeName={node} CPUs={inventory['cpus']} RealMemory={inventory['memory_mb']}" + (f" Gres={text}" if text else ""),
         "",
         "# gres.conf — one line per GPU model and NUMA node; Cores= is that NUMA node's cores (logical indices)",
         *([f"# Cores= left out: {note}"] if note else []),
         *gres_conf(inventory, node, numa_cores),
     ]
-    if not inventory.devices:
+    if not inventory["devices"]:
         lines.append("# (no GPUs)")
     return "\n".join(lines) + "\n"

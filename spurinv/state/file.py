@@ -1,7 +1,8 @@
 """The state file's model: the last two readings, the reported baseline, and the bookkeeping of
 drains, refusals and backoff. Loading and saving go through :mod:`spurinv.state.store`.
 
-The fields here are the one statement of the state file's JSON: ``scripts/schemas`` generates
+The fields here (and those of :mod:`spurinv.inventory.model`'s TypedDicts, the readings and the
+inventory they hold) are the one statement of the state file's JSON: ``scripts/schemas`` generates
 from them ``state.schema.json`` (:mod:`spurinv.state.vouch` checks raw files against it); a new
 field is written here and where it is used, then ``scripts/schemas`` is run.
 
@@ -24,28 +25,35 @@ import os
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from spurinv import exitcode, jsontext
 from spurinv.controller.ownership import Claim, skew
 from spurinv.errors import ControllerKind
+from spurinv.inventory import model
 from spurinv.inventory.classify import switching
-from spurinv.inventory.model import Frozen, Inventory, Reading
+from spurinv.inventory.model import Reading, ValidInventory, ValidReading
 from spurinv.shape import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.state import ledger, store
+
+
+class Frozen(BaseModel):
+    """Immutable, strict about unknown keys: typos in state files are errors, not silence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Baseline(Frozen):
     """The inventory the controller was last told, or adopted from it, or (observe mode) seen."""
 
-    inventory: Inventory
+    inventory: ValidInventory
     since: AwareDatetime
     source: Literal["observed", "adopted", "registered"]
 
     @property
     def fingerprint(self) -> str:
         """The baseline inventory's fingerprint."""
-        return self.inventory.fingerprint
+        return self.inventory["fingerprint"]
 
 
 class Switching(Frozen):
@@ -192,7 +200,7 @@ class State(Frozen):
 
     schema_version: int = SCHEMA_VERSION
     node: str | None = None
-    readings: tuple[Reading, ...] = Field(default=(), max_length=KEEP_READINGS)
+    readings: tuple[ValidReading, ...] = Field(default=(), max_length=KEEP_READINGS)
     baseline: Baseline | None = None
     pending: Pending | None = None
     last: Decision | None = None
@@ -229,9 +237,10 @@ class State(Frozen):
             return False
         if switch_timeout <= 0:
             return True  # policy.switch_timeout = 0: no switch is waited for
-        if self.switching is None or self.switching.since > reading.taken_at:
+        taken_at: datetime = reading["taken_at"]
+        if self.switching is None or self.switching.since > taken_at:
             return False  # the first sighting, or one stamped by a clock ahead (restarted at this reading)
-        return (reading.taken_at - self.switching.since).total_seconds() > switch_timeout
+        return (taken_at - self.switching.since).total_seconds() > switch_timeout
 
     def record(self, reading: Reading, switch_timeout: float = 600) -> State:
         """Return the state with ``reading`` appended, keeping the last two, and counters updated
@@ -245,9 +254,9 @@ class State(Frozen):
                 "switching": self.switching.model_dump() if self.switching else None,
             },
             reading,
-            ok=reading.ok,
-            fingerprint=reading.fingerprint,
-            taken_at=reading.taken_at,
+            ok=reading["ok"],
+            fingerprint=reading["fingerprint"],
+            taken_at=reading["taken_at"],
             baseline=self.baseline.fingerprint if self.baseline else None,
             switching=switching(reading),
             overdue=self.overdue(reading, switch_timeout),
@@ -261,7 +270,7 @@ class State(Frozen):
         if self.accepted_links:
             from spurinv.inventory.sources import link
 
-            readings = [r.model_dump(mode="json") for r in update["readings"]]
+            readings = [model.reading_json(r) for r in update["readings"]]
             update["accepted_links"] = tuple(link.still_accepted(self.accepted_links, readings))
         return self.model_copy(update=update)
 

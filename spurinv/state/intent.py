@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from spurinv.controller.nodeview import NodeView, gres_agrees
 from spurinv.controller.ownership import Claim, controller_claim, extra_fingerprint, extra_record, owns, reason_id, unamended
+from spurinv.shape import gpu_counts
 from spurinv.state.file import Baseline, Drain, Intent, Refusal, State
 
 Kind = Literal["drain", "resume", "register"]
@@ -92,11 +93,11 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
             )
         return cleared, "the unanswered resume was not applied"
     # register: applied when the controller lists what we sent and carries our fingerprint
-    latest = state.latest.inventory if state.latest else None
+    latest = state.latest["inventory"] if state.latest else None
     if (
         latest is not None
-        and intent.fingerprint == latest.fingerprint
-        and gres_agrees(view.gres, latest.gpu_counts())
+        and intent.fingerprint == latest["fingerprint"]
+        and gres_agrees(view.gres, gpu_counts(latest))
         # the record follows the GRES (a second update): a run that died between the two has not
         # registered, and registering again sends both
         and ("extra" not in intent.body or extra_fingerprint(view.extra) == intent.fingerprint)
@@ -106,16 +107,16 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
         return cleared.model_copy(update=update), "the unanswered re-registration was applied"
     if (
         latest is not None
-        and intent.fingerprint == latest.fingerprint
+        and intent.fingerprint == latest["fingerprint"]
         and state.baseline is not None
-        and state.baseline.inventory.gpu_counts() != latest.gpu_counts()
-        and gres_agrees(view.gres, latest.gpu_counts())
+        and gpu_counts(state.baseline.inventory) != gpu_counts(latest)
+        and gres_agrees(view.gres, gpu_counts(latest))
     ):
         # the GPU count changed and the controller lists the new one: the write (a register
         # command: a delete, a slurmd restart) took effect and only its record is missing. Kept
         # as a refusal the controller has since met, so the policy writes the record alone
         # instead of running the command again
-        took = Refusal(fingerprint=latest.fingerprint, at=intent.at,
+        took = Refusal(fingerprint=latest["fingerprint"], at=intent.at,
                        error="the unanswered re-registration took effect; its record was not written")  # fmt: skip
         return cleared.model_copy(update={"refusal": took}), "the unanswered re-registration took effect; recording it"
     return cleared, "the unanswered re-registration was not applied; deciding afresh"

@@ -52,7 +52,7 @@ def is_successor(new: state_file.State, old: state_file.State, since: float) -> 
     return (
         len(new.readings) >= 1
         and (not old.readings or new.readings[:-1] == old.readings[-1:])
-        and new.readings[-1].taken_at.timestamp() >= int(since)
+        and new.readings[-1]["taken_at"].timestamp() >= int(since)
         and new.last is not None
         and new.last.at.timestamp() >= int(since)
     )
@@ -109,7 +109,7 @@ def test_sigkill_at_random_points_leaves_the_old_or_the_new_state(built, env, tm
     assert outcomes["new"], "kills must land after the write"
     # Temporaries of killed runs are removed by the next full run (a changed reading), under the lock.
     latest = state_file.load(str(state)).readings[-1]
-    code, err = finish(start(roots[0] if len(latest.inventory.devices) == 64 else roots[1], state, config, env))
+    code, err = finish(start(roots[0] if len(latest["inventory"]["devices"]) == 64 else roots[1], state, config, env))
     assert code == 0, err
     leftover = list(state.parent.glob("state.json.tmp-*"))
     ledger.record("crash (SIGKILL)", "temporaries left by killed runs", "cleaned" if not leftover else "LEFT",
@@ -161,8 +161,8 @@ def test_concurrent_refreshes_one_works_the_others_exit_75_naming_the_holder(bui
     assert len(winners) == 1, results
     loaded = state_file.load(str(state))
     assert loaded is not None
-    assert loaded.readings[-1].inventory.cpus == 192
-    assert len(loaded.readings[-1].inventory.devices) == 64
+    assert loaded.readings[-1]["inventory"]["cpus"] == 192
+    assert len(loaded.readings[-1]["inventory"]["devices"]) == 64
     assert loaded.pending is None
     assert elapsed < 5 + 30
 

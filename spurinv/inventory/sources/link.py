@@ -22,9 +22,9 @@ from spurinv.inventory.sources.attribute import ReadError, is_bdf, read_optional
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
-    from typing import Any
+    from typing import Any, Final
 
-    from spurinv.records import Link
+    from spurinv.inventory.model import Link, LinkState
 
 AMD_VENDOR = 0x1002
 UNKNOWN_WIDTH = 255  # PCIE_LNK_WIDTH_UNKNOWN: Link Capabilities read 0
@@ -32,11 +32,11 @@ ALL_ONES_WIDTH = 63  # (0xffff & 0x3f0) >> 4: the config read failed, the device
 MAX_WIDTH = 32  # x32 is the widest link PCIe defines
 _DIGITS = frozenset("0123456789")
 
-OK = "ok"
-DEGRADED = "degraded"
-DOWN = "down"
-UNKNOWN = "unknown"
-GONE = "gone"
+OK: Final = "ok"
+DEGRADED: Final = "degraded"
+DOWN: Final = "down"
+UNKNOWN: Final = "unknown"
+GONE: Final = "gone"
 
 
 def parse_width(text: str | None) -> int | None:
@@ -71,7 +71,7 @@ def _speed_number(text: str) -> str | None:
     return number
 
 
-def verdict(width: int | None, max_width: int | None, port_max_width: int | None, speed: str | None) -> str:
+def verdict(width: int | None, max_width: int | None, port_max_width: int | None, speed: str | None) -> LinkState:
     """``ok``, ``degraded`` (0 < width < what the link can reach), ``down`` (width 0), ``gone``
     (the all-ones read) or ``unknown`` (nothing to judge). Pure."""
     if width == ALL_ONES_WIDTH and speed is None:

@@ -27,12 +27,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypedDict
 
+    from spurinv.inventory.model import Link, Vendor
     from spurinv.inventory.root import Root
-    from spurinv.records import Link
 
     class PciFunction(TypedDict):
         bdf: str
-        vendor: str
+        vendor: Vendor
         vendor_id: int
         device_id: int
         pci_class: int
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         link: Link | None
 
 
-VENDORS = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
+VENDORS: dict[int, Vendor] = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
 ACCELERATOR_CLASSES = (0x03, 0x12)
 # Config space that reads as all ones means the device stopped answering ("fell off the bus":
 # NVIDIA Xid 79, https://docs.nvidia.com/deploy/xid-errors/, leaves the function enumerated and

@@ -14,8 +14,9 @@ from spurinv.shape import SWITCH  # the source of a switch-in-progress problem (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from re import Match
+    from typing import Final
 
-    from spurinv.records import Problem, SourceStatus
+    from spurinv.inventory.model import Problem, SourceState, SourceStatus
 
 # What one source may record: the state file keeps every reading's problems (twice: the current
 # and the previous reading), and its loader reads at most store.MAX_STATE (16 MiB); 40,000
@@ -57,9 +58,9 @@ def _spelled(match: Match[str]) -> str:
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
-OK = "ok"
-ABSENT = "absent"
-FAILED = "failed"
+OK: Final = "ok"
+ABSENT: Final = "absent"
+FAILED: Final = "failed"
 
 
 class Report:
@@ -79,7 +80,7 @@ class Report:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.status = OK
+        self.status: SourceState = OK
         self.detail = ""
         self.errors: list[Problem] = []
         self.flags: list[Problem] = []
@@ -87,6 +88,10 @@ class Report:
         self.unlisted_flags = 0
         self.unlisted_path = ""  # the last problem past the bound names a path for the count
         self.evidence: list[Problem] = []
+
+    def failed(self) -> bool:
+        """Whether the source failed (so far: a later read may fail it still)."""
+        return self.status == FAILED
 
     def fail(self, path: str, reason: str) -> None:
         """Record a read or consistency error: the source, and so the discovery, failed."""
