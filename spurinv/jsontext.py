@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    Texts = dict[int, tuple[object, str]]  # id of an object -> (the object, the text it was read from)
+
 _c: Any
 try:
     import _json as _c
@@ -41,7 +43,7 @@ def _typeerror(value: object) -> object:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-_scan = _c.make_scanner(_Decoder()) if _c is not None else None
+_scan: Any = _c.make_scanner(_Decoder()) if _c is not None else None
 
 
 def loads(data: bytes | str) -> Any:
@@ -81,3 +83,189 @@ def dumps(value: object, *, sort_keys: bool = False) -> str:
     import json
 
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys)
+
+
+# The state file holds its inventory up to three times, verbatim (two readings and the
+# baseline): the two functions below read and write each repeat once. Containers this many
+# levels deep or less are walked here, one member at a time; anything deeper is one call of
+# the C scanner or encoder, as above.
+_WALKED = 3
+# Bounds on the work done here rather than in C, whatever the file: members and items walked
+# (the state has some forty; past this, loads/dumps do it all), and distinct texts kept to
+# compare a repeat with (each comparison stops where the texts differ, and a repeat's text is
+# consumed, so a text is compared at most once a kept text: linear in the file).
+_MEMBERS = 1024
+_KEPT = 4
+
+
+def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
+    """``json.loads(data)``, where an object under ``key`` whose text repeats an earlier one's
+    byte for byte is parsed once: the repeat *is* the earlier object (callers must not change
+    either in place). An object's text is self-delimiting, so the C scanner would read the repeat
+    the same way to the same end. Anything unusual is :func:`loads`'s, which decides.
+
+    ``texts``, if given, gets the text each such object was read from, for :func:`dumps_shared`
+    (valid while the objects stay as they were read)."""
+    if _scan is None or _c is None or data[:1] not in (b"{", b"[") or data[1:2] == b"\0":
+        return loads(data)
+    text = data.decode("utf-8", "surrogatepass")
+    seen: list[tuple[str, Any]] = []
+    try:
+        value, end = _walk(text, 0, 0, key, seen, [_MEMBERS])
+    except (StopIteration, ValueError, SystemError, IndexError, RecursionError, _Unusual):
+        return loads(data)  # its own error, or its own answer
+    if text[end:].strip(_WHITESPACE):
+        return loads(data)
+    if texts is not None:
+        texts.update((id(member), (member, read)) for read, member in seen)
+    return value
+
+
+def _skip(text: str, index: int) -> int:
+    while text[index] in _WHITESPACE:
+        index += 1
+    return index
+
+
+def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any]], room: list[int]) -> tuple[Any, int]:
+    """The value at ``index`` (no whitespace before it) and where it ends, as ``_scan`` reads
+    it; an object or array at most ``_WALKED`` levels deep is read here, member by member, by
+    the rules of the C scanner (whitespace, commas, a later duplicate key wins)."""
+    first = text[index]
+    if depth >= _WALKED or first not in "{[":
+        value, end = _scan(text, index)
+        return value, end
+    index = _skip(text, index + 1)
+    if first == "[":
+        items: list[Any] = []
+        if text[index] == "]":
+            return items, index + 1
+        while True:
+            _spend(room)
+            item, index = _walk(text, index, depth + 1, key, seen, room)
+            items.append(item)
+            index = _skip(text, index)
+            if text[index] == "]":
+                return items, index + 1
+            if text[index] != ",":
+                raise ValueError
+            index = _skip(text, index + 1)
+    members: dict[str, Any] = {}
+    if text[index] == "}":
+        return members, index + 1
+    while True:
+        _spend(room)
+        if text[index] != '"':
+            raise ValueError
+        name, index = _c.scanstring(text, index + 1, True)
+        index = _skip(text, index)
+        if text[index] != ":":
+            raise ValueError
+        index = _skip(text, index + 1)
+        if name == key and text[index] == "{":
+            member, index = _repeated(text, index, seen)
+        else:
+            member, index = _walk(text, index, depth + 1, key, seen, room)
+        members[name] = member
+        index = _skip(text, index)
+        if text[index] == "}":
+            return members, index + 1
+        if text[index] != ",":
+            raise ValueError
+        index = _skip(text, index + 1)
+
+
+def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
+    for earlier, value in seen:
+        if text.startswith(earlier, index):
+            return value, index + len(earlier)
+    value, end = _scan(text, index)
+    if len(seen) < _KEPT:
+        seen.append((text[index:end], value))
+    return value, end
+
+
+def _spend(room: list[int]) -> None:
+    room[0] -= 1
+    if room[0] < 0:
+        raise _Unusual
+
+
+def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
+    """:func:`dumps` of ``value``, where a value under ``key`` that *is* (the same object) one
+    encoded before is encoded once: the same text, as the encoder has no state between values.
+
+    With ``texts`` (from :func:`loads_shared`), an object read from a text is not encoded when
+    another under ``key`` encodes to that very text and equals it: the object is that text read
+    back, and reading back what the encoder wrote gives a value it writes the same way (for
+    equal values: keys that are not strings would not compare equal once read back)."""
+    if _c is None:
+        return dumps(value)
+    encode = _c.make_encoder({}, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)
+    parts: list[str] = []
+    slots: list[tuple[int, object]] = []
+    try:
+        _emit(value, 0, key, encode, slots, parts, [_MEMBERS])
+        written: dict[int, str] = {}  # id of an object under key -> its text
+        fresh: list[tuple[object, str]] = []  # the objects encoded here, with their text
+        read: dict[int, tuple[object, str]] = {}  # the objects known by the text they were read from
+        for _slot, member in slots:
+            ident = id(member)
+            known = texts.get(ident) if texts else None
+            if ident in written or ident in read:
+                continue
+            if known is not None and known[0] is member:
+                read[ident] = known
+            else:
+                written[ident] = "".join(encode(member, 0))
+                fresh.append((member, written[ident]))
+        for member, text in read.values():
+            for other, again in fresh[:_KEPT]:
+                if again == text and other == member:
+                    written[id(member)] = again
+                    break
+            else:
+                written[id(member)] = "".join(encode(member, 0))
+        for slot, member in slots:
+            parts[slot] = written[id(member)]
+    except (TypeError, ValueError, RecursionError, _Unusual):
+        return dumps(value)  # its own error, or its own answer
+    return "".join(parts)
+
+
+class _Unusual(Exception):
+    """A key that is not a string (the encoder's own rules), or more than ``_MEMBERS`` to walk:
+    :func:`loads` or :func:`dumps` does it all."""
+
+
+def _emit(
+    value: object, depth: int, key: str, encode: Any, slots: list[tuple[int, object]], parts: list[str], room: list[int]
+) -> None:
+    """``value``'s text into ``parts``, with a slot for each object under ``key`` (its text, later)."""
+    kind = value.__class__
+    if depth >= _WALKED or (kind is not dict and kind is not list):
+        parts.extend(encode(value, 0))
+        return
+    if kind is list:
+        assert isinstance(value, list)
+        parts.append("[")
+        for number, item in enumerate(value):
+            _spend(room)
+            if number:
+                parts.append(",")
+            _emit(item, depth + 1, key, encode, slots, parts, room)
+        parts.append("]")
+        return
+    assert isinstance(value, dict)
+    parts.append("{")
+    for number, (name, member) in enumerate(value.items()):
+        _spend(room)
+        if name.__class__ is not str:
+            raise _Unusual
+        parts.append(f"{',' if number else ''}{_c.encode_basestring_ascii(name)}:")
+        if name == key and member.__class__ is dict:
+            slots.append((len(parts), member))
+            parts.append("")
+        else:
+            _emit(member, depth + 1, key, encode, slots, parts, room)
+    parts.append("}")

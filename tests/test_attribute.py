@@ -241,6 +241,47 @@ def test_parse_properties_refuses_values_past_64_bits(value):
         parse_properties(f"unique_id {value}\n", "/sys/x")
 
 
+def _properties_outcome(text: str, keys: tuple[str, ...] | None) -> object:
+    try:
+        return parse_properties(text, "/sys/x", keys)
+    except ReadError as exc:
+        return exc.reason
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "a 1",
+                "b 2",
+                "unique_id 18446744073709551615",
+                "unique_id 18446744073709551616",
+                "a 3",
+                "c x",
+                "",
+                " 4",
+                "b",
+                "é 5",
+                "d 0007",
+                "e " + "0" * 25 + "9",
+            ]
+        ),
+        max_size=8,
+    ),
+    st.sampled_from([("a",), ("b", "unique_id", "z"), ("unique_id", "d", "e"), ()]),
+)
+def test_parse_properties_keeps_the_keys_asked_for_and_checks_every_line(lines, keys):
+    """With ``keys``: the same verdict on every line (the same error, naming the same line), and of a
+    good file the values of those keys only."""
+    text = "\n".join(lines) + "\n"
+    whole = _properties_outcome(text, None)
+
+    kept = _properties_outcome(text, keys)
+
+    assert kept == ({key: whole[key] for key in keys if key in whole} if isinstance(whole, dict) else whole)
+
+
 @settings(max_examples=200)
 @given(st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), st.integers(0, (1 << 64) - 1), min_size=1, max_size=8))
 def test_parse_properties_round_trips(values):
@@ -454,3 +495,20 @@ def test_a_sysfs_directory_that_cannot_be_listed_fails_the_source_naming_it(tmp_
 
     assert read_drm(Root(str(tmp_path)), report) == []
     assert report.as_dict() == {"status": "failed", "detail": f"{tmp_path}/sys/class/drm: Not a directory"}
+
+
+def test_a_kfd_node_keeps_every_key_discovery_reads():
+    """``kfd.NODE_KEYS`` names what is kept of a node's properties: every key the code reads of
+    them (``properties["x"]``, ``properties.get("x"``, the list of keys that must be there)."""
+    from spurinv.inventory import discovery
+    from spurinv.inventory.sources import kfd
+
+    read: set[str] = set()
+    for module in (discovery, kfd):
+        source = Path(module.__file__ or "").read_text()
+        read |= set(re.findall(r"""\bproperties(?:\.get\(|\[)["']([a-z_]+)["']""", source))
+        for listed in re.findall(r"for key in \(([^)]*)\) if key not in properties", source):
+            read |= set(re.findall(r'"([a-z_]+)"', listed))
+
+    assert {"domain", "unique_id", "location_id", "simd_count"} <= read  # the scan finds them
+    assert read <= set(kfd.NODE_KEYS)

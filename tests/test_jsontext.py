@@ -91,3 +91,153 @@ def test_errors_without_the_json_package_imported() -> None:
         "JSONDecodeError Unterminated string starting at: line 1 column 2 (char 1)",
         '{\'a\': [1, 2.5, None]} {"b":"\\u00e9"}',
     ]
+
+
+# The state file's shape, near enough: the repeated key under objects and arrays at every depth
+# the walk reads member by member, and below it.
+KEYED = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["inventory", "readings", "a", "é", "\ud800"]) | st.text(max_size=3), inner, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _with_repeats(value: object, repeat: object) -> object:
+    """``value`` with ``repeat`` under "inventory" at three depths, as the readings and baseline hold it."""
+    return {
+        "a": value,
+        "readings": [{"inventory": repeat, "b": value}, {"inventory": repeat}],
+        "baseline": {"inventory": repeat},
+    }
+
+
+@given(KEYED, KEYED, st.sampled_from([None, 0, 2]), st.sampled_from(["", " ", "\n", " x", "]", "\t\r\n", "1"]))
+@settings(max_examples=300)
+def test_loads_shared_reads_what_json_reads(value: object, repeat: object, indent: int | None, tail: str) -> None:
+    for document in (value, _with_repeats(value, repeat)):
+        text = json.dumps(document, indent=indent, ensure_ascii=indent is None) + tail
+        data = text.encode("utf-8", "surrogatepass")
+        ours, theirs = _outcome(lambda d: jsontext.loads_shared(d, "inventory"), data), _outcome(json.loads, data)
+        assert ours[0] == theirs[0]
+        assert _same(ours[1], theirs[1])
+
+
+TOKENS = ['{', '}', '[', ']', '"inventory"', '"readings"', '"a"', ':', ',', '1', '2', ' ', '\n', '{"x":1}', '{"x":12}',
+          '{"x":1', '"s"', '\\', '"', 'null', 'NaN', '-', '.5', 'e', '\ud800', '\x00']  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(TOKENS), max_size=40))
+@settings(max_examples=1000)
+def test_any_token_text_has_json_outcome(tokens: list[str]) -> None:
+    """Texts of JSON's tokens and an object repeated or nearly (``{"x":1}`` then ``{"x":12}``):
+    every text reads as json reads it, or fails as json fails."""
+    for text in ("".join(tokens), '{"readings":[{"inventory":{"x":1}}],"inventory":' + "".join(tokens)):
+        data = text.encode("utf-8", "surrogatepass")
+        ours, theirs = _outcome(lambda d: jsontext.loads_shared(d, "inventory"), data), _outcome(json.loads, data)
+        assert ours[0] == theirs[0], text
+        assert _same(ours[1], theirs[1]), text
+
+
+def test_loads_shared_reads_a_repeat_once() -> None:
+    inventory = {"devices": [{"id": "0000:05:00.0", "partition": {"index": 0}}], "cpus": 8}
+    text = json.dumps(_with_repeats([1, {"inventory": inventory}], inventory), separators=(",", ":"))
+
+    state = jsontext.loads_shared(text.encode(), "inventory")
+
+    assert state == json.loads(text)
+    assert state["readings"][0]["inventory"] is state["readings"][1]["inventory"] is state["baseline"]["inventory"]
+    assert state["a"][1]["inventory"] is state["baseline"]["inventory"]
+    # a number is not self-delimiting: "1" then "12" are two values, never a repeat
+    assert jsontext.loads_shared(b'{"inventory":{"a":1},"b":{"inventory":{"a":12}}}', "inventory") == {
+        "inventory": {"a": 1},
+        "b": {"inventory": {"a": 12}},
+    }
+
+
+@given(KEYED, KEYED)
+@settings(max_examples=300)
+def test_dumps_shared_is_json_dumps(value: object, repeat: object) -> None:
+    for document in (value, _with_repeats(value, repeat), _with_repeats(value, {"x": repeat})):
+        assert _outcome(lambda v: jsontext.dumps_shared(v, "inventory"), document) == _outcome(
+            lambda v: json.dumps(v, separators=(",", ":")), document
+        )
+
+
+def test_dumps_shared_writes_each_object_as_itself() -> None:
+    """Equal is not enough to share a text: key order and ``1``/``True``/``1.0`` tell them apart."""
+    first, second, third = {"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": True, "b": 2.0}
+    document = {"readings": [{"inventory": first}, {"inventory": second}], "baseline": {"inventory": third}}
+
+    assert jsontext.dumps_shared(document, "inventory") == json.dumps(document, separators=(",", ":"))
+    numbered = {"readings": [{"inventory": first}], "x": {1: first, 2.5: None, None: True}}  # the encoder's own keys
+    assert jsontext.dumps_shared(numbered, "inventory") == json.dumps(numbered, separators=(",", ":"))
+    looped: dict[str, object] = {"inventory": {}}
+    looped["readings"] = [looped]
+    assert _outcome(lambda v: jsontext.dumps_shared(v, "inventory"), looped) == _outcome(json.dumps, looped)
+
+
+def _replayed(text: str, fresh: object) -> tuple[object, str]:
+    """What the tick does: read a state, put a new reading holding ``fresh`` after the last one, write
+    it with the texts the read gave; and what json writes for the same value."""
+    texts: jsontext.Texts = {}
+    state = jsontext.loads_shared(text.encode("utf-8", "surrogatepass"), "inventory", texts)
+    after = {**state, "readings": [state["readings"][-1], {"inventory": fresh}]}
+    return jsontext.dumps_shared(after, "inventory", texts), json.dumps(after, separators=(",", ":"))
+
+
+@given(KEYED, st.sampled_from([None, 0]), st.sampled_from(["same", "copy", "loose"]))
+@settings(max_examples=300)
+def test_dumps_shared_with_the_texts_read_is_json_dumps(repeat: object, indent: int | None, fresh: str) -> None:
+    inventory = {"devices": [repeat], "cpus": 8}
+    text = json.dumps(_with_repeats([1], inventory), indent=indent)
+    new = {
+        "same": inventory,
+        "copy": json.loads(json.dumps(inventory)),
+        "loose": {"cpus": 8.0 if fresh else True, "devices": [repeat]},  # equal, written otherwise
+    }[fresh]
+    ours, theirs = _replayed(text, new)
+    assert ours == theirs
+
+
+def test_dumps_shared_writes_a_read_object_as_itself() -> None:
+    """A text read is reused only when it is the encoder's text of an equal value: not for
+    keys in another order, nor for a text whose duplicate key the read dropped."""
+    for stored, fresh in (
+        ('{"b":2,"a":1}', {"a": 1, "b": 2}),  # equal, not the same text
+        ('{"1":"a","1":"b"}', {1: "a", "1": "b"}),  # the same text, not equal
+        ('{"a":1}', {"a": 1}),  # both: shared
+    ):
+        text = f'{{"readings":[{{"inventory":{stored}}}],"baseline":{{"inventory":{stored}}}}}'
+        ours, theirs = _replayed(text, fresh)
+        assert ours == theirs
+
+
+def test_shared_walks_a_bounded_part_of_any_file(monkeypatch) -> None:
+    """Past a thousand members walked here (a state has some forty), the C scanner and encoder do
+    it all: a 16 MiB file of small members costs what json costs, not a Python loop each."""
+    small = {"readings": [{"inventory": {"a": 1}}] * 2, "baseline": {"inventory": {"a": 1}}}
+    large = {"readings": [{"inventory": {"a": number}} for number in range(3000)], "x": list(range(3000))}
+    whole: list[object] = []
+
+    def loads(data: bytes) -> object:
+        whole.append(data)
+        return json.loads(data)
+
+    def dumps(value: object) -> str:
+        whole.append(value)
+        return json.dumps(value, separators=(",", ":"))
+
+    monkeypatch.setattr(jsontext, "loads", loads)
+    monkeypatch.setattr(jsontext, "dumps", dumps)
+
+    for document in (small, large):
+        text = json.dumps(document, separators=(",", ":"))
+        assert jsontext.loads_shared(text.encode(), "inventory") == document
+        assert jsontext.dumps_shared(document, "inventory") == text
+
+    assert whole == [json.dumps(large, separators=(",", ":")).encode(), large]

@@ -17,7 +17,7 @@ from spurinv.shape import bdf_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
     from spurinv.inventory.root import Root
     from spurinv.inventory.sources.status import Report
@@ -131,29 +131,37 @@ def parse_int(text: str, path: str, *, base: int = 10, bits: int = 64, signed: b
     return value
 
 
-def parse_properties(text: str, path: str) -> dict[str, int]:
+def parse_properties(text: str, path: str, keys: Collection[str] | None = None) -> dict[str, int]:
     """Parse a KFD ``properties`` file: one ``key value`` pair per line, unsigned decimal.
 
     Any malformed line fails the whole file (spur's ``split_once(' ')?`` silently dropped the
-    node instead: docs/spur.md). 64-bit values such as ``unique_id`` can exceed 2^63.
+    node instead: docs/spur.md). 64-bit values such as ``unique_id`` can exceed 2^63. With
+    ``keys``, only those are in the result (every line is checked all the same: an int a value
+    was a tenth of a tick's discovery, for some forty keys a file of which it reads nine).
     """
     # The kernel's own form, in one pass with fewer checks a line (2,500 lines a tick): ASCII
     # text, "key digits" lines, values of at most 20 digits within 64 bits, keys counted for
     # duplicates at the end. Anything else, :func:`_properties` reads again and names the line.
     if not text.isascii():
-        return _properties(text, path)
-    result: dict[str, int] = {}
+        return _kept(_properties(text, path), keys)
+    found: dict[str, str] = {}
     lines = text.split("\n")
     for line in lines:
         if line:
             key, sep, value = line.partition(" ")
             if sep and key and value.isdigit() and (len(value) < 20 or (len(value) == 20 and value <= _TOP)):
-                result[key] = int(value)
+                found[key] = value
             else:
-                return _properties(text, path)
-    if not result or len(result) != len(lines) - lines.count(""):
-        return _properties(text, path)
-    return result
+                return _kept(_properties(text, path), keys)
+    if not found or len(found) != len(lines) - lines.count(""):
+        return _kept(_properties(text, path), keys)
+    if keys is None:
+        return {key: int(value) for key, value in found.items()}
+    return {key: int(found[key]) for key in keys if key in found}
+
+
+def _kept(properties: dict[str, int], keys: Collection[str] | None) -> dict[str, int]:
+    return properties if keys is None else {key: properties[key] for key in keys if key in properties}
 
 
 _TOP = str((1 << 64) - 1)  # 20 digits: a value of 20 ASCII digits is within 64 bits if it sorts below

@@ -34,6 +34,10 @@ HEAP_FB_PUBLIC = 1  # kfd_crat.h HSA_MEM_HEAP_TYPE_FB_PUBLIC: the VRAM bank
 IO_LINK_PCIE = 2  # kfd_crat.h CRAT_IOLINK_TYPE_PCIEXPRESS (spur mistook it for XGMI: docs/spur.md)
 IO_LINK_XGMI = 11  # kfd_crat.h CRAT_IOLINK_TYPE_XGMI
 AMD_VENDOR_ID = 0x1002
+# What discovery reads of a node's properties (is_gpu, _vram_bytes, discovery._amd_devices): the
+# rest of each file is checked, not kept.
+NODE_KEYS = ("cpu_cores_count", "device_id", "domain", "drm_render_minor", "local_mem_size", "location_id",
+             "simd_count", "unique_id", "vendor_id")  # fmt: skip
 
 
 class _TornRead(Exception):
@@ -95,7 +99,7 @@ def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
         node_dir = f"{nodes_dir}/{name}"
         properties_path = f"{node_dir}/properties"
         try:
-            properties = parse_properties(read_text(properties_path), properties_path)
+            properties = parse_properties(read_text(properties_path), properties_path, NODE_KEYS)
         except ReadError:
             if not os.path.lexists(node_dir):
                 raise _TornRead(f"node {name} vanished mid-walk") from None
@@ -136,7 +140,7 @@ def _vram_bytes(node_dir: str, properties: dict[str, int]) -> int | None:
     """
     for bank in _numbered(f"{node_dir}/mem_banks"):
         path = os.path.join(bank, "properties")
-        bank_properties = parse_properties(read_text(path), path)
+        bank_properties = parse_properties(read_text(path), path, ("heap_type", "size_in_bytes"))
         if "heap_type" not in bank_properties or "size_in_bytes" not in bank_properties:
             raise ReadError(path, "missing heap_type or size_in_bytes")
         if bank_properties["heap_type"] == HEAP_FB_PUBLIC:
@@ -149,7 +153,7 @@ def _links(node_dir: str) -> list[tuple[int, int]]:
     links = []
     for link in _numbered(os.path.join(node_dir, "io_links")):
         path = os.path.join(link, "properties")
-        link_properties = parse_properties(read_text(path), path)
+        link_properties = parse_properties(read_text(path), path, ("type", "node_to"))
         if "type" not in link_properties or "node_to" not in link_properties:
             raise ReadError(path, "missing type or node_to")
         links.append((link_properties["type"], link_properties["node_to"]))
