@@ -50,6 +50,74 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return OneLab(config, log)
 
 
+def _compile_spurinv() -> None:
+    """Write the imported spurinv's bytecode once, before any test starts a process.
+
+    Where PYTHONDONTWRITEBYTECODE is set, every ``python -m spurinv`` a test starts compiled the
+    package again (0.1-0.2 s of CPU each, hundreds of times a run). The bytecode is checked
+    against a hash of its source at each import, not the file's mtime: ``scripts/mutate`` rewrites
+    a module in place between runs, and a mutant of the same size in the same second must never
+    load its predecessor's bytecode. Only files whose bytecode is missing or stale are compiled."""
+    import importlib.util
+    import py_compile
+
+    import spurinv
+
+    for source in Path(spurinv.__file__).parent.rglob("*.py"):
+        pyc = Path(importlib.util.cache_from_source(str(source)))
+        with contextlib.suppress(OSError):
+            header = pyc.read_bytes()[:16]
+            # flags 0b11: hash-based and checked; then the source's hash (PEP 552)
+            if header[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(header[4:8], "little") == 0b11:
+                if header[8:16] == importlib.util.source_hash(source.read_bytes()):
+                    continue
+        with contextlib.suppress(OSError, py_compile.PyCompileError):  # a read-only tree: compiled at import, as before
+            py_compile.compile(str(source), str(pyc), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+
+
+def _memory_tmp() -> Path | None:
+    """/dev/shm when it is a tmpfs that allows executables (the tests write fake commands there)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 3 and fields[1] == "/dev/shm" and fields[2] == "tmpfs" and "noexec" not in fields[3].split(","):
+                return Path("/dev/shm") if os.access("/dev/shm", os.W_OK | os.X_OK) else None
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own, which reads --basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the workers start after this and get their basetemp from it
+    if sys.dont_write_bytecode:
+        _compile_spurinv()
+    # The temporary files on a tmpfs, as scripts/hermetic-check has them ($TMPDIR): on a disk,
+    # the fixture roots' thousands of small files and every state write's fsync cost most of the
+    # suite's wall time. An explicit --basetemp or $TMPDIR is kept; this directory is removed
+    # at the end (pass --basetemp to keep a run's files).
+    memory = _memory_tmp()
+    if config.option.basetemp is None and "TMPDIR" not in os.environ and memory is not None:
+        import tempfile
+
+        base = tempfile.mkdtemp(prefix="spurinv-pytest-", dir=memory)
+        config.option.basetemp = base
+        config.add_cleanup(lambda: shutil.rmtree(base, ignore_errors=True))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Keep the test modules' rewritten asserts (pytest's own bytecode, beside them in
+    ``__pycache__``) even where PYTHONDONTWRITEBYTECODE is set: rewriting them all again cost
+    each xdist worker some 8 s of CPU per run. Only collection imports them; the setting is
+    restored after it."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",
