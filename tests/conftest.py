@@ -205,9 +205,7 @@ def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], P
     """Return a private, mutable copy of a fixture root (for fault injection)."""
 
     def copy(name: str) -> Path:
-        target = tmp_path / f"root-{name}"
-        shutil.copytree(built(name), target, symlinks=True)
-        return target
+        return rb.copy_root(built(name), tmp_path / f"root-{name}")
 
     return copy
 
