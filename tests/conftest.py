@@ -63,16 +63,18 @@ def _compile_spurinv() -> None:
 
     import spurinv
 
+    checked = py_compile.PycInvalidationMode.CHECKED_HASH
     for source in Path(spurinv.__file__).parent.rglob("*.py"):
         pyc = Path(importlib.util.cache_from_source(str(source)))
-        with contextlib.suppress(OSError):
-            header = pyc.read_bytes()[:16]
-            # flags 0b11: hash-based and checked; then the source's hash (PEP 552)
-            if header[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(header[4:8], "little") == 0b11:
-                if header[8:16] == importlib.util.source_hash(source.read_bytes()):
-                    continue
-        with contextlib.suppress(OSError, py_compile.PyCompileError):  # a read-only tree: compiled at import, as before
-            py_compile.compile(str(source), str(pyc), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+        try:
+            header, code = pyc.read_bytes()[:16], source.read_bytes()
+        except OSError:
+            header, code = b"", b""
+        # PEP 552: the magic number, flags 0b11 (hash-based, checked), the source's hash
+        if header == importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little") + importlib.util.source_hash(code):
+            continue
+        with contextlib.suppress(OSError, py_compile.PyCompileError):  # read-only: compiled at import, as before
+            py_compile.compile(str(source), str(pyc), doraise=True, invalidation_mode=checked)
 
 
 def _memory_tmp() -> Path | None:
