@@ -7,7 +7,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -77,33 +76,9 @@ def _compile_spurinv() -> None:
             py_compile.compile(str(source), str(pyc), doraise=True, invalidation_mode=checked)
 
 
-def _memory_tmp() -> Path | None:
-    """/dev/shm when it is a tmpfs that allows executables (the tests write fake commands there)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/mounts").read_text().splitlines():
-            fields = line.split()
-            if len(fields) > 3 and fields[1] == "/dev/shm" and fields[2] == "tmpfs" and "noexec" not in fields[3].split(","):
-                return Path("/dev/shm") if os.access("/dev/shm", os.W_OK | os.X_OK) else None
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's own, which reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # the workers start after this and get their basetemp from it
-    if sys.dont_write_bytecode:
+    if sys.dont_write_bytecode and not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers start after this
         _compile_spurinv()
-    # The temporary files on a tmpfs, as scripts/hermetic-check has them ($TMPDIR): on a disk,
-    # the fixture roots' thousands of small files and every state write's fsync cost most of the
-    # suite's wall time. An explicit --basetemp or $TMPDIR is kept; this directory is removed
-    # at the end (pass --basetemp to keep a run's files).
-    memory = _memory_tmp()
-    if config.option.basetemp is None and "TMPDIR" not in os.environ and memory is not None:
-        import tempfile
-
-        base = tempfile.mkdtemp(prefix="spurinv-pytest-", dir=memory)
-        config.option.basetemp = base
-        config.add_cleanup(lambda: shutil.rmtree(base, ignore_errors=True))
 
 
 @pytest.hookimpl(wrapper=True)
