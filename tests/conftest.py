@@ -7,7 +7,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -48,6 +47,52 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
 
     return OneLab(config, log)
+
+
+def _compile_spurinv() -> None:
+    """Write the imported spurinv's bytecode once, before any test starts a process.
+
+    Where PYTHONDONTWRITEBYTECODE is set, every ``python -m spurinv`` a test starts compiled the
+    package again (0.1-0.2 s of CPU each, hundreds of times a run). The bytecode is checked
+    against a hash of its source at each import, not the file's mtime: ``scripts/mutate`` rewrites
+    a module in place between runs, and a mutant of the same size in the same second must never
+    load its predecessor's bytecode. Only files whose bytecode is missing or stale are compiled."""
+    import importlib.util
+    import py_compile
+
+    import spurinv
+
+    checked = py_compile.PycInvalidationMode.CHECKED_HASH
+    for source in Path(spurinv.__file__).parent.rglob("*.py"):
+        pyc = Path(importlib.util.cache_from_source(str(source)))
+        try:
+            header, code = pyc.read_bytes()[:16], source.read_bytes()
+        except OSError:
+            header, code = b"", b""
+        # PEP 552: the magic number, flags 0b11 (hash-based, checked), the source's hash
+        if header == importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little") + importlib.util.source_hash(code):
+            continue
+        with contextlib.suppress(OSError, py_compile.PyCompileError):  # read-only: compiled at import, as before
+            py_compile.compile(str(source), str(pyc), doraise=True, invalidation_mode=checked)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if sys.dont_write_bytecode and not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers start after this
+        _compile_spurinv()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """Keep the test modules' rewritten asserts (pytest's own bytecode, beside them in
+    ``__pycache__``) even where PYTHONDONTWRITEBYTECODE is set: rewriting them all again cost
+    each xdist worker some 8 s of CPU per run. Only collection imports them; the setting is
+    restored after it."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -137,9 +182,7 @@ def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], P
     """Return a private, mutable copy of a fixture root (for fault injection)."""
 
     def copy(name: str) -> Path:
-        target = tmp_path / f"root-{name}"
-        shutil.copytree(built(name), target, symlinks=True)
-        return target
+        return rb.copy_root(built(name), tmp_path / f"root-{name}")
 
     return copy
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -972,3 +973,12 @@ def build_host_only(root: Path, hwloc_set: str) -> Path:
         raise ValueError(f"unknown set {hwloc_set!r}; choose from {sorted(HOST_SETS)}") from None
     shutil.copytree(src, root, symlinks=True, dirs_exist_ok=True)
     return Path(root)
+
+
+def copy_root(src: Path, dst: Path) -> Path:
+    """A private, mutable copy of a built root, symlinks kept as links. ``cp -a`` takes about
+    half the CPU of ``shutil.copytree`` on a root's thousands of small files."""
+    if os.path.lexists(dst):
+        raise FileExistsError(dst)  # cp would copy into it instead
+    subprocess.run(["cp", "-a", "--", str(src), str(dst)], check=True)
+    return Path(dst)

@@ -157,9 +157,7 @@ def test_the_summary_says_mig_and_the_count_per_gpu(built):
 
 
 def _copy(built, layout, tmp_path):
-    root = tmp_path / "root"
-    shutil.copytree(built(f"mig-{layout}"), root, symlinks=True)
-    return root
+    return rb.copy_root(built(f"mig-{layout}"), tmp_path / "root")
 
 
 def test_a_minor_the_driver_would_not_give_fails_the_reading(built, tmp_path):
