@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,7 +52,7 @@ def _feed(data: bytes, cuts: list[int], keep: answer.Keep | None = None) -> tupl
     return reader.close(), reader
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=VALUES | ANSWERS, cuts=st.lists(st.integers(0, 4000), max_size=8), indent=st.sampled_from([None, 2]))
 def test_any_json_in_any_chunks_reads_as_json_loads_with_surrogates_cleaned(value, cuts, indent):
     data = json.dumps(value, indent=indent).encode()
@@ -67,7 +68,7 @@ def _ours(node: Any) -> Any:
     return node if isinstance(node, dict) and node.get("name") == "n2" else None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=ANSWERS, cuts=st.lists(st.integers(0, 4000), max_size=8))
 def test_keep_sees_every_node_in_order_and_only_what_it_returns_stays(value, cuts):
     data = json.dumps(value).encode()
@@ -87,7 +88,7 @@ def test_keep_sees_every_node_in_order_and_only_what_it_returns_stays(value, cut
     }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=200) | st.text(max_size=60).map(str.encode), cuts=st.lists(st.integers(0, 200), max_size=4))
 def test_anything_else_is_refused_as_json_loads_refuses_it(data, cuts):
     try:

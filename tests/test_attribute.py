@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,7 +173,7 @@ def test_parse_int_refuses_what_is_out_of_range_or_not_a_number(text, kwargs):
     assert caught.value.path == "/sys/x"
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(value=st.integers(-(1 << 70), 1 << 70), bits=st.sampled_from([8, 16, 32, 64]), signed=st.booleans())
 def test_parse_int_accepts_exactly_the_range_of_its_width(value, bits, signed):
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
@@ -248,7 +249,7 @@ def _properties_outcome(text: str, keys: tuple[str, ...] | None) -> object:
         return exc.reason
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(
     st.lists(
         st.sampled_from(
@@ -282,7 +283,7 @@ def test_parse_properties_keeps_the_keys_asked_for_and_checks_every_line(lines, 
     assert kept == ({key: whole[key] for key in keys if key in whole} if isinstance(whole, dict) else whole)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), st.integers(0, (1 << 64) - 1), min_size=1, max_size=8))
 def test_parse_properties_round_trips(values):
     text = "".join(f"{key} {value}\n" for key, value in values.items())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from effort import examples
 from factories import inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -101,7 +102,7 @@ inventories = st.builds(
 maybe = st.one_of(st.none(), inventories)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(baseline=maybe, current=maybe)
 def test_one_reading_never_confirms(baseline, current):
     """With no previous reading (or a failed one), nothing is ever confirmed."""
@@ -110,7 +111,7 @@ def test_one_reading_never_confirms(baseline, current):
         assert outcome.kind != Kind.CHANGE_CONFIRMED
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(baseline=maybe, previous=maybe)
 def test_a_failure_never_confirms(baseline, previous):
     outcome = classify(baseline, reading(previous), reading(None, 60))
@@ -118,7 +119,7 @@ def test_a_failure_never_confirms(baseline, previous):
     assert Kind.DISCOVERY_FAILED == outcome.kind
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(baseline=maybe, previous=maybe, current=inventories, data=st.data())
 def test_outcome_never_depends_on_device_order(baseline, previous, current, data):
     shuffled = data.draw(st.permutations(list(current["devices"])))
@@ -130,7 +131,7 @@ def test_outcome_never_depends_on_device_order(baseline, previous, current, data
     assert first == second
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(baseline=maybe, current=inventories, other=maybe)
 def test_a_confirmed_change_stays_confirmed_when_the_reading_repeats(baseline, current, other):
     outcome = classify(baseline, reading(current, 0), reading(current, 60))
@@ -141,7 +142,7 @@ def test_a_confirmed_change_stays_confirmed_when_the_reading_repeats(baseline, c
         assert classify(baseline, reading(other), reading(current, 60)).kind != Kind.CHANGE_CONFIRMED
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(inv=maybe)
 def test_a_reading_equal_to_the_baseline_is_unchanged(inv):
     if inv is not None:
@@ -169,7 +170,7 @@ def test_adding_or_removing_a_gpu_is_no_package_change(old, new):
     assert "→1)" not in diff.summary()  # no "(1→1)" package line invented for the new GPU
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     old=st.integers(0, 4),
     new=st.integers(0, 4),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ FILES = st.dictionaries(st.one_of(st.sampled_from(NAMES), st.sampled_from(KEYS))
 WORDS = ("Input should", "Extra inputs", "instance of", "Value error", "valid dictionary", "[type=")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(FILES)
 def test_every_problem_is_one_plain_line_naming_the_file(raw: dict[str, Any]):
     try:

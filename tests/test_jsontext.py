@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,13 +36,13 @@ def _outcome(function: object, data: object) -> tuple[str, object]:
 
 
 @given(VALUES, st.booleans())
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 def test_dumps_is_json_dumps(value: object, sort_keys: bool) -> None:
     assert jsontext.dumps(value, sort_keys=sort_keys) == json.dumps(value, separators=(",", ":"), sort_keys=sort_keys)
 
 
 @given(VALUES, st.sampled_from([None, 2]), st.sampled_from(["", " ", "\n", " x", "]", "\t\r\n"]))
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 def test_loads_reads_what_json_reads(value: object, indent: int | None, tail: str) -> None:
     text = json.dumps(value, indent=indent, ensure_ascii=indent is None) + tail
     for data in (text, text.encode("utf-8", "surrogatepass")):
@@ -51,7 +52,7 @@ def test_loads_reads_what_json_reads(value: object, indent: int | None, tail: st
 
 
 @given(st.text(alphabet=st.sampled_from('{}[]":,0123456789.eE+- \t\n\rtrufalsnNIiy\\u\ufeff\ud800\x00é')))
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 def test_any_text_has_json_outcome(text: str) -> None:
     for data in (text, text.encode("utf-8", "surrogatepass"), text.encode("utf-16", "surrogatepass")):
         ours, theirs = _outcome(jsontext.loads, data), _outcome(json.loads, data)
@@ -117,7 +118,7 @@ def _with_repeats(value: object, repeat: object) -> object:
 
 
 @given(KEYED, KEYED, st.sampled_from([None, 0, 2]), st.sampled_from(["", " ", "\n", " x", "]", "\t\r\n", "1"]))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_loads_shared_reads_what_json_reads(value: object, repeat: object, indent: int | None, tail: str) -> None:
     for document in (value, _with_repeats(value, repeat)):
         text = json.dumps(document, indent=indent, ensure_ascii=indent is None) + tail
@@ -132,7 +133,7 @@ TOKENS = ['{', '}', '[', ']', '"inventory"', '"readings"', '"a"', ':', ',', '1',
 
 
 @given(st.lists(st.sampled_from(TOKENS), max_size=40))
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 def test_any_token_text_has_json_outcome(tokens: list[str]) -> None:
     """Texts of JSON's tokens and an object repeated or nearly (``{"x":1}`` then ``{"x":12}``):
     every text reads as json reads it, or fails as json fails."""
@@ -160,7 +161,7 @@ def test_loads_shared_reads_a_repeat_once() -> None:
 
 
 @given(KEYED, KEYED)
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_dumps_shared_is_json_dumps(value: object, repeat: object) -> None:
     for document in (value, _with_repeats(value, repeat), _with_repeats(value, {"x": repeat})):
         assert _outcome(lambda v: jsontext.dumps_shared(v, "inventory"), document) == _outcome(
@@ -191,7 +192,7 @@ def _replayed(text: str, fresh: object) -> tuple[object, str]:
 
 
 @given(KEYED, st.sampled_from([None, 0]), st.sampled_from(["same", "copy", "loose"]))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_dumps_shared_with_the_texts_read_is_json_dumps(repeat: object, indent: int | None, fresh: str) -> None:
     inventory = {"devices": [repeat], "cpus": 8}
     text = json.dumps(_with_repeats([1], inventory), indent=indent)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from effort import examples
 from factories import at, inventory, packages, reading
 from faultserver import FaultServer, Gateway
 from hypothesis import HealthCheck, given, settings
@@ -48,7 +49,7 @@ def _record_raw(raw: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     baseline=st.sampled_from([None, SPX, CPX]),
     sequence=st.lists(st.sampled_from([SPX, CPX, None]), min_size=1, max_size=6),

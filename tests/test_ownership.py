@@ -96,7 +96,7 @@ def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
 # The id's digest has 16 bits: an edited or copied reason passes for ours once in 65,536 (by
 # design: the digest tells mistakes apart, no more). Properties that rely on it not colliding run
 # a fixed sample (derandomize), so they cannot fail by chance on one run and pass on the next.
-DIGEST = settings(max_examples=200, derandomize=True)
+DIGEST = settings(max_examples=examples(200), derandomize=True)
 NODES = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,20}", fullmatch=True)
 NONCES = st.binary(min_size=2, max_size=2).map(ownership.nonce_of)
 TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)  # type: ignore[arg-type]  # category literals
@@ -323,7 +323,7 @@ def test_our_drain_is_ours_whatever_the_clocks_say(node, nonce, text, offset, ex
         assert ownership.skew(seen_at, from_controller.at) == offset
 
 
-@settings(max_examples=300, derandomize=True)  # copied and edited reasons: see DIGEST
+@settings(max_examples=examples(300), derandomize=True)  # copied and edited reasons: see DIGEST
 @given(
     node=NODES,
     nonce=NONCES,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from effort import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ BDFISH = texts("0123456789abcdefABx:.\n ٣", ["0000", ":", "00", ".", "0", "7", 
 @given(BDFISH)
 @example("0000:03:00.0\n")
 @example("0000:03:00.0\n\n")
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 def test_bdf_is_the_pattern(text: str) -> None:
     match = BDF.match(text)
     assert is_bdf(text) == (match is not None)
@@ -46,7 +47,7 @@ def test_bdf_is_the_pattern(text: str) -> None:
        texts("0123456789٣x-\n", ["1", "28", "\n", "٣", "-DP-1", "x"]))  # fmt: skip
 @example("card", "1\n")
 @example("card", "")
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 def test_numbered_is_the_pattern(prefix: str, tail: str) -> None:
     for text in (prefix + tail, tail):
         match = re.match(re.escape(prefix) + r"(\d+)$", text)
@@ -55,7 +56,7 @@ def test_numbered_is_the_pattern(prefix: str, tail: str) -> None:
 
 @given(texts("0123456789. GT/sPCIe\n", ["8", "16.0", "2.5", " GT/s", " PCIe", ".", "1234", "\n", "x"]))
 @example("8.0 GT/s PCIe")
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 def test_speed_is_the_pattern(text: str) -> None:
     match = SPEED.match(text.strip())
     expected = None if match is None else f"{match[1] if '.' in match[1] else match[1] + '.0'} GT/s"
@@ -64,7 +65,7 @@ def test_speed_is_the_pattern(text: str) -> None:
 
 @given(texts("az09.-/_:AZ\n", ["amd.com", "/", "gpu", "nvidia.com", "-", ".", "_", ":", "\n", "A"]))
 @example("amd.com/gpu\n")
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 def test_cdi_names_are_the_patterns(text: str) -> None:
     assert cdi.valid_kind(text) == (KIND.match(text) is not None)
     assert cdi.valid_name(text) == (NAME.match(text) is not None)

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from effort import examples
 from factories import at, inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -429,7 +430,7 @@ views = st.sampled_from([None, IDLE, BUSY, OURS_IDLE, OURS_BUSY, NHC_IDLE, SLURM
 invs = st.sampled_from([None, SPX, CPX, NONE])
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     baseline=invs, previous=invs, current=invs, node=views, drain=st.booleans(), observe=st.booleans(), suspicious=st.booleans()
 )
@@ -473,7 +474,7 @@ def test_a_successful_contact_ends_transport_backoff_but_not_a_refusal():
     assert contacted(refused).backoff is not None
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     failures=st.integers(1, 40),
     initial=st.integers(1, 600),
@@ -496,7 +497,7 @@ def test_backoff_is_bounded_and_never_shrinks(failures, initial, maximum, kind):
 BLOCKING = ["unreachable", "auth", "protocol", "unknown-node", "read-only"]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     baseline=invs,
     previous=invs,
@@ -536,7 +537,7 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
 GRES_TEXTS = ["gpu:mi300x:8", "gpu:mi300x:64", "gpu:mi300x:63", "gpu:mi300x:64,nic:2", "gpu:h100:64", "", None]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     gres=st.sampled_from(GRES_TEXTS),
     drained=st.booleans(),
@@ -593,7 +594,7 @@ def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_ru
     assert "the controller now lists gpu:mi300x:64; our drain lifted" == resume.reason
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     ahead=st.integers(-(10**6), 10**9),
     maximum=st.integers(1, 7 * 86400),
@@ -623,7 +624,7 @@ def test_backoff_messages_show_the_date_when_it_is_not_today():
     assert "2036-01-01 00:00:00 UTC" == when(datetime(2036, 1, 1, tzinfo=UTC), NOW)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     name=st.text(min_size=1, max_size=40),
     interval=st.integers(60, 86400),
@@ -667,7 +668,7 @@ def test_a_fresh_state_reads_the_controller_once_even_for_a_first_reading():
     assert (then.kind, settled.kind, observing.kind) == (Do.NONE, Do.NONE, Do.NONE)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(pinned=st.integers(1, 2**40 - 1), seen=st.integers(1, 2**40 - 1))
 def test_our_reason_set_at_another_moment_is_never_ours(pinned, seen):
     drain = Drain(reason=OUR_REASON, set_at=at(60), cause="busy", reason_changed_at=pinned)
@@ -809,7 +810,7 @@ def test_a_longer_reason_is_cut_to_exactly_the_cap_and_marked(length):
     assert reason[HEAD:-1] == _text_of_length(length)[: MAX_REASON - 1 - HEAD]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=600), st.sampled_from(["n1", "gpu-07"]))  # type: ignore[arg-type]  # category literals
 def test_a_drain_reason_is_always_one_line_within_the_cap_and_ours(text, node):
     reason = drain_reason(text, node, "3f9a")
@@ -1205,7 +1206,7 @@ def test_a_busy_hold_under_our_drain_says_what_is_allocated():
     assert "gpu:mi300x:2(IDX:0-1)" in node.busy_text()
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(
     extra=st.one_of(st.none(), st.just(""), st.dictionaries(st.sampled_from(["rack", "owner", "spurinv"]), st.text(max_size=5)))
 )

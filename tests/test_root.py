@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,7 +47,7 @@ def tangled(tmp_path_factory):
 names = st.sampled_from(["a", "b", "up", "loop1", "loop2", "dangling", "absolute", "dotdot", "file", "..", ".", "x"])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(parts=st.lists(names, min_size=1, max_size=6))
 def test_realpaths_agrees_on_a_tangled_tree(tangled, parts):
     paths = Root(str(tangled)).resolver()
@@ -63,7 +64,7 @@ def test_a_link_leaving_the_root_is_refused(tangled):
     assert paths.resolve(str(tangled / "a" / "dotdot")) == os.path.realpath(tangled / "a" / "dotdot")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(parts=st.lists(names, min_size=1, max_size=6))
 def test_the_kernels_answer_is_realpaths_wherever_it_gives_one(tangled, parts):
     path = os.path.join(str(tangled), *parts)

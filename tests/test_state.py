@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from effort import examples
 from factories import at, inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -188,7 +189,7 @@ def test_fast_path_reading_json_equals_pydantic_json():
     assert json.loads(adapter.dump_json(parsed))["taken_at"] == plain["taken_at"]
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(sequence=st.lists(st.sampled_from([SPX, CPX, None]), max_size=8))
 def test_record_keeps_at_most_two_and_counts_failures(sequence):
     state = State()

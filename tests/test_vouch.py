@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from effort import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -104,7 +105,7 @@ def test_every_state_spurinv_writes_is_vouched_for(written):
 def test_what_the_lean_check_vouches_for_the_model_accepts(written):
     bases = [written[2], written[5], written[6]]
 
-    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(600), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def check(data: st.DataObject) -> None:
         state = mutated(data.draw(st.sampled_from(bases)), data.draw)
@@ -152,7 +153,7 @@ def near_timestamps(draw: Any) -> str:
 def test_a_timestamp_the_lean_check_accepts_the_model_accepts(written, where):
     base = json.dumps(written[2])
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
     @given(near_timestamps())
     def check(text: str) -> None:
         state = json.loads(base)  # a fresh copy: copy.deepcopy of the state costs ten times as much
