@@ -46,8 +46,9 @@ class Secret:
         return printable(text)
 
 
-# Control and bidi characters: a controller's text must not steer the terminal it is printed on.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# Control and bidi characters: a controller's text must not steer the terminal it is printed on;
+# lone surrogates (a state file's "\\ud800", valid JSON) no terminal encoding can write.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 
 
 def printable(text: str) -> str:

@@ -217,7 +217,9 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
         out.print(Text("  no difference"))
         return
     for package in change.packages:
-        out.print(Text(f"  {package.line()}", style="yellow"))
+        out.print(Text(printable(f"  {package.line()}"), style="yellow"))
+    # the baseline's text is the state file's (a hand edit's control characters, lone surrogates):
+    # printable, as the status screen shows it
     # a GPU whose partitions changed is the line above, not 8 added and 1 removed rows (--json lists them)
     regrouped = {package.pci_bdf for package in change.packages}
     table = Table(show_header=True, pad_edge=False, box=None, header_style="bold")
@@ -225,15 +227,15 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
         table.add_column(column, overflow="fold")
     for device in change.added:
         if device["pci_bdf"] not in regrouped:
-            shown = Text(f"{device['model']} {_partition(device)}")
-            table.add_row(Text("+", style="green"), Text(device["id"], style="green"), "", "", shown)
+            shown = Text(printable(f"{device['model']} {_partition(device)}"))
+            table.add_row(Text("+", style="green"), Text(printable(device["id"]), style="green"), "", "", shown)
     for device in change.removed:
         if device["pci_bdf"] not in regrouped:
-            shown = Text(f"{device['model']} {_partition(device)}")
-            table.add_row(Text("-", style="red"), Text(device["id"], style="red"), "", shown, "")
+            shown = Text(printable(f"{device['model']} {_partition(device)}"))
+            table.add_row(Text("-", style="red"), Text(printable(device["id"]), style="red"), "", shown, "")
     for field in change.changed + change.node:
-        old, new = Text(_value(field.old)), Text(_value(field.new))
-        table.add_row(Text("~", style="yellow"), Text(field.id), Text(field.field), old, new)
+        old, new = Text(printable(_value(field.old))), Text(printable(_value(field.new)))
+        table.add_row(Text("~", style="yellow"), Text(printable(field.id)), Text(field.field), old, new)
     if table.row_count:
         _print(out, table)
     _labelled(out, [("  summary", change.summary(), None)])

@@ -315,6 +315,52 @@ def test_a_lone_surrogate_hand_edited_into_the_state_is_written_back_escaped(bui
     assert json.loads(text)["boot_id"] == "x\ud800"  # no boot id under this root: kept as it was
 
 
+def test_status_of_a_state_holding_a_lone_surrogate_shows_it_escaped(built, state_path, env, spurinv_here):
+    """``"node": "vm\\udcff"`` or a reason with ``"\\ud800"`` (valid JSON the model accepts):
+    ``spurinv status`` failed writing it (74, blaming standard output)."""
+    import subprocess
+    import sys
+
+    assert spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path).code == 0
+    saved = json.loads(state_path.read_text())
+    saved["node"] = "vm\udcff"
+    saved["last"]["reason"] = "seen \ud800 here"
+    state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escapes
+
+    # a process: the bytes written to a real stdout, not the text capsys sees
+    command = [sys.executable, "-m", "spurinv", "status", "--state", str(state_path)]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 0, ran
+    shown = ran.stdout.decode("utf-8")
+    assert "vm\\udcff" in shown
+    assert "seen \\ud800 here" in shown
+
+
+def test_diff_of_a_baseline_holding_a_lone_surrogate_shows_it_escaped(built, state_path, env, spurinv_here):
+    """A baseline device's model ``"mi300x\\ud800"`` (fingerprint recomputed: the model accepts
+    it): ``spurinv diff`` failed writing the changed field (74, blaming standard output)."""
+    import subprocess
+    import sys
+
+    from spurinv.inventory.fingerprint import fingerprint
+
+    root = built("mi300x-spx")
+    for _ in range(2):
+        assert spurinv_here("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0").code == 0
+    saved = json.loads(state_path.read_text())
+    inventory = saved["baseline"]["inventory"]
+    inventory["devices"][0]["model"] = "mi300x\ud800"
+    inventory["fingerprint"] = fingerprint(inventory["cpus"], inventory["memory_mb"], inventory["devices"])
+    state_path.write_text(json.dumps(saved))
+
+    command = [sys.executable, "-m", "spurinv", "diff", "--root", str(root), "--state", str(state_path)]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 0, ran
+    assert "mi300x\\ud800" in ran.stdout.decode("utf-8")
+
+
 # --- top-level keys of an all-nodes answer (F8) -------------------------------------------------------
 
 
