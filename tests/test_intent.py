@@ -842,6 +842,21 @@ def test_a_drain_recovered_from_the_id_in_its_reason_says_so():
     assert said == "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
 
 
+def test_an_unanswered_drain_without_a_reason_claims_nothing_and_is_never_read_as_a_registration():
+    """A drain intent whose body has no reason (a hand-edited state file): nothing on the node can
+    be ours by it, and the controller listing the reading's GPUs must not move the baseline to
+    hardware nobody registered, as an unanswered registration would."""
+    state = with_intent("drain", {"state": ["DRAIN"]})
+
+    on_a_drained_node, note = reconcile(state, view("DRAIN", reason="", changed=int(at(121).timestamp()), gres="gpu:mi300x:64"))
+    on_an_idle_node, other = reconcile(state, view(gres="gpu:mi300x:64"))
+
+    for after in (on_a_drained_node, on_an_idle_node):
+        assert (after.intent, after.drain, after.refusal) == (None, None, None)
+        assert after.baseline.fingerprint == SPX.fingerprint
+    assert note == other == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
+
+
 def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cause_and_fingerprint():
     """Our record in the node's extra names this drain: the recovered drain is set when the record
     says, for the record's cause and fingerprint, with the controller's reason time pinned."""
@@ -854,7 +869,8 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
     entry = {"id": reason_id(reason, "n1"), "reason": reason, "cause": "suspicious", "fingerprint": "ab" * 8,
              "at": "2026-12-01T00:00:00Z"}  # fmt: skip
     extra = json.dumps({"spurinv": {"node": "n1", "drain": entry}})
-    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547205, extra=extra)
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547205,
+                    extra=extra)  # fmt: skip
 
     after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
 
