@@ -356,12 +356,14 @@ def test_an_unanswered_resume_is_settled_from_the_view():
     state = with_intent("resume", {"state": ["RESUME"]}, current=SPX, drain=drain)
 
     applied, _ = reconcile(state, view())
-    not_applied, _ = reconcile(state, view("DRAIN", reason=REASON))
+    not_applied, note = reconcile(state, view("DRAIN", reason=REASON))
 
     assert applied.drain is None
     assert applied.intent is None
     assert not_applied.drain == drain
     assert not_applied.intent is None
+    assert note == "the unanswered resume was not applied"
+    assert not_applied.baseline == state.baseline  # never read as a registration
 
 
 def test_an_unanswered_resume_whose_record_says_lifted_was_applied():
@@ -838,3 +840,68 @@ def test_a_drain_recovered_from_the_id_in_its_reason_says_so():
     assert after.drain is not None
     assert after.drain.recovered == "reason"
     assert said == "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
+
+
+def test_an_unanswered_drain_without_a_reason_claims_nothing_and_is_never_read_as_a_registration():
+    """A drain intent whose body has no reason (a hand-edited state file): nothing on the node can
+    be ours by it, and the controller listing the reading's GPUs must not move the baseline to
+    hardware nobody registered, as an unanswered registration would."""
+    state = with_intent("drain", {"state": ["DRAIN"]})
+
+    on_a_drained_node, note = reconcile(state, view("DRAIN", reason="", changed=int(at(121).timestamp()), gres="gpu:mi300x:64"))
+    on_an_idle_node, other = reconcile(state, view(gres="gpu:mi300x:64"))
+
+    for after in (on_a_drained_node, on_an_idle_node):
+        assert (after.intent, after.drain, after.refusal) == (None, None, None)
+        assert after.baseline.fingerprint == SPX.fingerprint
+    assert note == other == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
+
+
+def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cause_and_fingerprint():
+    """Our record in the node's extra names this drain: the recovered drain is set when the record
+    says, for the record's cause and fingerprint, with the controller's reason time pinned."""
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.ownership import reason_for, reason_id
+    from spurinv.state.file import State
+    from spurinv.state.intent import recover
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    entry = {"id": reason_id(reason, "n1"), "reason": reason, "cause": "suspicious", "fingerprint": "ab" * 8,
+             "at": "2026-12-01T00:00:00Z"}  # fmt: skip
+    extra = json.dumps({"spurinv": {"node": "n1", "drain": entry}})
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547205,
+                    extra=extra)  # fmt: skip
+
+    after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
+
+    assert after.drain is not None
+    assert (after.drain.reason, after.drain.set_at, after.drain.cause, after.drain.fingerprint) == (
+        reason, datetime(2026, 12, 1, tzinfo=UTC), "suspicious", "ab" * 8,
+    )  # fmt: skip
+    assert (after.drain.reason_changed_at, after.drain.recovered, after.fresh) == (1764547205, "controller-record", False)
+    assert said == "drain recovered from the controller record: it is ours"
+
+
+def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_time():
+    """slurmctld appended `` : Not responding`` to our reason: the drain recovered is our reason
+    alone, set when it is found (no record of ours says when), and the reason time on the node is
+    slurmctld's, not ours, so none is pinned; the sentence says what was appended."""
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.ownership import reason_for
+    from spurinv.state.file import State
+    from spurinv.state.intent import recover
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    view = NodeView(name="n1", dialect="slurm", base="DOWN", flags=("DRAIN",), reason=reason + " : Not responding",
+                    reason_changed_at=1764547205)  # fmt: skip
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+
+    after, said = recover(State(node="n1", fresh=True), view, now)
+
+    assert after.drain is not None
+    assert (after.drain.reason, after.drain.set_at, after.drain.cause) == (reason, now, "busy")
+    assert (after.drain.reason_changed_at, after.drain.recovered) == (None, "reason")
+    assert said == (
+        "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
+        "; slurmctld appended 'Not responding' to its reason"
+    )

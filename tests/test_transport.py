@@ -4,6 +4,7 @@ the same line whichever transport sent it (no test pinned it)."""
 from __future__ import annotations
 
 import errno
+import io
 import os
 import subprocess
 
@@ -13,7 +14,7 @@ from faultserver import ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply
 from spurinv.config.settings import ControllerSection
 from spurinv.controller.rest import Controller
 from spurinv.controller.transport import RegisterResult, Request, extra_limit, recorded
-from spurinv.errors import ControllerError
+from spurinv.errors import ConfigError, ControllerError
 
 
 def test_a_request_line_is_method_path_then_the_body_as_sorted_json_then_the_status():
@@ -174,3 +175,63 @@ def test_a_record_write_that_fails_otherwise_is_that_error(annotated):
         recorded(client, WITH_RECORD, RegisterResult(True, view, None, "EXEC register"))
 
     assert caught.value.kind == "auth"
+
+
+# --- connect: the one factory every command reaches the controller through -----------------
+
+ENV = {"PATH": "/usr/bin:/bin"}
+TOKEN = "tok3nZ9q7Xw2Lm5Rv8Ks"  # nothing about it looks like a credential: only connect() knows it is one
+
+
+def connected(tmp_path, *, register: bool = True, **section: object):
+    """``connect`` for node n1 with a loopback REST URL (never dialled) and ``section``."""
+    from spurinv.controller.transport import connect
+    from spurinv.log import Log
+
+    settings = ControllerSection.model_validate({"url": "http://127.0.0.1:9", "api": "slurm/v0.0.42", **section})
+    return connect(settings, "n1", dict(ENV), Log({}, stream=io.StringIO()), register=register)
+
+
+def test_connect_builds_the_rest_client_and_its_register_command_replaces_the_gres_update(tmp_path):
+    with_command = connected(tmp_path, register_command=["/bin/true", "--node", "n1"])
+    read_only = connected(tmp_path, register=False, register_command=["/bin/true", "--node", "n1"])
+    without = connected(tmp_path)
+
+    assert isinstance(with_command, Controller)
+    assert with_command.describe({"gres": "gpu:mi300x:64"}) == "EXEC /bin/true --node n1"
+    assert read_only.describe({"gres": "gpu:mi300x:64"}) == f'POST {NODE} {{"gres": "gpu:mi300x:64"}}'
+    assert without.describe({"gres": "gpu:mi300x:64"}) == f'POST {NODE} {{"gres": "gpu:mi300x:64"}}'
+
+
+@pytest.mark.parametrize("transport", ["rest", "scontrol"])
+def test_connect_resolves_the_register_command_only_for_a_caller_that_registers(tmp_path, transport):
+    """A missing register program is a configuration error before any request; ``fleet``, which
+    never registers, connects all the same."""
+    missing = str(tmp_path / "no-such-register")
+    section = {"transport": transport, "scontrol": "/bin/true", "register_command": [missing]}
+
+    with pytest.raises(ConfigError) as caught:
+        connected(tmp_path, **section)
+    read_only = connected(tmp_path, register=False, **section)
+
+    assert "controller.register_command" in caught.value.message
+    assert type(read_only).__name__ == {"rest": "Controller", "scontrol": "Scontrol"}[transport]
+
+
+def test_connect_over_scontrol_runs_the_register_command_in_place_of_the_update(tmp_path):
+    client = connected(tmp_path, transport="scontrol", scontrol="/bin/true", register_command=["/bin/true", "n1"])
+
+    assert type(client).__name__ == "Scontrol"
+    assert client.describe({"gres": "gpu:mi300x:64"}) == "EXEC /bin/true n1"
+
+
+def test_the_token_is_blanked_wherever_the_register_command_is_shown(tmp_path):
+    """The controller token passed to the register command (an argument here) never shows in a
+    report, the log or the state file, though nothing in its form says it is a secret."""
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+
+    client = connected(tmp_path, auth="bearer", token_file=str(token), register_command=["/bin/true", TOKEN, "n1"])
+
+    assert client.describe({"gres": "gpu:mi300x:64"}) == "EXEC /bin/true <secret> n1"

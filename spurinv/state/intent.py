@@ -68,11 +68,14 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
     if intent is None:
         return state, pinned
     cleared = state.model_copy(update={"intent": None})
-    if intent.kind == "drain" and intent.reason is not None:
-        claim = Claim(intent.reason, "intent", at=int(intent.at.timestamp()))
-        if owns(view.drained, view.reason, view.reason_changed_at, claim):
+    if intent.kind == "drain":
+        # a drain body without a reason (a hand-edited file) claims nothing, and is never read
+        # as a registration below
+        reason = intent.reason
+        claim = Claim(reason, "intent", at=int(intent.at.timestamp())) if reason is not None else None
+        if reason is not None and owns(view.drained, view.reason, view.reason_changed_at, claim):
             drain = Drain(
-                reason=intent.reason,
+                reason=reason,
                 set_at=intent.at,
                 cause=intent.cause or "busy",
                 fingerprint=intent.fingerprint,
