@@ -853,7 +853,7 @@ def test_an_unanswered_drain_without_a_reason_claims_nothing_and_is_never_read_a
 
     for after in (on_a_drained_node, on_an_idle_node):
         assert (after.intent, after.drain, after.refusal) == (None, None, None)
-        assert after.baseline.fingerprint == SPX.fingerprint
+        assert after.baseline.fingerprint == SPX["fingerprint"]
     assert note == other == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
 
 
