@@ -638,3 +638,16 @@ def test_extra_that_is_not_text_is_no_object(text):
 def test_an_object_whose_key_is_not_a_string_is_never_rewritten(text):
     assert parse_extra(text) is None
     assert splice(text, {"fingerprint": "f"}) is None
+
+
+@pytest.mark.parametrize("text", ["x}", '["a": 1}', '( "a": 1}', 'note"a": 1}'])
+def test_extra_that_does_not_open_with_a_brace_is_never_rewritten(text):
+    """A text whose second character could start an object's body is still no object."""
+    assert parse_extra(text) is None
+    assert splice(text, {"fingerprint": "f"}) is None
+
+
+@pytest.mark.parametrize("text", ['{"a"=1}', '{"a";"b"}', '{"a": 1]', '{"a": 1)', '{"a": 1 x'])
+def test_extra_with_another_separator_or_closing_is_never_rewritten(text):
+    assert parse_extra(text) is None
+    assert splice(text, {"fingerprint": "f"}) is None
