@@ -651,3 +651,10 @@ def test_extra_that_does_not_open_with_a_brace_is_never_rewritten(text):
 def test_extra_with_another_separator_or_closing_is_never_rewritten(text):
     assert parse_extra(text) is None
     assert splice(text, {"fingerprint": "f"}) is None
+
+
+def test_a_reason_of_ours_holding_the_separator_itself_is_still_found_under_slurms_message():
+    reason = reason_for("n1", "3f9a", "mi300x 8→7 : spx")
+
+    assert ownership.unamended(reason + " : Not responding", "n1") == (reason, "Not responding")
+    assert ownership.unamended("NHC: x : y : z", "n1") is None
