@@ -61,6 +61,10 @@ CORE_MODULES = (
 )
 # the modules that decide or perform a write to the controller (issue #26)
 WRITER_MODULES = (
+    # ownership decides whether spurinv may resume a node or rewrite its `extra`; answer makes the
+    # controller's text that decision compares
+    "spurinv/controller/ownership.py",
+    "spurinv/controller/answer.py",
     "spurinv/state/intent.py",
     "spurinv/state/ledger.py",
     "spurinv/controller/registration.py",

@@ -218,3 +218,88 @@ def test_a_number_cut_by_a_chunk_at_its_point_or_exponent_is_read_whole(cut):
     read, _reader = _feed(data, [cut], None)
 
     assert read["nodes"] == [None, 2.844658021382638e16, -1.5e-07]
+
+
+# --- the bounds, the messages and the names they give, with literal values ----
+
+
+def _string(length: int, char: str = "a") -> str:
+    """A JSON string whose text is ``length`` characters, quotes included."""
+    return '"' + char * (length - 2) + '"'
+
+
+def _nodes(*texts: str) -> bytes:
+    return ('{"nodes":[' + ",".join(texts) + "]}").encode()
+
+
+def _read_in_chunks(data: bytes, keep: answer.Keep | None = None) -> answer.Reader:
+    reader = answer.Reader(keep)
+    for start in range(0, len(data), 65536):
+        reader.feed(data[start : start + 65536])
+    return reader
+
+
+def _every(node: Any) -> Any:
+    return node
+
+
+def test_two_mebibytes_of_json_are_kept_whole_and_one_character_more_is_refused():
+    # kept whole: the key's text '"nodes"' (7) and every node's (no keep); one value at most 1 MiB
+    fits = _nodes(_string(1048576), _string(2097152 - 7 - 1048576, "b"))
+    over = _nodes(_string(1048576), _string(2097152 - 7 - 1048576 + 1, "b"))
+
+    read = _read_in_chunks(fits).close()
+    assert [len(node) for node in read["nodes"]] == [1048574, 1048567]
+    with pytest.raises(answer.TooLarge, match=r"^nodes\[1\]: more than 2 MiB of JSON kept whole \(refused\)$"):
+        _read_in_chunks(over).close()
+
+
+def test_one_value_of_one_mebibyte_is_read_and_one_character_more_is_refused():
+    assert answer.loads(_nodes(_string(1048576)))["nodes"] == ["a" * 1048574]
+    with pytest.raises(answer.TooLarge, match=r"^nodes\[0\]: larger than 1 MiB of JSON \(refused\)$"):
+        _read_in_chunks(_nodes(_string(1048577)), _every).close()
+
+
+def test_an_answer_that_is_no_object_is_refused_past_one_mebibyte_in_those_words():
+    fits = ("[" + _string(1048574) + "]").encode()
+    assert answer.loads(fits) == ["a" * 1048572]
+    with pytest.raises(answer.TooLarge, match=r"^an answer that is not a JSON object, larger than 1 MiB$"):
+        _read_in_chunks(("[" + _string(1048575) + "]").encode()).close()
+
+
+def test_a_top_level_key_past_the_bound_is_named_by_its_first_forty_characters():
+    key = "k" * 39 + "XYZ"
+    data = ('{"nodes":[' + _string(1048576) + "," + _string(1048569 - 30) + '],"' + key + '":1}').encode()
+
+    with pytest.raises(answer.TooLarge, match=r"^k{39}X: more than 2 MiB of JSON kept whole \(refused\)$"):
+        _read_in_chunks(data).close()
+
+
+def test_nodes_with_bytes_that_are_not_utf8_are_named_up_to_ten_and_eighty_characters():
+    long = "g" * 100
+    nodes = [
+        {"name": long, "reason": "Zo\udceb"},
+        {"reason": "x\udceb"},
+        {"name": "n3"},
+        *({"name": f"m{i}", "r": "\udceb"} for i in range(12)),
+    ]
+    data = json.dumps({"nodes": nodes}, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    reader = _read_in_chunks(data)
+    reader.close()
+
+    assert reader.replaced
+    assert reader.marked == ["g" * 80, "nodes[1]", *(f"m{i}" for i in range(8))]
+    assert reader.marked_count == 14
+    assert answer.not_utf8(reader.marked, reader.marked_count) == (
+        "text that is not UTF-8 (read as U+FFFD) in node " + ", ".join(reader.marked) + " and 4 more"
+    )
+    assert answer.not_utf8([], 0) == "the answer holds bytes that are not UTF-8 outside any node (read as U+FFFD)"
+
+
+def test_a_number_longer_than_python_reads_is_refused_naming_its_node_and_field():
+    data = ('{"nodes":[{"name":"n1"},{"name":"n2","weight":' + "9" * 5000 + "}]}").encode()
+
+    with pytest.raises(answer.Unusable, match=r"^nodes\[1\]: 'weight': a number of more than 4300 digits \(refused\)$"):
+        _read_in_chunks(data).close()
+    with pytest.raises(answer.Unusable, match=r"^a number of more than 4300 digits \(refused\)$"):
+        answer.loads(b"[" + b"9" * 5000 + b"]")

@@ -513,3 +513,148 @@ def test_records_we_write_are_ours():
         {"fingerprint": "f", "inventory": "8x", "gres": "gpu:8"},  # before records named their node
     ):
         assert ownership.foreign_key(json.dumps({KEY: value}), "n1") is None, value
+
+
+# ------------------------------------------- pinned by the mutation sweep of this module
+
+
+def test_the_last_reason_time_read_is_the_last_second_of_9999():
+    assert changed_at(253402300799) == 253402300799  # 9999-12-31T23:59:59Z
+    assert changed_at(253402300800) is None  # 10000-01-01T00:00:00Z: no timestamp
+    assert changed_at(1) == 1
+
+
+def test_a_drain_id_takes_two_bytes_of_entropy_and_refuses_fewer():
+    assert ownership.nonce_of(b"\x3f\x9a") == "3f9a"
+    assert ownership.nonce_of(b"\x3f\x9a\xff") == "3f9a"
+    with pytest.raises(ValueError, match=r"^a drain id needs 2 bytes of entropy, got 1$"):
+        ownership.nonce_of(b"\x3f")
+
+
+def test_a_reason_too_long_is_cut_to_240_characters_ending_in_an_ellipsis():
+    reason = reason_for("n1", "3f9a", "x" * 300)
+
+    assert len(reason) == 240
+    assert reason.endswith("x…")
+    assert reason[20:] == "x" * 219 + "…"
+    assert ownership.reason_id(reason, "n1") == reason[10:18]
+
+
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        ("0000:05:00.0 PCIe x16→x8", "link"),
+        ("0000:05:00.0 PCIe x16 degraded", "busy"),
+        ("mi300x 8→x", "busy"),
+        ("suspicious reading mi300x 8→0", "suspicious"),
+        ("controller refused mi300x 8→64", "refused"),
+        ("mi300x 8→7; re-registers when idle", "busy"),
+    ],
+)
+def test_the_cause_of_a_drain_without_a_record_is_read_from_its_words(text, cause):
+    claim = controller_claim("n1", reason_for("n1", "3f9a", text), "")
+
+    assert claim is not None
+    assert claim.cause == cause
+
+
+@pytest.mark.parametrize(("recorded", "cause"), [("suspicious", "suspicious"), (None, "busy"), ("because", "busy")])
+def test_the_cause_a_record_names_wins_over_the_words_and_a_missing_one_falls_back_to_them(recorded, cause):
+    reason = reason_for("n1", "3f9a", "mi300x 8→7")
+    drain = {"id": reason[10:18], "reason": reason, "at": ownership.stamp(AT)}
+    if recorded is not None:
+        drain["cause"] = recorded
+    claim = controller_claim("n1", reason, splice("", {"node": "n1", "drain": drain}))
+
+    assert claim is not None
+    assert (claim.source, claim.cause) == ("controller-record", cause)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("2026-12-03T09:00:00Z", AT),
+        ("2026-12-03T09:00:00.5Z", AT),
+        ("2026-12-03T09:00:00.123456+00:00", AT),
+        ("2026-12-03T09:00:00.Z", None),
+        ("2026-12-03T09:00:00.5x5Z", None),
+        ("2026-12-03T09:00:00.٣Z", None),  # an Arabic-Indic digit: isdigit, not ASCII
+        ("2026-12-03T09:00:00+01:00", None),
+        ("2026-12-03 09:00:00Z", None),
+    ],
+)
+def test_our_record_time_is_read_back_with_fractions_of_a_second(text, seconds):
+    assert ownership.epoch_of(text) == seconds
+
+
+def test_a_record_with_every_key_we_write_is_ours_to_rewrite():
+    """A node drained, lifted, registered and drained again: its record holds all six keys."""
+    reason = reason_for("n1", "3f9a", "mi300x 8→7")
+    value = {
+        "node": "n1",
+        "fingerprint": "ab" * 8,
+        "inventory": "8x mi300x",
+        "gres": "gpu:mi300x:8",
+        "lifted": {"id": "00001111", "at": "2026-12-02T09:00:00Z"},
+        "drain": {
+            "id": reason[10:18],
+            "reason": reason,
+            "cause": "busy",
+            "fingerprint": "ab" * 8,
+            "at": "2026-12-03T09:00:00Z",
+        },
+    }
+    extra = json.dumps({KEY: value})
+
+    assert ownership.foreign_key(extra, "n1") is None
+    assert record_value(extra, "n1", {"gres": "gpu:mi300x:7"}) == {**value, "gres": "gpu:mi300x:7"}
+
+
+def test_only_our_prefix_and_the_bracket_then_a_space_make_a_reason_ours():
+    reason = reason_for("n1", "3f9a", "mi300x 8→7")
+    assert reason_id(reason, "n1") == reason[10:18]
+
+    assert reason_id("SPURINV: " + reason[9:], "n1") is None  # another prefix of the same length
+    assert reason_id(reason[:18] + ")" + reason[19:], "n1") is None  # the id not closed by "]"
+    assert reason_id(reason[:19] + "_" + reason[20:], "n1") is None  # no space after the id
+    assert ownership.text_of("spurinv: [3f9a1c07]no space") == "[3f9a1c07]no space"
+    assert ownership.text_of(reason) == "mi300x 8→7"
+
+
+def test_a_drain_entry_whose_fingerprint_is_a_number_is_the_admins():
+    extra = '{"spurinv": {"node": "n1", "drain": {"id": "3f9a1c07", "reason": "r", "fingerprint": 1.5}}}'
+
+    assert ownership.foreign_key(extra, "n1") is not None
+    assert record_value(extra, "n1", {"fingerprint": "g"}) is None
+    assert parse_extra('{"a": 1.5, "b": 2E3}').members == {"a": 1.5, "b": 2000.0}
+
+
+@pytest.mark.parametrize("text", [None, 5, b'{"a": 1}', ["{}"]])
+def test_extra_that_is_not_text_is_no_object(text):
+    assert parse_extra(text) is None
+
+
+@pytest.mark.parametrize("text", ["{1: 2}", "{null: 1}", '{[1]: 2, "a": 3}', '{"a": 1, 2: 3}'])
+def test_an_object_whose_key_is_not_a_string_is_never_rewritten(text):
+    assert parse_extra(text) is None
+    assert splice(text, {"fingerprint": "f"}) is None
+
+
+@pytest.mark.parametrize("text", ["x}", '["a": 1}', '( "a": 1}', 'note"a": 1}'])
+def test_extra_that_does_not_open_with_a_brace_is_never_rewritten(text):
+    """A text whose second character could start an object's body is still no object."""
+    assert parse_extra(text) is None
+    assert splice(text, {"fingerprint": "f"}) is None
+
+
+@pytest.mark.parametrize("text", ['{"a"=1}', '{"a";"b"}', '{"a": 1]', '{"a": 1)', '{"a": 1 x'])
+def test_extra_with_another_separator_or_closing_is_never_rewritten(text):
+    assert parse_extra(text) is None
+    assert splice(text, {"fingerprint": "f"}) is None
+
+
+def test_a_reason_of_ours_holding_the_separator_itself_is_still_found_under_slurms_message():
+    reason = reason_for("n1", "3f9a", "mi300x 8→7 : spx")
+
+    assert ownership.unamended(reason + " : Not responding", "n1") == (reason, "Not responding")
+    assert ownership.unamended("NHC: x : y : z", "n1") is None
