@@ -96,6 +96,9 @@ _WALKED = 3
 # consumed, so a text is compared at most once a kept text: linear in the file).
 _MEMBERS = 1024
 _KEPT = 4
+# Whitespace between the walked tokens is skipped here one character at a time (json skips it in
+# C): an indented state has a few hundred such characters, a hostile one megabytes.
+_SPACES = 1 << 16
 
 
 def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
@@ -111,7 +114,7 @@ def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
     text = data.decode("utf-8", "surrogatepass")
     seen: list[tuple[str, Any]] = []
     try:
-        value, end = _walk(text, 0, 0, key, seen, [_MEMBERS])
+        value, end = _walk(text, 0, 0, key, seen, [_MEMBERS, _SPACES])
     except (StopIteration, ValueError, SystemError, IndexError, RecursionError, _Unusual):
         return loads(data)  # its own error, or its own answer
     if text[end:].strip(_WHITESPACE):
@@ -121,9 +124,12 @@ def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
     return value
 
 
-def _skip(text: str, index: int) -> int:
+def _skip(text: str, index: int, room: list[int]) -> int:
     while text[index] in _WHITESPACE:
         index += 1
+        room[1] -= 1
+        if room[1] < 0:
+            raise _Unusual
     return index
 
 
@@ -135,7 +141,7 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
     if depth >= _WALKED or first not in "{[":
         value, end = _scan(text, index)
         return value, end
-    index = _skip(text, index + 1)
+    index = _skip(text, index + 1, room)
     if first == "[":
         items: list[Any] = []
         if text[index] == "]":
@@ -144,12 +150,12 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
             _spend(room)
             item, index = _walk(text, index, depth + 1, key, seen, room)
             items.append(item)
-            index = _skip(text, index)
+            index = _skip(text, index, room)
             if text[index] == "]":
                 return items, index + 1
             if text[index] != ",":
                 raise ValueError
-            index = _skip(text, index + 1)
+            index = _skip(text, index + 1, room)
     members: dict[str, Any] = {}
     if text[index] == "}":
         return members, index + 1
@@ -158,21 +164,21 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
         if text[index] != '"':
             raise ValueError
         name, index = _c.scanstring(text, index + 1, True)
-        index = _skip(text, index)
+        index = _skip(text, index, room)
         if text[index] != ":":
             raise ValueError
-        index = _skip(text, index + 1)
+        index = _skip(text, index + 1, room)
         if name == key and text[index] == "{":
             member, index = _repeated(text, index, seen)
         else:
             member, index = _walk(text, index, depth + 1, key, seen, room)
         members[name] = member
-        index = _skip(text, index)
+        index = _skip(text, index, room)
         if text[index] == "}":
             return members, index + 1
         if text[index] != ",":
             raise ValueError
-        index = _skip(text, index + 1)
+        index = _skip(text, index + 1, room)
 
 
 def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
@@ -234,8 +240,8 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
 
 
 class _Unusual(Exception):
-    """A key that is not a string (the encoder's own rules), or more than ``_MEMBERS`` to walk:
-    :func:`loads` or :func:`dumps` does it all."""
+    """A key that is not a string (the encoder's own rules), or more than ``_MEMBERS`` to walk
+    (or ``_SPACES`` of whitespace to skip): :func:`loads` or :func:`dumps` does it all."""
 
 
 def _emit(

@@ -62,8 +62,14 @@ def _compile_spurinv() -> None:
 
     import spurinv
 
+    package = Path(spurinv.__file__).parent
+    beside = package.parent / "tests" / "conftest.py"
+    # Only a checkout's (this suite beside it; scripts/mutate's copies link it in): never rewrite
+    # the bytecode of an installed spurinv that a test run happened to import instead.
+    if not (beside.is_file() and beside.samefile(__file__)):
+        return
     checked = py_compile.PycInvalidationMode.CHECKED_HASH
-    for source in Path(spurinv.__file__).parent.rglob("*.py"):
+    for source in package.rglob("*.py"):
         pyc = Path(importlib.util.cache_from_source(str(source)))
         try:
             header, code = pyc.read_bytes()[:16], source.read_bytes()

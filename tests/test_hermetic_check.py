@@ -8,6 +8,8 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,26 @@ def test_a_test_that_rewrites_etc_passwd_fails_the_run_and_the_host_keeps_its_ow
         assert "hermetic-probe" not in run.stdout + run.stderr  # names the file, never prints the accounts
     else:
         assert "hermetic-check: ok" in run.stdout
+
+
+def test_bytecode_is_written_for_a_checkout_only(tmp_path, monkeypatch):
+    """conftest compiles the imported spurinv's bytecode where PYTHONDONTWRITEBYTECODE is set:
+    a checkout's (or scripts/mutate's copy, its tests linked in), never an installed spurinv's
+    that a test run imported instead (as root, that rewrote site-packages on the host)."""
+    import conftest
+
+    pycs = {}
+    for name, linked in (("site-packages", False), ("checkout", True)):
+        package = tmp_path / name / "spurinv"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("VALUE = 1\n")
+        if linked:
+            (tmp_path / name / "tests").mkdir()
+            (tmp_path / name / "tests" / "conftest.py").symlink_to(Path(conftest.__file__).resolve())
+        module = types.ModuleType("spurinv")
+        module.__file__ = str(package / "__init__.py")
+        monkeypatch.setitem(sys.modules, "spurinv", module)
+        conftest._compile_spurinv()
+        pycs[name] = sorted(path.name for path in package.rglob("*.pyc"))
+
+    assert pycs == {"site-packages": [], "checkout": [f"__init__.{sys.implementation.cache_tag}.pyc"]}
