@@ -8,7 +8,7 @@ below (:data:`ValidInventory`, :data:`ValidDiscovery`, :data:`ValidReading`), wh
 JSON Schema from them.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -108,19 +108,21 @@ class SourceStatus(TypedDict):
     detail: str
 
 
-def _check(problem: str | None) -> None:
-    if problem is not None:
-        # pydantic cannot encode a lone surrogate (a hand-edited fingerprint) in its error: escaped,
-        # the file is a corrupt state like any other
-        raise ValueError(problem.encode("utf-8", "backslashreplace").decode())
+def _rule(problem: Callable[[Any], str | None]) -> AfterValidator:
+    """One of :mod:`spurinv.shape`'s rules, checked once the record's fields are valid."""
+
+    def check(record: Any) -> Any:
+        why = problem(record)
+        if why is not None:
+            # pydantic cannot encode a lone surrogate (a hand-edited fingerprint) in its error:
+            # escaped, the file is a corrupt state like any other
+            raise ValueError(why.encode("utf-8", "backslashreplace").decode())
+        return record
+
+    return AfterValidator(check)
 
 
-def _inventory(inventory: Inventory) -> Inventory:
-    _check(shape.inventory_problem(inventory))
-    return inventory
-
-
-ValidInventory = Annotated[Inventory, _defaults(pci_functions=[]), AfterValidator(_inventory)]
+ValidInventory = Annotated[Inventory, _defaults(pci_functions=[]), _rule(shape.inventory_problem)]
 
 
 @with_config(STRICT)
@@ -134,12 +136,7 @@ class Discovery(TypedDict):
     flags: NotRequired[list[Problem]]
 
 
-def _discovery(discovery: Discovery) -> Discovery:
-    _check(shape.discovery_problem(discovery))
-    return discovery
-
-
-ValidDiscovery = Annotated[Discovery, _defaults(flags=[]), AfterValidator(_discovery)]
+ValidDiscovery = Annotated[Discovery, _defaults(flags=[]), _rule(shape.discovery_problem)]
 
 
 @with_config(STRICT)
@@ -154,12 +151,7 @@ class Reading(TypedDict):
     flags: NotRequired[list[Problem]]
 
 
-def _reading(reading: Reading) -> Reading:
-    _check(shape.reading_problem(reading))
-    return reading
-
-
-ValidReading = Annotated[Reading, _defaults(errors=[], flags=[]), AfterValidator(_reading)]
+ValidReading = Annotated[Reading, _defaults(errors=[], flags=[]), _rule(shape.reading_problem)]
 _READING: TypeAdapter[Reading] = TypeAdapter(ValidReading)
 _DISCOVERY: TypeAdapter[Discovery] = TypeAdapter(ValidDiscovery)
 
