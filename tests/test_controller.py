@@ -428,6 +428,32 @@ def test_a_request_the_run_deadline_cut_short_is_the_deadlines_error_not_the_con
     assert str(caught.value) == f"controller.run_deadline (0.5 s) reached during GET {NODE}; state saved"
 
 
+def test_a_socket_timeout_the_run_deadline_cut_short_is_the_deadlines_error_too(server):
+    """The same cut timeout, outside the main thread, where no SIGALRM bounds the request: it ends
+    by requests' own socket timeout (``requests.exceptions.Timeout``), still the deadline's doing."""
+    import threading
+
+    from spurinv.budget import Budget
+
+    server.script("GET", NODE, Reply(200, {}, delay=2.0))
+    rest = Controller(
+        ControllerSection(url=server.url, api="slurm/v0.0.42", timeout=5), "n1", None, budget=Budget(0.5, clock=lambda: 0.0)
+    )
+    raised: list[BaseException] = []
+
+    def view() -> None:
+        try:
+            rest.view()
+        except BaseException as exc:  # handed to the test's thread
+            raised.append(exc)
+
+    thread = threading.Thread(target=view)
+    thread.start()
+    thread.join(30)
+
+    assert [str(exc) for exc in raised] == [f"controller.run_deadline (0.5 s) reached during GET {NODE}; state saved"]
+
+
 @pytest.mark.parametrize("used", ["gpu:mi300x:²(IDX:0)", "gpu:mi300x:1234567890123456789(IDX:0-7)"])
 def test_an_all_nodes_answer_with_an_unusable_gres_used_count_is_a_protocol_error_of_the_read(server, used):
     """The busy re-check's answer is checked while it is read, inside the request's error
