@@ -303,3 +303,24 @@ def test_a_number_longer_than_python_reads_is_refused_naming_its_node_and_field(
         _read_in_chunks(data).close()
     with pytest.raises(answer.Unusable, match=r"^a number of more than 4300 digits \(refused\)$"):
         answer.loads(b"[" + b"9" * 5000 + b"]")
+
+
+def test_blanks_after_the_answer_are_checked_and_dropped_not_gathered():
+    """What follows the JSON value may only be blanks, up to the request's byte limit (64 MiB for
+    every node): each slice is checked and dropped as it arrives. Gathered instead, every slice
+    would copy all the blanks before it (quadratic) and hold them all."""
+    import tracemalloc
+
+    reader = answer.Reader()
+    reader.feed(b'{"nodes": []}')
+    blanks = b" \n" * (1 << 15)  # 64 KiB a chunk
+    tracemalloc.start()
+    try:
+        for _ in range(64):  # 4 MiB
+            reader.feed(blanks)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert reader.close() == {"nodes": []}
+    assert peak < 1 << 20, peak  # a chunk or two at a time, never the 4 MiB
