@@ -643,6 +643,14 @@ def test_the_all_nodes_query_is_at_most_once_per_interval_per_node_and_at_most_a
     assert recheck_due(None, name, interval, NOW)
 
 
+def test_the_all_nodes_query_is_due_from_the_first_instant_of_its_jittered_interval():
+    """Node ``n0622660``'s digest starts with 951 << 22, so at an interval of 4096 s its jitter is
+    exactly 951 s (951 / 1024 of a quarter): the query is due 5047 s after the last one, not a
+    microsecond before."""
+    assert recheck_due(NOW - timedelta(seconds=5047), "n0622660", 4096, NOW)
+    assert not recheck_due(NOW - timedelta(seconds=5047, microseconds=-1), "n0622660", 4096, NOW)
+
+
 def test_the_jitter_spreads_a_fleet():
     offsets = {
         next(s for s in range(300, 400) if recheck_due(NOW - timedelta(seconds=s), f"n{i:05d}", 300, NOW)) for i in range(200)
