@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spurinv.inventory.classify import FieldChange, Kind, classify, compare
+from spurinv.inventory.model import Device
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -213,8 +214,8 @@ def test_the_summary_counts_packages_and_says_each_only_for_several():
 def test_the_summary_counts_each_changed_field_by_its_devices():
     """A field that changed in place (a NUMA node, a unique id) says on how many devices; the
     operator reads this in a drain reason and in ``diff``."""
-    moved = [{**device, "numa_node": 3} if index < 2 else device for index, device in enumerate(SPX["devices"])]
-    renamed = [{**device, "unique_id": "0xfeed"} if index == 0 else device for index, device in enumerate(moved)]
+    moved: list[Device] = [{**device, "numa_node": 3} if index < 2 else device for index, device in enumerate(SPX["devices"])]
+    renamed: list[Device] = [{**device, "unique_id": "0xfeed"} if index == 0 else device for index, device in enumerate(moved)]
 
     assert compare(SPX, inventory(moved)).summary() == "numa_node changed on 2 devices"
     assert compare(SPX, inventory(renamed)).summary() == "numa_node changed on 2 devices; unique_id changed on 1 device"
