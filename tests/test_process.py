@@ -65,6 +65,22 @@ def test_memory_stays_bounded_while_a_command_prints_half_a_gigabyte():
     assert int(peak_kib) < 200 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
 
 
+def test_a_limit_smaller_than_a_read_still_bounds_what_is_held():
+    """One read of a pipe may bring 64 KiB, past a 4 KiB limit at once: the buffer is trimmed back
+    to the limit whenever it passes twice that, so 8 MiB of output is never held whole."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        outcome = process.run(["/bin/sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x"], ENV, 60, limit=4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert (outcome.truncated, outcome.stdout) == (True, "x" * 4096)
+    assert peak < 1 << 20, peak  # a read or two at a time, never the 8 MiB
+
+
 def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_timeout():
     with pytest.raises(subprocess.TimeoutExpired):
         process.run(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], ENV, 0.5)
