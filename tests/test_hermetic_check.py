@@ -58,7 +58,11 @@ def test_bytecode_is_written_for_a_checkout_only(tmp_path, monkeypatch):
     """conftest compiles the imported spurinv's bytecode where PYTHONDONTWRITEBYTECODE is set:
     a checkout's (or scripts/mutate's copy, its tests linked in), never an installed spurinv's
     that a test run imported instead (as root, that rewrote site-packages on the host)."""
-    import conftest
+    # tests/conftest.py as pytest loaded it: under xdist another directory's conftest may hold
+    # the plain name "conftest" in sys.modules
+    here = (Path(__file__).parent / "conftest.py").resolve()
+    loaded = [module for module in list(sys.modules.values()) if getattr(module, "__file__", None)]
+    conftest = next(module for module in loaded if Path(str(module.__file__)).resolve() == here)
 
     pycs = {}
     for name, linked in (("site-packages", False), ("checkout", True)):
@@ -67,7 +71,7 @@ def test_bytecode_is_written_for_a_checkout_only(tmp_path, monkeypatch):
         (package / "__init__.py").write_text("VALUE = 1\n")
         if linked:
             (tmp_path / name / "tests").mkdir()
-            (tmp_path / name / "tests" / "conftest.py").symlink_to(Path(conftest.__file__).resolve())
+            (tmp_path / name / "tests" / "conftest.py").symlink_to(here)
         module = types.ModuleType("spurinv")
         module.__file__ = str(package / "__init__.py")
         monkeypatch.setitem(sys.modules, "spurinv", module)
