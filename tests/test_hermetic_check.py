@@ -54,15 +54,15 @@ def test_a_test_that_rewrites_etc_passwd_fails_the_run_and_the_host_keeps_its_ow
         assert "hermetic-check: ok" in run.stdout
 
 
-def test_bytecode_is_written_for_a_checkout_only(tmp_path, monkeypatch):
+def test_bytecode_is_written_for_a_checkout_only(tmp_path, monkeypatch, pytestconfig):
     """conftest compiles the imported spurinv's bytecode where PYTHONDONTWRITEBYTECODE is set:
     a checkout's (or scripts/mutate's copy, its tests linked in), never an installed spurinv's
     that a test run imported instead (as root, that rewrote site-packages on the host)."""
-    # tests/conftest.py as pytest loaded it: under xdist another directory's conftest may hold
-    # the plain name "conftest" in sys.modules
+    # tests/conftest.py as pytest loaded it (a plugin): another directory's conftest may hold the
+    # plain name "conftest" in sys.modules
     here = (Path(__file__).parent / "conftest.py").resolve()
-    loaded = [module for module in list(sys.modules.values()) if getattr(module, "__file__", None)]
-    conftest = next(module for module in loaded if Path(str(module.__file__)).resolve() == here)
+    plugins = [plugin for plugin in pytestconfig.pluginmanager.get_plugins() if getattr(plugin, "__file__", None)]
+    conftest = next(plugin for plugin in plugins if Path(str(plugin.__file__)).resolve() == here)
 
     pycs = {}
     for name, linked in (("site-packages", False), ("checkout", True)):
