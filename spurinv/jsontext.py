@@ -150,12 +150,9 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
             _spend(room)
             item, index = _walk(text, index, depth + 1, key, seen, room)
             items.append(item)
-            index = _skip(text, index, room)
-            if text[index] == "]":
-                return items, index + 1
-            if text[index] != ",":
-                raise ValueError
-            index = _skip(text, index + 1, room)
+            closed, index = _next(text, index, "]", room)
+            if closed:
+                return items, index
     members: dict[str, Any] = {}
     if text[index] == "}":
         return members, index + 1
@@ -173,12 +170,20 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
         else:
             member, index = _walk(text, index, depth + 1, key, seen, room)
         members[name] = member
-        index = _skip(text, index, room)
-        if text[index] == "}":
-            return members, index + 1
-        if text[index] != ",":
-            raise ValueError
-        index = _skip(text, index + 1, room)
+        closed, index = _next(text, index, "}", room)
+        if closed:
+            return members, index
+
+
+def _next(text: str, index: int, close: str, room: list[int]) -> tuple[bool, int]:
+    """After an array's item or an object's member: (True, the index past ``close``) where the
+    container ends, else (False, the next item's index past the comma)."""
+    index = _skip(text, index, room)
+    if text[index] == close:
+        return True, index + 1
+    if text[index] != ",":
+        raise ValueError
+    return False, _skip(text, index + 1, room)
 
 
 def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
