@@ -68,9 +68,9 @@ if TYPE_CHECKING:
     from spurinv.controller.transport import Request
     from spurinv.controller.transport import Transport as Controller
     from spurinv.inventory.model import Discovery as RawDiscovery
+    from spurinv.report.models import RefreshDocument, Step
 
 MAX_STEPS = 8
-Step = dict[str, Any]  # one step of the run, as refresh --json shows it (documents.step)
 
 
 def summarised(reading: Reading) -> dict[str, Any]:
@@ -222,7 +222,7 @@ def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     return reading, raw
 
 
-def run(world: World, options: Options) -> dict[str, Any]:
+def run(world: World, options: Options) -> RefreshDocument:
     """One refresh; raise SpurinvError for problems that prevent a document.
 
     SIGTERM/SIGINT end it early (exit 75, state saved); so does ``controller.run_deadline``.
@@ -382,7 +382,7 @@ def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
     return state
 
 
-def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> dict[str, Any]:
+def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
     config = options.config
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,18 @@ def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
     assert not top & (heavy | {"re", "json"})  # re and json: imported only where the tick never goes
 
 
+def type_checking_only(tree: ast.Module, found: Callable[[ast.Import | ast.ImportFrom], bool]) -> list[int]:
+    """The lines of the imports ``found`` picks that are not under ``if TYPE_CHECKING:``."""
+    guarded = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    picked = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom) and found(node)]
+    return [node.lineno for node in picked if id(node) not in guarded]
+
+
 def imports_model(node: ast.Import | ast.ImportFrom) -> bool:
     """Whether ``node`` imports spurinv.inventory.model (``from spurinv.inventory.model import …``,
     ``from spurinv.inventory import model``, ``import spurinv.inventory.model``)."""
@@ -164,16 +177,7 @@ def test_the_hot_path_imports_the_typed_dicts_for_mypy_only(name):
     """spurinv/inventory/model.py imports pydantic (and typing): a module of the tick names its
     TypedDicts under ``if TYPE_CHECKING:`` only, anywhere in the module (a function's import runs
     when the tick calls it)."""
-    tree = ast.parse(module(name).read_text())
-    guarded = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
-        for inner in ast.walk(node)
-    }
-    found = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom) and imports_model(node)]
-
-    assert [node.lineno for node in found if id(node) not in guarded] == []
+    assert type_checking_only(ast.parse(module(name).read_text()), imports_model) == []
 
 
 def test_one_path_the_full_run_does_not_lean_on_the_fast_one():
@@ -211,6 +215,16 @@ def test_one_type_for_controller_error_kinds():
     assert kinds == set(get_args(Backoff.model_fields["kind"].annotation))
 
 
+def test_one_list_of_check_names():
+    """``check``'s checks, in the order its document lists them, are the names its schema allows."""
+    from typing import get_args
+
+    from spurinv.cli.preflight import NAMES
+    from spurinv.report.models import CheckName
+
+    assert list(NAMES) == list(get_args(CheckName))
+
+
 def test_one_shape_per_device(built):
     """A device's shapes agree: discovery's dicts carry every key of their TypedDict (the optional
     ones too), and the fingerprint reads fields a device has."""
@@ -228,9 +242,20 @@ def test_one_shape_per_device(built):
         assert all(set(device) == fields for device in inventory["devices"]), name
 
 
-def test_the_document_models_are_for_schemas_and_tests_only():
-    """report/documents.py builds every JSON document; report/models.py's models generate schemas/ and check the
-    documents in tests, and nothing at run time builds one by hand."""
-    users = [dotted(path) for path in MODULES if path != module("report.models") and "report.models" in spurinv_imports(path)]
+def imports_documents(node: ast.Import | ast.ImportFrom) -> bool:
+    """Whether ``node`` imports spurinv.report.models."""
+    if isinstance(node, ast.ImportFrom):
+        return node.module == "spurinv.report.models" or (
+            node.module == "spurinv.report" and any(a.name == "models" for a in node.names)
+        )
+    return any(a.name == "spurinv.report.models" for a in node.names)
 
-    assert users == []
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_documents_typed_dicts_are_for_mypy_schemas_and_tests_only(path):
+    """report/documents.py and report/fleet.py build every JSON document as the TypedDicts of report/models.py,
+    which imports pydantic: a module of spurinv names them for mypy only, and no run loads that module."""
+    if path == module("report.models"):
+        return
+
+    assert type_checking_only(ast.parse(path.read_text()), imports_documents) == []

@@ -54,9 +54,9 @@ def test_a_state_restored_from_before_our_drain_does_not_hide_it(tmp_path, built
     node.busy(0)
     first = node.tick("spx")
 
-    actions = [step.action for step in first.steps]
+    actions = [step["action"] for step in first["steps"]]
     assert "recover" in actions, actions
-    assert any("another boot" in note for note in first.notes)
+    assert any("another boot" in note for note in first["notes"])
     actions += settle_after_revert(node)
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
@@ -69,7 +69,7 @@ def test_a_state_of_this_boot_is_trusted_and_the_memo_holds(tmp_path, built):
     node.tick("spx")
     document = node.tick("spx")
 
-    assert not document.notes
+    assert not document["notes"]
     assert node.state().boot_id == value
     assert f"|boot={value}" in node.state().steady.key
 
@@ -137,7 +137,7 @@ def test_a_drain_recovered_from_its_reason_alone_reports_no_skew(tmp_path, built
     assert drain is not None
     assert drain.recovered == "reason"
     assert drain.skew is None
-    assert not any("clock skew" in note for note in found.notes)
+    assert not any("clock skew" in note for note in found["notes"])
     assert drain_skew(json.loads(node.state_path.read_text())["drain"]) is None
 
 

@@ -30,7 +30,7 @@ from spurinv.cli import preflight as check
 from spurinv.inventory.root import Root
 from spurinv.log import Log
 from spurinv.refresh import World
-from spurinv.report.models import CheckDocument
+from spurinv.report.models import CheckDocument, adapter
 
 NODE_PATH = "/slurm/v0.0.42/node/n1"
 STATUSES = {"ok", "warn", "fail", "skip"}
@@ -113,7 +113,7 @@ def test_every_document_lists_every_check_with_the_same_fields(cli, node):
     for _config in cases:
         ran = cli(*node.args("--json"))
         document = ran.json()
-        CheckDocument.model_validate(document)
+        adapter(CheckDocument).validate_python(document)
         assert [item["name"] for item in document["checks"]] == list(check.NAMES)
         for item in document["checks"]:
             assert set(item) == {"name", "status", "detail", "fix", "exit_code"}

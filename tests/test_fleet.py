@@ -17,6 +17,7 @@ import re
 import stat
 import sys
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from spurinv.controller.nodeview import parse_gres, unbound
 from spurinv.controller.ownership import MAX_EPOCH, changed_at
 from spurinv.errors import ControllerError
 from spurinv.report import fleet, metrics
-from spurinv.report.models import FleetDocument
+from spurinv.report.models import FleetDocument, adapter
 
 REPO = Path(__file__).resolve().parent.parent
 RESPONSES = REPO / "tests" / "fixtures" / "slurm" / "responses"
@@ -52,7 +53,7 @@ def nodes(name: str) -> list[dict[str, Any]]:
     return captured(name)["nodes"]
 
 
-def by_name(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def by_name(view: Mapping[str, Any]) -> dict[str, Any]:
     return {row["name"]: row for row in view["nodes"]}
 
 
@@ -293,7 +294,7 @@ def test_any_json_is_a_fleet_view_or_a_protocol_error(entries, now):
         kind = exc.kind
         assert "protocol" == kind
         return
-    FleetDocument.model_validate(
+    adapter(FleetDocument).validate_python(
         fleet.document(view, now=now, controller="http://127.0.0.1:1", api=None, transport="rest", exit_code=0)
     )
     for row in view["nodes"]:
@@ -365,7 +366,7 @@ def table_fleet() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def table(view: dict[str, Any], show_all: bool = False, width: int = 80) -> str:
+def table(view: Any, show_all: bool = False, width: int = 80) -> str:
     document = fleet.document(view, now=NOW, controller="https://slurmrestd:6820", api="slurm/v0.0.42", transport="rest",
                               exit_code=0)  # fmt: skip
     return render.fleet_text(document, show_all=show_all, width=width)
@@ -459,7 +460,7 @@ def test_the_document_fits_its_model_and_the_committed_schema():
     document = fleet.document(view, now=NOW, controller="https://c:6820", api="slurm/v0.0.42", transport="rest", exit_code=1)
     schema = json.loads((REPO / "schemas" / "fleet.schema.json").read_text())
 
-    FleetDocument.model_validate(document)
+    adapter(FleetDocument).validate_python(document)
     jsonschema.Draft202012Validator(schema).validate(json.loads(json.dumps(document)))
     assert ("fleet", 1, False, 1) == (document["command"], document["format_version"], document["ok"], document["exit_code"])
 
@@ -546,7 +547,7 @@ def test_fleet_json_reads_every_node_with_one_query(cli, configure):
         document["command"], document["format_version"], document["api"], document["transport"],
     )  # fmt: skip
     assert 8 == len(document["nodes"]) == document["summary"]["nodes"]
-    FleetDocument.model_validate(document)
+    adapter(FleetDocument).validate_python(document)
 
 
 def test_exit_code_flag_is_1_when_a_node_needs_attention_and_0_otherwise(cli, configure):

@@ -35,7 +35,7 @@ from spurinv.inventory.root import Root
 from spurinv.log import Log
 from spurinv.policy import drain_reason, ours
 from spurinv.refresh import Options, World, run
-from spurinv.report.models import RefreshDocument
+from spurinv.report.models import RefreshDocument, adapter
 from spurinv.state import file as state_file
 from spurinv.state.file import Baseline, Drain, Intent, State
 from spurinv.state.intent import Journal, reconcile
@@ -126,7 +126,7 @@ class Node:
             gres_used=f"gpu:mi300x:{gpus}(IDX:0-{gpus - 1})" if gpus else "gpu:mi300x:0(IDX:N/A)",
         )
 
-    def tick(self, root: str, points: Points | None = None, minutes: float = 1) -> Any:
+    def tick(self, root: str, points: Points | None = None, minutes: float = 1) -> RefreshDocument:
         """One timer tick: the real full run. Raises Killed when ``points`` says so."""
         points = points or Points()
         self.now += timedelta(minutes=minutes)
@@ -141,7 +141,7 @@ class Node:
         world = World(Root(str(self.roots[root])), {}, clock=clock, hostname="n1", log=Log({}, quiet=True),
                       session_factory=lambda: session, entropy=lambda size: bytes.fromhex(NONCE)[:size])  # fmt: skip
         options = Options(state_path=str(self.state_path), config=self.config, config_identity="test")
-        return RefreshDocument.model_validate(run(world, options))  # the contract, read as a model
+        return adapter(RefreshDocument).validate_python(run(world, options))  # the contract, checked
 
     def gateway_posts(self) -> list[str]:
         return [label for label in self.labels if label.startswith("before POST")]
@@ -167,7 +167,7 @@ def settle_after_revert(node: Node) -> list[str]:
     actions = []
     for _ in range(4):
         document = node.tick("spx", minutes=61)
-        actions += [step.action for step in document.steps]
+        actions += [step["action"] for step in document["steps"]]
     return actions
 
 
@@ -603,13 +603,13 @@ def test_a_backoff_stored_under_a_wrong_clock_is_clamped_with_a_dated_warning(tm
     first = node.tick("cpx")
     confirmed = node.tick("cpx")  # needs the controller: still backing off, an hour at most
 
-    assert any("2036-01-01" in note and "backoff_max" in note for note in first.notes), first.notes
+    assert any("2036-01-01" in note and "backoff_max" in note for note in first["notes"]), first["notes"]
     assert node.state().backoff.next_attempt <= node.now + timedelta(seconds=3600)
-    assert confirmed.exit_code == exitcode.TEMPFAIL
-    assert "backing off until" in confirmed.steps[-1].reason
-    assert "2036" not in confirmed.steps[-1].reason
+    assert confirmed["exit_code"] == exitcode.TEMPFAIL
+    assert "backing off until" in confirmed["steps"][-1]["reason"]
+    assert "2036" not in confirmed["steps"][-1]["reason"]
     later = node.tick("cpx", minutes=61)
-    assert "read-view" in [step.action for step in later.steps]  # an hour later it talks to the controller
+    assert "read-view" in [step["action"] for step in later["steps"]]  # an hour later it talks to the controller
 
 
 def test_budget_signals_raise_once_and_wait_for_a_shielded_save():

@@ -266,7 +266,7 @@ def test_an_operators_resume_leaves_no_false_drain_record(tmp_path, built):
     node.controller["state"].remove("DRAIN")  # the operator resumed it by hand
     node.busy(0)
 
-    actions = [step.action for step in node.tick("spx", minutes=61).steps]
+    actions = [step["action"] for step in node.tick("spx", minutes=61)["steps"]]
 
     assert "forget-drain" in actions
     assert "retire-record" in actions
@@ -282,7 +282,7 @@ def test_a_down_or_flagged_node_keeps_its_state_and_our_drain_stays_until_it_is_
 
     held = node.tick("spx", minutes=61)
 
-    assert [step.action for step in held.steps][-1] == "hold"
+    assert [step["action"] for step in held["steps"]][-1] == "hold"
     assert flag in node.controller["state"]
     assert "DRAIN" in node.controller["state"]
     assert not any(seen.startswith("before POST") for seen in node.labels)
@@ -312,13 +312,13 @@ def test_a_lost_state_still_knows_our_drain_after_slurmctld_appended_to_it(tmp_p
 
     document = node.tick("spx", minutes=61)
 
-    recovered = [step.reason for step in document.steps if step.action == "recover"]
-    assert recovered, document.steps
+    recovered = [step["reason"] for step in document["steps"] if step["action"] == "recover"]
+    assert recovered, document["steps"]
     assert "'Not responding'" in recovered[0]
     for _ in range(3):  # the first reading of a new state is only pending: the next ones decide
         document = node.tick("spx", minutes=61)
-        assert document.steps[-1].action == "hold", document.steps
-        assert "slurmctld appended 'Not responding'" in document.steps[-1].reason
+        assert document["steps"][-1]["action"] == "hold", document["steps"]
+        assert "slurmctld appended 'Not responding'" in document["steps"][-1]["reason"]
     assert node.state().drain.reason == reason
     assert node.state().drain.skew is None
     assert node.controller["state"][:2] == ["DOWN", "DRAIN"]
@@ -343,8 +343,8 @@ def test_an_admins_own_spurinv_key_is_never_overwritten_and_we_say_so(tmp_path, 
 
     assert "DRAIN" in node.controller["state"]
     assert node.controller["extra"] == text
-    drain_step = next(step for step in document.steps if step.action == "drain")
-    assert "not spurinv's record: left as it is" in drain_step.reason
+    drain_step = next(step for step in document["steps"] if step["action"] == "drain")
+    assert "not spurinv's record: left as it is" in drain_step["reason"]
     node.busy(0)
     assert "resume" in settle_after_revert(node)  # the id in the reason did the work
     assert node.controller["extra"] == text
@@ -361,7 +361,7 @@ def test_another_nodes_record_is_left_and_named(tmp_path, built):
     node.busy(0)
     actions = settle_after_revert(node)
 
-    assert "for node 'n7'" in next(step.reason for step in document.steps if step.action == "drain")
+    assert "for node 'n7'" in next(step["reason"] for step in document["steps"] if step["action"] == "drain")
     assert "resume" in actions
     assert "retire-record" not in actions
     assert node.controller["extra"] == text
@@ -408,8 +408,8 @@ def test_a_drain_of_ours_under_another_node_name_is_noted_never_lifted(tmp_path,
     again = node.tick("cpx", minutes=61)
 
     for run in (document, again):
-        notes = [note for note in run.notes if "not this node's drain" in note]
-        assert notes, run.notes
+        notes = [note for note in run["notes"] if "not this node's drain" in note]
+        assert notes, run["notes"]
         assert "names node 'n7'" in notes[0]
     assert node.controller["reason"] == reason
     assert "DRAIN" in node.controller["state"]

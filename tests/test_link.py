@@ -187,15 +187,15 @@ def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_bac
     assert "DRAIN" in node.controller["state"]  # one reading at full width never lifts
     back = node.tick("ok")
 
-    assert [step.action for step in once.steps] == ["none"]
-    assert "drain" in [step.action for step in twice.steps]
+    assert [step["action"] for step in once["steps"]] == ["none"]
+    assert "drain" in [step["action"] for step in twice["steps"]]
     assert drained_reason.startswith("spurinv: [")
     assert drained_reason.endswith("] 0000:88:00.0 PCIe x16→x8")
     assert node.state().drain is None
-    assert [step.action for step in held.steps][-1] == "none"
-    assert "resume" in [step.action for step in back.steps]
+    assert [step["action"] for step in held["steps"]][-1] == "none"
+    assert "resume" in [step["action"] for step in back["steps"]]
     assert "DRAIN" not in node.controller["state"]
-    assert twice.outcome.kind == "unchanged"  # never a re-registration: the inventory is the same
+    assert twice["outcome"]["kind"] == "unchanged"  # never a re-registration: the inventory is the same
 
 
 def test_a_degraded_link_on_a_node_down_for_an_admin_is_held_not_drained(tmp_path, built):
@@ -206,10 +206,10 @@ def test_a_degraded_link_on_a_node_down_for_an_admin_is_held_not_drained(tmp_pat
     node.tick("x8")
     twice = node.tick("x8")
 
-    assert "drain" not in [step.action for step in twice.steps]
+    assert "drain" not in [step["action"] for step in twice["steps"]]
     assert node.controller["state"] == ["DOWN"]
     assert node.controller["reason"] == "admin: replacing GPU 3, ticket 42"
-    assert "not draining, the node is DOWN" in twice.steps[-1].reason
+    assert "not draining, the node is DOWN" in twice["steps"][-1]["reason"]
 
 
 def test_without_the_option_a_degraded_link_is_reported_not_drained(tmp_path, built):
@@ -219,7 +219,7 @@ def test_without_the_option_a_degraded_link_is_reported_not_drained(tmp_path, bu
     twice = node.tick("x8")
 
     assert "DRAIN" not in node.controller["state"]
-    assert any("degraded PCIe link: 0000:88:00.0 PCIe x16→x8" in note for note in twice.notes)
+    assert any("degraded PCIe link: 0000:88:00.0 PCIe x16→x8" in note for note in twice["notes"])
 
 
 def test_a_memo_never_replays_over_a_degraded_link_the_config_would_drain():
@@ -299,7 +299,7 @@ def test_a_link_drain_is_kept_when_the_width_gets_worse(tmp_path, built, root_co
 
     assert "DRAIN" in node.controller["state"]
     assert node.controller["reason"] == drained
-    assert "resume" not in [step.action for step in worse.steps]
+    assert "resume" not in [step["action"] for step in worse["steps"]]
 
 
 def _admin_resume(node) -> None:
@@ -326,12 +326,12 @@ def test_an_operators_resume_of_a_link_drain_is_not_overridden(tmp_path, built, 
     same_run = node.tick("x8")
     later = node.tick("x8")
 
-    assert "drain" not in [step.action for step in same_run.steps + later.steps]
+    assert "drain" not in [step["action"] for step in same_run["steps"] + later["steps"]]
     assert "DRAIN" not in node.controller["state"]
     assert node.state().accepted_links == ("0000:88:00.0 x8",)
 
     worse = node.tick("x4")  # degraded in both readings, at a width never accepted
-    assert "drain" in [step.action for step in worse.steps], worse.steps
+    assert "drain" in [step["action"] for step in worse["steps"]], worse["steps"]
     node.tick("x4")  # the second reading at another width: the acceptance is gone
     assert node.state().accepted_links == ()
 

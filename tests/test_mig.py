@@ -18,7 +18,7 @@ from test_intent import Node  # tests/ is on sys.path
 
 from spurinv.controller.ownership import extra_record
 from spurinv.inventory import model
-from spurinv.inventory.classify import compare
+from spurinv.inventory.classify import Outcome, compare
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.model import Discovery
 from spurinv.inventory.root import Root
@@ -265,10 +265,10 @@ def test_a_mig_layout_change_on_an_idle_node_is_registered(tmp_path, built):
     pending = node.tick("three")
     registered = node.tick("three")
 
-    assert pending.outcome.kind == "change-pending"
-    assert registered.outcome.kind == "change-confirmed"
-    assert "8 GPUs MIG (4→3 each)" in registered.outcome.diff.summary()
-    assert registered.exit_code == 0
+    assert pending["outcome"]["kind"] == "change-pending"
+    assert registered["outcome"]["kind"] == "change-confirmed"
+    assert "8 GPUs MIG (4→3 each)" in Outcome.model_validate(registered["outcome"]).diff.summary()
+    assert registered["exit_code"] == 0
     assert extra_record(node.controller["extra"])["gres"] == "gpu:h100-80gb-hbm3:24"
 
 

@@ -29,7 +29,7 @@ def drained_busy(node: Node) -> str:
 
 
 def steps(document: Any) -> list[str]:
-    return [step.action for step in document.steps]
+    return [step["action"] for step in document["steps"]]
 
 
 # --- clock skew -----------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def test_our_drain_is_lifted_whatever_the_controllers_clock_says(tmp_path, built
     assert "DRAIN" in node.controller["state"]
     assert node.state().drain.reason_changed_at == int(node.epoch() + skew)  # read back and pinned at once
     assert node.state().drain.skew == skew
-    assert any("clock skew" in note for note in drained.notes) == (abs(skew) > 300)
+    assert any("clock skew" in note for note in drained["notes"]) == (abs(skew) > 300)
     actions = settle_after_revert(node)
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
@@ -128,7 +128,7 @@ def test_a_lost_state_rebuilds_our_drain_from_the_controller_and_lifts_it(tmp_pa
     recovered = node.state().drain
     assert recovered is not None
     assert (recovered.reason, recovered.recovered) == (reason, "controller-record" if extra else "reason")
-    assert first.outcome.kind.value == "change-pending"  # the first reading: no write yet
+    assert first["outcome"]["kind"] == "change-pending"  # the first reading: no write yet
     actions = steps(first) + settle_after_revert(node)
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
@@ -195,7 +195,7 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     for _ in range(4):
         document = node.tick("spx", minutes=61)
         actions += steps(document)
-        notes += document.notes
+        notes += document["notes"]
 
     assert "recover" not in actions
     assert "resume" not in actions
@@ -306,7 +306,7 @@ def test_a_refused_registration_leaves_no_record_of_it(tmp_path, built):
 
     refused = node.tick("cpx")  # idle: register 8 → 64, refused (2072), then our drain
 
-    assert refused.exit_code == exitcode.PROTOCOL
+    assert refused["exit_code"] == exitcode.PROTOCOL
     assert steps(refused)[:3] == ["read-view", "register", "drain"]
     record = extra_record(node.controller["extra"])
     assert "fingerprint" not in record  # no claim of a registration
@@ -322,9 +322,9 @@ def test_an_applied_registration_records_what_the_controller_lists(tmp_path, bui
 
     registered = node.tick("cpx")
 
-    assert registered.exit_code == 0
+    assert registered["exit_code"] == 0
     record = extra_record(node.controller["extra"])
-    assert (record["fingerprint"], record["gres"], record["node"]) == (registered.fingerprint, "gpu:mi300x:64", "n1")
+    assert (record["fingerprint"], record["gres"], record["node"]) == (registered["fingerprint"], "gpu:mi300x:64", "n1")
 
 
 # --- the state belongs to its node ------------------------------------------------------------------

@@ -16,7 +16,7 @@ from test_intent import Node  # tests/ is on sys.path
 
 from spurinv import exitcode
 from spurinv.inventory import model
-from spurinv.inventory.classify import Kind, classify, switching
+from spurinv.inventory.classify import Kind, Outcome, classify, switching
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.model import Discovery, Problem, Reading
 from spurinv.inventory.root import Root
@@ -156,15 +156,15 @@ def test_a_switch_exits_75_says_since_when_and_counts_no_failure(tmp_path, built
     first = node.tick("switching")
     second = node.tick("reloading", minutes=3)
 
-    since = first.outcome  # the run's outcome names the first sighting's time
-    assert first.outcome.kind == Kind.SWITCHING == second.outcome.kind
-    assert first.exit_code == exitcode.TEMPFAIL == second.exit_code
+    since = first["outcome"]  # the run's outcome names the first sighting's time
+    assert first["outcome"]["kind"] == Kind.SWITCHING == second["outcome"]["kind"]
+    assert first["exit_code"] == exitcode.TEMPFAIL == second["exit_code"]
     started = node.state().switching
     assert started is not None
-    assert f"partition switch in progress since {started.since:%H:%M} UTC" in second.outcome.reason
-    assert since.reason.split(":")[0] == second.outcome.reason.split(":")[0]  # the same start
+    assert f"partition switch in progress since {started.since:%H:%M} UTC" in second["outcome"]["reason"]
+    assert since["reason"].split(":")[0] == second["outcome"]["reason"].split(":")[0]  # the same start
     assert node.state().consecutive_failures == 0
-    assert first.requests == [] == second.requests
+    assert first["requests"] == [] == second["requests"]
     assert "DRAIN" not in node.controller["state"]
 
 
@@ -176,14 +176,14 @@ def test_the_settled_reading_after_a_switch_goes_through_two_reading_confirmatio
     confirmed = node.tick("cpx")
 
     assert node.state().switching is None
-    assert settled.outcome.kind == Kind.CHANGE_PENDING  # a switching reading confirms nothing
-    assert confirmed.outcome.kind == Kind.CHANGE_CONFIRMED
-    assert "8 GPUs SPX→CPX (1→8 each)" in confirmed.outcome.diff.summary()
+    assert settled["outcome"]["kind"] == Kind.CHANGE_PENDING  # a switching reading confirms nothing
+    assert confirmed["outcome"]["kind"] == Kind.CHANGE_CONFIRMED
+    assert "8 GPUs SPX→CPX (1→8 each)" in Outcome.model_validate(confirmed["outcome"]).diff.summary()
 
 
 def test_a_switch_between_two_identical_readings_resets_confirmation(tmp_path, built):
     node = amd_node(tmp_path, built)
-    kinds = [node.tick(root).outcome.kind for root in ("cpx", "switching", "cpx")]
+    kinds = [node.tick(root)["outcome"]["kind"] for root in ("cpx", "switching", "cpx")]
     assert kinds == [Kind.CHANGE_PENDING, Kind.SWITCHING, Kind.CHANGE_PENDING]
 
 
@@ -194,9 +194,13 @@ def test_a_switch_longer_than_the_timeout_is_a_failure(tmp_path, built):
     within = node.tick("switching", minutes=9)  # 540 s after the first sighting
     late = node.tick("switching", minutes=2)  # 660 s: past the default 600 s
 
-    assert [early.exit_code, within.exit_code, late.exit_code] == [exitcode.TEMPFAIL, exitcode.TEMPFAIL, exitcode.IOERR]
-    assert late.outcome.kind == Kind.DISCOVERY_FAILED
-    assert "longer than policy.switch_timeout (600 s)" in late.outcome.reason
+    assert [early["exit_code"], within["exit_code"], late["exit_code"]] == [
+        exitcode.TEMPFAIL,
+        exitcode.TEMPFAIL,
+        exitcode.IOERR,
+    ]
+    assert late["outcome"]["kind"] == Kind.DISCOVERY_FAILED
+    assert "longer than policy.switch_timeout (600 s)" in late["outcome"]["reason"]
     assert node.state().consecutive_failures == 1
 
 
@@ -289,15 +293,15 @@ def test_a_switch_first_seen_under_a_clock_ahead_still_times_out(tmp_path, built
     right clock, restart the switch at their own time instead of waiting a week for the timeout."""
     node = amd_node(tmp_path, built)
     ahead = node.tick("switching", minutes=7 * 24 * 60)
-    assert ahead.exit_code == exitcode.TEMPFAIL
+    assert ahead["exit_code"] == exitcode.TEMPFAIL
 
     back = node.tick("switching", minutes=-7 * 24 * 60)
     assert node.state().switching.since <= node.now
     late = node.tick("switching", minutes=11)
 
-    assert back.exit_code == exitcode.TEMPFAIL
-    assert late.exit_code == exitcode.IOERR
-    assert "longer than policy.switch_timeout" in late.outcome.reason
+    assert back["exit_code"] == exitcode.TEMPFAIL
+    assert late["exit_code"] == exitcode.IOERR
+    assert "longer than policy.switch_timeout" in late["outcome"]["reason"]
 
 
 def test_a_switch_that_did_not_start_today_names_its_date(tmp_path, built):
@@ -308,7 +312,7 @@ def test_a_switch_that_did_not_start_today_names_its_date(tmp_path, built):
     after_midnight = node.tick("switching", minutes=20)
 
     since = node.state().switching.since
-    assert f"partition switch in progress since {since:%Y-%m-%d %H:%M} UTC" in after_midnight.outcome.reason
+    assert f"partition switch in progress since {since:%Y-%m-%d %H:%M} UTC" in after_midnight["outcome"]["reason"]
 
 
 def test_a_zero_switch_timeout_fails_the_first_switching_reading(tmp_path, built):
@@ -317,21 +321,21 @@ def test_a_zero_switch_timeout_fails_the_first_switching_reading(tmp_path, built
 
     first = node.tick("switching")
 
-    assert first.exit_code == exitcode.IOERR
-    assert first.outcome.kind == Kind.DISCOVERY_FAILED
+    assert first["exit_code"] == exitcode.IOERR
+    assert first["outcome"]["kind"] == Kind.DISCOVERY_FAILED
 
 
 def test_a_switch_alternating_with_settled_readings_still_times_out(tmp_path, built):
     """switching, settled, switching, settled…: each settled reading alone does not end the switch,
     so its start is kept and the timeout comes."""
     node = amd_node(tmp_path, built)
-    codes = [node.tick(root, minutes=2).exit_code for root in ["switching", "cpx"] * 4]
+    codes = [node.tick(root, minutes=2)["exit_code"] for root in ["switching", "cpx"] * 4]
     last = node.tick("switching", minutes=2)
 
     assert node.state().switching is not None
     assert exitcode.IOERR not in codes[:6]
-    assert last.exit_code == exitcode.IOERR
-    assert "longer than policy.switch_timeout" in last.outcome.reason
+    assert last["exit_code"] == exitcode.IOERR
+    assert "longer than policy.switch_timeout" in last["outcome"]["reason"]
 
 
 @given(st.lists(st.tuples(st.booleans(), st.integers(min_value=-7200, max_value=400)), max_size=16))

@@ -10,9 +10,9 @@ import inspect
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -24,6 +24,9 @@ from spurinv.log import Log
 from spurinv.report import documents
 from spurinv.shape import UNCHANGED
 from spurinv.state import locations
+
+if TYPE_CHECKING:  # the documents' TypedDicts, for mypy only (tests/test_architecture.py)
+    from spurinv.report.models import FleetView
 
 app = typer.Typer(
     name="spurinv",
@@ -116,7 +119,7 @@ def _where(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def _emit_json(document: dict[str, Any]) -> None:
+def _emit_json(document: Mapping[str, Any]) -> None:
     sys.stdout.write(documents.dumps(document) + "\n")
 
 
@@ -531,7 +534,7 @@ def fleet(
     raise typer.Exit(code)
 
 
-def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[dict[str, Any], int, str | None, str]:
+def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[FleetView, int, str | None, str]:
     """One all-nodes query through the configured transport, then the pure view at this moment;
     the API version used and what the header calls the controller (the URL, or the scontrol
     program that was run, found on PATH or not)."""

@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from spurinv import exitcode, regularfile
 from spurinv.budget import Budget, Signals
@@ -41,10 +41,10 @@ if TYPE_CHECKING:
     from spurinv.config.settings import Config
     from spurinv.controller.nodeview import NodeView
     from spurinv.refresh import Options, World
+    from spurinv.report.models import CheckName, CheckResult, CheckStatus
     from spurinv.state.file import State
 
-Status = Literal["ok", "warn", "fail", "skip"]
-NAMES = (
+NAMES: tuple[CheckName, ...] = (
     "config",
     "node",
     "state",
@@ -86,13 +86,13 @@ INSTALL_UDEV = "install -D -m 0644 systemd/90-spurinv.rules /etc/udev/rules.d/90
 class Check:
     """One check's verdict. ``exit_code`` is what ``refresh`` would exit with (0 unless failed)."""
 
-    name: str
-    status: Status
+    name: CheckName
+    status: CheckStatus
     detail: str
     fix: str = ""
     exit_code: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CheckResult:
         return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix, "exit_code": self.exit_code}
 
 
@@ -182,7 +182,7 @@ def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Ch
     return results, exitcode.TEMPFAIL if stopped or deadline else exitcode.OK
 
 
-def _needs(run: _Run, name: str, *wanted: str) -> Check | None:
+def _needs(run: _Run, name: CheckName, *wanted: CheckName) -> Check | None:
     """A skip when a check this one builds on did not pass."""
     for earlier in wanted:
         result = run.results.get(earlier)
@@ -858,7 +858,9 @@ def _controller(run: _Run) -> Check:
         return Check("controller", "skip", "needs the token check to pass")
     assert run.node is not None
     if config.controller.transport == "scontrol":
-        found = _on_scheduler_path(run, config.controller.scontrol or "scontrol", "controller.scontrol", "controller.scontrol")
+        found = _on_scheduler_path(
+            run, "controller", config.controller.scontrol or "scontrol", "controller.scontrol", "controller.scontrol"
+        )
         if found.status == "fail":
             return Check("controller", "fail", found.detail, found.fix, found.exit_code)
         if found.status == "warn":
@@ -960,7 +962,9 @@ def _register_command(run: _Run) -> Check:
     argv = run.config.controller.register_command
     if not argv:
         return Check("register_command", "skip", "controller.register_command is not set (GRES is updated directly)")
-    found = _on_scheduler_path(run, argv[0], "controller.register_command", "controller.register_command[0]")
+    found = _on_scheduler_path(
+        run, "register_command", argv[0], "controller.register_command", "controller.register_command[0]"
+    )
     if found.status != "ok":
         return found
     return Check("register_command", "ok", f"{found.detail} is executable")
@@ -987,20 +991,18 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     return path, f"PATH from {where}"
 
 
-def _on_scheduler_path(run: _Run, program: str, what: str, key: str) -> Check:
+def _on_scheduler_path(run: _Run, name: CheckName, program: str, what: str, key: str) -> Check:
     """Where the scheduler's run finds ``program`` (``detail``: its path; a ``fail`` when it
-    finds none, a ``warn`` when this shell's PATH finds another one)."""
-    name = what.rsplit(".", maxsplit=1)[-1]
+    finds none, a ``warn`` when this shell's PATH finds another one), as check ``name``."""
     if "/" in program:  # a path of the config's, on this system as every path the config names
         if not (os.path.isfile(program) and os.access(program, os.X_OK)):
             return Check(name, "fail", f"{what}: {program} does not exist or is not an executable file",
                          f"set {key} to the absolute path of the program", exitcode.CONFIG)  # fmt: skip
         return Check(name, "ok", program)
-    return _worst([_on_path(run, program, what, key, scheduler) for scheduler in _schedulers(run) or (None,)])
+    return _worst([_on_path(run, name, program, what, key, scheduler) for scheduler in _schedulers(run) or (None,)])
 
 
-def _on_path(run: _Run, program: str, what: str, key: str, scheduler: str | None) -> Check:
-    name = what.rsplit(".", maxsplit=1)[-1]
+def _on_path(run: _Run, name: CheckName, program: str, what: str, key: str, scheduler: str | None) -> Check:
     path, origin = _scheduler_path(run, scheduler)
     theirs = _which(run, program, path)
     ours = _which(run, program, run.world.environ.get("PATH") or os.defpath)

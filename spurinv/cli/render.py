@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console, RenderableType
@@ -28,6 +28,9 @@ from spurinv.inventory.model import Device, Discovery
 from spurinv.report.fleet import age_text
 from spurinv.secret import printable
 from spurinv.shape import SWITCH, problem_line, summary, switch_only
+
+if TYPE_CHECKING:  # the documents' TypedDicts, for mypy only (tests/test_architecture.py)
+    from spurinv.report.models import BaselineSummary, ReadingSummary, RefreshDocument, StatusDocument
 
 STATUS_STYLE = {"ok": "green", "absent": "dim", "failed": "bold red"}
 Row = tuple[str, str, str | None]  # label, value, style
@@ -241,7 +244,7 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
     _labelled(out, [("  summary", change.summary(), None)])
 
 
-def refresh(out: Console, document: dict[str, Any]) -> None:
+def refresh(out: Console, document: RefreshDocument) -> None:
     """``spurinv refresh``: one screen saying what happened (or would) and why (from the document
     :func:`spurinv.report.documents.refresh_document` builds)."""
     observe = document["mode"] == "observe"
@@ -274,11 +277,11 @@ def refresh(out: Console, document: dict[str, Any]) -> None:
     _labelled(out, rows)
 
 
-def _models(summary: dict[str, Any]) -> str:
+def _models(summary: ReadingSummary | BaselineSummary) -> str:
     return ", ".join(f"{model} {count}" for model, count in sorted(summary["models"].items())) or "no GPUs"
 
 
-def status(out: Console, document: dict[str, Any]) -> None:
+def status(out: Console, document: StatusDocument) -> None:
     """``spurinv status``: both readings, the baseline, what is pending, what the last run did."""
     rows: list[Row] = [("state", document["state_file"] + ("" if document["exists"] else " (no runs yet)"), "bold")]
     if not document["exists"]:
@@ -288,9 +291,9 @@ def status(out: Console, document: dict[str, Any]) -> None:
     labels = ("previous", "latest") if len(document["readings"]) == 2 else ("latest",)
     for label, reading in zip(labels, document["readings"], strict=False):
         if reading["ok"]:
-            text = (
-                f"{reading['taken_at']}  ok  {reading['devices']} devices ({_models(reading)})  {reading['fingerprint'][:12]}"
-            )
+            fingerprint = reading["fingerprint"]
+            assert fingerprint is not None  # an ok reading has one (spurinv.shape.reading_problem)
+            text = f"{reading['taken_at']}  ok  {reading['devices']} devices ({_models(reading)})  {fingerprint[:12]}"
             rows.append((label, text, None))
         else:
             why = reading["errors"][0]["reason"] if reading["errors"] else ""

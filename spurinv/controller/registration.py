@@ -51,7 +51,7 @@ class Details:
 
     node: str = ""
     gres_conf: str = ""
-    inventory: dict[str, object] = field(default_factory=dict)
+    inventory: Mapping[str, object] = field(default_factory=dict)
 
 
 PREFIX = "SPURINV_"

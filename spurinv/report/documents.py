@@ -2,9 +2,9 @@
 
 ``discover --json`` and ``status --json`` run from the lean entry point (no pydantic, no typer),
 and the full CLI prints the very same documents by calling these functions, so there is one
-builder per document (``fleet``'s is :func:`spurinv.report.fleet.document`). Their shapes are pinned by
-:mod:`spurinv.report.models`'s models, which generate the JSON Schemas in ``schemas/`` and which
-contract tests validate these documents against; nothing at run time builds them otherwise.
+builder per document (``fleet``'s is :func:`spurinv.report.fleet.document`). Each returns its
+TypedDict of :mod:`spurinv.report.models` (the one statement of its shape, which ``scripts/schemas``
+writes ``schemas/`` from): named for mypy only, as that module imports pydantic.
 """
 
 from __future__ import annotations
@@ -14,14 +14,28 @@ from spurinv.shape import gpu_counts, summary, switch_only
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, Final
 
-FORMAT_VERSION = 1  # of every JSON document spurinv prints
+    from spurinv.report.models import (
+        CheckDocument,
+        CheckResult,
+        ConfigDocument,
+        DiffDocument,
+        DiscoverDocument,
+        ErrorDocument,
+        Exit,
+        ReadingSummary,
+        RefreshDocument,
+        StatusDocument,
+        Step,
+    )
+
+FORMAT_VERSION: Final = 1  # of every JSON document spurinv prints
 
 
-def envelope(command: str, exit_code: int, body: Mapping[str, Any]) -> dict[str, Any]:
-    """The common frame: format version, command, ok, exit code, then the command's fields."""
-    return {"format_version": FORMAT_VERSION, "command": command, "ok": exit_code == 0, "exit_code": exit_code, **body}
+def exit_fields(exit_code: int) -> Exit:
+    """What every document says after its format version and command: ok, and the exit code."""
+    return {"ok": exit_code == 0, "exit_code": exit_code}
 
 
 def dumps(document: Mapping[str, Any], compact: bool = False) -> str:
@@ -48,13 +62,18 @@ def _valid_utf8(text: str) -> str:
     return escaped(text, inside_json=True)
 
 
-def error_document(command: str, exit_code: int, code: str, message: str) -> dict[str, Any]:
+def error_document(command: str, exit_code: int, code: str, message: str) -> ErrorDocument:
     """Any command that failed before producing its own document: once JSON is asked for, even a
     failure is an envelope."""
-    return envelope(command, exit_code, {"error": {"code": code, "message": message}})
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": command,
+        **exit_fields(exit_code),
+        "error": {"code": code, "message": message},
+    }
 
 
-def step(action: str, reason: str, request: str | None = None, sent: bool = False, error: str | None = None) -> dict[str, Any]:
+def step(action: str, reason: str, request: str | None = None, sent: bool = False, error: str | None = None) -> Step:
     """One step of a refresh (``refresh --json``'s ``steps``): the policy's action and why, and the
     request it sent (or, ``sent`` false, would send) and its error."""
     return {"action": action, "reason": reason, "request": request, "sent": sent, "error": error}
@@ -68,33 +87,32 @@ def refresh_document(
     state_file: str,
     controller: str | None,
     reading: Mapping[str, Any],
-    outcome: Mapping[str, Any],
-    steps: list[dict[str, Any]],
+    outcome: dict[str, Any],
+    steps: list[Step],
     requests: list[dict[str, Any]],
     notes: list[str],
-) -> dict[str, Any]:
+) -> RefreshDocument:
     """``refresh --json`` (and what the human rendering reads): the run's reading (JSON form),
     the classifier's outcome, the steps taken and the requests sent."""
     inventory = reading["inventory"]
-    return envelope(
-        "refresh",
-        exit_code,
-        {
-            "node": node,
-            "mode": "observe" if observe else "controller",
-            "dry_run": dry_run,
-            "state_file": state_file,
-            "controller": controller,
-            "reading_ok": reading["ok"],
-            "fingerprint": reading["fingerprint"],
-            "inventory": summary(inventory) if inventory else None,
-            "outcome": outcome,
-            "steps": steps,
-            "requests": requests,
-            "errors": list(reading.get("errors") or ()),
-            "notes": notes,
-        },
-    )
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": "refresh",
+        **exit_fields(exit_code),
+        "node": node,
+        "mode": "observe" if observe else "controller",
+        "dry_run": dry_run,
+        "state_file": state_file,
+        "controller": controller,
+        "reading_ok": reading["ok"],
+        "fingerprint": reading["fingerprint"],
+        "inventory": summary(inventory) if inventory else None,
+        "outcome": outcome,
+        "steps": steps,
+        "requests": requests,
+        "errors": list(reading.get("errors") or ()),
+        "notes": notes,
+    }
 
 
 def diff_document(
@@ -103,59 +121,65 @@ def diff_document(
     discovery: Mapping[str, Any],
     baseline: str | None,
     different: bool,
-    diffs: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+    diffs: tuple[dict[str, Any] | None, dict[str, Any] | None],
     links: list[str],
-) -> dict[str, Any]:
+) -> DiffDocument:
     """``diff --json``: discovery now (its JSON form) against the baseline (its fingerprint) and
     the last reading: ``diffs`` are the two inventory diffs (JSON form), None where there is none."""
     inventory = discovery["inventory"]
-    return envelope(
-        "diff",
-        exit_code,
-        {
-            "state_file": state_file,
-            "discovery_ok": discovery["ok"],
-            "errors": list(discovery["errors"]),
-            "current": inventory["fingerprint"] if inventory else None,
-            "baseline": baseline,
-            "different": different,
-            "vs_baseline": diffs[0],
-            "vs_latest_reading": diffs[1],
-            "links": links,
-        },
-    )
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": "diff",
+        **exit_fields(exit_code),
+        "state_file": state_file,
+        "discovery_ok": discovery["ok"],
+        "errors": list(discovery["errors"]),
+        "current": inventory["fingerprint"] if inventory else None,
+        "baseline": baseline,
+        "different": different,
+        "vs_baseline": diffs[0],
+        "vs_latest_reading": diffs[1],
+        "links": links,
+    }
 
 
-def check_document(root: str, exit_code: int, checks: list[dict[str, Any]]) -> dict[str, Any]:
+def check_document(root: str, exit_code: int, checks: list[CheckResult]) -> CheckDocument:
     """``check --json``: every check, in order."""
-    return envelope("check", exit_code, {"root": root, "checks": checks})
+    return {"format_version": FORMAT_VERSION, "command": "check", **exit_fields(exit_code), "root": root, "checks": checks}
 
 
-def config_document(path: str, exists: bool, values: dict[str, Any], origins: dict[str, str]) -> dict[str, Any]:
+def config_document(path: str, exists: bool, values: dict[str, Any], origins: dict[str, str]) -> ConfigDocument:
     """``config show --json``: effective values and where each came from."""
-    return envelope("config", 0, {"file": path, "file_exists": exists, "values": values, "origins": origins})
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": "config",
+        **exit_fields(0),
+        "file": path,
+        "file_exists": exists,
+        "values": values,
+        "origins": origins,
+    }
 
 
-def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -> dict[str, Any]:
+def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -> DiscoverDocument:
     """``discover --json``: the discovery result, framed."""
-    return envelope(
-        "discover",
-        exit_code,
-        {
-            "root": root,
-            "discovery_ok": discovery["ok"],
-            "inventory": discovery["inventory"],
-            "sources": discovery["sources"],
-            "errors": discovery["errors"],
-            "flags": discovery["flags"],
-        },
-    )
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": "discover",
+        **exit_fields(exit_code),
+        "root": root,
+        "discovery_ok": discovery["ok"],
+        "inventory": discovery["inventory"],
+        "sources": discovery["sources"],
+        "errors": discovery["errors"],
+        "flags": discovery["flags"],
+    }
 
 
-def _reading_summary(reading: Mapping[str, Any]) -> dict[str, Any]:
+def _reading_summary(reading: Mapping[str, Any]) -> ReadingSummary:
     inventory = reading.get("inventory")
     return {
-        "taken_at": reading.get("taken_at"),
+        "taken_at": reading["taken_at"],  # required of every reading (spurinv/state/state.schema.json)
         "ok": bool(reading.get("ok")),
         "fingerprint": reading.get("fingerprint"),
         "devices": len(inventory["devices"]) if inventory else None,
@@ -247,65 +271,63 @@ def discover_exit(result: Mapping[str, Any]) -> int:
     return exitcode.TEMPFAIL if switch_only(error["source"] for error in result["errors"]) else exitcode.IOERR
 
 
-def status_document(state: Mapping[str, Any] | None, path: str) -> dict[str, Any]:
+def status_document(state: Mapping[str, Any] | None, path: str) -> StatusDocument:
     """``status --json`` from the raw state document (None: no state file yet)."""
     if state is None:
-        return envelope(
-            "status",
-            0,
-            {
-                "state_file": path,
-                "exists": False,
-                "node": None,
-                "readings": [],
-                "baseline": None,
-                "pending": None,
-                "last_decision": None,
-                "drain": None,
-                "refusal": None,
-                "backoff": None,
-                "switching": None,
-                "degraded_links": [],
-                "api": None,
-                "consecutive_failures": 0,
-                "controller_errors": 0,
-                "last_success": None,
-                "errors": [],
-                "attention": [],
-            },
-        )
+        return {
+            "format_version": FORMAT_VERSION,
+            "command": "status",
+            **exit_fields(0),
+            "state_file": path,
+            "exists": False,
+            "node": None,
+            "readings": [],
+            "baseline": None,
+            "pending": None,
+            "last_decision": None,
+            "drain": None,
+            "refusal": None,
+            "backoff": None,
+            "switching": None,
+            "degraded_links": [],
+            "api": None,
+            "consecutive_failures": 0,
+            "controller_errors": 0,
+            "last_success": None,
+            "errors": [],
+            "attention": [],
+        }
     readings = [_reading_summary(reading) for reading in state.get("readings") or []]
     baseline = state.get("baseline")
     latest = readings[-1] if readings else None
-    return envelope(
-        "status",
-        0,
-        {
-            "state_file": path,
-            "exists": True,
-            "node": state.get("node"),
-            "readings": readings,
-            "baseline": {
-                "fingerprint": baseline["inventory"]["fingerprint"],
-                "since": baseline["since"],
-                "source": baseline["source"],
-                "devices": len(baseline["inventory"]["devices"]),
-                "models": gpu_counts(baseline["inventory"]),
-            }
-            if baseline
-            else None,
-            "pending": state.get("pending"),
-            "last_decision": state.get("last"),
-            "drain": state.get("drain"),
-            "refusal": state.get("refusal"),
-            "backoff": state.get("backoff"),
-            "switching": state.get("switching"),
-            "degraded_links": _degraded_links(state),
-            "api": state.get("api"),
-            "consecutive_failures": int(state.get("consecutive_failures") or 0),
-            "controller_errors": int(state.get("controller_errors") or 0),
-            "last_success": state.get("last_success"),
-            "errors": latest["errors"] if latest else [],
-            "attention": attention(state),
-        },
-    )
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": "status",
+        **exit_fields(0),
+        "state_file": path,
+        "exists": True,
+        "node": state.get("node"),
+        "readings": readings,
+        "baseline": {
+            "fingerprint": baseline["inventory"]["fingerprint"],
+            "since": baseline["since"],
+            "source": baseline["source"],
+            "devices": len(baseline["inventory"]["devices"]),
+            "models": gpu_counts(baseline["inventory"]),
+        }
+        if baseline
+        else None,
+        "pending": state.get("pending"),
+        "last_decision": state.get("last"),
+        "drain": state.get("drain"),
+        "refusal": state.get("refusal"),
+        "backoff": state.get("backoff"),
+        "switching": state.get("switching"),
+        "degraded_links": _degraded_links(state),
+        "api": state.get("api"),
+        "consecutive_failures": int(state.get("consecutive_failures") or 0),
+        "controller_errors": int(state.get("controller_errors") or 0),
+        "last_success": state.get("last_success"),
+        "errors": latest["errors"] if latest else [],
+        "attention": attention(state),
+    }

@@ -15,24 +15,28 @@ for the node, or contradicts our record in ``extra``, is *orphaned* — only a s
 still knows it can lift it, so it needs a person. A node is *managed* when its ``extra`` holds
 our record or it is under a ``spurinv:`` drain.
 
-Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fleetview.py);
-:class:`spurinv.report.models.FleetDocument` pins the shape and generates ``schemas/fleet.schema.json``.
+Plain dicts in the per-node loop (10,000 nodes in well under a second, bench/fleetview.py), typed
+by :class:`spurinv.report.models.FleetDocument`, which ``scripts/schemas`` writes
+``schemas/fleet.schema.json`` from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from spurinv.controller.nodeview import node_state, split_gres, unbound
 from spurinv.controller.ownership import PREFIX, changed_at, controller_claim, extra_record, owns, stamp
 from spurinv.errors import ControllerError
-from spurinv.report.documents import envelope
+from spurinv.report.documents import FORMAT_VERSION, exit_fields
 
-SPURINV_DRAIN = "spurinv-drain"
-ORPHANED_DRAIN = "spurinv-drain-orphaned"
-OTHER_DRAIN = "drained-by-others"
-GRES_CHANGED = "gres-changed"
+if TYPE_CHECKING:  # the module imports pydantic
+    from spurinv.report.models import FleetAttention, FleetDocument, FleetDrain, FleetNode, FleetRecord, FleetSummary, FleetView
+
+SPURINV_DRAIN: Final = "spurinv-drain"
+ORPHANED_DRAIN: Final = "spurinv-drain-orphaned"
+OTHER_DRAIN: Final = "drained-by-others"
+GRES_CHANGED: Final = "gres-changed"
 ATTENTION = (SPURINV_DRAIN, ORPHANED_DRAIN, OTHER_DRAIN, GRES_CHANGED)
 # The fields a row reads: a transport keeps only these of each node while it reads the answer
 FIELDS = ("name", "state", "state_flags", "reason", "reason_changed_at", "reason_set_by_user", "gres", "extra")
@@ -63,7 +67,7 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
+def row(node: Mapping[str, Any], now: int) -> FleetNode:
     """One node's row; ValueError when the dict is not a usable node (no name, no state)."""
     name = node.get("name")
     if not isinstance(name, str) or not name:
@@ -77,7 +81,7 @@ def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
     # what refresh would conclude with no state file: will a spurinv ever lift this drain?
     recorded = owns(drained, reason, since, controller_claim(name, reason, node.get("extra"))) if ours else None
     gres = _text(node.get("gres"))
-    registered = None
+    registered: FleetRecord | None = None
     changed = None
     if record is not None:
         registered = {
@@ -87,7 +91,7 @@ def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
         }
         if registered["gres"] is not None and gres is not None:
             changed = gres_entries(gres) != gres_entries(registered["gres"])
-    attention = []
+    attention: list[FleetAttention] = []
     if ours:
         attention.append(SPURINV_DRAIN)
         if not recorded:
@@ -115,7 +119,7 @@ def row(node: Mapping[str, Any], now: int) -> dict[str, Any]:
     }
 
 
-def build(nodes: Sequence[object], now: int) -> dict[str, Any]:
+def build(nodes: Sequence[object], now: int) -> FleetView:
     """``{"nodes": [rows], "summary": {...}}`` from a transport's node list, at ``now`` (Unix seconds).
 
     Raises ControllerError("protocol") naming the entry when one is not a node: a transport
@@ -134,7 +138,7 @@ def build(nodes: Sequence[object], now: int) -> dict[str, Any]:
     return {"nodes": rows, "summary": summary(rows)}
 
 
-def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summary(rows: Sequence[FleetNode]) -> FleetSummary:
     """Counts, our drains oldest first (unknown age last), the orphaned ones among them, and the
     nodes whose gres was changed."""
     ours = [r for r in rows if r["drain_owner"] == "spurinv"]
@@ -154,7 +158,7 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _drain(r: Mapping[str, Any]) -> dict[str, Any]:
+def _drain(r: FleetNode) -> FleetDrain:
     return {"name": r["name"], "reason": r["reason"], "since": r["reason_since"], "age_seconds": r["reason_age_seconds"]}
 
 
@@ -174,11 +178,16 @@ def age_text(seconds: int | None) -> str:
 
 
 def document(
-    view: Mapping[str, Any], *, now: int, controller: str, api: str | None, transport: str, exit_code: int
-) -> dict[str, Any]:
+    view: FleetView, *, now: int, controller: str, api: str | None, transport: Literal["rest", "scontrol"], exit_code: int
+) -> FleetDocument:
     """``spurinv fleet --json``: the envelope, where the nodes came from and when, rows and summary."""
-    return envelope(
-        "fleet",
-        exit_code,
-        {"taken_at": stamp(now), "controller": controller, "api": api, "transport": transport, **view},
-    )
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": "fleet",
+        **exit_fields(exit_code),
+        "taken_at": stamp(now),
+        "controller": controller,
+        "api": api,
+        "transport": transport,
+        **view,
+    }

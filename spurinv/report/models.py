@@ -1,29 +1,63 @@
-"""Models of the JSON documents spurinv prints. They pin the shapes (contract tests validate the
-lean builders in :mod:`spurinv.report.documents` against them) and generate ``schemas/*.json``."""
+"""The JSON documents spurinv prints: one TypedDict each, stated once.
 
-from __future__ import annotations
+:mod:`spurinv.report.documents` and :mod:`spurinv.report.fleet` build these dicts (mypy checks
+them against these types) and ``scripts/schemas`` writes ``schemas/*.json`` from them with
+pydantic's ``TypeAdapter``. This module imports pydantic: a module of ``spurinv/`` names these
+types under ``if TYPE_CHECKING:`` only, so no run (the timer's tick, ``status --json``) loads it.
+"""
 
-from typing import Any, Literal
+import warnings
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema, TypeAdapter, with_config
+from pydantic_core import CoreSchema, core_schema
+from typing_extensions import NotRequired, ReadOnly, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
 
 from spurinv.inventory.classify import InventoryDiff, Outcome
 from spurinv.inventory.model import Inventory, Problem, SourceStatus
 
+STRICT = ConfigDict(extra="forbid")
 
-class _Document(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
+def _dumped(model: type[BaseModel]) -> GetPydanticSchema:
+    """A value of classify's that a document holds as ``model_dump(mode="json")`` gives it: a dict
+    to the builders and to mypy, validated (and described in the schema) as ``model``."""
+
+    def dump(value: BaseModel) -> dict[str, Any]:
+        return value.model_dump(mode="json")
+
+    def schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(dump, handler.generate_schema(model))
+
+    return GetPydanticSchema(schema)
+
+
+OutcomeJson = Annotated[dict[str, Any], _dumped(Outcome)]
+DiffJson = Annotated[dict[str, Any], _dumped(InventoryDiff)]
+
+
+@with_config(STRICT)
+class _Document(TypedDict):
     format_version: Literal[1]
-    command: str
+    # read-only: each document narrows it to its own name (pydantic cannot keep it read-only on a
+    # dict, and says so: adapter() builds the validators without that warning)
+    command: ReadOnly[str]
     ok: bool
     exit_code: int
 
 
+class Exit(TypedDict):
+    """The two fields every document has after its command (:func:`spurinv.report.documents.exit_fields`)."""
+
+    ok: bool
+    exit_code: int
+
+
+@with_config(STRICT)
 class DiscoverDocument(_Document):
     """``spurinv discover --json``."""
 
-    command: Literal["discover"]
+    command: ReadOnly[Literal["discover"]]
     root: str
     discovery_ok: bool
     inventory: Inventory | None
@@ -32,9 +66,8 @@ class DiscoverDocument(_Document):
     flags: list[Problem]
 
 
-class ReadingSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@with_config(STRICT)
+class ReadingSummary(TypedDict):
     taken_at: str
     ok: bool
     fingerprint: str | None
@@ -46,9 +79,8 @@ class ReadingSummary(BaseModel):
     flags: list[Problem]
 
 
-class BaselineSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@with_config(STRICT)
+class BaselineSummary(TypedDict):
     fingerprint: str
     since: str
     source: Literal["observed", "adopted", "registered"]
@@ -56,10 +88,14 @@ class BaselineSummary(BaseModel):
     models: dict[str, int]
 
 
+# Keys added after format_version 1 was published: spurinv always writes them, and the schema
+# still accepts a document of an older spurinv without them (NotRequired, with the default a
+# consumer may assume).
+@with_config(STRICT)
 class StatusDocument(_Document):
     """``spurinv status --json``: what the state file says, without discovering."""
 
-    command: Literal["status"]
+    command: ReadOnly[Literal["status"]]
     state_file: str
     exists: bool
     node: str | None
@@ -70,8 +106,10 @@ class StatusDocument(_Document):
     drain: dict[str, Any] | None
     refusal: dict[str, Any] | None
     backoff: dict[str, Any] | None
-    switching: dict[str, Any] | None = None  # a partition switch in progress: {"since"}
-    degraded_links: list[dict[str, Any]] = []  # PCIe links narrower than they can be, in two readings
+    # a partition switch in progress: {"since"}
+    switching: NotRequired[Annotated[dict[str, Any] | None, Field(default=None)]]
+    # PCIe links narrower than they can be, in two readings
+    degraded_links: NotRequired[Annotated[list[dict[str, Any]], Field(default=[])]]
     api: dict[str, Any] | None
     consecutive_failures: int
     controller_errors: int
@@ -80,22 +118,22 @@ class StatusDocument(_Document):
     attention: list[str]
 
 
-class Step(BaseModel):
+@with_config(STRICT)
+class Step(TypedDict):
     """One step of a refresh: the policy's action, and the request it sent (or would send)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     action: str
     reason: str
-    request: str | None = None
-    sent: bool = False
-    error: str | None = None
+    request: NotRequired[Annotated[str | None, Field(default=None)]]
+    sent: NotRequired[Annotated[bool, Field(default=False)]]
+    error: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
+@with_config(STRICT)
 class RefreshDocument(_Document):
     """``spurinv refresh --json`` (also the model behind the human rendering)."""
 
-    command: Literal["refresh"]
+    command: ReadOnly[Literal["refresh"]]
     node: str
     mode: Literal["observe", "controller"]
     dry_run: bool
@@ -104,62 +142,69 @@ class RefreshDocument(_Document):
     reading_ok: bool
     fingerprint: str | None
     inventory: str | None
-    outcome: Outcome
+    outcome: OutcomeJson
     steps: list[Step]
     requests: list[dict[str, Any]]
     errors: list[Problem]
     notes: list[str]
 
 
+@with_config(STRICT)
 class DiffDocument(_Document):
     """``spurinv diff --json``: what differs now from the baseline and from the last reading."""
 
-    command: Literal["diff"]
+    command: ReadOnly[Literal["diff"]]
     state_file: str
     discovery_ok: bool
     errors: list[Problem]
     current: str | None
     baseline: str | None
     different: bool
-    vs_baseline: InventoryDiff | None
-    vs_latest_reading: InventoryDiff | None
-    links: list[str] = []  # PCIe link health against the baseline (not schedulable: not in the diff)
+    vs_baseline: DiffJson | None
+    vs_latest_reading: DiffJson | None
+    # PCIe link health against the baseline (not schedulable: not in the diff)
+    links: NotRequired[Annotated[list[str], Field(default=[])]]
 
 
+@with_config(STRICT)
 class ConfigDocument(_Document):
     """``spurinv config show --json``: effective values and where each came from."""
 
-    command: Literal["config"]
+    command: ReadOnly[Literal["config"]]
     file: str
     file_exists: bool
     values: dict[str, Any]
     origins: dict[str, str]
 
 
-class CheckResult(BaseModel):
+CheckName = Literal[
+    "config", "node", "state", "lock", "metrics", "token", "controller", "permission", "register_command", "schedule", "udev"
+]
+CheckStatus = Literal["ok", "warn", "fail", "skip"]
+
+
+@with_config(STRICT)
+class CheckResult(TypedDict):
     """One check of ``spurinv check``: every document lists all of them, in the same order."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    name: Literal[
-        "config", "node", "state", "lock", "metrics", "token", "controller", "permission", "register_command",
-        "schedule", "udev",
-    ]  # fmt: skip
-    status: Literal["ok", "warn", "fail", "skip"]
+    name: CheckName
+    status: CheckStatus
     detail: str
     fix: str  # the command to run or the key to change; "" for ok and skip
     exit_code: int  # what refresh would exit with for this problem; 0 unless failed
 
 
+@with_config(STRICT)
 class CheckDocument(_Document):
     """``spurinv check --json``: ``exit_code`` is the first failed check's, 75 when a signal or
     the deadline stopped it, else 0 (warnings do not fail)."""
 
-    command: Literal["check"]
+    command: ReadOnly[Literal["check"]]
     root: str
     checks: list[CheckResult]
 
 
+@with_config(STRICT)
 class ErrorDocument(_Document):
     """Any command that failed before producing its own document (pipx's rule: once JSON is
     asked for, even a failure is an envelope)."""
@@ -167,20 +212,21 @@ class ErrorDocument(_Document):
     error: dict[str, str]
 
 
-class FleetRecord(BaseModel):
+@with_config(STRICT)
+class FleetRecord(TypedDict):
     """What spurinv last wrote into the node's ``extra`` (``gres`` is missing from records before 0.2)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     fingerprint: str | None
     inventory: str | None
     gres: str | None
 
 
-class FleetNode(BaseModel):
-    """One node as ``spurinv fleet`` sees it."""
+FleetAttention = Literal["spurinv-drain", "spurinv-drain-orphaned", "drained-by-others", "gres-changed"]
 
-    model_config = ConfigDict(extra="forbid")
+
+@with_config(STRICT)
+class FleetNode(TypedDict):
+    """One node as ``spurinv fleet`` sees it."""
 
     name: str
     state: str
@@ -198,21 +244,19 @@ class FleetNode(BaseModel):
     registered: FleetRecord | None
     gres: str | None
     gres_changed: bool | None
-    attention: list[Literal["spurinv-drain", "spurinv-drain-orphaned", "drained-by-others", "gres-changed"]]
+    attention: list[FleetAttention]
 
 
-class FleetDrain(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@with_config(STRICT)
+class FleetDrain(TypedDict):
     name: str
     reason: str
     since: str | None
     age_seconds: int | None
 
 
-class FleetSummary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+@with_config(STRICT)
+class FleetSummary(TypedDict):
     nodes: int
     managed: int
     spurinv_drained: int
@@ -225,13 +269,32 @@ class FleetSummary(BaseModel):
     gres_changed_nodes: list[str]
 
 
+class FleetView(TypedDict):
+    """The rows and the summary, before the document frames them (:func:`spurinv.report.fleet.build`)."""
+
+    nodes: list[FleetNode]
+    summary: FleetSummary
+
+
+@with_config(STRICT)
 class FleetDocument(_Document):
     """``spurinv fleet --json``: every node the controller lists, and a summary."""
 
-    command: Literal["fleet"]
+    command: ReadOnly[Literal["fleet"]]
     taken_at: str
     controller: str
     api: str | None
     transport: Literal["rest", "scontrol"]
     nodes: list[FleetNode]
     summary: FleetSummary
+
+
+D = TypeVar("D")
+
+
+def adapter(document: type[D]) -> TypeAdapter[D]:
+    """A validator and schema generator for one document (without pydantic's warning that it
+    does not keep ``command`` read-only on the dicts it returns: it is so for mypy only)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".*`ReadOnly` qualifier", UserWarning)
+        return TypeAdapter(document)

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ def test_scontrol_show_node_json_gives_the_same_fleet_as_rest(clean_lab, tmp_pat
     _code, document = n1.fleet()
     via_scontrol = fleet.build(lab.nodes(), int(time.time()))
 
-    def stable(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def stable(view: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         return [{key: value for key, value in row.items() if key != "reason_age_seconds"} for row in view]
 
     assert stable(document["nodes"]) == stable(via_scontrol["nodes"])
