@@ -290,11 +290,15 @@ class FleetDocument(_Document):
 
 
 D = TypeVar("D")
+_ADAPTERS: dict[object, TypeAdapter[Any]] = {}  # building one takes milliseconds; tests validate every run
 
 
 def adapter(document: type[D]) -> TypeAdapter[D]:
     """A validator and schema generator for one document (without pydantic's warning that it
     does not keep ``command`` read-only on the dicts it returns: it is so for mypy only)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r".*`ReadOnly` qualifier", UserWarning)
-        return TypeAdapter(document)
+    found = _ADAPTERS.get(document)
+    if found is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r".*`ReadOnly` qualifier", UserWarning)
+            found = _ADAPTERS[document] = TypeAdapter(document)
+    return found
