@@ -1,1 +1,1 @@
-"""What spurinv prints and exports: JSON documents, their models, metrics, the fleet table."""
+"""What spurinv prints and exports: JSON documents and their shapes, metrics, the fleet table."""
