@@ -1,7 +1,7 @@
 """Fleet scale: a rolling driver reload through the real convergence code, then end to end.
 
 **Simulation.** Every node runs the per-tick sequence of :func:`spurinv.refresh._run` with
-``confirm_interval = 0`` (the timer's next tick is the confirmation): ``State.record`` the
+``confirm_interval = 0`` (the timer's next tick is the confirmation): ``state.file.record`` the
 reading, then :func:`spurinv.refresh.converge` — the real classifier and policy — with a real
 :class:`spurinv.controller.rest.Controller` whose ``requests`` session has a transport adapter
 mounted that hands each request to ``tests/faultserver.Gateway`` (slurmrestd 24.11, built from
@@ -218,7 +218,7 @@ class _Simulation:
             return made
 
         def transport(state: Any) -> Transport:  # as refresh.transport_for, with the adapter mounted
-            cached = state.api.version if state.api and state.api.url == self.section.url else None
+            cached = state["api"]["version"] if state["api"] and state["api"]["url"] == self.section.url else None
             return connect(self.section, name, {}, Log({}, io.StringIO()), api=cached, session_factory=session)
 
         return transport
@@ -227,9 +227,10 @@ class _Simulation:
         """One timer tick of ``refresh._run`` (confirm_interval 0): record, then converge."""
         from spurinv.inventory.model import Reading
         from spurinv.refresh import converge
+        from spurinv.state import file as state_file
 
         reading: Reading = {**self.readings[root], "taken_at": moment}
-        state = state.record(reading).model_copy(update={"node": name})
+        state = {**state_file.record(state, reading), "node": name}
         result = converge(state, reading, self.settings, self.connect(name), lambda: moment)
         self.outcomes[result.outcome.kind.value] += 1
         if result.exit_code not in (0, EXIT_IOERR, EXIT_TEMPFAIL):
@@ -239,15 +240,15 @@ class _Simulation:
 
     def bootstrap(self) -> Any:
         """A node state with a baseline adopted from the controller and the API version cached."""
-        from spurinv.state.file import State
+        from spurinv.state import file as state_file
 
         self.gateway.add_node("template", gres=GRES["spx"])
-        state = State()
+        state = state_file.new()
         for minute in range(2):  # first sighting, then confirmed: the controller already lists it → adopt
             state = self.tick(state, "template", "spx", START + timedelta(minutes=minute))
-        assert state.baseline is not None
-        assert state.baseline.source == "adopted", state.baseline
-        assert state.api is not None, "the bootstrap should have detected and cached the API version"
+        assert state["baseline"] is not None
+        assert state["baseline"]["source"] == "adopted", state["baseline"]
+        assert state["api"] is not None, "the bootstrap should have detected and cached the API version"
         self.adapter.seen.clear()
         self.outcomes.clear()
         return state
@@ -266,7 +267,7 @@ def simulate(roots: Roots, count: int, seed: int = 6) -> tuple[list[Row], list[s
         state = template
         for minute, root in enumerate(plan.ticks, start=3):
             state = sim.tick(state, plan.name, root, START + timedelta(minutes=minute))
-        baselines[plan.name] = state.baseline.fingerprint if state.baseline else None
+        baselines[plan.name] = state["baseline"]["fingerprint"] if state["baseline"] else None
     elapsed = time.perf_counter() - started
 
     tally = Tally(outcomes=sim.outcomes)

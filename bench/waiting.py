@@ -74,7 +74,8 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     from spurinv.inventory.root import Root
     from spurinv.policy import Settings
     from spurinv.refresh import converge
-    from spurinv.state.file import Baseline, Drain, State
+    from spurinv.state import file as state_file
+    from spurinv.state.file import State
 
     readings = {name: model.reading(discover(Root(str(path))), START)
                 for name, path in (("spx", roots.spx), ("cpx", roots.cpx))}  # fmt: skip
@@ -84,18 +85,19 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
     settings = Settings(observe=False)
     cls: type[Controller] = _legacy_controller() if design == "before" else Controller
     names = [f"w{index:05d}" for index in range(sample)]
-    states = {}
+    states: dict[str, State] = {}
     for name in names:
         node = gateway.add_node(name, gres=GRES["spx"], state=("MIXED", "DRAIN"), reason=REASON, alloc_cpus=4,
                                 gres_used="gpu:mi300x:2(IDX:0-1)")  # fmt: skip
         if design == "after, no GPU usage data":
             del node["gres_used"]
         spx = readings["spx"]
-        state = State(baseline=Baseline(inventory=spx["inventory"], since=START, source="adopted"))  # type: ignore[arg-type]
+        assert spx["inventory"] is not None
+        state = state_file.new(baseline={"inventory": spx["inventory"], "since": START, "source": "adopted"})
         cpx = readings["cpx"]
-        state = state.record({**cpx, "taken_at": START}).record({**cpx, "taken_at": START})
-        drain = Drain(reason=REASON, set_at=START, cause="busy", fingerprint=cpx["fingerprint"])
-        states[name] = state.model_copy(update={"drain": drain, "node": name})
+        state = state_file.record(state_file.record(state, {**cpx, "taken_at": START}), {**cpx, "taken_at": START})
+        drain = state_file.drain(reason=REASON, set_at=START, cause="busy", fingerprint=cpx["fingerprint"])
+        states[name] = {**state, "drain": drain, "node": name}
 
     def connect_for(name: str) -> Callable[[Any], Controller]:
         import requests  # noqa: TID251  (the bench plays the transport under spurinv's controller client)
@@ -113,7 +115,7 @@ def _simulate(roots: Roots, design: str, sample: int, minutes: int) -> tuple[Cou
         for name in names:
             state = states[name]
             reading: Reading = {**readings["cpx"], "taken_at": moment}
-            state = state.record(reading)
+            state = state_file.record(state, reading)
             result = converge(state, reading, settings, connect_for(name), lambda moment=moment: moment)  # type: ignore[misc]  # a default binds the loop value
             holds += result.steps[-1]["action"] == "hold"
             states[name] = result.state

@@ -61,7 +61,8 @@ from spurinv.inventory.classify import Kind, Outcome
 from spurinv.inventory.model import Inventory
 from spurinv.inventory.sources import link
 from spurinv.secret import printable
-from spurinv.state.file import Backoff, Baseline, Drain, Refusal, State
+from spurinv.state import file
+from spurinv.state.file import Backoff, Baseline, State
 
 
 class Do(StrEnum):
@@ -145,8 +146,8 @@ def ours(view: NodeView, state: State) -> bool:
     """Is the node drained by us? DRAIN set, exactly the reason we recorded (which carries our
     drain's id), and — where the controller says when the reason was set — still the time we
     first saw, not a later drain that reused our text (:func:`spurinv.controller.ownership.owns`)."""
-    drain = state.drain
-    return drain is not None and owns(view.drained, view.reason, view.reason_changed_at, drain.claim)
+    drain = state["drain"]
+    return drain is not None and owns(view.drained, view.reason, view.reason_changed_at, file.claim(drain))
 
 
 def when(moment: datetime, now: datetime) -> str:
@@ -157,34 +158,36 @@ def when(moment: datetime, now: datetime) -> str:
 def clamp_backoff(state: State, settings: Settings, now: datetime) -> tuple[State, str | None]:
     """A stored ``next_attempt`` beyond ``now + backoff_max`` (written under a wrong clock) counts
     as ``now + backoff_max``; return the state and a warning when it was clamped."""
-    backoff = state.backoff
+    backoff = state["backoff"]
     limit = now + timedelta(seconds=settings.backoff_max)
-    if backoff is None or backoff.next_attempt <= limit:
+    if backoff is None or backoff["next_attempt"] <= limit:
         return state, None
     warning = (
-        f"stored backoff until {when(backoff.next_attempt, now)} is beyond policy.backoff_max "
+        f"stored backoff until {when(backoff['next_attempt'], now)} is beyond policy.backoff_max "
         f"({settings.backoff_max} s; a clock that was wrong?); retrying at {when(limit, now)} instead"
     )
-    clamped = backoff.model_copy(update={"next_attempt": limit})
-    return state.model_copy(update={"backoff": clamped}), warning
+    clamped: Backoff = {**backoff, "next_attempt": limit}
+    return {**state, "backoff": clamped}, warning
 
 
 def forget_stale_refusal(state: State, outcome: Outcome) -> State:
     """The reading is the baseline again: a refusal of another inventory (and its backoff) is moot."""
-    if outcome.kind != Kind.UNCHANGED or (state.refusal is None and (state.backoff is None or state.backoff.kind != "refused")):
+    if outcome.kind != Kind.UNCHANGED or (
+        state["refusal"] is None and (state["backoff"] is None or state["backoff"]["kind"] != "refused")
+    ):
         return state
-    backoff = None if state.backoff is not None and state.backoff.kind == "refused" else state.backoff
-    return state.model_copy(update={"refusal": None, "backoff": backoff})
+    backoff = None if state["backoff"] is not None and state["backoff"]["kind"] == "refused" else state["backoff"]
+    return {**state, "refusal": None, "backoff": backoff}
 
 
 def _retry_only(outcome: Outcome, state: State) -> bool:
     """Is the only thing this reading could lead to a retry of the request the controller refused?"""
-    refusal = state.refusal
+    refusal = state["refusal"]
     return (
         outcome.kind == Kind.CHANGE_CONFIRMED
         and refusal is not None
-        and refusal.fingerprint == outcome.fingerprint
-        and state.intent is None
+        and refusal["fingerprint"] == outcome.fingerprint
+        and state["intent"] is None
     )
 
 
@@ -199,20 +202,20 @@ def decide(
         return Action(kind=Do.NONE, reason=f"{outcome.reason}; waiting for the settled reading", exit_code=exitcode.TEMPFAIL)
     # a state started afresh reads the controller once whatever the reading: a drain of ours
     # the lost state knew is found only there
-    first_look = state.fresh and not settings.observe
+    first_look = state["fresh"] and not settings.observe
     if outcome.kind == Kind.CHANGE_PENDING and not (first_look and view is None):
         return Action(kind=Do.NONE, reason=outcome.reason)
-    current = state.latest["inventory"] if state.latest else None
+    current = file.latest_inventory(state)
     if settings.observe:
         return _observed(outcome, state, current)
 
     degraded = _degraded_links(state) if settings.drain_on_degraded_link else []
     needs_view = (
         outcome.kind == Kind.CHANGE_CONFIRMED
-        or (outcome.kind == Kind.UNCHANGED and bool(degraded) and state.drain is None)
+        or (outcome.kind == Kind.UNCHANGED and bool(degraded) and state["drain"] is None)
         or (outcome.kind == Kind.SUSPICIOUS and settings.drain_on_suspicious)
-        or (outcome.kind == Kind.UNCHANGED and state.drain is not None)
-        or state.intent is not None  # an unsettled write: the controller's view settles it
+        or (outcome.kind == Kind.UNCHANGED and state["drain"] is not None)
+        or state["intent"] is not None  # an unsettled write: the controller's view settles it
         or first_look
     )
     if not needs_view:
@@ -228,7 +231,7 @@ def decide(
         # another action this reading needs (lift our drain after a revert, drain a newly busy
         # node, register another inventory) goes ahead at once.
         backoff = _active_backoff(state, settings, now)
-        if backoff is not None and backoff.kind == "refused" and _retry_only(outcome, state):
+        if backoff is not None and backoff["kind"] == "refused" and _retry_only(outcome, state):
             # the refused write waits for its backoff, but not the look that may show it moot:
             # the operator fixed slurm.conf and the controller lists the reading now. One
             # single-node read (``cause``: never the all-nodes busy re-check for it).
@@ -237,10 +240,10 @@ def decide(
                 reason="the refused update waits for its backoff; reading the node: the controller may list the GPUs now",
                 cause="refused",
             )
-        if backoff is not None and backoff.kind != "refused":
+        if backoff is not None and backoff["kind"] != "refused":
             return Action(
                 kind=Do.BACKOFF,
-                reason=f"backing off until {when(_next_attempt(backoff, settings, now), now)} after: {backoff.error}",
+                reason=f"backing off until {when(_next_attempt(backoff, settings, now), now)} after: {backoff['error']}",
                 exit_code=exitcode.TEMPFAIL,
             )
         if first_look:
@@ -248,8 +251,8 @@ def decide(
         return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
 
     drained_by_us = ours(view, state)
-    if state.drain is not None and not drained_by_us:
-        return _no_longer_exactly_ours(view, state.drain.reason)
+    if state["drain"] is not None and not drained_by_us:
+        return _no_longer_exactly_ours(view, state["drain"]["reason"])
     foreign = view.drained and not drained_by_us
     retire = stale_record(view, state, settings, now)
     if retire is not None:
@@ -265,10 +268,10 @@ def decide(
     assert current is not None
     assert outcome.diff is not None
     models = shape.gpu_counts(current)
-    if state.baseline is None and gres_agrees(view.gres, models):
+    if state["baseline"] is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
-    refusal = state.refusal if state.refusal and state.refusal.fingerprint == outcome.fingerprint else None
-    if refusal is not None and state.baseline is not None and gres_agrees(view.gres, models):
+    refusal = state["refusal"] if state["refusal"] and state["refusal"]["fingerprint"] == outcome.fingerprint else None
+    if refusal is not None and state["baseline"] is not None and gres_agrees(view.gres, models):
         # someone did what the refusal asked (slurm.conf, gres.conf, reconfigure, slurmd): the
         # refused write is moot, busy or not; only our record is written (extra alone)
         body = record_body(view, current, settings)
@@ -277,7 +280,7 @@ def decide(
             reason=f"the controller now lists {view.gres}; taking it as registered{_unrecorded(view, body)}",
             body=body,
         )
-    summary = against(view, current) if state.baseline is None else outcome.diff.summary()
+    summary = against(view, current) if state["baseline"] is None else outcome.diff.summary()
     if DOWN & {view.base, *view.flags}:
         down = lift_blockers(view.base, view.flags)
         # a DOWN/FAIL node is no idle node: its jobs may be unseen, and a register command would
@@ -303,23 +306,23 @@ def decide(
             cause="busy",
         )
     if refusal is not None:
-        remedy = refusal.remedy or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
+        remedy = refusal["remedy"] or SLURM_REMEDY  # a refusal saved before remedies were kept was Slurm's
         words = f"controller refused {summary}; {remedy}"
         # our own drain for busy said "re-registers when idle": now it must say what is wrong
-        if (not view.drained and not refusal.resumed) or (
-            drained_by_us and state.drain is not None and not _says(state.drain.reason, words)
+        if (not view.drained and not refusal["resumed"]) or (
+            drained_by_us and state["drain"] is not None and not _says(state["drain"]["reason"], words)
         ):
             if blocked := _not_over(view, f"the controller refused {summary}"):
                 return Action(kind=Do.HOLD, reason=f"{blocked}; {remedy}", exit_code=exitcode.PROTOCOL)
             body = drain_body(view, words, "refused", current["fingerprint"], settings, now, nonce)
             return Action(
-                kind=Do.DRAIN, reason=f"the controller refused the update: {refusal.error}", body=body, cause="refused"
+                kind=Do.DRAIN, reason=f"the controller refused the update: {refusal['error']}", body=body, cause="refused"
             )
         if backoff := _active_backoff(state, settings, now):
             return Action(
                 kind=Do.HOLD,
                 reason=(
-                    f"the controller refused the update ({refusal.error}); "
+                    f"the controller refused the update ({refusal['error']}); "
                     f"{remedy}; retry at {when(_next_attempt(backoff, settings, now), now)}"
                 ),
                 exit_code=exitcode.PROTOCOL,
@@ -354,12 +357,12 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
                degraded: list[dict[str, Any]]) -> Action:  # fmt: skip
     """Unchanged inventory: lift our drain, or (drain_on_degraded_link) drain while a link is degraded."""
     words = "; ".join(link.line(found) for found in degraded)
-    link_drain = state.drain is not None and state.drain.cause == "link"
+    link_drain = state["drain"] is not None and state["drain"]["cause"] == "link"
     if drained_by_us and link_drain and degraded:
         return Action(kind=Do.NONE, reason=f"drained by spurinv while a PCIe link is degraded ({words})")
-    if drained_by_us and link_drain and state.drain is not None and settings.drain_on_degraded_link:
-        readings = list(state.readings)
-        if not link.back(readings, link.named(state.drain.reason)):
+    if drained_by_us and link_drain and state["drain"] is not None and settings.drain_on_degraded_link:
+        readings = list(state["readings"])
+        if not link.back(readings, link.named(state["drain"]["reason"])):
             reason = "drained by spurinv for a PCIe link: lifted only once two readings show it at full width"
             return Action(kind=Do.NONE, reason=reason)
     if drained_by_us:
@@ -367,7 +370,7 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
     if degraded and not view.drained:
         if blocked := _not_over(view, f"degraded PCIe link ({words})"):
             return Action(kind=Do.HOLD, reason=blocked)
-        current = state.latest["inventory"] if state.latest else None
+        current = file.latest_inventory(state)
         body = drain_body(view, words, "link", current["fingerprint"] if current else None, settings, now, nonce)
         reason = f"degraded PCIe link in two readings ({words}); policy.drain_on_degraded_link"
         return Action(kind=Do.DRAIN, reason=reason + _unrecorded(view, body), body=body, cause="link")
@@ -377,14 +380,14 @@ def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, 
 def _degraded_links(state: State) -> list[dict[str, Any]]:
     """Links degraded in the last two readings (spurinv.inventory.sources.link.confirmed), but those an
     operator accepted by lifting our drain (:attr:`State.accepted_links`)."""
-    found = link.confirmed(list(state.readings))
-    return [each for each in found if shape.accepted_link(each) not in state.accepted_links]
+    found = link.confirmed(list(state["readings"]))
+    return [each for each in found if shape.accepted_link(each) not in state["accepted_links"]]
 
 
 def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
     """Observe mode (no controller configured): say what would be done."""
     if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
-        summary = outcome.diff.summary() if outcome.diff and state.baseline else f"first inventory: {shape.summary(current)}"
+        summary = outcome.diff.summary() if outcome.diff and state["baseline"] else f"first inventory: {shape.summary(current)}"
         return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
     if outcome.kind == Kind.SUSPICIOUS:
         return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
@@ -398,7 +401,7 @@ def _lift(view: NodeView, state: State, settings: Settings, now: datetime, why: 
     if blockers:
         return Action(kind=Do.HOLD, reason=_held(view, state, blockers), held=True)
     reason = f"{why}; lifting our drain"
-    if state.drain is not None and state.drain.cause == "refused" and gres_agrees(view.gres, _counts(state)):
+    if state["drain"] is not None and state["drain"]["cause"] == "refused" and gres_agrees(view.gres, _counts(state)):
         reason = f"the controller now lists {view.gres}; our drain lifted"
     return Action(kind=Do.RESUME, reason=reason, body=lift_body(view, state, settings, now))
 
@@ -411,7 +414,7 @@ def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -
     never says "drain on" once it is gone (a record a crash left behind is retired later:
     :func:`stale_record`)."""
     body: dict[str, Any] = {"state": ["RESUME"] if view.dialect.startswith("spur") else ["UNDRAIN"]}
-    drain_id = reason_id(state.drain.reason, view.name) if state.drain is not None else None
+    drain_id = reason_id(state["drain"]["reason"], view.name) if state["drain"] is not None else None
     value = retired_value(view.extra, view.name, drain_id, stamp(int(now.timestamp())))
     extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is not None:
@@ -423,7 +426,7 @@ def _held(view: NodeView, state: State, blockers: list[str]) -> str:
     """Why our drain stays although the inventory is back. Slurm keeps one reason per node: when
     it set DOWN (or a flag) without words of its own, the reason shown is still ours, not the
     DOWN's, and is not quoted as someone else's."""
-    mine = state.drain is not None and view.reason == state.drain.reason
+    mine = state["drain"] is not None and view.reason == state["drain"]["reason"]
     why = "Slurm or an operator set that without a reason of its own" if mine else f"reason {view.reason!r}"
     return (
         f"inventory matches the baseline, but the node is also {'+'.join(blockers)} "
@@ -451,7 +454,7 @@ def stale_record(view: NodeView, state: State, settings: Settings, now: datetime
     (a run that died between lifting and recording, or an operator's resume): retire it with an
     ``extra``-only update, every other byte of the admin's text unchanged. Not while a write of
     ours is unsettled: its outcome decides first."""
-    if state.intent is not None or view.extra is None:
+    if state["intent"] is not None or view.extra is None:
         return None
     drain_id = stale_drain(view.extra, view.name, view.drained, view.reason)
     if drain_id is None:
@@ -553,16 +556,16 @@ def _registration(view: NodeView, inventory: Inventory, gres: str, settings: Set
 
 
 def _counts(state: State) -> dict[str, int]:
-    latest = state.latest["inventory"] if state.latest else None
+    latest = file.latest_inventory(state)
     return shape.gpu_counts(latest)
 
 
 def _next_attempt(backoff: Backoff, settings: Settings, now: datetime) -> datetime:
-    return min(backoff.next_attempt, now + timedelta(seconds=settings.backoff_max))
+    return min(backoff["next_attempt"], now + timedelta(seconds=settings.backoff_max))
 
 
 def _active_backoff(state: State, settings: Settings, now: datetime) -> Backoff | None:
-    backoff = state.backoff
+    backoff = state["backoff"]
     if backoff is None or settings.ignore_backoff:
         return None
     return backoff if now < _next_attempt(backoff, settings, now) else None
@@ -570,8 +573,8 @@ def _active_backoff(state: State, settings: Settings, now: datetime) -> Backoff 
 
 def contacted(state: State) -> State:
     """The controller answered: transport and auth backoffs are over (a refusal's is not)."""
-    if state.backoff is not None and state.backoff.kind != "refused":
-        return state.model_copy(update={"backoff": None})
+    if state["backoff"] is not None and state["backoff"]["kind"] != "refused":
+        return {**state, "backoff": None}
     return state
 
 
@@ -583,10 +586,10 @@ def backoff_seconds(failures: int, settings: Settings, kind: str) -> int:
 
 def with_backoff(state: State, kind: ControllerKind, error: str, settings: Settings, now: datetime) -> State:
     """Record a controller error: backoff grows with consecutive failures."""
-    failures = (state.backoff.failures if state.backoff else 0) + 1
+    failures = (state["backoff"]["failures"] if state["backoff"] else 0) + 1
     delay = backoff_seconds(failures, settings, kind)
-    backoff = Backoff(kind=kind, failures=failures, next_attempt=now + timedelta(seconds=delay), error=error)
-    return state.model_copy(update={"backoff": backoff, "controller_errors": state.controller_errors + 1, "steady": None})
+    backoff: Backoff = {"kind": kind, "failures": failures, "next_attempt": now + timedelta(seconds=delay), "error": error}
+    return {**state, "backoff": backoff, "controller_errors": state["controller_errors"] + 1, "steady": None}
 
 
 def settle(
@@ -603,40 +606,42 @@ def settle(
 
     A write's outcome is known here, so its write-ahead intent is cleared.
     """
-    if action.kind in WRITES and state.intent is not None:
-        state = state.model_copy(update={"intent": None})
-    current = state.latest["inventory"] if state.latest else None
+    if action.kind in WRITES and state["intent"] is not None:
+        state = {**state, "intent": None}
+    current = file.latest_inventory(state)
     if action.kind in (Do.ADOPT, Do.OBSERVE) and current is not None:
-        baseline = Baseline(inventory=current, since=now, source="adopted" if action.kind == Do.ADOPT else "observed")
-        return state.model_copy(update={"baseline": baseline, "pending": None, "refusal": None, "accepted": None})
+        baseline: Baseline = {
+            "inventory": current,
+            "since": now,
+            "source": "adopted" if action.kind == Do.ADOPT else "observed",
+        }
+        return {**state, "baseline": baseline, "pending": None, "refusal": None, "accepted": None}
     if action.kind == Do.FORGET_DRAIN:
-        if state.refusal is not None and state.drain is not None and state.drain.cause == "refused":
-            return state.model_copy(update={"drain": None, "refusal": state.refusal.model_copy(update={"resumed": True})})
-        update: dict[str, Any] = {"drain": None}
-        if state.drain is not None and state.drain.cause == "link":
+        if state["refusal"] is not None and state["drain"] is not None and state["drain"]["cause"] == "refused":
+            return {**state, "drain": None, "refusal": {**state["refusal"], "resumed": True}}
+        if state["drain"] is not None and state["drain"]["cause"] == "link":
             # the operator lifted our link drain: they accept these links as they are now
             keys = [shape.accepted_link(found) for found in _degraded_links(state)]
-            update["accepted_links"] = tuple(dict.fromkeys([*state.accepted_links, *keys]))[-64:]
-        return state.model_copy(update=update)
+            return {**state, "drain": None, "accepted_links": tuple(dict.fromkeys([*state["accepted_links"], *keys]))[-64:]}
+        return {**state, "drain": None}
     if action.kind in (Do.REGISTER, Do.RECORD) and current is not None:
         if applied:
-            baseline = Baseline(inventory=current, since=now, source="registered")
-            update = {"baseline": baseline, "pending": None, "refusal": None, "backoff": None, "accepted": None}
-            return state.model_copy(update=update)
-        refused = state.model_copy(
-            update={"refusal": Refusal(fingerprint=current["fingerprint"], at=now, error=error or "refused", remedy=remedy)}
-        )
+            registered: Baseline = {"inventory": current, "since": now, "source": "registered"}
+            return {**state, "baseline": registered, "pending": None, "refusal": None, "backoff": None, "accepted": None}
+        refused: State = {
+            **state, "refusal": file.refusal(current["fingerprint"], now, error or "refused", remedy=remedy)
+        }  # fmt: skip
         return with_backoff(refused, "refused", error or "refused", settings or Settings(observe=False), now)
     if action.kind == Do.DRAIN and action.body is not None:
-        drain = Drain(
+        drain = file.drain(
             reason=action.body["reason"],
             set_at=now,
             cause=action.cause or "busy",
             fingerprint=current["fingerprint"] if current else None,
         )
-        return state.model_copy(update={"drain": drain})
+        return {**state, "drain": drain}
     if action.kind == Do.RESUME:
-        return state.model_copy(update={"drain": None, "backoff": None})
+        return {**state, "drain": None, "backoff": None}
     return state
 
 

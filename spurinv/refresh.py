@@ -58,7 +58,7 @@ from spurinv.report import documents, metrics
 from spurinv.shape import gpu_counts
 from spurinv.state import file as state_file
 from spurinv.state import ledger, store
-from spurinv.state.file import Api, Decision, Drain, State, Steady
+from spurinv.state.file import Api, Drain, State
 from spurinv.state.intent import KINDS, Journal, reconcile, recover
 
 if TYPE_CHECKING:
@@ -143,14 +143,14 @@ def load_state(path: str, strict: bool, now: datetime, log: Log, *, dry_run: boo
                 notes.append(f"{exc}; deciding as on a first run (a run that can read it may decide otherwise)")
             else:
                 notes.append(f"corrupt state file: {exc}; a real run would move it aside and start afresh")
-            return State(fresh=True), notes
+            return state_file.new(fresh=True), notes
         moved = store.quarantine(path, state_file.stamp(now))
         message = f"corrupt state file: {exc}; moved aside to {moved}; starting afresh"
         log.error(message)
         notes.append(message)
         loaded = None
     # no usable state: the first run that reads the controller looks for a drain of ours there
-    return loaded or State(fresh=True), notes
+    return loaded or state_file.new(fresh=True), notes
 
 
 def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
@@ -158,13 +158,13 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
 
     A run for n2 with n1's state would forget n1's drain and drain n2 with n1's inventory.
     """
-    if state.node is None or state.node == node:
+    if state["node"] is None or state["node"] == node:
         return
     source = "--node" if from_flag else "node.name (or the host name)"
     message = (
-        f"{path} is the state of node {state.node!r}, but this run is for {node!r} (from {source}); "
-        f"to run for {state.node!r} pass --node {state.node}; if this node was renamed, move {path} aside: "
-        f"a drain spurinv set as {state.node!r} is not ours as {node!r} (its id names the old name), so "
+        f"{path} is the state of node {state['node']!r}, but this run is for {node!r} (from {source}); "
+        f"to run for {state['node']!r} pass --node {state['node']}; if this node was renamed, move {path} aside: "
+        f"a drain spurinv set as {state['node']!r} is not ours as {node!r} (its id names the old name), so "
         f"check `sinfo -R` and lift it by hand (scontrol update NodeName={node} State=UNDRAIN)"
     )
     raise UsageError(message) if from_flag else ConfigError(message)
@@ -178,17 +178,17 @@ def bind_to_boot(state: State, boot: str) -> tuple[State, str | None]:
     A state that records no boot (written before spurinv kept one) is checked once the same way.
     Without a boot id to read (``boot`` empty) nothing changes. Pure.
     """
-    if not boot or state.boot_id == boot:
+    if not boot or state["boot_id"] == boot:
         return state, None
-    bound = state.model_copy(update={"boot_id": boot})
-    if state.fresh:
+    bound: State = {**state, "boot_id": boot}
+    if state["fresh"]:
         return bound, None
     note = (
-        f"the state file was written under another boot ({state.boot_id[:8]}…, now {boot[:8]}…): "
-        if state.boot_id
+        f"the state file was written under another boot ({state['boot_id'][:8]}…, now {boot[:8]}…): "
+        if state["boot_id"]
         else "the state file records no boot: "
     ) + "it may be a stale copy, so the controller's record of our drain is read again"
-    return bound.model_copy(update={"fresh": True}), note
+    return {**bound, "fresh": True}, note
 
 
 def _remove_leftovers(path: str) -> None:
@@ -245,28 +245,28 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     An observed baseline was never told to a controller: with one configured, classify as if
     there were no baseline, so the first confirmed reading is compared with the controller's view.
     """
-    baseline = state.baseline
+    baseline = state["baseline"]
     if switching(reading):
         return _switching(state, reading, settings)
-    if baseline is not None and baseline.source == "observed" and not settings.observe:
-        outcome = classify(None, state.latest, reading, state.accepted)
+    if baseline is not None and baseline["source"] == "observed" and not settings.observe:
+        outcome = classify(None, state_file.latest(state), reading, state["accepted"])
         # the same story status tells about this baseline, not "no baseline yet"
         reason = outcome.reason.replace("no baseline yet", "the baseline was only observed, never told to a controller")
         return outcome.model_copy(update={"reason": reason})
-    return classify(baseline.inventory if baseline else None, state.latest, reading, state.accepted)
+    return classify(baseline["inventory"] if baseline else None, state_file.latest(state), reading, state["accepted"])
 
 
 def _switching(state: State, reading: Reading, settings: Settings) -> Outcome:
     """A switch in progress says since when; past ``policy.switch_timeout`` it is a failure."""
     outcome = classify(None, None, reading)
     taken_at = reading["taken_at"]
-    since = state.switching.since if state.switching else taken_at
+    since = state["switching"]["since"] if state["switching"] else taken_at
     since = min(since, taken_at)  # a start stamped by a clock ahead restarts now (ledger.record)
     detail = outcome.reason.removeprefix("partition switch in progress: ")
     # the date too when the switch did not start today: a time alone would read as hours, not days
     when = f"{since:%H:%M}" if since.date() == taken_at.date() else f"{since:%Y-%m-%d %H:%M}"
     started = f"partition switch in progress since {when} UTC"
-    if state.overdue(reading, settings.switch_timeout):
+    if state_file.overdue(state, reading, settings.switch_timeout):
         reason = f"{started}, longer than policy.switch_timeout ({settings.switch_timeout} s): {detail}"
         return Outcome(kind=Kind.DISCOVERY_FAILED, reason=reason)
     return outcome.model_copy(update={"reason": f"{started}: {detail}"})
@@ -315,7 +315,7 @@ def converge(
 
     def judge(current: State) -> Outcome:
         # ``current`` already holds ``reading``: classify against the reading before it
-        return classify_for(current.model_copy(update={"readings": current.readings[:-1]}), reading, settings)
+        return classify_for({**current, "readings": current["readings"][:-1]}, reading, settings)
 
     steps: list[Step] = []
     notes: list[str] = []
@@ -377,8 +377,8 @@ def converge(
 
 def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
     """Keep in the state whether our drain is held for an operator (``status`` and the metric say it)."""
-    if view is not None and state.drain is not None and state.drain.held != action.held:
-        return state.model_copy(update={"drain": state.drain.model_copy(update={"held": action.held})})
+    if view is not None and state["drain"] is not None and state["drain"]["held"] != action.held:
+        return {**state, "drain": {**state["drain"], "held": action.held}}
     return state
 
 
@@ -412,19 +412,19 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if options.accept:
         state = _accept(state, reading, options.accept)
     outcome = classify_for(state, reading, settings)
-    state = state.record(reading, settings.switch_timeout).model_copy(update={"node": node})
+    state = {**state_file.record(state, reading, settings.switch_timeout), "node": node}
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
     if outcome.kind == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
     if outcome.kind == Kind.CHANGE_PENDING and not config.observe:
         _credentials(config, world.environ)  # a missing token is said now, not after the confirm wait
     if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
-        summary = outcome.diff.summary() if outcome.diff and state.baseline else "first reading"
+        summary = outcome.diff.summary() if outcome.diff and state["baseline"] else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.confirm_wait(config.policy.confirm_interval)
         reading, raw = _take_reading(world, config)
         outcome = classify_for(state, reading, settings)
-        state = state.record(reading, settings.switch_timeout)
+        state = state_file.record(state, reading, settings.switch_timeout)
 
     result = converge(
         state,
@@ -441,13 +441,13 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     if options.dry_run and result.client is None and not config.observe:
         result = _probe(result, lambda: transport_for(world, config, node, state, budget), world.log)
     notes += result.notes
-    for degraded in link.confirmed(list(result.state.readings)):
+    for degraded in link.confirmed(list(result.state["readings"])):
         notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
         _save(options.state_path, state)
         if options.metrics_file:
-            saved = state.model_dump(mode="json")
+            saved = state_file.as_json(state)
             text = metrics.render(saved, time.perf_counter() - started, node, _version())
             try:
                 metrics.write(options.metrics_file, text)
@@ -505,7 +505,7 @@ def _accept(state: State, reading: Reading, prefix: str) -> State:
         raise UsageError(
             f"--accept {prefix}: the current reading's fingerprint is {fingerprint[:12] or 'unknown (discovery failed)'}"
         )
-    return state.model_copy(update={"accepted": fingerprint})
+    return {**state, "accepted": fingerprint}
 
 
 def _details(world: World, config: Config, node: str, reading: Reading, raw: RawDiscovery) -> Details | None:
@@ -531,7 +531,7 @@ def transport_for(
     from spurinv.controller.transport import connect
 
     settings = config.controller
-    cached = state.api.version if state.api and state.api.url == settings.url else None
+    cached = state["api"]["version"] if state["api"] and state["api"]["url"] == settings.url else None
     return connect(
         settings, node, world.environ, world.log, sleep=world.sleep, budget=budget, details=details, api=cached,
         session_factory=world.session_factory,
@@ -545,7 +545,7 @@ def scontrol_label(config: Config) -> str:
 def orphaned(view: NodeView, state: State) -> str | None:
     """A ``spurinv:`` drain on this node that is not ours (an id for another node name — a
     renamed node's —, an edited or an older reason): nothing will ever lift it, so say so."""
-    if not view.drained or not view.reason.startswith(PREFIX) or state.drain is not None:
+    if not view.drained or not view.reason.startswith(PREFIX) or state["drain"] is not None:
         return None
     record = extra_record(view.extra)
     named = record.get("node") if record is not None else None
@@ -576,9 +576,11 @@ def _look(
     an intent an earlier run left unsettled, recover a drain of ours a lost state knew, and warn
     of clock skew the first time our drain's reason time is seen. When the node is unknown after
     our own unsettled register: :func:`_resume`."""
-    before = state.drain
+    before = state["drain"]
     # a look during a refusal's backoff is one single-node read, never the all-nodes re-check
-    confirm = action.cause != "refused" and recheck_due(state.busy_checked_at, state.node or "", settings.busy_recheck, now)
+    confirm = action.cause != "refused" and recheck_due(
+        state["busy_checked_at"], state["node"] or "", settings.busy_recheck, now
+    )
     try:
         view = client.view(confirm_busy=confirm)
     except ControllerError as exc:
@@ -590,7 +592,7 @@ def _look(
     steps.append(documents.step(action=action.kind.value, reason=action.reason, request=client.sent[-1].line(), sent=True))
     state = contacted(_remember_api(state, client, now))
     if client.rechecked:
-        state = state.model_copy(update={"busy_checked_at": now})
+        state = {**state, "busy_checked_at": now}
     state, note = reconcile(state, view)
     if note:
         steps.append(documents.step(action="reconcile", reason=note))
@@ -611,19 +613,19 @@ def _resume(client: Controller, state: State, settings: Settings, now: datetime)
     register command deleted the (dynamic) node and did not bring it back (restart failed, run
     killed). Run it again, without the idle look (an unknown node runs no job), instead of
     exiting 68 every tick. None when that is not the case (someone else removed the node)."""
-    intent, inventory = state.intent, state.latest["inventory"] if state.latest else None
+    intent, inventory = state["intent"], state_file.latest_inventory(state)
     registrar = getattr(client, "registrar", None)
-    if intent is None or intent.kind != "register" or registrar is None or inventory is None:
+    if intent is None or intent["kind"] != "register" or registrar is None or inventory is None:
         return None
-    if intent.fingerprint != inventory["fingerprint"]:
+    if intent["fingerprint"] != inventory["fingerprint"]:
         return None
     action = Action(
         kind=Do.REGISTER,
         reason="the node is unknown to the controller after our unsettled re-registration "
         "(a dynamic node deleted and not re-created): running register_command again",
-        body=intent.body,
+        body=intent["body"],
     )
-    result = registrar.register(client, gpu_counts(inventory), str(intent.body.get("gres", "")), inventory["fingerprint"],
+    result = registrar.register(client, gpu_counts(inventory), str(intent["body"].get("gres", "")), inventory["fingerprint"],
                                 absent=True)  # fmt: skip
     step = documents.step(action=action.kind.value, reason=action.reason, request=result.request or _last(client), sent=True,
                 error=None if result.applied else result.error)  # fmt: skip
@@ -638,7 +640,7 @@ def _read_back(
     keeps our text, set after the node was resumed, then has another time and is not ours (an
     identical re-drain of a drained node is a no-op on Slurm 24.11: same time, same drain). Best
     effort: if the read fails, the next run pins it (the drain is settled either way)."""
-    before = state.drain
+    before = state["drain"]
     try:
         seen = client.view()
     except (ControllerError, DeadlineError):
@@ -651,10 +653,10 @@ def _read_back(
 def _warn_skew(before: Drain | None, state: State, notes: list[str], log: Log | None) -> None:
     """Warn when the controller's time for our drain, pinned just now, is far from ours
     (``status`` and the metrics keep saying it while the drain is on)."""
-    drain = state.drain
-    if drain is None or drain.reason_changed_at is None or (before is not None and before.reason_changed_at is not None):
+    drain = state["drain"]
+    if drain is None or drain["reason_changed_at"] is None or (before is not None and before["reason_changed_at"] is not None):
         return
-    warning = skew_warning(drain.skew)
+    warning = skew_warning(state_file.drain_skew(drain))
     if warning is not None:
         notes.append(warning)
         if log is not None:
@@ -664,7 +666,7 @@ def _warn_skew(before: Drain | None, state: State, notes: list[str], log: Log | 
 def _begin(journal: Journal, state: State, action: Action, now: datetime, transport: str) -> State:
     """Record the write durably before it is sent (write-ahead)."""
     assert action.body is not None
-    latest = state.latest["inventory"] if state.latest else None
+    latest = state_file.latest_inventory(state)
     return journal.begin(
         state,
         KINDS[action.kind.value],
@@ -678,8 +680,9 @@ def _begin(journal: Journal, state: State, action: Action, now: datetime, transp
 
 def _remember_api(state: State, client: Controller, now: datetime) -> State:
     url = client.settings.url
-    if client.api and (state.api is None or state.api.version != client.api or state.api.url != url):
-        return state.model_copy(update={"api": Api(url=url, version=client.api, detected_at=now)})
+    if client.api and (state["api"] is None or state["api"]["version"] != client.api or state["api"]["url"] != url):
+        api: Api = {"url": url, "version": client.api, "detected_at": now}
+        return {**state, "api": api}
     return state
 
 
@@ -709,8 +712,9 @@ def _write(
     """Perform (or, in a dry run, describe) one write; return the new view and state (a drain is
     read back at once, :func:`_read_back`)."""
     assert action.body is not None
-    assert state.latest is not None
-    inventory = state.latest["inventory"]
+    latest = state_file.latest(state)
+    assert latest is not None
+    inventory = latest["inventory"]
     assert inventory is not None
     if action.kind == Do.RECORD:
         return _record(client, action, view, state, settings, dry_run, now)
@@ -725,7 +729,7 @@ def _write(
         result = client.register(action.body, gpu_counts(inventory), inventory["fingerprint"])
         if result.busy:  # nothing sent: decide again from the busy view (a drain), no refusal
             step = documents.step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
-            return result.view, state.model_copy(update={"intent": None}), step, False
+            return result.view, {**state, "intent": None}, step, False
         step = documents.step(
             action=action.kind.value,
             reason=f"{action.reason} ({result.warning})" if result.warning else action.reason,
@@ -766,7 +770,7 @@ def _record(
 
     reason = f"{action.reason} ({result.warning})" if result.warning else action.reason
     after = result.view
-    if after.drained and (state.drain is None or after.reason != state.drain.reason):
+    if after.drained and (state["drain"] is None or after.reason != state["drain"]["reason"]):
         # recorded, but not in service: a drain that is not ours (Slurm's INVALID_REG, an admin's)
         reason += f"; the node stays drained by someone else ({printable(after.reason[:120]) or 'no reason'!r}): not lifted"
     step = documents.step(action=action.kind.value, reason=reason, request=mine[-1].line() if mine else None, sent=bool(mine))
@@ -789,13 +793,10 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
         [f"{step['action']}: {step['reason']}" + (f" ({step['error']})" if step["error"] else "") for step in done],
     )
     steady = None
-    outstanding = state.model_dump(
-        include={"drain": True, "refusal": True, "backoff": True, "pending": True, "intent": True, "baseline": {"source"}}
-    )
-    if ledger.settled(outstanding, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
+    if ledger.settled(state, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
         key = ledger.steady_key(
             world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname,
-            state.boot_id or "",
+            state["boot_id"] or "",
         )  # fmt: skip
         memo = ledger.memo(
             outcome.fingerprint,
@@ -807,18 +808,18 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
             config.observe,
             config.policy.drain_on_degraded_link,
         )
-        steady = Steady.model_validate(memo)
-    return state.model_copy(update={"last": Decision.model_validate(decision), "steady": steady})
+        steady = state_file.steady(memo)
+    return {**state, "last": state_file.decision(decision), "steady": steady}
 
 
 def _record_metrics_failure(path: str, state: State, error: str, code: int, log: Log) -> None:
     """The state was saved saying how the run went; the metrics after it failed, so the run exits
     ``code``: amend the saved record so ``status`` tells the truth (:func:`ledger.metrics_failed`)."""
-    if state.last is None:
+    if state["last"] is None:
         return
-    amended = ledger.metrics_failed(state.last.model_dump(), error, code)
+    amended = ledger.metrics_failed(state["last"], error, code)
     try:
-        _save(path, state.model_copy(update={"last": Decision.model_validate(amended)}))
+        _save(path, {**state, "last": state_file.decision(amended)})
     except StateError as exc:  # the metrics error is the one the run exits with
         log.error(f"{exc.message} (recording the metrics failure)")
 

@@ -1,4 +1,5 @@
-"""Small builders of the inventory's plain dicts for the pure-logic tests (classify, policy, state)."""
+"""Small builders of the state file's plain dicts (an inventory, a reading, the state and its
+records) for the pure-logic tests (classify, policy, state)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from spurinv.inventory.fingerprint import fingerprint
 from spurinv.inventory.model import Device, Inventory, Problem, Reading, Vendor
 from spurinv.inventory.sources.pci import sort_key
+from spurinv.state import file
+from spurinv.state.file import Backoff, Baseline, State
 
 T0 = datetime(2026, 12, 2, 18, 0, 0, tzinfo=UTC)
 
@@ -71,3 +74,23 @@ def reading(inv: Inventory | None, when: int = 0, errors: list[str] | None = Non
         problems: list[Problem] = [{"source": "kfd", "path": "/sys/class/kfd", "reason": r} for r in (errors or ["torn read"])]
         return {"taken_at": at(when), "ok": False, "fingerprint": None, "inventory": None, "errors": problems, "flags": []}
     return {"taken_at": at(when), "ok": True, "fingerprint": inv["fingerprint"], "inventory": inv, "errors": [], "flags": []}
+
+
+# The state and its records, every key present as validation would fill it in
+new_state = file.new
+new_drain = file.drain
+new_intent = file.intent
+new_refusal = file.refusal
+
+
+def new_baseline(inventory: Inventory, since: datetime, source: str) -> Baseline:
+    return {"inventory": inventory, "since": since, "source": source}  # type: ignore[typeddict-item]
+
+
+def new_backoff(kind: str, failures: int, next_attempt: datetime, error: str) -> Backoff:
+    return {"kind": kind, "failures": failures, "next_attempt": next_attempt, "error": error}  # type: ignore[typeddict-item]
+
+
+def with_reading(state: State, reading: Reading, switch_timeout: float = 600) -> State:
+    """``state`` with ``reading`` recorded (:func:`spurinv.state.file.record`)."""
+    return file.record(state, reading, switch_timeout)

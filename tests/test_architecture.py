@@ -207,12 +207,14 @@ def test_one_type_for_controller_error_kinds():
     """The kinds are one ``Literal``: the exit-status table, the state file's backoff and the client agree."""
     from typing import get_args
 
+    from typing_extensions import get_type_hints
+
     from spurinv.errors import ControllerError, ControllerKind
     from spurinv.state.file import Backoff
 
     kinds = set(get_args(ControllerKind))
     assert kinds == set(ControllerError.KINDS)
-    assert kinds == set(get_args(Backoff.model_fields["kind"].annotation))
+    assert kinds == set(get_args(get_type_hints(Backoff)["kind"]))
 
 
 def test_one_list_of_check_names():

@@ -22,7 +22,18 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests  # noqa: TID251  (the test plays the transport under spurinv's controller client)
-from factories import at, inventory, packages, reading
+from factories import (
+    at,
+    inventory,
+    new_backoff,
+    new_baseline,
+    new_drain,
+    new_intent,
+    new_state,
+    packages,
+    reading,
+    with_reading,
+)
 from faultserver import Gateway, Reply, _encode
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -37,7 +48,7 @@ from spurinv.policy import drain_reason, ours
 from spurinv.refresh import Options, World, run
 from spurinv.report.models import RefreshDocument, adapter
 from spurinv.state import file as state_file
-from spurinv.state.file import Baseline, Drain, Intent, State
+from spurinv.state.file import State
 from spurinv.state.intent import Journal, reconcile
 
 URL = "http://127.0.0.1:9"  # never dialled: the adapter answers
@@ -156,7 +167,7 @@ def adopted(tmp_path: Path, built: Any, **kwargs: Any) -> Node:
     node = Node(tmp_path, built, **kwargs)
     node.tick("spx")
     node.tick("spx")
-    assert node.state().baseline is not None
+    assert node.state()["baseline"] is not None
     return node
 
 
@@ -209,8 +220,8 @@ def test_a_kill_at_any_point_of_a_drain_never_strands_the_node(tmp_path, built, 
         actions = settle_after_revert(node)
 
         assert "DRAIN" not in node.controller["state"], (kill, label, actions)
-        assert node.state().drain is None, (kill, label)
-        assert node.state().intent is None, (kill, label)
+        assert node.state()["drain"] is None, (kill, label)
+        assert node.state()["intent"] is None, (kill, label)
         if drained_now:
             assert "resume" in actions, (kill, label, actions)  # lifted by spurinv, not by luck
 
@@ -228,11 +239,11 @@ def test_a_kill_between_recording_and_sending_leaves_the_intent_on_disk(tmp_path
             break
     else:
         pytest.fail("no kill point before the POST")
-    intent = node.state().intent
+    intent = node.state()["intent"]
     assert intent is not None
-    assert intent.kind == "drain"
-    assert intent.reason == REASON
-    assert intent.fingerprint == node.state().latest["fingerprint"]
+    assert intent["kind"] == "drain"
+    assert state_file.intent_reason(intent) == REASON
+    assert intent["fingerprint"] == state_file.latest(node.state())["fingerprint"]
     assert "DRAIN" not in node.controller["state"]
 
 
@@ -256,7 +267,7 @@ def test_a_kill_of_the_resume_never_leaves_our_drain_behind(tmp_path, built):
         settle_after_revert(node)
 
         assert "DRAIN" not in node.controller["state"], (kill, points.labels[-1])
-        assert node.state().drain is None
+        assert node.state()["drain"] is None
 
 
 def test_an_operator_drain_after_an_unsent_intent_is_never_taken(tmp_path, built):
@@ -273,8 +284,8 @@ def test_an_operator_drain_after_an_unsent_intent_is_never_taken(tmp_path, built
 
     assert "DRAIN" in node.controller["state"]
     assert node.controller["reason"] == "NHC: bad ECC on GPU 3"
-    assert node.state().drain is None
-    assert node.state().intent is None
+    assert node.state()["drain"] is None
+    assert node.state()["intent"] is None
 
 
 def _label(tmp_path: Path, built: Any, kill: int) -> str:
@@ -297,9 +308,9 @@ def view(*flags: str, reason: str = "", changed: int | None = None, gres: str = 
 
 
 def with_intent(kind: str, body: dict[str, Any], current: Any = CPX, **fields: Any) -> State:
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="adopted")).record(reading(current, 60))
-    intent = Intent(kind=kind, body=body, at=at(120), fingerprint=current["fingerprint"], cause="busy")  # type: ignore[arg-type]
-    return state.model_copy(update={"intent": intent, **fields})
+    state = with_reading(new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="adopted")), reading(current, 60))
+    intent = new_intent(kind=kind, body=body, at=at(120), fingerprint=current["fingerprint"], cause="busy")  # type: ignore[arg-type]
+    return new_state(**{**state, "intent": intent, **fields})
 
 
 DRAIN_BODY = {"state": ["DRAIN"], "reason": REASON}
@@ -311,10 +322,10 @@ def test_an_applied_drain_is_ours_with_the_controllers_time_pinned():
 
     after, note = reconcile(state, seen)
 
-    assert after.intent is None
-    assert after.drain is not None
-    assert after.drain.reason == REASON
-    assert after.drain.reason_changed_at == int(at(121).timestamp())
+    assert after["intent"] is None
+    assert after["drain"] is not None
+    assert after["drain"]["reason"] == REASON
+    assert after["drain"]["reason_changed_at"] == int(at(121).timestamp())
     assert "ours" in (note or "")
     assert ours(seen, after)
 
@@ -322,8 +333,8 @@ def test_an_applied_drain_is_ours_with_the_controllers_time_pinned():
 def test_a_drain_that_never_arrived_is_forgotten_and_nothing_is_claimed():
     after, _note = reconcile(with_intent("drain", DRAIN_BODY), view())
 
-    assert after.intent is None
-    assert after.drain is None
+    assert after["intent"] is None
+    assert after["drain"] is None
 
 
 @pytest.mark.parametrize("offset", [-3600, -400, 400, 3600, 86400])
@@ -335,16 +346,16 @@ def test_an_unanswered_drain_is_ours_whatever_the_clocks_say(offset):
 
     after, note = reconcile(with_intent("drain", DRAIN_BODY), seen)
 
-    assert after.drain is not None
-    assert after.drain.reason_changed_at == changed
-    assert after.drain.skew == offset  # reported as clock skew, never as "not ours"
+    assert after["drain"] is not None
+    assert after["drain"]["reason_changed_at"] == changed
+    assert state_file.drain_skew(after["drain"]) == offset  # reported as clock skew, never as "not ours"
     assert "ours" in (note or "")
     assert ours(seen, after)
 
 
 def test_a_pinned_drain_re_set_later_with_the_same_text_is_no_longer_ours():
-    drain = Drain(reason=REASON, set_at=at(120), cause="busy", reason_changed_at=int(at(121).timestamp()))
-    state = State().model_copy(update={"drain": drain})
+    drain = new_drain(reason=REASON, set_at=at(120), cause="busy", reason_changed_at=int(at(121).timestamp()))
+    state = new_state(drain=drain)
 
     assert ours(view("DRAIN", reason=REASON, changed=int(at(121).timestamp())), state)
     assert not ours(view("DRAIN", reason=REASON, changed=int(at(122).timestamp())), state)
@@ -352,24 +363,24 @@ def test_a_pinned_drain_re_set_later_with_the_same_text_is_no_longer_ours():
 
 
 def test_an_unanswered_resume_is_settled_from_the_view():
-    drain = Drain(reason=REASON, set_at=at(60), cause="busy")
+    drain = new_drain(reason=REASON, set_at=at(60), cause="busy")
     state = with_intent("resume", {"state": ["RESUME"]}, current=SPX, drain=drain)
 
     applied, _ = reconcile(state, view())
     not_applied, note = reconcile(state, view("DRAIN", reason=REASON))
 
-    assert applied.drain is None
-    assert applied.intent is None
-    assert not_applied.drain == drain
-    assert not_applied.intent is None
+    assert applied["drain"] is None
+    assert applied["intent"] is None
+    assert not_applied["drain"] == drain
+    assert not_applied["intent"] is None
     assert note == "the unanswered resume was not applied"
-    assert not_applied.baseline == state.baseline  # never read as a registration
+    assert not_applied["baseline"] == state["baseline"]  # never read as a registration
 
 
 def test_an_unanswered_resume_whose_record_says_lifted_was_applied():
     """The node is drained again, by someone else without a reason
     (our words stay), but our record says our drain was lifted: the resume went in."""
-    drain = Drain(reason=REASON, set_at=at(60), cause="busy")
+    drain = new_drain(reason=REASON, set_at=at(60), cause="busy")
     state = with_intent("resume", {"state": ["UNDRAIN"]}, current=SPX, drain=drain)
     lifted = json.dumps({"spurinv": {"node": "n1", "lifted": {"id": REASON[10:18], "at": "2026-12-03T09:00:00Z"}}})
     other = json.dumps({"spurinv": {"node": "n1", "lifted": {"id": "00000000", "at": "2026-12-03T09:00:00Z"}}})
@@ -377,9 +388,9 @@ def test_an_unanswered_resume_whose_record_says_lifted_was_applied():
     applied, note = reconcile(state, view("DRAIN", reason=REASON, extra=lifted))
     not_applied, _ = reconcile(state, view("DRAIN", reason=REASON, extra=other))
 
-    assert applied.drain is None
+    assert applied["drain"] is None
     assert "applied" in (note or "")
-    assert not_applied.drain == drain
+    assert not_applied["drain"] == drain
 
 
 def test_an_unanswered_registration_moves_the_baseline_only_when_the_controller_has_it():
@@ -389,22 +400,22 @@ def test_an_unanswered_registration_moves_the_baseline_only_when_the_controller_
     applied, _ = reconcile(state, view(gres="gpu:mi300x:64", extra=extra))
     not_applied, _ = reconcile(state, view(gres="gpu:mi300x:8"))
 
-    assert applied.baseline.fingerprint == CPX["fingerprint"]
-    assert applied.baseline.source == "registered"
-    assert not_applied.baseline.fingerprint == SPX["fingerprint"]
-    assert not_applied.intent is None
+    assert applied["baseline"]["inventory"]["fingerprint"] == CPX["fingerprint"]
+    assert applied["baseline"]["source"] == "registered"
+    assert not_applied["baseline"]["inventory"]["fingerprint"] == SPX["fingerprint"]
+    assert not_applied["intent"] is None
 
 
 def test_the_journal_saves_before_it_returns_and_drops_the_fast_path_memo():
     saved: list[State] = []
-    state = with_intent("drain", DRAIN_BODY).model_copy(update={"intent": None})
+    state = with_intent("drain", DRAIN_BODY, intent=None)
 
     pending = Journal(saved.append).begin(state, "drain", DRAIN_BODY, at(200), fingerprint=CPX["fingerprint"], cause="busy")
 
     assert saved == [pending]
-    assert pending.intent is not None
-    assert pending.intent.body == DRAIN_BODY
-    assert pending.steady is None
+    assert pending["intent"] is not None
+    assert pending["intent"]["body"] == DRAIN_BODY
+    assert pending["steady"] is None
 
 
 def test_an_unsaveable_intent_means_no_request_is_sent(tmp_path, built):
@@ -593,18 +604,17 @@ def test_status_says_a_write_is_unsettled(tmp_path, built, cli):
 
 def test_a_backoff_stored_under_a_wrong_clock_is_clamped_with_a_dated_warning(tmp_path, built):
     """next_attempt in 2036 (the clock was wrong when it was written): counts as now + backoff_max."""
-    from spurinv.state.file import Backoff
 
     node = adopted(tmp_path, built)
     far = datetime(2036, 1, 1, tzinfo=UTC)
-    stuck = node.state().model_copy(update={"backoff": Backoff(kind="unreachable", failures=3, next_attempt=far, error="x")})
+    stuck: State = {**node.state(), "backoff": new_backoff(kind="unreachable", failures=3, next_attempt=far, error="x")}
     state_file.save(str(node.state_path), stuck)
 
     first = node.tick("cpx")
     confirmed = node.tick("cpx")  # needs the controller: still backing off, an hour at most
 
     assert any("2036-01-01" in note and "backoff_max" in note for note in first["notes"]), first["notes"]
-    assert node.state().backoff.next_attempt <= node.now + timedelta(seconds=3600)
+    assert node.state()["backoff"]["next_attempt"] <= node.now + timedelta(seconds=3600)
     assert confirmed["exit_code"] == exitcode.TEMPFAIL
     assert "backing off until" in confirmed["steps"][-1]["reason"]
     assert "2036" not in confirmed["steps"][-1]["reason"]
@@ -678,7 +688,7 @@ def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_fo
     scenario(node)
     with contextlib.suppress(Killed):
         node.tick("cpx", Points(kill))
-    unanswered = node.state().intent is not None and "DRAIN" in node.controller["state"]
+    unanswered = node.state()["intent"] is not None and "DRAIN" in node.controller["state"]
     assume(not (operator == "reuse" and unanswered and busy_ticks + stay_ticks == 0))
     for _ in range(busy_ticks):
         node.tick("cpx", minutes=61)
@@ -697,8 +707,8 @@ def test_property_after_a_kill_any_schedule_ends_with_our_drain_lifted_and_no_fo
         assert "DRAIN" not in node.controller["state"]
     else:
         assert "DRAIN" in node.controller["state"]  # never lifted: not ours
-    assert node.state().drain is None
-    assert node.state().intent is None
+    assert node.state()["drain"] is None
+    assert node.state()["intent"] is None
 
 
 # --- what the mutation run found no test for ----------------------------------------
@@ -711,20 +721,21 @@ def test_an_unanswered_drain_keeps_the_cause_it_was_sent_for():
     seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()))
     for cause, expected in (("suspicious", "suspicious"), ("refused", "refused"), ("busy", "busy"), (None, "busy")):
         state = with_intent("drain", DRAIN_BODY)
-        assert state.intent is not None
-        state = state.model_copy(update={"intent": state.intent.model_copy(update={"cause": cause})})
+        intent = state["intent"]
+        assert intent is not None
+        state = {**state, "intent": {**intent, "cause": cause}}  # type: ignore[typeddict-item]
 
         after, _note = reconcile(state, seen)
 
-        assert after.drain is not None
-        assert after.drain.cause == expected, cause
+        assert after["drain"] is not None
+        assert after["drain"]["cause"] == expected, cause
 
 
 def test_our_drain_without_the_controllers_time_gets_it_pinned_the_first_time_it_is_seen():
     """With no intent to settle, ``reconcile`` still records when the controller says our drain's
     reason was set: once, from a view that says it, and never over a time already pinned."""
-    drain = Drain(reason=REASON, set_at=at(120), cause="busy")
-    state = State().model_copy(update={"drain": drain})
+    drain = new_drain(reason=REASON, set_at=at(120), cause="busy")
+    state = new_state(drain=drain)
     first = int(at(121).timestamp())
 
     pinned, note = reconcile(state, view("DRAIN", reason=REASON, changed=first))
@@ -732,21 +743,21 @@ def test_our_drain_without_the_controllers_time_gets_it_pinned_the_first_time_it
     again, _ = reconcile(pinned, view("DRAIN", reason=REASON, changed=first))
 
     assert note is None
-    assert pinned.drain is not None
-    assert pinned.drain.reason_changed_at == first
-    assert unsaid.drain == drain  # a controller that does not say (spur): nothing to pin
-    assert again.drain == pinned.drain
+    assert pinned["drain"] is not None
+    assert pinned["drain"]["reason_changed_at"] == first
+    assert unsaid["drain"] == drain  # a controller that does not say (spur): nothing to pin
+    assert again["drain"] == pinned["drain"]
 
 
 def test_a_drain_that_is_not_ours_on_the_node_pins_nothing():
-    drain = Drain(reason=REASON, set_at=at(120), cause="busy")
-    state = State().model_copy(update={"drain": drain})
+    drain = new_drain(reason=REASON, set_at=at(120), cause="busy")
+    state = new_state(drain=drain)
 
     foreign, _ = reconcile(state, view("DRAIN", reason="admin: bad fan", changed=int(at(121).timestamp())))
     lifted, _ = reconcile(state, view(reason="", changed=int(at(121).timestamp())))
 
-    assert foreign.drain == drain
-    assert lifted.drain == drain
+    assert foreign["drain"] == drain
+    assert lifted["drain"] == drain
 
 
 def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registration():
@@ -758,9 +769,9 @@ def test_an_unanswered_drain_that_was_not_applied_is_never_read_as_a_registratio
 
     after, note = reconcile(state, view(gres="gpu:mi300x:8"))
 
-    assert after.intent is None
-    assert after.drain is None
-    assert after.baseline.fingerprint == SPX["fingerprint"]
+    assert after["intent"] is None
+    assert after["drain"] is None
+    assert after["baseline"]["inventory"]["fingerprint"] == SPX["fingerprint"]
     assert note == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
 
 
@@ -777,15 +788,19 @@ def test_an_unanswered_registration_listed_without_our_record_took_effect_only_i
     afresh, other = reconcile(same_count, view(gres="gpu:mi300x:8"))
 
     assert note == "the unanswered re-registration took effect; recording it"
-    assert took.refusal is not None
-    assert (took.refusal.fingerprint, took.refusal.at, took.refusal.error) == (
+    assert took["refusal"] is not None
+    assert (took["refusal"]["fingerprint"], took["refusal"]["at"], took["refusal"]["error"]) == (
         CPX["fingerprint"],
         at(120),
         "the unanswered re-registration took effect; its record was not written",
     )
-    assert (took.intent, took.baseline.fingerprint) == (None, SPX["fingerprint"])
+    assert (took["intent"], took["baseline"]["inventory"]["fingerprint"]) == (None, SPX["fingerprint"])
     assert other == "the unanswered re-registration was not applied; deciding afresh"
-    assert (afresh.intent, afresh.refusal, afresh.baseline.fingerprint) == (None, None, SPX["fingerprint"])
+    assert (afresh["intent"], afresh["refusal"], afresh["baseline"]["inventory"]["fingerprint"]) == (
+        None,
+        None,
+        SPX["fingerprint"],
+    )
 
 
 def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():
@@ -793,18 +808,17 @@ def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():
     simply ours; nothing is rebuilt from the controller's word, and no recovery is reported."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.file import Drain, State
     from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
-    drain = Drain(reason=reason, set_at=datetime(2026, 12, 1, tzinfo=UTC), cause="refused", reason_changed_at=1764547200)
-    state = State(node="n1", drain=drain, fresh=True)
+    drain = new_drain(reason=reason, set_at=datetime(2026, 12, 1, tzinfo=UTC), cause="refused", reason_changed_at=1764547200)
+    state = new_state(node="n1", drain=drain, fresh=True)
     view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547200)
 
     after, said = recover(state, view, datetime(2026, 12, 4, tzinfo=UTC))
 
     assert said is None
-    assert (after.drain, after.fresh) == (drain, False)
+    assert (after["drain"], after["fresh"]) == (drain, False)
 
 
 @pytest.mark.parametrize(("base", "appended"), [("IDLE", ""), ("DOWN", " : Not responding")])
@@ -813,15 +827,14 @@ def test_a_fresh_state_recovers_no_drain_from_a_node_that_is_not_drained(base, a
     behind; or DOWN, slurmctld's words appended): no drain to take back, whatever the reason says."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.file import State
     from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     view = NodeView(name="n1", dialect="slurm", base=base, flags=(), reason=reason + appended, reason_changed_at=1764547200)
 
-    after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
+    after, said = recover(new_state(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
 
-    assert (after.drain, after.fresh, said) == (None, False, None)
+    assert (after["drain"], after["fresh"], said) == (None, False, None)
 
 
 def test_a_drain_recovered_from_the_id_in_its_reason_says_so():
@@ -829,16 +842,15 @@ def test_a_drain_recovered_from_the_id_in_its_reason_says_so():
     word of the controller it rests on, for the operator who reads the status."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.file import State
     from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547200)
 
-    after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
+    after, said = recover(new_state(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
 
-    assert after.drain is not None
-    assert after.drain.recovered == "reason"
+    assert after["drain"] is not None
+    assert after["drain"]["recovered"] == "reason"
     assert said == "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
 
 
@@ -852,8 +864,8 @@ def test_an_unanswered_drain_without_a_reason_claims_nothing_and_is_never_read_a
     on_an_idle_node, other = reconcile(state, view(gres="gpu:mi300x:64"))
 
     for after in (on_a_drained_node, on_an_idle_node):
-        assert (after.intent, after.drain, after.refusal) == (None, None, None)
-        assert after.baseline.fingerprint == SPX["fingerprint"]
+        assert (after["intent"], after["drain"], after["refusal"]) == (None, None, None)
+        assert after["baseline"]["inventory"]["fingerprint"] == SPX["fingerprint"]
     assert note == other == "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
 
 
@@ -862,7 +874,6 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
     says, for the record's cause and fingerprint, with the controller's reason time pinned."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for, reason_id
-    from spurinv.state.file import State
     from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
@@ -872,13 +883,17 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
     view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547205,
                     extra=extra)  # fmt: skip
 
-    after, said = recover(State(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
+    after, said = recover(new_state(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
 
-    assert after.drain is not None
-    assert (after.drain.reason, after.drain.set_at, after.drain.cause, after.drain.fingerprint) == (
+    assert after["drain"] is not None
+    assert (after["drain"]["reason"], after["drain"]["set_at"], after["drain"]["cause"], after["drain"]["fingerprint"]) == (
         reason, datetime(2026, 12, 1, tzinfo=UTC), "suspicious", "ab" * 8,
     )  # fmt: skip
-    assert (after.drain.reason_changed_at, after.drain.recovered, after.fresh) == (1764547205, "controller-record", False)
+    assert (after["drain"]["reason_changed_at"], after["drain"]["recovered"], after["fresh"]) == (
+        1764547205,
+        "controller-record",
+        False,
+    )
     assert said == "drain recovered from the controller record: it is ours"
 
 
@@ -888,7 +903,6 @@ def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_tim
     slurmctld's, not ours, so none is pinned; the sentence says what was appended."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.file import State
     from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
@@ -896,11 +910,11 @@ def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_tim
                     reason_changed_at=1764547205)  # fmt: skip
     now = datetime(2026, 12, 4, tzinfo=UTC)
 
-    after, said = recover(State(node="n1", fresh=True), view, now)
+    after, said = recover(new_state(node="n1", fresh=True), view, now)
 
-    assert after.drain is not None
-    assert (after.drain.reason, after.drain.set_at, after.drain.cause) == (reason, now, "busy")
-    assert (after.drain.reason_changed_at, after.drain.recovered) == (None, "reason")
+    assert after["drain"] is not None
+    assert (after["drain"]["reason"], after["drain"]["set_at"], after["drain"]["cause"]) == (reason, now, "busy")
+    assert (after["drain"]["reason_changed_at"], after["drain"]["recovered"]) == (None, "reason")
     assert said == (
         "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
         "; slurmctld appended 'Not responding' to its reason"

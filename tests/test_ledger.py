@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from effort import examples
-from factories import at, inventory, packages, reading
+from factories import at, inventory, new_baseline, new_state, packages, reading, with_reading
 from faultserver import FaultServer, Gateway
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,8 +31,8 @@ from spurinv.controller.nodeview import rebuild_gres
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.model import Reading
 from spurinv.inventory.root import Root
+from spurinv.state import file as state_file
 from spurinv.state import ledger
-from spurinv.state.file import Baseline, State
 
 SPX = inventory(packages(2, "SPX"))
 CPX = inventory(packages(2, "CPX", per=8))
@@ -56,16 +56,16 @@ def _record_raw(raw: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 )
 def test_the_model_records_a_reading_as_the_ledger_does(baseline, sequence):
     """``State.record`` (the full run) and ``ledger.record`` on raw JSON (the tick) agree."""
-    model = State()
+    model = new_state()
     if baseline is not None:
-        model = model.model_copy(update={"baseline": Baseline(inventory=baseline, since=at(0), source="registered")})
-    raw = model.model_dump(mode="json")
+        model = {**model, "baseline": new_baseline(inventory=baseline, since=at(0), source="registered")}
+    raw = state_file.as_json(model)
     for index, inv in enumerate(sequence):
         new = reading(inv, 60 * (index + 1))
-        model = model.record(new)
+        model = with_reading(model, new)
         raw = _record_raw(raw, READING.dump_python(new, mode="json"))
-        assert model.model_dump(mode="json") == raw
-        assert State.model_validate(raw) == model
+        assert state_file.as_json(model) == raw
+        assert state_file.validate(raw) == model
 
 
 def test_a_memo_is_left_only_when_nothing_is_outstanding():
@@ -201,7 +201,6 @@ def test_fast_and_full_paths_leave_the_same_state_file(
 def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     """0.1.0's memo carried ``controller_errors`` (never read); dropping the field must not make
     every existing state file corrupt."""
-    from spurinv.state import file as state_file
 
     memo = ledger.memo(SPX["fingerprint"], "k", (), (), None, "n1")
     raw = {"schema_version": 1, "steady": {**memo, "controller_errors": 0}}
@@ -211,8 +210,8 @@ def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
     loaded = state_file.load(str(path))
 
     assert loaded is not None
-    assert loaded.steady is not None
-    assert loaded.steady.model_dump(mode="json") == memo
+    assert loaded["steady"] is not None
+    assert state_file.as_json(loaded)["steady"] == memo
 
 
 # -- the replay's guard --------------------------------------------------------------
@@ -220,8 +219,8 @@ def test_a_memo_written_by_0_1_0_still_loads(tmp_path):
 
 def _memo_state(inv: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A raw state whose baseline is ``inv``, and the memo a calm run of it left."""
-    model = State(baseline=Baseline(inventory=inv, since=at(0), source="registered")).record(reading(inv, 60))
-    raw = model.model_dump(mode="json")
+    model = with_reading(new_state(baseline=new_baseline(inventory=inv, since=at(0), source="registered")), reading(inv, 60))
+    raw = state_file.as_json(model)
     steady = ledger.memo(inv["fingerprint"], "key", [], [], None, "n1")
     return {**raw, "steady": steady}, steady
 
@@ -262,33 +261,33 @@ def test_a_reading_that_differs_from_the_baseline_is_pending_since_it_was_first_
     kept while the same one is read again, restarted by another one, untouched by a failed
     reading, cleared by a reading of the baseline."""
     other = inventory(packages(4, "SPX"))
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+    state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
 
-    first = state.record(reading(CPX, 60))
-    again = first.record(reading(CPX, 120))
-    failed = again.record(reading(None, 180))
-    switched = failed.record(reading(other, 240))
-    back = switched.record(reading(SPX, 300))
+    first = with_reading(state, reading(CPX, 60))
+    again = with_reading(first, reading(CPX, 120))
+    failed = with_reading(again, reading(None, 180))
+    switched = with_reading(failed, reading(other, 240))
+    back = with_reading(switched, reading(SPX, 300))
 
-    assert first.pending is not None
-    assert (first.pending.fingerprint, first.pending.since) == (CPX["fingerprint"], at(60))
-    assert again.pending == first.pending
-    assert failed.pending == first.pending
-    assert switched.pending is not None
-    assert (switched.pending.fingerprint, switched.pending.since) == (other["fingerprint"], at(240))
-    assert back.pending is None
+    assert first["pending"] is not None
+    assert (first["pending"]["fingerprint"], first["pending"]["since"]) == (CPX["fingerprint"], at(60))
+    assert again["pending"] == first["pending"]
+    assert failed["pending"] == first["pending"]
+    assert switched["pending"] is not None
+    assert (switched["pending"]["fingerprint"], switched["pending"]["since"]) == (other["fingerprint"], at(240))
+    assert back["pending"] is None
 
 
 def test_failed_readings_are_counted_until_one_succeeds():
     """``consecutive_failures`` (status, the metrics): 0 after any good reading, one more per failure."""
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
+    state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
     counts: list[int] = []
     for inv in (SPX, None, None, CPX, None, SPX):
-        state = state.record(reading(inv, 60 * (len(counts) + 1)))
-        counts.append(state.consecutive_failures)
+        state = with_reading(state, reading(inv, 60 * (len(counts) + 1)))
+        counts.append(state["consecutive_failures"])
 
     assert counts == [0, 1, 2, 0, 1, 0]
-    assert state.last_success == at(360)
+    assert state["last_success"] == at(360)
 
 
 # -- which memo a tick may use; the record of a failed metrics write -------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from factories import new_intent, new_state
 from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Killed, Node, Points, adopted, busy_drain_scenario, kill_points, settle_after_revert
@@ -19,6 +20,8 @@ from test_policy import CPX, NONE, NOW, OUR_REASON, SLURM, SPX, outcome_for, sta
 from spurinv import exitcode
 from spurinv.controller.ownership import HARMLESS_FLAGS, KEY, amended, lift_blockers, retired_value, stale_drain
 from spurinv.policy import DOWN, Do, Settings, decide
+from spurinv.state import file as state_file
+from spurinv.state.file import State
 
 NOW_TEXT = "2026-12-03T10:00:00Z"
 ADMIN = '{"rack": "r2",  "power": 1E5, '
@@ -177,10 +180,8 @@ def test_a_stale_entry_is_retired_with_an_extra_only_update():
 
 
 def test_no_retire_while_a_write_of_ours_is_unsettled():
-    from spurinv.state.file import Intent
-
-    state = state_for(SPX, SPX, SPX)
-    state = state.model_copy(update={"intent": Intent(kind="resume", body={"state": ["UNDRAIN"]}, at=NOW)})
+    state: State = state_for(SPX, SPX, SPX)
+    state = {**state, "intent": new_intent(kind="resume", body={"state": ["UNDRAIN"]}, at=NOW)}
 
     action = decide(outcome_for(state), view("IDLE", extra=record_extra(OUR_REASON)), state, SLURM, NOW)
 
@@ -256,7 +257,7 @@ def test_a_kill_at_any_point_of_the_lift_leaves_neither_our_drain_nor_a_drain_re
         assert "DRAIN" not in node.controller["state"], (kill, points.labels[-1])
         assert "drain" not in json.loads(node.controller["extra"])[KEY], (kill, points.labels[-1])
         assert node.controller["extra"].startswith('{"rack": "r2"')
-        assert node.state().drain is None
+        assert node.state()["drain"] is None
 
 
 def test_an_operators_resume_leaves_no_false_drain_record(tmp_path, built):
@@ -319,8 +320,10 @@ def test_a_lost_state_still_knows_our_drain_after_slurmctld_appended_to_it(tmp_p
         document = node.tick("spx", minutes=61)
         assert document["steps"][-1]["action"] == "hold", document["steps"]
         assert "slurmctld appended 'Not responding'" in document["steps"][-1]["reason"]
-    assert node.state().drain.reason == reason
-    assert node.state().drain.skew is None
+    assert node.state()["drain"]["reason"] == reason
+    drain = node.state()["drain"]
+    assert drain is not None
+    assert state_file.drain_skew(drain) is None
     assert node.controller["state"][:2] == ["DOWN", "DRAIN"]
     assert not [label for label in node.labels if label.startswith("before POST")]
 
@@ -418,10 +421,9 @@ def test_a_drain_of_ours_under_another_node_name_is_noted_never_lifted(tmp_path,
 def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
     from spurinv.errors import ConfigError
     from spurinv.refresh import check_node
-    from spurinv.state.file import State
 
     with pytest.raises(ConfigError) as caught:
-        check_node(State(node="n7"), "n1", "/s/state.json", from_flag=False)
+        check_node(new_state(node="n7"), "n1", "/s/state.json", from_flag=False)
 
     assert "not ours as 'n1'" in caught.value.message
     assert "State=UNDRAIN" in caught.value.message

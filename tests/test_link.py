@@ -171,7 +171,7 @@ def link_node(tmp_path, built, drain: bool):
     )  # fmt: skip
     node.tick("ok")
     node.tick("ok")
-    assert node.state().baseline is not None
+    assert node.state()["baseline"] is not None
     return node
 
 
@@ -191,7 +191,7 @@ def test_a_confirmed_degraded_link_drains_with_our_reason_and_is_lifted_when_bac
     assert "drain" in [step["action"] for step in twice["steps"]]
     assert drained_reason.startswith("spurinv: [")
     assert drained_reason.endswith("] 0000:88:00.0 PCIe x16→x8")
-    assert node.state().drain is None
+    assert node.state()["drain"] is None
     assert [step["action"] for step in held["steps"]][-1] == "none"
     assert "resume" in [step["action"] for step in back["steps"]]
     assert "DRAIN" not in node.controller["state"]
@@ -328,12 +328,12 @@ def test_an_operators_resume_of_a_link_drain_is_not_overridden(tmp_path, built, 
 
     assert "drain" not in [step["action"] for step in same_run["steps"] + later["steps"]]
     assert "DRAIN" not in node.controller["state"]
-    assert node.state().accepted_links == ("0000:88:00.0 x8",)
+    assert node.state()["accepted_links"] == ("0000:88:00.0 x8",)
 
     worse = node.tick("x4")  # degraded in both readings, at a width never accepted
     assert "drain" in [step["action"] for step in worse["steps"]], worse["steps"]
     node.tick("x4")  # the second reading at another width: the acceptance is gone
-    assert node.state().accepted_links == ()
+    assert node.state()["accepted_links"] == ()
 
 
 @pytest.mark.parametrize(("width", "speed"), [("63", "Unknown"), ("0", "Unknown"), ("0", "32.0 GT/s PCIe")])

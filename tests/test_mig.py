@@ -255,7 +255,7 @@ def mig_node(tmp_path, built, **kwargs) -> Node:
     node.controller["gres"] = "gpu:h100-80gb-hbm3:32"
     node.tick("four")
     node.tick("four")
-    assert node.state().baseline is not None
+    assert node.state()["baseline"] is not None
     return node
 
 

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from effort import examples
-from factories import at, inventory, packages, reading
+from factories import (
+    at,
+    inventory,
+    new_backoff,
+    new_baseline,
+    new_drain,
+    new_intent,
+    new_refusal,
+    new_state,
+    packages,
+    reading,
+    with_reading,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -35,7 +48,7 @@ from spurinv.policy import (
     when,
     with_backoff,
 )
-from spurinv.state.file import Backoff, Baseline, Drain, Intent, Refusal, State
+from spurinv.state.file import State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -83,28 +96,28 @@ NOW = at(600)
 
 def state_for(
     baseline, previous, current, *, drain=False, refusal=False, backoff=None, source="registered", backoff_kind="refused"
-):
-    state = State(baseline=Baseline(inventory=baseline, since=at(0), source=source) if baseline else None)
+) -> State:
+    state = new_state(baseline=new_baseline(inventory=baseline, since=at(0), source=source) if baseline else None)
     if previous is not None:
-        state = state.record(reading(previous, 0))
-    state = state.record(reading(current, 60))
-    update: dict[str, object] = {}
+        state = with_reading(state, reading(previous, 0))
+    state = with_reading(state, reading(current, 60))
+    update: dict[str, Any] = {}
     if drain:
-        update["drain"] = Drain(
+        update["drain"] = new_drain(
             reason=OUR_REASON, set_at=at(60), cause="busy", fingerprint=current["fingerprint"] if current else None
         )
     if refusal:
         refused = current if refusal is True else refusal
-        update["refusal"] = Refusal(fingerprint=refused["fingerprint"], at=at(60), error="2072 Invalid gres")
+        update["refusal"] = new_refusal(fingerprint=refused["fingerprint"], at=at(60), error="2072 Invalid gres")
     if backoff is not None:
-        update["backoff"] = Backoff(kind=backoff_kind, failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
-    return state.model_copy(update=update)
+        update["backoff"] = new_backoff(kind=backoff_kind, failures=1, next_attempt=at(backoff), error="2072 Invalid gres")
+    return new_state(**{**state, **update})
 
 
 def outcome_for(state):
-    readings = state.readings
+    readings = state["readings"]
     previous = readings[-2] if len(readings) > 1 else None
-    return classify(state.baseline.inventory if state.baseline else None, previous, readings[-1])
+    return classify(state["baseline"]["inventory"] if state["baseline"] else None, previous, readings[-1])
 
 
 ROWS = [
@@ -392,10 +405,10 @@ def test_settle_moves_the_baseline_only_on_an_applied_registration():
     applied = settle(state, action, NOW)
     refused = settle(state, action, NOW, applied=False, error="2072", settings=SLURM)
 
-    assert CPX["fingerprint"] == applied.baseline.inventory["fingerprint"]
-    assert SPX["fingerprint"] == refused.baseline.inventory["fingerprint"]
-    assert refused.refusal.fingerprint == CPX["fingerprint"]
-    assert refused.backoff.next_attempt > NOW
+    assert CPX["fingerprint"] == applied["baseline"]["inventory"]["fingerprint"]
+    assert SPX["fingerprint"] == refused["baseline"]["inventory"]["fingerprint"]
+    assert refused["refusal"]["fingerprint"] == CPX["fingerprint"]
+    assert refused["backoff"]["next_attempt"] > NOW
 
 
 def _run_to_rest(state, node, policy):
@@ -417,13 +430,13 @@ def test_a_busy_drain_then_idle_reregisters_and_resumes():
     state = state_for(SPX, CPX, CPX)
     actions, state = _run_to_rest(state, BUSY, SLURM)
     assert [Do.DRAIN, Do.HOLD] == actions
-    drained_idle = view("IDLE", "DRAIN", reason=state.drain.reason)
+    drained_idle = view("IDLE", "DRAIN", reason=state["drain"]["reason"])
 
     actions, state = _run_to_rest(state, drained_idle, SLURM)
 
     assert [Do.REGISTER, Do.RESUME, Do.NONE] == actions
-    assert state.drain is None
-    assert state.baseline.inventory["fingerprint"] == CPX["fingerprint"]
+    assert state["drain"] is None
+    assert state["baseline"]["inventory"]["fingerprint"] == CPX["fingerprint"]
 
 
 views = st.sampled_from([None, IDLE, BUSY, OURS_IDLE, OURS_BUSY, NHC_IDLE, SLURM_INVAL, EMPTY_DRAIN, LOOKALIKE])
@@ -441,7 +454,7 @@ def test_never_writes_over_a_drain_it_does_not_own(baseline, previous, current, 
 
     action = decide(outcome_for(state), node, state, policy, NOW)
 
-    foreign = node is not None and node.drained and not (state.drain and node.reason == state.drain.reason)
+    foreign = node is not None and node.drained and not (state["drain"] and node.reason == state["drain"]["reason"])
     if foreign:
         assert action.kind not in (Do.RESUME, Do.DRAIN)
     if observe:
@@ -463,15 +476,13 @@ def test_ignore_backoff_lets_an_operator_retry_now():
 
 def test_a_successful_contact_ends_transport_backoff_but_not_a_refusal():
     from spurinv.policy import contacted
-    from spurinv.state.file import Backoff
 
-    unreachable = state_for(SPX, CPX, CPX).model_copy(
-        update={"backoff": Backoff(kind="unreachable", failures=3, next_attempt=at(9999), error="refused")}
-    )
+    backoff = new_backoff(kind="unreachable", failures=3, next_attempt=at(9999), error="refused")
+    unreachable: State = {**state_for(SPX, CPX, CPX), "backoff": backoff}
     refused = state_for(SPX, CPX, CPX, refusal=True, backoff=9999)
 
-    assert contacted(unreachable).backoff is None
-    assert contacted(refused).backoff is not None
+    assert contacted(unreachable)["backoff"] is None
+    assert contacted(refused)["backoff"] is not None
 
 
 @settings(max_examples=examples(200))
@@ -513,9 +524,7 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
     """An active transport/auth backoff: no request whatever the reading needs. An active refusal
     backoff: no request only when the reading needs nothing but the refused update's retry."""
     state = state_for(baseline, previous, current, drain=drain and current is not None, refusal=refusal or False)
-    state = state.model_copy(
-        update={"backoff": Backoff(kind=kind, failures=2, next_attempt=NOW + timedelta(seconds=left), error="x")}
-    )
+    state = {**state, "backoff": new_backoff(kind=kind, failures=2, next_attempt=NOW + timedelta(seconds=left), error="x")}
     outcome = outcome_for(state)
 
     action = decide(outcome, None, state, SLURM, NOW)
@@ -552,8 +561,8 @@ def test_a_refused_update_is_never_resent_while_it_backs_off_but_a_controller_th
     before the backoff ends (unless --ignore-backoff), and a controller that lists the reading is
     taken as registered, whatever else the node is doing."""
     state = state_for(SPX, CPX, CPX, refusal=True, drain=drained)
-    state = state.model_copy(update={"backoff": Backoff(kind="refused", failures=2, next_attempt=NOW + timedelta(seconds=left),
-                                                        error="x")})  # fmt: skip
+    state = {**state, "backoff": new_backoff(kind="refused", failures=2, next_attempt=NOW + timedelta(seconds=left),
+                                                        error="x")}  # fmt: skip
     policy = Settings(observe=False, ignore_backoff=ignore)
     flags = ("DRAIN",) if drained else ()
     node = view("MIXED" if busy else "IDLE", *flags, reason=OUR_REASON if drained else "", gres=gres, cpus=2 if busy else 0,
@@ -587,10 +596,10 @@ def test_the_operators_fix_is_taken_as_registered_and_our_drain_lifted_in_one_ru
     actions, state = _run_to_rest(state, fixed, SLURM)
 
     assert [Do.RECORD, Do.RESUME, Do.NONE] == actions
-    assert "registered" == state.baseline.source
-    assert CPX["fingerprint"] == state.baseline.inventory["fingerprint"]
-    assert state.refusal is None
-    assert state.backoff is None
+    assert "registered" == state["baseline"]["source"]
+    assert CPX["fingerprint"] == state["baseline"]["inventory"]["fingerprint"]
+    assert state["refusal"] is None
+    assert state["backoff"] is None
     assert "the controller now lists gpu:mi300x:64; our drain lifted" == resume.reason
 
 
@@ -605,16 +614,16 @@ def test_a_stored_backoff_never_reaches_beyond_backoff_max_and_says_so(ahead, ma
     that shows the date when it is not today."""
     policy = Settings(observe=False, backoff_max=maximum)
     stored = NOW + timedelta(seconds=ahead)
-    state = State(backoff=Backoff(kind=kind, failures=1, next_attempt=stored, error="x"))
+    state = new_state(backoff=new_backoff(kind=kind, failures=1, next_attempt=stored, error="x"))
 
     clamped, warning = clamp_backoff(state, policy, NOW)
 
-    assert clamped.backoff.next_attempt <= NOW + timedelta(seconds=maximum)
+    assert clamped["backoff"]["next_attempt"] <= NOW + timedelta(seconds=maximum)
     assert (warning is not None) == (ahead > maximum)
     if warning is not None:
         assert stored.strftime("%Y-%m-%d") in warning or stored.date() == NOW.date()
-    blocked = decide(outcome_for(state_for(SPX, CPX, CPX)), None, state_for(SPX, CPX, CPX).model_copy(
-        update={"backoff": state.backoff}), policy, NOW)  # fmt: skip
+    stored_state: State = {**state_for(SPX, CPX, CPX), "backoff": state["backoff"]}
+    blocked = decide(outcome_for(state_for(SPX, CPX, CPX)), None, stored_state, policy, NOW)
     if blocked.kind == Do.BACKOFF:
         assert NOW.strftime("%Y-%m-%d") not in blocked.reason  # today: the time of day is enough
 
@@ -662,13 +671,13 @@ def test_the_jitter_spreads_a_fleet():
 def test_a_fresh_state_reads_the_controller_once_even_for_a_first_reading():
     """No state file (or a corrupt one moved aside): the first run looks at the controller for a
     drain of ours the lost state knew, then waits for the second reading as always."""
-    state = State(fresh=True).record(reading(CPX, 0))
+    state = with_reading(new_state(fresh=True), reading(CPX, 0))
     outcome = outcome_for(state)
     assert outcome.kind == Kind.CHANGE_PENDING
 
     first = decide(outcome, None, state, SLURM, NOW)
-    then = decide(outcome, view(), state.model_copy(update={"fresh": False}), SLURM, NOW)
-    settled = decide(outcome, None, state.model_copy(update={"fresh": False}), SLURM, NOW)
+    then = decide(outcome, view(), {**state, "fresh": False}, SLURM, NOW)
+    settled = decide(outcome, None, {**state, "fresh": False}, SLURM, NOW)
     observing = decide(outcome, None, state, OBSERVE, NOW)
 
     assert first.kind == Do.READ_VIEW
@@ -679,8 +688,8 @@ def test_a_fresh_state_reads_the_controller_once_even_for_a_first_reading():
 @settings(max_examples=examples(200))
 @given(pinned=st.integers(1, 2**40 - 1), seen=st.integers(1, 2**40 - 1))
 def test_our_reason_set_at_another_moment_is_never_ours(pinned, seen):
-    drain = Drain(reason=OUR_REASON, set_at=at(60), cause="busy", reason_changed_at=pinned)
-    state = State(drain=drain)
+    drain = new_drain(reason=OUR_REASON, set_at=at(60), cause="busy", reason_changed_at=pinned)
+    state = new_state(drain=drain)
     node = NodeView(
         name="n1", dialect="slurm-v0.0.39+", base="IDLE", flags=("DRAIN",), reason=OUR_REASON, reason_changed_at=seen
     )
@@ -736,7 +745,9 @@ def test_an_operators_resume_during_a_refusal_is_not_redrained_for_the_same_refu
     """the operator lifted our "controller refused" drain; spurinv forgets it and does
     not drain again every tick (before: forget-drain, then a drain with a new id, each tick)."""
     state = state_for(SPX, CPX, CPX, refusal=True, drain=True, backoff=backoff)
-    state = state.model_copy(update={"drain": state.drain.model_copy(update={"cause": "refused"})})
+    drain = state["drain"]
+    assert drain is not None
+    state = {**state, "drain": {**drain, "cause": "refused"}}
     resumed = view("IDLE")
 
     forget = decide(outcome_for(state), resumed, state, SLURM, NOW)
@@ -779,14 +790,14 @@ def node_view(state="IDLE", *flags, reason="", gres="gpu:mi300x:8", cpus=0, memo
 
 
 def confirmed(baseline, current, **update) -> State:
-    state = State(baseline=Baseline(inventory=baseline, since=at(0), source="registered") if baseline else None)
-    state = state.record(reading(current, 0)).record(reading(current, 60))
-    return state.model_copy(update=update)
+    state = new_state(baseline=new_baseline(inventory=baseline, since=at(0), source="registered") if baseline else None)
+    state = with_reading(with_reading(state, reading(current, 0)), reading(current, 60))
+    return new_state(**{**state, **update})
 
 
 def outcome_of(state: State):
-    previous = state.readings[-2] if len(state.readings) > 1 else None
-    return classify(state.baseline.inventory if state.baseline else None, previous, state.readings[-1])
+    previous = state["readings"][-2] if len(state["readings"]) > 1 else None
+    return classify(state["baseline"]["inventory"] if state["baseline"] else None, previous, state["readings"][-1])
 
 
 HEAD = len(f"{PREFIX} [12345678] ")  # the prefix and the drain id before the text
@@ -854,10 +865,10 @@ def test_a_refused_registration_backs_off_by_the_configured_initial_delay():
 
     state = _refused_registration(confirmed(SPX, CPX), policy, NOW)
 
-    assert state.backoff.next_attempt - NOW == timedelta(seconds=7)
-    assert (state.backoff.kind, state.backoff.failures) == ("refused", 1)
-    assert state.refusal.fingerprint == CPX["fingerprint"]
-    assert state.baseline.inventory["fingerprint"] == SPX["fingerprint"]
+    assert state["backoff"]["next_attempt"] - NOW == timedelta(seconds=7)
+    assert (state["backoff"]["kind"], state["backoff"]["failures"]) == ("refused", 1)
+    assert state["refusal"]["fingerprint"] == CPX["fingerprint"]
+    assert state["baseline"]["inventory"]["fingerprint"] == SPX["fingerprint"]
 
 
 def test_refused_registrations_double_the_delay_up_to_the_maximum():
@@ -866,9 +877,9 @@ def test_refused_registrations_double_the_delay_up_to_the_maximum():
     delays = []
     now = NOW
     for _ in range(6):
-        state = _refused_registration(state.model_copy(update={"refusal": None}), policy, now)
-        delays.append(int((state.backoff.next_attempt - now).total_seconds()))
-        now = state.backoff.next_attempt
+        state = _refused_registration({**state, "refusal": None}, policy, now)
+        delays.append(int((state["backoff"]["next_attempt"] - now).total_seconds()))
+        now = state["backoff"]["next_attempt"]
 
     assert delays == [10, 20, 40, 80, 100, 100]
 
@@ -877,17 +888,17 @@ def test_refused_registrations_double_the_delay_up_to_the_maximum():
 def test_controller_errors_back_off_from_the_configured_initial_delay(kind, first):
     policy = Settings(observe=False, backoff_initial=5, backoff_max=10_000)
 
-    once = with_backoff(State(), kind, "boom", policy, NOW)
+    once = with_backoff(new_state(), kind, "boom", policy, NOW)
     twice = with_backoff(once, kind, "boom", policy, NOW)
 
-    assert once.backoff.next_attempt - NOW == timedelta(seconds=first)
-    assert twice.backoff.next_attempt - NOW == timedelta(seconds=2 * first)
-    assert (once.backoff.failures, twice.backoff.failures) == (1, 2)
-    assert twice.controller_errors == 2
+    assert once["backoff"]["next_attempt"] - NOW == timedelta(seconds=first)
+    assert twice["backoff"]["next_attempt"] - NOW == timedelta(seconds=2 * first)
+    assert (once["backoff"]["failures"], twice["backoff"]["failures"]) == (1, 2)
+    assert twice["controller_errors"] == 2
 
 
 def test_a_backoff_ends_exactly_at_its_next_attempt():
-    backoff = Backoff(kind="unreachable", failures=1, next_attempt=NOW, error="x")
+    backoff = new_backoff(kind="unreachable", failures=1, next_attempt=NOW, error="x")
     state = confirmed(SPX, CPX, backoff=backoff)
 
     just_before = decide(outcome_of(state), None, state, SLURM, NOW - timedelta(seconds=1))
@@ -899,12 +910,12 @@ def test_a_backoff_ends_exactly_at_its_next_attempt():
 
 
 def test_a_refusal_backoff_survives_contact_and_a_transport_backoff_does_not():
-    refused = Backoff(kind="refused", failures=1, next_attempt=at(9999), error="2072")
-    auth = Backoff(kind="auth", failures=1, next_attempt=at(9999), error="401")
+    refused = new_backoff(kind="refused", failures=1, next_attempt=at(9999), error="2072")
+    auth = new_backoff(kind="auth", failures=1, next_attempt=at(9999), error="401")
 
-    assert contacted(State(backoff=refused)).backoff == refused
-    assert contacted(State(backoff=auth)).backoff is None
-    assert contacted(State()).backoff is None
+    assert contacted(new_state(backoff=refused))["backoff"] == refused
+    assert contacted(new_state(backoff=auth))["backoff"] is None
+    assert contacted(new_state())["backoff"] is None
 
 
 def test_the_policy_defaults_are_the_documented_configuration_defaults():
@@ -922,9 +933,9 @@ def test_a_refusal_records_the_controllers_own_words():
     refused = settle(state, action, NOW, applied=False, error="2072 Invalid gres", settings=SLURM)
     unexplained = settle(state, action, NOW, applied=False, settings=SLURM)
 
-    assert refused.refusal.error == "2072 Invalid gres"
-    assert refused.backoff.error == "2072 Invalid gres"
-    assert unexplained.refusal.error  # never empty
+    assert refused["refusal"]["error"] == "2072 Invalid gres"
+    assert refused["backoff"]["error"] == "2072 Invalid gres"
+    assert unexplained["refusal"]["error"]  # never empty
 
 
 def test_actions_are_immutable():
@@ -945,25 +956,25 @@ def test_the_policy_settings_are_immutable():
 
 def _refused(backoff_kind: str = "refused") -> State:
     """CPX confirmed, its registration refused, and a backoff still running."""
-    refusal = Refusal(fingerprint=CPX["fingerprint"], at=at(60), error="2072 Invalid gres")
-    backoff = Backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")  # type: ignore[arg-type]  # a Backoff kind
+    refusal = new_refusal(fingerprint=CPX["fingerprint"], at=at(60), error="2072 Invalid gres")
+    backoff = new_backoff(kind=backoff_kind, failures=3, next_attempt=at(99_999), error="2072 Invalid gres")
     return confirmed(SPX, CPX, refusal=refusal, backoff=backoff)
 
 
 def test_back_at_the_baseline_a_refusal_and_its_backoff_are_forgotten_so_the_change_is_tried_at_once_next_time():
-    reverted = _refused().record(reading(SPX, 120))
+    reverted = with_reading(_refused(), reading(SPX, 120))
 
     forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
-    again = forgotten.record(reading(CPX, 180)).record(reading(CPX, 240))
+    again = with_reading(with_reading(forgotten, reading(CPX, 180)), reading(CPX, 240))
 
-    assert (forgotten.refusal, forgotten.backoff) == (None, None)
+    assert (forgotten["refusal"], forgotten["backoff"]) == (None, None)
     assert decide(outcome_of(again), None, again, SLURM, at(300)).kind == Do.READ_VIEW  # not held by the old backoff
     assert decide(outcome_of(again), node_view(), again, SLURM, at(300)).kind == Do.REGISTER  # not drained as refused
 
 
 def test_without_forgetting_the_same_change_would_wait_for_the_old_backoff():
     """The contrast to the test above: what the old refusal does when it is kept."""
-    kept = _refused().record(reading(SPX, 120)).record(reading(CPX, 180)).record(reading(CPX, 240))
+    kept = with_reading(with_reading(with_reading(_refused(), reading(SPX, 120)), reading(CPX, 180)), reading(CPX, 240))
 
     assert decide(outcome_of(kept), None, kept, SLURM, at(300)).kind == Do.READ_VIEW  # the look goes ahead
     assert decide(outcome_of(kept), node_view(), kept, SLURM, at(300)).kind == Do.DRAIN  # drained as refused, not re-sent
@@ -971,35 +982,35 @@ def test_without_forgetting_the_same_change_would_wait_for_the_old_backoff():
 
 @pytest.mark.parametrize("kind", ["unreachable", "auth"])
 def test_back_at_the_baseline_a_transport_backoff_is_kept_and_still_blocks_contact(kind):
-    reverted = _refused(kind).record(reading(SPX, 120))
+    reverted = with_reading(_refused(kind), reading(SPX, 120))
 
     forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
 
-    assert forgotten.refusal is None
-    assert forgotten.backoff == reverted.backoff
-    again = forgotten.record(reading(CPX, 180)).record(reading(CPX, 240))
+    assert forgotten["refusal"] is None
+    assert forgotten["backoff"] == reverted["backoff"]
+    again = with_reading(with_reading(forgotten, reading(CPX, 180)), reading(CPX, 240))
     assert decide(outcome_of(again), None, again, SLURM, at(300)).kind == Do.BACKOFF
 
 
 @pytest.mark.parametrize("left", ["refusal", "backoff"])
 def test_a_refusal_or_a_refused_backoff_alone_is_forgotten_too(left):
     gone = "backoff" if left == "refusal" else "refusal"
-    reverted = _refused().model_copy(update={gone: None}).record(reading(SPX, 120))
+    reverted = with_reading(new_state(**{**_refused(), gone: None}), reading(SPX, 120))
 
     forgotten = forget_stale_refusal(reverted, outcome_of(reverted))
 
-    assert (forgotten.refusal, forgotten.backoff) == (None, None)
+    assert (forgotten["refusal"], forgotten["backoff"]) == (None, None)
 
 
 def test_a_refusal_is_kept_while_the_node_still_differs_from_its_baseline():
     state = _refused()  # CPX confirmed twice: the refused inventory is still there
 
     assert forget_stale_refusal(state, outcome_of(state)) == state
-    pending = state.record(reading(NONE, 120))  # something else, seen once
+    pending = with_reading(state, reading(NONE, 120))  # something else, seen once
     assert forget_stale_refusal(pending, outcome_of(pending)) == pending
 
 
-@pytest.mark.parametrize("backoff", [None, Backoff(kind="auth", failures=1, next_attempt=at(99_999), error="401")])
+@pytest.mark.parametrize("backoff", [None, new_backoff(kind="auth", failures=1, next_attempt=at(99_999), error="401")])
 def test_back_at_the_baseline_with_nothing_refused_nothing_changes(backoff):
     state = confirmed(SPX, SPX, backoff=backoff)
 
@@ -1007,8 +1018,8 @@ def test_back_at_the_baseline_with_nothing_refused_nothing_changes(backoff):
 
 
 def test_a_failed_discovery_does_nothing_and_says_ioerr():
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
-    state = state.record(reading(SPX, 0)).record(reading(None, 60))
+    state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
+    state = with_reading(with_reading(state, reading(SPX, 0)), reading(None, 60))
     outcome = outcome_of(state)
     assert outcome.kind == Kind.DISCOVERY_FAILED
 
@@ -1019,7 +1030,7 @@ def test_a_failed_discovery_does_nothing_and_says_ioerr():
 
 
 def test_a_pending_change_does_nothing_and_exits_zero():
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered")).record(reading(CPX, 60))
+    state = with_reading(new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered")), reading(CPX, 60))
 
     action = decide(outcome_of(state), node_view(), state, SLURM, NOW)
 
@@ -1047,8 +1058,8 @@ def test_observe_mode_observes_a_confirmed_change_and_settle_makes_it_the_observ
     assert action.kind == Do.OBSERVE
     assert outcome_of(state).diff.summary() in action.reason  # what would change, against the baseline
     assert "first inventory" not in action.reason
-    assert after.baseline.inventory["fingerprint"] == CPX["fingerprint"]
-    assert after.baseline.source == "observed"
+    assert after["baseline"]["inventory"]["fingerprint"] == CPX["fingerprint"]
+    assert after["baseline"]["source"] == "observed"
 
 
 def test_observe_mode_with_no_baseline_still_records_the_first_inventory():
@@ -1058,35 +1069,35 @@ def test_observe_mode_with_no_baseline_still_records_the_first_inventory():
 
     assert action.kind == Do.OBSERVE
     assert f"first inventory: {shape.summary(SPX)}" in action.reason  # no baseline to compare with: what it is
-    assert settle(state, action, NOW).baseline.inventory == SPX
+    assert settle(state, action, NOW)["baseline"]["inventory"] == SPX
 
 
 def test_adopting_takes_the_reading_and_clears_what_it_settles():
-    state = confirmed(None, SPX, refusal=Refusal(fingerprint="f", at=at(1), error="x"), accepted="f")
+    state = confirmed(None, SPX, refusal=new_refusal(fingerprint="f", at=at(1), error="x"), accepted="f")
 
     action = decide(outcome_of(state), node_view(), state, SLURM, NOW)
     after = settle(state, action, NOW)
 
     assert action.kind == Do.ADOPT
-    assert (after.baseline.inventory, after.baseline.source, after.baseline.since) == (SPX, "adopted", NOW)
-    assert (after.refusal, after.accepted) == (None, None)
+    assert (after["baseline"]["inventory"], after["baseline"]["source"], after["baseline"]["since"]) == (SPX, "adopted", NOW)
+    assert (after["refusal"], after["accepted"]) == (None, None)
 
 
 def test_an_applied_registration_clears_refusal_and_backoff():
-    backoff = Backoff(kind="refused", failures=2, next_attempt=at(1), error="x")
-    state = confirmed(SPX, CPX, refusal=Refusal(fingerprint=CPX["fingerprint"], at=at(1), error="x"), backoff=backoff)
+    backoff = new_backoff(kind="refused", failures=2, next_attempt=at(1), error="x")
+    state = confirmed(SPX, CPX, refusal=new_refusal(fingerprint=CPX["fingerprint"], at=at(1), error="x"), backoff=backoff)
     reason = decide(outcome_of(state), node_view(), state, SLURM, NOW).body["reason"]  # the drain after the refusal
     drained = node_view("IDLE", "DRAIN", reason=reason)
-    state = state.model_copy(update={"drain": Drain(reason=reason, set_at=at(1), cause="refused")})
+    state = {**state, "drain": new_drain(reason=reason, set_at=at(1), cause="refused")}
 
     action = decide(outcome_of(state), drained, state, SLURM, NOW)
     after = settle(state, action, NOW)
 
     assert action.kind == Do.REGISTER
-    assert after.baseline.inventory["fingerprint"] == CPX["fingerprint"]
-    assert (after.baseline.source, after.baseline.since) == ("registered", NOW)
-    assert (after.refusal, after.backoff) == (None, None)
-    assert after.drain is not None  # lifted by the RESUME that follows, not by the registration
+    assert after["baseline"]["inventory"]["fingerprint"] == CPX["fingerprint"]
+    assert (after["baseline"]["source"], after["baseline"]["since"]) == ("registered", NOW)
+    assert (after["refusal"], after["backoff"]) == (None, None)
+    assert after["drain"] is not None  # lifted by the RESUME that follows, not by the registration
 
 
 def test_a_cpu_only_job_does_not_make_a_gpu_change_busy():
@@ -1103,8 +1114,12 @@ def test_a_drain_records_its_reason_cause_and_fingerprint():
 
     after = settle(state, action, NOW)
 
-    assert after.drain.reason == action.body["reason"]
-    assert (after.drain.cause, after.drain.set_at, after.drain.fingerprint) == ("busy", NOW, CPX["fingerprint"])
+    assert after["drain"]["reason"] == action.body["reason"]
+    assert (after["drain"]["cause"], after["drain"]["set_at"], after["drain"]["fingerprint"]) == (
+        "busy",
+        NOW,
+        CPX["fingerprint"],
+    )
 
 
 def test_a_suspicious_drain_records_its_cause():
@@ -1113,32 +1128,32 @@ def test_a_suspicious_drain_records_its_cause():
 
     after = settle(state, action, NOW)
 
-    assert after.drain.cause == "suspicious"
-    assert after.drain.reason == action.body["reason"]
+    assert after["drain"]["cause"] == "suspicious"
+    assert after["drain"]["reason"] == action.body["reason"]
 
 
 def test_a_resume_forgets_our_drain_and_any_backoff():
-    backoff = Backoff(kind="refused", failures=1, next_attempt=at(1), error="x")
-    state = confirmed(SPX, SPX, drain=Drain(reason="spurinv: x", set_at=at(1), cause="busy"), backoff=backoff)
+    backoff = new_backoff(kind="refused", failures=1, next_attempt=at(1), error="x")
+    state = confirmed(SPX, SPX, drain=new_drain(reason="spurinv: x", set_at=at(1), cause="busy"), backoff=backoff)
 
     action = decide(outcome_of(state), node_view("IDLE", "DRAIN", reason="spurinv: x"), state, SLURM, NOW)
     after = settle(state, action, NOW)
 
     assert action.kind == Do.RESUME
-    assert (after.drain, after.backoff) == (None, None)
+    assert (after["drain"], after["backoff"]) == (None, None)
 
 
 def test_forget_drain_forgets_only_the_drain():
-    backoff = Backoff(kind="refused", failures=1, next_attempt=at(1), error="x")
-    state = confirmed(SPX, SPX, drain=Drain(reason="spurinv: x", set_at=at(1), cause="busy"), backoff=backoff)
+    backoff = new_backoff(kind="refused", failures=1, next_attempt=at(1), error="x")
+    state = confirmed(SPX, SPX, drain=new_drain(reason="spurinv: x", set_at=at(1), cause="busy"), backoff=backoff)
 
     action = decide(outcome_of(state), node_view("IDLE", "DRAIN", reason="NHC: bad ECC"), state, SLURM, NOW)
     after = settle(state, action, NOW)
 
     assert action.kind == Do.FORGET_DRAIN
-    assert after.drain is None
-    assert after.backoff == backoff
-    assert after.baseline == state.baseline
+    assert after["drain"] is None
+    assert after["backoff"] == backoff
+    assert after["baseline"] == state["baseline"]
 
 
 @pytest.mark.parametrize("kind", [Do.NONE, Do.HOLD, Do.BACKOFF, Do.READ_VIEW])
@@ -1158,20 +1173,20 @@ def _write(kind: Do) -> Action:
 def test_a_writes_outcome_clears_its_write_ahead_intent(kind, applied):
     """Once settle knows how a write ended, the next run must not settle it again from the view."""
     action = _write(kind)
-    intent = Intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX["fingerprint"])  # type: ignore[arg-type]  # a write has a body
+    intent = new_intent(kind=kind.value, body=action.body, at=NOW, fingerprint=CPX["fingerprint"])  # type: ignore[arg-type]  # a write has a body
     state = confirmed(SPX, CPX, intent=intent)
 
     after = settle(state, action, NOW, applied=applied, error=None if applied else "2072", settings=SLURM)
 
-    assert after.intent is None
+    assert after["intent"] is None
 
 
 @pytest.mark.parametrize("kind", [Do.NONE, Do.READ_VIEW, Do.FORGET_DRAIN])
 def test_a_step_that_writes_nothing_keeps_an_unsettled_intent(kind):
-    intent = Intent(kind="drain", body={"state": ["DRAIN"], "reason": "spurinv: x"}, at=NOW)
+    intent = new_intent(kind="drain", body={"state": ["DRAIN"], "reason": "spurinv: x"}, at=NOW)
     state = confirmed(SPX, CPX, intent=intent)
 
-    assert settle(state, Action(kind=kind, reason="x"), NOW).intent == intent
+    assert settle(state, Action(kind=kind, reason="x"), NOW)["intent"] == intent
 
 
 def test_expected_view_after_drain_and_resume_matches_what_slurm_shows():
@@ -1191,7 +1206,7 @@ def test_expected_view_after_drain_and_resume_matches_what_slurm_shows():
 def test_forget_drain_names_the_new_reason_only_when_the_node_is_still_drained():
     """A replaced drain: the report carries the new (someone else's) reason. A lifted drain: it does
     not quote the leftover reason (24.11 keeps it after RESUME), which would read as a live drain."""
-    state = confirmed(SPX, SPX, drain=Drain(reason="spurinv: x", set_at=at(1), cause="busy"))
+    state = confirmed(SPX, SPX, drain=new_drain(reason="spurinv: x", set_at=at(1), cause="busy"))
     replaced = node_view("IDLE", "DRAIN", reason="NHC: bad ECC")
     lifted = node_view("IDLE", reason="spurinv: stale reason kept after resume")
 
@@ -1204,7 +1219,7 @@ def test_forget_drain_names_the_new_reason_only_when_the_node_is_still_drained()
 
 
 def test_a_busy_hold_under_our_drain_says_what_is_allocated():
-    state = confirmed(SPX, CPX, drain=Drain(reason="spurinv: x", set_at=at(1), cause="busy"))
+    state = confirmed(SPX, CPX, drain=new_drain(reason="spurinv: x", set_at=at(1), cause="busy"))
     node = node_view("MIXED", "DRAIN", reason="spurinv: x", cpus=3, memory=2048, used="gpu:mi300x:2(IDX:0-1)")
 
     action = decide(outcome_of(state), node, state, SLURM, NOW)

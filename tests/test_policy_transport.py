@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from factories import at, inventory, packages, reading
+from factories import at, inventory, new_baseline, new_drain, new_intent, new_state, packages, reading, with_reading
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +15,7 @@ from spurinv.controller.ownership import PREFIX
 from spurinv.controller.transport import COMMAND_REMEDY, SLURM_REMEDY, SPUR_REMEDY
 from spurinv.inventory.classify import classify
 from spurinv.policy import Do, Settings, decide, expected_view, ours, settle
-from spurinv.state.file import Baseline, Drain, Intent, State
+from spurinv.state.file import State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -32,12 +32,12 @@ def view(state="IDLE", *flags, reason="", cpus=0, used="gpu:mi300x:0(IDX:N/A)") 
 
 
 def confirmed() -> State:
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
-    return state.record(reading(CPX, 0)).record(reading(CPX, 60))
+    state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
+    return with_reading(with_reading(state, reading(CPX, 0)), reading(CPX, 60))
 
 
 def outcome_for(state: State):
-    return classify(state.baseline.inventory if state.baseline else None, state.readings[-2], state.readings[-1])
+    return classify(state["baseline"]["inventory"] if state["baseline"] else None, state["readings"][-2], state["readings"][-1])
 
 
 def decide_for(state: State, seen: NodeView, settings: Settings = DIRECT):
@@ -52,7 +52,7 @@ def refused(remedy: str | None) -> State:
 
 
 def test_a_refusal_keeps_the_remedy_of_the_transport_that_was_refused():
-    assert refused(COMMAND_REMEDY).refusal.remedy == COMMAND_REMEDY
+    assert refused(COMMAND_REMEDY)["refusal"]["remedy"] == COMMAND_REMEDY
 
 
 def test_the_drain_after_a_refusal_names_that_transports_remedy():
@@ -88,7 +88,7 @@ def test_while_backing_off_from_a_refusal_the_hold_names_its_remedy():
     assert action.kind == Do.HOLD
     assert SPUR_REMEDY in action.reason
     assert SLURM_REMEDY not in action.reason
-    assert state.backoff.next_attempt - NOW == timedelta(seconds=DIRECT.backoff_initial)
+    assert state["backoff"]["next_attempt"] - NOW == timedelta(seconds=DIRECT.backoff_initial)
 
 
 def test_once_the_backoff_is_over_the_refused_registration_is_retried():
@@ -101,9 +101,10 @@ def test_once_the_backoff_is_over_the_refused_registration_is_retried():
 
 def test_our_busy_drain_is_reworded_when_the_registration_is_then_refused():
     """It said "re-registers when idle" on an idle node waiting for an operator (attack round)."""
-    state = refused(COMMAND_REMEDY).model_copy(
-        update={"drain": Drain(reason="spurinv: mi300x 8→64; re-registers when idle", set_at=NOW, cause="busy")}
-    )
+    state: State = {
+        **refused(COMMAND_REMEDY),
+        "drain": new_drain(reason="spurinv: mi300x 8→64; re-registers when idle", set_at=NOW, cause="busy"),
+    }
     seen = view("IDLE", "DRAIN", reason="spurinv: mi300x 8→64; re-registers when idle")
 
     action = decide_for(state, seen)
@@ -111,8 +112,8 @@ def test_our_busy_drain_is_reworded_when_the_registration_is_then_refused():
 
     assert (action.kind, action.cause) == (Do.DRAIN, "refused")
     assert action.body["reason"].endswith(COMMAND_REMEDY)
-    assert after.drain.reason == action.body["reason"]
-    assert decide_for(after, view("IDLE", "DRAIN", reason=after.drain.reason)).kind == Do.HOLD
+    assert after["drain"]["reason"] == action.body["reason"]
+    assert decide_for(after, view("IDLE", "DRAIN", reason=after["drain"]["reason"])).kind == Do.HOLD
 
 
 def test_an_operators_drain_is_never_reworded_after_a_refusal():
@@ -135,9 +136,10 @@ def test_with_a_register_command_a_cpu_only_job_holds_the_change_off_with_a_busy
 
 
 def test_with_a_register_command_our_busy_drain_waits_for_every_job_then_registers():
-    state = confirmed().model_copy(
-        update={"drain": Drain(reason="spurinv: waiting", set_at=NOW, cause="busy", fingerprint=CPX["fingerprint"])}
-    )
+    state: State = {
+        **confirmed(),
+        "drain": new_drain(reason="spurinv: waiting", set_at=NOW, cause="busy", fingerprint=CPX["fingerprint"]),
+    }
 
     waiting = decide_for(state, view("MIXED", "DRAIN", reason="spurinv: waiting", cpus=2), COMMAND)
     idle = decide_for(state, view("IDLE", "DRAIN", reason="spurinv: waiting"), COMMAND)
@@ -163,9 +165,10 @@ def test_a_reworded_drain_stays_ours_until_the_controller_is_read_again():
     """The view after our write must not keep the old drain's reason time: with it our re-worded
     drain looked like someone else's, was forgotten, and stranded the node."""
     old_time = int(at(0).timestamp())
-    state = refused(COMMAND_REMEDY).model_copy(
-        update={"drain": Drain(reason="spurinv: busy", set_at=at(0), cause="busy", reason_changed_at=old_time)}
-    )
+    state: State = {
+        **refused(COMMAND_REMEDY),
+        "drain": new_drain(reason="spurinv: busy", set_at=at(0), cause="busy", reason_changed_at=old_time),
+    }
     seen = view("IDLE", "DRAIN", reason="spurinv: busy").model_copy(update={"reason_changed_at": old_time})
     action = decide_for(state, seen)
     assert action.kind == Do.DRAIN
@@ -180,8 +183,8 @@ def test_a_change_seen_once_never_acts_and_says_it_waits():
     """One reading never acts, whatever else makes the policy read the node (an unsettled write
     here), and the run says the change waits, not "unchanged"."""
     nps = inventory(packages(8, "SPX", memory_mode="NPS4"))
-    state = confirmed().record(reading(nps, 120))  # a different inventory, seen once
-    state = state.model_copy(update={"intent": Intent(kind="drain", body={"state": ["DRAIN"], "reason": "x"}, at=at(30))})
+    state = with_reading(confirmed(), reading(nps, 120))  # a different inventory, seen once
+    state = {**state, "intent": new_intent(kind="drain", body={"state": ["DRAIN"], "reason": "x"}, at=at(30))}
     outcome = outcome_for(state)
 
     for seen in (None, view()):
@@ -192,9 +195,9 @@ def test_a_change_seen_once_never_acts_and_says_it_waits():
 
 
 def test_an_unchanged_node_with_an_unsettled_intent_needs_nothing_once_the_node_is_read():
-    state = State(baseline=Baseline(inventory=SPX, since=at(0), source="registered"))
-    state = state.record(reading(SPX, 0)).record(reading(SPX, 60))
-    state = state.model_copy(update={"intent": Intent(kind="register", body={"gres": "gpu:mi300x:8"}, at=at(30))})
+    state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
+    state = with_reading(with_reading(state, reading(SPX, 0)), reading(SPX, 60))
+    state = {**state, "intent": new_intent(kind="register", body={"gres": "gpu:mi300x:8"}, at=at(30))}
 
     action = decide_for(state, view())
 

@@ -18,6 +18,7 @@ from test_intent import NONCE, Node, adopted, busy_drain_scenario, settle_after_
 from spurinv import exitcode
 from spurinv.controller.ownership import KEY, extra_record, reason_for
 from spurinv.shape import SCHEMA_VERSION
+from spurinv.state import file as state_file
 
 
 def drained_busy(node: Node) -> str:
@@ -47,13 +48,15 @@ def test_our_drain_is_lifted_whatever_the_controllers_clock_says(tmp_path, built
     drained = node.tick("cpx")
 
     assert "DRAIN" in node.controller["state"]
-    assert node.state().drain.reason_changed_at == int(node.epoch() + skew)  # read back and pinned at once
-    assert node.state().drain.skew == skew
+    assert node.state()["drain"]["reason_changed_at"] == int(node.epoch() + skew)  # read back and pinned at once
+    drain = node.state()["drain"]
+    assert drain is not None
+    assert state_file.drain_skew(drain) == skew
     assert any("clock skew" in note for note in drained["notes"]) == (abs(skew) > 300)
     actions = settle_after_revert(node)
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
-    assert node.state().drain is None
+    assert node.state()["drain"] is None
 
 
 def test_status_and_metrics_say_the_clock_is_off_while_our_drain_is_on(tmp_path, built, cli):
@@ -89,7 +92,7 @@ def test_an_unanswered_drain_under_skew_is_ours_and_lifted(tmp_path, built, skew
     after_post = next(i for i, label in enumerate(points.labels, 1) if label.startswith("after POST"))
     with pytest.raises(Killed):
         node.tick("cpx", Points(after_post))
-    assert node.state().intent is not None
+    assert node.state()["intent"] is not None
     assert "DRAIN" in node.controller["state"]
 
     actions = settle_after_revert(node)
@@ -125,14 +128,14 @@ def test_a_lost_state_rebuilds_our_drain_from_the_controller_and_lifts_it(tmp_pa
     first = node.tick("spx")
 
     assert "recover" in steps(first)
-    recovered = node.state().drain
+    recovered = node.state()["drain"]
     assert recovered is not None
-    assert (recovered.reason, recovered.recovered) == (reason, "controller-record" if extra else "reason")
+    assert (recovered["reason"], recovered["recovered"]) == (reason, "controller-record" if extra else "reason")
     assert first["outcome"]["kind"] == "change-pending"  # the first reading: no write yet
     actions = steps(first) + settle_after_revert(node)
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
-    assert node.state().drain is None
+    assert node.state()["drain"] is None
 
 
 def test_status_says_the_drain_was_recovered(tmp_path, built, cli):
@@ -172,7 +175,7 @@ def test_a_lost_state_never_takes_a_drain_that_is_not_ours(tmp_path, built, othe
 
     assert "DRAIN" in node.controller["state"]
     assert node.controller["reason"] == reason
-    assert node.state().drain is None
+    assert node.state()["drain"] is None
 
 
 @pytest.mark.parametrize("how", ["deleted", "corrupt"])
@@ -200,7 +203,7 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     assert "recover" not in actions
     assert "resume" not in actions
     assert "DRAIN" in node.controller["state"]
-    assert node.state().drain is None
+    assert node.state()["drain"] is None
     assert any("our record says we lifted that drain" in note for note in notes)
 
 
@@ -224,7 +227,7 @@ def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(
     drained(node)
     with pytest.raises(Killed):
         node.tick("spx", Points(after_post))
-    assert node.state().intent is not None
+    assert node.state()["intent"] is not None
     assert "DRAIN" not in node.controller["state"]  # applied
     node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
 
@@ -234,8 +237,8 @@ def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(
 
     assert "resume" not in actions
     assert "DRAIN" in node.controller["state"]
-    assert node.state().drain is None
-    assert node.state().intent is None
+    assert node.state()["drain"] is None
+    assert node.state()["intent"] is None
 
 
 def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp_path, built):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from effort import examples
-from factories import at, inventory, packages, reading
+from factories import at, inventory, new_state, packages, reading, with_reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
@@ -18,7 +18,6 @@ from pydantic import TypeAdapter
 from spurinv.inventory import model
 from spurinv.state import file as state_file
 from spurinv.state import store
-from spurinv.state.file import State
 from spurinv.state.ledger import now_text
 
 SPX = inventory(packages(2, "SPX"))
@@ -27,21 +26,21 @@ CPX = inventory(packages(2, "CPX", per=8))
 
 def test_round_trip_and_keeps_the_last_two_readings(tmp_path):
     path = str(tmp_path / "s" / "state.json")
-    state = State().record(reading(SPX, 0)).record(reading(None, 60)).record(reading(CPX, 120))
+    state = with_reading(with_reading(with_reading(new_state(), reading(SPX, 0)), reading(None, 60)), reading(CPX, 120))
 
     state_file.save(path, state)
     loaded = state_file.load(path)
 
     assert loaded == state
-    assert [r["fingerprint"] for r in loaded.readings] == [None, CPX["fingerprint"]]
-    assert loaded.consecutive_failures == 0
-    assert loaded.last_success == at(120)
+    assert [r["fingerprint"] for r in loaded["readings"]] == [None, CPX["fingerprint"]]
+    assert loaded["consecutive_failures"] == 0
+    assert loaded["last_success"] == at(120)
 
 
 def test_files_are_0600_in_a_0700_directory(tmp_path):
     path = tmp_path / "new" / "state.json"
 
-    state_file.save(str(path), State())
+    state_file.save(str(path), new_state())
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -68,7 +67,7 @@ def test_corrupt_files_are_reported_with_the_path(tmp_path, text):
 
 def test_a_tampered_fingerprint_does_not_validate(tmp_path):
     path = tmp_path / "state.json"
-    state_file.save(str(path), State().record(reading(SPX)))
+    state_file.save(str(path), with_reading(new_state(), reading(SPX)))
     raw = json.loads(path.read_text())
     raw["readings"][0]["inventory"]["devices"][0]["model"] = "mi325x"
     path.write_text(json.dumps(raw))
@@ -85,7 +84,7 @@ def test_the_state_path_is_not_followed_through_a_symlink(tmp_path):
 
     with pytest.raises(store.StoreError, match="symlink"):
         store.read(str(link))
-    state_file.save(str(link), State())  # replacing the link never writes through it
+    state_file.save(str(link), new_state())  # replacing the link never writes through it
 
     assert target.read_text() == "{}"
     assert not link.is_symlink()
@@ -156,13 +155,13 @@ def test_a_waiting_run_gets_the_lock_when_it_is_released(tmp_path):
 
 def test_write_failure_leaves_the_old_file(tmp_path):
     path = tmp_path / "ro" / "state.json"
-    state_file.save(str(path), State(node="old"))
+    state_file.save(str(path), new_state(node="old"))
     path.parent.chmod(0o500)
     try:
         if os.access(path.parent, os.W_OK):
             pytest.skip("running as root: a read-only directory is still writable (covered by the ENOSPC test)")
         with pytest.raises(store.StoreError):
-            state_file.save(str(path), State(node="new"))
+            state_file.save(str(path), new_state(node="new"))
     finally:
         path.parent.chmod(0o700)
     assert state_file.load(str(path)).node == "old"
@@ -192,17 +191,17 @@ def test_fast_path_reading_json_equals_pydantic_json():
 @settings(max_examples=examples(100))
 @given(sequence=st.lists(st.sampled_from([SPX, CPX, None]), max_size=8))
 def test_record_keeps_at_most_two_and_counts_failures(sequence):
-    state = State()
+    state = new_state()
     for when, inv in enumerate(sequence):
-        state = state.record(reading(inv, when))
+        state = with_reading(state, reading(inv, when))
     failures = 0
     for inv in reversed(sequence):
         if inv is not None:
             break
         failures += 1
 
-    assert len(state.readings) == min(2, len(sequence))
-    assert state.consecutive_failures == failures
+    assert len(state["readings"]) == min(2, len(sequence))
+    assert state["consecutive_failures"] == failures
 
 
 # --- found by the attack on the 0.2 work ----------------------------------------------------------

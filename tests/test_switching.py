@@ -22,6 +22,7 @@ from spurinv.inventory.model import Discovery, Problem, Reading
 from spurinv.inventory.root import Root
 from spurinv.report import metrics
 from spurinv.shape import SWITCH
+from spurinv.state import file as state_file
 from spurinv.state import ledger
 
 
@@ -145,7 +146,7 @@ def amd_node(tmp_path, built, **kwargs) -> Node:
     node.roots["reloading"] = built("amd-nps-reloading")
     node.tick("spx")
     node.tick("spx")
-    assert node.state().baseline is not None
+    assert node.state()["baseline"] is not None
     return node
 
 
@@ -159,11 +160,11 @@ def test_a_switch_exits_75_says_since_when_and_counts_no_failure(tmp_path, built
     since = first["outcome"]  # the run's outcome names the first sighting's time
     assert first["outcome"]["kind"] == Kind.SWITCHING == second["outcome"]["kind"]
     assert first["exit_code"] == exitcode.TEMPFAIL == second["exit_code"]
-    started = node.state().switching
+    started = node.state()["switching"]
     assert started is not None
-    assert f"partition switch in progress since {started.since:%H:%M} UTC" in second["outcome"]["reason"]
+    assert f"partition switch in progress since {started['since']:%H:%M} UTC" in second["outcome"]["reason"]
     assert since["reason"].split(":")[0] == second["outcome"]["reason"].split(":")[0]  # the same start
-    assert node.state().consecutive_failures == 0
+    assert node.state()["consecutive_failures"] == 0
     assert first["requests"] == [] == second["requests"]
     assert "DRAIN" not in node.controller["state"]
 
@@ -175,7 +176,7 @@ def test_the_settled_reading_after_a_switch_goes_through_two_reading_confirmatio
     settled = node.tick("cpx")
     confirmed = node.tick("cpx")
 
-    assert node.state().switching is None
+    assert node.state()["switching"] is None
     assert settled["outcome"]["kind"] == Kind.CHANGE_PENDING  # a switching reading confirms nothing
     assert confirmed["outcome"]["kind"] == Kind.CHANGE_CONFIRMED
     assert "8 GPUs SPX→CPX (1→8 each)" in Outcome.model_validate(confirmed["outcome"]).diff.summary()
@@ -201,7 +202,7 @@ def test_a_switch_longer_than_the_timeout_is_a_failure(tmp_path, built):
     ]
     assert late["outcome"]["kind"] == Kind.DISCOVERY_FAILED
     assert "longer than policy.switch_timeout (600 s)" in late["outcome"]["reason"]
-    assert node.state().consecutive_failures == 1
+    assert node.state()["consecutive_failures"] == 1
 
 
 def test_status_and_metrics_show_the_switch(tmp_path, built, cli):
@@ -209,11 +210,11 @@ def test_status_and_metrics_show_the_switch(tmp_path, built, cli):
     node.tick("switching")
 
     status = cli("status", "--state", node.state_path, "--json").json()
-    text = metrics.render(node.state().model_dump(mode="json"), 0.1, "n1", "test")
+    text = metrics.render(state_file.as_json(node.state()), 0.1, "n1", "test")
 
     assert status["switching"]["since"]
     assert any("partition switch in progress since" in line for line in status["attention"])
-    since = int(node.state().switching.since.timestamp())
+    since = int(node.state()["switching"]["since"].timestamp())
     assert f"spurinv_partition_switch_since_timestamp_seconds {since}" in text
 
 
@@ -296,7 +297,7 @@ def test_a_switch_first_seen_under_a_clock_ahead_still_times_out(tmp_path, built
     assert ahead["exit_code"] == exitcode.TEMPFAIL
 
     back = node.tick("switching", minutes=-7 * 24 * 60)
-    assert node.state().switching.since <= node.now
+    assert node.state()["switching"]["since"] <= node.now
     late = node.tick("switching", minutes=11)
 
     assert back["exit_code"] == exitcode.TEMPFAIL
@@ -311,7 +312,7 @@ def test_a_switch_that_did_not_start_today_names_its_date(tmp_path, built):
     node.tick("switching")
     after_midnight = node.tick("switching", minutes=20)
 
-    since = node.state().switching.since
+    since = node.state()["switching"]["since"]
     assert f"partition switch in progress since {since:%Y-%m-%d %H:%M} UTC" in after_midnight["outcome"]["reason"]
 
 
@@ -332,7 +333,7 @@ def test_a_switch_alternating_with_settled_readings_still_times_out(tmp_path, bu
     codes = [node.tick(root, minutes=2)["exit_code"] for root in ["switching", "cpx"] * 4]
     last = node.tick("switching", minutes=2)
 
-    assert node.state().switching is not None
+    assert node.state()["switching"] is not None
     assert exitcode.IOERR not in codes[:6]
     assert last["exit_code"] == exitcode.IOERR
     assert "longer than policy.switch_timeout" in last["outcome"]["reason"]

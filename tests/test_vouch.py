@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from spurinv.state import vouch
-from spurinv.state.file import Corrupt, NewerSchema, State, parse
+from spurinv.state.file import Corrupt, NewerSchema, parse, validate
 
 TIMESTAMPS = st.sampled_from([
     "2026-12-02T18:00:00Z", "2026-12-02T18:00:00+00:00", "2026-12-02T18:00:00.5Z", "2026-12-02T18:00:00",
@@ -72,7 +72,7 @@ def mutated(base: dict[str, Any], draw: Any) -> dict[str, Any]:
 
 def _accepted(state: object) -> bool:
     try:
-        State.model_validate(state)
+        validate(state)
     except (ValidationError, TypeError, ValueError):
         return False
     return True

@@ -406,14 +406,14 @@ def diff(
     try:
         loaded, _origins, _cfg = _config(where.config_file)
         target = _root(where.root)
-        saved = _read_state(state_file.load, path) or state_file.State()
+        saved = _read_state(state_file.load, path) or state_file.new()
     except SpurinvError as error:
         raise _fail("diff", error, where.as_json) from None
     raw = run_discovery(target, cdi_dirs=loaded.discovery.cdi_dirs, ignore_pci=frozenset(loaded.discovery.ignore_pci))
     result = model.discovery(raw)
     current = result["inventory"]
-    baseline = saved.baseline.inventory if saved.baseline else None
-    latest = saved.latest["inventory"] if saved.latest else None
+    baseline = saved["baseline"]["inventory"] if saved["baseline"] else None
+    latest = state_file.latest_inventory(saved)
     vs_baseline = compare(baseline, current) if current is not None and baseline is not None else None
     vs_latest = compare(latest, current) if current is not None and latest is not None else None
     different = current is None or baseline is None or (vs_baseline is not None and not vs_baseline.empty)

@@ -310,9 +310,9 @@ def _state(run: _Run) -> Check:
     try:
         check_node(run.state, run.node, path, run.options.node_flag is not None)
     except SpurinvError as exc:
-        return Check("state", "fail", _one(exc.message), f"pass --node {run.state.node} or move {path} aside", exc.exit_code)
-    last = run.state.last
-    told = f"; last run {last.at:%Y-%m-%d %H:%M:%SZ} exit {last.exit_code}" if last is not None else ""
+        return Check("state", "fail", _one(exc.message), f"pass --node {run.state['node']} or move {path} aside", exc.exit_code)
+    last = run.state["last"]
+    told = f"; last run {last['at']:%Y-%m-%d %H:%M:%SZ} exit {last['exit_code']}" if last is not None else ""
     return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
 
 
@@ -846,7 +846,7 @@ def _worst(checks: list[Check]) -> Check:
 
 def _controller(run: _Run) -> Check:
     from spurinv.refresh import transport_for
-    from spurinv.state.file import State
+    from spurinv.state import file as state_file
 
     if (skipped := _needs(run, "controller", "config", "node")) is not None:
         return skipped
@@ -865,7 +865,7 @@ def _controller(run: _Run) -> Check:
             return Check("controller", "fail", found.detail, found.fix, found.exit_code)
         if found.status == "warn":
             run.results["controller.path"] = found  # said after the read, which uses this shell's PATH
-    state = run.state or State(fresh=True)
+    state = run.state or state_file.new(fresh=True)
     client = None
     try:
         if run.token_file is not None:
@@ -899,7 +899,8 @@ def _controller(run: _Run) -> Check:
 def _api_why(config: Config, state: State, client: Any) -> str:
     if config.controller.api != "auto":
         return "set by controller.api"
-    if state.api is not None and state.api.url == config.controller.url and state.api.version == client.api:
+    api = state["api"]
+    if api is not None and api["url"] == config.controller.url and api["version"] == client.api:
         return "detected by an earlier run, kept in the state file"
     if any(request.path == "/openapi/v3" and request.status == 200 for request in client.sent):
         return "the newest node API version that /openapi/v3 lists"

@@ -1,10 +1,15 @@
-"""The state file's model: the last two readings, the reported baseline, and the bookkeeping of
+"""The state file's shape: the last two readings, the reported baseline, and the bookkeeping of
 drains, refusals and backoff. Loading and saving go through :mod:`spurinv.state.store`.
 
-The fields here (and those of :mod:`spurinv.inventory.model`'s TypedDicts, the readings and the
-inventory they hold) are the one statement of the state file's JSON: ``scripts/schemas`` generates
-from them ``state.schema.json`` (:mod:`spurinv.state.vouch` checks raw files against it); a new
-field is written here and where it is used, then ``scripts/schemas`` is run.
+Plain dicts, as :mod:`spurinv.inventory.model`'s are: the TypedDicts here (with those of the
+readings and the inventory they hold) are the one statement of the state file's JSON. The full run
+works on the dicts as they are, through the same :mod:`spurinv.state.ledger` the timer's tick keeps
+the books with; pydantic validates a file once, where it is loaded (:func:`parse`, over
+:data:`ValidState`), filling in the keys an older file lacks, so every dict the full run holds has
+every key. ``scripts/schemas`` generates ``state.schema.json`` from them
+(:mod:`spurinv.state.vouch` checks raw files against it); a new field is written here and where
+it is used, then ``scripts/schemas`` is run. The records are never changed in place (each step
+builds new dicts: the items are ``ReadOnly`` and the arrays tuples, which mypy holds the code to).
 
 Schema history (``schema_version``):
     1 — first version.
@@ -19,154 +24,134 @@ Schema history (``schema_version``):
 A file from a newer schema is refused and never overwritten; a corrupt one is moved aside.
 """
 
-from __future__ import annotations
-
 import os
+import warnings
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, BeforeValidator, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import NotRequired, ReadOnly, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
 
 from spurinv import exitcode, jsontext
 from spurinv.controller.ownership import Claim, skew
 from spurinv.errors import ControllerKind
-from spurinv.inventory import model
 from spurinv.inventory.classify import switching
-from spurinv.inventory.model import Reading, ValidInventory, ValidReading
+from spurinv.inventory.model import STRICT, Inventory, Reading, ValidInventory, ValidReading
 from spurinv.shape import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.state import ledger, store
 
-
-class Frozen(BaseModel):
-    """Immutable, strict about unknown keys: typos in state files are errors, not silence."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+Cause = Literal["busy", "refused", "suspicious", "link"]
 
 
-class Baseline(Frozen):
+@with_config(STRICT)
+class Baseline(TypedDict):
     """The inventory the controller was last told, or adopted from it, or (observe mode) seen."""
 
-    inventory: ValidInventory
-    since: AwareDatetime
-    source: Literal["observed", "adopted", "registered"]
-
-    @property
-    def fingerprint(self) -> str:
-        """The baseline inventory's fingerprint."""
-        return self.inventory["fingerprint"]
+    inventory: ReadOnly[ValidInventory]
+    since: ReadOnly[AwareDatetime]
+    source: ReadOnly[Literal["observed", "adopted", "registered"]]
 
 
-class Switching(Frozen):
+@with_config(STRICT)
+class Switching(TypedDict):
     """A partition switch in progress, since the first reading that caught it."""
 
-    since: AwareDatetime
+    since: ReadOnly[AwareDatetime]
 
 
-class Pending(Frozen):
+@with_config(STRICT)
+class Pending(TypedDict):
     """A change seen but not yet confirmed, and since when."""
 
-    fingerprint: str
-    since: AwareDatetime
+    fingerprint: ReadOnly[str]
+    since: ReadOnly[AwareDatetime]
 
 
-class Drain(Frozen):
+@with_config(STRICT)
+class Drain(TypedDict):
     """A drain *we* set: only a node whose reason still equals ``reason`` is ours to resume
     (:func:`spurinv.controller.ownership.owns`)."""
 
-    reason: str
-    set_at: AwareDatetime  # our clock when we wrote it (or, recovered, what the record says)
-    cause: Literal["busy", "refused", "suspicious", "link"]
-    fingerprint: str | None = None
+    reason: ReadOnly[str]
+    set_at: ReadOnly[AwareDatetime]  # our clock when we wrote it (or, recovered, what the record says)
+    cause: ReadOnly[Cause]
+    fingerprint: NotRequired[ReadOnly[str | None]]
     # When the controller says the reason was set (Slurm's ``reason_changed_at``, epoch seconds),
     # pinned from the first view after our drain: the same text set again after the node was
     # resumed has another time and is not ours (an identical re-drain of a drained node is
     # skipped by Slurm 24.11, time included: it stays ours).
-    reason_changed_at: int | None = None
+    reason_changed_at: NotRequired[ReadOnly[int | None]]
     # Rebuilt from the controller by a run that had no usable state: from our record in the
     # node's ``extra``, or from the id in the reason alone (a controller without ``extra``).
-    recovered: Literal["controller-record", "reason"] | None = None
+    recovered: NotRequired[ReadOnly[Literal["controller-record", "reason"] | None]]
     # The last run that read the node held it for an operator (the node also DOWN or flagged by
     # someone else, or slurmctld appended to our reason): spurinv will not lift it as it stands.
-    held: bool = False
-
-    @property
-    def claim(self) -> Claim:
-        """The drain as the ownership rule reads it."""
-        return Claim(
-            self.reason, "state", at=int(self.set_at.timestamp()), pinned=self.reason_changed_at, cause=self.cause,
-            fingerprint=self.fingerprint,
-        )  # fmt: skip
-
-    @property
-    def skew(self) -> int | None:
-        """The controller's reason time minus ours (clock skew), once pinned; None for a drain
-        recovered from the id in its reason alone (its ``set_at`` is when we found it, not when
-        we wrote it: no time of ours to compare with)."""
-        return None if self.recovered == "reason" else skew(self.reason_changed_at, int(self.set_at.timestamp()))
+    held: NotRequired[ReadOnly[bool]]
 
 
-class Intent(Frozen):
+@with_config(STRICT)
+class Intent(TypedDict):
     """A controller write about to be sent (write-ahead): saved durably *before* the request, cleared
     when its outcome is known. A run that dies in between leaves it here, and the next run decides
     from the controller's view whether it was applied (:mod:`spurinv.state.intent`)."""
 
-    kind: Literal["drain", "resume", "register"]
-    body: dict[str, Any]
-    at: AwareDatetime
-    fingerprint: str | None = None
-    cause: Literal["busy", "refused", "suspicious", "link"] | None = None
-    transport: str = "rest"
-
-    @property
-    def reason(self) -> str | None:
-        """The drain reason this write sets, if any."""
-        reason = self.body.get("reason")
-        return reason if isinstance(reason, str) else None
+    kind: ReadOnly[Literal["drain", "resume", "register"]]
+    body: ReadOnly[dict[str, Any]]
+    at: ReadOnly[AwareDatetime]
+    fingerprint: NotRequired[ReadOnly[str | None]]
+    cause: NotRequired[ReadOnly[Cause | None]]
+    transport: NotRequired[ReadOnly[str]]
 
 
-class Refusal(Frozen):
+@with_config(STRICT)
+class Refusal(TypedDict):
     """The controller refused (or silently ignored) the update for ``fingerprint``."""
 
-    fingerprint: str
-    at: AwareDatetime
-    error: str
-    remedy: str | None = None  # what an operator must do (by transport); None in older files
+    fingerprint: ReadOnly[str]
+    at: ReadOnly[AwareDatetime]
+    error: ReadOnly[str]
+    remedy: NotRequired[ReadOnly[str | None]]  # what an operator must do (by transport); None in older files
     # an operator resumed the node from our drain for this refusal: not drained again for it
     # (a new refusal, after the backoff's retry, or another inventory drains again)
-    resumed: bool = False
+    resumed: NotRequired[ReadOnly[bool]]
 
 
-class Backoff(Frozen):
+@with_config(STRICT)
+class Backoff(TypedDict):
     """Bounded exponential backoff across runs, after a controller error."""
 
-    kind: ControllerKind
-    failures: int
-    next_attempt: AwareDatetime
-    error: str
+    kind: ReadOnly[ControllerKind]
+    failures: ReadOnly[int]
+    next_attempt: ReadOnly[AwareDatetime]
+    error: ReadOnly[str]
 
 
-class Decision(Frozen):
+@with_config(STRICT)
+class Decision(TypedDict):
     """What the last run found (``outcome``, ``reason``) and did (``actions``, one line per step;
     ``action`` is the last step's kind)."""
 
-    at: AwareDatetime
-    outcome: str
-    action: str
-    reason: str
-    exit_code: int
-    requests: int = 0
-    actions: tuple[str, ...] = ()
+    at: ReadOnly[AwareDatetime]
+    outcome: ReadOnly[str]
+    action: ReadOnly[str]
+    reason: ReadOnly[str]
+    exit_code: ReadOnly[int]
+    requests: NotRequired[ReadOnly[int]]
+    actions: NotRequired[ReadOnly[tuple[str, ...]]]
 
 
-class Api(Frozen):
+@with_config(STRICT)
+class Api(TypedDict):
     """The controller API version detected for ``url`` (``api = "auto"``)."""
 
-    url: str
-    version: str
-    detected_at: AwareDatetime
+    url: ReadOnly[str]
+    version: ReadOnly[str]
+    detected_at: ReadOnly[AwareDatetime]
 
 
-class Steady(Frozen):
+@with_config(STRICT)
+class Steady(TypedDict):
     """Memo of a run that found nothing to do, for the next tick's fast path.
 
     Written only when the full path classified *unchanged* with no drain, refusal, backoff or
@@ -177,102 +162,224 @@ class Steady(Frozen):
     neither pydantic nor the network.
     """
 
-    fingerprint: str
-    key: str
-    cdi_dirs: tuple[str, ...] = ()
-    ignore_pci: tuple[str, ...] = ()
-    metrics_file: str | None = None
-    node: str = ""
-    observe: bool = False  # the run was in observe mode: the replayed decision says so, as a full run would
-    drain_links: bool = False  # policy.drain_on_degraded_link: a degraded link hands the tick over
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unused(cls, data: Any) -> Any:
-        # 0.1.0 wrote a ``controller_errors`` here that nothing read; accept such a file, drop it
-        if isinstance(data, dict) and "controller_errors" in data:
-            data = {key: value for key, value in data.items() if key != "controller_errors"}
-        return data
+    fingerprint: ReadOnly[str]
+    key: ReadOnly[str]
+    cdi_dirs: NotRequired[ReadOnly[tuple[str, ...]]]
+    ignore_pci: NotRequired[ReadOnly[tuple[str, ...]]]
+    metrics_file: NotRequired[ReadOnly[str | None]]
+    node: NotRequired[ReadOnly[str]]
+    observe: NotRequired[ReadOnly[bool]]  # the run was in observe mode: the replayed decision says so, as a full run would
+    drain_links: NotRequired[ReadOnly[bool]]  # policy.drain_on_degraded_link: a degraded link hands the tick over
 
 
-class State(Frozen):
+# The keys a record written before them may lack, at the values the models' defaults had: validation
+# fills them in (:func:`_defaults`), and :func:`new`, :func:`drain`, :func:`intent` and
+# :func:`refusal` build every record with all of them, so the full run never meets a missing key.
+DEFAULTS: dict[type, dict[str, Any]] = {
+    Drain: {"fingerprint": None, "reason_changed_at": None, "recovered": None, "held": False},
+    Intent: {"fingerprint": None, "cause": None, "transport": "rest"},
+    Refusal: {"remedy": None, "resumed": False},
+    Decision: {"requests": 0, "actions": ()},
+    Steady: {"cdi_dirs": (), "ignore_pci": (), "metrics_file": None, "node": "", "observe": False, "drain_links": False},
+}
+
+
+def _defaults(kind: type, drop: str | None = None) -> BeforeValidator:
+    """Fill in the keys of ``kind`` a file may lack (``drop``: a key an old version wrote that
+    nothing reads, accepted and dropped)."""
+    missing = DEFAULTS[kind]
+
+    def fill(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if drop is not None and drop in value:
+            value = {key: item for key, item in value.items() if key != drop}
+        return {**missing, **value}
+
+    return BeforeValidator(fill)
+
+
+ValidDrain = Annotated[Drain, _defaults(Drain)]
+ValidIntent = Annotated[Intent, _defaults(Intent)]
+ValidRefusal = Annotated[Refusal, _defaults(Refusal)]
+ValidDecision = Annotated[Decision, _defaults(Decision)]
+# 0.1.0 wrote a ``controller_errors`` in the memo that nothing read: such a file is accepted, the key dropped
+ValidSteady = Annotated[Steady, _defaults(Steady, drop="controller_errors")]
+
+
+@with_config(STRICT)
+class State(TypedDict):
     """Everything spurinv remembers between runs."""
 
-    schema_version: int = SCHEMA_VERSION
-    node: str | None = None
-    readings: tuple[ValidReading, ...] = Field(default=(), max_length=KEEP_READINGS)
-    baseline: Baseline | None = None
-    pending: Pending | None = None
-    last: Decision | None = None
-    drain: Drain | None = None
-    refusal: Refusal | None = None
-    backoff: Backoff | None = None
-    accepted: str | None = None
+    schema_version: NotRequired[ReadOnly[int]]
+    node: NotRequired[ReadOnly[str | None]]
+    readings: NotRequired[ReadOnly[Annotated[tuple[ValidReading, ...], Field(max_length=KEEP_READINGS)]]]
+    baseline: NotRequired[ReadOnly[Baseline | None]]
+    pending: NotRequired[ReadOnly[Pending | None]]
+    last: NotRequired[ReadOnly[ValidDecision | None]]
+    drain: NotRequired[ReadOnly[ValidDrain | None]]
+    refusal: NotRequired[ReadOnly[ValidRefusal | None]]
+    backoff: NotRequired[ReadOnly[Backoff | None]]
+    accepted: NotRequired[ReadOnly[str | None]]
     # Degraded links (``"<BDF> x<width>"``) whose link drain an operator lifted: not drained again
     # while the link stays at that width (dropped at the first reading that shows it otherwise).
-    accepted_links: tuple[str, ...] = Field(default=(), max_length=64)
-    api: Api | None = None
-    consecutive_failures: int = 0
-    controller_errors: int = 0
-    last_success: AwareDatetime | None = None
-    steady: Steady | None = None
-    intent: Intent | None = None
-    busy_checked_at: AwareDatetime | None = None  # the last all-nodes query confirming "busy"
+    accepted_links: NotRequired[ReadOnly[Annotated[tuple[str, ...], Field(max_length=64)]]]
+    api: NotRequired[ReadOnly[Api | None]]
+    consecutive_failures: NotRequired[ReadOnly[int]]
+    controller_errors: NotRequired[ReadOnly[int]]
+    last_success: NotRequired[ReadOnly[AwareDatetime | None]]
+    steady: NotRequired[ReadOnly[ValidSteady | None]]
+    intent: NotRequired[ReadOnly[ValidIntent | None]]
+    busy_checked_at: NotRequired[ReadOnly[AwareDatetime | None]]  # the last all-nodes query confirming "busy"
     # Started afresh (no file, or a corrupt one moved aside) and the controller not yet read: the
     # first view looks for a drain the lost state knew (the controller's record of it).
-    fresh: bool = False
-    switching: Switching | None = None  # a partition switch in progress (readings with its evidence)
+    fresh: NotRequired[ReadOnly[bool]]
+    switching: NotRequired[ReadOnly[Switching | None]]  # a partition switch in progress (readings with its evidence)
     # The boot it was written under (/proc/sys/kernel/random/boot_id under --root): a state from
     # another boot (a golden image, a snapshot rolled back) is checked against the controller.
-    boot_id: str | None = None
+    boot_id: NotRequired[ReadOnly[str | None]]
 
-    @property
-    def latest(self) -> Reading | None:
-        """The newest reading (after :meth:`record`, the one being acted on)."""
-        return self.readings[-1] if self.readings else None
 
-    def overdue(self, reading: Reading, switch_timeout: float) -> bool:
-        """Whether ``reading``, a switch in progress, caught one older than ``switch_timeout`` seconds."""
-        if not switching(reading):
-            return False
-        if switch_timeout <= 0:
-            return True  # policy.switch_timeout = 0: no switch is waited for
-        taken_at: datetime = reading["taken_at"]
-        if self.switching is None or self.switching.since > taken_at:
-            return False  # the first sighting, or one stamped by a clock ahead (restarted at this reading)
-        return (taken_at - self.switching.since).total_seconds() > switch_timeout
+DEFAULTS[State] = {
+    "schema_version": SCHEMA_VERSION, "node": None, "readings": (), "baseline": None, "pending": None, "last": None,
+    "drain": None, "refusal": None, "backoff": None, "accepted": None, "accepted_links": (), "api": None,
+    "consecutive_failures": 0, "controller_errors": 0, "last_success": None, "steady": None, "intent": None,
+    "busy_checked_at": None, "fresh": False, "switching": None, "boot_id": None,
+}  # fmt: skip
+ValidState = Annotated[State, _defaults(State)]
+# what the state's keys hold, for :func:`dump`'s order
+RECORDS: dict[str, type] = {
+    "baseline": Baseline, "pending": Pending, "last": Decision, "drain": Drain, "refusal": Refusal, "backoff": Backoff,
+    "api": Api, "steady": Steady, "intent": Intent, "switching": Switching,
+}  # fmt: skip
+with warnings.catch_warnings():
+    # pydantic does not enforce ReadOnly (nothing at run time does); mypy does, which is its use here
+    warnings.filterwarnings("ignore", message=".*`ReadOnly` qualifier.*")
+    _STATE: TypeAdapter[State] = TypeAdapter(ValidState)
+    _STEADY: TypeAdapter[Steady] = TypeAdapter(ValidSteady)
+    _DECISION: TypeAdapter[Decision] = TypeAdapter(ValidDecision)
 
-    def record(self, reading: Reading, switch_timeout: float = 600) -> State:
-        """Return the state with ``reading`` appended, keeping the last two, and counters updated
-        (the rule is :func:`spurinv.state.ledger.record`'s, which the timer's tick applies to the raw file)."""
-        update = ledger.record(
-            {
-                "readings": self.readings,
-                "pending": self.pending.model_dump() if self.pending else None,
-                "consecutive_failures": self.consecutive_failures,
-                "last_success": self.last_success,
-                "switching": self.switching.model_dump() if self.switching else None,
-            },
-            reading,
-            ok=reading["ok"],
-            fingerprint=reading["fingerprint"],
-            taken_at=reading["taken_at"],
-            baseline=self.baseline.fingerprint if self.baseline else None,
-            switching=switching(reading),
-            overdue=self.overdue(reading, switch_timeout),
-            previous_switching=self.latest is not None and switching(self.latest),
-        )
-        pending = update["pending"]
-        update["pending"] = None if pending is None else Pending(**pending)
-        switch = update["switching"]
-        update["switching"] = None if switch is None else Switching(**switch)
-        update["readings"] = tuple(update["readings"])
-        if self.accepted_links:
-            from spurinv.inventory.sources import link
 
-            readings = [model.reading_json(r) for r in update["readings"]]
-            update["accepted_links"] = tuple(link.still_accepted(self.accepted_links, readings))
-        return self.model_copy(update=update)
+def new(**fields: Any) -> State:
+    """A state with every key, ``fields`` over the defaults (``new(fresh=True)``: a state started afresh)."""
+    unknown = set(fields) - set(DEFAULTS[State])
+    if unknown:
+        raise TypeError(f"not a state field: {', '.join(sorted(unknown))}")
+    state: State = {**DEFAULTS[State], **fields}  # type: ignore[typeddict-item]
+    return state
+
+
+def drain(
+    reason: str,
+    set_at: datetime,
+    cause: Cause,
+    fingerprint: str | None = None,
+    reason_changed_at: int | None = None,
+    recovered: Literal["controller-record", "reason"] | None = None,
+    held: bool = False,
+) -> Drain:
+    """A drain record with every key."""
+    return {"reason": reason, "set_at": set_at, "cause": cause, "fingerprint": fingerprint,
+            "reason_changed_at": reason_changed_at, "recovered": recovered, "held": held}  # fmt: skip
+
+
+def intent(
+    kind: Literal["drain", "resume", "register"],
+    body: dict[str, Any],
+    at: datetime,
+    fingerprint: str | None = None,
+    cause: Cause | None = None,
+    transport: str = "rest",
+) -> Intent:
+    """A write-ahead intent with every key."""
+    return {"kind": kind, "body": body, "at": at, "fingerprint": fingerprint, "cause": cause, "transport": transport}
+
+
+def refusal(fingerprint: str, at: datetime, error: str, remedy: str | None = None, resumed: bool = False) -> Refusal:
+    """A refusal record with every key."""
+    return {"fingerprint": fingerprint, "at": at, "error": error, "remedy": remedy, "resumed": resumed}
+
+
+def steady(memo: Mapping[str, Any]) -> Steady:
+    """:func:`spurinv.state.ledger.memo`'s dict as the state holds it (validated: its keys in order)."""
+    return _STEADY.validate_python(memo)
+
+
+def decision(last: Mapping[str, Any]) -> Decision:
+    """:func:`spurinv.state.ledger.decision`'s dict as the state holds it (validated)."""
+    return _DECISION.validate_python(last)
+
+
+def claim(drain: Drain) -> Claim:
+    """The drain as the ownership rule reads it."""
+    return Claim(
+        drain["reason"], "state", at=int(drain["set_at"].timestamp()), pinned=drain["reason_changed_at"],
+        cause=drain["cause"], fingerprint=drain["fingerprint"],
+    )  # fmt: skip
+
+
+def drain_skew(drain: Drain) -> int | None:
+    """The controller's reason time minus ours (clock skew), once pinned; None for a drain
+    recovered from the id in its reason alone (its ``set_at`` is when we found it, not when
+    we wrote it: no time of ours to compare with)."""
+    return None if drain["recovered"] == "reason" else skew(drain["reason_changed_at"], int(drain["set_at"].timestamp()))
+
+
+def intent_reason(intent: Intent) -> str | None:
+    """The drain reason an intended write sets, if any."""
+    reason = intent["body"].get("reason")
+    return reason if isinstance(reason, str) else None
+
+
+def latest(state: State) -> Reading | None:
+    """The newest reading (after :func:`record`, the one being acted on)."""
+    readings = state["readings"]
+    return readings[-1] if readings else None
+
+
+def latest_inventory(state: State) -> Inventory | None:
+    """The newest reading's inventory (None: no reading, or a failed one)."""
+    readings = state["readings"]
+    return readings[-1]["inventory"] if readings else None
+
+
+def overdue(state: State, reading: Reading, switch_timeout: float) -> bool:
+    """Whether ``reading``, a switch in progress, caught one older than ``switch_timeout`` seconds."""
+    if not switching(reading):
+        return False
+    if switch_timeout <= 0:
+        return True  # policy.switch_timeout = 0: no switch is waited for
+    taken_at: datetime = reading["taken_at"]
+    switch = state["switching"]
+    if switch is None or switch["since"] > taken_at:
+        return False  # the first sighting, or one stamped by a clock ahead (restarted at this reading)
+    return (taken_at - switch["since"]).total_seconds() > switch_timeout
+
+
+def record(state: State, reading: Reading, switch_timeout: float = 600) -> State:
+    """Return the state with ``reading`` appended, keeping the last two, and counters updated
+    (the rule is :func:`spurinv.state.ledger.record`'s, which the timer's tick applies to the raw file)."""
+    previous = latest(state)
+    update = ledger.record(
+        state,
+        reading,
+        ok=reading["ok"],
+        fingerprint=reading["fingerprint"],
+        taken_at=reading["taken_at"],
+        baseline=state["baseline"]["inventory"]["fingerprint"] if state["baseline"] else None,
+        switching=switching(reading),
+        overdue=overdue(state, reading, switch_timeout),
+        previous_switching=previous is not None and switching(previous),
+    )
+    readings = tuple(update.pop("readings"))
+    accepted = state["accepted_links"]
+    if accepted:
+        from spurinv.inventory import model
+        from spurinv.inventory.sources import link
+
+        shown = [model.reading_json(each) for each in readings]
+        accepted = tuple(link.still_accepted(accepted, shown))
+    return {**state, **update, "readings": readings, "accepted_links": accepted}  # type: ignore[typeddict-item]
 
 
 class NewerSchema(Exception):
@@ -321,14 +428,24 @@ def _decode(data: bytes, path: str) -> dict[str, Any]:
     return raw
 
 
+def validate(raw: object) -> State:
+    """``raw`` as a state, validated, the keys it lacks filled in (pydantic's ValidationError when it is none)."""
+    return _STATE.validate_python(raw)
+
+
 def _validate(raw: dict[str, Any], path: str) -> State:
     try:
-        # an older version's file is read as it is and written back as this version's
-        return State.model_validate(raw).model_copy(update={"schema_version": SCHEMA_VERSION})
+        state = validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise Corrupt(f"{path}: {where}: {first['msg']}") from None
+        message = first["msg"]
+        if first["type"] == "dict_type" and len(first["loc"]) == 1 and first["loc"][0] in RECORDS:
+            # the words the models these records were said with gave (kept for whoever reads them)
+            message = f"{message} or instance of {RECORDS[str(first['loc'][0])].__name__}"
+        raise Corrupt(f"{path}: {where}: {message}") from None
+    # an older version's file is read as it is and written back as this version's
+    return {**state, "schema_version": SCHEMA_VERSION}
 
 
 def foreign(path: str) -> str | None:
@@ -358,11 +475,28 @@ def foreign(path: str) -> str | None:
     return None
 
 
+def _ordered(record: Mapping[str, Any], kind: type) -> dict[str, Any]:
+    """``record`` with the keys of ``kind`` in their declared order, a missing one at its default:
+    the bytes written never depend on how a dict was built."""
+    defaults = DEFAULTS.get(kind, {})
+    return {key: record[key] if key in record else defaults[key] for key in kind.__annotations__}
+
+
+def as_json(state: State) -> dict[str, Any]:
+    """``state`` as the state file holds it: every key in order, times as RFC 3339 text."""
+    ordered = _ordered(state, State)
+    for key, kind in RECORDS.items():
+        if ordered[key] is not None:
+            ordered[key] = _ordered(ordered[key], kind)
+    dumped: dict[str, Any] = _STATE.dump_python(ordered, mode="json")  # type: ignore[arg-type]
+    return dumped
+
+
 def dump(state: State) -> bytes:
     """Serialise ``state`` as compact ASCII JSON, the encoder the fast path writes it with (``jq .``
     reads it): a lone surrogate a hand edit left in a string goes out as its ``\\u`` escape, as it
     came in, where UTF-8 cannot hold it."""
-    return (jsontext.dumps(state.model_dump(mode="json")) + "\n").encode()
+    return (jsontext.dumps(as_json(state)) + "\n").encode()
 
 
 def load(path: str) -> State | None:
@@ -379,3 +513,8 @@ def save(path: str, state: State) -> None:
 def stamp(moment: datetime) -> str:
     """Timestamp for quarantined file names: ``20261202T181500Z``."""
     return moment.strftime("%Y%m%dT%H%M%SZ")
+
+
+def schema() -> dict[str, Any]:
+    """The state file's JSON Schema, as pydantic writes it from :data:`ValidState` (``scripts/schemas``)."""
+    return _STATE.json_schema()

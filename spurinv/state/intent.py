@@ -22,7 +22,8 @@ from typing import Any, Literal
 from spurinv.controller.nodeview import NodeView, gres_agrees
 from spurinv.controller.ownership import Claim, controller_claim, extra_fingerprint, extra_record, owns, reason_id, unamended
 from spurinv.shape import gpu_counts
-from spurinv.state.file import Baseline, Drain, Intent, Refusal, State
+from spurinv.state import file
+from spurinv.state.file import Baseline, Drain, State
 
 Kind = Literal["drain", "resume", "register"]
 # an action's kind → a write's ("record": our registration record after someone else registered)
@@ -50,8 +51,8 @@ class Journal:
 
         The fast path's memo goes too: a tick must never skip the reconciliation of an intent.
         """
-        intent = Intent(kind=kind, body=dict(body), at=now, fingerprint=fingerprint, cause=cause, transport=transport)
-        pending = state.model_copy(update={"intent": intent, "steady": None})
+        intent = file.intent(kind, dict(body), now, fingerprint=fingerprint, cause=cause, transport=transport)
+        pending: State = {**state, "intent": intent, "steady": None}
         if self.save is not None:
             self.save(pending)
         return pending
@@ -64,70 +65,75 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
     Pure.
     """
     state, pinned = _pin(state, view)
-    intent = state.intent
+    intent = state["intent"]
     if intent is None:
         return state, pinned
-    cleared = state.model_copy(update={"intent": None})
-    if intent.kind == "drain":
+    cleared: State = {**state, "intent": None}
+    if intent["kind"] == "drain":
         # a drain body without a reason (a hand-edited file) claims nothing, and is never read
         # as a registration below
-        reason = intent.reason
-        claim = Claim(reason, "intent", at=int(intent.at.timestamp())) if reason is not None else None
+        reason = file.intent_reason(intent)
+        claim = Claim(reason, "intent", at=int(intent["at"].timestamp())) if reason is not None else None
         if reason is not None and owns(view.drained, view.reason, view.reason_changed_at, claim):
-            drain = Drain(
+            drain = file.drain(
                 reason=reason,
-                set_at=intent.at,
-                cause=intent.cause or "busy",
-                fingerprint=intent.fingerprint,
+                set_at=intent["at"],
+                cause=intent["cause"] or "busy",
+                fingerprint=intent["fingerprint"],
                 reason_changed_at=view.reason_changed_at,
             )
-            return cleared.model_copy(update={"drain": drain}), "the unanswered drain was applied: it is ours"
+            return {**cleared, "drain": drain}, "the unanswered drain was applied: it is ours"
         return cleared, "the unanswered drain was not applied (or was replaced): nothing of ours on the node"
-    if intent.kind == "resume":
+    if intent["kind"] == "resume":
         if not view.drained:
-            return cleared.model_copy(update={"drain": None}), "the unanswered resume was applied"
+            return {**cleared, "drain": None}, "the unanswered resume was applied"
         if _lifted(state, view):
             # the lift retires our record's drain entry in the same update: the record says
             # lifted, so the drain on the node now is someone else's (a drain without a reason
             # of its own keeps our old words): ours is gone, never lifted again
-            return cleared.model_copy(update={"drain": None}), (
+            return {**cleared, "drain": None}, (
                 "the unanswered resume was applied (our record in extra says our drain was lifted); "
                 "the drain on the node now is someone else's: not touching it"
             )
         return cleared, "the unanswered resume was not applied"
     # register: applied when the controller lists what we sent and carries our fingerprint
-    latest = state.latest["inventory"] if state.latest else None
+    latest = file.latest_inventory(state)
     if (
         latest is not None
-        and intent.fingerprint == latest["fingerprint"]
+        and intent["fingerprint"] == latest["fingerprint"]
         and gres_agrees(view.gres, gpu_counts(latest))
         # the record follows the GRES (a second update): a run that died between the two has not
         # registered, and registering again sends both
-        and ("extra" not in intent.body or extra_fingerprint(view.extra) == intent.fingerprint)
+        and ("extra" not in intent["body"] or extra_fingerprint(view.extra) == intent["fingerprint"])
     ):
-        baseline = Baseline(inventory=latest, since=intent.at, source="registered")
-        update = {"baseline": baseline, "pending": None, "refusal": None, "accepted": None}
-        return cleared.model_copy(update=update), "the unanswered re-registration was applied"
+        baseline: Baseline = {"inventory": latest, "since": intent["at"], "source": "registered"}
+        return {
+            **cleared,
+            "baseline": baseline,
+            "pending": None,
+            "refusal": None,
+            "accepted": None,
+        }, "the unanswered re-registration was applied"
     if (
         latest is not None
-        and intent.fingerprint == latest["fingerprint"]
-        and state.baseline is not None
-        and gpu_counts(state.baseline.inventory) != gpu_counts(latest)
+        and intent["fingerprint"] == latest["fingerprint"]
+        and state["baseline"] is not None
+        and gpu_counts(state["baseline"]["inventory"]) != gpu_counts(latest)
         and gres_agrees(view.gres, gpu_counts(latest))
     ):
         # the GPU count changed and the controller lists the new one: the write (a register
         # command: a delete, a slurmd restart) took effect and only its record is missing. Kept
         # as a refusal the controller has since met, so the policy writes the record alone
         # instead of running the command again
-        took = Refusal(fingerprint=latest["fingerprint"], at=intent.at,
-                       error="the unanswered re-registration took effect; its record was not written")  # fmt: skip
-        return cleared.model_copy(update={"refusal": took}), "the unanswered re-registration took effect; recording it"
+        took = file.refusal(latest["fingerprint"], intent["at"],
+                            "the unanswered re-registration took effect; its record was not written")  # fmt: skip
+        return {**cleared, "refusal": took}, "the unanswered re-registration took effect; recording it"
     return cleared, "the unanswered re-registration was not applied; deciding afresh"
 
 
 def _lifted(state: State, view: NodeView) -> bool:
     """Does our record in the node's ``extra`` say our drain (the state's) was lifted?"""
-    drain_id = reason_id(state.drain.reason, view.name) if state.drain is not None else None
+    drain_id = reason_id(state["drain"]["reason"], view.name) if state["drain"] is not None else None
     record = extra_record(view.extra)
     lifted = record.get("lifted") if record is not None else None
     return (
@@ -141,16 +147,16 @@ def _lifted(state: State, view: NodeView) -> bool:
 
 def _pin(state: State, view: NodeView) -> tuple[State, str | None]:
     """Record when the controller says our drain's reason was set, the first time it says so."""
-    drain = state.drain
+    drain = state["drain"]
     if (
         drain is None
-        or drain.reason_changed_at is not None
+        or drain["reason_changed_at"] is not None
         or view.reason_changed_at is None
-        or not owns(view.drained, view.reason, view.reason_changed_at, drain.claim)
+        or not owns(view.drained, view.reason, view.reason_changed_at, file.claim(drain))
     ):
         return state, None
-    pinned = drain.model_copy(update={"reason_changed_at": view.reason_changed_at})
-    return state.model_copy(update={"drain": pinned}), None
+    pinned: Drain = {**drain, "reason_changed_at": view.reason_changed_at}
+    return {**state, "drain": pinned}, None
 
 
 def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | None]:
@@ -161,11 +167,11 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     may hold another drain, or none): one of this boot that knows the node and forgot a drain
     (someone re-worded it) never takes it back from the controller's word. Pure.
     """
-    if not state.fresh:
+    if not state["fresh"]:
         return state, None
-    state = state.model_copy(update={"fresh": False})
-    known = state.drain
-    if not view.drained or (known is not None and owns(view.drained, view.reason, view.reason_changed_at, known.claim)):
+    state = {**state, "fresh": False}
+    known = state["drain"]
+    if not view.drained or (known is not None and owns(view.drained, view.reason, view.reason_changed_at, file.claim(known))):
         return state, None
     claim = controller_claim(view.name, view.reason, view.extra)
     added = None
@@ -177,7 +183,7 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         return state, None
     if claim is None:
         return state, None
-    drain = Drain(
+    drain = file.drain(
         reason=claim.reason,
         set_at=datetime.fromtimestamp(claim.at, UTC) if claim.at is not None else now,
         cause=KIND_CAUSES.get(claim.cause, "busy"),
@@ -187,11 +193,11 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     )
     where = (
         "the controller record"
-        if drain.recovered == "controller-record"
+        if drain["recovered"] == "controller-record"
         else "the id in its reason (no record of ours in the node's extra)"
     )
     also = f"; slurmctld appended {added!r} to its reason" if added is not None else ""
-    return state.model_copy(update={"drain": drain}), f"drain recovered from {where}: it is ours{also}"
+    return {**state, "drain": drain}, f"drain recovered from {where}: it is ours{also}"
 
 
 KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {

@@ -50,11 +50,11 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 def is_successor(new: state_file.State, old: state_file.State, since: float) -> bool:
     """``new`` is what one run writes after ``old``: the old newest reading kept, one new reading."""
     return (
-        len(new.readings) >= 1
-        and (not old.readings or new.readings[:-1] == old.readings[-1:])
-        and new.readings[-1]["taken_at"].timestamp() >= int(since)
-        and new.last is not None
-        and new.last.at.timestamp() >= int(since)
+        len(new["readings"]) >= 1
+        and (not old["readings"] or new["readings"][:-1] == old["readings"][-1:])
+        and new["readings"][-1]["taken_at"].timestamp() >= int(since)
+        and new["last"] is not None
+        and new["last"]["at"].timestamp() >= int(since)
     )
 
 
@@ -161,9 +161,9 @@ def test_concurrent_refreshes_one_works_the_others_exit_75_naming_the_holder(bui
     assert len(winners) == 1, results
     loaded = state_file.load(str(state))
     assert loaded is not None
-    assert loaded.readings[-1]["inventory"]["cpus"] == 192
-    assert len(loaded.readings[-1]["inventory"]["devices"]) == 64
-    assert loaded.pending is None
+    assert loaded["readings"][-1]["inventory"]["cpus"] == 192
+    assert len(loaded["readings"][-1]["inventory"]["devices"]) == 64
+    assert loaded["pending"] is None
     assert elapsed < 5 + 30
 
 
@@ -184,8 +184,8 @@ def test_ten_concurrent_refreshes_all_finish_when_the_wait_is_long_enough(built,
         assert code == 0, err
     loaded = state_file.load(str(state))
     assert loaded is not None
-    assert loaded.baseline is not None
-    assert loaded.pending is None
+    assert loaded["baseline"] is not None
+    assert loaded["pending"] is None
 
 
 def test_a_lock_left_by_a_killed_holder_never_blocks(built, env, tmp_path, ledger):
