@@ -218,3 +218,57 @@ def test_a_schema_version_that_is_not_a_version_number_is_corrupt_and_never_rewr
 
     assert (lean.code, full.code) == (65, 65)
     assert json.loads(lean.out)["ok"] is False
+
+
+# --- the records are plain dicts: never changed in place ---------------------------------------
+
+
+def test_the_policy_and_the_journal_never_change_a_state_in_place():
+    """The state's items are ReadOnly for mypy; this holds the pure steps to it at run time too:
+    every state they are given (and every record in it) is as it was after the call."""
+    import copy
+
+    from test_policy import (  # tests/ is on sys.path
+        BUSY,
+        CPX,
+        IDLE,
+        LOOKALIKE,
+        NHC_IDLE,
+        NOW,
+        OURS_BUSY,
+        OURS_IDLE,
+        SLURM,
+        SPX,
+        outcome_for,
+        state_for,
+    )
+
+    from spurinv.policy import clamp_backoff, contacted, decide, forget_stale_refusal, settle, with_backoff
+    from spurinv.state.intent import Journal, reconcile, recover
+
+    states: list[state_file.State] = [
+        state_for(SPX, CPX, CPX),
+        state_for(SPX, SPX, SPX, drain=True),
+        state_for(SPX, CPX, CPX, refusal=True, backoff=9999, drain=True),
+        state_for(None, CPX, CPX, backoff=99_999, backoff_kind="unreachable"),
+        {**state_for(SPX, CPX, CPX), "fresh": True, "intent": state_file.intent("drain", {"reason": "x"}, NOW)},
+    ]
+    checked = 0
+    for state in states:
+        for view in (None, IDLE, BUSY, OURS_IDLE, OURS_BUSY, NHC_IDLE, LOOKALIKE):
+            before = copy.deepcopy(state)
+            action = decide(outcome_for(state), view, state, SLURM, NOW)
+            settle(state, action, NOW, applied=False, error="2072", settings=SLURM)
+            settle(state, action, NOW)
+            clamp_backoff(state, SLURM, at(0))
+            forget_stale_refusal(state, outcome_for(state))
+            contacted(state)
+            with_backoff(state, "unreachable", "x", SLURM, NOW)
+            Journal(None).begin(state, "drain", {"reason": "x"}, NOW)
+            with_reading(state, reading(SPX, 900))
+            if view is not None:
+                reconcile(state, view)
+                recover(state, view, NOW)
+            assert state == before
+            checked += 1
+    assert checked == 35

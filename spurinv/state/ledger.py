@@ -1,8 +1,8 @@
 """The state file's bookkeeping, once, on its plain JSON shape. Stdlib only (hot path).
 
 Both runs keep the books through here: the timer's no-change tick (:mod:`spurinv.cli.tick`) on the
-raw JSON document, and the full run (:mod:`spurinv.refresh`) through :class:`spurinv.state.file.State`,
-the pydantic model that validates the very same shape (``tests/test_ledger.py`` proves they
+raw JSON document, and the full run (:mod:`spurinv.refresh`, through :func:`spurinv.state.file.record`)
+on the same dicts as validated when the file was loaded (``tests/test_ledger.py`` proves they
 agree). Three things live here:
 
 * :func:`record` — append a reading (keeping two), track the pending change, count failures;
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any, TypeVar
 
-    R = TypeVar("R")  # a reading: a JSON dict on the tick, a model.Reading on the full run
+    R = TypeVar("R")  # a reading: the raw JSON dict on the tick, the validated model.Reading on the full run
     T = TypeVar("T")  # a timestamp: ``2026-12-02T18:00:00Z`` on the tick, an aware datetime on the full run
 
 # What a full run records for an unchanged reading (classify.classify's reason and policy.decide's

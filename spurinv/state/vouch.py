@@ -6,7 +6,7 @@ calls corrupt (exit 65; ``refresh`` moves it aside). So before using a file they
 :func:`problem`, and anything but None hands over to the full CLI.
 
 The check is the model's own: ``state.schema.json`` next to this module is
-``State.model_json_schema()`` (written by ``scripts/schemas`` from the model;
+the JSON Schema of :data:`spurinv.state.file.ValidState` (written by ``scripts/schemas``;
 ``tests/test_docs.py`` runs it with ``--check``),
 read here by a small checker for the keywords pydantic emits, plus the models' validators
 that a JSON Schema cannot say: the rules of :mod:`spurinv.shape`, which

@@ -108,7 +108,7 @@ def test_sigkill_at_random_points_leaves_the_old_or_the_new_state(built, env, tm
     assert outcomes["old"], "kills must land before the write"
     assert outcomes["new"], "kills must land after the write"
     # Temporaries of killed runs are removed by the next full run (a changed reading), under the lock.
-    latest = state_file.load(str(state)).readings[-1]
+    latest = state_file.load(str(state))["readings"][-1]
     code, err = finish(start(roots[0] if len(latest["inventory"]["devices"]) == 64 else roots[1], state, config, env))
     assert code == 0, err
     leftover = list(state.parent.glob("state.json.tmp-*"))
