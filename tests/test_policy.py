@@ -1247,3 +1247,17 @@ def test_the_register_body_records_the_fingerprint_readably(extra):
         return
     assert extra_fingerprint(body["extra"]) == CPX["fingerprint"]
     assert [(g.name, g.type, g.count) for g in parse_gres(body["gres"])] == [("gpu", "mi300x", 64)]
+
+
+@pytest.mark.parametrize(("cause", "why"), [("link", "the PCIe link is back"), ("busy", "inventory matches the baseline")])
+def test_lifting_our_drain_says_why_it_is_lifted(cause, why):
+    """A link drain is lifted because the link is back, any other because the inventory is the
+    baseline again: the step says which (drain_on_degraded_link off, so no second reading is awaited)."""
+    state = state_for(SPX, SPX, SPX, drain=True)
+    drain = state["drain"]
+    assert drain is not None
+    state = {**state, "drain": {**drain, "cause": cause}}
+
+    action = decide(outcome_for(state), OURS_IDLE, state, SLURM, NOW)
+
+    assert (action.kind, action.reason) == (Do.RESUME, f"{why}; lifting our drain")
