@@ -194,3 +194,29 @@ def test_a_lone_surrogate_in_a_fingerprint_is_corrupt_not_a_crash(written, where
     assert vouch.problem(state) is not None
     with pytest.raises(Corrupt, match="does not match the devices"):
         parse(json.dumps(state).encode(), "state.json")
+
+
+def test_the_checker_understands_every_definition_of_the_shipped_schema():
+    """Definitions are compiled once a value needs them (an optional member's, most of them None
+    on a tick): every one of the shipped schema must be one the checker understands."""
+    with open(vouch.SCHEMA_FILE, "rb") as handle:
+        root = json.loads(handle.read())
+    defs: dict[str, Any] = {}
+    for schema in root["$defs"].values():
+        vouch._compile(schema, root, defs)  # Unvouched for a keyword or a format it does not know
+    vouch._compile(root, root, defs)
+
+
+def test_an_optional_definition_the_checker_does_not_understand_refuses_every_value_it_judges():
+    root = {
+        "type": "object",
+        "properties": {"extra": {"anyOf": [{"$ref": "#/$defs/Extra"}, {"type": "null"}]}},
+        "$defs": {"Extra": {"type": "object", "minProperties": 1}},
+    }
+    rule = vouch._compile(root, root, {})
+
+    rule({"extra": None}, "", None)  # None is the null branch's, understood
+    with pytest.raises(vouch.Unvouched, match="minProperties"):
+        rule({"extra": {"a": 1}}, "", None)
+    with pytest.raises(vouch.Unvouched, match="minProperties"):
+        rule({"extra": {"a": 1}}, "", None)  # every time, not only the first

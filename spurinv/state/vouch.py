@@ -129,6 +129,9 @@ def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str,
     if "anyOf" in schema:
         choices = schema["anyOf"]
         if len(choices) == 2 and choices[1] == {"type": "null"}:  # "X | None", pydantic's way
+            name = choices[0].get("$ref", "").rsplit("/", 1)[-1]
+            if name and name not in defs and name not in REPEATED and len(choices[0]) == 1:
+                return _optional_definition(name, root, defs)
             return _optional(_compile(choices[0], root, defs))
         return _any_of([_compile(choice, root, defs) for choice in choices], {"type": "null"} in choices)
     checks: list[Rule] = []
@@ -197,6 +200,26 @@ def _optional(rule: Rule) -> Rule:
 
     if rule in _SIMPLE:
         _SIMPLE[check] = _SIMPLE[rule] | _NONE
+    return check
+
+
+def _optional_definition(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+    """``anyOf: [{"$ref": name}, {"type": "null"}]``, as :func:`_optional`, with the definition
+    compiled when a value first needs it: most such members are None on a tick, and compiling
+    them all was half of the compiling. None is accepted without the definition's rule, so no
+    verdict changes; a rule this checker does not understand still refuses every value it is
+    asked to judge (``tests/test_vouch.py`` compiles every definition of the shipped schema)."""
+    rule: Rule | None = None
+
+    def check(value: Any, parent: str, where: str | int | None) -> None:
+        nonlocal rule
+        if value is not None:
+            if rule is None:
+                if name not in defs:  # the state's models do not nest themselves, so this ends
+                    defs[name] = _compile(root["$defs"][name], root, defs)
+                rule = defs[name]
+            rule(value, parent, where)
+
     return check
 
 
