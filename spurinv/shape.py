@@ -92,14 +92,18 @@ def reading_problem(reading: Mapping[str, Any]) -> str | None:
     return problem
 
 
-def inventory_problem(inventory: Mapping[str, Any]) -> str | None:
+def inventory_problem(
+    inventory: Mapping[str, Any], keys: list[tuple[tuple[int, int, int, int], int]] | None = None
+) -> str | None:
     """An inventory's rule: devices unique by identity and sorted by :func:`device_key`, and the
-    fingerprint the one they give (a tampered state file does not pass)."""
+    fingerprint the one they give (a tampered state file does not pass). ``keys``: the devices'
+    :func:`device_key`, when the caller has them already."""
     devices = inventory["devices"]
     ids = [device["id"] for device in devices]
     if len(set(ids)) != len(ids):
         return "duplicate device identity"
-    keys = [device_key(device) for device in devices]
+    if keys is None:
+        keys = [device_key(device) for device in devices]
     if keys != sorted(keys):
         return "devices are not sorted by identity"
     expected = fingerprint(inventory["cpus"], inventory["memory_mb"], devices)

@@ -372,10 +372,11 @@ def _inventory(inventory: Mapping[str, Any], where: str, checked: list[object]) 
     PCI addresses in the canonical form discovery writes (any other spelling is handed over)."""
     if inventory in checked:  # equal to one already checked (a comparison in C, no hashing)
         return
-    for device in inventory["devices"]:
-        if shape.bdf_key(device["pci_bdf"]) is None:
+    keys = [shape.device_key(device) for device in inventory["devices"]]
+    for device, key in zip(inventory["devices"], keys):
+        if key[0] == shape.UNPARSED:  # bdf_key said None: no address reaches 1 << 32
             raise _fail(where, f"{_shown(device['pci_bdf'])} is not a PCI address as discovery writes it")
-    problem = shape.inventory_problem(inventory)
+    problem = shape.inventory_problem(inventory, keys)
     if problem is not None:
         raise _fail(where, problem)
     checked.append(inventory)
