@@ -9,6 +9,8 @@ lists directories never matters.
 
 from __future__ import annotations
 
+from _operator import itemgetter  # built into the interpreter: operator's, without reading a module
+
 from spurinv import jsontext
 
 TYPE_CHECKING = False
@@ -28,10 +30,11 @@ else:
 
 VERSION = 1  # bump when the projection changes, so every node re-confirms once
 SCHEDULABLE = ("id", "vendor", "model", "pci_device", "memory_mb", "partition", "numa_node", "unique_id")
+_schedulable = itemgetter(*SCHEDULABLE)  # a device's row, built in C
 
 
 def fingerprint(cpus: int, memory_mb: int, devices: Iterable[Mapping[str, object]]) -> str:
     """Return the hex SHA-256 of the schedulable projection (of discovery's dicts or a model's dump)."""
-    rows = sorted(([device[key] for key in SCHEDULABLE] for device in devices), key=lambda row: str(row[0]))
+    rows = sorted(map(_schedulable, devices), key=lambda row: str(row[0]))  # tuples: the same JSON arrays
     blob = jsontext.dumps([VERSION, cpus, memory_mb, rows], sort_keys=True)
     return sha256(blob.encode()).hexdigest()
