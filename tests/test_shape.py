@@ -92,6 +92,17 @@ def test_the_pci_address_key_is_the_patterns(text):
     expected = None if match is None else (*(int(part, 16) for part in match.groups()[:3]), int(match[4]))
 
     assert shape.bdf_key(text) == expected
+    assert shape.bdf_key(text) == expected  # the kept answer, as the parse gave it
+
+
+def test_the_pci_address_keys_kept_are_bounded(monkeypatch):
+    monkeypatch.setattr(shape, "_KEYS", {})
+    monkeypatch.setattr(shape, "_KEPT_KEYS", 2)
+    spellings = ["0000:05:00.0", "zz", "0000:c1:00.7", "0001:05:00.0\n", "0000:05:00.0"]
+
+    assert [shape.bdf_key(text) for text in spellings] == [shape._bdf_key(text) for text in spellings]
+    assert shape._KEYS == {"0000:05:00.0": (0, 5, 0, 0), "zz": None}
+    assert [shape.bdf_key(text) for text in spellings] == [(0, 5, 0, 0), None, (0, 0xC1, 0, 7), (1, 5, 0, 0), (0, 5, 0, 0)]
 
 
 @given(st.lists(st.sampled_from(["0000:05:00.0", "0000:c1:00.0", "0001:05:00.0", "AB:CD", "0000:05:00.1"]), max_size=4),

@@ -373,7 +373,7 @@ def _inventory(inventory: Mapping[str, Any], where: str, checked: list[object]) 
     if inventory in checked:  # equal to one already checked (a comparison in C, no hashing)
         return
     keys = [shape.device_key(device) for device in inventory["devices"]]
-    for device, key in zip(inventory["devices"], keys):
+    for device, key in zip(inventory["devices"], keys, strict=True):
         if key[0] == shape.UNPARSED:  # bdf_key said None: no address reaches 1 << 32
             raise _fail(where, f"{_shown(device['pci_bdf'])} is not a PCI address as discovery writes it")
     problem = shape.inventory_problem(inventory, keys)
