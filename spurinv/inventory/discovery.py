@@ -465,6 +465,8 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
             present: set[tuple[int, int | None]] = {(i["gi"], i["ci"]) for i in layout["instances"]}
             present |= {(i["gi"], None) for i in layout["instances"]} | {(gi, None) for gi in layout["empty_gis"]}
             partial[gpu["minor"]] = (gpu["bdf"], present)
+    if not whole and not partial:  # no NVIDIA GPU: no spec entry can name one of its MIG devices
+        return
     said: set[int] = set()
     for entry in cdi:
         for path in entry["nodes"]:
@@ -532,8 +534,12 @@ def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str
         if mig_nodes:
             gpu_nodes = mig_nodes[-1:]  # the compute instance's cap (after the GPU instance's)
         else:
-            gpu_nodes = [p for p in entry["nodes"] if p.startswith("/dev/dri/") or numbered(p, "/dev/nvidia") is not None]
-        if gpu_nodes and all(p in parents for p in gpu_nodes):
+            gpu_nodes = [
+                p
+                for p in entry["nodes"]
+                if p.startswith("/dev/dri/") or (p.startswith("/dev/nvidia") and numbered(p, "/dev/nvidia") is not None)
+            ]
+        if gpu_nodes and parents and all(p in parents for p in gpu_nodes):
             vendors_with_specs.add(entry["kind"].split(".", 1)[0])
             continue  # nvidia-ctk < 1.18 also lists a MIG GPU whole ("0" beside "0:0")
         matched = {by_node[p]["id"]: by_node[p] for p in gpu_nodes if p in by_node}
