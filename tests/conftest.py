@@ -51,6 +51,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return OneLab(config, log)
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker a core, and one more. Some tests wait on real timeouts (a hung
+    command killed at its limit, a lock holder outlasting its waiters), leaving their core idle;
+    the extra worker's tests run meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def _compile_spurinv() -> None:
     """Write the imported spurinv's bytecode once, before any test starts a process.
 
