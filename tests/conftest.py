@@ -17,10 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rootbuilder as rb
+
+# pytest rewrites the asserts of every module of a plugin's distribution, hypothesis's ~90 among
+# them; where PYTHONDONTWRITEBYTECODE is set it did so again in every process (the main one and
+# each xdist worker, about 1 s of CPU each). Kept beside them, as for the test modules in
+# pytest_collection below.
+_saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+try:
+    from hypothesis import settings
+finally:
+    sys.dont_write_bytecode = _saved
 
 REPO = Path(__file__).resolve().parent.parent
 # no time limit per example: on a loaded machine it fails a property for the load, not the code
