@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,10 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rootbuilder as rb
+
+# pytest rewrites the asserts of every module of a plugin's distribution, hypothesis's ~90 among
+# them; where PYTHONDONTWRITEBYTECODE is set it did so again in every process (the main one and
+# each xdist worker, about 1 s of CPU each). Kept beside them, as for the test modules in
+# pytest_collection below.
+_saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+try:
+    from hypothesis import settings
+finally:
+    sys.dont_write_bytecode = _saved
 
 REPO = Path(__file__).resolve().parent.parent
 # no time limit per example: on a loaded machine it fails a property for the load, not the code
@@ -47,6 +58,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
 
     return OneLab(config, log)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: one worker a core, and one more. Some tests wait on real timeouts (a hung
+    command killed at its limit, a lock holder outlasting its waiters), leaving their core idle;
+    the extra worker's tests run meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def _compile_spurinv() -> None:
@@ -193,6 +214,30 @@ def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], P
     return copy
 
 
+_made = itertools.count()
+
+
+def fresh_directory(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A new directory ``NAME<n>`` in the session's temporary directory, as ``factory.mktemp``
+    makes, at a constant cost: ``mktemp`` finds its next number by listing every directory made
+    before it, which over a worker's ~1500 tests (two directories each) cost some 6 s of CPU."""
+    base = factory.getbasetemp()
+    while True:
+        path = base / f"{name}{next(_made)}"
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # made by factory.mktemp: take the next number
+            continue
+        return path
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest's ``tmp_path`` (a new directory named after the test, kept after the run, mode
+    0700), without its cost that grows with every test before it (:func:`fresh_directory`)."""
+    return fresh_directory(tmp_path_factory, re.sub(r"\W", "_", request.node.name)[:30])
+
+
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own default paths and environment, whether or not it asks.
@@ -203,7 +248,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     built-in defaults gets private paths too. ``scripts/hermetic-check`` proves the result: it
     runs the suite with those host directories read-only and populated as the README installs them.
     """
-    home = tmp_path_factory.mktemp("hermetic")
+    home = fresh_directory(tmp_path_factory, "hermetic")
     config = home / "config.toml"
     config.write_text("")
     config.chmod(0o600)

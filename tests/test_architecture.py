@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -53,10 +54,22 @@ def module(name: str) -> Path:
     return path if path.exists() else PACKAGE / name.replace(".", "/") / "__init__.py"
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once a worker: the tests only read it (each module was
+    parsed some 14 times a run)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def walked(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree (``ast.walk``), once a worker."""
+    return tuple(ast.walk(parsed(path)))
+
+
 def imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             found.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -67,7 +80,7 @@ def imports(path: Path) -> set[str]:
 def spurinv_imports(path: Path) -> set[str]:
     """The spurinv modules ``path`` imports, as dotted names under ``spurinv``."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in walked(path):
         if isinstance(node, ast.ImportFrom) and node.module == "spurinv":
             found.update(alias.name for alias in node.names if alias.name != "__version__")
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("spurinv."):
@@ -138,7 +151,7 @@ HOT_PATH = (
 
 @pytest.mark.parametrize("name", HOT_PATH)
 def test_the_hot_path_imports_nothing_heavy_at_module_level(name):
-    tree = ast.parse(module(name).read_text())
+    tree = parsed(module(name))
     top: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -177,7 +190,7 @@ def test_the_hot_path_imports_the_typed_dicts_for_mypy_only(name):
     """spurinv/inventory/model.py imports pydantic (and typing): a module of the tick names its
     TypedDicts under ``if TYPE_CHECKING:`` only, anywhere in the module (a function's import runs
     when the tick calls it)."""
-    assert type_checking_only(ast.parse(module(name).read_text()), imports_model) == []
+    assert type_checking_only(parsed(module(name)), imports_model) == []
 
 
 def test_one_path_the_full_run_does_not_lean_on_the_fast_one():
@@ -193,7 +206,7 @@ def test_one_path_the_full_run_does_not_lean_on_the_fast_one():
 def test_only_root_names_sys_and_proc(path):
     if path == module("inventory.root"):
         return
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     strings = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
     kinds = (ast.Module, ast.FunctionDef, ast.ClassDef)
     docstrings = {ast.get_docstring(node, clean=False) for node in ast.walk(tree) if isinstance(node, kinds)}
@@ -260,4 +273,4 @@ def test_the_documents_typed_dicts_are_for_mypy_schemas_and_tests_only(path):
     if path == module("report.models"):
         return
 
-    assert type_checking_only(ast.parse(path.read_text()), imports_documents) == []
+    assert type_checking_only(parsed(path), imports_documents) == []
