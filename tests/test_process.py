@@ -81,6 +81,47 @@ def test_a_limit_smaller_than_a_read_still_bounds_what_is_held():
     assert peak < 1 << 20, peak  # a read or two at a time, never the 8 MiB
 
 
+def test_a_streams_kept_tail_never_holds_more_than_twice_the_limit_between_chunks():
+    """The bound behind "at most twice ``limit`` of memory", counted in bytes instead of measured
+    (tracemalloc's peak varies by more than the limit between runs): a 10-byte limit, 3-byte
+    chunks. The buffer grows to 18, the chunk that takes it to 21 cuts it to the last 10, and so
+    on: never more than 20 bytes between chunks, always the stream's last bytes."""
+    data = bytes(range(65, 65 + 60))  # A… 60 distinct bytes, so the tail kept can be told apart
+    buffer = bytearray()
+    held = []
+    for start in range(0, 60, 3):
+        process._keep(buffer, data[start : start + 3], 10)
+        held.append(len(buffer))
+        assert bytes(buffer) == data[start + 3 - len(buffer) : start + 3]
+
+    assert held == [3, 6, 9, 12, 15, 18, 10, 13, 16, 19, 10, 13, 16, 19, 10, 13, 16, 19, 10, 13]
+
+
+def test_a_streams_kept_tail_is_cut_only_past_twice_the_limit_to_exactly_the_limit():
+    """One byte at a time, a 10-byte limit: 20 bytes are held as they are, the 21st cuts the
+    buffer to its last 10; a single chunk of 100 bytes leaves its last 10."""
+    buffer = bytearray(b"a" * 19)
+    process._keep(buffer, b"b", 10)
+    assert bytes(buffer) == b"a" * 19 + b"b"
+
+    process._keep(buffer, b"c", 10)
+    assert bytes(buffer) == b"a" * 8 + b"bc"
+
+    big = bytearray()
+    process._keep(big, bytes(range(100)), 10)
+    assert bytes(big) == bytes(range(90, 100))
+
+
+def test_a_streams_tail_is_over_its_limit_from_one_byte_past_it():
+    """``_keep`` says whether the buffer now holds more than the limit: 10 of 10 is not over, 11
+    is, and so is what is left after a cut (the output was truncated)."""
+    buffer = bytearray()
+    assert process._keep(buffer, b"x" * 10, 10) is False
+    assert process._keep(buffer, b"x", 10) is True
+    assert process._keep(buffer, b"x" * 10, 10) is True  # cut to 10 by the trim, still truncated
+    assert len(buffer) == 10
+
+
 def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_timeout():
     with pytest.raises(subprocess.TimeoutExpired):
         process.run(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], ENV, 0.5)
