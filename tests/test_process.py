@@ -192,6 +192,21 @@ def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(t
         assert str(caught.value) == f"controller.register_command: {program} does not exist or is not a regular file"
 
 
+def test_a_command_path_to_a_file_nobody_may_execute_is_a_config_error_saying_so(tmp_path):
+    """A regular file without an execute bit (root too needs one for ``access(X_OK)``) is refused
+    before anything runs, by name; the same file made executable is the path itself."""
+    program = tmp_path / "register"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o644)
+
+    with pytest.raises(ConfigError) as caught:
+        process.resolve(str(program), ENV, "controller.register_command")
+    assert str(caught.value) == f"controller.register_command: {program} is not executable"
+
+    program.chmod(0o755)
+    assert process.resolve(str(program), ENV, "controller.register_command") == str(program)
+
+
 def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
     """``MAX_OUTPUT`` pinned with a literal: the register command's tail that the log and the
     refusal quote (only explicit limits were tested)."""
