@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def mutate() -> ModuleType:
     return module
 
 
-def _runner(mutate: ModuleType, tmp_path: Path):  # type: ignore[no-untyped-def]
+def _runner(mutate: ModuleType, tmp_path: Path) -> Any:
     """A runner with an empty coverage map and no worker slots (nothing is copied or run)."""
     args = argparse.Namespace(select="map", jobs=0, rest="related", timeout=0)
     return mutate.Runner(args, ["spurinv/controller/ownership.py"], tmp_path)
