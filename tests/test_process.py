@@ -377,3 +377,16 @@ def test_output_that_is_not_utf8_is_read_as_replacement_characters_and_said():
     assert (done.status, done.stdout, done.stderr, done.replaced) == (0, "Zo\ufffd ok", "err\ufffd", True)
     clean = process.run(["/bin/sh", "-c", "printf 'plain'"], ENV, 30)
     assert (clean.stdout, clean.replaced) == ("plain", False)
+
+
+def test_a_command_that_leads_no_process_group_is_killed_by_itself():
+    """``_kill_group`` kills the command's process group; a process that leads none (``killpg``
+    finds no such group: ESRCH) is killed by itself instead of being left running."""
+    with subprocess.Popen(["/bin/sleep", "30"]) as child:  # in pytest's group, not one of its own
+        try:
+            process._kill_group(child)
+
+            assert child.wait(timeout=10) == -signal.SIGKILL  # at once; the 10 s only bound a failure
+        finally:
+            if child.poll() is None:
+                child.kill()  # the sleep we started, by its Popen
