@@ -184,6 +184,16 @@ def test_the_output_of_a_command_killed_at_its_timeout_is_kept_for_the_log():
     assert b"restarting spurd" in caught.value.output
 
 
+def test_a_timed_out_commands_stdout_and_stderr_are_kept_each_in_its_own_place():
+    """The register command's log line on a timeout quotes both streams: what it printed to each
+    stays apart. It closes both and keeps running, so both are read whole before its timeout."""
+    script = "printf 'to stdout'; printf 'to stderr' >&2; exec >&- 2>&-; sleep 30"
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
+        process.run(["/bin/sh", "-c", script], ENV, 2)
+
+    assert (caught.value.output, caught.value.stderr) == (b"to stdout", b"to stderr")
+
+
 def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(tmp_path):
     """A directory is "executable" to ``access(X_OK)``: only the regular-file check names the problem."""
     for program in (tmp_path, tmp_path / "missing"):
