@@ -379,6 +379,15 @@ def test_an_entry_holding_a_nul_is_quoted_by_its_first_120_characters():
     assert process.nul_entry("plain\0word") == "argument `plain\\0word` holds a NUL byte, which no command line can carry"
 
 
+def test_a_nul_before_the_equals_sign_is_named_in_the_whole_argument_not_in_an_entry():
+    """``Key=value`` is read as a key and its entries only when the key is clean: a NUL in the key
+    makes it a plain argument, its comma-separated part holding the NUL named (not the key with
+    an entry of the value, which holds none)."""
+    assert process.nul_entry("Node\0Name=n1,n2") == (
+        "argument `Node\\0Name=n1` holds a NUL byte, which no command line can carry"
+    )
+
+
 def test_output_that_is_not_utf8_is_read_as_replacement_characters_and_said():
     """A controller's bytes that are not UTF-8 (a Latin-1 reason): read, each bad byte as U+FFFD,
     and ``replaced`` set for stdout, so the caller can warn; stderr is read the same way."""
