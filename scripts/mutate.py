@@ -10,7 +10,8 @@ Which tests: a *coverage map* is built once (``--select map``, the default): the
 name any mutated module, plus ``tests/test_cli.py``, run once with the modules instrumented (a
 set add before each statement inside a function), which records which test executes which line.
 A mutant inside a function then runs only the tests that execute one of its lines, fastest
-first; a module-level name (``MAX_BODY = …``) runs the tests that execute a line reading it. The
+first; a module-level name (``MAX_BODY = …``) runs the tests that execute a line reading it, and
+the test files whose text names it (a word), whole: its readers in other modules. The
 map is cached per test file under ``.mutate-cache/``: a test file is run again when it changes,
 all of them when the package, a test helper or this script changes. A mutant the map says no test reaches, or one the
 map cannot place (a class body, a default argument: run at import), falls back to the files: the
@@ -260,11 +261,8 @@ def find_mutants(module: str) -> list[Mutant]:
     return finder.found
 
 
-def name_readers(module: str) -> dict[int, set[int]]:
-    """For each top-level statement (by index) that binds names: the lines of ``module`` reading one.
-
-    A module-level constant runs at import, so no test's trace contains its line; the tests that
-    run a line reading it are the ones that can tell its value."""
+def bound_names(module: str) -> dict[int, set[str]]:
+    """For each top-level statement (by index) that binds names: those names."""
     tree = ast.parse((REPO / module).read_text(), module)
     bound: dict[int, set[str]] = {}
     for index, stmt in enumerate(tree.body):
@@ -272,6 +270,16 @@ def name_readers(module: str) -> dict[int, set[int]]:
         names = {t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
         if names:
             bound[index] = names
+    return bound
+
+
+def name_readers(module: str) -> dict[int, set[int]]:
+    """For each top-level statement (by index) that binds names: the lines of ``module`` reading one.
+
+    A module-level constant runs at import, so no test's trace contains its line; the tests that
+    run a line reading it are the ones that can tell its value."""
+    tree = ast.parse((REPO / module).read_text(), module)
+    bound = bound_names(module)
     readers: dict[int, set[int]] = {index: set() for index in bound}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -403,6 +411,27 @@ class Runner:
         ]
         return [str(p) for p in dict.fromkeys([*files, *(REPO / r for r in RELATED)])]
 
+    @staticmethod
+    def naming_names(names: set[str]) -> list[str]:
+        """The fast test files whose text names one of ``names`` (a word): a module-level constant
+        another module imports (``ownership.MAX_ARG_STRLEN``, read in ``scontrol``) is pinned by
+        that module's tests, which neither the map of its own module's lines nor its files reach."""
+        if not names:
+            return []
+        pattern = re.compile(r"\b(?:" + "|".join(re.escape(name) for name in sorted(names)) + r")\b")
+        return [
+            str(p.relative_to(REPO))
+            for p in sorted((REPO / "tests").rglob("test_*.py"))
+            if "e2e" not in p.relative_to(REPO / "tests").parts and pattern.search(p.read_text(errors="replace"))
+        ]
+
+    def cost(self, test: str) -> float:
+        """The seconds a test took in the map; for a whole file, its tests' sum (60 s if unmapped)."""
+        if "::" in test:
+            return self.durations.get(test, 1.0)
+        mine = [d for t, d in self.durations.items() if t.startswith(test + "::")]
+        return sum(mine) if mine else 60.0
+
     def pytest_args(self, module: str, stage: str, tests: list[str] | None = None) -> list[str]:
         own = self.own_tests(module)
         common = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", "-m", MARKERS, "--rootdir", str(REPO)]
@@ -443,12 +472,16 @@ class Runner:
             return
         lines = self.lines.get(mutant.module, {})
         wanted: set[int] = set()
+        files: list[str] = []
         if mutant.level == "function":
             wanted = set(range(mutant.line, max(mutant.line, mutant.end_line) + 1))
         elif mutant.level == "module" and len(mutant.path) >= 1 and mutant.path[0][0] == "body":
-            wanted = name_readers(mutant.module).get(mutant.path[0][1] or 0, set())
-        tests = {test for line in wanted for test in lines.get(line, ())}
-        mutant.tests = sorted(tests, key=lambda t: (self.durations.get(t, 0.0), t))
+            index = mutant.path[0][1] or 0
+            wanted = name_readers(mutant.module).get(index, set())
+            # and, whole, the test files naming the name it binds: its readers in other modules
+            files = self.naming_names(bound_names(mutant.module).get(index, set()))
+        tests = {test for line in wanted for test in lines.get(line, ()) if test.split("::")[0] not in files}
+        mutant.tests = sorted(tests, key=lambda t: (self.durations.get(t, 0.0), t)) + files
 
     def part(self, mutant: Mutant, stage: str) -> list[str]:
         """The map's tests in two parts: those in the module's own test files first (few files
@@ -477,7 +510,7 @@ class Runner:
         if self.args.timeout:
             return float(self.args.timeout)
         if stage in ("map", "map2"):
-            return max(60.0, 3 * sum(self.durations.get(t, 1.0) for t in self.part(mutant, stage)) + 10)
+            return max(60.0, 3 * sum(self.cost(t) for t in self.part(mutant, stage)) + 10)
         return self.timeouts[(mutant.module, stage)]
 
     # the coverage map -----------------------------------------------------------------------

@@ -125,14 +125,14 @@ def test_a_sigterm_during_a_shielded_block_arrives_after_it():
 
 def test_a_shielded_block_outside_the_main_thread_holds_nothing_and_ends_cleanly():
     """Outside the main thread no signal is held (only the main thread gets them): the block runs
-    once and leaves as it came, with the thread's signal mask as it was."""
+    once, with the thread's signal mask untouched inside it, and leaves as it came."""
     seen: list[object] = []
 
     def work() -> None:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
         try:
             with shielded():
-                seen.append("inside")
+                seen.append(("inside", signal.pthread_sigmask(signal.SIG_BLOCK, []) == before))
             seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, []) == before)
         except BaseException as exc:  # handed to the test's thread
             seen.append(exc)
@@ -141,4 +141,4 @@ def test_a_shielded_block_outside_the_main_thread_holds_nothing_and_ends_cleanly
     thread.start()
     thread.join(30)
 
-    assert seen == ["inside", True]
+    assert seen == [("inside", True), True]

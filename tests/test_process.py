@@ -81,6 +81,47 @@ def test_a_limit_smaller_than_a_read_still_bounds_what_is_held():
     assert peak < 1 << 20, peak  # a read or two at a time, never the 8 MiB
 
 
+def test_a_streams_kept_tail_never_holds_more_than_twice_the_limit_between_chunks():
+    """The bound behind "at most twice ``limit`` of memory", counted in bytes instead of measured
+    (tracemalloc's peak varies by more than the limit between runs): a 10-byte limit, 3-byte
+    chunks. The buffer grows to 18, the chunk that takes it to 21 cuts it to the last 10, and so
+    on: never more than 20 bytes between chunks, always the stream's last bytes."""
+    data = bytes(range(65, 65 + 60))  # A… 60 distinct bytes, so the tail kept can be told apart
+    buffer = bytearray()
+    held = []
+    for start in range(0, 60, 3):
+        process._keep(buffer, data[start : start + 3], 10)
+        held.append(len(buffer))
+        assert bytes(buffer) == data[start + 3 - len(buffer) : start + 3]
+
+    assert held == [3, 6, 9, 12, 15, 18, 10, 13, 16, 19, 10, 13, 16, 19, 10, 13, 16, 19, 10, 13]
+
+
+def test_a_streams_kept_tail_is_cut_only_past_twice_the_limit_to_exactly_the_limit():
+    """One byte at a time, a 10-byte limit: 20 bytes are held as they are, the 21st cuts the
+    buffer to its last 10; a single chunk of 100 bytes leaves its last 10."""
+    buffer = bytearray(b"a" * 19)
+    process._keep(buffer, b"b", 10)
+    assert bytes(buffer) == b"a" * 19 + b"b"
+
+    process._keep(buffer, b"c", 10)
+    assert bytes(buffer) == b"a" * 8 + b"bc"
+
+    big = bytearray()
+    process._keep(big, bytes(range(100)), 10)
+    assert bytes(big) == bytes(range(90, 100))
+
+
+def test_a_streams_tail_is_over_its_limit_from_one_byte_past_it():
+    """``_keep`` says whether the buffer now holds more than the limit: 10 of 10 is not over, 11
+    is, and so is what is left after a cut (the output was truncated)."""
+    buffer = bytearray()
+    assert process._keep(buffer, b"x" * 10, 10) is False
+    assert process._keep(buffer, b"x", 10) is True
+    assert process._keep(buffer, b"x" * 10, 10) is True  # cut to 10 by the trim, still truncated
+    assert len(buffer) == 10
+
+
 def test_a_command_that_closes_its_output_but_keeps_running_is_killed_at_the_timeout():
     with pytest.raises(subprocess.TimeoutExpired):
         process.run(["/bin/sh", "-c", "exec >&- 2>&-; sleep 30"], ENV, 0.5)
@@ -143,12 +184,37 @@ def test_the_output_of_a_command_killed_at_its_timeout_is_kept_for_the_log():
     assert b"restarting spurd" in caught.value.output
 
 
+def test_a_timed_out_commands_stdout_and_stderr_are_kept_each_in_its_own_place():
+    """The register command's log line on a timeout quotes both streams: what it printed to each
+    stays apart. It closes both and keeps running, so both are read whole before its timeout."""
+    script = "printf 'to stdout'; printf 'to stderr' >&2; exec >&- 2>&-; sleep 30"
+    with pytest.raises(subprocess.TimeoutExpired) as caught:
+        process.run(["/bin/sh", "-c", script], ENV, 2)
+
+    assert (caught.value.output, caught.value.stderr) == (b"to stdout", b"to stderr")
+
+
 def test_a_command_path_that_is_not_a_regular_file_is_a_config_error_saying_so(tmp_path):
     """A directory is "executable" to ``access(X_OK)``: only the regular-file check names the problem."""
     for program in (tmp_path, tmp_path / "missing"):
         with pytest.raises(ConfigError) as caught:
             process.resolve(str(program), ENV, "controller.register_command")
         assert str(caught.value) == f"controller.register_command: {program} does not exist or is not a regular file"
+
+
+def test_a_command_path_to_a_file_nobody_may_execute_is_a_config_error_saying_so(tmp_path):
+    """A regular file without an execute bit (root too needs one for ``access(X_OK)``) is refused
+    before anything runs, by name; the same file made executable is the path itself."""
+    program = tmp_path / "register"
+    program.write_text("#!/bin/sh\nexit 0\n")
+    program.chmod(0o644)
+
+    with pytest.raises(ConfigError) as caught:
+        process.resolve(str(program), ENV, "controller.register_command")
+    assert str(caught.value) == f"controller.register_command: {program} is not executable"
+
+    program.chmod(0o755)
+    assert process.resolve(str(program), ENV, "controller.register_command") == str(program)
 
 
 def test_a_commands_output_is_kept_up_to_sixty_four_kibibytes_by_default():
@@ -313,6 +379,15 @@ def test_an_entry_holding_a_nul_is_quoted_by_its_first_120_characters():
     assert process.nul_entry("plain\0word") == "argument `plain\\0word` holds a NUL byte, which no command line can carry"
 
 
+def test_a_nul_before_the_equals_sign_is_named_in_the_whole_argument_not_in_an_entry():
+    """``Key=value`` is read as a key and its entries only when the key is clean: a NUL in the key
+    makes it a plain argument, its comma-separated part holding the NUL named (not the key with
+    an entry of the value, which holds none)."""
+    assert process.nul_entry("Node\0Name=n1,n2") == (
+        "argument `Node\\0Name=n1` holds a NUL byte, which no command line can carry"
+    )
+
+
 def test_output_that_is_not_utf8_is_read_as_replacement_characters_and_said():
     """A controller's bytes that are not UTF-8 (a Latin-1 reason): read, each bad byte as U+FFFD,
     and ``replaced`` set for stdout, so the caller can warn; stderr is read the same way."""
@@ -321,3 +396,16 @@ def test_output_that_is_not_utf8_is_read_as_replacement_characters_and_said():
     assert (done.status, done.stdout, done.stderr, done.replaced) == (0, "Zo\ufffd ok", "err\ufffd", True)
     clean = process.run(["/bin/sh", "-c", "printf 'plain'"], ENV, 30)
     assert (clean.stdout, clean.replaced) == ("plain", False)
+
+
+def test_a_command_that_leads_no_process_group_is_killed_by_itself():
+    """``_kill_group`` kills the command's process group; a process that leads none (``killpg``
+    finds no such group: ESRCH) is killed by itself instead of being left running."""
+    with subprocess.Popen(["/bin/sleep", "30"]) as child:  # in pytest's group, not one of its own
+        try:
+            process._kill_group(child)
+
+            assert child.wait(timeout=10) == -signal.SIGKILL  # at once; the 10 s only bound a failure
+        finally:
+            if child.poll() is None:
+                child.kill()  # the sleep we started, by its Popen

@@ -156,16 +156,25 @@ def _collect(
                 if not chunk:
                     selector.unregister(key.fileobj)
                     continue
-                buffer = kept[key.data]
-                buffer += chunk
-                if len(buffer) > limit:
+                if _keep(kept[key.data], chunk, limit):
                     truncated = True
                     if stop_over:
                         _kill_group(process)
                         return truncated
-                    if len(buffer) > 2 * limit:  # trim now and then, not on every chunk
-                        del buffer[: len(buffer) - limit]
     return truncated
+
+
+def _keep(buffer: bytearray, chunk: bytes, limit: int) -> bool:
+    """Append ``chunk`` to ``buffer``, a stream's tail; True if it now holds more than ``limit``.
+    Past twice ``limit`` it is cut back to its last ``limit`` bytes, so between chunks it never
+    holds more than twice ``limit`` (trimmed now and then, not on every chunk: each trim moves
+    the ``limit`` bytes kept)."""
+    buffer += chunk
+    if len(buffer) <= limit:
+        return False
+    if len(buffer) > 2 * limit:
+        del buffer[: len(buffer) - limit]
+    return True
 
 
 def _die_with_parent() -> None:
