@@ -94,7 +94,9 @@ def in_hostlist(node: str, hostlist: str) -> bool:
 def _in_ranges(digits: str, spec: str) -> bool:
     for item in spec.split(","):
         low, _, high = item.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
+        if not (low.isascii() and low.isdigit()) or (high and not (high.isascii() and high.isdigit())):
+            continue
+        if max(len(low), len(high), len(digits)) > 18:  # no device number; int() of 4,301 digits raises
             continue
         width = len(low) if low.startswith("0") and len(low) > 1 else 0
         if width and len(digits) != width:

@@ -1206,3 +1206,14 @@ def test_a_symlinked_metrics_file_fails_as_refresh_refuses_it(node, tmp_path):
     assert found.status == "fail", found
     assert "symbolic link" in found.detail
     assert "metrics.file" in found.detail
+
+
+@pytest.mark.parametrize("days", ["*/00", "*/\u00b2", "\u00b2", "1-" + "9" * 5000])
+def test_a_cron_field_no_int_can_read_is_named_not_a_crash(node, days):
+    """ "²".isdigit() is True but int("²") raises; a step of 00 is a step of 0; int() of 4,301
+    digits raises: each is a field cron cannot read."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * {days} * * root /usr/local/bin/spurinv refresh --quiet\n")
+    checks = run_checks(node, None)
+    assert checks["schedule"].status != "ok"
+    assert "has a field cron cannot read" in checks["schedule"].detail

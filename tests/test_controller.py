@@ -963,3 +963,21 @@ def test_a_client_that_has_read_nothing_has_made_no_re_check():
 
     assert rest.rechecked is False
     assert rest.sent == []
+
+
+def test_a_content_length_spelled_with_a_superscript_digit_is_no_declared_size(server):
+    """ "²".isdigit() is True but int("²") raises: such a header declares nothing, and the answer
+    is read within its bound as any other."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    server.script("GET", "/openapi/v3", Reply(200, b"{}", {"Content-Length": "\u00b2"}, length=False))
+    assert Controller(auto, "n1", None).view().name == "n1"
+
+
+def test_a_content_length_of_five_thousand_digits_is_over_the_bound_not_a_crash(server):
+    """int() of 4,301 digits or more raises; a declared size of 19 digits is over any bound."""
+    auto = ControllerSection(url=server.url, api="auto", timeout=5)
+    server.script("GET", "/openapi/v3", Reply(200, b"{}", {"Content-Length": "9" * 5000}, length=False))
+    with pytest.raises(ControllerError) as caught:
+        Controller(auto, "n1", None).view()
+    assert caught.value.kind == "protocol"
+    assert str(caught.value).startswith("GET /openapi/v3: response of 99999")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -217,3 +218,32 @@ def test_renumbered_render_minors_keep_identities_and_fingerprint(root_copy):
     assert [d["id"] for d in before["devices"]] == [d["id"] for d in after["devices"]]
     assert before["fingerprint"] == after["fingerprint"]
     assert [d["render_minor"] for d in after["devices"]] == [d["render_minor"] + 1 for d in before["devices"]]
+
+
+@pytest.mark.parametrize("build", [rb.build_nvidia, lambda path: rb.build_mi300x(path, "SPX")], ids=["nvidia", "amd"])
+def test_a_cdi_cap_node_spelled_with_a_superscript_digit_is_no_mig_device_and_no_crash(tmp_path, build):
+    """ "²".isdigit() is True but int("²") raises: such a cap node names no MIG device."""
+    root = build(tmp_path / "root")
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": "nvidia.com/gpu",
+        "devices": [{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia-caps/nvidia-cap\u00b2"}]}}],
+        "containerEdits": {},
+    }
+    (root / "etc" / "cdi").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "cdi" / "nvidia.json").write_text(json.dumps(spec))
+    model.discovery(discover(Root(str(root))))
+
+
+def test_a_numa_directory_spelled_with_a_superscript_digit_is_no_numa_node(tmp_path):
+    """The kernel names NUMA nodes ``node<ASCII digits>``; anything else under the directory is
+    not one (``int("²")`` raises)."""
+    from spurinv.inventory.sources.host import read_numa_cores
+
+    root = rb.build_mi300x(tmp_path / "root", "SPX")
+    nodes = root / "sys" / "devices" / "system" / "node"
+    for odd in ("node\u00b2", "node" + "9" * 250):
+        (nodes / odd).mkdir(parents=True)
+        (nodes / odd / "cpulist").write_text("0\n")
+    cores, _why = read_numa_cores(Root(str(root)))
+    assert all(0 <= node < 1024 for node in cores)

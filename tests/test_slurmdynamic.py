@@ -645,3 +645,20 @@ def test_a_pair_is_read_as_slurm_reads_it_and_only_the_bare_form_is_plain(key, v
     assert fields[key.lower()] == value
     assert fields["file"] == "/dev/x"
     assert plain == (not before and not after and not quoted and not operator)
+
+
+@pytest.mark.parametrize(
+    ("node", "hostlist"),
+    [
+        ("d\u00b2", "d[1-4]"),
+        ("d2", "d[\u00b2-4]"),
+        ("d2", "d[1-\u00b2]"),
+        ("d" + "9" * 5000, "d[1-4]"),
+        ("d2", "d[1-" + "9" * 5000 + "]"),
+    ],
+)
+def test_a_hostlist_range_or_name_no_int_can_read_matches_nothing(node, hostlist):
+    """ "²".isdigit() is True but int("²") raises, and so does int() of 4,301 digits: such a
+    range or number matches nothing instead of ending the run."""
+    assert in_hostlist(node, hostlist) is False
+    assert in_hostlist("d3", "d[1-4]") is True

@@ -1117,19 +1117,24 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
     return ""
 
 
+def _number(text: str) -> int | None:
+    """Up to nine ASCII digits as a number, else None ("²".isdigit() is True, but int("²") raises)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
 def _values(field: str, low: int, high: int, names: dict[str, int] | None = None) -> set[int] | None:
     """The numbers a crontab field matches (None when it cannot be read)."""
     found: set[int] = set()
     for part in field.lower().split(","):
         span, _, step_text = part.partition("/")
-        if not (step_text.isdigit() or not step_text) or step_text == "0":
+        step = _number(step_text or "1")
+        if not step:  # unreadable, or 0 (any spelling of it)
             return None
-        step = int(step_text or 1)
         if span == "*":
             start, end = low, high
         else:
             first, _, last = span.partition("-")
-            numbers = [names.get(text) if names and text in names else (int(text) if text.isdigit() else None)
+            numbers = [names.get(text) if names and text in names else _number(text)
                        for text in (first, last or first)]  # fmt: skip
             if numbers[0] is None or numbers[1] is None:
                 return None
@@ -1339,9 +1344,10 @@ def _schedule_found(run: _Run) -> Check:
             fix = f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}"
             # a config or permission error (78, 77) comes back on every run; anything else may
             # be one earlier run's, which the next tick clears
-            if code.isdigit() and int(code) in (exitcode.CONFIG, exitcode.NOPERM):
-                return Check("schedule", "fail", f"{told} (exit {code}, which every run repeats)", fix, int(code))
-            return Check("schedule", "warn", f"{told}" + (f" (exit {code})" if code.isdigit() else ""), fix)
+            number = _number(code)
+            if number in (exitcode.CONFIG, exitcode.NOPERM):
+                return Check("schedule", "fail", f"{told} (exit {code}, which every run repeats)", fix, number)
+            return Check("schedule", "warn", f"{told}" + (f" (exit {code})" if number is not None else ""), fix)
         return Check("schedule", "ok", f"{TIMER} {'enabled' if enabled else 'not enabled at boot'} {detail_active}")
     if cron:
         return _cron_check(run, entry, f"{TIMER} not active")

@@ -223,7 +223,7 @@ class Controller:
         """The answer's JSON as it arrives (None for garbage, or JSON nested deeper than the parser
         goes); more than ``limit`` bytes is a protocol error. Never holds the whole body."""
         declared = response.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) > limit:
+        if declared and declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             raise ControllerError("protocol", f"{where}: response of {declared} bytes exceeds {limit}")
         reader: answer.Reader | None = answer.Reader(keep if response.status_code == 200 else None)
         size = 0

@@ -471,7 +471,7 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
     for entry in cdi:
         for path in entry["nodes"]:
             number = path.removeprefix(_CAP_PREFIX)
-            if not path.startswith(_CAP_PREFIX) or not number.isdigit() or len(number) > 9:
+            if not path.startswith(_CAP_PREFIX) or not (number.isascii() and number.isdigit()) or len(number) > 9:
                 continue
             from spurinv.inventory.sources.mig import decode
 

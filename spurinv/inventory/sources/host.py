@@ -84,7 +84,7 @@ def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
     except OSError:
         return {}, f"{base} is not readable"
     for name in names:
-        if name.startswith("node") and name[4:].isdigit():
+        if name.startswith("node") and name[4:].isascii() and name[4:].isdigit() and len(name) < 14:
             path = os.path.join(base, name, "cpulist")
             try:
                 numa[int(name[4:])] = parse_cpulist(read_text(path), path)
