@@ -619,6 +619,10 @@ def test_only_our_prefix_and_the_bracket_then_a_space_make_a_reason_ours():
     assert reason_id(reason[:19] + "_" + reason[20:], "n1") is None  # no space after the id
     assert ownership.text_of("spurinv: [3f9a1c07]no space") == "[3f9a1c07]no space"
     assert ownership.text_of(reason) == "mi300x 8→7"
+    # an id of eight characters that are not all lower-case hex is no id of ours
+    assert ownership.text_of("spurinv: [3f9a1cZ7] mi300x 8→7") == "[3f9a1cZ7] mi300x 8→7"
+    assert ownership.cause_in("spurinv: [3F9A1C07] suspicious reading") != "suspicious"
+    assert ownership.cause_in("spurinv: [3f9a1c07] suspicious reading") == "suspicious"
 
 
 def test_a_drain_entry_whose_fingerprint_is_a_number_is_the_admins():
