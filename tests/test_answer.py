@@ -324,3 +324,20 @@ def test_blanks_after_the_answer_are_checked_and_dropped_not_gathered():
 
     assert reader.close() == {"nodes": []}
     assert peak < 1 << 20, peak  # a chunk or two at a time, never the 4 MiB
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"meta": 1 "nodes": []}',  # no comma between two top-level members
+        '{"meta" 1, "nodes": []}',  # no colon after a top-level key
+        '{"nodes" []}',  # no colon before the nodes list
+        '{"nodes": [] "meta": 1}',  # no comma after the nodes list
+    ],
+)
+@pytest.mark.parametrize("cut", [None, 1, 9])
+def test_a_top_level_object_without_its_comma_or_colon_is_refused_as_json_loads_refuses_it(text, cut):
+    with pytest.raises(ValueError, match=r"^Expecting '[,:]' delimiter"):
+        json.loads(text)
+    with pytest.raises(ValueError, match=r"^expected '[,:]'|^expected ',' or"):
+        _feed(text.encode(), [] if cut is None else [cut])
