@@ -798,6 +798,9 @@ def test_spur_without_a_register_command_says_once_in_the_log_that_it_cannot_re_
     done = client.register({"gres": "gpu:mi300x:3"}, {"mi300x": 3}, "f" * 64)
     assert (done.applied, done.error, done.view.name) == (True, None, "n1")
     assert stream.getvalue().count(SPUR_CANNOT_REGISTER) == 1
+    # what --dry-run and the log say of a registration there: none, and why
+    assert client.describe({"gres": "gpu:mi300x:64"}) == "none: " + SPUR_CANNOT_REGISTER
+    assert client.describe({"gres": "gpu:mi300x:64"}).startswith("none: spur's scontrol cannot change")
 
     silent = Scontrol(ControllerSection(transport="scontrol", scontrol=str(program)), "n1", os.environ)
     assert silent.register({"gres": "gpu:mi300x:64"}, {"mi300x": 64}, "f" * 64).applied is False
