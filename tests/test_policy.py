@@ -1261,3 +1261,12 @@ def test_lifting_our_drain_says_why_it_is_lifted(cause, why):
     action = decide(outcome_for(state), OURS_IDLE, state, SLURM, NOW)
 
     assert (action.kind, action.reason) == (Do.RESUME, f"{why}; lifting our drain")
+
+
+def test_without_a_baseline_a_model_the_controller_lists_at_zero_and_we_do_not_have_is_no_change():
+    """``gpu:h100:0`` beside our eight MI300X: zero listed and zero found is no change to name."""
+    from spurinv.policy import against
+
+    eight = inventory(packages(8))
+    assert against(view(gres="gpu:mi300x:8,gpu:h100:0"), eight).startswith("as the controller lists: ")
+    assert against(view(gres="gpu:mi300x:7,gpu:h100:0"), eight) == "mi300x 7→8 (vs the controller's gres)"
