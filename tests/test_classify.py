@@ -330,3 +330,26 @@ def test_an_outcome_is_an_immutable_value():
         outcome.reason = "changed"  # type: ignore[misc]
     with pytest.raises(ValidationError):
         type(outcome).model_validate({**outcome.model_dump(), "extra": 1})
+
+
+def test_a_compute_mode_change_in_the_same_memory_mode_is_no_memory_mode_switch():
+    from factories import device
+
+    before = inventory([device("0000:05:00.0", mode="SPX", memory_mode="NPS1")])
+    after = inventory([device("0000:05:00.0", mode="TPX", memory_mode="NPS1")])
+
+    assert compare(before, after).summary() == "1 GPU SPX→TPX (1→1); partition changed on 1 device"
+
+
+@pytest.mark.parametrize(
+    ("count", "said"),
+    [(1, "partition switch in progress: r0"), (2, "partition switch in progress: r0 (+1 more)"),
+     (3, "partition switch in progress: r0 (+2 more)")],
+)  # fmt: skip
+def test_a_switch_in_progress_names_its_first_evidence_and_counts_the_rest(count, said):
+    caught = reading(None)
+    caught = {**caught, "errors": [{"source": "switch", "path": f"/sys/p{i}", "reason": f"r{i}"} for i in range(count)]}
+
+    outcome = classify(None, None, caught)
+
+    assert (outcome.kind, outcome.reason) == (Kind.SWITCHING, said)
