@@ -84,7 +84,7 @@ def in_hostlist(node: str, hostlist: str) -> bool:
             return True
         pieces = re.split(r"\[([^\]]*)\]", part)
         literals, ranges = pieces[0::2], pieces[1::2]
-        pattern = "".join(re.escape(text) + (r"(\d+)" if i < len(ranges) else "") for i, text in enumerate(literals))
+        pattern = "".join(re.escape(text) + (r"([0-9]+)" if i < len(ranges) else "") for i, text in enumerate(literals))
         match = re.fullmatch(pattern, node) if ranges else None
         if match and all(_in_ranges(number, spec) for number, spec in zip(match.groups(), ranges, strict=True)):
             return True

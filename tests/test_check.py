@@ -187,6 +187,8 @@ def test_jwt_expiry_reads_only_real_claims():
     assert check.jwt_expiry("not-a-jwt") is None
     assert check.jwt_expiry("a.!!!.c") is None
     assert check.jwt_expiry(jwt(True)) is None
+    nested = base64.urlsafe_b64encode(b"[" * 5000).decode().rstrip("=")
+    assert check.jwt_expiry(f"a.{nested}.c") is None  # nested past json's depth: no JWT, no crash
 
 
 def test_a_token_the_controller_refuses_fails_the_controller_check(cli, node):

@@ -651,6 +651,7 @@ def test_a_pair_is_read_as_slurm_reads_it_and_only_the_bare_form_is_plain(key, v
     ("node", "hostlist"),
     [
         ("d\u00b2", "d[1-4]"),
+        ("d\u0663", "d[1-4]"),
         ("d2", "d[\u00b2-4]"),
         ("d2", "d[1-\u00b2]"),
         ("d" + "9" * 5000, "d[1-4]"),

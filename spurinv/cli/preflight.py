@@ -619,7 +619,7 @@ def jwt_expiry(token: str) -> int | None:
         return None
     try:
         payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # a payload nested past the parser's depth
         return None
     exp = payload.get("exp") if isinstance(payload, dict) else None
     # at most the last second of year 9999: datetime cannot show a later one
