@@ -8,6 +8,7 @@ below (:data:`ValidInventory`, :data:`ValidDiscovery`, :data:`ValidReading`), wh
 JSON Schema from them.
 """
 
+import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -20,7 +21,16 @@ from spurinv import shape
 Vendor = Literal["amd", "nvidia", "intel"]
 SourceState = Literal["ok", "absent", "failed"]
 LinkState = Literal["ok", "degraded", "down", "unknown", "gone"]
-STRICT = ConfigDict(extra="forbid")  # typos in state files are errors, not silence
+STRICT = ConfigDict(extra="forbid")  # typos in a state file or a document are errors, not silence
+
+
+def read_only_adapter(kind: Any) -> TypeAdapter[Any]:
+    """pydantic's validator and schema generator for ``kind``, whose TypedDicts may mark items
+    ``ReadOnly``: without pydantic's warning that it does not keep them read-only on the dicts it
+    returns (nothing at run time does; mypy does, which is their use here)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".*`ReadOnly` qualifier", UserWarning)
+        return TypeAdapter(kind)
 
 
 @with_config(STRICT)

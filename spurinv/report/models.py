@@ -6,17 +6,14 @@ pydantic's ``TypeAdapter``. This module imports pydantic: a module of ``spurinv/
 types under ``if TYPE_CHECKING:`` only, so no run (the timer's tick, ``status --json``) loads it.
 """
 
-import warnings
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetPydanticSchema, TypeAdapter, with_config
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, GetPydanticSchema, TypeAdapter, with_config
 from pydantic_core import CoreSchema, core_schema
 from typing_extensions import NotRequired, ReadOnly, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
 
 from spurinv.inventory.classify import InventoryDiff, Outcome
-from spurinv.inventory.model import Inventory, Problem, SourceStatus
-
-STRICT = ConfigDict(extra="forbid")
+from spurinv.inventory.model import STRICT, Inventory, Problem, SourceStatus, read_only_adapter
 
 
 def _dumped(model: type[BaseModel]) -> GetPydanticSchema:
@@ -298,7 +295,5 @@ def adapter(document: type[D]) -> TypeAdapter[D]:
     does not keep ``command`` read-only on the dicts it returns: it is so for mypy only)."""
     found = _ADAPTERS.get(document)
     if found is None:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", r".*`ReadOnly` qualifier", UserWarning)
-            found = _ADAPTERS[document] = TypeAdapter(document)
+        found = _ADAPTERS[document] = read_only_adapter(document)
     return found

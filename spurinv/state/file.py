@@ -25,7 +25,6 @@ A file from a newer schema is refused and never overwritten; a corrupt one is mo
 """
 
 import os
-import warnings
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -37,7 +36,7 @@ from spurinv import exitcode, jsontext
 from spurinv.controller.ownership import Claim, skew
 from spurinv.errors import ControllerKind
 from spurinv.inventory.classify import switching
-from spurinv.inventory.model import STRICT, Inventory, Reading, ValidInventory, ValidReading
+from spurinv.inventory.model import STRICT, Inventory, Reading, ValidInventory, ValidReading, read_only_adapter
 from spurinv.shape import KEEP_READINGS, SCHEMA_VERSION
 from spurinv.state import ledger, store
 
@@ -252,12 +251,9 @@ RECORDS: dict[str, type] = {
     "baseline": Baseline, "pending": Pending, "last": Decision, "drain": Drain, "refusal": Refusal, "backoff": Backoff,
     "api": Api, "steady": Steady, "intent": Intent, "switching": Switching,
 }  # fmt: skip
-with warnings.catch_warnings():
-    # pydantic does not enforce ReadOnly (nothing at run time does); mypy does, which is its use here
-    warnings.filterwarnings("ignore", message=".*`ReadOnly` qualifier.*")
-    _STATE: TypeAdapter[State] = TypeAdapter(ValidState)
-    _STEADY: TypeAdapter[Steady] = TypeAdapter(ValidSteady)
-    _DECISION: TypeAdapter[Decision] = TypeAdapter(ValidDecision)
+_STATE: TypeAdapter[State] = read_only_adapter(ValidState)
+_STEADY: TypeAdapter[Steady] = read_only_adapter(ValidSteady)
+_DECISION: TypeAdapter[Decision] = read_only_adapter(ValidDecision)
 
 
 def new(**fields: Any) -> State:
