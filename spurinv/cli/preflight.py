@@ -34,6 +34,7 @@ from spurinv.errors import (
     SpurinvError,
     TokenError,
 )
+from spurinv.inventory.sources.attribute import decimal
 from spurinv.state import store
 from spurinv.state.locations import DEFAULT_STATE
 
@@ -1117,24 +1118,19 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
     return ""
 
 
-def _number(text: str) -> int | None:
-    """Up to nine ASCII digits as a number, else None ("²".isdigit() is True, but int("²") raises)."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
-
-
 def _values(field: str, low: int, high: int, names: dict[str, int] | None = None) -> set[int] | None:
     """The numbers a crontab field matches (None when it cannot be read)."""
     found: set[int] = set()
     for part in field.lower().split(","):
         span, _, step_text = part.partition("/")
-        step = _number(step_text or "1")
+        step = decimal(step_text or "1", 9)
         if not step:  # unreadable, or 0 (any spelling of it)
             return None
         if span == "*":
             start, end = low, high
         else:
             first, _, last = span.partition("-")
-            numbers = [names.get(text) if names and text in names else _number(text)
+            numbers = [names.get(text) if names and text in names else decimal(text, 9)
                        for text in (first, last or first)]  # fmt: skip
             if numbers[0] is None or numbers[1] is None:
                 return None
@@ -1344,7 +1340,7 @@ def _schedule_found(run: _Run) -> Check:
             fix = f"journalctl -u {SERVICE} -n 50 names the error; then systemctl reset-failed {SERVICE}"
             # a config or permission error (78, 77) comes back on every run; anything else may
             # be one earlier run's, which the next tick clears
-            number = _number(code)
+            number = decimal(code, 9)
             if number in (exitcode.CONFIG, exitcode.NOPERM):
                 return Check("schedule", "fail", f"{told} (exit {code}, which every run repeats)", fix, number)
             return Check("schedule", "warn", f"{told}" + (f" (exit {code})" if number is not None else ""), fix)

@@ -22,7 +22,7 @@ import os
 from spurinv.inventory import catalog
 from spurinv.inventory import root as places
 from spurinv.inventory.fingerprint import fingerprint
-from spurinv.inventory.sources.attribute import ReadError, is_bdf, numbered, read_optional
+from spurinv.inventory.sources.attribute import ReadError, decimal, is_bdf, numbered, read_optional
 from spurinv.inventory.sources.cdi import read_cdi
 from spurinv.inventory.sources.drm import read_drm
 from spurinv.inventory.sources.host import read_cpus, read_memory
@@ -470,12 +470,12 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
     said: set[int] = set()
     for entry in cdi:
         for path in entry["nodes"]:
-            number = path.removeprefix(_CAP_PREFIX)
-            if not path.startswith(_CAP_PREFIX) or not (number.isascii() and number.isdigit()) or len(number) > 9:
+            number = decimal(path.removeprefix(_CAP_PREFIX), 9) if path.startswith(_CAP_PREFIX) else None
+            if number is None:
                 continue
             from spurinv.inventory.sources.mig import decode
 
-            decoded = decode(int(number))
+            decoded = decode(number)
             if decoded is None or decoded[0] in said:
                 continue
             what = f"gi{decoded[1]}" + ("" if decoded[2] is None else f"/ci{decoded[2]}")

@@ -220,8 +220,14 @@ def parse_cpulist(text: str, path: str) -> list[int]:
 
 
 def _decimal(word: str) -> bool:
-    """ASCII digits, short enough for ``int`` ("²".isdigit() is True but int("²") raises)."""
-    return word.isascii() and word.isdigit() and len(word) <= 20
+    """ASCII digits, short enough for ``int``."""
+    return decimal(word, 20) is not None
+
+
+def decimal(text: str, digits: int) -> int | None:
+    """``text`` as a number when it is 1 to ``digits`` ASCII digits, else None ("²".isdigit() is
+    True but int("²") raises, as does int() of 4,301 digits)."""
+    return int(text) if len(text) <= digits and text.isascii() and text.isdigit() else None
 
 
 def parse_keyed_lines(text: str, separator: str = ":") -> dict[str, str]:

@@ -11,7 +11,15 @@ import errno
 import os
 
 from spurinv.inventory import root as places
-from spurinv.inventory.sources.attribute import MAX_CPUS, ReadError, parse_cpulist, parse_int, parse_keyed_lines, read_text
+from spurinv.inventory.sources.attribute import (
+    MAX_CPUS,
+    ReadError,
+    decimal,
+    parse_cpulist,
+    parse_int,
+    parse_keyed_lines,
+    read_text,
+)
 from spurinv.inventory.sources.status import Report
 
 TYPE_CHECKING = False
@@ -84,10 +92,11 @@ def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
     except OSError:
         return {}, f"{base} is not readable"
     for name in names:
-        if name.startswith("node") and name[4:].isascii() and name[4:].isdigit() and len(name) < 14:
+        node = decimal(name[4:], 9) if name.startswith("node") else None
+        if node is not None:
             path = os.path.join(base, name, "cpulist")
             try:
-                numa[int(name[4:])] = parse_cpulist(read_text(path), path)
+                numa[node] = parse_cpulist(read_text(path), path)
             except ReadError as error:
                 return {}, f"{error.path}: {error.reason}"
     cpus = root.join(os.path.dirname(places.CPU_ONLINE))
