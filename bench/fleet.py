@@ -232,7 +232,7 @@ class _Simulation:
         reading: Reading = {**self.readings[root], "taken_at": moment}
         state = {**state_file.record(state, reading), "node": name}
         result = converge(state, reading, self.settings, self.connect(name), lambda: moment)
-        self.outcomes[result.outcome.kind.value] += 1
+        self.outcomes[result.outcome["kind"].value] += 1
         if result.exit_code not in (0, EXIT_IOERR, EXIT_TEMPFAIL):
             errors = [step["error"] for step in result.steps if step["error"]]
             self.unexpected.append(f"{name} {root}: exit {result.exit_code} {errors}")

@@ -57,8 +57,8 @@ from spurinv.controller.ownership import (
 )
 from spurinv.controller.transport import SLURM_REMEDY
 from spurinv.errors import ControllerKind
-from spurinv.inventory.classify import Kind, Outcome
-from spurinv.inventory.model import Inventory
+from spurinv.inventory.classify import Kind, diff_summary
+from spurinv.inventory.model import Inventory, Outcome
 from spurinv.inventory.sources import link
 from spurinv.secret import printable
 from spurinv.state import file
@@ -172,7 +172,7 @@ def clamp_backoff(state: State, settings: Settings, now: datetime) -> tuple[Stat
 
 def forget_stale_refusal(state: State, outcome: Outcome) -> State:
     """The reading is the baseline again: a refusal of another inventory (and its backoff) is moot."""
-    if outcome.kind != Kind.UNCHANGED or (
+    if outcome["kind"] != Kind.UNCHANGED or (
         state["refusal"] is None and (state["backoff"] is None or state["backoff"]["kind"] != "refused")
     ):
         return state
@@ -184,9 +184,9 @@ def _retry_only(outcome: Outcome, state: State) -> bool:
     """Is the only thing this reading could lead to a retry of the request the controller refused?"""
     refusal = state["refusal"]
     return (
-        outcome.kind == Kind.CHANGE_CONFIRMED
+        outcome["kind"] == Kind.CHANGE_CONFIRMED
         and refusal is not None
-        and refusal["fingerprint"] == outcome.fingerprint
+        and refusal["fingerprint"] == outcome["fingerprint"]
         and state["intent"] is None
     )
 
@@ -195,26 +195,26 @@ def decide(
     outcome: Outcome, view: NodeView | None, state: State, settings: Settings, now: datetime, *, nonce: str = "0000"
 ) -> Action:
     """Return the next step for this run (``nonce``: the random part of a drain's id)."""
-    if outcome.kind == Kind.DISCOVERY_FAILED:
-        return Action(kind=Do.NONE, reason=f"{outcome.reason}; nothing may be acted on", exit_code=exitcode.IOERR)
-    if outcome.kind == Kind.SWITCHING:
+    if outcome["kind"] == Kind.DISCOVERY_FAILED:
+        return Action(kind=Do.NONE, reason=f"{outcome['reason']}; nothing may be acted on", exit_code=exitcode.IOERR)
+    if outcome["kind"] == Kind.SWITCHING:
         # not settled: no change to confirm, no failure to back off from; the next tick looks again
-        return Action(kind=Do.NONE, reason=f"{outcome.reason}; waiting for the settled reading", exit_code=exitcode.TEMPFAIL)
+        return Action(kind=Do.NONE, reason=f"{outcome['reason']}; waiting for the settled reading", exit_code=exitcode.TEMPFAIL)
     # a state started afresh reads the controller once whatever the reading: a drain of ours
     # the lost state knew is found only there
     first_look = state["fresh"] and not settings.observe
-    if outcome.kind == Kind.CHANGE_PENDING and not (first_look and view is None):
-        return Action(kind=Do.NONE, reason=outcome.reason)
+    if outcome["kind"] == Kind.CHANGE_PENDING and not (first_look and view is None):
+        return Action(kind=Do.NONE, reason=outcome["reason"])
     current = file.latest_inventory(state)
     if settings.observe:
         return _observed(outcome, state, current)
 
     degraded = _degraded_links(state) if settings.drain_on_degraded_link else []
     needs_view = (
-        outcome.kind == Kind.CHANGE_CONFIRMED
-        or (outcome.kind == Kind.UNCHANGED and bool(degraded) and state["drain"] is None)
-        or (outcome.kind == Kind.SUSPICIOUS and settings.drain_on_suspicious)
-        or (outcome.kind == Kind.UNCHANGED and state["drain"] is not None)
+        outcome["kind"] == Kind.CHANGE_CONFIRMED
+        or (outcome["kind"] == Kind.UNCHANGED and bool(degraded) and state["drain"] is None)
+        or (outcome["kind"] == Kind.SUSPICIOUS and settings.drain_on_suspicious)
+        or (outcome["kind"] == Kind.UNCHANGED and state["drain"] is not None)
         or state["intent"] is not None  # an unsettled write: the controller's view settles it
         or first_look
     )
@@ -223,8 +223,8 @@ def decide(
         retire = stale_record(view, state, settings, now) if view is not None else None
         if retire is not None:
             return retire
-        if outcome.kind == Kind.SUSPICIOUS:
-            return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
+        if outcome["kind"] == Kind.SUSPICIOUS:
+            return Action(kind=Do.HOLD, reason=f"{outcome['reason']}; {outcome['release']}")
         return Action(kind=Do.NONE, reason=shape.QUIET)
     if view is None:
         # Transport and auth trouble block all contact; a refusal only delays its own retry, so
@@ -258,19 +258,19 @@ def decide(
     if retire is not None:
         return retire
 
-    if outcome.kind == Kind.UNCHANGED:
+    if outcome["kind"] == Kind.UNCHANGED:
         return _unchanged(view, state, settings, now, nonce, drained_by_us=drained_by_us, degraded=degraded)
 
-    if outcome.kind == Kind.SUSPICIOUS:
+    if outcome["kind"] == Kind.SUSPICIOUS:
         return _suspicious(outcome, view, settings, now, nonce)
 
     # change-confirmed
     assert current is not None
-    assert outcome.diff is not None
+    assert outcome["diff"] is not None
     models = shape.gpu_counts(current)
     if state["baseline"] is None and gres_agrees(view.gres, models):
         return Action(kind=Do.ADOPT, reason=f"the controller already lists {view.gres}; adopting the reading as the baseline")
-    refusal = state["refusal"] if state["refusal"] and state["refusal"]["fingerprint"] == outcome.fingerprint else None
+    refusal = state["refusal"] if state["refusal"] and state["refusal"]["fingerprint"] == outcome["fingerprint"] else None
     if refusal is not None and state["baseline"] is not None and gres_agrees(view.gres, models):
         # someone did what the refusal asked (slurm.conf, gres.conf, reconfigure, slurmd): the
         # refused write is moot, busy or not; only our record is written (extra alone)
@@ -280,7 +280,7 @@ def decide(
             reason=f"the controller now lists {view.gres}; taking it as registered{_unrecorded(view, body)}",
             body=body,
         )
-    summary = against(view, current) if state["baseline"] is None else outcome.diff.summary()
+    summary = against(view, current) if state["baseline"] is None else diff_summary(outcome["diff"])
     if DOWN & {view.base, *view.flags}:
         down = lift_blockers(view.base, view.flags)
         # a DOWN/FAIL node is no idle node: its jobs may be unseen, and a register command would
@@ -345,12 +345,12 @@ def _suspicious(outcome: Outcome, view: NodeView, settings: Settings, now: datet
     """A suspicious reading, confirmed: drain (policy.drain_on_suspicious), unless the node is
     drained already or in a state someone else set."""
     if view.drained:
-        return Action(kind=Do.HOLD, reason=f"{outcome.reason}; node already drained")
+        return Action(kind=Do.HOLD, reason=f"{outcome['reason']}; node already drained")
     if blocked := _not_over(view, "suspicious reading"):
-        return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {blocked}")
-    words = f"suspicious reading: {outcome.reason}"
-    body = drain_body(view, words, "suspicious", outcome.fingerprint, settings, now, nonce)
-    return Action(kind=Do.DRAIN, reason=outcome.reason, body=body, cause="suspicious")
+        return Action(kind=Do.HOLD, reason=f"{outcome['reason']}; {blocked}")
+    words = f"suspicious reading: {outcome['reason']}"
+    body = drain_body(view, words, "suspicious", outcome["fingerprint"], settings, now, nonce)
+    return Action(kind=Do.DRAIN, reason=outcome["reason"], body=body, cause="suspicious")
 
 
 def _unchanged(view: NodeView, state: State, settings: Settings, now: datetime, nonce: str, *, drained_by_us: bool,
@@ -386,11 +386,12 @@ def _degraded_links(state: State) -> list[dict[str, Any]]:
 
 def _observed(outcome: Outcome, state: State, current: Inventory | None) -> Action:
     """Observe mode (no controller configured): say what would be done."""
-    if outcome.kind == Kind.CHANGE_CONFIRMED and current is not None:
-        summary = outcome.diff.summary() if outcome.diff and state["baseline"] else f"first inventory: {shape.summary(current)}"
+    if outcome["kind"] == Kind.CHANGE_CONFIRMED and current is not None:
+        diff = outcome["diff"]
+        summary = diff_summary(diff) if diff and state["baseline"] else f"first inventory: {shape.summary(current)}"
         return Action(kind=Do.OBSERVE, reason=f"observe mode (no controller configured): would re-register: {summary}")
-    if outcome.kind == Kind.SUSPICIOUS:
-        return Action(kind=Do.HOLD, reason=f"{outcome.reason}; {outcome.release}")
+    if outcome["kind"] == Kind.SUSPICIOUS:
+        return Action(kind=Do.HOLD, reason=f"{outcome['reason']}; {outcome['release']}")
     return Action(kind=Do.NONE, reason=shape.QUIET_OBSERVE)
 
 

@@ -34,9 +34,9 @@ from spurinv.errors import (
     UsageError,
 )
 from spurinv.inventory import model
-from spurinv.inventory.classify import Kind, Outcome, classify, switching
+from spurinv.inventory.classify import Kind, classify, diff_summary, switching, verdict
 from spurinv.inventory.discovery import discover
-from spurinv.inventory.model import Reading
+from spurinv.inventory.model import Outcome, Reading
 from spurinv.inventory.root import Root, boot_id
 from spurinv.inventory.sources import link
 from spurinv.log import Log
@@ -251,8 +251,8 @@ def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
     if baseline is not None and baseline["source"] == "observed" and not settings.observe:
         outcome = classify(None, state_file.latest(state), reading, state["accepted"])
         # the same story status tells about this baseline, not "no baseline yet"
-        reason = outcome.reason.replace("no baseline yet", "the baseline was only observed, never told to a controller")
-        return outcome.model_copy(update={"reason": reason})
+        reason = outcome["reason"].replace("no baseline yet", "the baseline was only observed, never told to a controller")
+        return {**outcome, "reason": reason}
     return classify(baseline["inventory"] if baseline else None, state_file.latest(state), reading, state["accepted"])
 
 
@@ -262,14 +262,14 @@ def _switching(state: State, reading: Reading, settings: Settings) -> Outcome:
     taken_at = reading["taken_at"]
     since = state["switching"]["since"] if state["switching"] else taken_at
     since = min(since, taken_at)  # a start stamped by a clock ahead restarts now (ledger.record)
-    detail = outcome.reason.removeprefix("partition switch in progress: ")
+    detail = outcome["reason"].removeprefix("partition switch in progress: ")
     # the date too when the switch did not start today: a time alone would read as hours, not days
     when = f"{since:%H:%M}" if since.date() == taken_at.date() else f"{since:%Y-%m-%d %H:%M}"
     started = f"partition switch in progress since {when} UTC"
     if state_file.overdue(state, reading, settings.switch_timeout):
         reason = f"{started}, longer than policy.switch_timeout ({settings.switch_timeout} s): {detail}"
-        return Outcome(kind=Kind.DISCOVERY_FAILED, reason=reason)
-    return outcome.model_copy(update={"reason": f"{started}: {detail}"})
+        return verdict(Kind.DISCOVERY_FAILED, reason)
+    return {**outcome, "reason": f"{started}: {detail}"}
 
 
 # A reading nothing may act on ends the run with this status, whatever its steps did
@@ -371,7 +371,7 @@ def converge(
             exit_code = exc.exit_code
             break
     final = judge(state)
-    exit_code = exit_code or _UNSETTLED.get(final.kind, exitcode.OK)
+    exit_code = exit_code or _UNSETTLED.get(final["kind"], exitcode.OK)
     return Converged(state, final, steps, exit_code, client, notes)
 
 
@@ -414,12 +414,12 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
     outcome = classify_for(state, reading, settings)
     state = {**state_file.record(state, reading, settings.switch_timeout), "node": node}
     fits = config.policy.confirm_interval < (budget.remaining() if budget else float("inf"))
-    if outcome.kind == Kind.CHANGE_PENDING and not fits:
+    if outcome["kind"] == Kind.CHANGE_PENDING and not fits:
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
-    if outcome.kind == Kind.CHANGE_PENDING and not config.observe:
+    if outcome["kind"] == Kind.CHANGE_PENDING and not config.observe:
         _credentials(config, world.environ)  # a missing token is said now, not after the confirm wait
-    if outcome.kind == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
-        summary = outcome.diff.summary() if outcome.diff and state["baseline"] else "first reading"
+    if outcome["kind"] == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
+        summary = diff_summary(outcome["diff"]) if outcome["diff"] and state["baseline"] else "first reading"
         world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
         world.confirm_wait(config.policy.confirm_interval)
         reading, raw = _take_reading(world, config)
@@ -463,7 +463,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         options.state_path,
         scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         summarised(reading),
-        outcome.model_dump(mode="json"),
+        outcome,
         result.steps,
         [request.as_dict() for request in client.sent] if client else [],
         notes,
@@ -785,21 +785,21 @@ def _finish(result: Converged, options: Options, world: World, node: str, found:
     done = [step for step in steps if step["action"] != "none"] or steps[-1:]
     decision = ledger.decision(
         world.clock(),
-        found.kind.value,
+        found["kind"].value,
         steps[-1]["action"] if steps else "none",
-        found.reason,
+        found["reason"],
         result.exit_code,
         len(result.client.sent) if result.client else 0,
         [f"{step['action']}: {step['reason']}" + (f" ({step['error']})" if step["error"] else "") for step in done],
     )
     steady = None
-    if ledger.settled(state, outcome.kind.value, result.exit_code, config.observe) and outcome.fingerprint:
+    if ledger.settled(state, outcome["kind"].value, result.exit_code, config.observe) and outcome["fingerprint"]:
         key = ledger.steady_key(
             world.root.path, options.config_identity, options.metrics_flag, options.node_flag, world.hostname,
             state["boot_id"] or "",
         )  # fmt: skip
         memo = ledger.memo(
-            outcome.fingerprint,
+            outcome["fingerprint"],
             key,
             config.discovery.cdi_dirs,
             config.discovery.ignore_pci,

@@ -10,8 +10,9 @@ from factories import inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.inventory.classify import FieldChange, Kind, classify, compare
-from spurinv.inventory.model import Device
+from spurinv.inventory.classify import Kind, classify, compare, diff_empty, diff_summary, package_line
+from spurinv.inventory.model import Device, FieldChange, InventoryDiff, Outcome, PackageChange
+from spurinv.report.models import adapter
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -48,19 +49,20 @@ def test_classifier_table(name, baseline, previous, current, expected):
     prev = None if previous == "none" else reading(previous, 0)
     outcome = classify(baseline, prev, reading(current, 60))
 
-    assert expected == outcome.kind, outcome.reason
+    assert expected == outcome["kind"], outcome["reason"]
 
 
 def test_confirmed_partition_switch_carries_a_per_gpu_summary():
-    outcome = classify(SPX, reading(CPX, 0), reading(CPX, 60))
+    diff = classify(SPX, reading(CPX, 0), reading(CPX, 60))["diff"]
+    assert diff is not None
 
-    lines = [p.line() for p in outcome.diff.packages]
+    lines = [package_line(p) for p in diff["packages"]]
     assert "0000:05:00.0 SPX→CPX: 1 → 8 devices" in lines
     assert len(lines) == 8
-    assert "8 GPUs SPX→CPX (1→8 each)" in outcome.diff.summary()
-    assert "mi300x 8→64" in outcome.diff.summary()
-    assert len(outcome.diff.added) == 64
-    assert len(outcome.diff.removed) == 8
+    assert "8 GPUs SPX→CPX (1→8 each)" in diff_summary(diff)
+    assert "mi300x 8→64" in diff_summary(diff)
+    assert len(diff["added"]) == 64
+    assert len(diff["removed"]) == 8
 
 
 def test_suspicious_says_what_releases_it_and_accept_releases_only_that_reading():
@@ -68,16 +70,16 @@ def test_suspicious_says_what_releases_it_and_accept_releases_only_that_reading(
     accepted = classify(SPX, reading(NONE, 0), reading(NONE, 60), accepted=NONE["fingerprint"])
     other = classify(SPX, reading(NONE, 0), reading(NONE, 60), accepted=CPX["fingerprint"])
 
-    assert "spurinv refresh --accept" in held.release
-    assert Kind.CHANGE_CONFIRMED == accepted.kind
-    assert Kind.SUSPICIOUS == other.kind
+    assert "spurinv refresh --accept" in held["release"]
+    assert Kind.CHANGE_CONFIRMED == accepted["kind"]
+    assert Kind.SUSPICIOUS == other["kind"]
 
 
 def test_discovery_failure_keeps_the_reasons():
     outcome = classify(SPX, reading(SPX), reading(None, errors=["topology kept changing", "x"]))
 
-    assert "topology kept changing" in outcome.reason
-    assert "+1 more" in outcome.reason
+    assert "topology kept changing" in outcome["reason"]
+    assert "+1 more" in outcome["reason"]
 
 
 def test_memory_mode_change_is_a_field_change_not_added_or_removed():
@@ -85,10 +87,10 @@ def test_memory_mode_change_is_a_field_change_not_added_or_removed():
 
     diff = compare(SPX, nps4)
 
-    assert not diff.added
-    assert not diff.removed
-    assert {c.field for c in diff.changed} == {"partition"}
-    assert "NPS1→NPS4 on 8 devices" in diff.summary()  # the modes, as SPX→CPX
+    assert not diff["added"]
+    assert not diff["removed"]
+    assert {c["field"] for c in diff["changed"]} == {"partition"}
+    assert "NPS1→NPS4 on 8 devices" in diff_summary(diff)  # the modes, as SPX→CPX
 
 
 # ---------------------------------------------------------------- properties
@@ -109,7 +111,7 @@ def test_one_reading_never_confirms(baseline, current):
     """With no previous reading (or a failed one), nothing is ever confirmed."""
     for previous in (None, reading(None)):
         outcome = classify(baseline, previous, reading(current, 60))
-        assert outcome.kind != Kind.CHANGE_CONFIRMED
+        assert outcome["kind"] != Kind.CHANGE_CONFIRMED
 
 
 @settings(max_examples=examples(200))
@@ -117,7 +119,7 @@ def test_one_reading_never_confirms(baseline, current):
 def test_a_failure_never_confirms(baseline, previous):
     outcome = classify(baseline, reading(previous), reading(None, 60))
 
-    assert Kind.DISCOVERY_FAILED == outcome.kind
+    assert Kind.DISCOVERY_FAILED == outcome["kind"]
 
 
 @settings(max_examples=examples(200))
@@ -136,18 +138,18 @@ def test_outcome_never_depends_on_device_order(baseline, previous, current, data
 @given(baseline=maybe, current=inventories, other=maybe)
 def test_a_confirmed_change_stays_confirmed_when_the_reading_repeats(baseline, current, other):
     outcome = classify(baseline, reading(current, 0), reading(current, 60))
-    if outcome.kind == Kind.CHANGE_CONFIRMED:
-        assert Kind.CHANGE_CONFIRMED == classify(baseline, reading(current, 60), reading(current, 120)).kind
+    if outcome["kind"] == Kind.CHANGE_CONFIRMED:
+        assert Kind.CHANGE_CONFIRMED == classify(baseline, reading(current, 60), reading(current, 120))["kind"]
     # and a different previous reading never confirms it
     if other is not None and other["fingerprint"] != current["fingerprint"]:
-        assert classify(baseline, reading(other), reading(current, 60)).kind != Kind.CHANGE_CONFIRMED
+        assert classify(baseline, reading(other), reading(current, 60))["kind"] != Kind.CHANGE_CONFIRMED
 
 
 @settings(max_examples=examples(100))
 @given(inv=maybe)
 def test_a_reading_equal_to_the_baseline_is_unchanged(inv):
     if inv is not None:
-        assert Kind.UNCHANGED == classify(inv, None, reading(inv)).kind
+        assert Kind.UNCHANGED == classify(inv, None, reading(inv))["kind"]
 
 
 # --- pinned by the mutation run -------------------------------------------------------------------
@@ -166,9 +168,9 @@ TWO = inventory(packages(2, "SPX"))
 def test_adding_or_removing_a_gpu_is_no_package_change(old, new):
     diff = compare(old, new)
 
-    assert diff.packages == ()
-    assert len(diff.added) + len(diff.removed) == 1
-    assert "→1)" not in diff.summary()  # no "(1→1)" package line invented for the new GPU
+    assert diff["packages"] == ()
+    assert len(diff["added"]) + len(diff["removed"]) == 1
+    assert "→1)" not in diff_summary(diff)  # no "(1→1)" package line invented for the new GPU
 
 
 @settings(max_examples=examples(200))
@@ -186,29 +188,29 @@ def test_package_changes_are_only_for_gpus_present_before_and_after(old, new, ol
     diff = compare(before, after)
 
     both = {d["pci_bdf"] for d in before["devices"]} & {d["pci_bdf"] for d in after["devices"]}
-    assert {p.pci_bdf for p in diff.packages} == (both if old_mode != new_mode else set())
-    for package in diff.packages:
-        assert (package.old_count, package.new_count) == (per[old_mode], per[new_mode])
+    assert {p["pci_bdf"] for p in diff["packages"]} == (both if old_mode != new_mode else set())
+    for package in diff["packages"]:
+        assert (package["old_count"], package["new_count"]) == (per[old_mode], per[new_mode])
 
 
 def test_an_empty_diff_is_empty_and_any_difference_is_not():
     nps4 = inventory(packages(8, "SPX", memory_mode="NPS4"))
     more_memory = inventory(packages(8, "SPX"), memory_mb=2_000_000)
 
-    assert compare(SPX, SPX).empty
-    assert not compare(SPX, inventory(packages(9, "SPX"))).empty  # added
-    assert not compare(SPX, inventory(packages(7, "SPX"))).empty  # removed
-    assert not compare(SPX, nps4).empty  # changed
-    assert not compare(SPX, more_memory).empty  # node
-    assert compare(SPX, more_memory).summary() == "memory_mb 1500000→2000000"
+    assert diff_empty(compare(SPX, SPX))
+    assert not diff_empty(compare(SPX, inventory(packages(9, "SPX"))))  # added
+    assert not diff_empty(compare(SPX, inventory(packages(7, "SPX"))))  # removed
+    assert not diff_empty(compare(SPX, nps4))  # changed
+    assert not diff_empty(compare(SPX, more_memory))  # node
+    assert diff_summary(compare(SPX, more_memory)) == "memory_mb 1500000→2000000"
 
 
 def test_the_summary_counts_packages_and_says_each_only_for_several():
     one_cpx = inventory(packages(1, "CPX", per=8))
     two_cpx = inventory(packages(2, "CPX", per=8))
 
-    assert compare(ONE, one_cpx).summary() == "1 GPU SPX→CPX (1→8); mi300x 1→8"
-    assert compare(TWO, two_cpx).summary() == "2 GPUs SPX→CPX (1→8 each); mi300x 2→16"
+    assert diff_summary(compare(ONE, one_cpx)) == "1 GPU SPX→CPX (1→8); mi300x 1→8"
+    assert diff_summary(compare(TWO, two_cpx)) == "2 GPUs SPX→CPX (1→8 each); mi300x 2→16"
 
 
 def test_the_summary_counts_each_changed_field_by_its_devices():
@@ -217,8 +219,8 @@ def test_the_summary_counts_each_changed_field_by_its_devices():
     moved: list[Device] = [{**device, "numa_node": 3} if index < 2 else device for index, device in enumerate(SPX["devices"])]
     renamed: list[Device] = [{**device, "unique_id": "0xfeed"} if index == 0 else device for index, device in enumerate(moved)]
 
-    assert compare(SPX, inventory(moved)).summary() == "numa_node changed on 2 devices"
-    assert compare(SPX, inventory(renamed)).summary() == "numa_node changed on 2 devices; unique_id changed on 1 device"
+    assert diff_summary(compare(SPX, inventory(moved))) == "numa_node changed on 2 devices"
+    assert diff_summary(compare(SPX, inventory(renamed))) == "numa_node changed on 2 devices; unique_id changed on 1 device"
 
 
 @pytest.mark.parametrize(
@@ -232,8 +234,8 @@ def test_the_summary_counts_each_changed_field_by_its_devices():
 def test_a_pending_change_says_why_it_waits(previous, why):
     outcome = classify(ONE, previous, reading(SPX, 60))
 
-    assert outcome.kind == Kind.CHANGE_PENDING
-    assert outcome.reason.startswith(why)
+    assert outcome["kind"] == Kind.CHANGE_PENDING
+    assert outcome["reason"].startswith(why)
 
 
 def test_a_lost_package_still_on_the_bus_is_suspicious_and_one_gone_from_the_bus_is_not():
@@ -244,19 +246,19 @@ def test_a_lost_package_still_on_the_bus_is_suspicious_and_one_gone_from_the_bus
     held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
     confirmed = classify(SPX, reading(gone, 0), reading(gone, 60))
 
-    assert held.kind == Kind.SUSPICIOUS
-    assert SPX["devices"][-1]["pci_bdf"] in held.reason
-    assert confirmed.kind == Kind.CHANGE_CONFIRMED
-    assert confirmed.release is None
+    assert held["kind"] == Kind.SUSPICIOUS
+    assert SPX["devices"][-1]["pci_bdf"] in held["reason"]
+    assert confirmed["kind"] == Kind.CHANGE_CONFIRMED
+    assert confirmed["release"] is None
 
 
 def test_field_changes_are_counted_per_device():
     one_nps4 = inventory(packages(1, "SPX", memory_mode="NPS4"))
     two_nps4 = inventory(packages(2, "SPX", memory_mode="NPS4"))
 
-    assert compare(ONE, one_nps4).summary() == "NPS1→NPS4 on 1 device"
-    assert compare(TWO, two_nps4).summary() == "NPS1→NPS4 on 2 devices"
-    assert compare(two_nps4, TWO).summary() == "NPS4→NPS1 on 2 devices"
+    assert diff_summary(compare(ONE, one_nps4)) == "NPS1→NPS4 on 1 device"
+    assert diff_summary(compare(TWO, two_nps4)) == "NPS1→NPS4 on 2 devices"
+    assert diff_summary(compare(two_nps4, TWO)) == "NPS4→NPS1 on 2 devices"
 
 
 def test_only_an_accepted_suspicious_reading_says_it_was_accepted():
@@ -264,9 +266,9 @@ def test_only_an_accepted_suspicious_reading_says_it_was_accepted():
     accepted = classify(SPX, reading(none, 0), reading(none, 60), accepted=none["fingerprint"])
     plain = classify(SPX, reading(TWO, 0), reading(TWO, 60))
 
-    assert (accepted.kind, plain.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
-    assert "accepted" in accepted.reason
-    assert "accepted" not in plain.reason
+    assert (accepted["kind"], plain["kind"]) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
+    assert "accepted" in accepted["reason"]
+    assert "accepted" not in plain["reason"]
 
 
 def test_a_changed_field_carries_its_values_before_and_after():
@@ -276,7 +278,7 @@ def test_a_changed_field_carries_its_values_before_and_after():
     other_numa = inventory(packages(1, "SPX", numa=1))
     ident = ONE["devices"][0]["id"]
 
-    assert compare(ONE, one_nps4).changed == (
+    assert compare(ONE, one_nps4)["changed"] == (
         FieldChange(
             id=ident,
             field="partition",
@@ -284,7 +286,7 @@ def test_a_changed_field_carries_its_values_before_and_after():
             new={"compute": "SPX", "memory": "NPS4", "index": 0},
         ),
     )
-    assert compare(ONE, other_numa).changed == (FieldChange(id=ident, field="numa_node", old=0, new=1),)
+    assert compare(ONE, other_numa)["changed"] == (FieldChange(id=ident, field="numa_node", old=0, new=1),)
 
 
 def test_a_confirmed_change_says_whether_there_was_a_baseline():
@@ -292,11 +294,11 @@ def test_a_confirmed_change_says_whether_there_was_a_baseline():
     changed = classify(ONE, reading(SPX, 0), reading(SPX, 60))
     first = classify(None, reading(SPX, 0), reading(SPX, 60))
 
-    assert (changed.kind, first.kind) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
-    assert "differ from the baseline" in changed.reason
-    assert "no baseline" not in changed.reason
-    assert "no baseline yet" in first.reason
-    assert "differ" not in first.reason
+    assert (changed["kind"], first["kind"]) == (Kind.CHANGE_CONFIRMED, Kind.CHANGE_CONFIRMED)
+    assert "differ from the baseline" in changed["reason"]
+    assert "no baseline" not in changed["reason"]
+    assert "no baseline yet" in first["reason"]
+    assert "differ" not in first["reason"]
 
 
 def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_shows_it():
@@ -306,7 +308,7 @@ def test_a_held_reading_names_the_accept_command_with_the_fingerprint_as_status_
 
     held = classify(SPX, reading(on_bus, 0), reading(on_bus, 60))
 
-    command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held.release or "")
+    command = re.search(r"`spurinv refresh --accept ([0-9a-f]+)`", held["release"] or "")
     assert command is not None
     assert command.group(1) == on_bus["fingerprint"][:12]
 
@@ -315,21 +317,24 @@ def test_a_model_that_appears_or_disappears_is_counted_from_or_to_zero():
     """The drain reason says how many GPUs of each model there were and are: none is 0, not less."""
     mi325x = inventory(packages(8, "SPX", model="mi325x"))
 
-    assert compare(SPX, mi325x).summary().split("; ")[:2] == ["mi300x 8→0", "mi325x 0→8"]
-    assert compare(None, SPX).summary() == "mi300x 0→8"
+    assert diff_summary(compare(SPX, mi325x)).split("; ")[:2] == ["mi300x 8→0", "mi325x 0→8"]
+    assert diff_summary(compare(None, SPX)) == "mi300x 0→8"
 
 
-def test_an_outcome_is_an_immutable_value():
+@pytest.mark.parametrize("shape", [Outcome, InventoryDiff, FieldChange, PackageChange])
+def test_an_outcome_is_an_immutable_value(shape):
     """The outcome a run classified is what its steps and its record say: nothing may change it
-    in between, or add to it."""
+    in between (every item is read-only, which mypy holds the code to), or add to it."""
     from pydantic import ValidationError
 
-    outcome = classify(None, None, reading(inventory(packages(8, "SPX")), 0))
+    outcome = classify(SPX, reading(CPX, 0), reading(CPX, 60))
+    value = {Outcome: outcome, InventoryDiff: outcome["diff"], FieldChange: FieldChange(id="node", field="cpus", old=1, new=2),
+             PackageChange: outcome["diff"]["packages"][0]}[shape]  # fmt: skip
 
+    assert shape.__readonly_keys__ == frozenset(shape.__annotations__)
+    assert adapter(shape).validate_python(value) == value
     with pytest.raises(ValidationError):
-        outcome.reason = "changed"  # type: ignore[misc]
-    with pytest.raises(ValidationError):
-        type(outcome).model_validate({**outcome.model_dump(), "extra": 1})
+        adapter(shape).validate_python({**value, "extra": 1})
 
 
 def test_a_compute_mode_change_in_the_same_memory_mode_is_no_memory_mode_switch():
@@ -338,7 +343,7 @@ def test_a_compute_mode_change_in_the_same_memory_mode_is_no_memory_mode_switch(
     before = inventory([device("0000:05:00.0", mode="SPX", memory_mode="NPS1")])
     after = inventory([device("0000:05:00.0", mode="TPX", memory_mode="NPS1")])
 
-    assert compare(before, after).summary() == "1 GPU SPX→TPX (1→1); partition changed on 1 device"
+    assert diff_summary(compare(before, after)) == "1 GPU SPX→TPX (1→1); partition changed on 1 device"
 
 
 @pytest.mark.parametrize(
@@ -352,4 +357,4 @@ def test_a_switch_in_progress_names_its_first_evidence_and_counts_the_rest(count
 
     outcome = classify(None, None, caught)
 
-    assert (outcome.kind, outcome.reason) == (Kind.SWITCHING, said)
+    assert (outcome["kind"], outcome["reason"]) == (Kind.SWITCHING, said)

@@ -29,7 +29,7 @@ from spurinv import exitcode, shape
 from spurinv.config.settings import Config
 from spurinv.controller.nodeview import NodeView, parse_gres
 from spurinv.controller.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_id
-from spurinv.inventory.classify import Kind, classify
+from spurinv.inventory.classify import Kind, classify, diff_summary
 from spurinv.policy import (
     WRITES,
     Action,
@@ -460,9 +460,9 @@ def test_never_writes_over_a_drain_it_does_not_own(baseline, previous, current, 
     if observe:
         assert action.kind not in WRITES
         assert action.kind != Do.READ_VIEW
-    if outcome_for(state).kind in (Kind.DISCOVERY_FAILED, Kind.CHANGE_PENDING):
+    if outcome_for(state)["kind"] in (Kind.DISCOVERY_FAILED, Kind.CHANGE_PENDING):
         assert action.kind not in WRITES
-    if outcome_for(state).kind == Kind.SUSPICIOUS:
+    if outcome_for(state)["kind"] == Kind.SUSPICIOUS:
         assert action.kind != Do.REGISTER
 
 
@@ -533,11 +533,13 @@ def test_backoff_blocks_all_contact_only_for_transport_and_auth_and_a_refusal_on
         assert action.kind != Do.READ_VIEW
     else:
         retry_only = (
-            outcome.kind == Kind.CHANGE_CONFIRMED and refusal is not None and refusal["fingerprint"] == outcome.fingerprint
+            outcome["kind"] == Kind.CHANGE_CONFIRMED
+            and refusal is not None
+            and refusal["fingerprint"] == outcome["fingerprint"]
         )
         # a refusal's backoff never stops the look (one single-node read) that may show it moot
-        assert action.kind != Do.BACKOFF, (outcome.kind, action.reason)
-        assert (action.kind == Do.READ_VIEW and action.cause == "refused") == retry_only, (outcome.kind, action.reason)
+        assert action.kind != Do.BACKOFF, (outcome["kind"], action.reason)
+        assert (action.kind == Do.READ_VIEW and action.cause == "refused") == retry_only, (outcome["kind"], action.reason)
 
 
 # --- a refusal never hides the controller -----------------------------------------
@@ -673,7 +675,7 @@ def test_a_fresh_state_reads_the_controller_once_even_for_a_first_reading():
     drain of ours the lost state knew, then waits for the second reading as always."""
     state = with_reading(new_state(fresh=True), reading(CPX, 0))
     outcome = outcome_for(state)
-    assert outcome.kind == Kind.CHANGE_PENDING
+    assert outcome["kind"] == Kind.CHANGE_PENDING
 
     first = decide(outcome, None, state, SLURM, NOW)
     then = decide(outcome, view(), {**state, "fresh": False}, SLURM, NOW)
@@ -1021,7 +1023,7 @@ def test_a_failed_discovery_does_nothing_and_says_ioerr():
     state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
     state = with_reading(with_reading(state, reading(SPX, 0)), reading(None, 60))
     outcome = outcome_of(state)
-    assert outcome.kind == Kind.DISCOVERY_FAILED
+    assert outcome["kind"] == Kind.DISCOVERY_FAILED
 
     for node in (None, node_view(), node_view("MIXED", cpus=2)):
         action = decide(outcome, node, state, SLURM, NOW)
@@ -1045,7 +1047,7 @@ def test_a_suspicious_reading_is_held_with_its_release(observe):
     action = decide(outcome, None, state, Settings(observe=observe), NOW)
 
     assert action.kind == Do.HOLD
-    assert outcome.release in action.reason
+    assert outcome["release"] in action.reason
     assert action.exit_code == exitcode.OK
 
 
@@ -1056,7 +1058,7 @@ def test_observe_mode_observes_a_confirmed_change_and_settle_makes_it_the_observ
     after = settle(state, action, NOW)
 
     assert action.kind == Do.OBSERVE
-    assert outcome_of(state).diff.summary() in action.reason  # what would change, against the baseline
+    assert diff_summary(outcome_of(state)["diff"]) in action.reason  # what would change, against the baseline
     assert "first inventory" not in action.reason
     assert after["baseline"]["inventory"]["fingerprint"] == CPX["fingerprint"]
     assert after["baseline"]["source"] == "observed"

@@ -191,7 +191,7 @@ def test_a_change_seen_once_never_acts_and_says_it_waits():
         action = decide(outcome, seen, state, DIRECT, NOW)
 
         assert (action.kind, action.body) == (Do.NONE, None)
-        assert action.reason == outcome.reason
+        assert action.reason == outcome["reason"]
 
 
 def test_an_unchanged_node_with_an_unsettled_intent_needs_nothing_once_the_node_is_read():

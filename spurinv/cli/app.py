@@ -398,7 +398,7 @@ def diff(
 ) -> None:
     """Show what differs from the reported baseline and from the last reading. Read-only."""
     from spurinv.inventory import model
-    from spurinv.inventory.classify import compare
+    from spurinv.inventory.classify import compare, diff_empty
     from spurinv.inventory.discovery import discover as run_discovery
     from spurinv.state import file as state_file
 
@@ -416,16 +416,15 @@ def diff(
     latest = state_file.latest_inventory(saved)
     vs_baseline = compare(baseline, current) if current is not None and baseline is not None else None
     vs_latest = compare(latest, current) if current is not None and latest is not None else None
-    different = current is None or baseline is None or (vs_baseline is not None and not vs_baseline.empty)
+    different = current is None or baseline is None or (vs_baseline is not None and not diff_empty(vs_baseline))
     code = exitcode.IOERR if current is None else (exitcode.DIFFERENT if exit_code and different else exitcode.OK)
     from spurinv.inventory.sources import link
 
     links = link.changes(baseline["devices"] if baseline else None, current["devices"]) if current else []
     if where.as_json:
-        diffs = tuple(diff.model_dump(mode="json") if diff else None for diff in (vs_baseline, vs_latest))
         _emit_json(
             documents.diff_document(
-                code, path, raw, baseline["fingerprint"] if baseline else None, different, (diffs[0], diffs[1]), links
+                code, path, raw, baseline["fingerprint"] if baseline else None, different, (vs_baseline, vs_latest), links
             )
         )
         raise typer.Exit(code)

@@ -23,8 +23,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from spurinv.inventory.classify import InventoryDiff, Outcome
-from spurinv.inventory.model import Device, Discovery
+from spurinv.inventory.classify import diff_empty, diff_summary, package_line
+from spurinv.inventory.model import Device, Discovery, InventoryDiff
 from spurinv.report.fleet import age_text
 from spurinv.secret import printable
 from spurinv.shape import SWITCH, problem_line, summary, switch_only
@@ -216,32 +216,32 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
     if change is None:
         out.print(Text("  (nothing to compare with)"))
         return
-    if change.empty:
+    if diff_empty(change):
         out.print(Text("  no difference"))
         return
-    for package in change.packages:
-        out.print(Text(printable(f"  {package.line()}"), style="yellow"))
+    for package in change["packages"]:
+        out.print(Text(printable(f"  {package_line(package)}"), style="yellow"))
     # the baseline's text is the state file's (a hand edit's control characters, lone surrogates):
     # printable, as the status screen shows it
     # a GPU whose partitions changed is the line above, not 8 added and 1 removed rows (--json lists them)
-    regrouped = {package.pci_bdf for package in change.packages}
+    regrouped = {package["pci_bdf"] for package in change["packages"]}
     table = Table(show_header=True, pad_edge=False, box=None, header_style="bold")
     for column in ("", "identity", "field", "before", "after"):
         table.add_column(column, overflow="fold")
-    for device in change.added:
+    for device in change["added"]:
         if device["pci_bdf"] not in regrouped:
             shown = Text(printable(f"{device['model']} {_partition(device)}"))
             table.add_row(Text("+", style="green"), Text(printable(device["id"]), style="green"), "", "", shown)
-    for device in change.removed:
+    for device in change["removed"]:
         if device["pci_bdf"] not in regrouped:
             shown = Text(printable(f"{device['model']} {_partition(device)}"))
             table.add_row(Text("-", style="red"), Text(printable(device["id"]), style="red"), "", shown, "")
-    for field in change.changed + change.node:
-        old, new = Text(printable(_value(field.old))), Text(printable(_value(field.new)))
-        table.add_row(Text("~", style="yellow"), Text(printable(field.id)), Text(field.field), old, new)
+    for field in (*change["changed"], *change["node"]):
+        old, new = Text(printable(_value(field["old"]))), Text(printable(_value(field["new"])))
+        table.add_row(Text("~", style="yellow"), Text(printable(field["id"])), Text(field["field"]), old, new)
     if table.row_count:
         _print(out, table)
-    _labelled(out, [("  summary", change.summary(), None)])
+    _labelled(out, [("  summary", diff_summary(change), None)])
 
 
 def refresh(out: Console, document: RefreshDocument) -> None:
@@ -258,13 +258,14 @@ def refresh(out: Console, document: RefreshDocument) -> None:
     if document["fingerprint"]:
         rows.append(("", f"fingerprint {document['fingerprint'][:12]}", None))
     rows.extend(("", problem_line(error), "red") for error in errors)
-    outcome = Outcome.model_validate(document["outcome"])  # its diff's lines are the classifier's
-    rows.append(("outcome", f"{outcome.kind.value}: {outcome.reason}", None))
-    if outcome.diff is not None and not outcome.diff.empty:
-        rows.extend(("", package.line(), None) for package in outcome.diff.packages)
-        rows.append(("", outcome.diff.summary(), None))
-    if outcome.release:
-        rows.append(("release", outcome.release, None))
+    outcome = document["outcome"]
+    rows.append(("outcome", f"{outcome['kind']}: {outcome['reason']}", None))
+    diff = outcome["diff"]
+    if diff is not None and not diff_empty(diff):  # its lines are the classifier's
+        rows.extend(("", package_line(package), None) for package in diff["packages"])
+        rows.append(("", diff_summary(diff), None))
+    if outcome["release"]:
+        rows.append(("release", outcome["release"], None))
     for number, step in enumerate(document["steps"], start=1):
         rows.append((f"step {number}", f"{step['action']}: {step['reason']}", None))
         if step.get("request"):

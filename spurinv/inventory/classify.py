@@ -11,14 +11,14 @@ ROCm/spur#898, 2026-09-18; docs/spur.md).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from spurinv import shape
 from spurinv.inventory.fingerprint import SCHEDULABLE
-from spurinv.inventory.model import Device, Inventory, Reading
 from spurinv.shape import SWITCH
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the shapes, for mypy only: their module imports pydantic (and this one, for Kind)
+    from spurinv.inventory.model import Device, FieldChange, Inventory, InventoryDiff, Outcome, PackageChange, Reading
 
 COMPARED = tuple(field for field in SCHEDULABLE if field != "id")
 
@@ -40,126 +40,93 @@ def switching(reading: Reading) -> bool:
     return not reading["ok"] and shape.switch_only(error["source"] for error in reading["errors"])
 
 
-class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+def verdict(
+    kind: Kind, reason: str, fingerprint: str | None = None, diff: InventoryDiff | None = None, release: str | None = None
+) -> Outcome:
+    """An outcome with every key."""
+    return {"kind": kind, "reason": reason, "fingerprint": fingerprint, "diff": diff, "release": release}
 
 
-class FieldChange(_Value):
-    """One field of one device (or of the node, ``id`` = ``"node"``) that differs."""
-
-    id: str
-    field: str
-    old: Any
-    new: Any
+def package_line(package: PackageChange) -> str:
+    """``0000:05:00.0 SPX→CPX: 1 → 8 devices``."""
+    old_mode, new_mode = package["old_mode"], package["new_mode"]
+    modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else ""
+    return f"{package['pci_bdf']}{modes}: {package['old_count']} → {package['new_count']} devices"
 
 
-class PackageChange(_Value):
-    """A physical GPU whose partition mode or device count changed."""
-
-    pci_bdf: str
-    old_mode: str | None
-    new_mode: str | None
-    old_count: int
-    new_count: int
-
-    def line(self) -> str:
-        """``0000:05:00.0 SPX→CPX: 1 → 8 devices``."""
-        modes = f" {self.old_mode or '-'}→{self.new_mode or '-'}" if self.old_mode != self.new_mode else ""
-        return f"{self.pci_bdf}{modes}: {self.old_count} → {self.new_count} devices"
+def diff_empty(diff: InventoryDiff) -> bool:
+    """True when nothing schedulable differs."""
+    return not (diff["added"] or diff["removed"] or diff["changed"] or diff["node"])
 
 
-class InventoryDiff(_Value):
-    """What differs between two inventories, by device identity."""
-
-    added: tuple[Device, ...] = ()
-    removed: tuple[Device, ...] = ()
-    changed: tuple[FieldChange, ...] = ()
-    packages: tuple[PackageChange, ...] = ()
-    node: tuple[FieldChange, ...] = ()
-    old_counts: dict[str, int] = {}
-    new_counts: dict[str, int] = {}
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing schedulable differs."""
-        return not (self.added or self.removed or self.changed or self.node)
-
-    def summary(self) -> str:
-        """One line for a drain reason or a log: ``8 GPUs SPX→CPX (1→8 each); mi300x 8→64``."""
-        parts = []
-        groups: dict[tuple[str | None, str | None, int, int], int] = {}
-        for package in self.packages:
-            key = (package.old_mode, package.new_mode, package.old_count, package.new_count)
-            groups[key] = groups.get(key, 0) + 1
-        for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
-            gpus = f"{number} GPU{'s' if number > 1 else ''}"
-            # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
-            modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else f" {old_mode}" if old_mode else ""
-            parts.append(
-                f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
-            )
-        for model in sorted(set(self.old_counts) | set(self.new_counts)):
-            old, new = self.old_counts.get(model, 0), self.new_counts.get(model, 0)
-            if old != new:
-                parts.append(f"{model} {old}→{new}")
-        fields: dict[str, int] = {}
-        memory: dict[tuple[str, str], int] = {}
-        for change in self.changed:
-            if switched := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
-                memory[switched] = memory.get(switched, 0) + 1
-                continue
-            fields[change.field] = fields.get(change.field, 0) + 1
-        parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(memory.items()))
-        parts.extend(f"{field} changed on {count} device{'s' if count > 1 else ''}" for field, count in sorted(fields.items()))
-        parts.extend(f"{change.field} {change.old}→{change.new}" for change in self.node)
-        return "; ".join(parts) or "no schedulable difference"
+def diff_summary(diff: InventoryDiff) -> str:
+    """One line for a drain reason or a log: ``8 GPUs SPX→CPX (1→8 each); mi300x 8→64``."""
+    parts = []
+    groups: dict[tuple[str | None, str | None, int, int], int] = {}
+    for package in diff["packages"]:
+        key = (package["old_mode"], package["new_mode"], package["old_count"], package["new_count"])
+        groups[key] = groups.get(key, 0) + 1
+    for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
+        gpus = f"{number} GPU{'s' if number > 1 else ''}"
+        # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
+        modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else f" {old_mode}" if old_mode else ""
+        parts.append(
+            f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
+        )
+    old_counts, new_counts = diff["old_counts"], diff["new_counts"]
+    for model in sorted(set(old_counts) | set(new_counts)):
+        old, new = old_counts.get(model, 0), new_counts.get(model, 0)
+        if old != new:
+            parts.append(f"{model} {old}→{new}")
+    fields: dict[str, int] = {}
+    memory: dict[tuple[str, str], int] = {}
+    for change in diff["changed"]:
+        if switched := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
+            memory[switched] = memory.get(switched, 0) + 1
+            continue
+        fields[change["field"]] = fields.get(change["field"], 0) + 1
+    parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(memory.items()))
+    parts.extend(f"{field} changed on {count} device{'s' if count > 1 else ''}" for field, count in sorted(fields.items()))
+    parts.extend(f"{change['field']} {change['old']}→{change['new']}" for change in diff["node"])
+    return "; ".join(parts) or "no schedulable difference"
 
 
 def _memory_modes(change: FieldChange) -> tuple[str, str] | None:
     """(old, new) memory modes of a partition change that switched the memory mode, else None."""
-    if change.field != "partition" or not isinstance(change.old, dict) or not isinstance(change.new, dict):
+    before, after = change["old"], change["new"]
+    if change["field"] != "partition" or not isinstance(before, dict) or not isinstance(after, dict):
         return None
-    old, new = change.old.get("memory"), change.new.get("memory")
+    old, new = before.get("memory"), after.get("memory")
     if old == new:
         return None
     return str(old or "-"), str(new or "-")
-
-
-class Outcome(_Value):
-    """The classifier's verdict, with the reason a person reads and the diff to act on."""
-
-    kind: Kind
-    reason: str
-    fingerprint: str | None = None
-    diff: InventoryDiff | None = None
-    release: str | None = None
 
 
 def compare(old: Inventory | None, new: Inventory) -> InventoryDiff:
     """Return the difference from ``old`` to ``new`` by device identity (``old`` None: all added)."""
     before = {device["id"]: device for device in old["devices"]} if old else {}
     after = {device["id"]: device for device in new["devices"]}
-    changed = [
-        FieldChange(id=ident, field=field, old=before[ident].get(field), new=device.get(field))
+    changed: list[FieldChange] = [
+        {"id": ident, "field": field, "old": before[ident].get(field), "new": device.get(field)}
         for ident, device in after.items()
         if ident in before
         for field in COMPARED
         if before[ident].get(field) != device.get(field)
     ]
-    node = [
-        FieldChange(id="node", field=field, old=old[field], new=new[field])
+    node: list[FieldChange] = [
+        {"id": "node", "field": field, "old": old[field], "new": new[field]}
         for field in ("cpus", "memory_mb")
         if old is not None and old[field] != new[field]
     ]
-    return InventoryDiff(
-        added=tuple(device for ident, device in after.items() if ident not in before),
-        removed=tuple(device for ident, device in before.items() if ident not in after),
-        changed=tuple(changed),
-        packages=_packages(old["devices"] if old else [], new["devices"]),
-        node=tuple(node),
-        old_counts=shape.gpu_counts(old),
-        new_counts=shape.gpu_counts(new),
-    )
+    return {
+        "added": tuple(device for ident, device in after.items() if ident not in before),
+        "removed": tuple(device for ident, device in before.items() if ident not in after),
+        "changed": tuple(changed),
+        "packages": _packages(old["devices"] if old else [], new["devices"]),
+        "node": tuple(node),
+        "old_counts": shape.gpu_counts(old),
+        "new_counts": shape.gpu_counts(new),
+    }
 
 
 def _packages(old: list[Device], new: list[Device]) -> tuple[PackageChange, ...]:
@@ -172,13 +139,13 @@ def _packages(old: list[Device], new: list[Device]) -> tuple[PackageChange, ...]
         return result
 
     before, after = modes(old), modes(new)
-    changes = []
+    changes: list[PackageChange] = []
     for bdf in sorted(set(before) | set(after)):
         old_mode, old_count = before.get(bdf, (None, 0))
         new_mode, new_count = after.get(bdf, (None, 0))
         if (old_mode, old_count) != (new_mode, new_count) and old_count and new_count:
             changes.append(
-                PackageChange(pci_bdf=bdf, old_mode=old_mode, new_mode=new_mode, old_count=old_count, new_count=new_count)
+                {"pci_bdf": bdf, "old_mode": old_mode, "new_mode": new_mode, "old_count": old_count, "new_count": new_count}
             )
     return tuple(changes)
 
@@ -197,32 +164,27 @@ def classify(
     if switching(current):
         evidence = [error for error in current["errors"] if error["source"] == SWITCH]
         more = f" (+{len(evidence) - 1} more)" if len(evidence) > 1 else ""
-        return Outcome(kind=Kind.SWITCHING, reason=f"partition switch in progress: {evidence[0]['reason']}{more}")
+        return verdict(Kind.SWITCHING, f"partition switch in progress: {evidence[0]['reason']}{more}")
     errors = current["errors"]
     inventory = current["inventory"]
     if not current["ok"] or inventory is None:
         first = shape.problem_line(errors[0]) if errors else "no inventory"
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        return Outcome(kind=Kind.DISCOVERY_FAILED, reason=f"discovery failed: {first}{more}")
+        return verdict(Kind.DISCOVERY_FAILED, f"discovery failed: {first}{more}")
     fingerprint = inventory["fingerprint"]
     if baseline is not None and fingerprint == baseline["fingerprint"]:
-        return Outcome(kind=Kind.UNCHANGED, reason=shape.UNCHANGED_REASON, fingerprint=fingerprint)
+        return verdict(Kind.UNCHANGED, shape.UNCHANGED_REASON, fingerprint)
     diff = compare(baseline, inventory)
     if previous is None or not previous["ok"] or previous["fingerprint"] != fingerprint:
         why = "first sighting" if previous is None or not previous["ok"] else "differs from the previous reading"
-        return Outcome(
-            kind=Kind.CHANGE_PENDING,
-            reason=f"{why}; a second identical reading confirms it",
-            fingerprint=fingerprint,
-            diff=diff,
-        )
+        return verdict(Kind.CHANGE_PENDING, f"{why}; a second identical reading confirms it", fingerprint, diff)
     suspicion = _suspicion(baseline, inventory, diff)
     if suspicion and accepted != fingerprint:
-        return Outcome(
-            kind=Kind.SUSPICIOUS,
-            reason=suspicion,
-            fingerprint=fingerprint,
-            diff=diff,
+        return verdict(
+            Kind.SUSPICIOUS,
+            suspicion,
+            fingerprint,
+            diff,
             release=(
                 "held until the devices come back; if the loss is real, accept it with "
                 f"`spurinv refresh --accept {fingerprint[:12]}`"
@@ -231,7 +193,7 @@ def classify(
     reason = "two identical readings differ from the baseline" if baseline else "two identical readings; no baseline yet"
     if suspicion:
         reason += " (suspicious, accepted by an operator)"
-    return Outcome(kind=Kind.CHANGE_CONFIRMED, reason=reason, fingerprint=fingerprint, diff=diff)
+    return verdict(Kind.CHANGE_CONFIRMED, reason, fingerprint, diff)
 
 
 def _suspicion(baseline: Inventory | None, current: Inventory, diff: InventoryDiff) -> str | None:
@@ -241,7 +203,7 @@ def _suspicion(baseline: Inventory | None, current: Inventory, diff: InventoryDi
         return f"every GPU vanished ({len(baseline['devices'])} → 0)"
     remaining = {device["pci_bdf"] for device in current["devices"]}
     on_bus = set(current.get("pci_functions", []))
-    lost = sorted({d["pci_bdf"] for d in diff.removed if d["pci_bdf"] not in remaining and d["pci_bdf"] in on_bus})
+    lost = sorted({d["pci_bdf"] for d in diff["removed"] if d["pci_bdf"] not in remaining and d["pci_bdf"] in on_bus})
     if lost:
         return f"{', '.join(lost)} still on the PCI bus but lost all devices"
     return None

@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BeforeValidator, ConfigDict, TypeAdapter, with_config
-from typing_extensions import NotRequired, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, ConfigDict, Field, TypeAdapter, with_config
+from typing_extensions import NotRequired, ReadOnly, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
 
 from spurinv import shape
+from spurinv.inventory.classify import Kind
 
 Vendor = Literal["amd", "nvidia", "intel"]
 SourceState = Literal["ok", "absent", "failed"]
@@ -162,6 +163,58 @@ class Reading(TypedDict):
 
 
 ValidReading = Annotated[Reading, _defaults(errors=[], flags=[]), _rule(shape.reading_problem)]
+
+
+# The classifier's values: spurinv/inventory/classify.py builds them (every key, always), policy and
+# refresh read them, and the refresh and diff documents hold them as they are; the defaults are for
+# a consumer of those documents, which may assume them where a key is missing. Never changed in place.
+
+
+@with_config(STRICT)
+class FieldChange(TypedDict):
+    """One field of one device (or of the node, ``id`` = ``"node"``) that differs."""
+
+    id: ReadOnly[str]
+    field: ReadOnly[str]
+    old: ReadOnly[Any]
+    new: ReadOnly[Any]
+
+
+@with_config(STRICT)
+class PackageChange(TypedDict):
+    """A physical GPU whose partition mode or device count changed."""
+
+    pci_bdf: ReadOnly[str]
+    old_mode: ReadOnly[str | None]
+    new_mode: ReadOnly[str | None]
+    old_count: ReadOnly[int]
+    new_count: ReadOnly[int]
+
+
+@with_config(STRICT)
+class InventoryDiff(TypedDict):
+    """What differs between two inventories, by device identity."""
+
+    added: ReadOnly[Annotated[tuple[Device, ...], Field(default=())]]
+    removed: ReadOnly[Annotated[tuple[Device, ...], Field(default=())]]
+    changed: ReadOnly[Annotated[tuple[FieldChange, ...], Field(default=())]]
+    packages: ReadOnly[Annotated[tuple[PackageChange, ...], Field(default=())]]
+    node: ReadOnly[Annotated[tuple[FieldChange, ...], Field(default=())]]
+    old_counts: ReadOnly[Annotated[dict[str, int], Field(default={})]]
+    new_counts: ReadOnly[Annotated[dict[str, int], Field(default={})]]
+
+
+@with_config(STRICT)
+class Outcome(TypedDict):
+    """The classifier's verdict, with the reason a person reads and the diff to act on."""
+
+    kind: ReadOnly[Kind]
+    reason: ReadOnly[str]
+    fingerprint: ReadOnly[Annotated[str | None, Field(default=None)]]
+    diff: ReadOnly[Annotated[InventoryDiff | None, Field(default=None)]]
+    release: ReadOnly[Annotated[str | None, Field(default=None)]]
+
+
 _READING: TypeAdapter[Reading] = TypeAdapter(ValidReading)
 _DISCOVERY: TypeAdapter[Discovery] = TypeAdapter(ValidDiscovery)
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, Final
 
+    from spurinv.inventory.model import InventoryDiff, Outcome
     from spurinv.report.models import (
         CheckDocument,
         CheckResult,
@@ -87,13 +88,13 @@ def refresh_document(
     state_file: str,
     controller: str | None,
     reading: Mapping[str, Any],
-    outcome: dict[str, Any],
+    outcome: Outcome,
     steps: list[Step],
     requests: list[dict[str, Any]],
     notes: list[str],
 ) -> RefreshDocument:
     """``refresh --json`` (and what the human rendering reads): the run's reading (JSON form),
-    the classifier's outcome, the steps taken and the requests sent."""
+    the classifier's outcome (as it is: a plain dict), the steps taken and the requests sent."""
     inventory = reading["inventory"]
     return {
         "format_version": FORMAT_VERSION,
@@ -121,11 +122,11 @@ def diff_document(
     discovery: Mapping[str, Any],
     baseline: str | None,
     different: bool,
-    diffs: tuple[dict[str, Any] | None, dict[str, Any] | None],
+    diffs: tuple[InventoryDiff | None, InventoryDiff | None],
     links: list[str],
 ) -> DiffDocument:
     """``diff --json``: discovery now (its JSON form) against the baseline (its fingerprint) and
-    the last reading: ``diffs`` are the two inventory diffs (JSON form), None where there is none."""
+    the last reading: ``diffs`` are the two inventory diffs, None where there is none."""
     inventory = discovery["inventory"]
     return {
         "format_version": FORMAT_VERSION,

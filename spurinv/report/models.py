@@ -8,29 +8,10 @@ types under ``if TYPE_CHECKING:`` only, so no run (the timer's tick, ``status --
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, GetCoreSchemaHandler, GetPydanticSchema, TypeAdapter, with_config
-from pydantic_core import CoreSchema, core_schema
+from pydantic import Field, TypeAdapter, with_config
 from typing_extensions import NotRequired, ReadOnly, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
 
-from spurinv.inventory.classify import InventoryDiff, Outcome
-from spurinv.inventory.model import STRICT, Inventory, Problem, SourceStatus, read_only_adapter
-
-
-def _dumped(model: type[BaseModel]) -> GetPydanticSchema:
-    """A value of classify's that a document holds as ``model_dump(mode="json")`` gives it: a dict
-    to the builders and to mypy, validated (and described in the schema) as ``model``."""
-
-    def dump(value: BaseModel) -> dict[str, Any]:
-        return value.model_dump(mode="json")
-
-    def schema(_source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_after_validator_function(dump, handler.generate_schema(model))
-
-    return GetPydanticSchema(schema)
-
-
-OutcomeJson = Annotated[dict[str, Any], _dumped(Outcome)]
-DiffJson = Annotated[dict[str, Any], _dumped(InventoryDiff)]
+from spurinv.inventory.model import STRICT, Inventory, InventoryDiff, Outcome, Problem, SourceStatus, read_only_adapter
 
 
 @with_config(STRICT)
@@ -139,7 +120,7 @@ class RefreshDocument(_Document):
     reading_ok: bool
     fingerprint: str | None
     inventory: str | None
-    outcome: OutcomeJson
+    outcome: Outcome
     steps: list[Step]
     requests: list[dict[str, Any]]
     errors: list[Problem]
@@ -157,8 +138,8 @@ class DiffDocument(_Document):
     current: str | None
     baseline: str | None
     different: bool
-    vs_baseline: DiffJson | None
-    vs_latest_reading: DiffJson | None
+    vs_baseline: InventoryDiff | None
+    vs_latest_reading: InventoryDiff | None
     # PCIe link health against the baseline (not schedulable: not in the diff)
     links: NotRequired[Annotated[list[str], Field(default=[])]]
 
