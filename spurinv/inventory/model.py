@@ -230,10 +230,8 @@ def discovery(raw: Mapping[str, Any]) -> Discovery:
     return _DISCOVERY.validate_python(raw)
 
 
-_READING_TEXT: TypeAdapter[Reading] = TypeAdapter(Reading)
-
-
 def reading_json(reading: Reading) -> dict[str, Any]:
-    """``reading`` as the state file holds it (its time as RFC 3339 text)."""
-    dumped: dict[str, Any] = _READING_TEXT.dump_python(reading, mode="json")
+    """``reading`` as the state file holds it (its time as RFC 3339 text; the validators of
+    :data:`ValidReading` take no part in writing)."""
+    dumped: dict[str, Any] = _READING.dump_python(reading, mode="json")
     return dumped
