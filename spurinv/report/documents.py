@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
     from spurinv.inventory.model import InventoryDiff, Outcome
     from spurinv.report.models import (
+        C,
         CheckDocument,
         CheckResult,
         ConfigDocument,
         DiffDocument,
         DiscoverDocument,
         ErrorDocument,
-        Exit,
+        Head,
         ReadingSummary,
         RefreshDocument,
         StatusDocument,
@@ -34,9 +35,9 @@ if TYPE_CHECKING:
 FORMAT_VERSION: Final = 1  # of every JSON document spurinv prints
 
 
-def exit_fields(exit_code: int) -> Exit:
-    """What every document says after its format version and command: ok, and the exit code."""
-    return {"ok": exit_code == 0, "exit_code": exit_code}
+def head(command: C, exit_code: int) -> Head[C]:
+    """What every document starts with: its format version, its command, ok, and the exit code."""
+    return {"format_version": FORMAT_VERSION, "command": command, "ok": exit_code == 0, "exit_code": exit_code}
 
 
 def dumps(document: Mapping[str, Any], compact: bool = False) -> str:
@@ -67,9 +68,7 @@ def error_document(command: str, exit_code: int, code: str, message: str) -> Err
     """Any command that failed before producing its own document: once JSON is asked for, even a
     failure is an envelope."""
     return {
-        "format_version": FORMAT_VERSION,
-        "command": command,
-        **exit_fields(exit_code),
+        **head(command, exit_code),
         "error": {"code": code, "message": message},
     }
 
@@ -97,9 +96,7 @@ def refresh_document(
     the classifier's outcome (as it is: a plain dict), the steps taken and the requests sent."""
     inventory = reading["inventory"]
     return {
-        "format_version": FORMAT_VERSION,
-        "command": "refresh",
-        **exit_fields(exit_code),
+        **head("refresh", exit_code),
         "node": node,
         "mode": "observe" if observe else "controller",
         "dry_run": dry_run,
@@ -129,9 +126,7 @@ def diff_document(
     the last reading: ``diffs`` are the two inventory diffs, None where there is none."""
     inventory = discovery["inventory"]
     return {
-        "format_version": FORMAT_VERSION,
-        "command": "diff",
-        **exit_fields(exit_code),
+        **head("diff", exit_code),
         "state_file": state_file,
         "discovery_ok": discovery["ok"],
         "errors": list(discovery["errors"]),
@@ -146,15 +141,13 @@ def diff_document(
 
 def check_document(root: str, exit_code: int, checks: list[CheckResult]) -> CheckDocument:
     """``check --json``: every check, in order."""
-    return {"format_version": FORMAT_VERSION, "command": "check", **exit_fields(exit_code), "root": root, "checks": checks}
+    return {**head("check", exit_code), "root": root, "checks": checks}
 
 
 def config_document(path: str, exists: bool, values: dict[str, Any], origins: dict[str, str]) -> ConfigDocument:
     """``config show --json``: effective values and where each came from."""
     return {
-        "format_version": FORMAT_VERSION,
-        "command": "config",
-        **exit_fields(0),
+        **head("config", 0),
         "file": path,
         "file_exists": exists,
         "values": values,
@@ -165,9 +158,7 @@ def config_document(path: str, exists: bool, values: dict[str, Any], origins: di
 def discover_document(discovery: Mapping[str, Any], root: str, exit_code: int) -> DiscoverDocument:
     """``discover --json``: the discovery result, framed."""
     return {
-        "format_version": FORMAT_VERSION,
-        "command": "discover",
-        **exit_fields(exit_code),
+        **head("discover", exit_code),
         "root": root,
         "discovery_ok": discovery["ok"],
         "inventory": discovery["inventory"],
@@ -276,9 +267,7 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> StatusDocumen
     """``status --json`` from the raw state document (None: no state file yet)."""
     if state is None:
         return {
-            "format_version": FORMAT_VERSION,
-            "command": "status",
-            **exit_fields(0),
+            **head("status", 0),
             "state_file": path,
             "exists": False,
             "node": None,
@@ -302,9 +291,7 @@ def status_document(state: Mapping[str, Any] | None, path: str) -> StatusDocumen
     baseline = state.get("baseline")
     latest = readings[-1] if readings else None
     return {
-        "format_version": FORMAT_VERSION,
-        "command": "status",
-        **exit_fields(0),
+        **head("status", 0),
         "state_file": path,
         "exists": True,
         "node": state.get("node"),

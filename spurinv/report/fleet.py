@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 from spurinv.controller.nodeview import node_state, split_gres, unbound
 from spurinv.controller.ownership import PREFIX, changed_at, controller_claim, extra_record, owns, stamp
 from spurinv.errors import ControllerError
-from spurinv.report.documents import FORMAT_VERSION, exit_fields
+from spurinv.report.documents import head
 
 if TYPE_CHECKING:  # the module imports pydantic
     from spurinv.report.models import FleetAttention, FleetDocument, FleetDrain, FleetNode, FleetRecord, FleetSummary, FleetView
@@ -182,9 +182,7 @@ def document(
 ) -> FleetDocument:
     """``spurinv fleet --json``: the envelope, where the nodes came from and when, rows and summary."""
     return {
-        "format_version": FORMAT_VERSION,
-        "command": "fleet",
-        **exit_fields(exit_code),
+        **head("fleet", exit_code),
         "taken_at": stamp(now),
         "controller": controller,
         "api": api,

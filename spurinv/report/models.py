@@ -6,7 +6,7 @@ pydantic's ``TypeAdapter``. This module imports pydantic: a module of ``spurinv/
 types under ``if TYPE_CHECKING:`` only, so no run (the timer's tick, ``status --json``) loads it.
 """
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter, with_config
 from typing_extensions import NotRequired, ReadOnly, TypedDict  # noqa: UP035 (pydantic reads a TypedDict of 3.12 or this one)
@@ -24,9 +24,15 @@ class _Document(TypedDict):
     exit_code: int
 
 
-class Exit(TypedDict):
-    """The two fields every document has after its command (:func:`spurinv.report.documents.exit_fields`)."""
+C = TypeVar("C", bound=str)
 
+
+class Head(TypedDict, Generic[C]):
+    """What every document starts with (:func:`spurinv.report.documents.head`): ``command`` is
+    the document's own ``Literal`` (mypy infers it from the document the head goes into)."""
+
+    format_version: Literal[1]
+    command: C
     ok: bool
     exit_code: int
 
