@@ -337,6 +337,18 @@ def test_an_outcome_is_an_immutable_value(shape):
         adapter(shape).validate_python({**value, "extra": 1})
 
 
+def test_a_partition_that_appears_or_vanishes_is_a_partition_change_not_a_memory_mode_switch():
+    """A kernel that starts (or stops) showing a GPU's partition files: the same device, its
+    partition None on one side, is counted as a changed partition; no memory modes are read from None."""
+    from factories import device
+
+    unread = inventory([device("0000:05:00.0", mode=None)])
+    read = inventory([device("0000:05:00.0", mode="SPX", memory_mode="NPS1")])
+
+    assert diff_summary(compare(unread, read)) == "1 GPU -→SPX (1→1); partition changed on 1 device"
+    assert diff_summary(compare(read, unread)) == "1 GPU SPX→- (1→1); partition changed on 1 device"
+
+
 def test_a_compute_mode_change_in_the_same_memory_mode_is_no_memory_mode_switch():
     from factories import device
 

@@ -1,11 +1,14 @@
-"""The shape of a discovery and of a reading: plain dicts, described once.
+"""The shape of a discovery and of a reading, and of what the classifier makes of two: plain dicts,
+described once.
 
 These TypedDicts are what the discovery sources build, what the timer's tick replays and what the
 full run works with: one runtime shape, no model objects around it. pydantic validates the same
 dicts where they cross a boundary (a state file, a discovery's result) through the annotated types
 below (:data:`ValidInventory`, :data:`ValidDiscovery`, :data:`ValidReading`), whose checks are
 :mod:`spurinv.shape`'s rules, never stated twice; ``scripts/schemas`` writes the state file's
-JSON Schema from them.
+JSON Schema from them. The classifier's outcome and inventory diff (:class:`Outcome`,
+:class:`InventoryDiff`) are built by :mod:`spurinv.inventory.classify` and held as they are by the
+``refresh`` and ``diff`` documents, whose schemas ``scripts/schemas`` writes.
 """
 
 import warnings
