@@ -19,7 +19,7 @@ from spurinv.inventory import model
 
 
 def typed_dicts() -> dict[str, Any]:
-    """The TypedDicts of a discovery and a reading (spurinv.inventory.model)."""
+    """The TypedDicts of a discovery, a reading and the classifier's values (spurinv.inventory.model)."""
     return {name: value for name, value in vars(model).items() if is_typeddict(value) and value.__module__ == model.__name__}
 
 
@@ -39,6 +39,10 @@ def samples() -> dict[str, tuple[Any, dict[str, Any]]]:
     bare_inventory = {"cpus": full["cpus"], "memory_mb": full["memory_mb"], "fingerprint": full["fingerprint"],
                       "devices": [bare_device]}  # fmt: skip
     problem = {"source": "kfd", "path": "/sys/x", "reason": "gone"}
+    change = {"id": "node", "field": "cpus", "old": 64, "new": 128}
+    package = {"pci_bdf": "0000:05:00.0", "old_mode": "SPX", "new_mode": "CPX", "old_count": 1, "new_count": 8}
+    diff = {"added": (bare_device,), "removed": (), "changed": (), "packages": (package,), "node": (change,),
+            "old_counts": {}, "new_counts": {"mi300x": 1}}  # fmt: skip
     return {
         "Partition": (model.Partition, {"compute": "SPX", "memory": "NPS1", "index": 0}),
         "Link": (
@@ -53,6 +57,14 @@ def samples() -> dict[str, tuple[Any, dict[str, Any]]]:
         "Reading": (
             model.ValidReading,
             {"taken_at": T0, "ok": True, "fingerprint": full["fingerprint"], "inventory": bare_inventory},
+        ),
+        # the classifier's values: built with every key (classify.verdict, classify.compare)
+        "FieldChange": (model.FieldChange, change),
+        "PackageChange": (model.PackageChange, package),
+        "InventoryDiff": (model.InventoryDiff, diff),
+        "Outcome": (
+            model.Outcome,
+            {"kind": "change-pending", "reason": "first sighting", "fingerprint": None, "diff": diff, "release": None},
         ),
     }
 
@@ -69,7 +81,7 @@ def test_validation_gives_every_key_of_the_typed_dict(name):
     valid, sample = samples()[name]
 
     assert set(sample) == required(typed)
-    assert set(TypeAdapter(valid).validate_python(sample)) == set(typed.__annotations__)
+    assert set(model.read_only_adapter(valid).validate_python(sample)) == set(typed.__annotations__)
 
 
 @pytest.mark.parametrize("name", sorted(typed_dicts()))
@@ -78,7 +90,7 @@ def test_validation_refuses_an_unknown_key(name):
     valid, sample = samples()[name]
 
     with pytest.raises(ValidationError, match="typo"):
-        TypeAdapter(valid).validate_python({**sample, "typo": 1})
+        model.read_only_adapter(valid).validate_python({**sample, "typo": 1})
 
 
 # the pattern the sources used before the tick dropped ``re`` (the kernel's ``%04x:%02x:%02x.%d``)
