@@ -267,7 +267,7 @@ def simulate(roots: Roots, count: int, seed: int = 6) -> tuple[list[Row], list[s
         state = template
         for minute, root in enumerate(plan.ticks, start=3):
             state = sim.tick(state, plan.name, root, START + timedelta(minutes=minute))
-        baselines[plan.name] = state["baseline"]["fingerprint"] if state["baseline"] else None
+        baselines[plan.name] = state["baseline"]["inventory"]["fingerprint"] if state["baseline"] else None
     elapsed = time.perf_counter() - started
 
     tally = Tally(outcomes=sim.outcomes)
