@@ -296,16 +296,16 @@ def test_the_tick_serves_an_unchanged_cdi_spec_from_its_cache_and_rereads_a_chan
     run without the cache finds."""
     import rootbuilder as rb
 
-    from spurinv.cli.tick import CDI_CACHE
     from spurinv.inventory.discovery import discover
     from spurinv.inventory.root import Root
     from spurinv.inventory.sources import cdi
+    from spurinv.state import locations
 
     monkeypatch.setattr(cdi, "SETTLED_NS", -(10**12))  # the spec counts as settled: no waiting in a test
     root = rb.build_mi300x(tmp_path / "root", "SPX")
     spec = root / "etc" / "cdi" / "amd.json"
     steady(cli, root, state_path)
-    cache_path = Path(str(state_path) + CDI_CACHE)
+    cache_path = Path(str(state_path) + locations.CDI_CACHE)
     assert not cache_path.exists()  # the full run neither reads nor writes it
 
     first = cli("refresh", "--root", root, "--state", state_path)

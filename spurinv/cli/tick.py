@@ -26,10 +26,6 @@ from spurinv.inventory.sources import link
 from spurinv.inventory.sources.cdi import SpecCache
 from spurinv.state import ledger, locations, store, vouch
 
-# Beside the state file, under its lock: the CDI specs the ticks parsed, by file identity. Only the
-# tick reads and writes it; the full run parses every spec, as before.
-CDI_CACHE = ".cdi"
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -76,7 +72,7 @@ def _tick(
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
         if steady is None or vouch.problem(state) is not None:
             return None  # a file the model would refuse: the full run moves it aside, never carry it on
-        cdi_cache = SpecCache.from_text(_cached(path + CDI_CACHE))
+        cdi_cache = SpecCache.from_text(_cached(path + locations.CDI_CACHE))
         discovery = discover(
             Root(options.get("--root", "/")),
             cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
@@ -105,7 +101,7 @@ def _tick(
         return _failed(environ, f"{exc}; the previous state file is untouched", exc.exit_code)
     if cdi_cache.changed:
         try:  # noqa: SIM105  (contextlib: one more module a tick)
-            store.write_atomic(path + CDI_CACHE, cdi_cache.text(), make_directory=False)
+            store.write_atomic(path + locations.CDI_CACHE, cdi_cache.text(), make_directory=False)
         except store.StoreError:
             pass  # only a cache: a spec not in it is parsed again, so a failed write loses nothing
     if metrics_file:
