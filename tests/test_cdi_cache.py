@@ -47,7 +47,9 @@ def _cached(root: Path) -> cdi.SpecCache:
     cache = cdi.SpecCache()
     _read(root, cache)
     assert cache.entries, "nothing was cached"
-    return cdi.SpecCache.from_text(cache.text())
+    text = cache.text()
+    assert text is not None
+    return cdi.SpecCache.from_text(text)
 
 
 def test_an_unchanged_spec_is_not_parsed_again(tmp_path, spec_dir, settled, monkeypatch):
@@ -185,6 +187,7 @@ def test_a_damaged_cache_file_is_no_cache(tmp_path, spec_dir, settled, damage):
     cache = cdi.SpecCache()
     _read(tmp_path, cache)
     text = cache.text()
+    assert text is not None
     assert cdi.SpecCache.from_text(text).known == cache.entries
     damaged = {
         "a byte": text.replace(b'"0"', b'"9"'),
@@ -214,3 +217,18 @@ def test_a_spec_replaced_while_it_is_read_is_not_cached(tmp_path, spec_dir, sett
 
     assert found == ["example.com/gpu=0"]
     assert cache.entries == {}
+
+
+def test_a_cache_too_large_to_be_read_back_is_not_written(tmp_path, spec_dir, settled, monkeypatch):
+    """From_text reads at most MAX_CACHE bytes: a larger file would be written on every tick and
+    never read (names escaped in JSON can be three times their spec's bytes)."""
+    (spec_dir / "a.json").write_text(_spec(["0"]))
+    cache = cdi.SpecCache()
+    _read(tmp_path, cache)
+    text = cache.text()
+    assert text is not None
+
+    monkeypatch.setattr(cdi, "MAX_CACHE", len(text) - 1)
+
+    assert cache.text() is None
+    assert cdi.SpecCache.from_text(text).known == {}

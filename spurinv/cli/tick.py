@@ -99,9 +99,10 @@ def _tick(
         store.write_atomic(path, blob)
     except store.StoreError as exc:
         return _failed(environ, f"{exc}; the previous state file is untouched", exc.exit_code)
-    if cdi_cache.changed:
+    cached = cdi_cache.text() if cdi_cache.changed else None
+    if cached is not None:
         try:  # noqa: SIM105  (contextlib: one more module a tick)
-            store.write_atomic(path + locations.CDI_CACHE, cdi_cache.text(), make_directory=False)
+            store.write_atomic(path + locations.CDI_CACHE, cached, make_directory=False)
         except store.StoreError:
             pass  # only a cache: a spec not in it is parsed again, so a failed write loses nothing
     if metrics_file:

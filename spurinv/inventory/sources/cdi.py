@@ -317,9 +317,11 @@ class SpecCache:
     def changed(self) -> bool:
         return self.entries != self.known
 
-    def text(self) -> bytes:
+    def text(self) -> bytes | None:
+        """The file to write, or None when :meth:`from_text` would not read it back (too large)."""
         body = (jsontext.dumps(self.entries) + "\n").encode()
-        return sha256(body).hexdigest().encode() + b"\n" + body
+        text = sha256(body).hexdigest().encode() + b"\n" + body
+        return text if len(text) <= MAX_CACHE else None
 
     def get(self, path: str, identity: list[int]) -> list[tuple[str, str, list[str]]] | None:
         """The devices of the spec at ``path`` if it is the file cached, else None."""
