@@ -285,7 +285,7 @@ class _Bounds:
 # it was (git's "racy clean" rule). ctime cannot be set from user space, so a file rewritten or
 # swapped in with its size and mtime put back still gets a new one.
 SETTLED_NS = 2_000_000_000
-MAX_CACHE = 2 * MAX_SPEC_BYTES  # an entry is smaller than its spec: a larger file is no cache of ours (cut, so no match)
+MAX_CACHE = 2 * MAX_SPEC_BYTES  # what the cache file may hold: a longer one is cut on reading, so its digest fails
 
 
 class SpecCache:
