@@ -125,6 +125,7 @@ def test_a_rewrite_in_place_gets_a_new_ctime_and_is_read_again(tmp_path, spec_di
             break
     after = path.stat()
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    assert after.st_ctime_ns != before.st_ctime_ns  # only the ctime tells the two files apart
 
     found, _report = _read(tmp_path, cache)
 
