@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -287,3 +288,45 @@ def test_the_tick_hands_a_state_the_model_refuses_to_the_full_run(cli, built, st
     assert moved[0].read_bytes() == before
     assert "corrupt state file" in result.err
     assert state_file.load(str(state_path)) is not None  # what is there now, the model accepts
+
+
+def test_the_tick_serves_an_unchanged_cdi_spec_from_its_cache_and_rereads_a_changed_one(cli, state_path, tmp_path, monkeypatch):
+    """The cache beside the state names the spec by its identity; the same spec swapped for
+    another of the same size and mtime (a new inode) is read again, and the tick records what a
+    run without the cache finds."""
+    import rootbuilder as rb
+
+    from spurinv.inventory.discovery import discover
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources import cdi
+    from spurinv.state import locations
+
+    monkeypatch.setattr(cdi, "SETTLED_NS", -(10**12))  # the spec counts as settled: no waiting in a test
+    root = rb.build_mi300x(tmp_path / "root", "SPX")
+    spec = root / "etc" / "cdi" / "amd.json"
+    steady(cli, root, state_path)
+    cache_path = Path(str(state_path) + locations.CDI_CACHE)
+    assert not cache_path.exists()  # the full run neither reads nor writes it
+
+    first = cli("refresh", "--root", root, "--state", state_path)
+    assert first.out.startswith("unchanged"), first.out + first.err
+    assert str(spec) in cdi.SpecCache.from_text(cache_path.read_bytes()).known
+
+    data = json.loads(spec.read_text())
+    data["devices"][0]["name"] = "x"  # a name of the same length: amd.com/gpu=x for the first GPU
+    text = json.dumps(data, separators=(",", ":"))
+    old = spec.stat()
+    assert len(text) <= old.st_size
+    swapped = spec.with_name("swapped")
+    swapped.write_text(text + " " * (old.st_size - len(text)))
+    os.utime(swapped, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(swapped, spec)
+
+    second = cli("refresh", "--root", root, "--state", state_path)
+    assert second.out.startswith("unchanged"), second.out + second.err
+    recorded = json.loads(state_path.read_text())["readings"][-1]
+    fresh = discover(Root(str(root)))
+    assert fresh["inventory"] is not None
+    assert [d["cdi_names"] for d in recorded["inventory"]["devices"]] == [d["cdi_names"] for d in fresh["inventory"]["devices"]]
+    assert "amd.com/gpu=x" in recorded["inventory"]["devices"][0]["cdi_names"]
+    assert recorded["flags"] == fresh["flags"]

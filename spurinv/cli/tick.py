@@ -23,6 +23,7 @@ from spurinv import __version__, jsontext
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.root import Root, RootError, boot_id
 from spurinv.inventory.sources import link
+from spurinv.inventory.sources.cdi import SpecCache
 from spurinv.state import ledger, locations, store, vouch
 
 TYPE_CHECKING = False
@@ -71,10 +72,12 @@ def _tick(
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
         if steady is None or vouch.problem(state) is not None:
             return None  # a file the model would refuse: the full run moves it aside, never carry it on
+        cdi_cache = SpecCache.from_text(_cached(path + locations.CDI_CACHE))
         discovery = discover(
             Root(options.get("--root", "/")),
             cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
             ignore_pci=frozenset(steady.get("ignore_pci") or ()),
+            cdi_cache=cdi_cache,
         )
         after = ledger.replay(state, steady, discovery, ledger.now_text())
         if after is None:
@@ -96,6 +99,12 @@ def _tick(
         store.write_atomic(path, blob)
     except store.StoreError as exc:
         return _failed(environ, f"{exc}; the previous state file is untouched", exc.exit_code)
+    cached = cdi_cache.text() if cdi_cache.changed else None
+    if cached is not None:
+        try:  # noqa: SIM105  (contextlib: one more module a tick)
+            store.write_atomic(path + locations.CDI_CACHE, cached, make_directory=False)
+        except store.StoreError:
+            pass  # only a cache: a spec not in it is parsed again, so a failed write loses nothing
     if metrics_file:
         try:
             metrics.write(metrics_file, text)
@@ -118,6 +127,13 @@ def _tick(
         " (no controller request)\n"
     )
     return 0
+
+
+def _cached(path: str) -> bytes | None:
+    try:
+        return store.read(path)
+    except store.StoreError:
+        return None
 
 
 def _failed(environ: Mapping[str, str], message: str, code: int) -> int:

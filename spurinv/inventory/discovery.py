@@ -23,7 +23,7 @@ from spurinv.inventory import catalog
 from spurinv.inventory import root as places
 from spurinv.inventory.fingerprint import fingerprint
 from spurinv.inventory.sources.attribute import ReadError, decimal, is_bdf, numbered, read_optional
-from spurinv.inventory.sources.cdi import read_cdi
+from spurinv.inventory.sources.cdi import SpecCache, read_cdi
 from spurinv.inventory.sources.drm import read_drm
 from spurinv.inventory.sources.host import read_cpus, read_memory
 from spurinv.inventory.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
@@ -53,8 +53,10 @@ def discover(
     cdi_dirs: tuple[str, ...] = (),
     ignore_pci: frozenset[str] = frozenset(),
     topology: bool = False,
+    cdi_cache: SpecCache | None = None,
 ) -> Discovery:
-    """Read the node under ``root``; ``topology`` also reads KFD io_links for XGMI peers.
+    """Read the node under ``root``; ``topology`` also reads KFD io_links for XGMI peers;
+    ``cdi_cache``: CDI specs parsed before (:class:`~spurinv.inventory.sources.cdi.SpecCache`).
 
     Refresh does not need peers (they are not part of the fingerprint) and skips the io_links
     walk, which grows with the square of the partitions: 4,032 files on an 8×MI300X CPX node.
@@ -70,7 +72,7 @@ def discover(
         from spurinv.inventory.sources.mig import read_mig
 
         mig = read_mig(root, reports["nvidia"], nvidia)
-    cdi = read_cdi(root, reports["cdi"], cdi_dirs)
+    cdi = read_cdi(root, reports["cdi"], cdi_dirs, cdi_cache)
     cpus = read_cpus(root, reports["cpus"])
     memory = read_memory(root, reports["memory"])
 

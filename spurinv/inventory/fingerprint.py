@@ -16,7 +16,7 @@ from spurinv import jsontext
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from hashlib import sha256
+    from hashlib import sha256 as sha256  # noqa: PLC0414  (re-exported for the CDI spec cache)
 else:
     # The interpreter's own SHA-256 (what hashlib falls back to): importing hashlib loads
     # OpenSSL, ~2.5 ms and ~1 MiB of a timer tick. Same digest either way.

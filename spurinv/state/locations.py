@@ -41,9 +41,15 @@ def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:
     return DEFAULT_CONFIG, False
 
 
+# Beside the state file, under its lock: the CDI specs the ticks parsed, by file identity
+# (:class:`spurinv.inventory.sources.cdi.SpecCache`). Only the tick reads and writes it.
+CDI_CACHE = ".cdi"
+
+
 def clash(other: str, state: str, config: str | None = None, tokens: tuple[str, ...] = ()) -> str | None:
     """Which of spurinv's own files writing ``other`` would land on (the state file, its lock, the
-    config file, the token file or credential), named for a message; None when it is none of them.
+    tick's CDI spec cache, the config file, the token file or credential), named for a message;
+    None when it is none of them.
 
     The same file has many names: ``..`` after a symbolic link (the kernel resolves the link
     first, ``os.path.abspath`` does not), a bind mount of the directory, a hard link. So the
@@ -51,7 +57,8 @@ def clash(other: str, state: str, config: str | None = None, tokens: tuple[str, 
     target exists, the file itself is compared by device and inode too.
     """
     target = _landing(other)
-    mine = [("the state file", state), ("the state file's lock", state + ".lock")]
+    mine = [("the state file", state), ("the state file's lock", state + ".lock"),
+            ("the tick's CDI spec cache", state + CDI_CACHE)]  # fmt: skip
     if config:
         mine.append(("the config file", config))
     mine += [("the token file", token) for token in tokens if token]

@@ -124,7 +124,7 @@ def test_a_latin1_locale_changes_no_byte_of_plain_output(latin1, env, args: tupl
 # --- the metrics file over the state (item 11) -------------------------------------------------------
 
 
-@pytest.mark.parametrize("suffix", ["", ".lock"], ids=["state", "lock"])
+@pytest.mark.parametrize("suffix", ["", ".lock", ".cdi"], ids=["state", "lock", "cdi cache"])
 @pytest.mark.parametrize("spelling", ["same", "through a symlinked directory", "relative"])
 def test_metrics_file_naming_the_state_or_its_lock_is_refused(cli, env, built, tmp_path, monkeypatch, suffix, spelling):
     """``--metrics-file`` (64) or ``metrics.file`` (78) naming the state file or its lock was

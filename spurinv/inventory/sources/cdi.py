@@ -11,9 +11,12 @@ Duplicate qualified names resolve as spur does: the later directory (higher prio
 from __future__ import annotations
 
 import os
+import stat
+import time
 
 from spurinv import jsontext
 from spurinv.inventory import root as places
+from spurinv.inventory.fingerprint import sha256
 from spurinv.inventory.sources.attribute import ReadError, read_text
 from spurinv.inventory.sources.status import Report, has_surrogate
 
@@ -246,11 +249,11 @@ class _Bounds:
         self.yaml_read = 0
         self.yaml_budget = 0  # known once a YAML spec is met (importing yaml costs the tick ~10 ms)
 
-    def admit(self, file_path: str, yaml_format: bool) -> bool:
-        """May this spec be read? Flags it when not."""
+    def admit(self, file_path: str, yaml_format: bool, size: int | None = None) -> bool:
+        """May this spec be read (``size``: its length, when known)? Flags it when not."""
         if self.stopped:
             return False
-        size = min(_size(file_path), MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
+        size = min(_size(file_path) if size is None else size, MAX_SPEC + 1)  # refused after MAX_SPEC + 1 bytes
         if self.files >= MAX_SPECS or self.read + size > MAX_SPEC_BYTES:
             self.stopped = True
             self.report.flag(
@@ -259,9 +262,10 @@ class _Bounds:
                 f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
             )
             return False
-        if yaml_format and not self.yaml_budget:
+        if yaml_format and not self.yaml_budget and self.yaml_read + size > MAX_YAML_BYTES_PURE:
+            # within the smaller budget, either answer admits it: a cached YAML spec imports no yaml
             self.yaml_budget = MAX_YAML_BYTES if _libyaml() else MAX_YAML_BYTES_PURE
-        if yaml_format and self.yaml_read + size > self.yaml_budget:
+        if yaml_format and self.yaml_read + size > (self.yaml_budget or MAX_YAML_BYTES_PURE):
             self.report.flag(
                 file_path,
                 f"YAML spec not read: {self.yaml_read} bytes of YAML were read, at most {self.yaml_budget >> 10} KiB "
@@ -275,12 +279,94 @@ class _Bounds:
         return True
 
 
-def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> list[CdiDevice]:
-    """Return every valid CDI device, later directories overriding earlier ones."""
+# A spec is taken from the cache only when the file is the one parsed (device, inode, size,
+# mtime, ctime), and an entry is made only of a file whose ctime is this far in the past when it
+# was read: a write later in the same tick of a coarse clock would leave every one of the five as
+# it was (git's "racy clean" rule). ctime cannot be set from user space, so a file rewritten or
+# swapped in with its size and mtime put back still gets a new one.
+SETTLED_NS = 2_000_000_000
+MAX_CACHE = 2 * MAX_SPEC_BYTES  # what the cache file may hold: a longer one is cut on reading, so its digest fails
+
+
+class SpecCache:
+    """What earlier runs parsed of CDI specs that are still the same files, for :func:`read_cdi`.
+
+    ``known``: the entries as last written (``{path: [dev, ino, size, mtime_ns, ctime_ns, kind,
+    [[name, [node, …]], …]]}``); ``entries`` after a read: those of the specs it found, to write
+    back when :attr:`changed`. Only specs that parsed are kept: one with a problem is read again,
+    and flagged again, every run. The text carries the SHA-256 of its JSON, so what is taken back
+    is what a parse accepted (a damaged or edited file is no cache), without checking it again.
+    """
+
+    def __init__(self, known: object = None) -> None:
+        self.known: dict[str, object] = known if isinstance(known, dict) else {}
+        self.entries: dict[str, list[object]] = {}
+
+    @classmethod
+    def from_text(cls, data: bytes | None) -> SpecCache:
+        """The cache in ``data`` (what :meth:`text` wrote), or an empty one."""
+        digest, _newline, body = (data or b"")[:MAX_CACHE].partition(b"\n")
+        if not body or sha256(body).hexdigest().encode() != digest:
+            return cls()
+        try:
+            return cls(jsontext.loads(body))
+        except (ValueError, RecursionError):
+            return cls()
+
+    @property
+    def changed(self) -> bool:
+        return self.entries != self.known
+
+    def text(self) -> bytes | None:
+        """The file to write, or None when :meth:`from_text` would not read it back (too large)."""
+        body = (jsontext.dumps(self.entries) + "\n").encode()
+        text = sha256(body).hexdigest().encode() + b"\n" + body
+        return text if len(text) <= MAX_CACHE else None
+
+    def get(self, path: str, identity: list[int]) -> list[tuple[str, str, list[str]]] | None:
+        """The devices of the spec at ``path`` if it is the file cached, else None."""
+        entry = self.known.get(path)
+        if not isinstance(entry, list) or len(entry) != 7 or entry[:5] != identity:
+            return None
+        self.entries[path] = entry
+        kind = entry[5]
+        return [(kind, name, nodes) for name, nodes in entry[6]]
+
+    def put(self, path: str, identity: list[int], devices: list[tuple[str, str, list[str]]], started: int) -> None:
+        """Keep what the spec parsed to, if the file was settled before ``started`` and is the
+        same file now (``identity`` from before the read)."""
+        if identity[4] >= started - SETTLED_NS or _identity(path) != identity:
+            return
+        self.entries[path] = [*identity, devices[0][0], [[name, nodes] for _kind, name, nodes in devices]]
+
+
+def _identity(path: str) -> list[int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+
+
+def _parsed(file_path: str, yaml_format: bool, report: Report) -> list[tuple[str, str, list[str]]] | None:
+    """The spec's devices, or None when it has a problem (flagged)."""
+    try:
+        return parse_spec(read_text(file_path, MAX_SPEC), yaml_format)
+    except ReadError as exc:
+        report.flag(exc.path, exc.reason)
+    except SpecError as exc:
+        report.flag(file_path, str(exc))
+    return None
+
+
+def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = (), cache: SpecCache | None = None) -> list[CdiDevice]:
+    """Return every valid CDI device, later directories overriding earlier ones; a spec in
+    ``cache`` is not parsed again while it is the same file."""
     found: dict[str, CdiDevice] = {}
     directories = 0
     bounds = _Bounds(report)
     paths = root.resolver()
+    started = time.time_ns()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
         try:  # var/run is a link to /run on most systems: resolved under the root, never out of it
@@ -295,22 +381,26 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = ()) -> li
             if not name.endswith(SUFFIXES):
                 continue
             file_path = os.path.join(path, name)
-            if os.path.islink(file_path) or not os.path.isfile(file_path):
+            try:
+                info = os.lstat(file_path)
+            except OSError:
+                info = None
+            if info is None or not stat.S_ISREG(info.st_mode):
                 # spur's is_cdi_spec_file: only regular files are specs. Container runtimes read
                 # symlinked specs, so one we skip must be heard of, not silently dropped.
                 report.flag(file_path, "not a regular file (a symlink or a directory): ignored")
                 continue
             yaml_format = not name.endswith(".json")
-            if not bounds.admit(file_path, yaml_format):
+            if not bounds.admit(file_path, yaml_format, info.st_size):
                 continue
-            try:
-                devices = parse_spec(read_text(file_path, MAX_SPEC), yaml_format)
-            except ReadError as exc:
-                report.flag(exc.path, exc.reason)
-                continue
-            except SpecError as exc:
-                report.flag(file_path, str(exc))
-                continue
+            identity = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+            devices = cache.get(file_path, identity) if cache is not None else None
+            if devices is None:
+                devices = _parsed(file_path, yaml_format, report)
+                if devices is None:
+                    continue
+                if cache is not None:
+                    cache.put(file_path, identity, devices, started)
             for kind, device_name, nodes in devices:
                 qualified = f"{kind}={device_name}"
                 if qualified in found:
