@@ -179,6 +179,16 @@ def test_a_stale_entry_is_retired_with_an_extra_only_update():
     assert "drain" not in json.loads(action.body["extra"])[KEY]
 
 
+def test_a_retired_entry_says_which_drain_was_lifted_and_when():
+    record = {"node": "n1", "fingerprint": "f" * 8, "drain": {"id": "0a1b2c3d", "reason": OUR_REASON, "cause": "busy"}}
+    state = state_for(SPX, SPX, SPX)
+
+    action = decide(outcome_for(state), view("IDLE", extra=ADMIN + f'"{KEY}": ' + json.dumps(record) + "}"), state, SLURM, NOW)
+
+    assert action.kind == Do.RETIRE
+    assert json.loads(action.body["extra"])[KEY]["lifted"] == {"id": "0a1b2c3d", "at": "2026-12-02T18:10:00Z"}
+
+
 def test_no_retire_while_a_write_of_ours_is_unsettled():
     state: State = state_for(SPX, SPX, SPX)
     state = {**state, "intent": new_intent(kind="resume", body={"state": ["UNDRAIN"]}, at=NOW)}
