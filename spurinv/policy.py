@@ -33,11 +33,10 @@ non-terminal action is one request (or none).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from spurinv import exitcode, shape
 from spurinv.controller.nodeview import NodeView, gpu_counts, gres_agrees, rebuild_gres, unsendable_gres
@@ -87,10 +86,9 @@ DOWN = frozenset({"DOWN", "FAIL", "FAILING"})  # node states spurinv never regis
 WRITES = frozenset({Do.REGISTER, Do.RECORD, Do.DRAIN, Do.RESUME, Do.RETIRE})
 
 
-class Settings(BaseModel):
-    """The part of the configuration the policy reads."""
-
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The part of the configuration the policy reads (built from the validated config)."""
 
     observe: bool
     drain_on_suspicious: bool = False
@@ -108,10 +106,9 @@ class Settings(BaseModel):
     any_job_busy: bool = False
 
 
-class Action(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
     """One step: what to do, why, and (for writes) the exact request body."""
-
-    model_config = ConfigDict(frozen=True)
 
     kind: Do
     reason: str
@@ -652,13 +649,11 @@ def expected_view(view: NodeView, action: Action) -> NodeView:
         flags = tuple(dict.fromkeys((*view.flags, "DRAIN")))
         # the controller stamps a new reason time we have not read: an old one (a drain re-worded)
         # would make our own drain look like someone else's
-        update = {"flags": flags, "reason": action.body["reason"], "reason_changed_at": None}
-        if "extra" in action.body:
-            update["extra"] = action.body["extra"]
-        return view.model_copy(update=update)
+        extra = action.body.get("extra", view.extra)
+        return replace(view, flags=flags, reason=action.body["reason"], reason_changed_at=None, extra=extra)
     changes: dict[str, Any] = {}
     if action.kind == Do.RESUME:
         changes["flags"] = tuple(f for f in view.flags if f != "DRAIN")
     if action.kind in (Do.RESUME, Do.RETIRE) and action.body is not None and "extra" in action.body:
         changes["extra"] = action.body["extra"]
-    return view.model_copy(update=changes) if changes else view
+    return replace(view, **changes) if changes else view

@@ -14,7 +14,7 @@ import glob
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -360,7 +360,7 @@ def converge(
             if refused:
                 exit_code = exitcode.PROTOCOL
                 # --ignore-backoff buys one retry, not one per step: the refusal just recorded holds
-                settings = settings.model_copy(update={"ignore_backoff": False})
+                settings = replace(settings, ignore_backoff=False)
         except (ControllerError, Interrupted, DeadlineError) as exc:
             # the state as it stands: an unsettled write keeps its intent for the next run
             steps.append(_failed(action, client.sent[start:] if client else [], exc))
@@ -721,9 +721,7 @@ def _write(
     if dry_run:
         line = client.describe(action.body)
         step = documents.step(action=action.kind.value, reason=action.reason, request=line, sent=False)
-        after = (
-            view.model_copy(update={"gres": action.body["gres"]}) if action.kind == Do.REGISTER else expected_view(view, action)
-        )
+        after = replace(view, gres=action.body["gres"]) if action.kind == Do.REGISTER else expected_view(view, action)
         return after, settle(state, action, now, settings=settings), step, False
     if action.kind == Do.REGISTER:
         result = client.register(action.body, gpu_counts(inventory), inventory["fingerprint"])
@@ -760,7 +758,7 @@ def _record(
     assert action.body is not None
     if dry_run:
         line = client.describe({"extra": action.body["extra"]})
-        after = view.model_copy(update={"extra": action.body["extra"]})
+        after = replace(view, extra=action.body["extra"])
         step = documents.step(action=action.kind.value, reason=action.reason, request=line, sent=False)
         return after, settle(state, action, now, settings=settings), step, False
     before = len(client.sent)

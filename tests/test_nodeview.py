@@ -556,3 +556,35 @@ def test_gres_text_of_a_hostile_size_is_split():
     assert split_gres("," * 400_000) == []
     assert split_gres("gpu:2," + "(" * 400_000) == ["gpu:2", "(" * 400_000]
     assert split_gres("gpu:a100:2(S:0,1)," * 3 + ",") == ["gpu:a100:2(S:0,1)"] * 3
+
+
+@pytest.mark.parametrize("value", [5, 1.5, 1e16, True, {"a": 1}, ["root"], [1] * 40, [[]]])
+def test_a_reason_set_by_that_is_not_text_is_refused_in_the_models_words(value):
+    """``reason_set_by_user`` is read as text or not at all: anything else is the protocol error
+    the pydantic model of the view gave for it, word for word (checked against such a model)."""
+    from pydantic import BaseModel, ValidationError
+
+    class NodeView(BaseModel):
+        reason_set_by: str | None = None
+
+    with pytest.raises(ValidationError) as model:
+        NodeView(reason_set_by=value)
+    with pytest.raises(ControllerError) as caught:
+        parse_node({"nodes": [{"name": "n1", "state": ["IDLE"], "reason_set_by_user": value}]}, "n1")
+
+    assert (caught.value.kind, caught.value.message) == ("protocol", f"node 'n1' has an unexpected shape: {model.value}")
+
+
+@pytest.mark.parametrize(("value", "read"), [("root", "root"), ("", None), (None, None), (0, None), ([], None), ({}, None)])
+def test_a_reason_set_by_is_text_or_none(value, read):
+    view = parse_node({"nodes": [{"name": "n1", "state": ["IDLE"], "reason_set_by_user": value}]}, "n1")
+
+    assert view.reason_set_by == read
+
+
+def test_a_count_is_checked_before_who_set_the_reason():
+    """One answer, one error: with both unusable, the count is named, as the model's order had it."""
+    body = {"nodes": [{"name": "n1", "state": ["IDLE"], "alloc_cpus": "many", "reason_set_by_user": 5}]}
+
+    with pytest.raises(ControllerError, match="alloc_cpus: 'many' is no count"):
+        parse_node(body, "n1")

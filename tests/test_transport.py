@@ -7,6 +7,7 @@ import errno
 import io
 import os
 import subprocess
+from dataclasses import replace
 
 import pytest
 from faultserver import ERRORS, NO_TOKEN_TEXT, FaultServer, Gateway, Reply
@@ -134,7 +135,7 @@ def test_a_registration_not_applied_or_already_recorded_writes_no_record(annotat
     now = client.view()
 
     assert recorded(client, WITH_RECORD, RegisterResult(True, now, None)).view is now  # already there
-    fresh = view.model_copy(update={"extra": '{"rack":"r7"}'})
+    fresh = replace(view, extra='{"rack":"r7"}')
     assert recorded(client, WITH_RECORD, RegisterResult(False, fresh, "refused")).view is fresh
     assert recorded(client, {"gres": "gpu:mi300x:8"}, RegisterResult(True, fresh, None)).view is fresh  # no record
     assert len(server.requests("POST")) == 1
@@ -145,7 +146,7 @@ def test_an_extra_that_cannot_take_our_record_is_never_written(annotated, extra)
     """The admin's free text, text read with U+FFFD, or no ``extra``: nothing is written (not our
     record, not a null), and the registration is done with a warning that says so."""
     server, client = annotated
-    view = client.view().model_copy(update={"extra": extra})
+    view = replace(client.view(), extra=extra)
 
     result = recorded(client, WITH_RECORD, RegisterResult(True, view, None, "EXEC register"))
 

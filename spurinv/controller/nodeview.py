@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict
 
 from spurinv.controller.ownership import changed_at
 from spurinv.errors import ControllerError
@@ -34,10 +33,10 @@ _BINDING = re.compile(r"\((?!null\))[^()]*\)$")
 UNTYPED = "(null)"
 
 
-class NodeView(BaseModel):
-    """What the controller says about the node."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeView:
+    """What the controller says about the node: a value, built from a checked answer only
+    (:func:`parse_node`, :func:`parse_spur_nodes`); a step changes it with ``dataclasses.replace``."""
 
     name: str
     dialect: str
@@ -166,20 +165,37 @@ def _words(value: object, field: str) -> list[str]:
 
 def _view(node: dict[str, Any], name: str) -> NodeView:
     dialect, base, flags = node_state(node)
+    reason = str(node.get("reason") or "")
+    when = changed_at(node.get("reason_changed_at"))
+    cpus, memory = _count(node, "alloc_cpus"), _count(node, "alloc_memory")
+    # after every other field's check, where the model checked it: one answer, one error, as before
+    set_by = _set_by(node.get("reason_set_by_user"))
     return NodeView(
         name=name,
         dialect=dialect,
         base=base,
         flags=flags,
-        reason=str(node.get("reason") or ""),
-        reason_set_by=node.get("reason_set_by_user") or None,
-        reason_changed_at=changed_at(node.get("reason_changed_at")),
-        alloc_cpus=_count(node, "alloc_cpus"),
-        alloc_memory=_count(node, "alloc_memory"),
+        reason=reason,
+        reason_set_by=set_by,
+        reason_changed_at=when,
+        alloc_cpus=cpus,
+        alloc_memory=memory,
         gres=node["gres"] if isinstance(node.get("gres"), str) else None,
         gres_used=node["gres_used"] if isinstance(node.get("gres_used"), str) else None,
         extra=node["extra"] if isinstance(node.get("extra"), str) else None,
     )
+
+
+def _set_by(value: object) -> str | None:
+    """Who set the reason: text, or None for none. Anything else is no answer to read, refused in
+    the words the node's model had for it (pydantic's, imported on this path only)."""
+    if not value:
+        return None
+    if isinstance(value, str):
+        return value
+    from pydantic_core import ValidationError
+
+    raise ValidationError.from_exception_data("NodeView", [{"type": "string_type", "loc": ("reason_set_by",), "input": value}])
 
 
 def _count(node: dict[str, Any], field: str) -> int:
@@ -195,10 +211,9 @@ def _count(node: dict[str, Any], field: str) -> int:
         raise ValueError(f"{field}: {shown} is no count") from None
 
 
-class Gres(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gres:
     """One GRES entry: ``gpu:mi300x:8(S:0-1)``."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     type: str | None

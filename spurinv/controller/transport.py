@@ -189,4 +189,4 @@ def recorded(client: Transport, body: dict[str, Any], result: RegisterResult) ->
         if exc.kind != "refused":
             raise
         return replace(result, warning=f"registered, but the controller refused our record in extra: {exc.message}")
-    return replace(result, view=result.view.model_copy(update={"extra": text}))
+    return replace(result, view=replace(result.view, extra=text))
