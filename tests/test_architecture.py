@@ -140,6 +140,17 @@ def test_the_pure_core_does_no_io(name):
     assert not used & {"os", "io", "pathlib", "subprocess", "socket", "requests", "shutil", "time", "glob"}
 
 
+@pytest.mark.parametrize("name", ["policy", "controller.nodeview", "inventory.classify"])
+def test_the_decision_core_holds_no_model_objects(name):
+    """Its values are TypedDicts and frozen dataclasses: pydantic stays with the configuration,
+    the boundaries that validate (a state file, a discovery) and the schemas. nodeview words one
+    refusal of controller text as pydantic did, through pydantic_core on that error path only."""
+    used = imports(module(name))
+
+    assert "pydantic" not in used
+    assert name == "controller.nodeview" or "pydantic_core" not in used
+
+
 HOT_PATH = (
     ["cli.launch", "cli.tick", "state.ledger", "exitcode", "inventory.discovery", "inventory.root", "state.store",
      "state.locations", "report.documents", "report.metrics", "log", "inventory.fingerprint", "inventory.catalog",

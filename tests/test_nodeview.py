@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -588,3 +590,16 @@ def test_a_count_is_checked_before_who_set_the_reason():
 
     with pytest.raises(ControllerError, match="alloc_cpus: 'many' is no count"):
         parse_node(body, "n1")
+
+
+def test_reading_a_node_loads_no_pydantic():
+    """The view is a frozen dataclass: parsing a node (and its GRES) takes the standard library only."""
+    code = (
+        "import sys, json; from spurinv.controller import nodeview;"
+        " v = nodeview.parse_node({'nodes': [{'name': 'n1', 'state': ['IDLE'], 'gres': 'gpu:mi300x:8'}]}, 'n1');"
+        " nodeview.parse_spur_nodes(''); assert v.gres == 'gpu:mi300x:8';"
+        " print(sorted(m for m in sys.modules if m.startswith('pydantic')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert result.stdout == "[]\n"
