@@ -187,15 +187,12 @@ def _view(node: dict[str, Any], name: str) -> NodeView:
 
 
 def _set_by(value: object) -> str | None:
-    """Who set the reason: text, or None for none. Anything else is no answer to read, refused in
-    the words the node's model had for it (pydantic's, imported on this path only)."""
+    """Who set the reason: text, or None for none; anything else is a field error naming it."""
     if not value:
         return None
     if isinstance(value, str):
         return value
-    from pydantic_core import ValidationError
-
-    raise ValidationError.from_exception_data("NodeView", [{"type": "string_type", "loc": ("reason_set_by",), "input": value}])
+    raise ValueError(f"reason_set_by_user: {type(value).__name__} is no text")
 
 
 def _count(node: dict[str, Any], field: str) -> int:
