@@ -601,3 +601,14 @@ def test_reading_a_node_loads_no_pydantic():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert result.stdout == "[]\n"
+
+
+def test_an_unusable_count_is_shown_by_its_first_twenty_characters():
+    """Blanks around a count are allowed, so the text shown can be longer than the 18 characters
+    a count may have: the message keeps the first 20 of its repr, quote included."""
+    body = {"nodes": [{"name": "n1", "state": ["IDLE"], "alloc_memory": "    abcdefghijklmnopq    "}]}
+
+    with pytest.raises(ControllerError) as caught:
+        parse_node(body, "n1")
+
+    assert caught.value.message == "node 'n1' has an unexpected shape: alloc_memory: '    abcdefghijklmno is no count"
