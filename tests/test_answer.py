@@ -341,3 +341,31 @@ def test_a_top_level_object_without_its_comma_or_colon_is_refused_as_json_loads_
         json.loads(text)
     with pytest.raises(ValueError, match=r"^expected '[,:]'|^expected ',' or"):
         _feed(text.encode(), [] if cut is None else [cut])
+
+
+def test_65536_nodes_are_read_and_one_more_is_refused():
+    assert answer.loads(_nodes(*["0"] * 65536))["nodes"] == [0] * 65536
+    with pytest.raises(answer.TooLarge, match=r"^more than 65536 nodes in one answer$"):
+        answer.loads(_nodes(*["0"] * 65537))
+
+
+def test_1024_keys_at_the_top_are_read_and_a_new_one_more_is_refused_but_a_repeated_one_is_not():
+    keys = [f'"k{i}":0' for i in range(1024)]
+
+    assert answer.loads("{" + ",".join(keys) + "}") == {f"k{i}": 0 for i in range(1024)}
+    # a key already there takes its new value, as in json.loads, and adds no key
+    assert answer.loads("{" + ",".join([*keys, '"k5":1']) + "}")["k5"] == 1
+    with pytest.raises(answer.TooLarge, match=r"^more than 1024 keys at the top of the answer \(refused\)$"):
+        answer.loads("{" + ",".join([*keys, '"k1024":0']) + "}")
+
+
+@pytest.mark.parametrize("cut", ["1e", "1e+", "2.5E", "2.5E-", "-7.", "-7.0e", "-7.0e+"])
+def test_a_number_cut_just_after_its_exponent_and_sign_is_read_whole(cut):
+    """Two characters a chunk may leave after a number that goes on: ``1e+`` parses as 1, then
+    ``e+``; the reader waits for the rest instead of refusing ``e`` after a value."""
+    text = '{"nodes": [1e+5, 2.5E-3, -7.0e+1]}'
+    at = text.index(cut) + len(cut)
+
+    read, _reader = _feed(text.encode(), [at])
+
+    assert read == {"nodes": [100000.0, 0.0025, -70.0]}
