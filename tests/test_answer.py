@@ -109,8 +109,10 @@ def test_a_number_cut_by_a_chunk_is_read_whole():
     assert reader.close() == {"last_update": 1796316732, "nodes": []}
 
 
-def test_a_huge_value_is_parsed_a_bounded_number_of_times():
-    """A value far larger than a chunk is re-tried only when the unread text has doubled."""
+@pytest.mark.parametrize("chunk", [65536, 4096])
+def test_a_huge_value_is_parsed_a_bounded_number_of_times(chunk):
+    """A value far larger than a chunk is re-tried only when the unread text has doubled (in
+    chunks of 4 KiB, a parse at every chunk past the first doubling would be ~250 of them)."""
     attempts = 0
     decoder = answer._DECODER
     original = decoder.raw_decode
@@ -124,8 +126,8 @@ def test_a_huge_value_is_parsed_a_bounded_number_of_times():
     try:
         reader = answer.Reader()
         data = json.dumps({"meta": "x" * (answer.MAX_VALUE - 100), "nodes": []}).encode()
-        for start in range(0, len(data), 65536):
-            reader.feed(data[start : start + 65536])
+        for start in range(0, len(data), chunk):
+            reader.feed(data[start : start + chunk])
         assert reader.close()["nodes"] == []
     finally:
         del decoder.raw_decode
@@ -369,3 +371,77 @@ def test_a_number_cut_just_after_its_exponent_and_sign_is_read_whole(cut):
     read, _reader = _feed(text.encode(), [at])
 
     assert read == {"nodes": [100000.0, 0.0025, -70.0]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"nodes": [nul]}',  # an object's value, read as the answer streams
+        '{"meta": {"a" 1}, "nodes": []}',
+        "[1, nul]",  # not an object: parsed whole at close
+        '"abc',
+    ],
+)
+def test_text_that_is_no_json_is_refused_in_the_json_decoders_words(text):
+    """Not "the answer ends before its JSON does": the decoder's words say what and where."""
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as refused:
+        answer.loads(text)
+
+    assert str(refused.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("data", [b'{"nodes": []}\xc3', b'{"nodes": []} \xe2\x82', b"[1]\xf0\x9f"])
+def test_a_byte_sequence_cut_short_after_the_json_is_refused_as_extra_data(data):
+    """The cut bytes are read as U+FFFD at close, as json.loads of the replaced text reads them."""
+    with pytest.raises(json.JSONDecodeError, match="^Extra data"):
+        json.loads(data.decode("utf-8", "replace"))
+    reader = answer.Reader()
+    reader.feed(data)
+
+    with pytest.raises(ValueError, match=r"^extra data after the JSON value$|^Extra data"):
+        reader.close()
+    assert reader.replaced
+
+
+@pytest.mark.parametrize("cut", [13, 14, 15])
+def test_text_after_the_answer_in_a_later_chunk_is_refused_as_extra_data(cut):
+    data = b'{"nodes": []} \nx'
+    with pytest.raises(json.JSONDecodeError, match="^Extra data"):
+        json.loads(data)
+
+    with pytest.raises(ValueError, match=r"^extra data after the JSON value$"):
+        _feed(data, [cut])
+
+
+def test_an_answer_that_is_no_object_is_held_once_while_it_arrives():
+    """Its slices wait in one list for close(); gathered into the parser's buffer as well, they
+    would be held twice, and copied again at every slice."""
+    import tracemalloc
+
+    data = "[" + _string(999_998) + "]"  # 1,000,000 characters, ASCII: a byte each
+    reader = answer.Reader()
+    tracemalloc.start()
+    try:
+        for start in range(0, len(data), 65536):
+            reader.feed(data[start : start + 65536])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert reader.close() == ["a" * 999_996]
+    assert peak < 1_500_000, peak
+
+
+@pytest.mark.parametrize("chunk", [65536, 1000, None], ids=["streamed", "small", "whole"])
+def test_an_answer_cut_short_inside_a_value_one_character_past_the_cap_is_refused_as_too_large(chunk):
+    """The parser is resumed as soon as the value's text passes 1 MiB, not one character later:
+    1,048,577 characters of an unterminated string are too large, not "Unterminated string"."""
+    data = '{"a":"' + "x" * 1048576  # the value's text: its quote and 1,048,576 characters
+    reader = answer.Reader()
+
+    with pytest.raises(answer.TooLarge, match=r"^a: larger than 1 MiB of JSON \(refused\)$"):
+        for start in range(0, len(data), chunk or len(data)):
+            reader.feed(data[start : start + (chunk or len(data))])
+        reader.close()
