@@ -405,14 +405,25 @@ def test_a_byte_sequence_cut_short_after_the_json_is_refused_as_extra_data(data)
     assert reader.replaced
 
 
-@pytest.mark.parametrize("cut", [13, 14, 15])
-def test_text_after_the_answer_in_a_later_chunk_is_refused_as_extra_data(cut):
-    data = b'{"nodes": []} \nx'
+@pytest.mark.parametrize("cut", [12, 13, 14, 15, 16])
+@pytest.mark.parametrize("text", ['{"nodes": []} \nx', '{"nodes": []}x ', "{}x", "{} x"])
+def test_text_after_the_answer_in_its_chunk_or_a_later_one_is_refused_as_extra_data(text, cut):
+    data = text.encode()
     with pytest.raises(json.JSONDecodeError, match="^Extra data"):
         json.loads(data)
 
     with pytest.raises(ValueError, match=r"^extra data after the JSON value$"):
         _feed(data, [cut])
+
+
+@pytest.mark.parametrize("text", ['{1: 2, "nodes": []}', '{"nodes": [], null: 1}', '{["a"]: 1}', "{{}: 1}", "{1.5: 1}"])
+def test_a_top_level_key_that_is_no_string_is_refused_as_not_json(text):
+    """Refused as a ValueError, like all that is not JSON, not a TypeError from the key's use."""
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+
+    with pytest.raises(ValueError, match=r"^an object key that is not a string$"):
+        answer.loads(text)
 
 
 def test_an_answer_that_is_no_object_is_held_once_while_it_arrives():
