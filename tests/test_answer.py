@@ -456,3 +456,13 @@ def test_an_answer_cut_short_inside_a_value_one_character_past_the_cap_is_refuse
         for start in range(0, len(data), chunk or len(data)):
             reader.feed(data[start : start + (chunk or len(data))])
         reader.close()
+
+
+def test_values_at_the_top_count_against_the_two_mebibytes_kept_whole():
+    # kept whole: each key's text ('"a"', '"b"': 3 each) and each value's; one value at most 1 MiB
+    fits = '{"a":' + _string(1048576) + ',"b":' + _string(2097152 - 3 - 1048576 - 3, "b") + "}"
+    over = '{"a":' + _string(1048576) + ',"b":' + _string(2097152 - 3 - 1048576 - 3 + 1, "b") + "}"
+
+    assert [len(value) for value in answer.loads(fits).values()] == [1048574, 1048568]
+    with pytest.raises(answer.TooLarge, match=r"^b: more than 2 MiB of JSON kept whole \(refused\)$"):
+        answer.loads(over)
