@@ -466,3 +466,24 @@ def test_values_at_the_top_count_against_the_two_mebibytes_kept_whole():
     assert [len(value) for value in answer.loads(fits).values()] == [1048574, 1048568]
     with pytest.raises(answer.TooLarge, match=r"^b: more than 2 MiB of JSON kept whole \(refused\)$"):
         answer.loads(over)
+
+
+@pytest.mark.parametrize("text, found", [('{"nodes": [1;2]}', "';'"), ('{"nodes": [1 2]}', "'2'"), ('{"nodes": [{} {}]}', "'{'")])
+@pytest.mark.parametrize("cut", [None, 12, 13])
+def test_nodes_without_the_comma_between_them_are_refused_as_json_loads_refuses_them(text, found, cut):
+    with pytest.raises(json.JSONDecodeError, match="^Expecting ',' delimiter"):
+        json.loads(text)
+
+    with pytest.raises(ValueError, match=rf"^expected ',' or '\]' in the nodes list, found {found}$"):
+        _feed(text.encode(), [] if cut is None else [cut])
+
+
+def test_a_value_of_one_mebibyte_that_ends_its_chunk_is_read_not_refused():
+    """Fed from its first character in 64 KiB slices, the string is whole when the buffer holds
+    exactly 1 MiB of it, and the reader waits for what follows: 1 MiB is not past the cap."""
+    reader = answer.Reader()
+    reader.feed('{"nodes":[')
+    reader.feed(_string(1048576))
+    reader.feed("]}")
+
+    assert reader.close() == {"nodes": ["a" * 1048574]}
