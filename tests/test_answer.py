@@ -487,3 +487,15 @@ def test_a_value_of_one_mebibyte_that_ends_its_chunk_is_read_not_refused():
     reader.feed("]}")
 
     assert reader.close() == {"nodes": ["a" * 1048574]}
+
+
+def test_an_unterminated_value_is_refused_at_the_first_character_past_the_cap():
+    """Fed from its first character in 64 KiB slices, the buffer holds exactly 1 MiB of the
+    string at one parse; the next single character is past the cap and refused there, not
+    only at close() as JSON that ends too soon."""
+    reader = answer.Reader()
+    reader.feed('{"nodes":[')
+    reader.feed('"' + "a" * 1048575)
+
+    with pytest.raises(answer.TooLarge, match=r"^nodes\[0\]: larger than 1 MiB of JSON \(refused\)$"):
+        reader.feed("a")
