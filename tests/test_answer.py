@@ -499,3 +499,19 @@ def test_an_unterminated_value_is_refused_at_the_first_character_past_the_cap():
 
     with pytest.raises(answer.TooLarge, match=r"^nodes\[0\]: larger than 1 MiB of JSON \(refused\)$"):
         reader.feed("a")
+
+
+@pytest.mark.parametrize(
+    "text, read",
+    [
+        ('"\\ud800x"', "\ufffdx"),  # a string is the whole answer
+        ('["\\ud800", ["x\\udfff"], {"k": "\\udc80"}]', ["\ufffd", ["x\ufffd"], {"k": "\ufffd"}]),
+        ('{"k\\ud800": "v\\udc80", "nodes": []}', {"k\ufffd": "v\ufffd", "nodes": []}),  # a key, then its value
+        ('{"meta": {"k\\ud800": "v", "w": 1}}', {"meta": {"k\ufffd": "v", "w": 1}}),
+        ('{"nodes": ["\\ud800", {"name": "n\\udfff"}]}', {"nodes": ["\ufffd", {"name": "n\ufffd"}]}),
+    ],
+)
+def test_every_lone_surrogate_is_cleaned_once_in_strings_keys_and_lists(text, read):
+    """Each key once, fixed in place: a value under a fixed key is not left under the old one."""
+    assert answer.loads(text) == read
+    assert json.dumps(answer.loads(text), ensure_ascii=False).encode()  # nothing lone is left
