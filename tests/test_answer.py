@@ -109,8 +109,10 @@ def test_a_number_cut_by_a_chunk_is_read_whole():
     assert reader.close() == {"last_update": 1796316732, "nodes": []}
 
 
-def test_a_huge_value_is_parsed_a_bounded_number_of_times():
-    """A value far larger than a chunk is re-tried only when the unread text has doubled."""
+@pytest.mark.parametrize("chunk", [65536, 4096])
+def test_a_huge_value_is_parsed_a_bounded_number_of_times(chunk):
+    """A value far larger than a chunk is re-tried only when the unread text has doubled (in
+    chunks of 4 KiB, a parse at every chunk past the first doubling would be ~250 of them)."""
     attempts = 0
     decoder = answer._DECODER
     original = decoder.raw_decode
@@ -124,8 +126,8 @@ def test_a_huge_value_is_parsed_a_bounded_number_of_times():
     try:
         reader = answer.Reader()
         data = json.dumps({"meta": "x" * (answer.MAX_VALUE - 100), "nodes": []}).encode()
-        for start in range(0, len(data), 65536):
-            reader.feed(data[start : start + 65536])
+        for start in range(0, len(data), chunk):
+            reader.feed(data[start : start + chunk])
         assert reader.close()["nodes"] == []
     finally:
         del decoder.raw_decode
@@ -341,3 +343,174 @@ def test_a_top_level_object_without_its_comma_or_colon_is_refused_as_json_loads_
         json.loads(text)
     with pytest.raises(ValueError, match=r"^expected '[,:]'|^expected ',' or"):
         _feed(text.encode(), [] if cut is None else [cut])
+
+
+def test_65536_nodes_are_read_and_one_more_is_refused():
+    assert answer.loads(_nodes(*["0"] * 65536))["nodes"] == [0] * 65536
+    with pytest.raises(answer.TooLarge, match=r"^more than 65536 nodes in one answer$"):
+        answer.loads(_nodes(*["0"] * 65537))
+
+
+def test_1024_keys_at_the_top_are_read_and_a_new_one_more_is_refused_but_a_repeated_one_is_not():
+    keys = [f'"k{i}":0' for i in range(1024)]
+
+    assert answer.loads("{" + ",".join(keys) + "}") == {f"k{i}": 0 for i in range(1024)}
+    # a key already there takes its new value, as in json.loads, and adds no key
+    assert answer.loads("{" + ",".join([*keys, '"k5":1']) + "}")["k5"] == 1
+    with pytest.raises(answer.TooLarge, match=r"^more than 1024 keys at the top of the answer \(refused\)$"):
+        answer.loads("{" + ",".join([*keys, '"k1024":0']) + "}")
+
+
+@pytest.mark.parametrize("cut", ["1e", "1e+", "2.5E", "2.5E-", "-7.", "-7.0e", "-7.0e+"])
+def test_a_number_cut_just_after_its_exponent_and_sign_is_read_whole(cut):
+    """Two characters a chunk may leave after a number that goes on: ``1e+`` parses as 1, then
+    ``e+``; the reader waits for the rest instead of refusing ``e`` after a value."""
+    text = '{"nodes": [1e+5, 2.5E-3, -7.0e+1]}'
+    at = text.index(cut) + len(cut)
+
+    read, _reader = _feed(text.encode(), [at])
+
+    assert read == {"nodes": [100000.0, 0.0025, -70.0]}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"nodes": [nul]}',  # an object's value, read as the answer streams
+        '{"meta": {"a" 1}, "nodes": []}',
+        "[1, nul]",  # not an object: parsed whole at close
+        '"abc',
+    ],
+)
+def test_text_that_is_no_json_is_refused_in_the_json_decoders_words(text):
+    """Not "the answer ends before its JSON does": the decoder's words say what and where."""
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as refused:
+        answer.loads(text)
+
+    assert str(refused.value) == str(expected.value)
+
+
+@pytest.mark.parametrize("data", [b'{"nodes": []}\xc3', b'{"nodes": []} \xe2\x82', b"[1]\xf0\x9f"])
+def test_a_byte_sequence_cut_short_after_the_json_is_refused_as_extra_data(data):
+    """The cut bytes are read as U+FFFD at close, as json.loads of the replaced text reads them."""
+    with pytest.raises(json.JSONDecodeError, match=r"^Extra data"):
+        json.loads(data.decode("utf-8", "replace"))
+    reader = answer.Reader()
+    reader.feed(data)
+
+    with pytest.raises(ValueError, match=r"^extra data after the JSON value$|^Extra data"):
+        reader.close()
+    assert reader.replaced
+
+
+@pytest.mark.parametrize("cut", [12, 13, 14, 15, 16])
+@pytest.mark.parametrize("text", ['{"nodes": []} \nx', '{"nodes": []}x ', "{}x", "{} x"])
+def test_text_after_the_answer_in_its_chunk_or_a_later_one_is_refused_as_extra_data(text, cut):
+    data = text.encode()
+    with pytest.raises(json.JSONDecodeError, match=r"^Extra data"):
+        json.loads(data)
+
+    with pytest.raises(ValueError, match=r"^extra data after the JSON value$"):
+        _feed(data, [cut])
+
+
+@pytest.mark.parametrize("text", ['{1: 2, "nodes": []}', '{"nodes": [], null: 1}', '{["a"]: 1}', "{{}: 1}", "{1.5: 1}"])
+def test_a_top_level_key_that_is_no_string_is_refused_as_not_json(text):
+    """Refused as a ValueError, like all that is not JSON, not a TypeError from the key's use."""
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+
+    with pytest.raises(ValueError, match=r"^an object key that is not a string$"):
+        answer.loads(text)
+
+
+def test_an_answer_that_is_no_object_is_held_once_while_it_arrives():
+    """Its slices wait in one list for close(); gathered into the parser's buffer as well, they
+    would be held twice, and copied again at every slice."""
+    import tracemalloc
+
+    data = "[" + _string(999_998) + "]"  # 1,000,000 characters, ASCII: a byte each
+    reader = answer.Reader()
+    tracemalloc.start()
+    try:
+        for start in range(0, len(data), 65536):
+            reader.feed(data[start : start + 65536])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert reader.close() == ["a" * 999_996]
+    assert peak < 1_500_000, peak
+
+
+@pytest.mark.parametrize("chunk", [65536, 1000, None], ids=["streamed", "small", "whole"])
+def test_an_answer_cut_short_inside_a_value_one_character_past_the_cap_is_refused_as_too_large(chunk):
+    """The parser is resumed as soon as the value's text passes 1 MiB, not one character later:
+    1,048,577 characters of an unterminated string are too large, not "Unterminated string"."""
+    data = ('{"a":"' + "x" * 1048576).encode()  # the value's text: its quote and 1,048,576 characters
+
+    with pytest.raises(answer.TooLarge, match=r"^a: larger than 1 MiB of JSON \(refused\)$"):
+        _read(answer.Reader(), data, chunk or len(data))
+
+
+def test_values_at_the_top_count_against_the_two_mebibytes_kept_whole():
+    # kept whole: each key's text ('"a"', '"b"': 3 each) and each value's; one value at most 1 MiB
+    fits = '{"a":' + _string(1048576) + ',"b":' + _string(2097152 - 3 - 1048576 - 3, "b") + "}"
+    over = '{"a":' + _string(1048576) + ',"b":' + _string(2097152 - 3 - 1048576 - 3 + 1, "b") + "}"
+
+    assert [len(value) for value in answer.loads(fits).values()] == [1048574, 1048568]
+    with pytest.raises(answer.TooLarge, match=r"^b: more than 2 MiB of JSON kept whole \(refused\)$"):
+        answer.loads(over)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"), [('{"nodes": [1;2]}', "';'"), ('{"nodes": [1 2]}', "'2'"), ('{"nodes": [{} {}]}', "'{'")]
+)
+@pytest.mark.parametrize("cut", [None, 12, 13])
+def test_nodes_without_the_comma_between_them_are_refused_as_json_loads_refuses_them(text, found, cut):
+    with pytest.raises(json.JSONDecodeError, match=r"^Expecting ',' delimiter"):
+        json.loads(text)
+
+    with pytest.raises(ValueError, match=rf"^expected ',' or '\]' in the nodes list, found {found}$"):
+        _feed(text.encode(), [] if cut is None else [cut])
+
+
+def test_a_value_of_one_mebibyte_that_ends_its_chunk_is_read_not_refused():
+    """Fed from its first character in 64 KiB slices, the string is whole when the buffer holds
+    exactly 1 MiB of it, and the reader waits for what follows: 1 MiB is not past the cap."""
+    reader = answer.Reader()
+    reader.feed('{"nodes":[')
+    reader.feed(_string(1048576))
+    reader.feed("]}")
+
+    assert reader.close() == {"nodes": ["a" * 1048574]}
+
+
+def test_an_unterminated_value_is_refused_at_the_first_character_past_the_cap():
+    """Fed from its first character in 64 KiB slices, the buffer holds exactly 1 MiB of the
+    string at one parse; the next single character is past the cap and refused there, not
+    only at close() as JSON that ends too soon."""
+    reader = answer.Reader()
+    reader.feed('{"nodes":[')
+    reader.feed('"' + "a" * 1048575)
+
+    with pytest.raises(answer.TooLarge, match=r"^nodes\[0\]: larger than 1 MiB of JSON \(refused\)$"):
+        reader.feed("a")
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ('"\\ud800x"', "\ufffdx"),  # a string is the whole answer
+        ('["\\ud800", ["x\\udfff"], {"k": "\\udc80"}]', ["\ufffd", ["x\ufffd"], {"k": "\ufffd"}]),
+        ('{"k\\ud800": "v\\udc80", "nodes": []}', {"k\ufffd": "v\ufffd", "nodes": []}),  # a key, then its value
+        ('{"meta": {"k\\ud800": "v", "w": 1}}', {"meta": {"k\ufffd": "v", "w": 1}}),
+        ('{"nodes": ["\\ud800", {"name": "n\\udfff"}]}', {"nodes": ["\ufffd", {"name": "n\ufffd"}]}),
+    ],
+)
+def test_every_lone_surrogate_is_cleaned_once_in_strings_keys_and_lists(text, read):
+    """Each key once, fixed in place: a value under a fixed key is not left under the old one."""
+    assert answer.loads(text) == read
+    assert json.dumps(answer.loads(text), ensure_ascii=False).encode()  # nothing lone is left
