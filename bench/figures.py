@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from spurinv.inventory.fingerprint import sha256
 from spurinv.inventory.root import Root
 from spurinv.inventory.sources import cdi
 from spurinv.inventory.sources.status import Report
@@ -93,7 +94,7 @@ def test_an_entry_for_other_bytes_is_not_taken(tmp_path, spec_dir):
     path.write_text(_spec(["0"]))
     info = path.stat()
     identity = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-    other = cdi.sha256(_spec(["1"]).encode()).hexdigest()
+    other = sha256(_spec(["1"]).encode()).hexdigest()
     cache = cdi.SpecCache({
         str(path): [other, "example.com/gpu", [["stale", []]]],
         str(spec_dir / "b.json"): [*identity, "example.com/gpu", [["stale", []]]],
@@ -103,9 +104,9 @@ def test_an_entry_for_other_bytes_is_not_taken(tmp_path, spec_dir):
     found, _report = _read(tmp_path, cache)
 
     assert found == ["example.com/gpu=0", "example.com/other=2"]
-    assert [entry[0] for entry in cache.entries.values()] == [  # type: ignore[index]
-        cdi.sha256(path.read_bytes()).hexdigest(),
-        cdi.sha256((spec_dir / "b.json").read_bytes()).hexdigest(),
+    assert [entry[0] for entry in cache.entries.values()] == [
+        sha256(path.read_bytes()).hexdigest(),
+        sha256((spec_dir / "b.json").read_bytes()).hexdigest(),
     ]
 
 
@@ -133,7 +134,8 @@ def test_a_spec_changed_through_a_shared_mapping_is_read_again(tmp_path, spec_di
     path.write_text(_spec(["0", "1"]))
     data = path.read_bytes()
     edited = data.replace(b'"1"', b'"7"')
-    assert len(edited) == len(data) and edited != data
+    assert len(edited) == len(data)
+    assert edited != data
     with open(path, "r+b") as handle, mmap.mmap(handle.fileno(), 0) as mapping:
         mapping[:] = data  # every page dirty: the one time update the mapping's writes get
         cache = _cached(tmp_path)
@@ -142,7 +144,10 @@ def test_a_spec_changed_through_a_shared_mapping_is_read_again(tmp_path, spec_di
     after = path.stat()
     assert path.read_bytes() == edited
     assert (after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) == (
-        before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns,
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ctime_ns,
     )  # fmt: skip  (the premise: nothing but the bytes tells the two specs apart)
 
     found, _report = _read(tmp_path, cache)

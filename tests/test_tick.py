@@ -343,7 +343,8 @@ def test_the_tick_records_a_spec_changed_through_a_shared_mapping(cli, state_pat
     spec = root / "etc" / "cdi" / "nvidia.yaml"
     data = spec.read_bytes()
     edited = data.replace(b'name: "0"', b'name: "7"', 1)
-    assert len(edited) == len(data) and edited != data
+    assert len(edited) == len(data)
+    assert edited != data
     with open(spec, "r+b") as file, mmap.mmap(file.fileno(), 0) as mapping:
         mapping[:] = data  # every page dirty: the one time update the mapping's writes get
         steady(cli, root, state_path)

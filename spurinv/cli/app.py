@@ -364,7 +364,9 @@ def check(
     raise typer.Exit(code)
 
 
-def _state_apart(flag: str | None, state: str, config_file: str, tokens: tuple[str, ...], config_flag: str | None = None) -> None:
+def _state_apart(
+    flag: str | None, state: str, config_file: str, tokens: tuple[str, ...], config_flag: str | None = None
+) -> None:
     """The state file must not be the config file or the token file: a run would replace it (or
     move it aside as corrupt). 64 from --state, 78 from $SPURINV_STATE. Nor may the config file
     be the state file's lock or the tick's CDI spec cache, which the tick replaces (checked as the
