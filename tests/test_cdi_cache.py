@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,19 @@ def test_an_unchanged_spec_is_not_parsed_again(tmp_path, spec_dir, monkeypatch):
     assert again == fresh == ["example.com/gpu=0", "example.com/gpu=1"]
     assert report.as_dict() == fresh_report.as_dict()
     assert not cache.changed
+
+
+def test_a_cached_yaml_spec_imports_no_yaml(tmp_path, spec_dir, monkeypatch):
+    """Importing PyYAML costs the tick ~10 ms: a YAML spec whose bytes are those cached is hashed,
+    not parsed, and the bound on YAML asks nothing of PyYAML within the smaller budget."""
+    (spec_dir / "a.yaml").write_text('cdiVersion: "0.6.0"\nkind: example.com/gpu\ndevices:\n- name: "0"\n')
+    cache = _cached(tmp_path)
+    monkeypatch.setitem(sys.modules, "yaml", None)  # any `import yaml` now raises ImportError
+
+    found, report = _read(tmp_path, cache)
+
+    assert found == ["example.com/gpu=0"]
+    assert report.flags == []
 
 
 def _swap_keeping_size_and_mtime(path: Path, text: str) -> None:
