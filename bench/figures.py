@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,19 +105,13 @@ def measure(commands: list[Command], runs: int, warmup: int) -> None:
 
 
 def _steady_state(root: Path, state: Path, env: dict[str, str]) -> None:
-    """Two full runs: the first sighting, then the confirmation that leaves the fast path's memo.
-    Then, if need be, a wait until the root's CDI specs are as old as a node's: the tick caches
-    a spec only once its ctime is ``cdi.SETTLED_NS`` in the past, and the root was just built."""
+    """Two full runs: the first sighting, then the confirmation that leaves the fast path's memo."""
     for _ in range(2):
         sample = run_once([SPURINV, "refresh", "--root", str(root), "--state", str(state), "--confirm-interval", "0"], env)
         if sample.code != 0:
             raise SystemExit(f"bench: setting up the baseline failed: {sample.out}{sample.err}")
     if not json.loads(state.read_text()).get("steady"):
         raise SystemExit("bench: the full run left no steady memo; the tick would not take the fast path")
-    from spurinv.inventory.sources.cdi import SETTLED_NS
-
-    newest = max((spec.stat().st_ctime_ns for spec in (root / "etc" / "cdi").glob("*")), default=0)
-    time.sleep(max(0.0, (newest + SETTLED_NS - time.time_ns()) / 1e9 + 0.1))
 
 
 def _socket_calls(command: Command, work: Path) -> int | None:

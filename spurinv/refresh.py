@@ -57,7 +57,7 @@ from spurinv.policy import (
 from spurinv.report import documents, metrics
 from spurinv.shape import gpu_counts
 from spurinv.state import file as state_file
-from spurinv.state import ledger, store
+from spurinv.state import ledger, locations, store
 from spurinv.state.file import Api, Drain, State
 from spurinv.state.intent import KINDS, Journal, reconcile, recover
 
@@ -192,9 +192,11 @@ def bind_to_boot(state: State, boot: str) -> tuple[State, str | None]:
 
 
 def _remove_leftovers(path: str) -> None:
-    """Temporary files of killed runs (we hold the lock, so none is being written)."""
-    for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
-        store.discard(leftover)
+    """Temporary files of killed runs and ticks: the state file's and the CDI spec cache's (we
+    hold the lock, so none is being written)."""
+    for prefix in (path, path + locations.CDI_CACHE):
+        for leftover in glob.glob(glob.escape(prefix) + ".tmp-*"):
+            store.discard(leftover)
 
 
 @contextlib.contextmanager

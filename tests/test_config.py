@@ -240,3 +240,33 @@ def test_a_host_named_all_needs_node_name_with_scontrol_but_not_with_rest():
         Config.model_validate({"controller": {"transport": "scontrol"}}).node_name("all.example.org")
     assert Config.model_validate({"controller": {"transport": "scontrol"}, "node": {"name": "n1"}}).node_name("all") == "n1"
     assert Config().node_name("all") == "all"
+
+
+@pytest.mark.parametrize("where", ["cache", "lock", "cache through a link"])
+@pytest.mark.parametrize("named", ["--config", "SPURINV_CONFIG"])
+def test_a_config_file_that_is_the_state_files_cache_or_lock_is_refused(
+    cli, built, state_path, env, tmp_path, monkeypatch, where, named
+):
+    """The tick writes its CDI spec cache at ``<state>.cdi`` (and the lock at ``<state>.lock``): a
+    config file there was replaced by the cache, and every later run ended with 78 (not TOML).
+    Refused up front as the metrics file is: 64 from the flag, 78 from the environment."""
+    state_path.parent.mkdir(mode=0o700, exist_ok=True)
+    suffix = ".lock" if where == "lock" else ".cdi"
+    config = write(Path(f"{state_path}{suffix}"), "# the operator's config\n")
+    named_as = config
+    if where == "cache through a link":
+        (tmp_path / "link").symlink_to(state_path.parent)
+        named_as = tmp_path / "link" / config.name  # another name of the same file
+    args = ("refresh", "--root", built("mi300x-spx"), "--state", state_path, "--confirm-interval", "0")
+    if named == "--config":
+        result = cli(*args, "--config", named_as)
+    else:
+        monkeypatch.setenv("SPURINV_CONFIG", str(named_as))
+        result = cli(*args)
+
+    assert result.code == (64 if named == "--config" else 78), result.err
+    what = "the state file's lock" if where == "lock" else "the tick's CDI spec cache"
+    shown = f"--config {named_as}" if named == "--config" else f"{named_as}"
+    assert result.err == f"spurinv: error: {shown}: that is {what} {config}; name a file of its own\n"
+    assert config.read_text() == "# the operator's config\n"
+    assert not state_path.exists()

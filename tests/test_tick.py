@@ -291,9 +291,9 @@ def test_the_tick_hands_a_state_the_model_refuses_to_the_full_run(cli, built, st
 
 
 def test_the_tick_serves_an_unchanged_cdi_spec_from_its_cache_and_rereads_a_changed_one(cli, state_path, tmp_path, monkeypatch):
-    """The cache beside the state names the spec by its identity; the same spec swapped for
-    another of the same size and mtime (a new inode) is read again, and the tick records what a
-    run without the cache finds."""
+    """The cache beside the state names the spec by the SHA-256 of its bytes; the same spec swapped
+    for another of the same size and mtime (a new inode) is read again, and the tick records what
+    a run without the cache finds."""
     import rootbuilder as rb
 
     from spurinv.inventory.discovery import discover
@@ -301,7 +301,6 @@ def test_the_tick_serves_an_unchanged_cdi_spec_from_its_cache_and_rereads_a_chan
     from spurinv.inventory.sources import cdi
     from spurinv.state import locations
 
-    monkeypatch.setattr(cdi, "SETTLED_NS", -(10**12))  # the spec counts as settled: no waiting in a test
     root = rb.build_mi300x(tmp_path / "root", "SPX")
     spec = root / "etc" / "cdi" / "amd.json"
     steady(cli, root, state_path)
@@ -330,3 +329,54 @@ def test_the_tick_serves_an_unchanged_cdi_spec_from_its_cache_and_rereads_a_chan
     assert [d["cdi_names"] for d in recorded["inventory"]["devices"]] == [d["cdi_names"] for d in fresh["inventory"]["devices"]]
     assert "amd.com/gpu=x" in recorded["inventory"]["devices"][0]["cdi_names"]
     assert recorded["flags"] == fresh["flags"]
+
+
+def test_the_tick_records_a_spec_changed_through_a_shared_mapping(cli, state_path, tmp_path):
+    """A write through a writable shared mapping to a page already dirty moves no timestamp (ext4,
+    tmpfs where /run/cdi lives): a cache that trusted the spec's inode, size and times recorded
+    the old spec for as long as the file stayed so. The tick must record what a full run finds."""
+    import mmap
+
+    import rootbuilder as rb
+
+    root = rb.build_nvidia_cdi(tmp_path / "root")
+    spec = root / "etc" / "cdi" / "nvidia.yaml"
+    data = spec.read_bytes()
+    edited = data.replace(b'name: "0"', b'name: "7"', 1)
+    assert len(edited) == len(data)
+    assert edited != data
+    with open(spec, "r+b") as file, mmap.mmap(file.fileno(), 0) as mapping:
+        mapping[:] = data  # every page dirty: the one time update the mapping's writes get
+        steady(cli, root, state_path)
+        assert cli("refresh", "--root", root, "--state", state_path).out.startswith("unchanged:")  # the tick
+        assert Path(f"{state_path}.cdi").is_file()  # it cached the spec
+        before = spec.stat()
+        mapping[:] = edited
+    assert spec.read_bytes() == edited
+    assert spec.stat().st_ctime_ns == before.st_ctime_ns  # the premise: the kernel did not move it
+
+    assert cli("refresh", "--root", root, "--state", state_path).out.startswith("unchanged:")
+
+    state = json.loads(state_path.read_text())
+    names = [name for device in state["readings"][-1]["inventory"]["devices"] for name in device["cdi_names"]]
+    assert "nvidia.com/gpu=7" in names
+
+
+def test_the_full_run_removes_a_killed_ticks_cache_temporary(cli, state_path, tmp_path):
+    """A tick killed between writing ``<state>.cdi.tmp-<pid>`` and renaming it (the unit's stop,
+    SIGKILL, a power cut) leaves that file; the full run, under the lock, removes it with the
+    state file's own temporaries, or they would pile up, one a killed tick."""
+    import rootbuilder as rb
+
+    root = rb.build_nvidia_cdi(tmp_path / "root")
+    state_path.parent.mkdir(mode=0o700, exist_ok=True)
+    state_leftover = Path(f"{state_path}.tmp-999999")
+    cache_leftover = Path(f"{state_path}.cdi.tmp-999998")
+    state_leftover.write_bytes(b"{")
+    cache_leftover.write_bytes(b"0" * 64 + b"\n{}\n")
+
+    result = cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0", "-q")
+
+    assert result.code == 0, result.err
+    assert not state_leftover.exists()
+    assert not cache_leftover.exists()

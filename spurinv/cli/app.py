@@ -301,7 +301,7 @@ def _run_options(
     loaded, _origins, path = _config(config_file, overrides)
     state_path = locations.state_path(state, environ)
     tokens = locations.token_files(loaded.controller.token_file, loaded.controller.credential, environ)
-    _state_apart(state, state_path, path, tokens)
+    _state_apart(state, state_path, path, tokens, config_file)
     _metrics_apart(metrics_file, loaded.metrics.file, state_path, path, tokens)
     return Options(
         state_path=state_path,
@@ -364,9 +364,13 @@ def check(
     raise typer.Exit(code)
 
 
-def _state_apart(flag: str | None, state: str, config_file: str, tokens: tuple[str, ...]) -> None:
+def _state_apart(
+    flag: str | None, state: str, config_file: str, tokens: tuple[str, ...], config_flag: str | None = None
+) -> None:
     """The state file must not be the config file or the token file: a run would replace it (or
-    move it aside as corrupt). 64 from --state, 78 from $SPURINV_STATE."""
+    move it aside as corrupt). 64 from --state, 78 from $SPURINV_STATE. Nor may the config file
+    be the state file's lock or the tick's CDI spec cache, which the tick replaces (checked as the
+    metrics file is, ``locations.clash``): 64 from --config, 78 otherwise."""
     from spurinv.secret import printable
 
     for what, path in [("the config file", config_file), *(("the token file", token) for token in tokens)]:
@@ -374,6 +378,10 @@ def _state_apart(flag: str | None, state: str, config_file: str, tokens: tuple[s
             named = f"--state {printable(state)}" if flag else f"$SPURINV_STATE ({printable(state)})"
             message = f"{named}: that is {what} {printable(path)}; name a state file of its own"
             raise UsageError(message) if flag else ConfigError(message)
+    if clash := locations.clash(config_file, state):
+        named = f"--config {printable(config_file)}" if config_flag else printable(config_file)
+        message = f"{named}: that is {clash}; name a file of its own"
+        raise UsageError(message) if config_flag else ConfigError(message)
 
 
 def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str, tokens: tuple[str, ...] = ()) -> None:

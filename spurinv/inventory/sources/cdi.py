@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 from spurinv import jsontext
 from spurinv.inventory import root as places
 from spurinv.inventory.fingerprint import sha256
-from spurinv.inventory.sources.attribute import ReadError, read_text
+from spurinv.inventory.sources.attribute import ReadError, read_bytes
 from spurinv.inventory.sources.status import Report, has_surrogate
 
 TYPE_CHECKING = False
@@ -217,7 +216,7 @@ def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
     except OSError:
-        return 0  # read_text says what is wrong with it
+        return 0  # read_bytes says what is wrong with it
 
 
 def _device_nodes(edits: object, position: int) -> list[str]:
@@ -279,23 +278,21 @@ class _Bounds:
         return True
 
 
-# A spec is taken from the cache only when the file is the one parsed (device, inode, size,
-# mtime, ctime), and an entry is made only of a file whose ctime is this far in the past when it
-# was read: a write later in the same tick of a coarse clock would leave every one of the five as
-# it was (git's "racy clean" rule). ctime cannot be set from user space, so a file rewritten or
-# swapped in with its size and mtime put back still gets a new one.
-SETTLED_NS = 2_000_000_000
 MAX_CACHE = 2 * MAX_SPEC_BYTES  # what the cache file may hold: a longer one is cut on reading, so its digest fails
 
 
 class SpecCache:
-    """What earlier runs parsed of CDI specs that are still the same files, for :func:`read_cdi`.
+    """What earlier runs parsed of CDI specs, by the SHA-256 of their bytes, for :func:`read_cdi`.
 
-    ``known``: the entries as last written (``{path: [dev, ino, size, mtime_ns, ctime_ns, kind,
-    [[name, [node, …]], …]]}``); ``entries`` after a read: those of the specs it found, to write
-    back when :attr:`changed`. Only specs that parsed are kept: one with a problem is read again,
-    and flagged again, every run. The text carries the SHA-256 of its JSON, so what is taken back
-    is what a parse accepted (a damaged or edited file is no cache), without checking it again.
+    ``known``: the entries as last written (``{path: [sha256 of the spec, kind, [[name, [node, …]],
+    …]]}``); ``entries`` after a read: those of the specs it found, to write back when
+    :attr:`changed`. A spec is read every run and taken from the cache only when its bytes hash
+    to the digest kept: not by its inode, size or times, which a write through a shared mapping,
+    an NFS attribute cache or a clock step can leave as they were while the bytes change. Only
+    specs that parsed are kept: one with a problem is read again, and flagged again, every run.
+    The text carries the SHA-256 of its JSON, so a damaged file (cut, torn, bit-flipped) is no
+    cache; it does not stop an edit by whoever can write the state directory, who could as well
+    edit the state file.
     """
 
     def __init__(self, known: object = None) -> None:
@@ -323,50 +320,54 @@ class SpecCache:
         text = sha256(body).hexdigest().encode() + b"\n" + body
         return text if len(text) <= MAX_CACHE else None
 
-    def get(self, path: str, identity: list[int]) -> list[tuple[str, str, list[str]]] | None:
-        """The devices of the spec at ``path`` if it is the file cached, else None."""
+    def get(self, path: str, digest: str) -> list[tuple[str, str, list[str]]] | None:
+        """The devices of the spec at ``path`` if its bytes hash to ``digest`` as cached, else None."""
         entry = self.known.get(path)
-        if not isinstance(entry, list) or len(entry) != 7 or entry[:5] != identity:
+        if not isinstance(entry, list) or len(entry) != 3 or entry[0] != digest:
             return None
         self.entries[path] = entry
-        kind = entry[5]
-        return [(kind, name, nodes) for name, nodes in entry[6]]
+        kind = entry[1]
+        return [(kind, name, nodes) for name, nodes in entry[2]]
 
-    def put(self, path: str, identity: list[int], devices: list[tuple[str, str, list[str]]], started: int) -> None:
-        """Keep what the spec parsed to, if the file was settled before ``started`` and is the
-        same file now (``identity`` from before the read)."""
-        if identity[4] >= started - SETTLED_NS or _identity(path) != identity:
-            return
-        self.entries[path] = [*identity, devices[0][0], [[name, nodes] for _kind, name, nodes in devices]]
+    def put(self, path: str, digest: str, devices: list[tuple[str, str, list[str]]]) -> None:
+        """Keep what the spec whose bytes hash to ``digest`` parsed to."""
+        self.entries[path] = [digest, devices[0][0], [[name, nodes] for _kind, name, nodes in devices]]
 
 
-def _identity(path: str) -> list[int] | None:
+def _devices(
+    file_path: str, yaml_format: bool, report: Report, cache: SpecCache | None
+) -> list[tuple[str, str, list[str]]] | None:
+    """The spec's devices (from ``cache`` when its bytes are those parsed before), or None when it
+    has a problem (flagged)."""
     try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-
-
-def _parsed(file_path: str, yaml_format: bool, report: Report) -> list[tuple[str, str, list[str]]] | None:
-    """The spec's devices, or None when it has a problem (flagged)."""
-    try:
-        return parse_spec(read_text(file_path, MAX_SPEC), yaml_format)
+        data = read_bytes(file_path, MAX_SPEC)
     except ReadError as exc:
         report.flag(exc.path, exc.reason)
+        return None
+    digest = sha256(data).hexdigest() if cache is not None else ""
+    devices = cache.get(file_path, digest) if cache is not None else None
+    if devices is not None:
+        return devices
+    try:
+        devices = parse_spec(data.decode(), yaml_format)
+    except UnicodeDecodeError as exc:
+        report.flag(file_path, f"not UTF-8 text (byte {exc.start})")  # as read_text says it
+        return None
     except SpecError as exc:
         report.flag(file_path, str(exc))
-    return None
+        return None
+    if cache is not None:
+        cache.put(file_path, digest, devices)
+    return devices
 
 
 def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = (), cache: SpecCache | None = None) -> list[CdiDevice]:
     """Return every valid CDI device, later directories overriding earlier ones; a spec in
-    ``cache`` is not parsed again while it is the same file."""
+    ``cache`` is not parsed again while its bytes are the same."""
     found: dict[str, CdiDevice] = {}
     directories = 0
     bounds = _Bounds(report)
     paths = root.resolver()
-    started = time.time_ns()
     for directory in (*places.CDI_DIRS, *(d.lstrip("/") for d in extra_dirs)):
         path = root.join(directory)
         try:  # var/run is a link to /run on most systems: resolved under the root, never out of it
@@ -393,14 +394,9 @@ def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = (), cache
             yaml_format = not name.endswith(".json")
             if not bounds.admit(file_path, yaml_format, info.st_size):
                 continue
-            identity = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-            devices = cache.get(file_path, identity) if cache is not None else None
+            devices = _devices(file_path, yaml_format, report, cache)
             if devices is None:
-                devices = _parsed(file_path, yaml_format, report)
-                if devices is None:
-                    continue
-                if cache is not None:
-                    cache.put(file_path, identity, devices, started)
+                continue
             for kind, device_name, nodes in devices:
                 qualified = f"{kind}={device_name}"
                 if qualified in found:
