@@ -195,8 +195,10 @@ def _remove_leftovers(path: str) -> None:
     """Temporary files of killed runs and ticks: the state file's and the CDI spec cache's (we
     hold the lock, so none is being written)."""
     for prefix in (path, path + locations.CDI_CACHE):
-        for leftover in glob.glob(glob.escape(prefix) + ".tmp-*"):
-            store.discard(leftover)
+        for leftover in glob.glob(glob.escape(prefix) + ".tmp-[0-9]*"):
+            pid = leftover[len(prefix) + 5 :]
+            if pid.isascii() and pid.isdigit():  # store.write_atomic's name: an operator's file may match the glob
+                store.discard(leftover)
 
 
 @contextlib.contextmanager

@@ -285,3 +285,138 @@ def test_a_cache_too_large_to_be_read_back_is_not_written(tmp_path, spec_dir, mo
 
     assert cache.text() is None
     assert cdi.SpecCache.from_text(text).known == {}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        ["example.com/gpu", []],  # no device: a spec that parsed has one or more
+        [5, [["0", []]]],  # a kind that is no text
+        ["", [["0", []]]],
+        ["example.com/gpu", [["0"]]],
+        ["example.com/gpu", [[0, []]]],
+        ["example.com/gpu", [["0", [7]]]],
+        ["example.com/gpu", [["0", "/dev/x"]]],
+        ["example.com/gpu", "0"],
+    ],
+)
+def test_an_entry_that_is_not_what_a_parse_keeps_is_parsed_again(tmp_path, spec_dir, entry):
+    """A cache whose own digest holds and whose entry carries the spec's digest, but not the
+    shape a parse keeps (a hand edit): never served, the spec is parsed."""
+    path = spec_dir / "a.json"
+    path.write_text(_spec(["0", "1"]))
+    writer = cdi.SpecCache()
+    writer.entries = {str(path): [sha256(path.read_bytes()).hexdigest(), *entry]}
+    text = writer.text()
+    assert text is not None
+    cache = cdi.SpecCache.from_text(text)
+    assert cache.known == writer.entries
+
+    found, _report = _read(tmp_path, cache)
+
+    assert found == ["example.com/gpu=0", "example.com/gpu=1"]
+    assert cache.entries[str(path)][1:] == ["example.com/gpu", [["0", ["/dev/dri/renderD128"]], ["1", ["/dev/dri/renderD129"]]]]
+
+
+def test_a_cache_written_by_another_release_is_no_cache(tmp_path, spec_dir):
+    """The digest covers the writer's version: another release's parse may differ, so its file
+    (here the same body under a digest of the body alone) is no cache, and is still replaced."""
+    (spec_dir / "a.json").write_text(_spec(["0"]))
+    cache = cdi.SpecCache()
+    _read(tmp_path, cache)
+    text = cache.text()
+    assert text is not None
+    body = text.partition(b"\n")[2]
+    other = sha256(b"spurinv 0.0.1 CDI spec cache\n" + body).hexdigest().encode() + b"\n" + body
+
+    assert cdi.SpecCache.from_text(other).known == {}
+    assert cdi.SpecCache.from_text(sha256(body).hexdigest().encode() + b"\n" + body).known == {}
+    assert cdi.SpecCache.is_cache(other)
+
+
+@pytest.mark.parametrize(
+    ("data", "ours"),
+    [
+        (b"0" * 64 + b"\n{}", True),
+        (b"0123456789abcdef" * 4 + b"\n", True),
+        (b"0" * 63 + b"\n{}", False),
+        (b"0" * 65 + b"\n{}", False),
+        (b"0" * 63 + b"g\n{}", False),
+        (b"0" * 63 + b"A\n{}", False),
+        (b"secret-token\n", False),
+        (b"# my config\n[discovery]\n", False),
+        (b"", False),
+    ],
+)
+def test_a_file_is_taken_for_a_cache_only_by_a_hex_sha256_on_its_first_line(data, ours):
+    assert cdi.SpecCache.is_cache(data) is ours
+
+
+def _steady(cli, root: Path, state: Path) -> None:
+    for _ in range(2):
+        result = cli("refresh", "--quiet", "--root", root, "--state", state, "--confirm-interval", "0")
+        assert result.code == 0, result.err
+
+
+def test_the_tick_never_writes_over_a_file_of_the_operators_at_the_cache_path(cli, tmp_path, monkeypatch):
+    """The full run refuses a config file at ``<state>.cdi``; a state file moved to the name
+    whose cache path is the config file is ticked without that run, and must leave it alone."""
+    import rootbuilder as rb
+
+    root = rb.build_nvidia_cdi(tmp_path / "root")
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    config = directory / "b.json.cdi"
+    config.write_text("# my config\n[discovery]\n")
+    config.chmod(0o600)
+    monkeypatch.setenv("SPURINV_CONFIG", str(config))
+    _steady(cli, root, directory / "a.json")
+    assert cli("refresh", "--quiet", "--root", root, "--state", directory / "a.json").code == 0
+    assert cdi.SpecCache.from_text((directory / "a.json.cdi").read_bytes()).known  # a tick writes one
+    os.replace(directory / "a.json", directory / "b.json")
+
+    result = cli("refresh", "--root", root, "--state", directory / "b.json")
+
+    assert result.code == 0, result.err
+    assert "unchanged" in result.out  # the tick ran
+    assert config.read_text() == "# my config\n[discovery]\n"
+
+
+def test_a_token_file_at_the_cache_path_is_refused_by_name(cli, tmp_path, monkeypatch):
+    import rootbuilder as rb
+
+    root = rb.build_nvidia_cdi(tmp_path / "root")
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    token = Path(f"{state}.cdi")
+    token.write_text("secret-token\n")
+    token.chmod(0o600)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[controller]\nurl = "http://127.0.0.1:9"\ntoken_file = "{token}"\n')
+    config.chmod(0o600)
+    monkeypatch.setenv("SPURINV_CONFIG", str(config))
+
+    result = cli("refresh", "--quiet", "--root", root, "--state", state, "--confirm-interval", "0")
+
+    assert result.code == 78
+    assert f"token file {token}: that is the tick's CDI spec cache {token}; name a file of its own" in result.err
+    assert token.read_text() == "secret-token\n"
+
+
+def test_the_full_run_removes_only_the_temporaries_it_names(cli, tmp_path):
+    """``store.write_atomic`` names a temporary ``<file>.tmp-<pid>``: a killed tick's is removed,
+    an operator's file that only starts so is not."""
+    import rootbuilder as rb
+
+    root = rb.build_nvidia_cdi(tmp_path / "root")
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    kept = [Path(f"{state}.cdi.tmp-token"), Path(f"{state}.cdi.tmp-12x"), Path(f"{state}.tmp-1.toml")]
+    gone = [Path(f"{state}.cdi.tmp-4242"), Path(f"{state}.tmp-77")]
+    for path in kept + gone:
+        path.write_text("x\n")
+
+    result = cli("refresh", "--quiet", "--root", root, "--state", state, "--confirm-interval", "0")
+
+    assert result.code == 0, result.err
+    assert [path.exists() for path in kept + gone] == [True, True, True, False, False]

@@ -370,7 +370,7 @@ def _state_apart(
     """The state file must not be the config file or the token file: a run would replace it (or
     move it aside as corrupt). 64 from --state, 78 from $SPURINV_STATE. Nor may the config file
     be the state file's lock or the tick's CDI spec cache, which the tick replaces (checked as the
-    metrics file is, ``locations.clash``): 64 from --config, 78 otherwise."""
+    metrics file is, ``locations.clash``): 64 from --config, 78 otherwise; nor a token file (78)."""
     from spurinv.secret import printable
 
     for what, path in [("the config file", config_file), *(("the token file", token) for token in tokens)]:
@@ -382,6 +382,9 @@ def _state_apart(
         named = f"--config {printable(config_file)}" if config_flag else printable(config_file)
         message = f"{named}: that is {clash}; name a file of its own"
         raise UsageError(message) if config_flag else ConfigError(message)
+    for token in tokens:
+        if token and (clash := locations.clash(token, state)):
+            raise ConfigError(f"token file {printable(token)}: that is {clash}; name a file of its own")
 
 
 def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str, tokens: tuple[str, ...] = ()) -> None:

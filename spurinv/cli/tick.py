@@ -72,7 +72,8 @@ def _tick(
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
         if steady is None or vouch.problem(state) is not None:
             return None  # a file the model would refuse: the full run moves it aside, never carry it on
-        cdi_cache = SpecCache.from_text(_cached(path + locations.CDI_CACHE))
+        cached_text, cache_ours = _cached(path + locations.CDI_CACHE)
+        cdi_cache = SpecCache.from_text(cached_text)
         discovery = discover(
             Root(options.get("--root", "/")),
             cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
@@ -99,7 +100,7 @@ def _tick(
         store.write_atomic(path, blob)
     except store.StoreError as exc:
         return _failed(environ, f"{exc}; the previous state file is untouched", exc.exit_code)
-    cached = cdi_cache.text() if cdi_cache.changed else None
+    cached = cdi_cache.text() if cdi_cache.changed and cache_ours else None
     if cached is not None:
         try:  # noqa: SIM105  (contextlib: one more module a tick)
             store.write_atomic(path + locations.CDI_CACHE, cached, make_directory=False)
@@ -129,11 +130,15 @@ def _tick(
     return 0
 
 
-def _cached(path: str) -> bytes | None:
+def _cached(path: str) -> tuple[bytes | None, bool]:
+    """The CDI spec cache's bytes, and whether the tick may replace the file: only when there is
+    none or it is a cache (:meth:`SpecCache.is_cache`). An operator's file that carries the name
+    (a config or token file the full run never saw there: a moved state file) is never written over."""
     try:
-        return store.read(path)
+        data = store.read(path)
     except store.StoreError:
-        return None
+        return None, False
+    return data, data is None or SpecCache.is_cache(data)
 
 
 def _failed(environ: Mapping[str, str], message: str, code: int) -> int:

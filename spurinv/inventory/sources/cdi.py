@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-from spurinv import jsontext
+from spurinv import __version__, jsontext
 from spurinv.inventory import root as places
 from spurinv.inventory.fingerprint import sha256
 from spurinv.inventory.sources.attribute import ReadError, read_bytes
@@ -279,6 +279,10 @@ class _Bounds:
 
 
 MAX_CACHE = 2 * MAX_SPEC_BYTES  # what the cache file may hold: a longer one is cut on reading, so its digest fails
+# The cache's digest covers the version that wrote it: another release's parse may differ, so its
+# cache is no cache here (every spec is parsed again once, and the file replaced).
+_WRITER = f"spurinv {__version__} CDI spec cache\n".encode()
+_HEX = b"0123456789abcdef"
 
 
 class SpecCache:
@@ -303,12 +307,18 @@ class SpecCache:
     def from_text(cls, data: bytes | None) -> SpecCache:
         """The cache in ``data`` (what :meth:`text` wrote), or an empty one."""
         digest, _newline, body = (data or b"")[:MAX_CACHE].partition(b"\n")
-        if not body or sha256(body).hexdigest().encode() != digest:
+        if not body or sha256(_WRITER + body).hexdigest().encode() != digest:
             return cls()
         try:
             return cls(jsontext.loads(body))
         except (ValueError, RecursionError):
             return cls()
+
+    @staticmethod
+    def is_cache(data: bytes) -> bool:
+        """Does ``data`` look like a cache file, whatever its state: a SHA-256 in hex on its own
+        first line (a damaged or another release's cache is still replaced; a TOML file never is)."""
+        return data[64:65] == b"\n" and len(data[:64]) == 64 and not data[:64].strip(_HEX)
 
     @property
     def changed(self) -> bool:
@@ -317,13 +327,13 @@ class SpecCache:
     def text(self) -> bytes | None:
         """The file to write, or None when :meth:`from_text` would not read it back (too large)."""
         body = (jsontext.dumps(self.entries) + "\n").encode()
-        text = sha256(body).hexdigest().encode() + b"\n" + body
+        text = sha256(_WRITER + body).hexdigest().encode() + b"\n" + body
         return text if len(text) <= MAX_CACHE else None
 
     def get(self, path: str, digest: str) -> list[tuple[str, str, list[str]]] | None:
         """The devices of the spec at ``path`` if its bytes hash to ``digest`` as cached, else None."""
         entry = self.known.get(path)
-        if not isinstance(entry, list) or len(entry) != 3 or entry[0] != digest:
+        if not isinstance(entry, list) or len(entry) != 3 or entry[0] != digest or not _parsed(entry[1], entry[2]):
             return None
         self.entries[path] = entry
         kind = entry[1]
@@ -332,6 +342,25 @@ class SpecCache:
     def put(self, path: str, digest: str, devices: list[tuple[str, str, list[str]]]) -> None:
         """Keep what the spec whose bytes hash to ``digest`` parsed to."""
         self.entries[path] = [digest, devices[0][0], [[name, nodes] for _kind, name, nodes in devices]]
+
+
+def _parsed(kind: object, devices: object) -> bool:
+    """Is this what :meth:`SpecCache.put` keeps of a spec that parsed: a kind, and one or more
+    ``[name, [node, …]]``, all text? Anything else is no entry (a hand edit), parsed again."""
+    return (
+        isinstance(kind, str)
+        and bool(kind)
+        and isinstance(devices, list)
+        and bool(devices)
+        and all(
+            isinstance(device, list)
+            and len(device) == 2
+            and isinstance(device[0], str)
+            and isinstance(device[1], list)
+            and all(isinstance(node, str) for node in device[1])
+            for device in devices
+        )
+    )
 
 
 def _devices(
