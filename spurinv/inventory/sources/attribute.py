@@ -79,7 +79,11 @@ def read_bytes(path: str, limit: int = MAX_ATTRIBUTE) -> bytes:
 
 def read_text(path: str, limit: int = MAX_ATTRIBUTE) -> str:
     """Return ``path`` decoded as UTF-8; raise ReadError when unreadable or not text."""
-    data = read_bytes(path, limit)
+    return decoded(read_bytes(path, limit), path)
+
+
+def decoded(data: bytes, path: str) -> str:
+    """``data``, read from ``path``, as UTF-8 text; raise ReadError when it is not text."""
     try:
         return data.decode()
     except UnicodeDecodeError as exc:

@@ -16,7 +16,7 @@ import stat
 from spurinv import __version__, jsontext
 from spurinv.inventory import root as places
 from spurinv.inventory.fingerprint import sha256
-from spurinv.inventory.sources.attribute import ReadError, read_bytes
+from spurinv.inventory.sources.attribute import ReadError, decoded, read_bytes
 from spurinv.inventory.sources.status import Report, has_surrogate
 
 TYPE_CHECKING = False
@@ -212,13 +212,6 @@ def _libyaml() -> bool:
     return hasattr(yaml, "CSafeLoader")
 
 
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0  # read_bytes says what is wrong with it
-
-
 def _device_nodes(edits: object, position: int) -> list[str]:
     if edits is None:
         return []
@@ -248,11 +241,11 @@ class _Bounds:
         self.yaml_read = 0
         self.yaml_budget = 0  # known once a YAML spec is met (importing yaml costs the tick ~10 ms)
 
-    def admit(self, file_path: str, yaml_format: bool, size: int | None = None) -> bool:
-        """May this spec be read (``size``: its length, when known)? Flags it when not."""
+    def admit(self, file_path: str, yaml_format: bool, size: int) -> bool:
+        """May this spec of ``size`` bytes be read? Flags it when not."""
         if self.stopped:
             return False
-        size = min(_size(file_path) if size is None else size, MAX_SPEC + 1)  # refused after MAX_SPEC + 1 bytes
+        size = min(size, MAX_SPEC + 1)  # a larger one is refused after MAX_SPEC + 1 bytes
         if self.files >= MAX_SPECS or self.read + size > MAX_SPEC_BYTES:
             self.stopped = True
             self.report.flag(
@@ -318,7 +311,7 @@ class SpecCache:
     def is_cache(data: bytes) -> bool:
         """Does ``data`` look like a cache file, whatever its state: a SHA-256 in hex on its own
         first line (a damaged or another release's cache is still replaced; a TOML file never is)."""
-        return data[64:65] == b"\n" and len(data[:64]) == 64 and not data[:64].strip(_HEX)
+        return data[64:65] == b"\n" and not data[:64].strip(_HEX)
 
     @property
     def changed(self) -> bool:
@@ -373,14 +366,16 @@ def _devices(
     except ReadError as exc:
         report.flag(exc.path, exc.reason)
         return None
-    digest = sha256(data).hexdigest() if cache is not None else ""
-    devices = cache.get(file_path, digest) if cache is not None else None
-    if devices is not None:
-        return devices
+    digest = ""
+    if cache is not None:
+        digest = sha256(data).hexdigest()
+        devices = cache.get(file_path, digest)
+        if devices is not None:
+            return devices
     try:
-        devices = parse_spec(data.decode(), yaml_format)
-    except UnicodeDecodeError as exc:
-        report.flag(file_path, f"not UTF-8 text (byte {exc.start})")  # as read_text says it
+        devices = parse_spec(decoded(data, file_path), yaml_format)
+    except ReadError as exc:
+        report.flag(exc.path, exc.reason)
         return None
     except SpecError as exc:
         report.flag(file_path, str(exc))
