@@ -378,13 +378,14 @@ def _state_apart(
             named = f"--state {printable(state)}" if flag else f"$SPURINV_STATE ({printable(state)})"
             message = f"{named}: that is {what} {printable(path)}; name a state file of its own"
             raise UsageError(message) if flag else ConfigError(message)
-    if clash := locations.clash(config_file, state):
-        named = f"--config {printable(config_file)}" if config_flag else printable(config_file)
-        message = f"{named}: that is {clash}; name a file of its own"
-        raise UsageError(message) if config_flag else ConfigError(message)
-    for token in tokens:
-        if token and (clash := locations.clash(token, state)):
-            raise ConfigError(f"token file {printable(token)}: that is {clash}; name a file of its own")
+    config_named = f"--config {printable(config_file)}" if config_flag else printable(config_file)
+    for named, path, flagged in [
+        (config_named, config_file, bool(config_flag)),
+        *((f"token file {printable(token)}", token, False) for token in tokens if token),
+    ]:
+        if clash := locations.clash(path, state):
+            message = f"{named}: that is {clash}; name a file of its own"
+            raise UsageError(message) if flagged else ConfigError(message)
 
 
 def _metrics_apart(flag: str | None, configured: str, state: str, config_file: str, tokens: tuple[str, ...] = ()) -> None:
