@@ -644,6 +644,19 @@ def _plain(exc: Exception, args: list[str]) -> str:
     return f"{option}: {given!r} is not {wanted.group(1)}; expected {param.metavar or wanted.group(1)}"
 
 
+_built: list[Any] = []
+
+
+def _command() -> Any:
+    """The click command typer makes of ``app``, made once a process: typer reads every command's
+    signature to make it (``typing.get_type_hints`` for each), about 7 ms of CPU a call, which a caller
+    that runs spurinv many times in one process (the test suite's ``cli`` fixture) paid every time.
+    click keeps a run's state in its Context, never in the command, so one command serves them all."""
+    if not _built:
+        _built.append(typer.main.get_command(app))
+    return _built[0]
+
+
 def run(args: list[str], *, confirm_wait: Callable[[float], None] | None = None) -> int:
     """Run the typer app; map usage errors to 64 (EX_USAGE) and crashes to 70 (EX_SOFTWARE).
     ``confirm_wait`` replaces the wait before a confirming re-read (:func:`spurinv.cli.launch.main`).
@@ -658,7 +671,7 @@ def run(args: list[str], *, confirm_wait: Callable[[float], None] | None = None)
     from typer._click.exceptions import UsageError as ClickUsageError
     from typer.exceptions import TyperException
 
-    command = typer.main.get_command(app)
+    command = _command()
     try:
         result = command.main(args=args, prog_name="spurinv", standalone_mode=False, obj=confirm_wait)
     except NoArgsIsHelpError as exc:  # bare `spurinv` or `spurinv config`: the help, as it is
