@@ -50,8 +50,13 @@ def verdict(
 def package_line(package: PackageChange) -> str:
     """``0000:05:00.0 SPX→CPX: 1 → 8 devices``."""
     old_mode, new_mode = package["old_mode"], package["new_mode"]
-    modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else ""
+    modes = _switch(old_mode, new_mode) if old_mode != new_mode else ""
     return f"{package['pci_bdf']}{modes}: {package['old_count']} → {package['new_count']} devices"
+
+
+def _switch(old_mode: str | None, new_mode: str | None) -> str:
+    """`` SPX→CPX``; ``-`` for a mode not known on that side."""
+    return f" {old_mode or '-'}→{new_mode or '-'}"
 
 
 def diff_empty(diff: InventoryDiff) -> bool:
@@ -69,7 +74,7 @@ def diff_summary(diff: InventoryDiff) -> str:
     for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
         gpus = f"{number} GPU{'s' if number > 1 else ''}"
         # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
-        modes = f" {old_mode or '-'}→{new_mode or '-'}" if old_mode != new_mode else f" {old_mode}" if old_mode else ""
+        modes = _switch(old_mode, new_mode) if old_mode != new_mode else f" {old_mode}" if old_mode else ""
         parts.append(
             f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
         )
