@@ -273,6 +273,42 @@ def test_a_state_of_another_node_fails_as_refresh_would(cli, node, built):
     assert ran.code == exitcode.CONFIG
 
 
+@pytest.mark.parametrize(
+    ("plant", "said"),
+    [
+        (lambda p: p.mkdir(), "is a directory"),
+        (os.mkfifo, "is not a regular file"),
+        (lambda p: p.symlink_to("/etc/hostname"), "is a symlink"),
+        (lambda p: p.write_text('[node]\nname = "n1"\n'), "holds another file"),
+    ],
+    ids=["directory", "fifo", "symlink", "config"],
+)
+def test_something_else_at_the_cdi_cache_path_warns_and_is_left_alone(cli, node, built, plant, said):
+    """The tick never replaces what is not its cache there, so it parses every CDI spec on every
+    tick: check names the path and what sits there, and touches nothing."""
+    node.config()
+    assert cli("refresh", "--root", built("mi300x-spx"), "--state", node.state, "--confirm-interval", "0").code == 0
+    cache = Path(f"{node.state}.cdi")
+    plant(cache)
+    before = os.lstat(cache)
+    ran = cli(*node.args("--json"))
+    state = by_name(ran.json())["state"]
+    assert state["status"] == "warn", state
+    assert f"{cache} {said}, not the tick's CDI spec cache" in state["detail"]
+    assert state["fix"] == f"move {cache} aside"
+    assert ran.code == 0, ran.out
+    after = os.lstat(cache)
+    assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (before.st_ino, before.st_mode, before.st_mtime_ns)
+
+
+def test_a_cache_at_the_cdi_cache_path_is_no_warning(cli, node, built):
+    node.config()
+    assert cli("refresh", "--root", built("mi300x-spx"), "--state", node.state, "--confirm-interval", "0").code == 0
+    Path(f"{node.state}.cdi").write_bytes(b"0" * 64 + b"\n{}\n")  # a damaged cache: the tick replaces it
+    ran = cli(*node.args("--json"))
+    assert by_name(ran.json())["state"]["status"] == "ok"
+
+
 def test_a_state_directory_others_can_write_fails(cli, node):
     node.config()
     node.statedir.chmod(0o777)

@@ -36,7 +36,7 @@ from spurinv.errors import (
 )
 from spurinv.inventory.sources.attribute import decimal
 from spurinv.state import store
-from spurinv.state.locations import DEFAULT_STATE
+from spurinv.state.locations import CDI_CACHE, DEFAULT_STATE
 
 if TYPE_CHECKING:
     from spurinv.config.settings import Config
@@ -314,7 +314,35 @@ def _state(run: _Run) -> Check:
         return Check("state", "fail", _one(exc.message), f"pass --node {run.state['node']} or move {path} aside", exc.exit_code)
     last = run.state["last"]
     told = f"; last run {last['at']:%Y-%m-%d %H:%M:%SZ} exit {last['exit_code']}" if last is not None else ""
-    return Check("state", "ok", f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+    found = f"{path} (directory mode {_mode(directory)}; {origin}){told}"
+    if (squatter := _not_a_cache(path + CDI_CACHE)) is not None:
+        return Check(
+            "state", "warn", f"{found}; {path + CDI_CACHE} {squatter}, not the tick's CDI spec cache: the tick leaves it"
+            " alone and parses every CDI spec on every tick", f"move {path + CDI_CACHE} aside",
+        )  # fmt: skip
+    return Check("state", "ok", found)
+
+
+def _not_a_cache(path: str) -> str | None:
+    """What sits at the CDI spec cache's path when it is not a cache the tick may replace
+    (``tick._cached``): a directory, a FIFO, a link, another file. None when there is nothing
+    or a cache."""
+    from spurinv.inventory.sources.cdi import SpecCache
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be looked at ({exc.strerror})"
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+        return f"is {kind}"
+    try:
+        data = store.read(path)
+    except store.StoreError as exc:
+        return f"cannot be read ({exc})"
+    return None if data is None or SpecCache.is_cache(data) else "holds another file"
 
 
 def _follow_unit_state(run: _Run) -> None:
