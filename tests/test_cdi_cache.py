@@ -338,7 +338,9 @@ def test_a_cache_written_by_another_release_is_no_cache(tmp_path, spec_dir):
     ("data", "ours"),
     [
         (b"0" * 64 + b"\n{}", True),
-        (b"0123456789abcdef" * 4 + b"\n", True),
+        (b"0123456789abcdef" * 4 + b"\n{", True),
+        (b"0123456789abcdef" * 4 + b"\n", False),  # a hex secret (openssl rand -hex 32)
+        (b"0" * 64 + b"\n[controller]\n", False),
         (b"0" * 63 + b"\n{}", False),
         (b"0" * 65 + b"\n{}", False),
         (b"0" * 63 + b"g\n{}", False),
@@ -348,7 +350,7 @@ def test_a_cache_written_by_another_release_is_no_cache(tmp_path, spec_dir):
         (b"", False),
     ],
 )
-def test_a_file_is_taken_for_a_cache_only_by_a_hex_sha256_on_its_first_line(data, ours):
+def test_a_file_is_taken_for_a_cache_only_by_a_hex_sha256_then_a_json_object(data, ours):
     assert cdi.SpecCache.is_cache(data) is ours
 
 
@@ -380,6 +382,33 @@ def test_the_tick_never_writes_over_a_file_of_the_operators_at_the_cache_path(cl
     assert result.code == 0, result.err
     assert "unchanged" in result.out  # the tick ran
     assert config.read_text() == "# my config\n[discovery]\n"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        b"0123456789abcdef" * 4 + b"\n",  # a hex secret, as `openssl rand -hex 32` prints it
+        b"0123456789abcdef" * 4 + b"\n" + b"[controller]\n",
+        b"0" * 64 + b"\n{" + b" " * cdi.MAX_CACHE,  # a cache's head, but more than the tick ever writes
+    ],
+    ids=["hex-secret", "hex-then-toml", "larger-than-a-cache"],
+)
+def test_the_tick_leaves_a_file_that_only_starts_like_a_cache(cli, tmp_path, planted):
+    import rootbuilder as rb
+
+    root = rb.build_nvidia_cdi(tmp_path / "root")
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    _steady(cli, root, state)
+    cache = Path(f"{state}.cdi")
+    cache.unlink(missing_ok=True)
+    cache.write_bytes(planted)
+
+    result = cli("refresh", "--root", root, "--state", state)
+
+    assert result.code == 0, result.err
+    assert "unchanged" in result.out  # the tick ran
+    assert cache.read_bytes() == planted
 
 
 def test_a_token_file_at_the_cache_path_is_refused_by_name(cli, tmp_path, monkeypatch):

@@ -277,11 +277,16 @@ def test_a_state_of_another_node_fails_as_refresh_would(cli, node, built):
     ("plant", "said"),
     [
         (lambda p: p.mkdir(), "is a directory"),
-        (os.mkfifo, "is not a regular file"),
-        (lambda p: p.symlink_to("/etc/hostname"), "is a symlink"),
+        (os.mkfifo, "is a FIFO"),
+        (lambda p: p.symlink_to("/etc/hostname"), "is a symbolic link"),
         (lambda p: p.write_text('[node]\nname = "n1"\n'), "holds another file"),
+        (lambda p: p.write_text("0123456789abcdef" * 4 + "\n"), "holds another file"),  # openssl rand -hex 32
+        (
+            lambda p: p.write_bytes(b"0" * 64 + b"\n{" + b" " * (2 << 21)),
+            f"holds another file ({66 + (2 << 21)} bytes, more than a cache can hold)",
+        ),
     ],
-    ids=["directory", "fifo", "symlink", "config"],
+    ids=["directory", "fifo", "symlink", "config", "hex-secret", "too-large"],
 )
 def test_something_else_at_the_cdi_cache_path_warns_and_is_left_alone(cli, node, built, plant, said):
     """The tick never replaces what is not its cache there, so it parses every CDI spec on every
@@ -299,6 +304,17 @@ def test_something_else_at_the_cdi_cache_path_warns_and_is_left_alone(cli, node,
     assert ran.code == 0, ran.out
     after = os.lstat(cache)
     assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (before.st_ino, before.st_mode, before.st_mtime_ns)
+
+
+def test_something_else_at_the_cdi_cache_path_warns_before_the_first_run_too(cli, node):
+    node.config()
+    cache = Path(f"{node.state}.cdi")
+    os.mkfifo(cache)
+    ran = cli(*node.args("--json"))
+    state = by_name(ran.json())["state"]
+    assert state["status"] == "warn", state
+    assert "no state file yet" in state["detail"]
+    assert f"{cache} is a FIFO, not the tick's CDI spec cache" in state["detail"]
 
 
 def test_a_cache_at_the_cdi_cache_path_is_no_warning(cli, node, built):

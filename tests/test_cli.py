@@ -329,3 +329,17 @@ def test_diff_and_config_and_error_json_contracts(cli, built, state_path):
     adapter(DiffDocument).validate_python(cli("diff", "--root", built("mi300x-cpx"), "--state", state_path, "--json").json())
     adapter(ConfigDocument).validate_python(cli("config", "show", "--json").json())
     adapter(ErrorDocument).validate_python(cli("status", "--state", state_path.parent, "--json").json())
+
+
+def test_show_completion_in_this_process_returns_its_status(monkeypatch, capsys):
+    """typer ends --show-completion with sys.exit: a caller of launch.main gets a status back."""
+    import shellingham  # type: ignore[import-untyped]
+
+    from spurinv.cli.launch import main
+
+    # typer asks shellingham for the shell in the process tree: bash, whatever shell runs the suite
+    monkeypatch.setattr(shellingham, "detect_shell", lambda: ("bash", "/bin/bash"))
+    code = main(["--show-completion"])
+    printed = capsys.readouterr()
+    assert code == 0, printed
+    assert "complete -o default -F _spurinv_completion spurinv" in printed.out

@@ -693,6 +693,8 @@ def run(args: list[str], *, confirm_wait: Callable[[float], None] | None = None)
         return 130
     except KeyboardInterrupt:
         return 130
+    except SystemExit as exc:  # typer's --show-completion exits itself: a caller in this process gets the status
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except OutputError:  # stdout failed: launch.main says so (74); no internal error
         raise
     except Exception as exc:  # a bug: say so in one line, trace only on request

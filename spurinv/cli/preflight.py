@@ -307,42 +307,52 @@ def _state(run: _Run) -> Check:
     origin = _state_origin(run)
     if run.state is None:
         told = f"{directory} (mode {_mode(directory)}; {origin})"
-        return Check("state", "ok", f"{told}: no state file yet; the first run writes it")
+        return _cache_checked(path, f"{told}: no state file yet; the first run writes it")
     try:
         check_node(run.state, run.node, path, run.options.node_flag is not None)
     except SpurinvError as exc:
         return Check("state", "fail", _one(exc.message), f"pass --node {run.state['node']} or move {path} aside", exc.exit_code)
     last = run.state["last"]
     told = f"; last run {last['at']:%Y-%m-%d %H:%M:%SZ} exit {last['exit_code']}" if last is not None else ""
-    found = f"{path} (directory mode {_mode(directory)}; {origin}){told}"
-    if (squatter := _not_a_cache(path + CDI_CACHE)) is not None:
-        return Check(
-            "state", "warn", f"{found}; {path + CDI_CACHE} {squatter}, not the tick's CDI spec cache: the tick leaves it"
-            " alone and parses every CDI spec on every tick", f"move {path + CDI_CACHE} aside",
-        )  # fmt: skip
-    return Check("state", "ok", found)
+    return _cache_checked(path, f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+
+
+def _cache_checked(path: str, found: str) -> Check:
+    """The state check's ``ok``, or a warning when the CDI spec cache's path holds what the tick
+    may not replace: it then parses every spec on every tick."""
+    cache = path + CDI_CACHE
+    if (squatter := _not_a_cache(cache)) is None:
+        return Check("state", "ok", found)
+    return Check(
+        "state", "warn", f"{found}; {cache} {squatter}, not the tick's CDI spec cache: the tick leaves it alone"
+        " and parses every CDI spec on every tick", f"move {cache} aside",
+    )  # fmt: skip
 
 
 def _not_a_cache(path: str) -> str | None:
-    """What sits at the CDI spec cache's path when it is not a cache the tick may replace
-    (``tick._cached``): a directory, a FIFO, a link, another file. None when there is nothing
-    or a cache."""
-    from spurinv.inventory.sources.cdi import SpecCache
+    """What sits at the CDI spec cache's path when the tick may not replace it
+    (:func:`spurinv.cli.tick.read_cache`, the one rule): a directory, a FIFO, a link, another
+    file. None when there is nothing there, or a cache."""
+    import errno
 
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    from spurinv.cli.tick import read_cache
+    from spurinv.inventory.sources.cdi import MAX_CACHE
+
+    if read_cache(path)[1]:
         return None
-    except OSError as exc:
-        return f"cannot be looked at ({exc.strerror})"
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
-        return f"is {kind}"
     try:
-        data = store.read(path)
-    except store.StoreError as exc:
-        return f"cannot be read ({exc})"
-    return None if data is None or SpecCache.is_cache(data) else "holds another file"
+        info = os.lstat(path)
+    except OSError as exc:  # gone meanwhile, or a name too long to be there: nothing to move
+        return None if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG) else f"cannot be looked at ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"is {regularfile.kind(info.st_mode)}"
+    if info.st_size > MAX_CACHE:
+        return f"holds another file ({info.st_size} bytes, more than a cache can hold)"
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    return "holds another file"
 
 
 def _follow_unit_state(run: _Run) -> None:

@@ -23,7 +23,7 @@ from spurinv import __version__, jsontext
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.root import Root, RootError, boot_id
 from spurinv.inventory.sources import link
-from spurinv.inventory.sources.cdi import SpecCache
+from spurinv.inventory.sources.cdi import MAX_CACHE, SpecCache
 from spurinv.state import ledger, locations, store, vouch
 
 TYPE_CHECKING = False
@@ -72,7 +72,7 @@ def _tick(
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
         if steady is None or vouch.problem(state) is not None:
             return None  # a file the model would refuse: the full run moves it aside, never carry it on
-        cached_text, cache_ours = _cached(path + locations.CDI_CACHE)
+        cached_text, cache_ours = read_cache(path + locations.CDI_CACHE)
         cdi_cache = SpecCache.from_text(cached_text)
         discovery = discover(
             Root(options.get("--root", "/")),
@@ -130,12 +130,13 @@ def _tick(
     return 0
 
 
-def _cached(path: str) -> tuple[bytes | None, bool]:
+def read_cache(path: str) -> tuple[bytes | None, bool]:
     """The CDI spec cache's bytes, and whether the tick may replace the file: only when there is
-    none or it is a cache (:meth:`SpecCache.is_cache`). An operator's file that carries the name
-    (a config or token file the full run never saw there: a moved state file) is never written over."""
+    none or it is a cache (:meth:`SpecCache.is_cache`) no larger than one the tick writes. An
+    operator's file that carries the name (a config or token file the full run never saw there: a
+    moved state file) is never written over; ``spurinv check`` names what sits there."""
     try:
-        data = store.read(path)
+        data = store.read(path, MAX_CACHE)
     except store.StoreError:
         return None, False
     return data, data is None or SpecCache.is_cache(data)

@@ -193,10 +193,11 @@ class Lock:
         self._close()
 
 
-def read(path: str) -> bytes | None:
-    """Return the state file's bytes, or None when there is none yet."""
+def read(path: str, limit: int = MAX_STATE) -> bytes | None:
+    """Return the state file's bytes (or another of spurinv's files, up to ``limit``), or None
+    when there is none yet."""
     try:
-        return regularfile.read(path, MAX_STATE)
+        return regularfile.read(path, limit)
     except FileNotFoundError:
         return None
     except regularfile.Refused as exc:

@@ -310,8 +310,9 @@ class SpecCache:
     @staticmethod
     def is_cache(data: bytes) -> bool:
         """Does ``data`` look like a cache file, whatever its state: a SHA-256 in hex on its own
-        first line (a damaged or another release's cache is still replaced; a TOML file never is)."""
-        return data[64:65] == b"\n" and not data[:64].strip(_HEX)
+        first line, then a JSON object (a damaged or another release's cache is still replaced;
+        a TOML file, or a hex secret such as ``openssl rand -hex 32`` prints, never is)."""
+        return data[64:66] == b"\n{" and not data[:64].strip(_HEX)
 
     @property
     def changed(self) -> bool:
