@@ -349,7 +349,8 @@ def _link_peers(devices: list[Device], kfd: list[KfdNode], kfd_ids: dict[int, st
     ids = {ident: node for node, ident in kfd_ids.items()}
     for device in devices:
         own = links.get(ids[device["id"]], [])
-        device["peers"] = sorted({kfd_ids[to] for kind, to in own if kind == IO_LINK_XGMI and to in kfd_ids})
+        if own:  # none without topology (a tick): the device's peers stay []
+            device["peers"] = sorted({kfd_ids[to] for kind, to in own if kind == IO_LINK_XGMI and to in kfd_ids})
 
 
 def _word(text: str | None) -> str | None:
