@@ -180,9 +180,9 @@ _TOP_BYTES = _TOP.encode()
 _ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
 _KEPT_SHAPES = 256
 _SHAPE_BYTES = 4096
-# (shape, keys) -> ((key, its bytes, where its line starts, where its value starts, where it ends)
-# for each key of keys the shape has a line for, the start of each 20-digit value)
-_SHAPES: dict[tuple[bytes, tuple[str, ...]], tuple[tuple[tuple[str, bytes, int, int, int], ...], tuple[int, ...]]] = {}
+# (shape, keys) -> ((key, its bytes (None without a digit), where its line starts, where its value
+# starts, where it ends) for each key of keys the shape has a line for, the start of each 20-digit value)
+_SHAPES: dict[tuple[bytes, tuple[str, ...]], tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]]] = {}
 
 
 def read_properties(path: str, keys: tuple[str, ...]) -> dict[str, int]:
@@ -199,13 +199,17 @@ def read_properties(path: str, keys: tuple[str, ...]) -> dict[str, int]:
         places, twenties = known
         # each value of 20 digits within 64 bits; one past them is parse_properties' to name
         if not twenties or max(data[start : start + 20] for start in twenties) <= _TOP_BYTES:
-            return {key: int(data[value:end]) for key, name, start, value, end in places if data[start : value - 1] == name}
+            return {
+                key: int(data[value:end])
+                for key, name, start, value, end in places
+                if name is None or data[start : value - 1] == name
+            }
     return parse_properties(decoded(data, path), path, keys)
 
 
 def _places(
     data: bytes, shape: bytes, keys: tuple[str, ...]
-) -> tuple[tuple[tuple[str, bytes, int, int, int], ...], tuple[int, ...]] | None:
+) -> tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]] | None:
     """Where ``keys`` and the 20-digit values are in ``data`` (of ``shape``), a properties file of
     the kernel's form (ASCII "key digits" lines of at most 20 digits, each ending in a newline)
     whose keys differ in more than digits; None for any other file (never read by its shape)."""
@@ -230,8 +234,9 @@ def _places(
     for key in keys:
         name = key.encode("utf-8", "surrogatepass")
         line = lines.get(name.translate(_ZEROS))
-        if line is not None:  # the one line whose key can be this one: each file's is compared
-            places.append((key, name, line[1], line[2], line[3]))
+        if line is not None:  # the one line whose key can be this one: each file's is compared,
+            # unless it has no digit (then its shape is the key itself)
+            places.append((key, name if name != name.translate(_ZEROS) else None, line[1], line[2], line[3]))
     return tuple(places), tuple(twenties)
 
 
