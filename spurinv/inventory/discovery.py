@@ -554,9 +554,9 @@ def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str
         matched: dict[str, Device] = {}
         lacking = None  # the first node no device has
         for p in gpu_nodes:
-            device = by_node.get(p)
-            if device is not None:
-                matched[device["id"]] = device
+            found = by_node.get(p)
+            if found is not None:
+                matched[found["id"]] = found
             elif lacking is None:
                 lacking = p
         if entry["name"] in by_node:

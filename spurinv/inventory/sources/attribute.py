@@ -232,11 +232,11 @@ def _places(
         start = end + 1
     places = []
     for key in keys:
-        name = key.encode("utf-8", "surrogatepass")
-        line = lines.get(name.translate(_ZEROS))
-        if line is not None:  # the one line whose key can be this one: each file's is compared,
+        raw = key.encode("utf-8", "surrogatepass")
+        found = lines.get(raw.translate(_ZEROS))
+        if found is not None:  # the one line whose key can be this one: each file's is compared,
             # unless it has no digit (then its shape is the key itself)
-            places.append((key, name if name != name.translate(_ZEROS) else None, line[1], line[2], line[3]))
+            places.append((key, raw if raw != raw.translate(_ZEROS) else None, found[1], found[2], found[3]))
     return tuple(places), tuple(twenties)
 
 
