@@ -75,7 +75,9 @@ def dumps(value: object, *, sort_keys: bool = False) -> str:
     if _c is not None and isinstance(value, str):
         return str(_c.encode_basestring_ascii(value))  # what JSONEncoder.encode does with a str
     if _c is not None:
-        encode = _c.make_encoder({}, _typeerror, _c.encode_basestring_ascii, None, ":", ",", sort_keys, False, True)
+        # No markers (json's check_circular): a cycle is a RecursionError here and json's own
+        # ValueError below, as with them; keeping them cost a dict entry for every container.
+        encode = _c.make_encoder(None, _typeerror, _c.encode_basestring_ascii, None, ":", ",", sort_keys, False, True)
         try:
             return "".join(encode(value, 0))
         except (TypeError, ValueError, RecursionError):
@@ -212,7 +214,7 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
     equal values: keys that are not strings would not compare equal once read back)."""
     if _c is None:
         return dumps(value)
-    encode = _c.make_encoder({}, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)
+    encode = _c.make_encoder(None, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)  # as dumps
     parts: list[str] = []
     slots: list[tuple[int, object]] = []
     try:

@@ -17,6 +17,7 @@ from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spurinv.inventory.sources import attribute
 from spurinv.inventory.sources.attribute import (
     MAX_ATTRIBUTE,
     ReadError,
@@ -26,6 +27,7 @@ from spurinv.inventory.sources.attribute import (
     parse_properties,
     read_bytes,
     read_optional,
+    read_properties,
     read_text,
 )
 
@@ -289,6 +291,113 @@ def test_parse_properties_round_trips(values):
     text = "".join(f"{key} {value}\n" for key, value in values.items())
 
     assert parse_properties(text, "/sys/x") == values
+
+
+def _reference(text: str, keys: tuple[str, ...]) -> object:
+    """The slow parser's answer, which read_properties must give: the kept dict or the error's reason."""
+    try:
+        whole = attribute._properties(text, "/sys/x")
+    except ReadError as exc:
+        return exc.reason
+    return {key: whole[key] for key in keys if key in whole}
+
+
+def _read_outcome(path: Path, keys: tuple[str, ...]) -> object:
+    try:
+        return read_properties(str(path), keys)
+    except ReadError as exc:
+        return exc.reason if exc.path == str(path) else f"another path: {exc.path}"
+
+
+_KEYS_OF_FORM = ["a1", "a2", "a11", "b", "unique_id", "7"]  # a1 and a2 share a shape
+_VALUES_OF_FORM = ["0", "5", "42", "007", "18446744073709551615", "18446744073709551616", "99999999999999999999",
+                   "1" * 19, "1" * 21, "0" * 21 + "1"]  # fmt: skip
+_ODD_LINES = ["", " 4", "b", "b  5", "a1 5 6", "a1 ", "x\ty 5", "x\ry 5", "é 5", "a1 x", "a1 \u00b2", "a1 5\r", "\ufeffa1 5"]
+_KEY_SETS = [(), ("a1",), ("a2", "b", "unique_id"), ("a1", "a11", "z", "a2"), ("7", "é", "x\ty"), ("b", "b")]
+
+
+@st.composite
+def _same_shape(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A properties file, mostly of the kernel's form (maybe one odd line, maybe no UTF-8), and
+    another of its shape: each ASCII digit, in keys and values alike, maybe another digit."""
+    line = st.tuples(st.sampled_from(_KEYS_OF_FORM), st.sampled_from(_VALUES_OF_FORM)).map(" ".join)
+    lines = draw(st.lists(line, max_size=6))
+    odd = draw(st.none() | st.sampled_from(_ODD_LINES))
+    if odd is not None:
+        lines.insert(draw(st.integers(0, len(lines))), odd)
+    text = ("\n".join(lines) + draw(st.sampled_from(["\n", "\n", "\n", "", "\n\n"]))).encode()
+    if draw(st.integers(0, 3)) == 0 and text:
+        at = draw(st.integers(0, len(text) - 1))
+        text = text[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xc3\xa9"])) + text[at:]
+    other = bytes(draw(st.sampled_from(b"0123456789")) if c in b"0123456789" else c for c in text)
+    return text, other
+
+
+def _reference_of(data: bytes, keys: tuple[str, ...]) -> object:
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text (byte {exc.start})"
+    return _reference(text, keys)
+
+
+@settings(max_examples=examples(500))
+@given(_same_shape(), st.sampled_from(_KEY_SETS))
+def test_read_properties_gives_the_parsers_answer_for_a_file_of_a_shape_seen_before(tmp_path_factory, texts, keys):
+    """A file read by its shape (its digits at the places an earlier file of that shape had them)
+    gets exactly what the line-by-line parser says of it: the same values, the same missing keys
+    (keys that differ in a digit are compared), the same error naming the same line."""
+    attribute._SHAPES.clear()
+    folder = tmp_path_factory.mktemp("properties")
+    first, second = folder / "first", folder / "second"
+    first.write_bytes(texts[0])
+    second.write_bytes(texts[1])
+
+    assert _read_outcome(first, keys) == _reference_of(texts[0], keys)
+    assert _read_outcome(second, keys) == _reference_of(texts[1], keys)
+    assert _read_outcome(first, keys) == _reference_of(texts[0], keys)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"a1 5\n 4\n", b"a1 111111111111111111111\n", b"a1 000000000000000000001\n", b"\xff 5\n", b"a1 5\na1 6\n",
+     b"a1 5\na2 6\n", b"a1 5", b"a1 5\n\n", b"a1 5\nb\n", b"a1 5 6\n", b"a1 \xc2\xb2\n", b"a1 18446744073709551616\n"],
+)  # fmt: skip
+def test_read_properties_gives_the_parsers_answer_on_the_edges_of_the_kernels_form(tmp_path, text):
+    attribute._SHAPES.clear()
+    path = tmp_path / "properties"
+    path.write_bytes(text)
+
+    for _ in range(2):  # the second read, by its shape if it has one
+        assert _read_outcome(path, ("a1", "a2")) == _reference_of(text, ("a1", "a2"))
+
+
+def test_read_properties_compares_each_files_keys_and_bounds_each_files_values(tmp_path):
+    """Two files of one shape: the second's keys differ in a digit, then its 20-digit value passes
+    64 bits; the shape says where to look, never what is there."""
+    attribute._SHAPES.clear()
+    first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    first.write_text("a1 5\nunique_id 18446744073709551615\n")
+    second.write_text("a2 7\nunique_id 18446744073709551614\n")
+    third.write_text("a1 9\nunique_id 18446744073709551616\n")
+    keys = ("a1", "unique_id")
+
+    assert read_properties(str(first), keys) == {"a1": 5, "unique_id": (1 << 64) - 1}
+    assert read_properties(str(second), keys) == {"unique_id": (1 << 64) - 2}
+    assert len(attribute._SHAPES) == 1  # the second was read by its shape
+    with pytest.raises(ReadError) as caught:
+        read_properties(str(third), keys)
+    assert caught.value.reason == "line 2: unique_id overflows 64 bits"
+
+
+def test_read_properties_reads_the_captured_kfd_nodes_as_the_parser_does():
+    found = sorted(REAL.rglob("topology/nodes/*/properties"))
+    keys = ("cpu_cores_count", "simd_count", "unique_id", "location_id", "drm_render_minor", "missing")
+    attribute._SHAPES.clear()
+
+    for path in found * 2:  # the second time, every file is read by its shape
+        assert read_properties(str(path), keys) == _reference(path.read_text(), keys)
+    assert attribute._SHAPES
 
 
 # ---------------------------------------------------------------------------- parse_cpulist

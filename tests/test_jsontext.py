@@ -66,6 +66,10 @@ def test_refusals_are_json_refusals() -> None:
     for _ in range(100_000):
         nested = [nested]
     assert _outcome(jsontext.dumps, nested)[0] == "RecursionError"
+    cycle: list[object] = [1]
+    cycle.append({"a": cycle})
+    assert _outcome(jsontext.dumps, cycle) == _outcome(json.dumps, cycle) == ("ValueError", "Circular reference detected")
+    assert _outcome(lambda value: jsontext.dumps_shared(value, "a"), {"a": cycle}) == _outcome(json.dumps, cycle)
     assert _outcome(jsontext.loads, "[" * 100_000 + "]" * 100_000)[0] == _outcome(json.loads, "[" * 100_000)[0]
 
 

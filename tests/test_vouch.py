@@ -220,3 +220,39 @@ def test_an_optional_definition_the_checker_does_not_understand_refuses_every_va
         rule({"extra": {"a": 1}}, "", None)
     with pytest.raises(vouch.Unvouched, match="minProperties"):
         rule({"extra": {"a": 1}}, "", None)  # every time, not only the first
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "model"),
+    [
+        ("cdi_names", ["\ud800"], True),  # the model takes a lone surrogate from a dict; no JSON text holds one
+        ("cdi_names", ["amd.com/gpu=0", 5], False),
+        ("cdi_names", [None], False),
+        ("peers", ["0000:05:00.0", "x\udcff"], True),
+        ("vendor", "AMD", False),
+        ("vendor", "\ud800", False),
+        ("vendor", 5, False),
+        ("vendor", None, False),
+    ],
+)
+def test_a_strings_array_or_a_choice_the_model_refuses_is_not_vouched_for(written, field, value, model):
+    """An array of strings and a string enum (a device's vendor) are accepted at a glance only when
+    every item is ASCII text or the value one of the choices; anything else gets the full checks."""
+    state = copy.deepcopy(written[2])
+    state["readings"][-1]["inventory"]["devices"][0][field] = value
+
+    found = vouch.problem(state)
+
+    assert found is not None
+    assert found.startswith(f"readings.1.inventory.devices.0.{field}"), found
+    assert _accepted(state) is model
+
+
+def test_an_array_of_text_and_a_choice_the_model_accepts_are_vouched_for(written):
+    state = copy.deepcopy(written[2])
+    device = state["readings"][-1]["inventory"]["devices"][0]
+    device["cdi_names"] = ["amd.com/gpu=0", "é"]  # outside the fingerprint, as the peers are
+    device["peers"] = ["0000:05:00.0"]
+
+    assert vouch.problem(state) is None
+    assert _accepted(state)

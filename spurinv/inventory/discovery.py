@@ -240,8 +240,8 @@ def _amd_devices(
         properties = node["properties"]
         if not is_gpu(properties) or properties.get("vendor_id", AMD_VENDOR_ID) != AMD_VENDOR_ID:
             continue
-        missing = [key for key in ("location_id", "drm_render_minor", "device_id") if key not in properties]
-        if missing:
+        if "location_id" not in properties or "drm_render_minor" not in properties or "device_id" not in properties:
+            missing = [key for key in ("location_id", "drm_render_minor", "device_id") if key not in properties]
             kfd_report.fail(os.path.join(node["path"], "properties"), f"missing {', '.join(missing)}")
             continue
         location = properties["location_id"]
@@ -349,7 +349,8 @@ def _link_peers(devices: list[Device], kfd: list[KfdNode], kfd_ids: dict[int, st
     ids = {ident: node for node, ident in kfd_ids.items()}
     for device in devices:
         own = links.get(ids[device["id"]], [])
-        device["peers"] = sorted({kfd_ids[to] for kind, to in own if kind == IO_LINK_XGMI and to in kfd_ids})
+        if own:  # none without topology (a tick): the device's peers stay []
+            device["peers"] = sorted({kfd_ids[to] for kind, to in own if kind == IO_LINK_XGMI and to in kfd_ids})
 
 
 def _word(text: str | None) -> str | None:
@@ -501,6 +502,20 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
 MAX_CDI_NAMES = 32
 
 
+def _gpu_nodes(nodes: list[str]) -> list[str]:
+    """The nodes of a CDI entry that name a GPU: a MIG device's compute instance cap (the last
+    ``nvidia-cap``, after the GPU instance's), else its DRM and ``/dev/nvidia<M>`` nodes. One pass,
+    no comprehension (a call each, for 64 entries a tick)."""
+    cap = None
+    found = []
+    for path in nodes:
+        if path.startswith(_CAP_PREFIX):
+            cap = path
+        elif path.startswith("/dev/dri/") or (path.startswith("/dev/nvidia") and numbered(path, "/dev/nvidia") is not None):
+            found.append(path)
+    return [cap] if cap is not None else found
+
+
 def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str, str], report: Report) -> None:
     """Attach CDI names to devices; flag names that point at hardware we do not see, and GPUs
     a vendor's spec leaves out (a stale spec after a partition switch).
@@ -532,27 +547,25 @@ def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str
     for entry in cdi:
         if entry["name"] == "all":
             continue
-        mig_nodes = [p for p in entry["nodes"] if p.startswith(_CAP_PREFIX)]
-        if mig_nodes:
-            gpu_nodes = mig_nodes[-1:]  # the compute instance's cap (after the GPU instance's)
-        else:
-            gpu_nodes = [
-                p
-                for p in entry["nodes"]
-                if p.startswith("/dev/dri/") or (p.startswith("/dev/nvidia") and numbered(p, "/dev/nvidia") is not None)
-            ]
+        gpu_nodes = _gpu_nodes(entry["nodes"])
         if gpu_nodes and parents and all(p in parents for p in gpu_nodes):
             vendors_with_specs.add(entry["kind"].split(".", 1)[0])
             continue  # nvidia-ctk < 1.18 also lists a MIG GPU whole ("0" beside "0:0")
-        matched = {by_node[p]["id"]: by_node[p] for p in gpu_nodes if p in by_node}
+        matched: dict[str, Device] = {}
+        lacking = None  # the first node no device has
+        for p in gpu_nodes:
+            found = by_node.get(p)
+            if found is not None:
+                matched[found["id"]] = found
+            elif lacking is None:
+                lacking = p
         if entry["name"] in by_node:
             matched[by_node[entry["name"]]["id"]] = by_node[entry["name"]]
         if not gpu_nodes and not matched:
             continue  # not a GPU (a NIC class, say)
         vendors_with_specs.add(entry["kind"].split(".", 1)[0])
-        lacking = [p for p in gpu_nodes if p not in by_node]
-        if lacking:
-            report.flag(entry["file"], f"{entry['qualified']} names {lacking[0]}, which no discovered GPU has")
+        if lacking is not None:
+            report.flag(entry["file"], f"{entry['qualified']} names {lacking}, which no discovered GPU has")
         for device in matched.values():
             device["cdi_names"].append(entry["qualified"])
     for device in devices:

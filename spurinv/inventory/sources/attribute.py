@@ -169,6 +169,75 @@ def _kept(properties: dict[str, int], keys: Collection[str] | None) -> dict[str,
 
 
 _TOP = str((1 << 64) - 1)  # 20 digits: a value of 20 ASCII digits is within 64 bits if it sorts below
+_TOP_BYTES = _TOP.encode()
+
+# read_properties: the partitions of a package write one properties file that differs only in
+# some digits (66 files, 5 shapes on the 64-partition fixture), and parsing each was a third of a
+# tick's discovery. A file's shape is its bytes with every digit a "0": the shape of a file checked
+# in full says where each line's key and value are, and any file of that shape is a file of the
+# kernel's form whose values are the digits there (its keys may differ in digits only: each is
+# compared). Kept per process for at most _KEPT_SHAPES shapes of a sysfs page or less.
+_ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
+_KEPT_SHAPES = 256
+_SHAPE_BYTES = 4096
+# (shape, keys) -> ((key, its bytes (None without a digit), where its line starts, where its value
+# starts, where it ends) for each key of keys the shape has a line for, the start of each 20-digit value)
+_SHAPES: dict[tuple[bytes, tuple[str, ...]], tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]]] = {}
+
+
+def read_properties(path: str, keys: tuple[str, ...]) -> dict[str, int]:
+    """``parse_properties(read_text(path), path, keys)``: the same dict or the same ReadError, with
+    a file of a shape seen before (see ``_SHAPES``) read where its values are, not parsed again."""
+    data = read_bytes(path)
+    shape = data.translate(_ZEROS)
+    known = _SHAPES.get((shape, keys))
+    if known is None and len(data) <= _SHAPE_BYTES and len(_SHAPES) < _KEPT_SHAPES:
+        known = _places(data, shape, keys)
+        if known is not None:
+            _SHAPES[shape, keys] = known
+    if known is not None:
+        places, twenties = known
+        # each value of 20 digits within 64 bits; one past them is parse_properties' to name
+        if not twenties or max(data[start : start + 20] for start in twenties) <= _TOP_BYTES:
+            return {
+                key: int(data[value:end])
+                for key, name, start, value, end in places
+                if name is None or data[start : value - 1] == name
+            }
+    return parse_properties(decoded(data, path), path, keys)
+
+
+def _places(
+    data: bytes, shape: bytes, keys: tuple[str, ...]
+) -> tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]] | None:
+    """Where ``keys`` and the 20-digit values are in ``data`` (of ``shape``), a properties file of
+    the kernel's form (ASCII "key digits" lines of at most 20 digits, each ending in a newline)
+    whose keys differ in more than digits; None for any other file (never read by its shape)."""
+    if not data.isascii() or not data.endswith(b"\n"):
+        return None
+    lines: dict[bytes, tuple[bytes, int, int, int]] = {}  # a key with its digits zeroed -> its line
+    twenties = []
+    start = 0
+    for line, line_shape in zip(data[:-1].split(b"\n"), shape[:-1].split(b"\n"), strict=True):
+        name, sep, value = line.partition(b" ")
+        if not (sep and name and value.isdigit() and len(value) <= 20):
+            return None
+        zeroed = line_shape[: len(name)]
+        if zeroed in lines:
+            return None  # two keys alike but for their digits: a shape cannot tell which is which
+        end = start + len(line)
+        lines[zeroed] = (name, start, start + len(name) + 1, end)
+        if len(value) == 20:
+            twenties.append(end - 20)
+        start = end + 1
+    places = []
+    for key in keys:
+        raw = key.encode("utf-8", "surrogatepass")
+        found = lines.get(raw.translate(_ZEROS))
+        if found is not None:  # the one line whose key can be this one: each file's is compared,
+            # unless it has no digit (then its shape is the key itself)
+            places.append((key, raw if raw != raw.translate(_ZEROS) else None, found[1], found[2], found[3]))
+    return tuple(places), tuple(twenties)
 
 
 def _properties(text: str, path: str) -> dict[str, int]:

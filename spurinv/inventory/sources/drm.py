@@ -60,9 +60,8 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
     directories: dict[str, bool] = {}  # as paths: the tree is taken not to change during one walk
     leaves: dict[str, tuple[str | None, str | None]] = {}  # device → its BDF or xcp index, as named
     for name in sorted(names):
-        kind, minor = "card", numbered(name, "card")  # the names ^(card|renderD)(\d+)$ matches
-        if minor is None:
-            kind, minor = "render", numbered(name, "renderD")
+        # the names ^(card|renderD)(\d+)$ matches: one test each (a name starting "c" is no renderD)
+        kind, minor = ("card", numbered(name, "card")) if name[:1] == "c" else ("render", numbered(name, "renderD"))
         if minor is None:
             continue
         link = f"{base}/{name}/device"  # os.path.join's answer: base ends in "drm", a name has no "/"
@@ -78,7 +77,8 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
         if named is None:
             leaf = os.path.basename(device)
             key = bdf_key(leaf)
-            xcp = numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")  # ^amdgpu_xcp[._](\d+)$
+            # ^amdgpu_xcp[._](\d+)$, never a PCI address
+            xcp = None if key is not None else numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")
             named = leaves[device] = (spelled(key) if key is not None else None, xcp)
         bdf, xcp = named
         if bdf is None and xcp is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from spurinv.inventory import root as places
-from spurinv.inventory.sources.attribute import ReadError, parse_int, parse_properties, read_text
+from spurinv.inventory.sources.attribute import ReadError, parse_int, read_properties, read_text
 from spurinv.inventory.sources.status import Report
 
 TYPE_CHECKING = False
@@ -99,7 +99,7 @@ def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
         node_dir = f"{nodes_dir}/{name}"
         properties_path = f"{node_dir}/properties"
         try:
-            properties = parse_properties(read_text(properties_path), properties_path, NODE_KEYS)
+            properties = read_properties(properties_path, NODE_KEYS)
         except ReadError:
             if not os.path.lexists(node_dir):
                 raise _TornRead(f"node {name} vanished mid-walk") from None
@@ -140,7 +140,7 @@ def _vram_bytes(node_dir: str, properties: dict[str, int]) -> int | None:
     """
     for bank in _numbered(f"{node_dir}/mem_banks"):
         path = os.path.join(bank, "properties")
-        bank_properties = parse_properties(read_text(path), path, ("heap_type", "size_in_bytes"))
+        bank_properties = read_properties(path, ("heap_type", "size_in_bytes"))
         if "heap_type" not in bank_properties or "size_in_bytes" not in bank_properties:
             raise ReadError(path, "missing heap_type or size_in_bytes")
         if bank_properties["heap_type"] == HEAP_FB_PUBLIC:
@@ -153,7 +153,7 @@ def _links(node_dir: str) -> list[tuple[int, int]]:
     links = []
     for link in _numbered(os.path.join(node_dir, "io_links")):
         path = os.path.join(link, "properties")
-        link_properties = parse_properties(read_text(path), path, ("type", "node_to"))
+        link_properties = read_properties(path, ("type", "node_to"))
         if "type" not in link_properties or "node_to" not in link_properties:
             raise ReadError(path, "missing type or node_to")
         links.append((link_properties["type"], link_properties["node_to"]))
