@@ -248,6 +248,19 @@ def test_a_strings_array_or_a_choice_the_model_refuses_is_not_vouched_for(writte
     assert _accepted(state) is model
 
 
+@pytest.mark.parametrize("value", [1 << 63, -(1 << 63), 1 << 200])
+@pytest.mark.parametrize("field", ["render_minor", "numa_node"])
+def test_an_integer_past_64_bits_is_not_vouched_for_though_members_pass_at_a_glance(written, field, value):
+    """Integers within 64 bits pass at a glance; one past them gets the integer rule, which says so."""
+    state = copy.deepcopy(written[2])
+    state["readings"][-1]["inventory"]["devices"][0][field] = value
+
+    found = vouch.problem(state)
+
+    assert found is not None
+    assert found.startswith(f"readings.1.inventory.devices.0.{field}"), found
+
+
 def test_an_array_of_text_and_a_choice_the_model_accepts_are_vouched_for(written):
     state = copy.deepcopy(written[2])
     device = state["readings"][-1]["inventory"]["devices"][0]

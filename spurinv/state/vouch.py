@@ -283,6 +283,16 @@ def _type(kind: str) -> Rule:
     return check
 
 
+def _at_a_glance(simple: int, item: object) -> bool:
+    """Whether ``item`` passes a rule that accepts these kinds at a glance (:data:`_SIMPLE`):
+    an ASCII string, an integer well within range (not a bool), or None."""
+    if type(item) is str:
+        return bool(simple & _STRING) and item.isascii()
+    if type(item) is int:
+        return bool(simple & _INTEGER) and -BIG < item < BIG
+    return item is None and bool(simple & _NONE)
+
+
 def _array(items: Rule, most: int | None) -> Rule:
     simple = _SIMPLE.get(items, 0)  # as _object's members: an item accepted at a glance needs no call
 
@@ -293,16 +303,8 @@ def _array(items: Rule, most: int | None) -> Rule:
             raise _fail(_at(parent, name), f"more than {most} items")
         where = None  # spelled out for the first item that needs a call (a device's names: none)
         for index, item in enumerate(value):
-            if simple:
-                kind = item.__class__
-                if kind is str:
-                    if simple & _STRING and item.isascii():
-                        continue
-                elif kind is int:
-                    if simple & _INTEGER and -BIG < item < BIG:
-                        continue
-                elif item is None and simple & _NONE:
-                    continue
+            if simple and ((simple & _STRING and item.__class__ is str and item.isascii()) or _at_a_glance(simple, item)):
+                continue  # the common case inline: a call an item cost 0.6 M of a tick
             if where is None:
                 where = _at(parent, name)
             items(item, where, index)
@@ -329,16 +331,8 @@ def _object(properties: dict[str, Rule], required: tuple[str, ...], additional: 
             entry = table.get(key)
             if entry is not None:
                 simple = entry[0]
-                if simple:
-                    kind = item.__class__
-                    if kind is str:
-                        if simple & _STRING and item.isascii():
-                            continue
-                    elif kind is int:
-                        if simple & _INTEGER and -BIG < item < BIG:
-                            continue
-                    elif item is None and simple & _NONE:
-                        continue
+                if simple and ((simple & _STRING and item.__class__ is str and item.isascii()) or _at_a_glance(simple, item)):
+                    continue  # as in _array
                 if where is None:
                     where = _at(parent, name)
                 entry[1](item, where, key)
