@@ -309,11 +309,20 @@ def _read_outcome(path: Path, keys: tuple[str, ...]) -> object:
         return exc.reason if exc.path == str(path) else f"another path: {exc.path}"
 
 
-_KEYS_OF_FORM = ["a1", "a2", "a11", "b", "unique_id", "7"]  # a1 and a2 share a shape
+_KEYS_OF_FORM = ["a1", "a2", "a0", "a11", "b", "unique_id", "7", "00"]  # a0, a1 and a2 share a shape
 _VALUES_OF_FORM = ["0", "5", "42", "007", "18446744073709551615", "18446744073709551616", "99999999999999999999",
                    "1" * 19, "1" * 21, "0" * 21 + "1"]  # fmt: skip
 _ODD_LINES = ["", " 4", "b", "b  5", "a1 5 6", "a1 ", "x\ty 5", "x\ry 5", "é 5", "a1 x", "a1 \u00b2", "a1 5\r", "\ufeffa1 5"]
-_KEY_SETS = [(), ("a1",), ("a2", "b", "unique_id"), ("a1", "a11", "z", "a2"), ("7", "é", "x\ty"), ("b", "b")]
+_KEY_SETS = [
+    (),
+    ("a1",),
+    ("a2", "b", "unique_id"),
+    ("a1", "a11", "z", "a2"),
+    ("7", "é", "x\ty"),
+    ("b", "b"),
+    ("a0",),
+    ("a0", "00", "b"),
+]  # fmt: skip  (a key whose only digit is a 0 still has one)
 
 
 @st.composite
@@ -388,6 +397,16 @@ def test_read_properties_compares_each_files_keys_and_bounds_each_files_values(t
     with pytest.raises(ReadError) as caught:
         read_properties(str(third), keys)
     assert caught.value.reason == "line 2: unique_id overflows 64 bits"
+
+
+@pytest.mark.parametrize(("text", "keys"), [(b"a5 7\n", ("a0",)), (b"cap2 8\n", ("cap0",)), (b"x 1\n99 3\n", ("00", "x"))])
+def test_read_properties_never_answers_a_key_whose_digits_are_zeros_from_another_key(tmp_path, text, keys):
+    attribute._SHAPES.clear()
+    path = tmp_path / "properties"
+    path.write_bytes(text)
+
+    for _ in range(2):
+        assert read_properties(str(path), keys) == _reference(text.decode(), keys)
 
 
 def test_read_properties_reads_the_captured_kfd_nodes_as_the_parser_does():

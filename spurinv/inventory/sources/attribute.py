@@ -177,7 +177,8 @@ _TOP_BYTES = _TOP.encode()
 # in full says where each line's key and value are, and any file of that shape is a file of the
 # kernel's form whose values are the digits there (its keys may differ in digits only: each is
 # compared). Kept per process for at most _KEPT_SHAPES shapes of a sysfs page or less.
-_ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
+_DIGITS = b"0123456789"
+_ZEROS = bytes.maketrans(_DIGITS, b"0000000000")
 _KEPT_SHAPES = 256
 _SHAPE_BYTES = 4096
 # (shape, keys) -> ((key, its bytes (None without a digit), where its line starts, where its value
@@ -235,8 +236,8 @@ def _places(
         raw = key.encode("utf-8", "surrogatepass")
         found = lines.get(raw.translate(_ZEROS))
         if found is not None:  # the one line whose key can be this one: each file's is compared,
-            # unless it has no digit (then its shape is the key itself)
-            places.append((key, raw if raw != raw.translate(_ZEROS) else None, found[1], found[2], found[3]))
+            # unless it has no digit (then its shape is the key itself; "a0" has one: "a5" is its shape's too)
+            places.append((key, raw if raw.translate(None, _DIGITS) != raw else None, found[1], found[2], found[3]))
     return tuple(places), tuple(twenties)
 
 
