@@ -409,6 +409,29 @@ def test_read_properties_never_answers_a_key_whose_digits_are_zeros_from_another
         assert read_properties(str(path), keys) == _reference(text.decode(), keys)
 
 
+def test_read_properties_keeps_at_most_256_shapes_of_a_page_at_most(tmp_path):
+    """A root of many shapes (a hostile one) costs bounded memory: the 257th shape, and a file
+    past 4 KiB, are parsed and not kept; what a file gives never depends on that."""
+    attribute._SHAPES.clear()
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for number in range(300):  # 300 keys that differ in more than digits: 300 shapes
+        key = letters[number % 26] + letters[number // 26]
+        path = tmp_path / f"p{number}"
+        path.write_text(f"{key} {number}\n")
+        assert read_properties(str(path), (key,)) == {key: number}
+    assert len(attribute._SHAPES) == 256
+
+    attribute._SHAPES.clear()
+    for size, kept in ((4096, 1), (4097, 0)):
+        path = tmp_path / f"page{size}"
+        line = "a 1\n"
+        path.write_text("k" * (size - len(line) - 3) + " 5\n" + line)
+        assert path.stat().st_size == size
+        assert read_properties(str(path), ("a",)) == {"a": 1}
+        assert len(attribute._SHAPES) == kept
+        attribute._SHAPES.clear()
+
+
 def test_read_properties_reads_the_captured_kfd_nodes_as_the_parser_does():
     found = sorted(REAL.rglob("topology/nodes/*/properties"))
     keys = ("cpu_cores_count", "simd_count", "unique_id", "location_id", "drm_render_minor", "missing")
