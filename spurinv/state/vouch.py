@@ -284,10 +284,9 @@ def _type(kind: str) -> Rule:
 
 
 def _at_a_glance(simple: int, item: object) -> bool:
-    """Whether ``item`` passes a rule that accepts these kinds at a glance (:data:`_SIMPLE`):
-    an ASCII string, an integer well within range (not a bool), or None."""
-    if type(item) is str:
-        return bool(simple & _STRING) and item.isascii()
+    """Whether ``item`` passes a rule that accepts these kinds at a glance (:data:`_SIMPLE`): an
+    integer well within range (not a bool), or None. ASCII text, the common case, the callers
+    test inline. False sends the item to its rule, which judges it in full."""
     if type(item) is int:
         return bool(simple & _INTEGER) and -BIG < item < BIG
     return item is None and bool(simple & _NONE)
