@@ -338,9 +338,12 @@ def _not_a_cache(path: str) -> str | None:
     from spurinv.cli.tick import read_cache
     from spurinv.inventory.sources.cdi import MAX_CACHE
 
-    if read_cache(path)[1]:
+    data, ours = read_cache(path)
+    if ours:
         return None
-    try:
+    if data is not None:  # read, and not a cache
+        return "holds another file"
+    try:  # not read: say why
         info = os.lstat(path)
     except OSError as exc:  # gone meanwhile, or a name too long to be there: nothing to move
         return None if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG) else f"cannot be looked at ({exc.strerror})"
@@ -352,7 +355,7 @@ def _not_a_cache(path: str) -> str | None:
         os.close(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
-    return "holds another file"
+    return "holds another file"  # replaced meanwhile by one the tick could have read
 
 
 def _follow_unit_state(run: _Run) -> None:
