@@ -89,10 +89,7 @@ class RealPaths:
 
     def resolve(self, path: str) -> str:
         """Resolve symlinks in ``path``; refuse a result outside the root."""
-        # realpath's two steps spelled out: a call fewer for each of ~150 paths a tick
-        real = _kernel_path(path)
-        if real is None:
-            real = os.path.abspath(self._join("", path)[0])
+        real = self.realpath(path)
         if real != self.base and not real.startswith(self.inside):
             raise OSError(f"symlink leaves the root ({real})")
         return real
