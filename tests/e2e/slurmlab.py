@@ -400,6 +400,20 @@ class SlurmLab:
     def _daemon_pids(self) -> dict[str, int | None]:
         return {name: _read_pid(self._dir / f"{name}.pid") for name in ("slurmctld", "slurmd-n1", "slurmd-n2")}
 
+    def daemon_pid(self, name: str) -> int:
+        """The running pid of the lab's ``slurmctld`` or ``slurmd-<node>``, from its pid file's first line and checked
+        against ``/proc/<pid>/exe``, so a signal never reaches another process."""
+        pid = _read_pid(self._dir / f"{name}.pid")
+        exe = self.prefix / "sbin" / name.split("-", 1)[0]
+        try:
+            running = os.readlink(f"/proc/{pid}/exe") if pid else ""
+        except OSError:
+            running = ""
+        if not _alive(pid) or running.removesuffix(" (deleted)") != os.path.realpath(exe):
+            raise SlurmLabError(f"{name}.pid names pid {pid}, which is not a running {exe}")
+        assert pid is not None
+        return pid
+
     def reconfigure(self) -> None:
         """``scontrol reconfigure`` and wait for the handover: 24.11 re-execs slurmctld AND both slurmd under new
         PIDs (pid files rewritten); the old processes exit once the new ones run."""

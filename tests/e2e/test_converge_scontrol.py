@@ -281,7 +281,7 @@ def test_munge_unreachable_is_69_and_the_state_is_kept(n1, tmp_path):
 
 def test_slurmctld_not_answering_is_69_within_the_timeout(n1):
     lab = n1.lab
-    pid = int((lab.lab_dir / "slurmctld.pid").read_text())
+    pid = lab.daemon_pid("slurmctld")
     n1.root("nps4", memory_mode="NPS4")
     n1.refresh("nps4")
     os.kill(pid, signal.SIGSTOP)

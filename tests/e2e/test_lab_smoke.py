@@ -3,10 +3,11 @@ JWT slurmrestd on 127.0.0.1). They prove the harness works; spurinv's own e2e te
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
-from slurmlab import API, SlurmLab, SlurmLabTimeout
+from slurmlab import API, SlurmLab, SlurmLabError, SlurmLabTimeout
 
 pytestmark = pytest.mark.e2e
 
@@ -126,3 +127,20 @@ def test_file_backed_gpu_count_change_refused(clean_lab: SlurmLab) -> None:
 def test_wait_for_reports_what_and_last_value(slurm_lab: SlurmLab) -> None:
     with pytest.raises(SlurmLabTimeout, match=r"n1 to be on fire; last observed: \['IDLE'\]"):
         slurm_lab.wait_for(lambda: (False, ["IDLE"]), 0.3, "n1 to be on fire")
+
+
+def test_daemon_pid_takes_the_first_line_and_checks_the_process(slurm_lab: SlurmLab) -> None:
+    """slurmctld 24.11 rewrites its pid file in place on a reconfigure (no truncate): after a pid wrap-around the
+    file reads e.g. ``989\\n1\\n``. A pid that is not the lab's daemon is refused, so no signal goes astray."""
+    pid = slurm_lab.daemon_pid("slurmctld")
+    assert (slurm_lab.lab_dir / "slurmctld.pid").read_text().split("\n")[0] == str(pid)
+    stray = slurm_lab.lab_dir / "slurmd-stray.pid"
+    try:
+        stray.write_text(f"{pid}\n1\n")  # slurmctld's pid where a slurmd's belongs
+        with pytest.raises(SlurmLabError, match=rf"slurmd-stray\.pid names pid {pid}, which is not a running .*/slurmd$"):
+            slurm_lab.daemon_pid("slurmd-stray")
+        stray.write_text(f"{os.getpid()}\n")
+        with pytest.raises(SlurmLabError, match="not a running"):
+            slurm_lab.daemon_pid("slurmd-stray")
+    finally:
+        stray.unlink(missing_ok=True)
