@@ -629,19 +629,17 @@ def _wants_json(args: list[str]) -> bool:
 
 
 def _plain(exc: Exception, args: list[str]) -> str:
-    """click's message, with typer's pydantic wording for a bad flag value said plainly."""
-    import re
-
+    """click's message, with its wording for a bad number (``Invalid value for '--confirm-interval':
+    'abc' is not a valid float.``) said as an operator would."""
     message = str(getattr(exc, "format_message", lambda: exc)())
     param = getattr(exc, "param", None)
-    wanted = re.match(r"Input should be (a valid \w+)", getattr(exc, "message", ""))
-    if param is None or wanted is None or not getattr(param, "opts", None):
+    if param is None or not getattr(param, "opts", None) or not getattr(exc, "message", "").endswith(" is not a valid float."):
         return message
     option = param.opts[0]
     given = next((word.partition("=")[2] for word in args if word.startswith(option + "=")), None)
     if given is None and option in args and args.index(option) + 1 < len(args):
         given = args[args.index(option) + 1]
-    return f"{option}: {given!r} is not {wanted.group(1)}; expected {param.metavar or wanted.group(1)}"
+    return f"{option}: {given!r} is not a valid number; expected {param.metavar or 'a number'}"
 
 
 _built: list[Any] = []
