@@ -527,7 +527,7 @@ def write_amd_cdi(root: Path, devices: list[list[str]], relpath: str = "etc/cdi/
 def _copy_topology(src: Path, root: Path) -> Path:
     """Copy a captured KFD topology and add the ``sys/class/kfd/kfd`` link."""
     dst = Path(root, KFD_TOPOLOGY)
-    shutil.copytree(src, dst, dirs_exist_ok=True, copy_function=shutil.copyfile)
+    _copy_into(src, dst, "--no-preserve=all")  # as copyfile: new files, the umask's modes
     symlink(root, "sys/class/kfd/kfd", "../../devices/virtual/kfd/kfd")
     return dst
 
@@ -971,8 +971,15 @@ def build_host_only(root: Path, hwloc_set: str) -> Path:
         src = HOST_SETS[hwloc_set]
     except KeyError:
         raise ValueError(f"unknown set {hwloc_set!r}; choose from {sorted(HOST_SETS)}") from None
-    shutil.copytree(src, root, symlinks=True, dirs_exist_ok=True)
+    _copy_into(src, Path(root), "--preserve=mode,timestamps")
     return Path(root)
+
+
+def _copy_into(src: Path, dst: Path, keep: str) -> None:
+    """``src``'s contents into ``dst`` (made if missing), symlinks kept as links: ``cp`` takes about
+    half the CPU of ``shutil.copytree``."""
+    dst.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-R", "--no-dereference", keep, "--", f"{src}/.", str(dst)], check=True)
 
 
 def copy_root(src: Path, dst: Path) -> Path:

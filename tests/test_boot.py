@@ -12,6 +12,7 @@ import shutil
 import uuid
 
 import pytest
+import rootbuilder as rb
 from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
@@ -28,7 +29,8 @@ def boot(node: Node, tmp_path, name: str | None = None) -> str:
     for label, root in list(node.roots.items()):
         if not str(root).startswith(str(tmp_path)):
             copy = tmp_path / "roots" / label
-            shutil.copytree(root, copy, symlinks=True)
+            copy.parent.mkdir(exist_ok=True)
+            rb.copy_root(root, copy)
             node.roots[label] = copy
         target = node.roots[label] / BOOT_ID
         target.parent.mkdir(parents=True, exist_ok=True)

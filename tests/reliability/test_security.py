@@ -20,6 +20,7 @@ from pathlib import Path
 
 import hostile
 import pytest
+import rootbuilder as rb
 from faultserver import ERRORS, FaultServer, Gateway, Reply
 
 from spurinv import exitcode
@@ -326,7 +327,7 @@ def test_the_service_runs_as_a_dedicated_unprivileged_user(system_user, built, g
     try:
         work.chmod(0o755)  # pytest's tmp_path is 0700 (root's): the user could not enter it
         root = work / "root"
-        shutil.copytree(built("mi300x-spx"), root, symlinks=True)  # sysfs-like: world-readable files
+        rb.copy_root(built("mi300x-spx"), root)  # sysfs-like: world-readable files
         owned = work / "var-lib-spurinv"
         owned.mkdir(mode=0o700)
         token = hostile.token(work / "token")  # 0600: readable by its owner only
