@@ -204,14 +204,17 @@ def _spend(room: list[int]) -> None:
         raise _Unusual
 
 
-def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
+def dumps_shared(value: object, key: str, texts: Texts | None = None, encoded: Texts | None = None) -> str:
     """:func:`dumps` of ``value``, where a value under ``key`` that *is* (the same object) one
     encoded before is encoded once: the same text, as the encoder has no state between values.
 
     With ``texts`` (from :func:`loads_shared`), an object read from a text is not encoded when
     another under ``key`` encodes to that very text and equals it: the object is that text read
     back, and reading back what the encoder wrote gives a value it writes the same way (for
-    equal values: keys that are not strings would not compare equal once read back)."""
+    equal values: keys that are not strings would not compare equal once read back).
+
+    ``encoded``: objects with the text :func:`dumps` gave for each (unchanged since), which is
+    the text this writes for them: not encoded again."""
     if _c is None:
         return dumps(value)
     encode = _c.make_encoder(None, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)  # as dumps
@@ -227,7 +230,11 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
             known = texts.get(ident) if texts else None
             if ident in written or ident in read:
                 continue
-            if known is not None and known[0] is member:
+            mine = encoded.get(ident) if encoded else None
+            if mine is not None and mine[0] is member:
+                written[ident] = mine[1]
+                fresh.append((member, mine[1]))
+            elif known is not None and known[0] is member:
                 read[ident] = known
             else:
                 written[ident] = "".join(encode(member, 0))

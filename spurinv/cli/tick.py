@@ -70,21 +70,34 @@ def _tick(
         texts: jsontext.Texts = {}
         state = jsontext.loads_shared(data, "inventory", texts)
         steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
-        if steady is None or vouch.problem(state) is not None:
-            return None  # a file the model would refuse: the full run moves it aside, never carry it on
+        if steady is None:
+            return None
         cached_text, cache_ours = read_cache(path + locations.CDI_CACHE)
         cdi_cache = SpecCache.from_text(cached_text)
-        discovery = discover(
-            Root(options.get("--root", "/")),
-            cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
-            ignore_pci=frozenset(steady.get("ignore_pci") or ()),
-            cdi_cache=cdi_cache,
-        )
+        # Discovery first (it only reads): an inventory stored as the very text of the fresh one
+        # needs no check of its own (vouch.as_discovered), and the file is vouched for before any use.
+        try:
+            discovery = discover(
+                Root(options.get("--root", "/")),
+                cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
+                ignore_pci=frozenset(steady.get("ignore_pci") or ()),
+                cdi_cache=cdi_cache,
+            )
+        except Exception:
+            if vouch.problem(state) is not None:
+                return None  # as when the file was checked first: a memo refused is never used
+            raise
+        fresh = discovery["inventory"]
+        fresh_text = jsontext.dumps(fresh) if fresh is not None else None
+        known = vouch.as_discovered(texts, fresh_text) if fresh_text is not None else None
+        if vouch.problem(state, known) is not None:
+            return None  # a file the model would refuse: the full run moves it aside, never carry it on
         after = ledger.replay(state, steady, discovery, ledger.now_text())
         if after is None:
             return None
         # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick.
-        blob = (jsontext.dumps_shared(after, "inventory", texts) + "\n").encode()
+        encoded: jsontext.Texts = {id(fresh): (fresh, fresh_text)} if fresh_text is not None else {}
+        blob = (jsontext.dumps_shared(after, "inventory", texts, encoded) + "\n").encode()
         if len(blob) > store.MAX_STATE:
             return None  # the full run refuses to write it, and says so
         metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
