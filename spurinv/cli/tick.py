@@ -29,7 +29,9 @@ from spurinv.state import ledger, locations, store, vouch
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import TextIO
+    from typing import Any, TextIO
+
+    from spurinv.inventory.model import Discovery
 
 
 def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO | None = None) -> int | None:
@@ -74,29 +76,14 @@ def _tick(
             return None
         cached_text, cache_ours = read_cache(path + locations.CDI_CACHE)
         cdi_cache = SpecCache.from_text(cached_text)
-        # Discovery first (it only reads): an inventory stored as the very text of the fresh one
-        # needs no check of its own (vouch.as_discovered), and the file is vouched for before any use.
-        try:
-            discovery = discover(
-                Root(options.get("--root", "/")),
-                cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
-                ignore_pci=frozenset(steady.get("ignore_pci") or ()),
-                cdi_cache=cdi_cache,
-            )
-        except Exception:
-            if vouch.problem(state) is not None:
-                return None  # as when the file was checked first: a memo refused is never used
-            raise
-        fresh = discovery["inventory"]
-        fresh_text = jsontext.dumps(fresh) if fresh is not None else None
-        known = vouch.as_discovered(texts, fresh_text) if fresh_text is not None else None
-        if vouch.problem(state, known) is not None:
+        vouched = _vouched_discovery(state, steady, texts, Root(options.get("--root", "/")), cdi_cache)
+        if vouched is None:
             return None  # a file the model would refuse: the full run moves it aside, never carry it on
+        discovery, encoded = vouched
         after = ledger.replay(state, steady, discovery, ledger.now_text())
         if after is None:
             return None
         # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick.
-        encoded: jsontext.Texts = {id(fresh): (fresh, fresh_text)} if fresh_text is not None else {}
         blob = (jsontext.dumps_shared(after, "inventory", texts, encoded) + "\n").encode()
         if len(blob) > store.MAX_STATE:
             return None  # the full run refuses to write it, and says so
@@ -141,6 +128,35 @@ def _tick(
         " (no controller request)\n"
     )
     return 0
+
+
+def _vouched_discovery(
+    state: dict[str, Any], steady: Mapping[str, Any], texts: jsontext.Texts, root: Root, cdi_cache: SpecCache
+) -> tuple[Discovery, jsontext.Texts] | None:
+    """The discovery under the memo, with its inventory's text, once the state file is vouched
+    for (:func:`spurinv.state.vouch.problem`); None when it is not.
+
+    Discovery comes first (it only reads): an inventory the file holds as the very text of the
+    fresh one is not walked again (:func:`spurinv.state.vouch.as_discovered`), and that text is
+    the one written."""
+    try:
+        discovery = discover(
+            root,
+            cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
+            ignore_pci=frozenset(steady.get("ignore_pci") or ()),
+            cdi_cache=cdi_cache,
+        )
+    except Exception:
+        if vouch.problem(state) is not None:
+            return None  # as when the file was vouched for first: a refused memo is never acted on
+        raise
+    fresh = discovery["inventory"]
+    if fresh is None:
+        return (discovery, {}) if vouch.problem(state) is None else None
+    text = jsontext.dumps(fresh)
+    if vouch.problem(state, vouch.as_discovered(texts, text)) is not None:
+        return None
+    return discovery, {id(fresh): (fresh, text)}
 
 
 def read_cache(path: str) -> tuple[bytes | None, bool]:

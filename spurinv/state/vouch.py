@@ -78,12 +78,8 @@ def as_discovered(texts: jsontext.Texts, text: str) -> object | None:
     from the node unbounded are tested here on the text: a lone surrogate (a driver link's name
     that is not UTF-8) is spelled ``\\udXXX``, and an integer past 18 digits (a DRM minor) would
     need its bound checked. ``tests/test_vouch.py`` holds discovery's inventories to this."""
-    for member, read in texts.values():
-        if read == text:
-            break
-    else:
-        return None
-    if "\\ud" in text:
+    member = next((member for member, read in texts.values() if read == text), None)
+    if member is None or "\\ud" in text:
         return None
     if _LONG in text.encode("ascii").translate(_DIGITS_AND_STARTS):  # the encoder's text is ASCII
         return None
