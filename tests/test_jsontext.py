@@ -186,13 +186,15 @@ def test_dumps_shared_writes_each_object_as_itself() -> None:
     assert _outcome(lambda v: jsontext.dumps_shared(v, "inventory"), looped) == _outcome(json.dumps, looped)
 
 
-def _replayed(text: str, fresh: object) -> tuple[object, str]:
+def _replayed(text: str, fresh: object, encoded: bool = False) -> tuple[object, str]:
     """What the tick does: read a state, put a new reading holding ``fresh`` after the last one, write
-    it with the texts the read gave; and what json writes for the same value."""
+    it with the texts the read gave (and, ``encoded``, with ``fresh``'s own text, as
+    :func:`spurinv.jsontext.dumps` writes it); and what json writes for the same value."""
     texts: jsontext.Texts = {}
     state = jsontext.loads_shared(text.encode("utf-8", "surrogatepass"), "inventory", texts)
     after = {**state, "readings": [state["readings"][-1], {"inventory": fresh}]}
-    return jsontext.dumps_shared(after, "inventory", texts), json.dumps(after, separators=(",", ":"))
+    mine: jsontext.Texts = {id(fresh): (fresh, jsontext.dumps(fresh))} if encoded else {}
+    return jsontext.dumps_shared(after, "inventory", texts, mine), json.dumps(after, separators=(",", ":"))
 
 
 @given(KEYED, st.sampled_from([None, 0]), st.sampled_from(["same", "copy", "loose"]))
@@ -205,8 +207,9 @@ def test_dumps_shared_with_the_texts_read_is_json_dumps(repeat: object, indent: 
         "copy": json.loads(json.dumps(inventory)),
         "loose": {"cpus": 8.0 if fresh else True, "devices": [repeat]},  # equal, written otherwise
     }[fresh]
-    ours, theirs = _replayed(text, new)
-    assert ours == theirs
+    for encoded in (False, True):
+        ours, theirs = _replayed(text, new, encoded)
+        assert ours == theirs
 
 
 def test_dumps_shared_writes_a_read_object_as_itself() -> None:
@@ -218,8 +221,23 @@ def test_dumps_shared_writes_a_read_object_as_itself() -> None:
         ('{"a":1}', {"a": 1}),  # both: shared
     ):
         text = f'{{"readings":[{{"inventory":{stored}}}],"baseline":{{"inventory":{stored}}}}}'
-        ours, theirs = _replayed(text, fresh)
-        assert ours == theirs
+        for encoded in (False, True):
+            ours, theirs = _replayed(text, fresh, encoded)
+            assert ours == theirs
+
+
+def test_dumps_shared_takes_an_encoded_text_for_that_object_only() -> None:
+    """``encoded`` names each object with its text; an entry whose object is not the one at that
+    id (another that lived there) is not its text."""
+    fresh, other = {"a": 1}, {"a": 2}
+    document = {"readings": [{"inventory": fresh}], "baseline": {"inventory": fresh}}
+
+    assert jsontext.dumps_shared(document, "inventory", None, {id(fresh): (other, '{"a":2}')}) == json.dumps(
+        document, separators=(",", ":")
+    )
+    assert jsontext.dumps_shared(document, "inventory", None, {id(fresh): (fresh, '{"a":1}')}) == json.dumps(
+        document, separators=(",", ":")
+    )
 
 
 def test_shared_walks_a_bounded_part_of_any_file(monkeypatch) -> None:
