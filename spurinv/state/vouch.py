@@ -155,9 +155,11 @@ def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str,
         raise Unvouched(f"(schema): {sorted(unknown)} unknown to this checker")
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
+        if name in REPEATED:
+            return _once(name, root, defs)
         if name not in defs:  # the state's models do not nest themselves, so this ends
             defs[name] = _compile(root["$defs"][name], root, defs)
-        return _once(name, defs[name]) if name in REPEATED else defs[name]
+        return defs[name]
     if "anyOf" in schema:
         choices = schema["anyOf"]
         if len(choices) == 2 and choices[1] == {"type": "null"}:  # "X | None", pydantic's way
@@ -227,7 +229,9 @@ def _string_enum(text: Rule, enum: Rule, choices: frozenset[str]) -> Rule:
     return check
 
 
-def _once(name: str, rule: Rule) -> Rule:
+def _once(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+    """A repeated definition's rule, compiled when a value first needs it (as
+    :func:`_optional_definition`): a tick whose inventory is the fresh discovery's never does."""
     inventory = name == "Inventory"
 
     def check(value: Any, parent: str, where: str | int | None) -> None:
@@ -235,7 +239,9 @@ def _once(name: str, rule: Rule) -> Rule:
         if value in seen:  # equal to one checked in this file (a comparison in C): the same answer
             return
         if not (inventory and value is _discovered[0]):  # that one passes (as_discovered)
-            rule(value, parent, where)
+            if name not in defs:  # the state's models do not nest themselves, so this ends
+                defs[name] = _compile(root["$defs"][name], root, defs)
+            defs[name](value, parent, where)
         seen.append(value)
 
     return check
