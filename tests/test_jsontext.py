@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 
+import pytest
 from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -285,3 +286,36 @@ def test_shared_skips_a_bounded_run_of_whitespace(monkeypatch) -> None:
     assert whole == []
     assert jsontext.loads_shared(padded, "inventory") == document
     assert whole == [padded]
+
+
+def test_loads_shared_takes_a_known_text_as_its_value_unparsed() -> None:
+    """``known``: an object under the key with that very text is the value given, the same
+    object; any other text (one it begins, one that begins with it) is read as always."""
+    value = {"a": 1, "b": [None, "x"]}
+    text = jsontext.dumps(value)
+    document = f'{{"r":[{{"inventory":{text}}},{{"inventory":{{"a":12}}}}],"baseline":{{"inventory":{text[:-1]},"c":2}}}}}}'
+    texts: jsontext.Texts = {}
+
+    read = jsontext.loads_shared(document.encode(), "inventory", texts, (text, value))
+
+    assert read == json.loads(document)
+    assert read["r"][0]["inventory"] is value
+    assert read["r"][1]["inventory"] == {"a": 12}
+    assert read["baseline"]["inventory"] == {"a": 1, "b": [None, "x"], "c": 2}
+    assert texts[id(value)] == (value, text)
+
+
+@pytest.mark.parametrize(
+    ("data", "found"),
+    [
+        (b'{"steady":{"a":1},"x":{"steady":[2]}}', [2]),  # the last one, wherever it is
+        (b'{"steady":{"a":"\\u00e9"}}', {"a": "\u00e9"}),
+        (b'{"steady": {"a":1}}', None),  # the scanner starts at the value: no whitespace before it
+        (b'{"steady":{"a":1', None),
+        (b'{"steadyx":1}', None),
+        (b'{"steady":\xff}', None),
+        (b"", None),
+    ],
+)
+def test_last_member_reads_the_value_after_the_last_name(data: bytes, found: object) -> None:
+    assert jsontext.last_member(data, "steady") == found

@@ -315,6 +315,19 @@ def test_a_discovered_inventory_as_discovered_trusts_is_one_the_full_check_accep
     assert known is state["readings"][-1]["inventory"]
     assert fast is None
     assert full is None
+    # the tick takes the inventory itself for its text, unparsed (jsontext.loads_shared's known)
+    assert _exactly(jsontext.loads(text), found["inventory"])
+
+
+def _exactly(read: object, value: object) -> bool:
+    """Equal type for type and key for key (``1 == 1.0 == True`` and ``[1] == [1]`` for a tuple's are not)."""
+    if type(read) is not type(value):
+        return False
+    if isinstance(read, dict) and isinstance(value, dict):
+        return list(read) == list(value) and all(_exactly(read[key], value[key]) for key in read)
+    if isinstance(read, list) and isinstance(value, list):
+        return len(read) == len(value) and all(_exactly(one, other) for one, other in zip(read, value, strict=True))
+    return read == value
 
 
 def _hostile(root: Path, edit: str) -> None:
