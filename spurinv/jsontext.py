@@ -103,18 +103,23 @@ _KEPT = 4
 _SPACES = 1 << 16
 
 
-def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
+def loads_shared(data: bytes, key: str, texts: Texts | None = None, known: tuple[str, Any] | None = None) -> Any:
     """``json.loads(data)``, where an object under ``key`` whose text repeats an earlier one's
     byte for byte is parsed once: the repeat *is* the earlier object (callers must not change
     either in place). An object's text is self-delimiting, so the C scanner would read the repeat
     the same way to the same end. Anything unusual is :func:`loads`'s, which decides.
 
     ``texts``, if given, gets the text each such object was read from, for :func:`dumps_shared`
-    (valid while the objects stay as they were read)."""
+    (valid while the objects stay as they were read).
+
+    ``known``: a text :func:`dumps` wrote and the value it wrote it for, made of dicts with
+    string keys, lists, strings, integers, bools and None only (the caller's word), which that
+    text reads back as, type for type and key for key: an object under ``key`` with that very
+    text *is* that value, not parsed at all."""
     if _scan is None or _c is None or data[:1] not in (b"{", b"[") or data[1:2] == b"\0":
         return loads(data)
     text = data.decode("utf-8", "surrogatepass")
-    seen: list[tuple[str, Any]] = []
+    seen: list[tuple[str, Any]] = [known] if known is not None else []
     try:
         value, end = _walk(text, 0, 0, key, seen, [_MEMBERS, _SPACES])
     except (StopIteration, ValueError, SystemError, IndexError, RecursionError, _Unusual):
@@ -123,6 +128,20 @@ def loads_shared(data: bytes, key: str, texts: Texts | None = None) -> Any:
         return loads(data)
     if texts is not None:
         texts.update((id(member), (member, read)) for read, member in seen)
+    return value
+
+
+def last_member(data: bytes, name: str) -> Any:
+    """The value after the last ``"name":`` in ``data``, as the scanner reads it there, or None.
+    A guess (those bytes may sit in a nested object) for the caller to check against the document
+    read in full; the document's own last member of that name, in a file :func:`dumps` wrote."""
+    start = data.rfind(b'"' + name.encode() + b'":')
+    if _scan is None or start < 0:
+        return None
+    try:  # a quote starts a character in UTF-8: the tail decodes as it does in the whole
+        value, _end = _scan(data[start + len(name) + 3 :].decode("utf-8", "surrogatepass"), 0)
+    except (StopIteration, ValueError, SystemError, RecursionError):
+        return None
     return value
 
 
@@ -204,14 +223,17 @@ def _spend(room: list[int]) -> None:
         raise _Unusual
 
 
-def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
+def dumps_shared(value: object, key: str, texts: Texts | None = None, encoded: Texts | None = None) -> str:
     """:func:`dumps` of ``value``, where a value under ``key`` that *is* (the same object) one
     encoded before is encoded once: the same text, as the encoder has no state between values.
 
     With ``texts`` (from :func:`loads_shared`), an object read from a text is not encoded when
     another under ``key`` encodes to that very text and equals it: the object is that text read
     back, and reading back what the encoder wrote gives a value it writes the same way (for
-    equal values: keys that are not strings would not compare equal once read back)."""
+    equal values: keys that are not strings would not compare equal once read back).
+
+    ``encoded``: objects with the text :func:`dumps` gave for each (unchanged since), which is
+    the text this writes for them: not encoded again."""
     if _c is None:
         return dumps(value)
     encode = _c.make_encoder(None, _typeerror, _c.encode_basestring_ascii, None, ":", ",", False, False, True)  # as dumps
@@ -227,7 +249,11 @@ def dumps_shared(value: object, key: str, texts: Texts | None = None) -> str:
             known = texts.get(ident) if texts else None
             if ident in written or ident in read:
                 continue
-            if known is not None and known[0] is member:
+            mine = encoded.get(ident) if encoded else None
+            if mine is not None and mine[0] is member:
+                written[ident] = mine[1]
+                fresh.append((member, mine[1]))
+            elif known is not None and known[0] is member:
                 read[ident] = known
             else:
                 written[ident] = "".join(encode(member, 0))

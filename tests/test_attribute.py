@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from effort import examples
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from spurinv.inventory.sources import attribute
+from spurinv.inventory.sources import attribute, drm
 from spurinv.inventory.sources.attribute import (
     MAX_ATTRIBUTE,
     ReadError,
@@ -664,3 +664,29 @@ def test_a_kfd_node_keeps_every_key_discovery_reads():
 
     assert {"domain", "unique_id", "location_id", "simd_count"} <= read  # the scan finds them
     assert read <= set(kfd.NODE_KEYS)
+
+
+DRM_NAMES = st.one_of(
+    st.text(max_size=12),
+    st.builds(
+        "".join,
+        st.lists(st.sampled_from(["card", "renderD", "amdgpu_xcp", ".", "_", "0", "12", "\n", "٣", "-", "c", "r"]), max_size=5),
+    ),
+)
+
+
+@given(DRM_NAMES)
+@settings(max_examples=examples(600))
+@example("card12\n")
+@example("renderD128\n")
+@example("card٣")
+@example("cardD1")
+@example("amdgpu_xcp_3\n")
+@example("amdgpu_xcp.3")
+@example("amdgpu_xcp3")
+def test_a_drm_entry_and_a_partition_device_are_named_as_numbered_names_them(name: str) -> None:
+    """drm's one-call spellings of numbered(): a node's kind and minor, an amdgpu_xcp device's index."""
+    minor = attribute.numbered(name, "card") if name[:1] == "c" else attribute.numbered(name, "renderD")
+    kind = "card" if name[:1] == "c" else "render"
+    assert drm._node(name) == ((kind, minor) if minor is not None else (drm._node(name)[0], None))
+    assert drm._xcp(name) == (attribute.numbered(name, "amdgpu_xcp.") or attribute.numbered(name, "amdgpu_xcp_"))

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 
+import pytest
 from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -186,13 +187,15 @@ def test_dumps_shared_writes_each_object_as_itself() -> None:
     assert _outcome(lambda v: jsontext.dumps_shared(v, "inventory"), looped) == _outcome(json.dumps, looped)
 
 
-def _replayed(text: str, fresh: object) -> tuple[object, str]:
+def _replayed(text: str, fresh: object, encoded: bool = False) -> tuple[object, str]:
     """What the tick does: read a state, put a new reading holding ``fresh`` after the last one, write
-    it with the texts the read gave; and what json writes for the same value."""
+    it with the texts the read gave (and, ``encoded``, with ``fresh``'s own text, as
+    :func:`spurinv.jsontext.dumps` writes it); and what json writes for the same value."""
     texts: jsontext.Texts = {}
     state = jsontext.loads_shared(text.encode("utf-8", "surrogatepass"), "inventory", texts)
     after = {**state, "readings": [state["readings"][-1], {"inventory": fresh}]}
-    return jsontext.dumps_shared(after, "inventory", texts), json.dumps(after, separators=(",", ":"))
+    mine: jsontext.Texts = {id(fresh): (fresh, jsontext.dumps(fresh))} if encoded else {}
+    return jsontext.dumps_shared(after, "inventory", texts, mine), json.dumps(after, separators=(",", ":"))
 
 
 @given(KEYED, st.sampled_from([None, 0]), st.sampled_from(["same", "copy", "loose"]))
@@ -205,8 +208,9 @@ def test_dumps_shared_with_the_texts_read_is_json_dumps(repeat: object, indent: 
         "copy": json.loads(json.dumps(inventory)),
         "loose": {"cpus": 8.0 if fresh else True, "devices": [repeat]},  # equal, written otherwise
     }[fresh]
-    ours, theirs = _replayed(text, new)
-    assert ours == theirs
+    for encoded in (False, True):
+        ours, theirs = _replayed(text, new, encoded)
+        assert ours == theirs
 
 
 def test_dumps_shared_writes_a_read_object_as_itself() -> None:
@@ -218,8 +222,23 @@ def test_dumps_shared_writes_a_read_object_as_itself() -> None:
         ('{"a":1}', {"a": 1}),  # both: shared
     ):
         text = f'{{"readings":[{{"inventory":{stored}}}],"baseline":{{"inventory":{stored}}}}}'
-        ours, theirs = _replayed(text, fresh)
-        assert ours == theirs
+        for encoded in (False, True):
+            ours, theirs = _replayed(text, fresh, encoded)
+            assert ours == theirs
+
+
+def test_dumps_shared_takes_an_encoded_text_for_that_object_only() -> None:
+    """``encoded`` names each object with its text; an entry whose object is not the one at that
+    id (another that lived there) is not its text."""
+    fresh, other = {"a": 1}, {"a": 2}
+    document = {"readings": [{"inventory": fresh}], "baseline": {"inventory": fresh}}
+
+    assert jsontext.dumps_shared(document, "inventory", None, {id(fresh): (other, '{"a":2}')}) == json.dumps(
+        document, separators=(",", ":")
+    )
+    assert jsontext.dumps_shared(document, "inventory", None, {id(fresh): (fresh, '{"a":1}')}) == json.dumps(
+        document, separators=(",", ":")
+    )
 
 
 def test_shared_walks_a_bounded_part_of_any_file(monkeypatch) -> None:
@@ -267,3 +286,36 @@ def test_shared_skips_a_bounded_run_of_whitespace(monkeypatch) -> None:
     assert whole == []
     assert jsontext.loads_shared(padded, "inventory") == document
     assert whole == [padded]
+
+
+def test_loads_shared_takes_a_known_text_as_its_value_unparsed() -> None:
+    """``known``: an object under the key with that very text is the value given, the same
+    object; any other text (one it begins, one that begins with it) is read as always."""
+    value = {"a": 1, "b": [None, "x"]}
+    text = jsontext.dumps(value)
+    document = f'{{"r":[{{"inventory":{text}}},{{"inventory":{{"a":12}}}}],"baseline":{{"inventory":{text[:-1]},"c":2}}}}}}'
+    texts: jsontext.Texts = {}
+
+    read = jsontext.loads_shared(document.encode(), "inventory", texts, (text, value))
+
+    assert read == json.loads(document)
+    assert read["r"][0]["inventory"] is value
+    assert read["r"][1]["inventory"] == {"a": 12}
+    assert read["baseline"]["inventory"] == {"a": 1, "b": [None, "x"], "c": 2}
+    assert texts[id(value)] == (value, text)
+
+
+@pytest.mark.parametrize(
+    ("data", "found"),
+    [
+        (b'{"steady":{"a":1},"x":{"steady":[2]}}', [2]),  # the last one, wherever it is
+        (b'{"steady":{"a":"\\u00e9"}}', {"a": "\u00e9"}),
+        (b'{"steady": {"a":1}}', None),  # the scanner starts at the value: no whitespace before it
+        (b'{"steady":{"a":1', None),
+        (b'{"steadyx":1}', None),
+        (b'{"steady":\xff}', None),
+        (b"", None),
+    ],
+)
+def test_last_member_reads_the_value_after_the_last_name(data: bytes, found: object) -> None:
+    assert jsontext.last_member(data, "steady") == found

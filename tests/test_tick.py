@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from effort import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_vouch import mutated
 
+from spurinv import jsontext
+from spurinv.cli import tick
 from spurinv.cli.launch import lean_options
+from spurinv.inventory.discovery import discover
 from spurinv.state import file as state_file
+from spurinv.state import ledger, vouch
 
 HEAVY = ("pydantic", "typer", "rich", "requests")
 
@@ -380,3 +390,97 @@ def test_the_full_run_removes_a_killed_ticks_cache_temporary(cli, state_path, tm
     assert result.code == 0, result.err
     assert not state_leftover.exists()
     assert not cache_leftover.exists()
+
+
+def test_the_tick_answers_a_mutated_state_file_as_it_would_check_it_in_full(cli, built, state_path, env, monkeypatch):
+    """Property: with its shortcuts (a discovery before the file is read, an inventory stored as the
+    fresh discovery's own text neither parsed nor checked again) or without them, a tick hands
+    over or writes the same, on state files edited anywhere (their inventories, the memo, the
+    books), as the tick writes them."""
+    root = built("mi300x-dpx")
+    base = steady(cli, root, state_path)
+    lean = lean_options(["refresh", "--root", str(root), "--state", str(state_path)])
+    assert lean is not None
+    monkeypatch.setattr(ledger, "now_text", lambda: "2026-12-05T10:00:00Z")  # both runs write the same time
+    taken: list[bool] = []
+    problem = vouch.problem
+
+    def spied(state: object, discovered: object = None) -> str | None:
+        taken.append(discovered is not None)
+        return problem(state, discovered)
+
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        blob = (jsontext.dumps(mutated(base, data.draw)) + "\n").encode()
+        answers = []
+        for check_in_full in (False, True):
+            state_path.write_bytes(blob)
+            with monkeypatch.context() as patch:
+                patch.setattr(vouch, "problem", (lambda state, _discovered=None: problem(state)) if check_in_full else spied)
+                if check_in_full:  # and every inventory read from its text, the memo first
+                    patch.setattr(tick, "_early", lambda *_args: None)
+                code = tick.run(lean[1], env, io.StringIO())
+            answers.append((code, state_path.read_bytes()))
+        assert answers[0] == answers[1]
+
+    check()
+    assert any(taken), "no example took the shortcut"
+
+
+@pytest.mark.parametrize("refused", [True, False])
+def test_a_discovery_that_raises_on_a_refused_file_hands_over_as_before(cli, built, state_path, env, monkeypatch, refused):
+    """Discovery now runs before the file is vouched for: should it raise what the tick does not
+    expect, a file the check refuses still hands over (as when it was checked first), and only a
+    file it accepts lets the error through."""
+    root = built("vega10")
+    state = steady(cli, root, state_path)
+    if refused:
+        state["readings"][-1]["taken_at"] = "yesterday"
+        state_path.write_text(json.dumps(state))
+    lean = lean_options(["refresh", "--root", str(root), "--state", str(state_path)])
+    assert lean is not None
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise IndexError("a discovery bug")
+
+    monkeypatch.setattr(tick, "discover", broken)
+    if refused:
+        assert tick.run(lean[1], env, io.StringIO()) is None
+    else:
+        with pytest.raises(IndexError, match="a discovery bug"):
+            tick.run(lean[1], env, io.StringIO())
+
+
+@pytest.mark.parametrize("body", ["other settings", "same settings", "no memo"])
+def test_a_memo_guessed_wrong_from_the_text_is_not_the_one_discovered_under(cli, built, state_path, env, monkeypatch, body):
+    """The tick discovers before it reads the file in full, under the memo the text's last
+    ``"steady":`` seems to hold. When that is not the memo (here, a drain intent's body after it
+    holds another), it discovers again under the real one: the same answer as reading first."""
+    root = built("mi300x-dpx")
+    state = steady(cli, root, state_path)
+    first = state["readings"][-1]["inventory"]["devices"][0]["pci_bdf"]
+    memo = {"other settings": {"ignore_pci": [first]}, "same settings": {"ignore_pci": [], "cdi_dirs": []}}.get(body, 5)
+    state["intent"] = {"kind": "drain", "body": {"steady": memo}, "at": "2026-12-05T10:00:00Z"}
+    blob = (jsontext.dumps(state) + "\n").encode()
+    lean = lean_options(["refresh", "--root", str(root), "--state", str(state_path)])
+    assert lean is not None
+    monkeypatch.setattr(ledger, "now_text", lambda: "2026-12-05T10:00:00Z")
+    calls: list[frozenset[str]] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["ignore_pci"])
+        return discover(*args, **kwargs)
+
+    monkeypatch.setattr(tick, "discover", counted)
+    answers = []
+    for early in (True, False):
+        state_path.write_bytes(blob)
+        with monkeypatch.context() as patch:
+            if not early:
+                patch.setattr(tick, "_early", lambda *_args: None)
+            answers.append((tick.run(lean[1], env, io.StringIO()), state_path.read_bytes()))
+
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 0
+    assert calls == {"other settings": [frozenset({first}), frozenset(), frozenset()]}.get(body, [frozenset()] * 2)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from spurinv import jsontext
+from spurinv.inventory.discovery import discover
+from spurinv.inventory.root import Root
 from spurinv.state import vouch
 from spurinv.state.file import Corrupt, NewerSchema, parse, validate
 
@@ -269,3 +274,113 @@ def test_an_array_of_text_and_a_choice_the_model_accepts_are_vouched_for(written
 
     assert vouch.problem(state) is None
     assert _accepted(state)
+
+
+# as_discovered: an inventory stored as the very text of a fresh discovery's is not walked again.
+
+
+def _holding(base: dict[str, Any], inventory: Any) -> tuple[Any, dict[int, tuple[object, str]], str]:
+    """``base`` with ``inventory`` as its readings' and baseline's, written and read back as the
+    tick reads a state file; with the texts it was read from and the inventory's own text."""
+    state = copy.deepcopy(base)
+    for holder in (*state["readings"], state["baseline"]):
+        holder["inventory"] = inventory
+        if "fingerprint" in holder:
+            holder["fingerprint"] = inventory["fingerprint"]
+    texts: dict[int, tuple[object, str]] = {}
+    read = jsontext.loads_shared(jsontext.dumps(state).encode(), "inventory", texts)
+    return read, texts, jsontext.dumps(inventory)
+
+
+def _verdicts(state: Any, texts: dict[int, tuple[object, str]], text: str) -> tuple[object, str | None, str | None]:
+    """What as_discovered says of ``text``, and the check's answer with it and without it."""
+    known = vouch.as_discovered(texts, text)
+    return known, vouch.problem(state, known), vouch.problem(state)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["mi300x-cpx", "mi300x-dpx", "mi300x-spx-vram", "mi308x", "vega10", "nvidia-8", "nvidia-cdi", "nvidia-h100-x8",
+     "mi300x-spx-xcp", "mig-balanced", "mig-multi-ci", "host-node_exporter"],
+)  # fmt: skip
+def test_a_discovered_inventory_as_discovered_trusts_is_one_the_full_check_accepts(written, built, name):
+    """The shortcut's premise, on what discovery really writes: an inventory as_discovered takes
+    as checked is one the full check accepts, so the answer is the same either way."""
+    found = discover(Root(str(built(name))))
+    assert found["inventory"] is not None, found["errors"]
+
+    state, texts, text = _holding(written[2], found["inventory"])
+    known, fast, full = _verdicts(state, texts, text)
+
+    assert known is state["readings"][-1]["inventory"]
+    assert fast is None
+    assert full is None
+    # the tick takes the inventory itself for its text, unparsed (jsontext.loads_shared's known)
+    assert _exactly(jsontext.loads(text), found["inventory"])
+
+
+def _exactly(read: object, value: object) -> bool:
+    """Equal type for type and key for key (``1 == 1.0 == True`` and ``[1] == [1]`` for a tuple's are not)."""
+    if type(read) is not type(value):
+        return False
+    if isinstance(read, dict) and isinstance(value, dict):
+        return list(read) == list(value) and all(_exactly(read[key], value[key]) for key in read)
+    if isinstance(read, list) and isinstance(value, list):
+        return len(read) == len(value) and all(_exactly(one, other) for one, other in zip(read, value, strict=True))
+    return read == value
+
+
+def _hostile(root: Path, edit: str) -> None:
+    devices = root / "sys/bus/pci/devices"
+    function = Path(os.path.realpath(devices / "0000:07:00.0"))
+    if edit == "driver":  # a driver link whose name is not UTF-8: a lone surrogate in the inventory
+        (function / "driver").unlink()
+        os.symlink(b"../../../bus/pci/drivers/nv\xffidia", bytes(function / "driver"))
+    else:  # a DRM card minor of 19 or 20 digits: past 64 bits, or within them and still refused a glance
+        drm = root / "sys/class/drm"
+        os.rename(drm / "card1", drm / f"card{edit}")
+
+
+@pytest.mark.parametrize(
+    ("edit", "accepted"), [("driver", False), ("99999999999999999999", False), ("1000000000000000000", True)]
+)
+def test_what_discovery_copies_unbounded_is_checked_in_full(written, root_copy, edit, accepted):
+    """A driver name that is not UTF-8, a DRM minor of 19 digits or more: discovery writes them
+    as they are, so as_discovered leaves them to the full check, which refuses the first two."""
+    root = root_copy("nvidia-8")
+    _hostile(root, edit)
+    found = discover(Root(str(root)))
+    assert found["inventory"] is not None, found["errors"]
+
+    state, texts, text = _holding(written[2], found["inventory"])
+    known, fast, full = _verdicts(state, texts, text)
+
+    assert known is None
+    assert fast == full
+    assert (full is None) is accepted, full
+
+
+@pytest.mark.parametrize("change", ["float", "bool", "text"])
+def test_an_inventory_equal_to_the_discovered_one_is_answered_as_before(written, built, change):
+    """The check judges equal inventories once, the first it meets (1.0 == 1 == True): the one
+    as_discovered names counts as judged where it is met, so an equal one after it (the baseline)
+    is not judged, and one before it (an older reading) is, as without it."""
+    found = discover(Root(str(built("vega10"))))["inventory"]
+    state, texts, text = _holding(written[2], found)
+    other = json.loads(text)
+    if change == "float":
+        other["cpus"] = float(other["cpus"])
+    elif change == "bool":
+        other["devices"][0]["numa_node"] = bool(other["devices"][0]["numa_node"])
+    else:
+        other["devices"][0]["driver"] = "x\udcff"  # not equal: judged wherever it is
+    assert (other == found) is (change != "text")
+
+    for holder in ("baseline", "first reading"):
+        place = state["baseline"] if holder == "baseline" else state["readings"][0]
+        kept = place["inventory"]
+        place["inventory"] = other
+        known, fast, full = _verdicts(state, texts, text)
+        place["inventory"] = kept
+        assert known is state["readings"][-1]["inventory"]
+        assert fast == full, holder

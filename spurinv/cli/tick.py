@@ -29,7 +29,9 @@ from spurinv.state import ledger, locations, store, vouch
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import TextIO
+    from typing import Any, TextIO
+
+    from spurinv.inventory.model import Discovery
 
 
 def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO | None = None) -> int | None:
@@ -66,25 +68,25 @@ def _tick(
         data = store.read(path)
         if not data:
             return None
-        # the readings and the baseline hold one inventory up to three times: each read and checked once
-        texts: jsontext.Texts = {}
-        state = jsontext.loads_shared(data, "inventory", texts)
-        steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
-        if steady is None or vouch.problem(state) is not None:
-            return None  # a file the model would refuse: the full run moves it aside, never carry it on
         cached_text, cache_ours = read_cache(path + locations.CDI_CACHE)
-        cdi_cache = SpecCache.from_text(cached_text)
-        discovery = discover(
-            Root(options.get("--root", "/")),
-            cdi_dirs=tuple(steady.get("cdi_dirs") or ()),
-            ignore_pci=frozenset(steady.get("ignore_pci") or ()),
-            cdi_cache=cdi_cache,
-        )
+        root = Root(options.get("--root", "/"))
+        early = _early(data, root, cached_text)
+        # the readings and the baseline hold one inventory up to three times: each read and checked
+        # once, and not read at all when it is the very text of the one discovered (early)
+        texts: jsontext.Texts = {}
+        state = jsontext.loads_shared(data, "inventory", texts, early.known if early else None)
+        steady = ledger.memo_for(state, key) if isinstance(state, dict) else None
+        if steady is None:
+            return None
+        vouched = _vouched_discovery(state, steady, texts, root, cached_text, early)
+        if vouched is None:
+            return None  # a file the model would refuse: the full run moves it aside, never carry it on
+        discovery, encoded, cdi_cache = vouched
         after = ledger.replay(state, steady, discovery, ledger.now_text())
         if after is None:
             return None
         # Compact: json's C encoder does not indent, and its Python one took 4 ms of a 40 ms tick.
-        blob = (jsontext.dumps_shared(after, "inventory", texts) + "\n").encode()
+        blob = (jsontext.dumps_shared(after, "inventory", texts, encoded) + "\n").encode()
         if len(blob) > store.MAX_STATE:
             return None  # the full run refuses to write it, and says so
         metrics_file = options.get("--metrics-file") or steady.get("metrics_file")
@@ -128,6 +130,73 @@ def _tick(
         " (no controller request)\n"
     )
     return 0
+
+
+def _settings(steady: Mapping[str, Any]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """What discovery takes from the memo: the CDI directories and the PCI addresses to ignore."""
+    return tuple(steady.get("cdi_dirs") or ()), frozenset(steady.get("ignore_pci") or ())
+
+
+class _Early:
+    """A discovery under the memo the state file's text seems to hold (jsontext.last_member), made
+    before the file is read in full: its inventory's text is then one the read need not parse
+    (``known``). Used only if the memo read in full asks for these very settings."""
+
+    __slots__ = ("cdi_cache", "discovery", "known", "settings")
+
+    def __init__(self, settings: tuple[tuple[str, ...], frozenset[str]], discovery: Discovery, cdi_cache: SpecCache) -> None:
+        self.settings = settings
+        self.discovery = discovery
+        self.cdi_cache = cdi_cache
+        fresh = discovery["inventory"]
+        self.known = (jsontext.dumps(fresh), fresh) if fresh is not None else None
+
+
+def _early(data: bytes, root: Root, cached_text: bytes | None) -> _Early | None:
+    guess = jsontext.last_member(data, "steady")
+    if not isinstance(guess, dict):
+        return None
+    try:
+        settings = _settings(guess)
+        cdi_cache = SpecCache.from_text(cached_text)
+        return _Early(settings, discover(root, cdi_dirs=settings[0], ignore_pci=settings[1], cdi_cache=cdi_cache), cdi_cache)
+    except Exception:  # noqa: BLE001  (the discovery under the memo read in full answers for it)
+        return None
+
+
+def _vouched_discovery(
+    state: dict[str, Any],
+    steady: Mapping[str, Any],
+    texts: jsontext.Texts,
+    root: Root,
+    cached_text: bytes | None,
+    early: _Early | None,
+) -> tuple[Discovery, jsontext.Texts, SpecCache] | None:
+    """The discovery under the memo, with its inventory's text and the CDI cache it used, once the
+    state file is vouched for (:func:`spurinv.state.vouch.problem`); None when it is not.
+
+    Discovery comes first (it only reads): an inventory the file holds as the very text of the
+    fresh one is not walked again (:func:`spurinv.state.vouch.as_discovered`), and that text is
+    the one written. The early discovery is this one when the memo asks for its settings."""
+    try:
+        settings = _settings(steady)
+        if early is not None and early.settings == settings:
+            discovery, cdi_cache, known = early.discovery, early.cdi_cache, early.known
+        else:
+            cdi_cache = SpecCache.from_text(cached_text)  # not one an early discovery filled
+            discovery = discover(root, cdi_dirs=settings[0], ignore_pci=settings[1], cdi_cache=cdi_cache)
+            known = None
+    except Exception:
+        if vouch.problem(state) is not None:
+            return None  # as when the file was vouched for first: a refused memo is never acted on
+        raise
+    fresh = discovery["inventory"]
+    if fresh is None:
+        return (discovery, {}, cdi_cache) if vouch.problem(state) is None else None
+    text = known[0] if known is not None else jsontext.dumps(fresh)
+    if vouch.problem(state, vouch.as_discovered(texts, text)) is not None:
+        return None
+    return discovery, {id(fresh): (fresh, text)}, cdi_cache
 
 
 def read_cache(path: str) -> tuple[bytes | None, bool]:

@@ -45,14 +45,45 @@ class Unvouched(Exception):
     """Where and why the lean path cannot vouch for the file."""
 
 
-def problem(state: object) -> str | None:
+def problem(state: object, discovered: object = None) -> str | None:
     """None when the model would accept ``state`` (a parsed state file); else the first reason
-    it cannot be vouched for (``readings.0.taken_at: not an RFC 3339 timestamp``)."""
+    it cannot be vouched for (``readings.0.taken_at: not an RFC 3339 timestamp``).
+
+    ``discovered``: an inventory in ``state`` (this very object) that :func:`as_discovered` found
+    to be a fresh discovery's, which passes the inventory's rules: each place that holds it is
+    taken as checked, as if its check had just passed; every other value is checked as always."""
     _seen.clear()
+    _discovered[0] = discovered
     try:
         return _first(state)
     finally:
         _seen.clear()
+        _discovered[0] = None
+
+
+# An integer of 19 digits or more in the encoder's compact text: each digit read as "0", and
+# where an integer can start (a member, an item, after a sign) as "!" (10**18 < 2**63 = BIG).
+_DIGITS_AND_STARTS = bytes.maketrans(b"123456789:,[-", b"000000000!!!!")
+_LONG = b"!" + b"0" * 19
+
+
+def as_discovered(texts: jsontext.Texts, text: str) -> object | None:
+    """The object read from a state file (``texts``: :func:`spurinv.jsontext.loads_shared`'s) whose
+    text is ``text``, a fresh discovery's inventory as :func:`spurinv.jsontext.dumps` writes it,
+    if the inventory's rules pass for it without a walk; else None (check it).
+
+    Discovery builds every inventory in the model's form (spurinv/inventory/discovery.py: the
+    keys, types and choices, devices sorted by :func:`spurinv.shape.device_key` with unique
+    identities, canonical PCI addresses, the fingerprint of its devices). Two things it copies
+    from the node unbounded are tested here on the text: a lone surrogate (a driver link's name
+    that is not UTF-8) is spelled ``\\udXXX``, and an integer past 18 digits (a DRM minor) would
+    need its bound checked. ``tests/test_vouch.py`` holds discovery's inventories to this."""
+    member = next((member for member, read in texts.values() if read == text), None)
+    if member is None or "\\ud" in text:
+        return None
+    if _LONG in text.encode("ascii").translate(_DIGITS_AND_STARTS):  # the encoder's text is ASCII
+        return None
+    return member
 
 
 def _first(state: object) -> str | None:
@@ -91,6 +122,7 @@ _SIMPLE: dict[Rule, int] = {}
 # readings' are usually one and the same; each distinct copy is checked once.
 REPEATED = frozenset({"Inventory"})
 _seen: dict[str, list[Any]] = {}
+_discovered: list[object] = [None]  # problem()'s ``discovered``, for the repeated definitions' checks
 
 
 def _validator() -> Rule:
@@ -123,9 +155,11 @@ def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str,
         raise Unvouched(f"(schema): {sorted(unknown)} unknown to this checker")
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
+        if name in REPEATED:
+            return _once(name, root, defs)
         if name not in defs:  # the state's models do not nest themselves, so this ends
             defs[name] = _compile(root["$defs"][name], root, defs)
-        return _once(name, defs[name]) if name in REPEATED else defs[name]
+        return defs[name]
     if "anyOf" in schema:
         choices = schema["anyOf"]
         if len(choices) == 2 and choices[1] == {"type": "null"}:  # "X | None", pydantic's way
@@ -195,12 +229,19 @@ def _string_enum(text: Rule, enum: Rule, choices: frozenset[str]) -> Rule:
     return check
 
 
-def _once(name: str, rule: Rule) -> Rule:
+def _once(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+    """A repeated definition's rule, compiled when a value first needs it (as
+    :func:`_optional_definition`): a tick whose inventory is the fresh discovery's never does."""
+    inventory = name == "Inventory"
+
     def check(value: Any, parent: str, where: str | int | None) -> None:
         seen = _seen.setdefault(name, [])
         if value in seen:  # equal to one checked in this file (a comparison in C): the same answer
             return
-        rule(value, parent, where)
+        if not (inventory and value is _discovered[0]):  # that one passes (as_discovered)
+            if name not in defs:  # the state's models do not nest themselves, so this ends
+                defs[name] = _compile(root["$defs"][name], root, defs)
+            defs[name](value, parent, where)
         seen.append(value)
 
     return check
@@ -396,6 +437,9 @@ def _inventory(inventory: Mapping[str, Any], where: str, checked: list[object]) 
     """:func:`spurinv.shape.inventory_problem` (the model's :class:`spurinv.inventory.model.Inventory`), and
     PCI addresses in the canonical form discovery writes (any other spelling is handed over)."""
     if inventory in checked:  # equal to one already checked (a comparison in C, no hashing)
+        return
+    if inventory is _discovered[0]:  # as_discovered: it passes
+        checked.append(inventory)
         return
     keys = [shape.device_key(device) for device in inventory["devices"]]
     for device, key in zip(inventory["devices"], keys, strict=True):

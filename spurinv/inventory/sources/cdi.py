@@ -341,20 +341,21 @@ class SpecCache:
 def _parsed(kind: object, devices: object) -> bool:
     """Is this what :meth:`SpecCache.put` keeps of a spec that parsed: a kind, and one or more
     ``[name, [node, …]]``, all text? Anything else is no entry (a hand edit), parsed again."""
-    return (
-        isinstance(kind, str)
-        and bool(kind)
-        and isinstance(devices, list)
-        and bool(devices)
-        and all(
+    if not (isinstance(kind, str) and kind and isinstance(devices, list) and devices):
+        return False
+    for device in devices:  # a loop and map(), no generators: 66 devices and 386 nodes a tick
+        if not (
             isinstance(device, list)
             and len(device) == 2
             and isinstance(device[0], str)
             and isinstance(device[1], list)
-            and all(isinstance(node, str) for node in device[1])
-            for device in devices
-        )
-    )
+            and all(map(_IS_TEXT, device[1]))
+        ):
+            return False
+    return True
+
+
+_IS_TEXT = str.__instancecheck__  # isinstance(node, str), called from C by map()
 
 
 def _devices(

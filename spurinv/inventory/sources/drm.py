@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from spurinv.inventory import root as places
-from spurinv.inventory.sources.attribute import ReadError, is_bdf, numbered, parse_keyed_lines, read_optional, sysfs_names
+from spurinv.inventory.sources.attribute import ReadError, is_bdf, parse_keyed_lines, read_optional, sysfs_names
 from spurinv.inventory.sources.pci import canonical, spelled
 from spurinv.inventory.sources.status import Report
 from spurinv.shape import bdf_key
@@ -49,6 +49,29 @@ def _device(paths: RealPaths, link: str, directories: dict[str, bool]) -> str:
     return device
 
 
+def _node(name: str) -> tuple[str, str | None]:
+    """The kind and minor of a DRM entry the names ``^(card|renderD)(\\d+)$`` match (minor None
+    for any other): ``numbered(name, "card")`` or ``numbered(name, "renderD")``
+    (:func:`spurinv.inventory.sources.attribute.numbered`), in one call, not two."""
+    if name.startswith("card"):
+        kind, digits = "card", name[4:]
+    elif name.startswith("renderD"):
+        kind, digits = "render", name[7:]
+    else:
+        return "", None
+    if digits.endswith("\n"):
+        digits = digits[:-1]
+    return kind, digits if digits.isdecimal() else None
+
+
+def _xcp(leaf: str) -> str | None:
+    """``numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")``, in one call."""
+    if not leaf.startswith("amdgpu_xcp") or leaf[10:11] not in (".", "_"):
+        return None
+    digits = leaf[11:-1] if leaf.endswith("\n") else leaf[11:]
+    return digits if digits.isdecimal() else None
+
+
 def read_drm(root: Root, report: Report) -> list[DrmNode]:
     """Return one dict per DRM card/render node: kind, minor, device dir, PCI BDF or xcp index."""
     base = root.join(places.DRM_CLASS)
@@ -60,8 +83,7 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
     directories: dict[str, bool] = {}  # as paths: the tree is taken not to change during one walk
     leaves: dict[str, tuple[str | None, str | None]] = {}  # device → its BDF or xcp index, as named
     for name in sorted(names):
-        # the names ^(card|renderD)(\d+)$ matches: one test each (a name starting "c" is no renderD)
-        kind, minor = ("card", numbered(name, "card")) if name[:1] == "c" else ("render", numbered(name, "renderD"))
+        kind, minor = _node(name)
         if minor is None:
             continue
         link = f"{base}/{name}/device"  # os.path.join's answer: base ends in "drm", a name has no "/"
@@ -75,10 +97,10 @@ def read_drm(root: Root, report: Report) -> list[DrmNode]:
             continue
         named = leaves.get(device)  # a partition's card and render node share their device
         if named is None:
-            leaf = os.path.basename(device)
+            leaf = device[device.rfind("/") + 1 :]  # os.path.basename
             key = bdf_key(leaf)
             # ^amdgpu_xcp[._](\d+)$, never a PCI address
-            xcp = None if key is not None else numbered(leaf, "amdgpu_xcp.") or numbered(leaf, "amdgpu_xcp_")
+            xcp = None if key is not None else _xcp(leaf)
             named = leaves[device] = (spelled(key) if key is not None else None, xcp)
         bdf, xcp = named
         if bdf is None and xcp is None:
