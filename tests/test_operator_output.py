@@ -79,6 +79,49 @@ def test_a_bad_flag_value_is_said_plainly(cli):
     assert "spurinv refresh: --confirm-interval: 'abc' is not a valid number; expected SECONDS" == result.err.splitlines()[0]
 
 
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [
+        (["--confirm-interval", "5", "--confirm-interval", "abc"], "'abc'"),
+        (["--confirm-interval=1", "--confirm-interval=bad"], "'bad'"),
+        (["--confirm-interval=abc", "--confirm-interval", "xyz"], "'xyz'"),
+        (["--confirm-interval", "abc", "--", "--confirm-interval=zzz"], "'abc'"),
+        (["--node", "--confirm-interval=5", "--confirm-interval", "abc"], "'abc'"),
+        (["--metrics-file", "--confirm-interval", "--confirm-interval", "abc"], "'abc'"),
+        (["--confirm-interval", "it's"], '"it\'s"'),
+    ],
+)
+def test_a_bad_flag_value_quoted_is_the_one_refused(cli, args, refused):
+    """click refuses the last value it parsed; the message quotes that one, as click spells it."""
+    result = cli("refresh", *args)
+
+    assert exitcode.USAGE == result.code
+    said = result.err.splitlines()[0]
+    assert f"spurinv refresh: --confirm-interval: {refused} is not a valid number; expected SECONDS" == said
+
+
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        (["refresh", "--node"], "spurinv refresh"),
+        (["config", "show", "--config"], "spurinv config show"),
+        (["status", "--state"], "spurinv status"),
+    ],
+)
+def test_a_flag_missing_its_value_names_the_command(cli, args, path):
+    result = cli(*args)
+    flag = args[-1]
+
+    assert exitcode.USAGE == result.code
+    assert [f"{path}: Option '{flag}' requires an argument.", f"(see {path} --help)"] == result.err.splitlines()
+
+
+def test_a_flag_missing_its_value_under_json_names_the_command_in_the_document(cli):
+    result = cli("refresh", "--json", "--node")
+
+    assert (exitcode.USAGE, "refresh") == (result.code, result.json()["command"])
+
+
 def test_bare_spurinv_prints_the_usage_cleanly(cli):
     result = cli()
 

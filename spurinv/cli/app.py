@@ -628,18 +628,29 @@ def _wants_json(args: list[str]) -> bool:
     return "--json" in words
 
 
-def _plain(exc: Exception, args: list[str]) -> str:
+def _plain(exc: Exception) -> str:
     """click's message, with its wording for a bad number (``Invalid value for '--confirm-interval':
-    'abc' is not a valid float.``) said as an operator would."""
+    'abc' is not a valid float.``) said as an operator would. The value quoted is the one click
+    refused (``{value!r}`` in its message): with a flag given twice, the last."""
     message = str(getattr(exc, "format_message", lambda: exc)())
     param = getattr(exc, "param", None)
-    if param is None or not getattr(param, "opts", None) or not getattr(exc, "message", "").endswith(" is not a valid float."):
+    refused = getattr(exc, "message", "")
+    if param is None or not getattr(param, "opts", None) or not refused.endswith(" is not a valid float."):
         return message
-    option = param.opts[0]
-    given = next((word.partition("=")[2] for word in args if word.startswith(option + "=")), None)
-    if given is None and option in args and args.index(option) + 1 < len(args):
-        given = args[args.index(option) + 1]
-    return f"{option}: {given!r} is not a valid number; expected {param.metavar or 'a number'}"
+    given = refused.removesuffix(" is not a valid float.")
+    return f"{param.opts[0]}: {given} is not a valid number; expected {param.metavar or 'a number'}"
+
+
+def _named(command: Any, args: list[str]) -> str:
+    """The command ``args`` name (``spurinv config init``), for an error click raised without its
+    context (a flag missing its value: ``spurinv refresh --node``)."""
+    path = ["spurinv"]
+    for word in args:
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            break
+        path.append(word)
+    return " ".join(path)
 
 
 _built: list[Any] = []
@@ -676,9 +687,9 @@ def run(args: list[str], *, confirm_wait: Callable[[float], None] | None = None)
         sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
         return exitcode.USAGE
     except ClickUsageError as exc:
-        path = exc.ctx.command_path if exc.ctx is not None else "spurinv"
+        path = exc.ctx.command_path if exc.ctx is not None else _named(command, args)
         name = path.split()[1] if len(path.split()) > 1 else "spurinv"
-        message = _plain(exc, args)
+        message = _plain(exc)
         if _wants_json(args):
             _emit_json(documents.error_document(name, exitcode.USAGE, "usage", message))
         sys.stderr.write(f"{path}: {message}\n(see {path} --help)\n")
