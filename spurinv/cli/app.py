@@ -641,6 +641,12 @@ def _plain(exc: Exception) -> str:
     return f"{param.opts[0]}: {given} is not a valid number; expected {param.metavar or 'a number'}"
 
 
+def emit_error(args: list[str], exit_code: int, code: str, message: str) -> None:
+    """The error document of a run refused before its command ran (:mod:`spurinv.cli.launch`)."""
+    path = _named(_command(), args).split()
+    _emit_json(documents.error_document(path[1] if len(path) > 1 else "spurinv", exit_code, code, message))
+
+
 def _named(command: Any, args: list[str]) -> str:
     """The command ``args`` name (``spurinv config init``), for an error click raised without its
     context (a flag missing its value: ``spurinv refresh --node``)."""

@@ -148,26 +148,45 @@ def _collector(collecting: bool) -> None:
 
 def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
     """An argument (or a path variable) that is not UTF-8 text: one line and 64 (78 for the
-    environment), before anything is read or written. Python hands such bytes over as lone
-    surrogates (``\\udcff``), which neither the state file nor UTF-8 output can hold; every path
-    spurinv is given is one an operator typed, so the fix is to name one that is text."""
+    environment), before anything is read or written, and under ``--json`` an error document.
+    Python hands such bytes over as lone surrogates (``\\udcff``), which neither the state file
+    nor UTF-8 output can hold; every path spurinv is given is one an operator typed, so the fix
+    is to name one that is text, or, for UTF-8 that an ASCII locale could not decode (``LC_ALL=C
+    PYTHONUTF8=0``), to run under a UTF-8 locale."""
     from spurinv.inventory.sources.status import escaped
 
     for position, word in enumerate(args):
         if escaped(word) != word:
             named = args[position - 1] + " " if position and args[position - 1].startswith("-") else ""
-            sys.stderr.write(f"spurinv: error: {named}{escaped(word)}: not UTF-8 text; name a path that is\n")
-            from spurinv import exitcode  # only for the refusal: a module fewer on every tick
-
-            return exitcode.USAGE
+            return _refuse(args, f"{named}{escaped(word)}: {_why(word)}", "usage")
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
         value = environ.get(name, "")
         if escaped(value) != value:
-            sys.stderr.write(f"spurinv: error: ${name} ({escaped(value)}): not UTF-8 text; name a path that is\n")
-            from spurinv import exitcode
-
-            return exitcode.CONFIG
+            return _refuse(args, f"${name} ({escaped(value)}): {_why(value)}", "config")
     return None
+
+
+def _why(word: str) -> str:
+    encoding = sys.getfilesystemencoding()
+    try:
+        os.fsencode(word).decode("utf-8")
+    except (UnicodeError, ValueError):
+        return "not UTF-8 text; name a path that is"
+    if encoding.replace("-", "").lower() == "utf8":
+        return "not UTF-8 text; name a path that is"  # a caller in this process that passed surrogates
+    return f"UTF-8 text this locale's encoding ({encoding}) cannot hold; run spurinv under a UTF-8 locale (LANG=C.UTF-8)"
+
+
+def _refuse(args: list[str], message: str, code: str) -> int:
+    from spurinv import exitcode  # only for the refusal: a module fewer on every tick
+
+    status = exitcode.USAGE if code == "usage" else exitcode.CONFIG
+    sys.stderr.write(f"spurinv: error: {message}\n")
+    if "--json" in (args[: args.index("--")] if "--" in args else args):
+        from spurinv.cli.app import emit_error
+
+        emit_error(args, status, code, message)
+    return status
 
 
 def _lean(command: str, options: dict[str, str]) -> int | None:

@@ -279,6 +279,43 @@ def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_pat
     assert "$SPURINV_STATE" in ran.stderr.decode("utf-8")
 
 
+@pytest.mark.parametrize(("locale", "why"), [("C", "run spurinv under a UTF-8 locale (LANG=C.UTF-8)"), ("C.UTF-8", None)])
+def test_utf8_an_ascii_locale_could_not_decode_says_so_and_json_gets_a_document(locale, why, tmp_path, env):
+    """``LC_ALL=C PYTHONUTF8=0``: the interpreter decodes argv as ASCII, so a UTF-8 node name
+    reaches spurinv as surrogates. The line says the locale is the cause, and a ``--json`` caller
+    gets its error document on stdout."""
+    import subprocess
+    import sys
+
+    environ = {**env, "LC_ALL": locale, "PYTHONUTF8": "0"}
+    command = [sys.executable, "-m", "spurinv", "refresh", "--json", "--state", str(tmp_path / "s.json"), "--node", "ü"]
+    ran = subprocess.run(command, env=environ, capture_output=True, check=False)
+
+    if why is None:  # a UTF-8 locale decodes it: the node name rule refuses it, as any other
+        assert ran.returncode == 64, ran
+        assert "not a node name" in ran.stderr.decode("utf-8")
+        return
+    document = json.loads(ran.stdout)
+    assert (ran.returncode, document["command"], document["exit_code"], document["error"]["code"]) == (
+        64, "refresh", 64, "usage")  # fmt: skip
+    assert document["error"]["message"] == f"--node \\xc3\\xbc: UTF-8 text this locale's encoding (ascii) cannot hold; {why}"
+    assert ran.stderr.decode("ascii") == f"spurinv: error: {document['error']['message']}\n"
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_path_variable_that_is_not_utf8_under_json_is_a_config_error_document(built, tmp_path, env):
+    import subprocess
+    import sys
+
+    environ = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
+    environ[b"SPURINV_STATE"] = os.fsencode(tmp_path) + b"/s\xff.json"
+    ran = subprocess.run([sys.executable, "-m", "spurinv", "status", "--json"], env=environ, capture_output=True, check=False)
+
+    document = json.loads(ran.stdout)
+    assert (ran.returncode, document["command"], document["error"]["code"]) == (78, "status", "config")
+    assert document["error"]["message"] == f"$SPURINV_STATE ({tmp_path}/s\\xff.json): not UTF-8 text; name a path that is"
+
+
 def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, state_path, env, spurinv_here):
     """``"\\udcff"`` is valid JSON: status --json wrote it to stdout as the raw byte (invalid
     UTF-8) or failed writing it (74, blaming stdout)."""
