@@ -384,3 +384,23 @@ def test_an_inventory_equal_to_the_discovered_one_is_answered_as_before(written,
         place["inventory"] = kept
         assert known is state["readings"][-1]["inventory"]
         assert fast == full, holder
+
+
+@pytest.mark.parametrize("spelling", [str.upper, lambda bdf: bdf.removeprefix("0000:"), lambda bdf: bdf + " "])
+def test_a_pci_address_spelled_otherwise_than_discovery_writes_it_is_handed_over(written, spelling):
+    """Discovery writes every address canonically (``0000:c1:00.0``); an inventory holding another
+    spelling was not written by it. Such an address sorts last and can carry a fingerprint of its
+    own, so only this rule stands between it and the tick carrying the file on."""
+    from spurinv.inventory.fingerprint import fingerprint
+
+    state = copy.deepcopy(written[2])
+    for inventory in [reading["inventory"] for reading in state["readings"]] + [state["baseline"]["inventory"]]:
+        last = inventory["devices"][-1]
+        last["pci_bdf"] = spelling(last["pci_bdf"])
+        inventory["fingerprint"] = fingerprint(inventory["cpus"], inventory["memory_mb"], inventory["devices"])
+
+    found = vouch.problem(state)
+
+    assert found is not None
+    assert found.startswith("readings.0.inventory: "), found
+    assert found.endswith(" is not a PCI address as discovery writes it"), found
