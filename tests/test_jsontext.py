@@ -315,6 +315,8 @@ def test_loads_shared_takes_a_known_text_as_its_value_unparsed() -> None:
         (b'{"steadyx":1}', None),
         (b'{"steady":\xff}', None),
         (b"", None),
+        (b"[12345678]", None),  # no such name: nothing, not what a read past where it would end finds
+        (b'"steady":{"a":1}', {"a": 1}),  # at the very start
     ],
 )
 def test_last_member_reads_the_value_after_the_last_name(data: bytes, found: object) -> None:
