@@ -642,7 +642,10 @@ def _plain(exc: Exception) -> str:
 
 
 def emit_error(args: list[str], exit_code: int, code: str, message: str) -> None:
-    """The error document of a run refused before its command ran (:mod:`spurinv.cli.launch`)."""
+    """Under ``--json``, the error document of a run refused before its command ran
+    (:mod:`spurinv.cli.launch`)."""
+    if not _wants_json(args):
+        return
     path = _named(_command(), args).split()
     _emit_json(documents.error_document(path[1] if len(path) > 1 else "spurinv", exit_code, code, message))
 

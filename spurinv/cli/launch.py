@@ -168,13 +168,15 @@ def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
 
 def _why(word: str) -> str:
     encoding = sys.getfilesystemencoding()
-    try:
-        os.fsencode(word).decode("utf-8")
-    except (UnicodeError, ValueError):
-        return "not UTF-8 text; name a path that is"
-    if encoding.replace("-", "").lower() == "utf8":
-        return "not UTF-8 text; name a path that is"  # a caller in this process that passed surrogates
-    return f"UTF-8 text this locale's encoding ({encoding}) cannot hold; run spurinv under a UTF-8 locale (LANG=C.UTF-8)"
+    if encoding.replace("-", "").lower() != "utf8":  # else a caller in this process passed surrogates
+        try:
+            os.fsencode(word).decode("utf-8")
+        except (UnicodeError, ValueError):
+            pass
+        else:
+            held = f"UTF-8 text this locale's encoding ({encoding}) cannot hold"
+            return f"{held}; run spurinv under a UTF-8 locale (LANG=C.UTF-8)"
+    return "not UTF-8 text; name a path that is"
 
 
 def _refuse(args: list[str], message: str, code: str) -> int:
@@ -182,7 +184,7 @@ def _refuse(args: list[str], message: str, code: str) -> int:
 
     status = exitcode.USAGE if code == "usage" else exitcode.CONFIG
     sys.stderr.write(f"spurinv: error: {message}\n")
-    if "--json" in (args[: args.index("--")] if "--" in args else args):
+    if "--json" in args:  # the full CLI decides (after "--" it is no flag), and speaks JSON
         from spurinv.cli.app import emit_error
 
         emit_error(args, status, code, message)
