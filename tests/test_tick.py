@@ -460,16 +460,18 @@ def test_a_memo_guessed_wrong_from_the_text_is_not_the_one_discovered_under(cli,
     root = built("mi300x-dpx")
     state = steady(cli, root, state_path)
     first = state["readings"][-1]["inventory"]["devices"][0]["pci_bdf"]
-    memo = {"other settings": {"ignore_pci": [first]}, "same settings": {"ignore_pci": [], "cdi_dirs": []}}.get(body, 5)
+    same = {"ignore_pci": [], "cdi_dirs": ["/run/cdi-x"]}
+    memo = {"other settings": {"ignore_pci": [first]}, "same settings": same}.get(body, 5)
+    state["steady"]["cdi_dirs"] = ["/run/cdi-x"]  # where no spec is: the same inventory on this root
     state["intent"] = {"kind": "drain", "body": {"steady": memo}, "at": "2026-12-05T10:00:00Z"}
     blob = (jsontext.dumps(state) + "\n").encode()
     lean = lean_options(["refresh", "--root", str(root), "--state", str(state_path)])
     assert lean is not None
     monkeypatch.setattr(ledger, "now_text", lambda: "2026-12-05T10:00:00Z")
-    calls: list[frozenset[str]] = []
+    calls: list[tuple[object, frozenset[str]]] = []
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs["ignore_pci"])
+        calls.append((kwargs["cdi_dirs"], kwargs["ignore_pci"]))
         return discover(*args, **kwargs)
 
     monkeypatch.setattr(tick, "discover", counted)
@@ -483,4 +485,5 @@ def test_a_memo_guessed_wrong_from_the_text_is_not_the_one_discovered_under(cli,
 
     assert answers[0] == answers[1]
     assert answers[0][0] == 0
-    assert calls == {"other settings": [frozenset({first}), frozenset(), frozenset()]}.get(body, [frozenset()] * 2)
+    real = (("/run/cdi-x",), frozenset())
+    assert calls == {"other settings": [((), frozenset({first})), real, real]}.get(body, [real] * 2)
