@@ -485,5 +485,5 @@ def test_a_memo_guessed_wrong_from_the_text_is_not_the_one_discovered_under(cli,
 
     assert answers[0] == answers[1]
     assert answers[0][0] == 0
-    real = (("/run/cdi-x",), frozenset())
+    real: tuple[object, frozenset[str]] = (("/run/cdi-x",), frozenset())
     assert calls == {"other settings": [((), frozenset({first})), real, real]}.get(body, [real] * 2)
