@@ -192,7 +192,7 @@ def _vouched_discovery(
         raise
     fresh = discovery["inventory"]
     if fresh is None:
-        return (discovery, {}, cdi_cache) if vouch.problem(state) is None else None
+        return None  # a failed discovery is never the memo's (ledger.replay): the full run reports it
     text = known[0] if known is not None else jsontext.dumps(fresh)
     if vouch.problem(state, vouch.as_discovered(texts, text)) is not None:
         return None
