@@ -157,9 +157,7 @@ def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str,
         name = schema["$ref"].rsplit("/", 1)[-1]
         if name in REPEATED:
             return _once(name, root, defs)
-        if name not in defs:  # the state's models do not nest themselves, so this ends
-            defs[name] = _compile(root["$defs"][name], root, defs)
-        return defs[name]
+        return _definition(name, root, defs)
     if "anyOf" in schema:
         choices = schema["anyOf"]
         if len(choices) == 2 and choices[1] == {"type": "null"}:  # "X | None", pydantic's way
@@ -229,6 +227,13 @@ def _string_enum(text: Rule, enum: Rule, choices: frozenset[str]) -> Rule:
     return check
 
 
+def _definition(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+    """The rule of the schema's definition ``name``, compiled the first time it is asked for."""
+    if name not in defs:  # the state's models do not nest themselves, so this ends
+        defs[name] = _compile(root["$defs"][name], root, defs)
+    return defs[name]
+
+
 def _once(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
     """A repeated definition's rule, compiled when a value first needs it (as
     :func:`_optional_definition`): a tick whose inventory is the fresh discovery's never does."""
@@ -239,9 +244,7 @@ def _once(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
         if value in seen:  # equal to one checked in this file (a comparison in C): the same answer
             return
         if not (inventory and value is _discovered[0]):  # that one passes (as_discovered)
-            if name not in defs:  # the state's models do not nest themselves, so this ends
-                defs[name] = _compile(root["$defs"][name], root, defs)
-            defs[name](value, parent, where)
+            _definition(name, root, defs)(value, parent, where)
         seen.append(value)
 
     return check
@@ -271,9 +274,7 @@ def _optional_definition(name: str, root: Mapping[str, Any], defs: dict[str, Rul
         nonlocal rule
         if value is not None:
             if rule is None:
-                if name not in defs:  # the state's models do not nest themselves, so this ends
-                    defs[name] = _compile(root["$defs"][name], root, defs)
-                rule = defs[name]
+                rule = _definition(name, root, defs)
             rule(value, parent, where)
 
     _SIMPLE[check] = _NONE  # None needs no call (a device's link, a tick: 64 calls)
