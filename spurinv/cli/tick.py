@@ -138,9 +138,10 @@ def _settings(steady: Mapping[str, Any]) -> tuple[tuple[str, ...], frozenset[str
 
 
 class _Early:
-    """A discovery under the memo the state file's text seems to hold (jsontext.last_member), made
-    before the file is read in full: its inventory's text is then one the read need not parse
-    (``known``). Used only if the memo read in full asks for these very settings."""
+    """A discovery under a memo's settings, with its inventory's text (``known``: None when it
+    found none). Made first under the memo the state file's text seems to hold
+    (:func:`jsontext.last_member`), before the file is read in full: that text is then one the read
+    need not parse. Used only if the memo read in full asks for these very settings."""
 
     __slots__ = ("cdi_cache", "discovery", "known", "settings")
 
@@ -152,14 +153,17 @@ class _Early:
         self.known = (jsontext.dumps(fresh), fresh) if fresh is not None else None
 
 
+def _discovered(settings: tuple[tuple[str, ...], frozenset[str]], root: Root, cached_text: bytes | None) -> _Early:
+    cdi_cache = SpecCache.from_text(cached_text)  # its own: not one another discovery filled
+    return _Early(settings, discover(root, cdi_dirs=settings[0], ignore_pci=settings[1], cdi_cache=cdi_cache), cdi_cache)
+
+
 def _early(data: bytes, root: Root, cached_text: bytes | None) -> _Early | None:
     guess = jsontext.last_member(data, "steady")
     if not isinstance(guess, dict):
         return None
     try:
-        settings = _settings(guess)
-        cdi_cache = SpecCache.from_text(cached_text)
-        return _Early(settings, discover(root, cdi_dirs=settings[0], ignore_pci=settings[1], cdi_cache=cdi_cache), cdi_cache)
+        return _discovered(_settings(guess), root, cached_text)
     except Exception:  # noqa: BLE001  (the discovery under the memo read in full answers for it)
         return None
 
@@ -180,23 +184,18 @@ def _vouched_discovery(
     the one written. The early discovery is this one when the memo asks for its settings."""
     try:
         settings = _settings(steady)
-        if early is not None and early.settings == settings:
-            discovery, cdi_cache, known = early.discovery, early.cdi_cache, early.known
-        else:
-            cdi_cache = SpecCache.from_text(cached_text)  # not one an early discovery filled
-            discovery = discover(root, cdi_dirs=settings[0], ignore_pci=settings[1], cdi_cache=cdi_cache)
-            known = None
+        if early is None or early.settings != settings:
+            early = _discovered(settings, root, cached_text)
     except Exception:
         if vouch.problem(state) is not None:
             return None  # as when the file was vouched for first: a refused memo is never acted on
         raise
-    fresh = discovery["inventory"]
-    if fresh is None:
+    if early.known is None:
         return None  # a failed discovery is never the memo's (ledger.replay): the full run reports it
-    text = known[0] if known is not None else jsontext.dumps(fresh)
+    text, fresh = early.known
     if vouch.problem(state, vouch.as_discovered(texts, text)) is not None:
         return None
-    return discovery, {id(fresh): (fresh, text)}, cdi_cache
+    return early.discovery, {id(fresh): (fresh, text)}, early.cdi_cache
 
 
 def read_cache(path: str) -> tuple[bytes | None, bool]:
