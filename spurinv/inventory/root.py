@@ -5,8 +5,6 @@ pass another directory. Every path spurinv reads is built here, so nothing else 
 names ``/sys`` or ``/proc``. Stdlib only: this is on the timer's hot path.
 """
 
-from __future__ import annotations
-
 import os
 
 # Relative to the root. The KFD path is the one libhsakmt reads (/sys/class/kfd/kfd/topology,
@@ -53,7 +51,7 @@ class Root:
         """Return the on-disk path of ``parts`` (relative to the root)."""
         return os.path.join(self.path, *parts)
 
-    def resolver(self) -> RealPaths:
+    def resolver(self) -> "RealPaths":
         """A symlink resolver for one walk under this root (see :class:`RealPaths`)."""
         return RealPaths(self)
 
@@ -81,7 +79,7 @@ class RealPaths:
 
     __slots__ = ("base", "inside", "links", "plain")
 
-    def __init__(self, root: Root) -> None:
+    def __init__(self, root: "Root") -> None:
         self.links: dict[str, str | None] = {}  # symlink → its resolution (None while resolving)
         self.plain: set[str] = set()  # paths known not to be symlinks (or not to exist)
         self.base = self.realpath(root.path)
@@ -101,7 +99,7 @@ class RealPaths:
             return known
         return os.path.abspath(self._join("", path)[0])
 
-    def _join(self, path: str, rest: str) -> tuple[str, bool]:
+    def _join(self, path: str, rest: str) -> "tuple[str, bool]":
         # posixpath.join and split are spelled out (`name` never contains a slash): the calls
         # were half of what remained.
         if rest.startswith("/"):
@@ -153,7 +151,7 @@ class RealPaths:
 _O_PATH = getattr(os, "O_PATH", 0)
 
 
-def _kernel_path(path: str) -> str | None:
+def _kernel_path(path: str) -> "str | None":
     """The kernel's resolution of ``path`` when every component exists: open it with ``O_PATH``
     (nothing is read, a FIFO does not block) and read the name of the descriptor back, three
     system calls where the walk makes one per new component, and no Python loop (half of the

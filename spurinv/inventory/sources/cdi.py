@@ -8,8 +8,6 @@ not change the hardware, but the operator must hear about it. Validation follows
 Duplicate qualified names resolve as spur does: the later directory (higher priority) wins.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 
@@ -53,7 +51,7 @@ _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 _VENDOR_EDGE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
-def _word(text: str, edge: frozenset[str], inner: frozenset[str]) -> bool:
+def _word(text: str, edge: "frozenset[str]", inner: "frozenset[str]") -> bool:
     """``text`` is one ``[edge]([inner]*[edge])?`` (``edge`` within ``inner``)."""
     return bool(text) and text[0] in edge and text[-1] in edge and inner.issuperset(text)
 
@@ -84,7 +82,7 @@ class SpecError(Exception):
     """A CDI spec that cannot be used, with the reason."""
 
 
-def parse_spec(text: str, yaml_format: bool) -> list[tuple[str, str, list[str]]]:
+def parse_spec(text: str, yaml_format: bool) -> "list[tuple[str, str, list[str]]]":
     """Parse and validate one spec; return ``(kind, name, device node paths)`` per device."""
     if yaml_format:
         import yaml  # only when a YAML spec exists: importing it costs ~10 ms
@@ -189,14 +187,14 @@ def _line(event: object) -> int:
     return int(mark.line) + 1 if mark is not None else 0
 
 
-def _loader() -> type:
+def _loader() -> "type":
     """``yaml.SafeLoader`` without aliases: an anchor reused 2,000 times in a 540 KB spec
     expanded to 40 M paths and 385 MB, past the unit's MemoryMax. CDI specs written
     by nvidia-ctk and the AMD tools use no anchors, so a spec with one is refused, not expanded."""
     import yaml
 
     class NoAliases(yaml.SafeLoader):
-        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        def compose_node(self, parent: "yaml.Node | None", index: int) -> "yaml.Node | None":
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise _AliasRefused(f"YAML alias *{event.anchor} at line {_line(event)} refused (aliases are not expanded)")
@@ -212,7 +210,7 @@ def _libyaml() -> bool:
     return hasattr(yaml, "CSafeLoader")
 
 
-def _device_nodes(edits: object, position: int) -> list[str]:
+def _device_nodes(edits: object, position: int) -> "list[str]":
     if edits is None:
         return []
     if not isinstance(edits, dict):
@@ -233,7 +231,7 @@ def _device_nodes(edits: object, position: int) -> list[str]:
 class _Bounds:
     """What one run may read of CDI specs: MAX_SPECS files, MAX_SPEC_BYTES, and the YAML budget."""
 
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: "Report") -> None:
         self.report = report
         self.files = 0
         self.read = 0  # bytes of specs read or tried
@@ -297,7 +295,7 @@ class SpecCache:
         self.entries: dict[str, list[object]] = {}
 
     @classmethod
-    def from_text(cls, data: bytes | None) -> SpecCache:
+    def from_text(cls, data: "bytes | None") -> "SpecCache":
         """The cache in ``data`` (what :meth:`text` wrote), or an empty one."""
         digest, _newline, body = (data or b"")[:MAX_CACHE].partition(b"\n")
         if not body or sha256(_WRITER + body).hexdigest().encode() != digest:
@@ -318,13 +316,13 @@ class SpecCache:
     def changed(self) -> bool:
         return self.entries != self.known
 
-    def text(self) -> bytes | None:
+    def text(self) -> "bytes | None":
         """The file to write, or None when :meth:`from_text` would not read it back (too large)."""
         body = (jsontext.dumps(self.entries) + "\n").encode()
         text = sha256(_WRITER + body).hexdigest().encode() + b"\n" + body
         return text if len(text) <= MAX_CACHE else None
 
-    def get(self, path: str, digest: str) -> list[tuple[str, str, list[str]]] | None:
+    def get(self, path: str, digest: str) -> "list[tuple[str, str, list[str]]] | None":
         """The devices of the spec at ``path`` if its bytes hash to ``digest`` as cached, else None."""
         entry = self.known.get(path)
         if not isinstance(entry, list) or len(entry) != 3 or entry[0] != digest or not _parsed(entry[1], entry[2]):
@@ -333,7 +331,7 @@ class SpecCache:
         kind = entry[1]
         return [(kind, name, nodes) for name, nodes in entry[2]]
 
-    def put(self, path: str, digest: str, devices: list[tuple[str, str, list[str]]]) -> None:
+    def put(self, path: str, digest: str, devices: "list[tuple[str, str, list[str]]]") -> None:
         """Keep what the spec whose bytes hash to ``digest`` parsed to."""
         self.entries[path] = [digest, devices[0][0], [[name, nodes] for _kind, name, nodes in devices]]
 
@@ -359,8 +357,8 @@ _IS_TEXT = str.__instancecheck__  # isinstance(node, str), called from C by map(
 
 
 def _devices(
-    file_path: str, yaml_format: bool, report: Report, cache: SpecCache | None
-) -> list[tuple[str, str, list[str]]] | None:
+    file_path: str, yaml_format: bool, report: "Report", cache: "SpecCache | None"
+) -> "list[tuple[str, str, list[str]]] | None":
     """The spec's devices (from ``cache`` when its bytes are those parsed before), or None when it
     has a problem (flagged)."""
     try:
@@ -387,7 +385,9 @@ def _devices(
     return devices
 
 
-def read_cdi(root: Root, report: Report, extra_dirs: tuple[str, ...] = (), cache: SpecCache | None = None) -> list[CdiDevice]:
+def read_cdi(
+    root: "Root", report: "Report", extra_dirs: "tuple[str, ...]" = (), cache: "SpecCache | None" = None
+) -> "list[CdiDevice]":
     """Return every valid CDI device, later directories overriding earlier ones; a spec in
     ``cache`` is not parsed again while its bytes are the same."""
     found: dict[str, CdiDevice] = {}
