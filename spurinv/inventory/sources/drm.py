@@ -33,15 +33,20 @@ def _device(paths: "RealPaths", link: str, directories: "dict[str, bool]") -> st
 
     lexists only when the link did not lead to a directory (a system call for each of ~130 DRM
     nodes per tick), with the verdicts of checking it first; ``directories`` remembers isdir for
-    the walk (a partition's card and render node share their device)."""
+    the walk (a partition's card and render node share their device). A device the resolution
+    itself proved a directory (:meth:`RealPaths.directory`) needs no isdir: ~65 system calls a
+    tick, 0.5 M instructions."""
     try:
-        device = paths.resolve(link)
+        device = paths.directory(link)
+        proven = device is not None
+        if device is None:
+            device = paths.resolve(link)
     except OSError:
         if not os.path.lexists(link):
             raise ReadError(link, "missing") from None
         raise
-    if device not in directories:
-        directories[device] = os.path.isdir(device)
+    if device not in directories:  # the first verdict on a device holds for the walk, as before
+        directories[device] = proven or os.path.isdir(device)
     if not directories[device]:
         raise ReadError(link, "dangling link" if os.path.lexists(link) else "missing")
     return device
