@@ -507,9 +507,11 @@ def _gpu_nodes(nodes: "list[str]") -> "list[str]":
     cap = None
     found = []
     for path in nodes:
-        if path.startswith(_CAP_PREFIX):
+        if path.startswith("/dev/dri/"):  # first: most nodes, and never a cap (the prefixes differ)
+            found.append(path)
+        elif path.startswith(_CAP_PREFIX):
             cap = path
-        elif path.startswith("/dev/dri/") or (path.startswith("/dev/nvidia") and numbered(path, "/dev/nvidia") is not None):
+        elif path.startswith("/dev/nvidia") and numbered(path, "/dev/nvidia") is not None:
             found.append(path)
     return [cap] if cap is not None else found
 
