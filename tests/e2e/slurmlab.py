@@ -120,6 +120,7 @@ class SlurmLab:
         self._token_cache: dict[str, tuple[str, float]] = {}
         self._baseline: dict[str, dict[str, Any]] = {}
         self._session = requests.Session()
+        self._broken: str | None = None
 
     # ------------------------------------------------------------------ paths and environment
     @property
@@ -404,15 +405,18 @@ class SlurmLab:
         """The running pid of the lab's ``slurmctld`` or ``slurmd-<node>``, from its pid file's first line and checked
         against ``/proc/<pid>/exe``, so a signal never reaches another process."""
         pid = _read_pid(self._dir / f"{name}.pid")
-        exe = self.prefix / "sbin" / name.split("-", 1)[0]
-        try:
-            running = os.readlink(f"/proc/{pid}/exe") if pid else ""
-        except OSError:
-            running = ""
-        if not _alive(pid) or running.removesuffix(" (deleted)") != os.path.realpath(exe):
-            raise SlurmLabError(f"{name}.pid names pid {pid}, which is not a running {exe}")
-        assert pid is not None
+        program = name.split("-", 1)[0]
+        if pid is None or not self._runs(pid, program):
+            raise SlurmLabError(f"{name}.pid names pid {pid}, which is not a running {self.prefix}/sbin/{program}")
         return pid
+
+    def _runs(self, pid: int, program: str) -> bool:
+        """``pid`` is alive and runs the lab's ``program``: a stale pid file never gets another process signalled."""
+        try:
+            running = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+        except OSError:
+            return False
+        return _alive(pid) and running == os.path.realpath(self.prefix / "sbin" / program)
 
     def reconfigure(self) -> None:
         """``scontrol reconfigure`` and wait for the handover: 24.11 re-execs slurmctld AND both slurmd under new
@@ -474,7 +478,7 @@ class SlurmLab:
         """Stop the node's slurmd by its pid file and start it again (``args`` replace the default
         ``-f $SLURM_CONF -N node``); wait until the controller hears from it."""
         pid = _read_pid(self._dir / f"slurmd-{node}.pid")
-        if pid and _alive(pid):
+        if pid and self._runs(pid, "slurmd"):
             os.kill(pid, 15)
             self.wait_for(lambda: not _alive(pid), 30, f"slurmd {node} (pid {pid}) to exit")
         argv = [str(self.prefix / "sbin" / "slurmd"), *(args or ("-f", str(self.slurm_conf), "-N", node))]
@@ -512,7 +516,7 @@ class SlurmLab:
     def stop_dynamic(self, name: str) -> None:
         """Stop the dynamic node's slurmd (by its pid file), delete the node, put gres.conf back."""
         pid = _read_pid(self._dir / f"slurmd-{name}.pid")
-        if pid and _alive(pid):
+        if pid and self._runs(pid, "slurmd"):
             os.kill(pid, 15)
             self.wait_for(lambda: not _alive(pid), 30, f"slurmd {name} (pid {pid}) to exit")
         (self._dir / f"slurmd-{name}.pid").unlink(missing_ok=True)
@@ -539,10 +543,15 @@ class SlurmLab:
            (23.11+), and only an allocation clears it;
         5. wait until both nodes are clean.
         """
+        if self._broken:
+            raise SlurmLabError(f"the lab broke in an earlier test, not reset: {self._broken}")
         t0 = time.monotonic()
         try:
             self._reset()
         except SlurmLabError as exc:
+            gone = self.daemon_trouble()
+            if gone:  # no later reset can succeed: the tests after this one fail at once, naming this
+                self._broken = gone
             raise SlurmLabError(f"reset failed: {exc}\n{self.diagnostics()}") from exc
         self.timings["reset"].append(time.monotonic() - t0)
 
@@ -578,9 +587,40 @@ class SlurmLab:
         except OSError as exc:
             return f"<{path}: {exc}>"
 
+    def daemons(self) -> dict[str, tuple[int | None, str, str]]:
+        """Each daemon its pid file names: (pid, what ``/proc`` says of it: running, sleeping, stopped,
+        zombie or gone, the program it runs)."""
+        if self.lab_dir is None:
+            return {}
+        seen = {}
+        for path in sorted(self.lab_dir.glob("*.pid")):
+            pid = _read_pid(path)
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text() if pid else ""
+                exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)") if pid else ""
+            except OSError:
+                stat, exe = "", ""
+            state = stat.rsplit(")", 1)[1].split()[0] if stat else "gone"
+            seen[path.stem] = (pid, _STATES.get(state, state), exe)
+        return seen
+
+    def daemon_trouble(self) -> str | None:
+        """Why the lab cannot answer any more, if a daemon every test needs is gone or stopped (SIGSTOP)."""
+        for name, (pid, state, exe) in self.daemons().items():
+            wanted = os.path.realpath(self.prefix / "sbin" / name.split("-", 1)[0])
+            if name in ("slurmctld", "slurmd-n1", "slurmd-n2", "slurmrestd-jwt") and (
+                state not in ("running", "sleeping", "disk-wait") or exe != wanted
+            ):
+                return f"{name}.pid names pid {pid}: {state} {exe}".rstrip()
+        return None
+
     def diagnostics(self, lines: int = 25) -> str:
-        names = ("scripts", "slurmctld", "slurmd-n1", "slurmd-n2", "slurmrestd-jwt", "slurmrestd-local")
-        return "\n".join(f"--- {self.lab_dir}/log/{n}.log (tail)\n{self.log_tail(n, lines)}" for n in names)
+        """The logs' tails, slurmctld's last, then each daemon's state and the kernel's last word on
+        Slurm (a crash, the OOM killer): the end of a long CI log is what gets read."""
+        names = ("scripts", "slurmd-n1", "slurmd-n2", "slurmrestd-jwt", "slurmrestd-local", "slurmctld")
+        logs = "\n".join(f"--- {self.lab_dir}/log/{n}.log (tail)\n{self.log_tail(n, lines)}" for n in names)
+        daemons = "\n".join(f"{name}: pid {pid} {state} {exe}".rstrip() for name, (pid, state, exe) in self.daemons().items())
+        return f"{logs}\n--- daemons (pid files, /proc)\n{daemons}\n--- kernel\n{_kernel_words()}"
 
 
 def _files(gres_line: str) -> list[str]:
@@ -599,6 +639,19 @@ def _read_pid(path: Path) -> int | None:
     except OSError:
         return None
     return int(first) if first.isdigit() else None
+
+
+_STATES = {"R": "running", "S": "sleeping", "D": "disk-wait", "T": "stopped", "t": "traced", "Z": "zombie"}
+
+
+def _kernel_words(lines: int = 8) -> str:
+    """The kernel log's last lines on Slurm, segfaults and the OOM killer (``dmesg``; root reads it)."""
+    try:
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, errors="replace", timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"<dmesg: {exc}>"
+    words = ("slurm", "segfault", "Out of memory", "oom-kill", "traps:")
+    return "\n".join([line for line in out.splitlines() if any(w in line for w in words)][-lines:]) or "<nothing>"
 
 
 def _alive(pid: int | None) -> bool:

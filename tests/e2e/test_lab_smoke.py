@@ -4,6 +4,7 @@ JWT slurmrestd on 127.0.0.1). They prove the harness works; spurinv's own e2e te
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 
 import pytest
@@ -144,3 +145,23 @@ def test_daemon_pid_takes_the_first_line_and_checks_the_process(slurm_lab: Slurm
             slurm_lab.daemon_pid("slurmd-stray")
     finally:
         stray.unlink(missing_ok=True)
+
+
+def test_a_stopped_daemon_is_named_and_the_lab_refuses_further_resets(slurm_lab: SlurmLab) -> None:
+    """A daemon that stops answering (here SIGSTOP, as a crash or a stray signal would leave it) is named by
+    ``daemon_trouble`` and at the end of ``diagnostics``; a reset that then fails marks the lab broken, so the
+    tests after it fail at once naming the cause instead of each waiting out its timeouts."""
+    assert slurm_lab.daemon_trouble() is None
+    pid = slurm_lab.daemon_pid("slurmd-n2")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        trouble = slurm_lab.wait_for(slurm_lab.daemon_trouble, 5, "slurmd-n2 seen stopped")
+        assert trouble == f"slurmd-n2.pid names pid {pid}: stopped {os.path.realpath(slurm_lab.prefix / 'sbin/slurmd')}"
+        assert f"slurmd-n2: pid {pid} stopped" in slurm_lab.diagnostics().rsplit("--- daemons", 1)[1]
+        slurm_lab._broken = trouble  # what a failed reset records when a daemon is in trouble
+        with pytest.raises(SlurmLabError, match=r"broke in an earlier test, not reset: slurmd-n2\.pid names pid"):
+            slurm_lab.reset()
+    finally:
+        slurm_lab._broken = None
+        os.kill(pid, signal.SIGCONT)
+    assert slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble() is None, 5, "slurmd-n2 running again")
