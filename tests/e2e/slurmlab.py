@@ -92,6 +92,9 @@ def pick_port_base(low: int = 20000, high: int = 32000, tries: int = 200) -> int
     raise SlurmLabError(f"no 4 consecutive free ports found in {low}-{high} after {tries} tries")
 
 
+MAX_RESTARTS = 2  # a lab that needs more is broken: its tests fail naming why
+
+
 class SlurmLab:
     """One lab: a slurmctld, slurmd n1 (gpu:mi300x:8) and n2 (gpu:4,fpga:4), and two slurmrestd.
 
@@ -115,7 +118,7 @@ class SlurmLab:
         self.lab_dir: Path | None = None
         self.port_base: int | None = None
         self.started_munged = False
-        self.timings: dict[str, Any] = {"reset": []}
+        self.timings: dict[str, Any] = {"reset": [], "restarts": []}
         self._running = False
         self._token_cache: dict[str, tuple[str, float]] = {}
         self._baseline: dict[str, dict[str, Any]] = {}
@@ -472,7 +475,10 @@ class SlurmLab:
                 os.replace(backup, path)
                 changed = True
         if changed:
-            self.reconfigure()
+            try:
+                self.reconfigure()
+            except SlurmLabError as exc:
+                self._restart(f"reconfigure with the configuration put back failed: {exc}")  # renders it afresh
 
     def restart_slurmd(self, node: str, *args: str) -> None:
         """Stop the node's slurmd by its pid file and start it again (``args`` replace the default
@@ -542,6 +548,8 @@ class SlurmLab:
         4. a node that still carries a reason gets a trivial job: without accounting, RESUME leaves the old reason
            (23.11+), and only an allocation clears it;
         5. wait until both nodes are clean.
+
+        A reset that fails restarts the lab (see ``_restart``) and resets the fresh one.
         """
         if self._broken:
             raise SlurmLabError(f"the lab broke in an earlier test, not reset: {self._broken}")
@@ -549,11 +557,33 @@ class SlurmLab:
         try:
             self._reset()
         except SlurmLabError as exc:
-            gone = self.daemon_trouble()
-            if gone:  # no later reset can succeed: the tests after this one fail at once, naming this
-                self._broken = gone
-            raise SlurmLabError(f"reset failed: {exc}\n{self.diagnostics()}") from exc
+            self._restart(f"reset failed: {exc}")
+            try:
+                self._reset()
+            except SlurmLabError as again:
+                self._broken = f"reset failed after a restart: {str(again).splitlines()[0]}"
+                raise SlurmLabError(f"reset failed after a restart: {again}\n{self.diagnostics()}") from again
         self.timings["reset"].append(time.monotonic() - t0)
+
+    def _restart(self, why: str) -> None:
+        """Stop the lab and start a fresh one, at most ``MAX_RESTARTS`` times a run, between tests
+        only (a reset, putting the configuration back): the next test's assertions are all its own.
+        Slurm 24.11's daemons re-execute at every reconfigure, and one in some hundred runs a lab
+        stopped answering for good (CI on faf48a42, cause unknown). What was seen is kept in
+        ``timings["restarts"]`` and printed with the run's summary; past the limit the lab is
+        broken, and the tests after fail at once naming why."""
+        seen = f"{why.splitlines()[0]}; {self.daemon_trouble() or 'every daemon running'}"
+        record = f"{seen}\n{self.diagnostics(10)}"
+        if len(self.timings["restarts"]) >= MAX_RESTARTS:
+            self._broken = seen
+            raise SlurmLabError(f"{why}\n{self.diagnostics()}")
+        self.timings["restarts"].append(record)
+        try:
+            self.stop()
+            self.start()
+        except SlurmLabError as exc:
+            self._broken = f"{seen}; the restart failed too: {str(exc).splitlines()[0]}"
+            raise SlurmLabError(f"{why}\n--- then the restart failed: {exc}") from exc
 
     def _reset(self) -> None:
         if ids := self.jobs():

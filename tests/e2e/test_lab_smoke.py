@@ -165,3 +165,21 @@ def test_a_stopped_daemon_is_named_and_the_lab_refuses_further_resets(slurm_lab:
         slurm_lab._broken = None
         os.kill(pid, signal.SIGCONT)
     assert slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble() is None, 5, "slurmd-n2 running again")
+
+
+def test_a_reset_that_fails_restarts_the_lab_once_and_says_why(slurm_lab: SlurmLab) -> None:
+    """slurmctld killed (as a crash would): the next reset fails, restarts the lab, resets the fresh one, and
+    records what it saw, which the run's summary prints."""
+    pid = slurm_lab.daemon_pid("slurmctld")
+    os.kill(pid, signal.SIGKILL)
+    slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble(), 10, "slurmctld seen gone")  # noqa: PLW0108 - a fresh call each poll
+    try:
+        slurm_lab.reset()
+        assert slurm_lab.daemon_pid("slurmctld") != pid
+        assert slurm_lab.scontrol("ping").returncode == 0
+        assert [n["state"] for n in slurm_lab.nodes()] == [["IDLE"], ["IDLE"]]
+        [seen] = slurm_lab.timings["restarts"]
+        assert seen.startswith("reset failed: "), seen
+        assert f"slurmctld.pid names pid {pid}: gone" in seen.splitlines()[0], seen
+    finally:
+        slurm_lab.timings["restarts"].clear()  # this one was asked for: the summary shows only the others
