@@ -48,14 +48,78 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     that started it), and the lab's resets between tests stay serial. Every other test is its
     own unit of work, as with ``--dist load``; the e2e unit, the largest, is handed out first.
     (``--dist loadgroup`` would do this from a mark, but xdist 3.8 sets a test id attribute that
-    pytest 9.2 no longer reads.)"""
+    pytest 9.2 no longer reads.)
+
+    Each worker works through its own lane, a contiguous stretch of the collection (by number of
+    tests), then takes tests from the end of the longest lane left: the workers run different
+    modules at any time, so the modules that mostly wait (hung commands killed at their limit,
+    lock holders) do not all wait at once and leave the cores idle, as they did when every
+    worker took the next test in collection order. A worker is kept four tests ahead: with two
+    (xdist's own rule) it waited for the controller's answer before starting each test."""
     if config.getoption("dist") != "load":
         return None
+    from collections import deque
+
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
 
+    ahead = 4
+
     class OneLab(LoadScopeScheduling):
+        lanes: list[deque[str]] | None = None
+
         def _split_scope(self, nodeid: str) -> str:
             return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+        def _next_scope(self, node: Any) -> str:
+            if self.lanes is None:  # the queue in its first order: the e2e unit first
+                count = max(1, len(self.nodes))
+                total = sum(len(unit) for unit in self.workqueue.values())
+                self.lanes = [deque() for _ in range(count)]
+                done = 0
+                for scope, unit in self.workqueue.items():
+                    self.lanes[min(count - 1, done * count // total)].append(scope)
+                    done += len(unit)
+                self.lane_of: dict[Any, int] = {}
+                self.stealing: set[Any] = set()
+            lane = self.lane_of.setdefault(node, len(self.lane_of) % len(self.lanes))
+            while True:
+                queue = self.lanes[lane]
+                while queue:
+                    scope = queue.pop() if node in self.stealing else queue.popleft()
+                    if scope in self.workqueue:
+                        return scope
+                # this lane is done: from the end of the longest one left, its last tests first
+                lane = max(range(len(self.lanes)), key=lambda i: len(self.lanes[i]))
+                if not self.lanes[lane]:
+                    return next(iter(self.workqueue))  # a crashed worker's tests, queued again
+                self.lane_of[node] = lane
+                self.stealing.add(node)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            scope = self._next_scope(node)
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            if not hasattr(node, "spurinv_index"):  # list.index per test is quadratic in the suite
+                node.spurinv_index = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
+            node.send_runtest_some([node.spurinv_index[nodeid] for nodeid, completed in work_unit.items() if not completed])
+
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            nodeid = self.registered_collections[node][item_index]
+            scope = self._split_scope(nodeid)
+            work_unit = self.assigned_work[node][scope]
+            work_unit[nodeid] = True
+            if all(work_unit.values()):  # done: no longer counted on each completion
+                del self.assigned_work[node][scope]
+            self._reschedule(node)
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < ahead:
+                self._assign_work_unit(node)
 
     return OneLab(config, log)
 
@@ -178,31 +242,42 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Return a read-only fixture root by name, building it on first use.
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], object]], Path]:
+    """``shared(NAME, build)``: a read-only directory made once a run by ``build(path)``.
 
-    Under pytest-xdist the workers of one run share the roots (the 64-partition CPX root costs
-    about 2 s of CPU to build): the first worker to ask builds a root beside the others' temporary
-    directories, under a lock, and renames it into place; the others wait for it and reuse it."""
+    Under pytest-xdist the workers of one run share it: the first worker to ask builds it beside
+    the others' temporary directories, under a lock, and renames it into place; the others wait
+    for it and reuse it. A build that raises leaves nothing in place: the next ask builds again."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     # the run's own directory (pytest-N), shared by its workers only; without xdist, one per session
     base = tmp_path_factory.getbasetemp().parent / "roots" if worker else tmp_path_factory.mktemp("roots")
     base.mkdir(exist_ok=True)
     cache: dict[str, Path] = {}
 
-    def get(name: str) -> Path:
+    def get(name: str, build: Callable[[Path], object]) -> Path:
         if name not in cache:
             target = base / name
             with open(base / f"{name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not target.exists():
                     building = base / f"{name}.building-{os.getpid()}"
-                    assert BUILDERS[name](building) == building, f"{name} was built elsewhere"
+                    build(building)
                     building.rename(target)
             cache[name] = target
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def built(shared: Callable[[str, Callable[[Path], object]], Path]) -> Callable[[str], Path]:
+    """Return a read-only fixture root by name, building it on first use (once a run: the
+    64-partition CPX root costs about 2 s of CPU to build; :func:`shared`)."""
+
+    def build(name: str, path: Path) -> None:
+        assert BUILDERS[name](path) == path, f"{name} was built elsewhere"
+
+    return lambda name: shared(name, lambda path: build(name, path))
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,16 +23,21 @@ from spurinv.inventory.sources.status import Report
 
 
 @pytest.fixture(scope="session")
-def latin1(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def latin1(shared: Callable[[str, Callable[[Path], object]], Path]) -> dict[str, str]:
     """``LANG=en_US`` as Debian defines it (ISO-8859-1), compiled by ``localedef`` into a private
-    ``LOCPATH``: the host's /etc and /usr/lib/locale are never touched."""
+    ``LOCPATH``: the host's /etc and /usr/lib/locale are never touched. Compiled once a run, not
+    once a worker (about 1.5 s of CPU each)."""
     localedef = shutil.which("localedef")
     if localedef is None or not Path("/usr/share/i18n/locales/en_US").exists():
         pytest.skip("needs localedef and the locale sources (Debian package `locales`; scripts/test-setup installs it)")
-    where = tmp_path_factory.mktemp("locale")
-    subprocess.run(
-        [localedef, "-i", "en_US", "-f", "ISO-8859-1", str(where / "en_US")], check=False, capture_output=True, timeout=120
-    )  # fmt: skip  (exit 1 on warnings; checked below)
+
+    def compile_locale(where: Path) -> None:
+        where.mkdir()
+        subprocess.run(
+            [localedef, "-i", "en_US", "-f", "ISO-8859-1", str(where / "en_US")], check=False, capture_output=True, timeout=120
+        )  # fmt: skip  (exit 1 on warnings; checked below, in each worker)
+
+    where = shared("locale-en_US.ISO-8859-1", compile_locale)
     environ = {key: value for key, value in os.environ.items() if not key.startswith(("LC_", "PYTHONIOENCODING", "PYTHONUTF8"))}
     environ.update(LOCPATH=str(where), LANG="en_US")
     probe = [sys.executable, "-c", "import sys; print(sys.getfilesystemencoding(), sys.stdout.encoding)"]
