@@ -50,56 +50,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     (``--dist loadgroup`` would do this from a mark, but xdist 3.8 sets a test id attribute that
     pytest 9.2 no longer reads.)
 
-    Each worker works through its own lane, a contiguous stretch of the collection (by number of
-    tests), then takes tests from the end of the longest lane left: the workers run different
-    modules at any time, so the modules that mostly wait (hung commands killed at their limit,
-    lock holders) do not all wait at once and leave the cores idle, as they did when every
-    worker took the next test in collection order. A worker is kept four tests ahead: with two
-    (xdist's own rule) it waited for the controller's answer before starting each test."""
+    A worker is kept four tests ahead: with xdist's two (the test running and the next one, which
+    pytest must know to run the first) it sat idle after each test until the controller, busy
+    with the other workers' reports, sent it another: 2-3 ms a test, some 15 s of the workers'
+    time a run. The controller's bookkeeping is kept constant a test (xdist looked each test up
+    in the whole collection, and counted a worker's pending tests over every test it had run)."""
     if config.getoption("dist") != "load":
         return None
-    from collections import deque
-
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
 
     ahead = 4
 
     class OneLab(LoadScopeScheduling):
-        lanes: list[deque[str]] | None = None
-
         def _split_scope(self, nodeid: str) -> str:
             return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
 
-        def _next_scope(self, node: Any) -> str:
-            if self.lanes is None:  # the queue in its first order: the e2e unit first
-                count = max(1, len(self.nodes))
-                total = sum(len(unit) for unit in self.workqueue.values())
-                self.lanes = [deque() for _ in range(count)]
-                done = 0
-                for scope, unit in self.workqueue.items():
-                    self.lanes[min(count - 1, done * count // total)].append(scope)
-                    done += len(unit)
-                self.lane_of: dict[Any, int] = {}
-                self.stealing: set[Any] = set()
-            lane = self.lane_of.setdefault(node, len(self.lane_of) % len(self.lanes))
-            while True:
-                queue = self.lanes[lane]
-                while queue:
-                    scope = queue.pop() if node in self.stealing else queue.popleft()
-                    if scope in self.workqueue:
-                        return scope
-                # this lane is done: from the end of the longest one left, its last tests first
-                lane = max(range(len(self.lanes)), key=lambda i: len(self.lanes[i]))
-                if not self.lanes[lane]:
-                    return next(iter(self.workqueue))  # a crashed worker's tests, queued again
-                self.lane_of[node] = lane
-                self.stealing.add(node)
-
         def _assign_work_unit(self, node: Any) -> None:
-            scope = self._next_scope(node)
-            work_unit = self.workqueue.pop(scope)
+            scope, work_unit = self.workqueue.popitem(last=False)
             self.assigned_work.setdefault(node, {})[scope] = work_unit
-            if not hasattr(node, "spurinv_index"):  # list.index per test is quadratic in the suite
+            if not hasattr(node, "spurinv_index"):
                 node.spurinv_index = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
             node.send_runtest_some([node.spurinv_index[nodeid] for nodeid, completed in work_unit.items() if not completed])
 
@@ -108,7 +77,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             scope = self._split_scope(nodeid)
             work_unit = self.assigned_work[node][scope]
             work_unit[nodeid] = True
-            if all(work_unit.values()):  # done: no longer counted on each completion
+            if all(work_unit.values()):  # done: only pending work is counted, on each completion
                 del self.assigned_work[node][scope]
             self._reschedule(node)
 

@@ -184,8 +184,9 @@ def test_missing_default_directories_are_made_0700_one_by_one_under_umask_000(en
     """The default state directory (here from ``$STATE_DIRECTORY``) is created when missing, and
     under ``umask 000`` every missing parent was 0777 (only the last one 0700)."""
     state_directory = tmp_path / "var" / "lib" / "spurinv"
-    # a process: the umask is the whole process's, set by its parent
-    command = f"umask 000; exec {sys.executable} -m spurinv refresh --root {built('mi300x-spx')}"
+    # a process: the umask is the whole process's, set by its parent; no confirm wait (3 s by
+    # default): the directories are made before the first reading
+    command = f"umask 000; exec {sys.executable} -m spurinv refresh --confirm-interval 0 --root {built('mi300x-spx')}"
     clean = {key: value for key, value in env.items() if key != "SPURINV_STATE"}
     ran = subprocess.run(["sh", "-c", command], env={**clean, "STATE_DIRECTORY": str(state_directory)},
                          capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
