@@ -62,15 +62,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     ahead = 4
 
     class OneLab(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: Any) -> None:
+            super().__init__(config, log)
+            self.indexes: dict[Any, dict[str, int]] = {}  # a worker's collection: test id → index
+
         def _split_scope(self, nodeid: str) -> str:
             return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
 
         def _assign_work_unit(self, node: Any) -> None:
             scope, work_unit = self.workqueue.popitem(last=False)
             self.assigned_work.setdefault(node, {})[scope] = work_unit
-            if not hasattr(node, "spurinv_index"):
-                node.spurinv_index = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
-            node.send_runtest_some([node.spurinv_index[nodeid] for nodeid, completed in work_unit.items() if not completed])
+            if node not in self.indexes:
+                self.indexes[node] = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
+            node.send_runtest_some([self.indexes[node][nodeid] for nodeid, completed in work_unit.items() if not completed])
 
         def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
             nodeid = self.registered_collections[node][item_index]
@@ -216,7 +220,8 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[
 
     Under pytest-xdist the workers of one run share it: the first worker to ask builds it beside
     the others' temporary directories, under a lock, and renames it into place; the others wait
-    for it and reuse it. A build that raises leaves nothing in place: the next ask builds again."""
+    for it and reuse it. A build that raises puts nothing in place: the next worker to ask
+    builds it again."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     # the run's own directory (pytest-N), shared by its workers only; without xdist, one per session
     base = tmp_path_factory.getbasetemp().parent / "roots" if worker else tmp_path_factory.mktemp("roots")
