@@ -48,14 +48,51 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     that started it), and the lab's resets between tests stay serial. Every other test is its
     own unit of work, as with ``--dist load``; the e2e unit, the largest, is handed out first.
     (``--dist loadgroup`` would do this from a mark, but xdist 3.8 sets a test id attribute that
-    pytest 9.2 no longer reads.)"""
+    pytest 9.2 no longer reads.)
+
+    A worker is kept four tests ahead: with xdist's two (the test running and the next one, which
+    pytest must know to run the first) it sat idle after each test until the controller, busy
+    with the other workers' reports, sent it another: 2-3 ms a test, some 15 s of the workers'
+    time a run. The controller's bookkeeping is kept constant a test (xdist looked each test up
+    in the whole collection, and counted a worker's pending tests over every test it had run)."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no types
 
+    ahead = 4
+
     class OneLab(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: Any) -> None:
+            super().__init__(config, log)
+            self.indexes: dict[Any, dict[str, int]] = {}  # a worker's collection: test id → index
+
         def _split_scope(self, nodeid: str) -> str:
             return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+        def _assign_work_unit(self, node: Any) -> None:
+            scope, work_unit = self.workqueue.popitem(last=False)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            if node not in self.indexes:
+                self.indexes[node] = {nodeid: i for i, nodeid in enumerate(self.registered_collections[node])}
+            node.send_runtest_some([self.indexes[node][nodeid] for nodeid, completed in work_unit.items() if not completed])
+
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            nodeid = self.registered_collections[node][item_index]
+            scope = self._split_scope(nodeid)
+            work_unit = self.assigned_work[node][scope]
+            work_unit[nodeid] = True
+            if all(work_unit.values()):  # done: only pending work is counted, on each completion
+                del self.assigned_work[node][scope]
+            self._reschedule(node)
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < ahead:
+                self._assign_work_unit(node)
 
     return OneLab(config, log)
 
@@ -178,31 +215,43 @@ BUILDERS: dict[str, Callable[[Path], Path]] = {
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """Return a read-only fixture root by name, building it on first use.
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], object]], Path]:
+    """``shared(NAME, build)``: a read-only directory made once a run by ``build(path)``.
 
-    Under pytest-xdist the workers of one run share the roots (the 64-partition CPX root costs
-    about 2 s of CPU to build): the first worker to ask builds a root beside the others' temporary
-    directories, under a lock, and renames it into place; the others wait for it and reuse it."""
+    Under pytest-xdist the workers of one run share it: the first worker to ask builds it beside
+    the others' temporary directories, under a lock, and renames it into place; the others wait
+    for it and reuse it. A build that raises puts nothing in place: the next worker to ask
+    builds it again."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     # the run's own directory (pytest-N), shared by its workers only; without xdist, one per session
     base = tmp_path_factory.getbasetemp().parent / "roots" if worker else tmp_path_factory.mktemp("roots")
     base.mkdir(exist_ok=True)
     cache: dict[str, Path] = {}
 
-    def get(name: str) -> Path:
+    def get(name: str, build: Callable[[Path], object]) -> Path:
         if name not in cache:
             target = base / name
             with open(base / f"{name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not target.exists():
                     building = base / f"{name}.building-{os.getpid()}"
-                    assert BUILDERS[name](building) == building, f"{name} was built elsewhere"
+                    build(building)
                     building.rename(target)
             cache[name] = target
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def built(shared: Callable[[str, Callable[[Path], object]], Path]) -> Callable[[str], Path]:
+    """Return a read-only fixture root by name, building it on first use (once a run: the
+    64-partition CPX root costs about 2 s of CPU to build; :func:`shared`)."""
+
+    def build(name: str, path: Path) -> None:
+        assert BUILDERS[name](path) == path, f"{name} was built elsewhere"
+
+    return lambda name: shared(name, lambda path: build(name, path))
 
 
 @pytest.fixture

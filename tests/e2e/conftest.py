@@ -55,7 +55,8 @@ def _timings(lab: SlurmLab) -> str:
         )
     if "stop" in t:
         parts.append(f"stop {t['stop']:.2f} s")
-    return f"LAB_DIR={lab.lab_dir} ports {lab.port_base}-{(lab.port_base or 0) + 3}: " + ", ".join(parts)
+    restarts = "".join(f"\nRESTARTED after: {seen}" for seen in t["restarts"])
+    return f"LAB_DIR={lab.lab_dir} ports {lab.port_base}-{(lab.port_base or 0) + 3}: " + ", ".join(parts) + restarts
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ JWT slurmrestd on 127.0.0.1). They prove the harness works; spurinv's own e2e te
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 
 import pytest
@@ -144,3 +145,41 @@ def test_daemon_pid_takes_the_first_line_and_checks_the_process(slurm_lab: Slurm
             slurm_lab.daemon_pid("slurmd-stray")
     finally:
         stray.unlink(missing_ok=True)
+
+
+def test_a_stopped_daemon_is_named_and_the_lab_refuses_further_resets(slurm_lab: SlurmLab) -> None:
+    """A daemon that stops answering (here SIGSTOP, as a crash or a stray signal would leave it) is named by
+    ``daemon_trouble`` and at the end of ``diagnostics``; a reset that then fails marks the lab broken, so the
+    tests after it fail at once naming the cause instead of each waiting out its timeouts."""
+    assert slurm_lab.daemon_trouble() is None
+    pid = slurm_lab.daemon_pid("slurmd-n2")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        trouble = slurm_lab.wait_for(slurm_lab.daemon_trouble, 5, "slurmd-n2 seen stopped")
+        assert trouble == f"slurmd-n2.pid names pid {pid}: stopped {os.path.realpath(slurm_lab.prefix / 'sbin/slurmd')}"
+        assert f"slurmd-n2: pid {pid} stopped" in slurm_lab.diagnostics().rsplit("--- daemons", 1)[1]
+        slurm_lab._broken = trouble  # what a failed reset records when a daemon is in trouble
+        with pytest.raises(SlurmLabError, match=r"broke in an earlier test, not reset: slurmd-n2\.pid names pid"):
+            slurm_lab.reset()
+    finally:
+        slurm_lab._broken = None
+        os.kill(pid, signal.SIGCONT)
+    assert slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble() is None, 5, "slurmd-n2 running again")
+
+
+def test_a_reset_that_fails_restarts_the_lab_once_and_says_why(slurm_lab: SlurmLab) -> None:
+    """slurmctld killed (as a crash would): the next reset fails, restarts the lab, resets the fresh one, and
+    records what it saw, which the run's summary prints."""
+    pid = slurm_lab.daemon_pid("slurmctld")
+    os.kill(pid, signal.SIGKILL)
+    slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble(), 10, "slurmctld seen gone")  # noqa: PLW0108 - a fresh call each poll
+    try:
+        slurm_lab.reset()
+        assert slurm_lab.daemon_pid("slurmctld") != pid
+        assert slurm_lab.scontrol("ping").returncode == 0
+        assert [n["state"] for n in slurm_lab.nodes()] == [["IDLE"], ["IDLE"]]
+        [seen] = slurm_lab.timings["restarts"]
+        assert seen.startswith("reset failed: "), seen
+        assert f"slurmctld.pid names pid {pid}: gone" in seen.splitlines()[0], seen
+    finally:
+        slurm_lab.timings["restarts"].clear()  # this one was asked for: the summary shows only the others

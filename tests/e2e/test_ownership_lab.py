@@ -167,8 +167,7 @@ def test_our_drain_on_a_node_not_responding_is_held_never_lifted(n1):
     code, drained = n1.refresh("cpx")
     assert code == exitcode.PROTOCOL, drained
     assert "drain" in steps(drained), drained["steps"]
-    slurmd = n1.lab._daemon_pids()["slurmd-n1"]
-    assert slurmd is not None
+    slurmd = n1.lab.daemon_pid("slurmd-n1")
     os.kill(slurmd, signal.SIGSTOP)
     try:
         n1.lab.scontrol("update", "nodename=n1", "state=noresp")
