@@ -63,12 +63,12 @@ def _best(runs: int, work: Callable[[], object]) -> Stats:
 
 
 def _refused(load: Callable[[str], object], text: str) -> Callable[[], object]:
-    from spurinv.inventory.sources import cdi
+    from spurinv.inventory.sources import cdispec
 
     def run() -> object:
         try:
             load(text)
-        except cdi._AliasRefused:
+        except cdispec._AliasRefused:
             return None
         raise AssertionError("the alias bomb was not refused")
 
@@ -79,11 +79,11 @@ def measure(runs: int) -> tuple[list[Row], list[str]]:
     import yaml
 
     from spurinv.inventory.root import Root
-    from spurinv.inventory.sources import cdi
+    from spurinv.inventory.sources import cdi, cdispec
     from spurinv.inventory.sources.status import Report
 
     def pure(text: str) -> object:
-        return yaml.load(text, Loader=cdi._loader())  # noqa: S506  (SafeLoader refusing aliases)
+        return yaml.load(text, Loader=cdispec._loader())  # noqa: S506  (SafeLoader refusing aliases)
 
     bomb = alias_bomb()
     spec = large_spec(cdi.MAX_SPEC)
@@ -94,9 +94,9 @@ def measure(runs: int) -> tuple[list[Row], list[str]]:
     if getattr(yaml, "CSafeLoader", None) is None:
         notes.append("cdi: PyYAML has no libyaml here: spurinv uses the pure-Python loader")
         return rows, notes
-    rows.append(Row("refused 0.5 MB alias bomb, libyaml events (after)", "s", _best(runs, _refused(cdi._load_yaml, bomb))))
+    rows.append(Row("refused 0.5 MB alias bomb, libyaml events (after)", "s", _best(runs, _refused(cdispec._load_yaml, bomb))))
     rows.append(Row("1 MiB spec, pure-Python loader (before)", "s", _best(1, lambda: pure(spec))))
-    rows.append(Row("1 MiB spec, libyaml (after)", "s", _best(runs, lambda: cdi._load_yaml(spec))))
+    rows.append(Row("1 MiB spec, libyaml (after)", "s", _best(runs, lambda: cdispec._load_yaml(spec))))
     with tempfile.TemporaryDirectory(prefix="spurinv-cdi-") as work:
         directory = Path(work, "etc", "cdi")
         directory.mkdir(parents=True)

@@ -9,15 +9,13 @@ without ``_json``) goes to the ``json`` package itself, which raises its own err
 own message: the fast path never decides a failure.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
     Texts = dict[int, tuple[object, str]]  # id of an object -> (the object, the text it was read from)
 
-_c: Any
+_c: "Any"
 try:
     import _json as _c
 except ImportError:  # another interpreter: the json package does it all
@@ -43,10 +41,10 @@ def _typeerror(value: object) -> object:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-_scan: Any = _c.make_scanner(_Decoder()) if _c is not None else None
+_scan: "Any" = _c.make_scanner(_Decoder()) if _c is not None else None
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: "bytes | str") -> "Any":
     """``json.loads(data)``."""
     text: str | None = None
     if _scan is not None:
@@ -103,7 +101,7 @@ _KEPT = 4
 _SPACES = 1 << 16
 
 
-def loads_shared(data: bytes, key: str, texts: Texts | None = None, known: tuple[str, Any] | None = None) -> Any:
+def loads_shared(data: bytes, key: str, texts: "Texts | None" = None, known: "tuple[str, Any] | None" = None) -> "Any":
     """``json.loads(data)``, where an object under ``key`` whose text repeats an earlier one's
     byte for byte is parsed once: the repeat *is* the earlier object (callers must not change
     either in place). An object's text is self-delimiting, so the C scanner would read the repeat
@@ -131,7 +129,7 @@ def loads_shared(data: bytes, key: str, texts: Texts | None = None, known: tuple
     return value
 
 
-def last_member(data: bytes, name: str) -> Any:
+def last_member(data: bytes, name: str) -> "Any":
     """The value after the last ``"name":`` in ``data``, as the scanner reads it there, or None.
     A guess (those bytes may sit in a nested object) for the caller to check against the document
     read in full; the document's own last member of that name, in a file :func:`dumps` wrote."""
@@ -145,7 +143,7 @@ def last_member(data: bytes, name: str) -> Any:
     return value
 
 
-def _skip(text: str, index: int, room: list[int]) -> int:
+def _skip(text: str, index: int, room: "list[int]") -> int:
     while text[index] in _WHITESPACE:
         index += 1
         room[1] -= 1
@@ -154,7 +152,7 @@ def _skip(text: str, index: int, room: list[int]) -> int:
     return index
 
 
-def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any]], room: list[int]) -> tuple[Any, int]:
+def _walk(text: str, index: int, depth: int, key: str, seen: "list[tuple[str, Any]]", room: "list[int]") -> "tuple[Any, int]":
     """The value at ``index`` (no whitespace before it) and where it ends, as ``_scan`` reads
     it; an object or array at most ``_WALKED`` levels deep is read here, member by member, by
     the rules of the C scanner (whitespace, commas, a later duplicate key wins)."""
@@ -196,7 +194,7 @@ def _walk(text: str, index: int, depth: int, key: str, seen: list[tuple[str, Any
             return members, index
 
 
-def _next(text: str, index: int, close: str, room: list[int]) -> tuple[bool, int]:
+def _next(text: str, index: int, close: str, room: "list[int]") -> "tuple[bool, int]":
     """After an array's item or an object's member: (True, the index past ``close``) where the
     container ends, else (False, the next item's index past the comma)."""
     index = _skip(text, index, room)
@@ -207,7 +205,7 @@ def _next(text: str, index: int, close: str, room: list[int]) -> tuple[bool, int
     return False, _skip(text, index + 1, room)
 
 
-def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, int]:
+def _repeated(text: str, index: int, seen: "list[tuple[str, Any]]") -> "tuple[Any, int]":
     for earlier, value in seen:
         if text.startswith(earlier, index):
             return value, index + len(earlier)
@@ -217,13 +215,13 @@ def _repeated(text: str, index: int, seen: list[tuple[str, Any]]) -> tuple[Any, 
     return value, end
 
 
-def _spend(room: list[int]) -> None:
+def _spend(room: "list[int]") -> None:
     room[0] -= 1
     if room[0] < 0:
         raise _Unusual
 
 
-def dumps_shared(value: object, key: str, texts: Texts | None = None, encoded: Texts | None = None) -> str:
+def dumps_shared(value: object, key: str, texts: "Texts | None" = None, encoded: "Texts | None" = None) -> str:
     """:func:`dumps` of ``value``, where a value under ``key`` that *is* (the same object) one
     encoded before is encoded once: the same text, as the encoder has no state between values.
 
@@ -278,7 +276,7 @@ class _Unusual(Exception):
 
 
 def _emit(
-    value: object, depth: int, key: str, encode: Any, slots: list[tuple[int, object]], parts: list[str], room: list[int]
+    value: object, depth: int, key: str, encode: "Any", slots: "list[tuple[int, object]]", parts: "list[str]", room: "list[int]"
 ) -> None:
     """``value``'s text into ``parts``, with a slot for each object under ``key`` (its text, later)."""
     kind = value.__class__

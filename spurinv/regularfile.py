@@ -9,8 +9,6 @@ also have exactly one link and belong to us. The type is checked with ``lstat`` 
 have been swapped in between). Stdlib only: the timer's tick uses it.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 import stat
@@ -41,7 +39,7 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _check(path: str, info: os.stat_result, write: bool) -> None:
+def _check(path: str, info: "os.stat_result", write: bool) -> None:
     if stat.S_ISLNK(info.st_mode):
         raise Refused(f"{path} is a symlink; refusing to follow it", errno.ELOOP)
     if not stat.S_ISREG(info.st_mode):
@@ -92,7 +90,7 @@ def read(path: str, limit: int) -> bytes:
     return data
 
 
-def read_bounded(fd: int, limit: int) -> bytes | None:
+def read_bounded(fd: int, limit: int) -> "bytes | None":
     """The rest of ``fd``, or None as soon as it holds more than ``limit`` bytes (then at most one
     64 KiB chunk past the limit has been read). The one bounded read loop: our own files here,
     sysfs attributes in :func:`spurinv.inventory.sources.attribute.read_bytes`; OSError passes through."""

@@ -19,8 +19,6 @@ The types of these dicts (TypedDicts: ``Device``, ``Inventory``, ``Discovery``�
 (``tests/test_architecture.py``).
 """
 
-from __future__ import annotations
-
 from spurinv.inventory.fingerprint import fingerprint
 
 SCHEMA_VERSION = 3  # of the state file (history: spurinv/state/file.py)
@@ -49,11 +47,11 @@ UNPARSED = (1 << 32, 0, 0, 0)  # a PCI address of another spelling sorts last
 
 # bdf_key's answers: a tick asks ~320 times about a dozen addresses (discovery's readers and
 # sorts, the state check), and the parse was ~5 k instructions an answer. Bounded: past it, parsed.
-_KEYS: dict[str, tuple[int, int, int, int] | None] = {}
+_KEYS: "dict[str, tuple[int, int, int, int] | None]" = {}
 _KEPT_KEYS = 4096
 
 
-def bdf_key(bdf: str) -> tuple[int, int, int, int] | None:
+def bdf_key(bdf: str) -> "tuple[int, int, int, int] | None":
     """``0000:05:00.0`` → ``(0, 5, 0, 0)``: numeric order (a domain can have up to 8 hex digits:
     hwloc 2pa-pcidomain32bits); None for any other spelling (``spurinv.inventory.sources.pci.BDF``'s
     pattern, without ``re``: the tick and ``status --json`` do not import it for this)."""
@@ -68,7 +66,7 @@ def bdf_key(bdf: str) -> tuple[int, int, int, int] | None:
     return _bdf_key(bdf)
 
 
-def _bdf_key(bdf: str) -> tuple[int, int, int, int] | None:
+def _bdf_key(bdf: str) -> "tuple[int, int, int, int] | None":
     if bdf.endswith("\n"):  # as the pattern's ``$``
         bdf = bdf[:-1]
     parts = bdf.split(":")
@@ -79,13 +77,13 @@ def _bdf_key(bdf: str) -> tuple[int, int, int, int] | None:
     return None
 
 
-def device_key(device: Mapping[str, Any]) -> tuple[tuple[int, int, int, int], int]:
+def device_key(device: "Mapping[str, Any]") -> "tuple[tuple[int, int, int, int], int]":
     """The order of an inventory's devices: PCI address, then partition index."""
     partition = device["partition"]
     return bdf_key(device["pci_bdf"]) or UNPARSED, partition["index"] if partition else 0
 
 
-def result_problem(ok: bool, inventory: object, errors: object) -> str | None:
+def result_problem(ok: bool, inventory: object, errors: object) -> "str | None":
     """A discovery's or a reading's rule: ``ok`` means an inventory and no errors (a failed read
     can never pass for "no GPUs"), and a failure carries its errors."""
     if ok != (inventory is not None) or ok == bool(errors):
@@ -93,7 +91,7 @@ def result_problem(ok: bool, inventory: object, errors: object) -> str | None:
     return None
 
 
-def discovery_problem(discovery: Mapping[str, Any]) -> str | None:
+def discovery_problem(discovery: "Mapping[str, Any]") -> "str | None":
     """:func:`result_problem`, and no source of a successful discovery failed."""
     problem = result_problem(discovery["ok"], discovery["inventory"], discovery["errors"])
     if problem is None and discovery["ok"] and any(source["status"] == "failed" for source in discovery["sources"].values()):
@@ -101,7 +99,7 @@ def discovery_problem(discovery: Mapping[str, Any]) -> str | None:
     return problem
 
 
-def reading_problem(reading: Mapping[str, Any]) -> str | None:
+def reading_problem(reading: "Mapping[str, Any]") -> "str | None":
     """:func:`result_problem`, and the reading's fingerprint is its inventory's."""
     inventory = reading["inventory"]
     problem = result_problem(reading["ok"], inventory, reading.get("errors"))
@@ -111,8 +109,8 @@ def reading_problem(reading: Mapping[str, Any]) -> str | None:
 
 
 def inventory_problem(
-    inventory: Mapping[str, Any], keys: list[tuple[tuple[int, int, int, int], int]] | None = None
-) -> str | None:
+    inventory: "Mapping[str, Any]", keys: "list[tuple[tuple[int, int, int, int], int]] | None" = None
+) -> "str | None":
     """An inventory's rule: devices unique by identity and sorted by :func:`device_key`, and the
     fingerprint the one they give (a tampered state file does not pass). ``keys``: the devices'
     :func:`device_key`, when the caller has them already."""
@@ -130,7 +128,7 @@ def inventory_problem(
     return None
 
 
-def switch_only(sources: Iterable[object]) -> bool:
+def switch_only(sources: "Iterable[object]") -> bool:
     """Whether a failed result's errors (given by their ``source``) are all a partition switch's
     evidence, and there is some: a switch in progress, not a failure (a real failure beside a
     switch is a failure)."""
@@ -142,7 +140,7 @@ def switch_only(sources: Iterable[object]) -> bool:
     return seen
 
 
-def gpu_counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:
+def gpu_counts(inventory: "Mapping[str, Any] | None") -> "dict[str, int]":
     """Devices per model, e.g. ``{"mi300x": 64}`` (none without an inventory)."""
     counts: dict[str, int] = {}
     for device in inventory["devices"] if inventory else ():
@@ -150,33 +148,33 @@ def gpu_counts(inventory: Mapping[str, Any] | None) -> dict[str, int]:
     return counts
 
 
-def summary(inventory: Mapping[str, Any]) -> str:
+def summary(inventory: "Mapping[str, Any]") -> str:
     """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB``."""
     models = ", ".join(f"{model} {count}" for model, count in sorted(gpu_counts(inventory).items()))
     devices = f"{len(inventory['devices'])} devices ({models})" if inventory["devices"] else "no GPUs"
     return f"{devices}, {inventory['cpus']} CPUs, {inventory['memory_mb']} MiB"
 
 
-def problem_line(problem: Mapping[str, Any]) -> str:
+def problem_line(problem: "Mapping[str, Any]") -> str:
     """``kfd: /sys/...: reason``, one line for logs and drain reasons."""
     source, path, reason = problem["source"], problem["path"], problem["reason"]
     return f"{source}: {path}: {reason}" if path else f"{source}: {reason}"
 
 
-def link_line(link: Mapping[str, Any]) -> str:
+def link_line(link: "Mapping[str, Any]") -> str:
     """``x8 of x16, 32.0 GT/s of 32.0 GT/s``."""
     width, most = link["width"], link["max_width"]
     shown = f"x{width if width is not None else '?'} of x{most if most is not None else '?'}"
     return f"{shown}, {link['speed'] or 'unknown'} of {link['max_speed'] or 'unknown'}"
 
 
-def accepted_link(found: Mapping[str, Any]) -> str:
+def accepted_link(found: "Mapping[str, Any]") -> str:
     """How an accepted degraded link is named in the state (``accepted_links``): ``"<BDF> x<width>"``
     for a link as :func:`spurinv.inventory.sources.link.confirmed` gives it."""
     return f"{found['pci_bdf']} x{found['width']}"
 
 
-def timestamp_problem(value: object) -> str | None:
+def timestamp_problem(value: object) -> "str | None":
     """RFC 3339 as pydantic writes it: ``2026-12-02T18:00:00Z``, optionally ``.123456``, a zone
     ``Z`` or ``+hh:mm``; a real date and time. None when it is one; else why not (anything else,
     even what pydantic might accept, is not vouched for). No ``datetime``: it costs the tick more
@@ -205,7 +203,7 @@ def timestamp_problem(value: object) -> str | None:
     return None
 
 
-def _numbers(text: str, separator: str, widths: tuple[int, ...]) -> list[int]:
+def _numbers(text: str, separator: str, widths: "tuple[int, ...]") -> "list[int]":
     """``2026-12-02`` with widths (4, 2, 2) → [2026, 12, 2]: fixed widths, ASCII digits only."""
     parts = text.split(separator)
     if len(parts) != len(widths) or any(
@@ -215,7 +213,7 @@ def _numbers(text: str, separator: str, widths: tuple[int, ...]) -> list[int]:
     return [int(part) for part in parts]
 
 
-def reading(discovery: Mapping[str, Any], taken_at: Any) -> dict[str, Any]:
+def reading(discovery: "Mapping[str, Any]", taken_at: "Any") -> "dict[str, Any]":
     """A discovery result (discovery's dict) as the state file records it: the one builder, which
     ``model.reading`` validates on the full run, and ``ledger.replay`` records on the tick."""
     inventory = discovery["inventory"]

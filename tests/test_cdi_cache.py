@@ -17,7 +17,7 @@ import pytest
 
 from spurinv.inventory.fingerprint import sha256
 from spurinv.inventory.root import Root
-from spurinv.inventory.sources import cdi
+from spurinv.inventory.sources import cdi, cdispec
 from spurinv.inventory.sources.status import Report
 
 
@@ -58,7 +58,7 @@ def test_an_unchanged_spec_is_not_parsed_again(tmp_path, spec_dir, monkeypatch):
     def refuse(*_args: object) -> None:
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr(cdi, "parse_spec", refuse)
+    monkeypatch.setattr(cdispec, "parse_spec", refuse)  # cdi imports it for each spec it parses
     again, report = _read(tmp_path, cache)
 
     assert again == fresh == ["example.com/gpu=0", "example.com/gpu=1"]

@@ -13,7 +13,7 @@ from effort import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from spurinv.inventory.sources import cdi, link
+from spurinv.inventory.sources import cdispec, link
 from spurinv.inventory.sources.attribute import is_bdf, numbered
 from spurinv.inventory.sources.status import escaped, has_surrogate
 
@@ -67,14 +67,14 @@ def test_speed_is_the_pattern(text: str) -> None:
 @example("amd.com/gpu\n")
 @settings(max_examples=examples(1000))
 def test_cdi_names_are_the_patterns(text: str) -> None:
-    assert cdi.valid_kind(text) == (KIND.match(text) is not None)
-    assert cdi.valid_name(text) == (NAME.match(text) is not None)
-    assert cdi.valid_version(text) == (re.fullmatch(VERSION, text) is not None)
+    assert cdispec.valid_kind(text) == (KIND.match(text) is not None)
+    assert cdispec.valid_name(text) == (NAME.match(text) is not None)
+    assert cdispec.valid_version(text) == (re.fullmatch(VERSION, text) is not None)
 
 
 @given(texts("0123456789.x\n", ["0", "1", "123456789", "1234567890", ".", "\n"]))
 def test_cdi_version_is_the_pattern(text: str) -> None:
-    assert cdi.valid_version(text) == (re.fullmatch(VERSION, text) is not None)
+    assert cdispec.valid_version(text) == (re.fullmatch(VERSION, text) is not None)
 
 
 @given(st.text())

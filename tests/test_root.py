@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+import rootbuilder as rb
 from effort import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spurinv.inventory.discovery import discover
 from spurinv.inventory.root import Root, _kernel_path
 
 
@@ -61,6 +63,8 @@ def test_a_link_leaving_the_root_is_refused(tangled):
 
     with pytest.raises(OSError, match="leaves the root"):
         paths.resolve(str(tangled / "a" / "escape"))
+    with pytest.raises(OSError, match="leaves the root"):  # a directory: the one the proof would take
+        paths.directory(str(tangled / "a" / "escape"))
     assert paths.resolve(str(tangled / "a" / "dotdot")) == os.path.realpath(tangled / "a" / "dotdot")
 
 
@@ -72,3 +76,37 @@ def test_the_kernels_answer_is_realpaths_wherever_it_gives_one(tangled, parts):
 
     assert known is None or known == os.path.realpath(path)
     assert (known is not None) == os.path.exists(path)  # the fast path answers every path that exists
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(parts=st.lists(names, min_size=1, max_size=6))
+def test_a_directory_the_resolution_proves_is_resolves_answer(tangled, parts):
+    """``directory`` is ``resolve`` where ``isdir`` would say True, None wherever it would not
+    (a file, a loop, a dangling or missing name), and refuses a directory outside the root."""
+    paths = Root(str(tangled)).resolver()
+    path = os.path.join(str(tangled), *parts)
+    real = os.path.realpath(path)
+    inside = real == paths.base or real.startswith(paths.inside)
+
+    if os.path.isdir(path) and not inside:
+        with pytest.raises(OSError, match="leaves the root"):
+            paths.directory(path)
+    else:
+        assert paths.directory(path) == (real if os.path.isdir(path) else None)
+
+
+def test_a_device_link_to_a_file_is_no_device(root_copy):
+    """DRM and PCI take a device the resolution proved a directory without an isdir: one that is
+    a file under the root still fails as a dangling link, as it did with the isdir."""
+    root = root_copy("mi300x-spx")
+    pci = rb.pci_device_dir(root, "0000:05:00.0")
+    rb.symlink(pci / "drm" / "renderD128", "device", "../../vendor")
+    functions = root / "sys/bus/pci/devices"
+    rb.symlink(functions, "0000:05:00.0", "../../../devices/pci0000:00/0000:05:00.0/vendor")
+
+    result = discover(Root(str(root)))
+
+    assert not result["ok"]
+    reasons = {(error["source"], error["reason"]) for error in result["errors"]}
+    assert ("drm", "dangling link") in reasons
+    assert ("pci", "dangling link") in reasons

@@ -12,8 +12,6 @@ other argument, any error, or a situation the fast path cannot settle falls thro
 :func:`spurinv.cli.app.run`, which produces the same output the slow way.
 """
 
-from __future__ import annotations
-
 import gc
 import os
 import sys
@@ -31,7 +29,7 @@ LEAN = {
 FLAGS = frozenset({"--json", "--quiet", "-q"})  # the units run `refresh --quiet`: keep it on the fast path
 
 
-def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
+def lean_options(argv: "Sequence[str]") -> "tuple[str, dict[str, str]] | None":
     """Return (command, options) when ``argv`` is something the lean path understands."""
     if not argv or argv[0] not in LEAN:
         return None
@@ -60,7 +58,7 @@ def lean_options(argv: Sequence[str]) -> tuple[str, dict[str, str]] | None:
     return argv[0], options
 
 
-def main(argv: Sequence[str] | None = None, *, confirm_wait: Callable[[float], None] | None = None) -> int:
+def main(argv: "Sequence[str] | None" = None, *, confirm_wait: "Callable[[float], None] | None" = None) -> int:
     """Run spurinv; return the exit status. ``confirm_wait`` replaces ``time.sleep`` for the wait
     before the confirming re-read of a first sighting (``policy.confirm_interval``): a caller in
     this process, the test suite, passes one that returns. Every other wait stays real.
@@ -101,7 +99,7 @@ def main(argv: Sequence[str] | None = None, *, confirm_wait: Callable[[float], N
     return code
 
 
-def _leave(code: int, *streams: TextIO) -> None:
+def _leave(code: int, *streams: "TextIO") -> None:
     """End a process the lean path answered now, without the interpreter's teardown: freeing
     every module and object, and a last collection over them, cost the tick ~2.5 ms of CPU
     (valgrind: 10 M instructions, 8 % of it) for a process that is about to die. Nothing is left
@@ -120,7 +118,7 @@ def _leave(code: int, *streams: TextIO) -> None:
     os._exit(code)
 
 
-def _run(args: list[str], collecting: bool, confirm_wait: Callable[[float], None] | None) -> tuple[int, bool]:
+def _run(args: "list[str]", collecting: bool, confirm_wait: "Callable[[float], None] | None") -> "tuple[int, bool]":
     """The exit status, and whether the lean path answered."""
     if (refused := _not_utf8(args, os.environ)) is not None:
         return refused, False
@@ -146,7 +144,7 @@ def _collector(collecting: bool) -> None:
         gc.enable()
 
 
-def _not_utf8(args: list[str], environ: Mapping[str, str]) -> int | None:
+def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     """An argument (or a path variable) that is not UTF-8 text: one line and 64 (78 for the
     environment), before anything is read or written, and under ``--json`` an error document.
     Python hands such bytes over as lone surrogates (``\\udcff``), which neither the state file
@@ -179,7 +177,7 @@ def _why(word: str) -> str:
     return "not UTF-8 text; name a path that is"
 
 
-def _refuse(args: list[str], message: str, code: str) -> int:
+def _refuse(args: "list[str]", message: str, code: str) -> int:
     from spurinv import exitcode  # only for the refusal: a module fewer on every tick
 
     status = exitcode.USAGE if code == "usage" else exitcode.CONFIG
@@ -191,7 +189,7 @@ def _refuse(args: list[str], message: str, code: str) -> int:
     return status
 
 
-def _lean(command: str, options: dict[str, str]) -> int | None:
+def _lean(command: str, options: "dict[str, str]") -> "int | None":
     environ = dict(os.environ)
     if command == "refresh":
         from spurinv.cli import tick
@@ -202,7 +200,7 @@ def _lean(command: str, options: dict[str, str]) -> int | None:
     return _discover(options, environ)
 
 
-def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
+def _status(options: "dict[str, str]", environ: "dict[str, str]") -> "int | None":
     import json
 
     from spurinv import shape
@@ -229,7 +227,7 @@ def _status(options: dict[str, str], environ: dict[str, str]) -> int | None:
     return 0
 
 
-def _discover(options: dict[str, str], environ: dict[str, str]) -> int | None:
+def _discover(options: "dict[str, str]", environ: "dict[str, str]") -> "int | None":
     from spurinv.inventory.discovery import discover
     from spurinv.inventory.root import Root, RootError
     from spurinv.report import documents

@@ -8,8 +8,6 @@ broken-pipe handling nor any ``except OSError`` meant for a file on disk mistake
 one into a single line on stderr and exit 74 (EX_IOERR), whichever path wrote.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 
@@ -21,7 +19,7 @@ if TYPE_CHECKING:
 class OutputError(Exception):
     """Writing to standard output failed; ``reason`` is the system's word for why, ``errno`` its number."""
 
-    def __init__(self, reason: str, number: int | None = None) -> None:
+    def __init__(self, reason: str, number: "int | None" = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.errno = number
@@ -36,10 +34,10 @@ class _Wrapped:
     """A text stream with its own ``write`` and ``flush``; everything else (``isatty``,
     ``encoding``, ``fileno`` for rich and click) is the stream's own."""
 
-    def __init__(self, stream: TextIO | None) -> None:
+    def __init__(self, stream: "TextIO | None") -> None:
         self.stream = stream  # None: Python started with the descriptor closed
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> "Any":
         if self.stream is None:
             raise AttributeError(name)
         return getattr(self.stream, name)
@@ -85,7 +83,7 @@ class Lossy(_Wrapped):
                 pass
 
 
-def utf8(stream: TextIO | None) -> None:
+def utf8(stream: "TextIO | None") -> None:
     """Make ``stream`` write UTF-8 whatever the locale says. Under ``LANG=en_US`` (ISO-8859-1 on
     Debian) an arrow in a drain reason could not be written (74) after the drain was sent; what
     spurinv prints is UTF-8, as its files are. A stream that is not a real text file is left as it is."""
@@ -98,11 +96,11 @@ def utf8(stream: TextIO | None) -> None:
         pass
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: "Exception") -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
-def abandon(stream: TextIO | None) -> None:
+def abandon(stream: "TextIO | None") -> None:
     """After a failed write, point fd 1 at /dev/null so the interpreter's flush at exit cannot fail
     again ("Exception ignored … BrokenPipeError", exit 120) with output nobody can read."""
     try:

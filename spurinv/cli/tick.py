@@ -13,8 +13,6 @@ from scratch, having missed nothing; after it, the tick reports its own errors a
 over, so one tick never discovers or writes twice.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import time
@@ -34,7 +32,7 @@ if TYPE_CHECKING:
     from spurinv.inventory.model import Discovery
 
 
-def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO | None = None) -> int | None:
+def run(options: "Mapping[str, str]", environ: "Mapping[str, str]", stdout: "TextIO | None" = None) -> "int | None":
     """Try the fast path; return the exit status, or None to hand over to the full run."""
     started = time.perf_counter()
     path = locations.state_path(options.get("--state"), dict(environ))
@@ -62,8 +60,8 @@ def run(options: Mapping[str, str], environ: Mapping[str, str], stdout: TextIO |
 
 
 def _tick(
-    path: str, key: str, options: Mapping[str, str], environ: Mapping[str, str], started: float, stdout: TextIO
-) -> int | None:
+    path: str, key: str, options: "Mapping[str, str]", environ: "Mapping[str, str]", started: float, stdout: "TextIO"
+) -> "int | None":
     try:
         data = store.read(path)
         if not data:
@@ -132,7 +130,7 @@ def _tick(
     return 0
 
 
-def _settings(steady: Mapping[str, Any]) -> tuple[tuple[str, ...], frozenset[str]]:
+def _settings(steady: "Mapping[str, Any]") -> "tuple[tuple[str, ...], frozenset[str]]":
     """What discovery takes from the memo: the CDI directories and the PCI addresses to ignore."""
     return tuple(steady.get("cdi_dirs") or ()), frozenset(steady.get("ignore_pci") or ())
 
@@ -145,7 +143,9 @@ class _Early:
 
     __slots__ = ("cdi_cache", "discovery", "known", "settings")
 
-    def __init__(self, settings: tuple[tuple[str, ...], frozenset[str]], discovery: Discovery, cdi_cache: SpecCache) -> None:
+    def __init__(
+        self, settings: "tuple[tuple[str, ...], frozenset[str]]", discovery: "Discovery", cdi_cache: "SpecCache"
+    ) -> None:
         self.settings = settings
         self.discovery = discovery
         self.cdi_cache = cdi_cache
@@ -153,12 +153,12 @@ class _Early:
         self.known = (jsontext.dumps(fresh), fresh) if fresh is not None else None
 
 
-def _discovered(settings: tuple[tuple[str, ...], frozenset[str]], root: Root, cached_text: bytes | None) -> _Early:
+def _discovered(settings: "tuple[tuple[str, ...], frozenset[str]]", root: "Root", cached_text: "bytes | None") -> "_Early":
     cdi_cache = SpecCache.from_text(cached_text)  # its own: not one another discovery filled
     return _Early(settings, discover(root, cdi_dirs=settings[0], ignore_pci=settings[1], cdi_cache=cdi_cache), cdi_cache)
 
 
-def _early(data: bytes, root: Root, cached_text: bytes | None) -> _Early | None:
+def _early(data: bytes, root: "Root", cached_text: "bytes | None") -> "_Early | None":
     guess = jsontext.last_member(data, "steady")
     if not isinstance(guess, dict):
         return None
@@ -169,13 +169,13 @@ def _early(data: bytes, root: Root, cached_text: bytes | None) -> _Early | None:
 
 
 def _vouched_discovery(
-    state: dict[str, Any],
-    steady: Mapping[str, Any],
-    texts: jsontext.Texts,
-    root: Root,
-    cached_text: bytes | None,
-    early: _Early | None,
-) -> tuple[Discovery, jsontext.Texts, SpecCache] | None:
+    state: "dict[str, Any]",
+    steady: "Mapping[str, Any]",
+    texts: "jsontext.Texts",
+    root: "Root",
+    cached_text: "bytes | None",
+    early: "_Early | None",
+) -> "tuple[Discovery, jsontext.Texts, SpecCache] | None":
     """The discovery under the memo, with its inventory's text and the CDI cache it used, once the
     state file is vouched for (:func:`spurinv.state.vouch.problem`); None when it is not.
 
@@ -198,7 +198,7 @@ def _vouched_discovery(
     return early.discovery, {id(fresh): (fresh, text)}, early.cdi_cache
 
 
-def read_cache(path: str) -> tuple[bytes | None, bool]:
+def read_cache(path: str) -> "tuple[bytes | None, bool]":
     """The CDI spec cache's bytes, and whether the tick may replace the file: only when there is
     none or it is a cache (:meth:`SpecCache.is_cache`) no larger than one the tick writes. An
     operator's file that carries the name (a config or token file the full run never saw there: a
@@ -210,7 +210,7 @@ def read_cache(path: str) -> tuple[bytes | None, bool]:
     return data, data is None or SpecCache.is_cache(data)
 
 
-def _failed(environ: Mapping[str, str], message: str, code: int) -> int:
+def _failed(environ: "Mapping[str, str]", message: str, code: int) -> int:
     from spurinv.log import Log
 
     Log(environ).error(message)

@@ -4,8 +4,6 @@ The AMD table is spur's ``detect_amd_gpu_type_from_id`` (docs/spur.md §1), so a
 same GPU type to spur and to Slurm. Stdlib only (hot path).
 """
 
-from __future__ import annotations
-
 AMD_MODELS = {
     0x74A1: "mi300x", 0x74A9: "mi300x", 0x74BD: "mi300x",
     0x74A0: "mi300a",
@@ -38,7 +36,7 @@ def normalize(product: str) -> str:
     return re.sub(_SEPARATORS, "-", words).strip("-") or "gpu"
 
 
-def model_for(vendor: str, device_id: int, product: str | None) -> str:
+def model_for(vendor: str, device_id: int, product: "str | None") -> str:
     """The GPU type: from the PCI device id where known, else from the product name."""
     if vendor == "amd" and device_id in AMD_MODELS:
         return AMD_MODELS[device_id]
@@ -49,7 +47,7 @@ def model_for(vendor: str, device_id: int, product: str | None) -> str:
     return f"{'amdgpu' if vendor == 'amd' else vendor}-0x{device_id:04x}"
 
 
-def expected_partitions(mode: str | None, model: str) -> int | None:
+def expected_partitions(mode: "str | None", model: str) -> "int | None":
     """How many logical devices one package shows in ``mode``; None when we cannot tell."""
     if mode is None:
         return None

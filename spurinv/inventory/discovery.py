@@ -14,8 +14,6 @@ index is those function bits, so a missing partition never renumbers the others.
 positional index, never the render minor (reused across modes: docs/spur.md "Identity").
 """
 
-from __future__ import annotations
-
 import errno
 import os
 
@@ -48,13 +46,13 @@ _CAP_PREFIX = "/dev/nvidia-caps/nvidia-cap"
 
 
 def discover(
-    root: Root,
+    root: "Root",
     *,
-    cdi_dirs: tuple[str, ...] = (),
-    ignore_pci: frozenset[str] = frozenset(),
+    cdi_dirs: "tuple[str, ...]" = (),
+    ignore_pci: "frozenset[str]" = frozenset(),
     topology: bool = False,
-    cdi_cache: SpecCache | None = None,
-) -> Discovery:
+    cdi_cache: "SpecCache | None" = None,
+) -> "Discovery":
     """Read the node under ``root``; ``topology`` also reads KFD io_links for XGMI peers;
     ``cdi_cache``: CDI specs parsed before (:class:`~spurinv.inventory.sources.cdi.SpecCache`).
 
@@ -114,7 +112,7 @@ def discover(
     return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
 
 
-def _read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
+def _read_nvidia(root: "Root", report: "Report") -> "list[NvidiaGpu]":
     """The NVIDIA driver's GPUs. Its reader is imported only when the driver's directory is there
     (an AMD node's tick does without the module); the reader's own answer for a missing one."""
     try:
@@ -130,12 +128,12 @@ def _read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
 
 
 def _result(
-    reports: dict[str, Report],
-    cpus: int | None,
-    memory: int | None,
-    devices: list[Device],
-    pci_functions: list[str],
-) -> Discovery:
+    reports: "dict[str, Report]",
+    cpus: "int | None",
+    memory: "int | None",
+    devices: "list[Device]",
+    pci_functions: "list[str]",
+) -> "Discovery":
     listed = [report.listed() for report in reports.values()]
     # a switch in progress explains the rest: its evidence comes first (the reading's headline)
     evidence: list[Problem] = [problem for report in reports.values() for problem in report.evidence]
@@ -156,7 +154,7 @@ def _result(
     return {"ok": True, "inventory": inventory, "sources": sources, "errors": [], "flags": flags}
 
 
-def _check_drm_on_bus(drm: list[DrmNode], bus: frozenset[str], ignore: frozenset[str], report: Report) -> None:
+def _check_drm_on_bus(drm: "list[DrmNode]", bus: "frozenset[str]", ignore: "frozenset[str]", report: "Report") -> None:
     """Every DRM node's PCI device must be on the bus: otherwise the PCI view is incomplete."""
     for node in drm:
         bdf = node["bdf"]
@@ -165,7 +163,7 @@ def _check_drm_on_bus(drm: list[DrmNode], bus: frozenset[str], ignore: frozenset
             report.fail(node["device"], f"{name} belongs to PCI device {bdf}, which the PCI bus does not show")
 
 
-def _slot(bdf: str) -> tuple[int, int, int]:
+def _slot(bdf: str) -> "tuple[int, int, int]":
     domain, bus, device, _function = sort_key(bdf)
     return domain, bus, device
 
@@ -173,7 +171,7 @@ def _slot(bdf: str) -> tuple[int, int, int]:
 class _DrmIndex:
     """DRM nodes looked up by render minor, by device directory and by PCI function."""
 
-    def __init__(self, drm: list[DrmNode]) -> None:
+    def __init__(self, drm: "list[DrmNode]") -> None:
         self.render = {node["minor"]: node for node in drm if node["kind"] == "render"}
         self.card_of_device = {node["device"]: node["minor"] for node in drm if node["kind"] == "card"}
         self.by_bdf: dict[str, dict[str, int]] = {}
@@ -183,17 +181,17 @@ class _DrmIndex:
 
 
 def _device(
-    function: PciFunction,
+    function: "PciFunction",
     model: str,
     *,
-    render: int | None,
-    card: int | None,
-    node: str | None,
-    ident: str | None = None,
-    memory_mb: int | None = None,
-    partition: Partition | None = None,
-    unique_id: str | None = None,
-) -> Device:
+    render: "int | None",
+    card: "int | None",
+    node: "str | None",
+    ident: "str | None" = None,
+    memory_mb: "int | None" = None,
+    partition: "Partition | None" = None,
+    unique_id: "str | None" = None,
+) -> "Device":
     return {
         "id": ident or function["bdf"],
         "vendor": function["vendor"],
@@ -215,8 +213,8 @@ def _device(
 
 
 def _amd_devices(
-    root: Root, pci: list[PciFunction], kfd: list[KfdNode], drm: _DrmIndex, reports: dict[str, Report]
-) -> list[Device]:
+    root: "Root", pci: "list[PciFunction]", kfd: "list[KfdNode]", drm: "_DrmIndex", reports: "dict[str, Report]"
+) -> "list[Device]":
     kfd_report = reports["kfd"]
     functions = [f for f in pci if f["vendor"] == "amd"]
     bound = []
@@ -273,8 +271,8 @@ def _amd_devices(
 
 
 def _package(
-    root: Root, function: PciFunction, members: list[tuple[int, KfdNode]], drm: _DrmIndex, reports: dict[str, Report]
-) -> list[tuple[int, Device]]:
+    root: "Root", function: "PciFunction", members: "list[tuple[int, KfdNode]]", drm: "_DrmIndex", reports: "dict[str, Report]"
+) -> "list[tuple[int, Device]]":
     """The logical devices of one AMD package (1 in SPX, up to 8 in CPX), with their KFD node ids."""
     kfd_report = reports["kfd"]
     try:
@@ -343,7 +341,7 @@ def _package(
     return result
 
 
-def _link_peers(devices: list[Device], kfd: list[KfdNode], kfd_ids: dict[int, str]) -> None:
+def _link_peers(devices: "list[Device]", kfd: "list[KfdNode]", kfd_ids: "dict[int, str]") -> None:
     """Fill XGMI peers by identity; links to CPU nodes (type 2, PCIe) are not peers."""
     links = {node["node"]: node["links"] or [] for node in kfd}
     ids = {ident: node for node, ident in kfd_ids.items()}
@@ -353,19 +351,19 @@ def _link_peers(devices: list[Device], kfd: list[KfdNode], kfd_ids: dict[int, st
             device["peers"] = sorted({kfd_ids[to] for kind, to in own if kind == IO_LINK_XGMI and to in kfd_ids})
 
 
-def _word(text: str | None) -> str | None:
+def _word(text: "str | None") -> "str | None":
     return (text.strip() or None) if text is not None else None
 
 
 def _nvidia_devices(
-    root: Root,
-    pci: list[PciFunction],
-    gpus: list[NvidiaGpu],
-    mig: dict[str, MigGpu],
-    drm: _DrmIndex,
-    ignore: frozenset[str],
-    reports: dict[str, Report],
-) -> list[Device]:
+    root: "Root",
+    pci: "list[PciFunction]",
+    gpus: "list[NvidiaGpu]",
+    mig: "dict[str, MigGpu]",
+    drm: "_DrmIndex",
+    ignore: "frozenset[str]",
+    reports: "dict[str, Report]",
+) -> "list[Device]":
     """One device per GPU, or per MIG compute instance (``<BDF>/mig<gi>.<ci>``) of a GPU that has any."""
     report = reports["nvidia"]
     if report.status == FAILED:
@@ -425,7 +423,7 @@ def _nvidia_devices(
     return devices
 
 
-def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Report]) -> list[Device]:
+def _intel_devices(pci: "list[PciFunction]", drm: "_DrmIndex", reports: "dict[str, Report]") -> "list[Device]":
     devices: list[Device] = []
     for function in (f for f in pci if f["vendor"] == "intel"):
         nodes = drm.by_bdf.get(function["bdf"], {})
@@ -447,7 +445,7 @@ def _intel_devices(pci: list[PciFunction], drm: _DrmIndex, reports: dict[str, Re
     return devices
 
 
-def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[CdiDevice], report: Report) -> None:
+def _mig_only_in_spec(gpus: "list[NvidiaGpu]", mig: "dict[str, MigGpu]", cdi: "list[CdiDevice]", report: "Report") -> None:
     """A GPU that reads whole while the CDI spec lists MIG devices on it: a switch in progress.
 
     mig-parted applies a layout by clearing every GPU first, then creating GI and CI one GPU at a
@@ -502,21 +500,23 @@ def _mig_only_in_spec(gpus: list[NvidiaGpu], mig: dict[str, MigGpu], cdi: list[C
 MAX_CDI_NAMES = 32
 
 
-def _gpu_nodes(nodes: list[str]) -> list[str]:
+def _gpu_nodes(nodes: "list[str]") -> "list[str]":
     """The nodes of a CDI entry that name a GPU: a MIG device's compute instance cap (the last
     ``nvidia-cap``, after the GPU instance's), else its DRM and ``/dev/nvidia<M>`` nodes. One pass,
     no comprehension (a call each, for 64 entries a tick)."""
     cap = None
     found = []
     for path in nodes:
-        if path.startswith(_CAP_PREFIX):
+        if path.startswith("/dev/dri/"):  # first: most nodes, and never a cap (the prefixes differ)
+            found.append(path)
+        elif path.startswith(_CAP_PREFIX):
             cap = path
-        elif path.startswith("/dev/dri/") or (path.startswith("/dev/nvidia") and numbered(path, "/dev/nvidia") is not None):
+        elif path.startswith("/dev/nvidia") and numbered(path, "/dev/nvidia") is not None:
             found.append(path)
     return [cap] if cap is not None else found
 
 
-def _cross_check_cdi(devices: list[Device], cdi: list[CdiDevice], caps: dict[str, str], report: Report) -> None:
+def _cross_check_cdi(devices: "list[Device]", cdi: "list[CdiDevice]", caps: "dict[str, str]", report: "Report") -> None:
     """Attach CDI names to devices; flag names that point at hardware we do not see, and GPUs
     a vendor's spec leaves out (a stale spec after a partition switch).
 

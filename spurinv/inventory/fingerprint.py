@@ -7,8 +7,6 @@ what can be scheduled. Devices are sorted by identity first, so the order in whi
 lists directories never matters.
 """
 
-from __future__ import annotations
-
 from _operator import itemgetter  # built into the interpreter: operator's, without reading a module
 
 from spurinv import jsontext
@@ -33,7 +31,7 @@ SCHEDULABLE = ("id", "vendor", "model", "pci_device", "memory_mb", "partition", 
 _schedulable = itemgetter(*SCHEDULABLE)  # a device's row, built in C
 
 
-def fingerprint(cpus: int, memory_mb: int, devices: Iterable[Mapping[str, object]]) -> str:
+def fingerprint(cpus: int, memory_mb: int, devices: "Iterable[Mapping[str, object]]") -> str:
     """Return the hex SHA-256 of the schedulable projection (of discovery's dicts or a model's dump)."""
     rows = sorted(map(_schedulable, devices), key=lambda row: str(row[0]))  # tuples: the same JSON arrays
     blob = jsontext.dumps([VERSION, cpus, memory_mb, rows], sort_keys=True)

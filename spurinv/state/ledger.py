@@ -11,8 +11,6 @@ agree). Three things live here:
 * :func:`replay` — the tick: apply a memo to a new reading, or say that the full run must decide.
 """
 
-from __future__ import annotations
-
 import os
 import time
 
@@ -49,7 +47,7 @@ def now_text() -> str:
 
 
 def steady_key(
-    root: str, config_identity: str, metrics_flag: str | None, node_flag: str | None, host: str, boot: str = ""
+    root: str, config_identity: str, metrics_flag: "str | None", node_flag: "str | None", host: str, boot: str = ""
 ) -> str:
     """Everything besides the fingerprint that a no-change run's answer depends on.
 
@@ -66,17 +64,17 @@ def steady_key(
 
 
 def record(
-    state: Mapping[str, Any],
-    reading: R,
+    state: "Mapping[str, Any]",
+    reading: "R",
     *,
     ok: bool,
-    fingerprint: str | None,
-    taken_at: T,
-    baseline: str | None,
+    fingerprint: "str | None",
+    taken_at: "T",
+    baseline: "str | None",
     switching: bool = False,
     overdue: bool = False,
     previous_switching: bool = False,
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     """The top-level fields that change when ``reading`` is recorded into ``state``.
 
     ``state`` needs ``readings``, ``pending`` (``{"fingerprint", "since"}`` or None),
@@ -110,7 +108,7 @@ def record(
     }
 
 
-def _switch(switch: Mapping[str, Any] | None, taken_at: Any, switching: bool, previous: bool) -> dict[str, Any] | None:
+def _switch(switch: "Mapping[str, Any] | None", taken_at: "Any", switching: bool, previous: bool) -> "dict[str, Any] | None":
     if switch is None or not (switching or previous):
         # one settled reading between two switching ones is part of the same switch; two end it
         return {"since": taken_at} if switching else None
@@ -118,8 +116,8 @@ def _switch(switch: Mapping[str, Any] | None, taken_at: Any, switching: bool, pr
 
 
 def decision(
-    at: T, outcome: str, action: str, reason: str, exit_code: int, requests: int, actions: list[str]
-) -> dict[str, Any]:
+    at: "T", outcome: str, action: str, reason: str, exit_code: int, requests: int, actions: "list[str]"
+) -> "dict[str, Any]":
     """The ``last`` field: what a run found, what it did (every step), and why."""
     return {
         "at": at,
@@ -132,7 +130,7 @@ def decision(
     }
 
 
-def metrics_failed(last: Mapping[str, Any], error: str, exit_code: int) -> dict[str, Any]:
+def metrics_failed(last: "Mapping[str, Any]", error: str, exit_code: int) -> "dict[str, Any]":
     """The ``last`` decision once the metrics write after the state write failed: the run's real
     exit status and the failure as its last action (``status`` shows both).
 
@@ -143,7 +141,7 @@ def metrics_failed(last: Mapping[str, Any], error: str, exit_code: int) -> dict[
     return {**last, "exit_code": exit_code, "actions": [*last.get("actions", ()), f"metrics: {error}"]}
 
 
-def settled(state: Mapping[str, Any], outcome: str, exit_code: int, observe: bool) -> bool:
+def settled(state: "Mapping[str, Any]", outcome: str, exit_code: int, observe: bool) -> bool:
     """May this run leave a memo? Only an *unchanged*, successful run with nothing outstanding.
 
     Nothing outstanding: no drain, refusal, backoff, pending change or unsettled write intent, and a baseline the
@@ -162,13 +160,13 @@ def settled(state: Mapping[str, Any], outcome: str, exit_code: int, observe: boo
 def memo(
     fingerprint: str,
     key: str,
-    cdi_dirs: Iterable[str],
-    ignore_pci: Iterable[str],
-    metrics_file: str | None,
+    cdi_dirs: "Iterable[str]",
+    ignore_pci: "Iterable[str]",
+    metrics_file: "str | None",
     node: str,
     observe: bool = False,
     drain_links: bool = False,
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     """The ``steady`` field: what the next tick needs to replay this run without the config."""
     return {
         "drain_links": drain_links,
@@ -182,7 +180,7 @@ def memo(
     }
 
 
-def memo_for(state: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+def memo_for(state: "Mapping[str, Any]", key: str) -> "dict[str, Any] | None":
     """The memo in a raw state document, if it was left for exactly this ``key``."""
     steady = state.get("steady")
     if state.get("schema_version") != SCHEMA_VERSION or not isinstance(steady, dict) or steady.get("key") != key:
@@ -191,8 +189,8 @@ def memo_for(state: Mapping[str, Any], key: str) -> dict[str, Any] | None:
 
 
 def replay(
-    state: Mapping[str, Any], steady: Mapping[str, Any], discovery: Mapping[str, Any], taken_at: str
-) -> dict[str, Any] | None:
+    state: "Mapping[str, Any]", steady: "Mapping[str, Any]", discovery: "Mapping[str, Any]", taken_at: str
+) -> "dict[str, Any] | None":
     """The state after a tick that found the memo's fingerprint again, or None: the full run decides.
 
     The same situation as the run that left the memo, so the same books: the reading recorded,

@@ -6,15 +6,13 @@ directory, the others are created (0700) when missing.
 Config: ``--config`` > ``$SPURINV_CONFIG`` > ``/etc/spurinv/config.toml``.
 """
 
-from __future__ import annotations
-
 import os
 
 DEFAULT_STATE = "/var/lib/spurinv/state.json"
 DEFAULT_CONFIG = "/etc/spurinv/config.toml"
 
 
-def state_path(flag: str | None, environ: dict[str, str]) -> str:
+def state_path(flag: "str | None", environ: "dict[str, str]") -> str:
     """Resolve the state file's path."""
     if flag:
         return os.path.abspath(flag)
@@ -25,14 +23,14 @@ def state_path(flag: str | None, environ: dict[str, str]) -> str:
     return DEFAULT_STATE
 
 
-def state_named(flag: str | None, environ: dict[str, str]) -> bool:
+def state_named(flag: "str | None", environ: "dict[str, str]") -> bool:
     """Was the state file named by the operator (``--state``, ``$SPURINV_STATE``)? Then its
     directory must exist: a typo must not be a fresh start. The default directory comes from the
     unit's ``StateDirectory=``, or is created."""
     return bool(flag or environ.get("SPURINV_STATE"))
 
 
-def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:
+def config_path(flag: "str | None", environ: "dict[str, str]") -> "tuple[str, bool]":
     """Resolve the config file's path; the bool says whether it was asked for explicitly."""
     if flag:
         return os.path.abspath(flag), True
@@ -46,7 +44,7 @@ def config_path(flag: str | None, environ: dict[str, str]) -> tuple[str, bool]:
 CDI_CACHE = ".cdi"
 
 
-def clash(other: str, state: str, config: str | None = None, tokens: tuple[str, ...] = ()) -> str | None:
+def clash(other: str, state: str, config: "str | None" = None, tokens: "tuple[str, ...]" = ()) -> "str | None":
     """Which of spurinv's own files writing ``other`` would land on (the state file, its lock, the
     tick's CDI spec cache, the config file, the token file or credential), named for a message;
     None when it is none of them.
@@ -71,7 +69,7 @@ def clash(other: str, state: str, config: str | None = None, tokens: tuple[str, 
 Landing = tuple[str, "tuple[int, int] | None", str, "tuple[int, int] | None"]
 
 
-def _landing(path: str) -> Landing:
+def _landing(path: str) -> "Landing":
     """Where a file renamed to ``path`` lands: its directory (resolved, and its device and inode
     if it exists), its own name, and the device and inode of what is there now (or None)."""
     joined = path if path.startswith("/") else os.path.join(os.getcwd(), path)  # not normalised: see clash
@@ -80,7 +78,7 @@ def _landing(path: str) -> Landing:
     return resolved, _inode(resolved), name, _inode(joined)
 
 
-def _inode(path: str) -> tuple[int, int] | None:
+def _inode(path: str) -> "tuple[int, int] | None":
     try:
         info = os.stat(path)
     except (OSError, ValueError):
@@ -88,7 +86,7 @@ def _inode(path: str) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def _same(one: Landing, other: Landing) -> bool:
+def _same(one: "Landing", other: "Landing") -> bool:
     if one[3] is not None and one[3] == other[3]:
         return True  # the same file now: a hard link, a bind mount, a link to it
     if one[2] != other[2]:
@@ -96,7 +94,7 @@ def _same(one: Landing, other: Landing) -> bool:
     return one[0] == other[0] or (one[1] is not None and one[1] == other[1])
 
 
-def not_regular(path: str) -> str | None:
+def not_regular(path: str) -> "str | None":
     """What is at ``path`` when it is there and not a regular file (a device node, a FIFO, a
     symbolic link — to /dev/stdout, say), named for a message: the metrics file replaces its
     target, so only a regular file (or none yet) may be there."""
@@ -119,7 +117,7 @@ def same_file(one: str, other: str) -> bool:
     return mine is not None and mine == _inode(other)
 
 
-def token_files(token_file: str, credential: str, environ: dict[str, str]) -> tuple[str, ...]:
+def token_files(token_file: str, credential: str, environ: "dict[str, str]") -> "tuple[str, ...]":
     """Where the controller token may be read from: the systemd credential and the token file."""
     credentials = environ.get("CREDENTIALS_DIRECTORY")
     return tuple(path for path in (os.path.join(credentials, credential) if credentials else "", token_file) if path)

@@ -8,8 +8,6 @@ either the old or the new file. The state path is never followed through a symli
 kernel drops it when the holder dies, so a stale lock never blocks.
 """
 
-from __future__ import annotations
-
 import errno
 import fcntl
 import os
@@ -33,7 +31,7 @@ class StoreError(OSError):
     too instead of crashing as an internal error (a symlinked state file).
     """
 
-    def __init__(self, message: str, errno_: int | None = None) -> None:
+    def __init__(self, message: str, errno_: "int | None" = None) -> None:
         super().__init__(message)
         self.errno = errno_
 
@@ -167,7 +165,7 @@ class Lock:
             pass
         return True
 
-    def acquire(self, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    def acquire(self, sleep: "Callable[[float], None]" = time.sleep, clock: "Callable[[], float]" = time.monotonic) -> None:
         """Wait up to ``timeout`` for the lock; raise LockHeld naming the holder."""
         deadline = clock() + self.timeout
         while not self.try_acquire():
@@ -193,7 +191,7 @@ class Lock:
         self._close()
 
 
-def read(path: str, limit: int = MAX_STATE) -> bytes | None:
+def read(path: str, limit: int = MAX_STATE) -> "bytes | None":
     """Return the state file's bytes (or another of spurinv's files, up to ``limit``), or None
     when there is none yet."""
     try:

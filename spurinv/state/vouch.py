@@ -16,8 +16,6 @@ it refuses is only handed over, and the full CLI gives the answer. What it accep
 accepts (``tests/test_vouch.py``).
 """
 
-from __future__ import annotations
-
 import os
 
 from spurinv import jsontext, shape
@@ -45,7 +43,7 @@ class Unvouched(Exception):
     """Where and why the lean path cannot vouch for the file."""
 
 
-def problem(state: object, discovered: object = None) -> str | None:
+def problem(state: object, discovered: object = None) -> "str | None":
     """None when the model would accept ``state`` (a parsed state file); else the first reason
     it cannot be vouched for (``readings.0.taken_at: not an RFC 3339 timestamp``).
 
@@ -67,7 +65,7 @@ _DIGITS_AND_STARTS = bytes.maketrans(b"123456789:,[-", b"000000000!!!!")
 _LONG = b"!" + b"0" * 19
 
 
-def as_discovered(texts: jsontext.Texts, text: str) -> object | None:
+def as_discovered(texts: "jsontext.Texts", text: str) -> "object | None":
     """The object read from a state file (``texts``: :func:`spurinv.jsontext.loads_shared`'s) whose
     text is ``text``, a fresh discovery's inventory as :func:`spurinv.jsontext.dumps` writes it,
     if the inventory's rules pass for it without a walk; else None (check it).
@@ -86,7 +84,7 @@ def as_discovered(texts: jsontext.Texts, text: str) -> object | None:
     return member
 
 
-def _first(state: object) -> str | None:
+def _first(state: object) -> "str | None":
     try:
         _validator()(state, "", None)
         if not isinstance(state, dict):  # the schema said so already; this is for the type checker
@@ -113,19 +111,19 @@ def _first(state: object) -> str | None:
 # (``readings.0``), and its key or index there (None for the container itself). The name of the
 # place (``readings.0.taken_at``) is spelled out only for a failure or a container: building it for
 # every value was a third of the check's time on a tick.
-_compiled: Rule | None = None
+_compiled: "Rule | None" = None
 # Rules whose every acceptance is one of these at a glance (a bit each): an ASCII str (no
 # surrogate can hide in it), an int within the bounds, None.
 _STRING, _INTEGER, _NONE = 1, 2, 4
-_SIMPLE: dict[Rule, int] = {}
+_SIMPLE: "dict[Rule, int]" = {}
 # Definitions a state file holds several equal copies of: the baseline's inventory and the two
 # readings' are usually one and the same; each distinct copy is checked once.
 REPEATED = frozenset({"Inventory"})
-_seen: dict[str, list[Any]] = {}
-_discovered: list[object] = [None]  # problem()'s ``discovered``, for the repeated definitions' checks
+_seen: "dict[str, list[Any]]" = {}
+_discovered: "list[object]" = [None]  # problem()'s ``discovered``, for the repeated definitions' checks
 
 
-def _validator() -> Rule:
+def _validator() -> "Rule":
     """The schema compiled once per process into nested checks (a walk of the schema per value
     cost 10 ms on a 64-device state; the compiled checks, about a tenth)."""
     global _compiled  # noqa: PLW0603 — built once per process, and only when a state file is checked
@@ -145,11 +143,11 @@ def _at(parent: str, name: object) -> str:
     return f"{parent}.{name}" if parent else str(name)
 
 
-def _fail(where: str, why: str) -> Unvouched:
+def _fail(where: str, why: str) -> "Unvouched":
     return Unvouched(f"{where or '(top)'}: {why}")
 
 
-def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+def _compile(schema: "Mapping[str, Any]", root: "Mapping[str, Any]", defs: "dict[str, Rule]") -> "Rule":
     unknown = set(schema) - KEYWORDS
     if unknown:  # never vouch with a rule half-understood
         raise Unvouched(f"(schema): {sorted(unknown)} unknown to this checker")
@@ -173,7 +171,7 @@ def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str,
     if "enum" in schema:
         choices = list(schema["enum"])
 
-        def enum(value: Any, parent: str, name: str | int | None) -> None:
+        def enum(value: "Any", parent: str, name: "str | int | None") -> None:
             if value not in choices:
                 raise _fail(_at(parent, name), f"{_shown(value)} is not one of {choices}")
 
@@ -197,28 +195,28 @@ def _compile(schema: Mapping[str, Any], root: Mapping[str, Any], defs: dict[str,
     if len(checks) == 2:
         first, second = checks
 
-        def both(value: Any, parent: str, name: str | int | None) -> None:
+        def both(value: "Any", parent: str, name: "str | int | None") -> None:
             first(value, parent, name)
             second(value, parent, name)
 
         return both
 
-    def check(value: Any, parent: str, name: str | int | None) -> None:
+    def check(value: "Any", parent: str, name: "str | int | None") -> None:
         for step in checks:
             step(value, parent, name)
 
     return check
 
 
-def _anything(value: Any, parent: str, name: str | int | None) -> None:
+def _anything(value: "Any", parent: str, name: "str | int | None") -> None:
     """A schema with no rule this checker applies (``{}``)."""
 
 
-def _string_enum(text: Rule, enum: Rule, choices: frozenset[str]) -> Rule:
+def _string_enum(text: "Rule", enum: "Rule", choices: "frozenset[str]") -> "Rule":
     """``type: string`` with an ``enum``: a str that is one of the choices passes both at a glance
     (one call for a device's vendor, not three); anything else gets both checks, in order."""
 
-    def check(value: Any, parent: str, name: str | int | None) -> None:
+    def check(value: "Any", parent: str, name: "str | int | None") -> None:
         if value.__class__ is str and value in choices:
             return
         text(value, parent, name)
@@ -227,19 +225,19 @@ def _string_enum(text: Rule, enum: Rule, choices: frozenset[str]) -> Rule:
     return check
 
 
-def _definition(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+def _definition(name: str, root: "Mapping[str, Any]", defs: "dict[str, Rule]") -> "Rule":
     """The rule of the schema's definition ``name``, compiled the first time it is asked for."""
     if name not in defs:  # the state's models do not nest themselves, so this ends
         defs[name] = _compile(root["$defs"][name], root, defs)
     return defs[name]
 
 
-def _once(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+def _once(name: str, root: "Mapping[str, Any]", defs: "dict[str, Rule]") -> "Rule":
     """A repeated definition's rule, compiled when a value first needs it (as
     :func:`_optional_definition`): a tick whose inventory is the fresh discovery's never does."""
     inventory = name == "Inventory"
 
-    def check(value: Any, parent: str, where: str | int | None) -> None:
+    def check(value: "Any", parent: str, where: "str | int | None") -> None:
         seen = _seen.setdefault(name, [])
         if value in seen:  # equal to one checked in this file (a comparison in C): the same answer
             return
@@ -250,10 +248,10 @@ def _once(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
     return check
 
 
-def _optional(rule: Rule) -> Rule:
+def _optional(rule: "Rule") -> "Rule":
     """``anyOf: [X, {"type": "null"}]``: None, or what X accepts (X's refusal, as :func:`_any_of` says it)."""
 
-    def check(value: Any, parent: str, name: str | int | None) -> None:
+    def check(value: "Any", parent: str, name: "str | int | None") -> None:
         if value is not None:
             rule(value, parent, name)
 
@@ -262,7 +260,7 @@ def _optional(rule: Rule) -> Rule:
     return check
 
 
-def _optional_definition(name: str, root: Mapping[str, Any], defs: dict[str, Rule]) -> Rule:
+def _optional_definition(name: str, root: "Mapping[str, Any]", defs: "dict[str, Rule]") -> "Rule":
     """``anyOf: [{"$ref": name}, {"type": "null"}]``, as :func:`_optional`, with the definition
     compiled when a value first needs it: most such members are None on a tick, and compiling
     them all was half of the compiling. None is accepted without the definition's rule, so no
@@ -270,7 +268,7 @@ def _optional_definition(name: str, root: Mapping[str, Any], defs: dict[str, Rul
     asked to judge (``tests/test_vouch.py`` compiles every definition of the shipped schema)."""
     rule: Rule | None = None
 
-    def check(value: Any, parent: str, where: str | int | None) -> None:
+    def check(value: "Any", parent: str, where: "str | int | None") -> None:
         nonlocal rule
         if value is not None:
             if rule is None:
@@ -281,8 +279,8 @@ def _optional_definition(name: str, root: Mapping[str, Any], defs: dict[str, Rul
     return check
 
 
-def _any_of(choices: list[Rule], nullable: bool) -> Rule:
-    def check(value: Any, parent: str, name: str | int | None) -> None:
+def _any_of(choices: "list[Rule]", nullable: bool) -> "Rule":
+    def check(value: "Any", parent: str, name: "str | int | None") -> None:
         if value is None and nullable:
             return
         refused = None
@@ -299,11 +297,11 @@ def _any_of(choices: list[Rule], nullable: bool) -> Rule:
     return check
 
 
-def _type(kind: str) -> Rule:
+def _type(kind: str) -> "Rule":
     test = KINDS[kind]
     if kind == "string":  # most values: the test spelled out, no call
 
-        def text(value: Any, parent: str, name: str | int | None) -> None:
+        def text(value: "Any", parent: str, name: "str | int | None") -> None:
             if not isinstance(value, str) or (not value.isascii() and has_surrogate(value)):
                 raise _fail(_at(parent, name), f"{_shown(value)} is not {kind}")
 
@@ -311,14 +309,14 @@ def _type(kind: str) -> Rule:
         return text
     if kind == "integer":
 
-        def integer(value: Any, parent: str, name: str | int | None) -> None:
+        def integer(value: "Any", parent: str, name: "str | int | None") -> None:
             if type(value) is not int or not -BIG < value < BIG:
                 raise _fail(_at(parent, name), f"{_shown(value)} is not {kind}")
 
         _SIMPLE[integer] = _INTEGER
         return integer
 
-    def check(value: Any, parent: str, name: str | int | None) -> None:
+    def check(value: "Any", parent: str, name: "str | int | None") -> None:
         if not test(value):
             raise _fail(_at(parent, name), f"{_shown(value)} is not {kind}")
 
@@ -334,10 +332,10 @@ def _at_a_glance(simple: int, item: object) -> bool:
     return item is None and bool(simple & _NONE)
 
 
-def _array(items: Rule, most: int | None) -> Rule:
+def _array(items: "Rule", most: "int | None") -> "Rule":
     simple = _SIMPLE.get(items, 0)  # as _object's members: an item accepted at a glance needs no call
 
-    def check(value: list[Any], parent: str, name: str | int | None) -> None:
+    def check(value: "list[Any]", parent: str, name: "str | int | None") -> None:
         if not isinstance(value, list):
             raise _fail(_at(parent, name), f"{_shown(value)} is not array")
         if most is not None and len(value) > most:
@@ -353,14 +351,14 @@ def _array(items: Rule, most: int | None) -> Rule:
     return check
 
 
-def _object(properties: dict[str, Rule], required: tuple[str, ...], additional: bool) -> Rule:
+def _object(properties: "dict[str, Rule]", required: "tuple[str, ...]", additional: bool) -> "Rule":
     needed = frozenset(required)
     # Each member's rule, with what it accepts at a glance (:data:`_SIMPLE`): most members are a
     # short ASCII string, an integer or None, accepted here without a call; anything else is
     # the rule's to judge, as it always was.
     table = {field: (_SIMPLE.get(rule, 0), rule) for field, rule in properties.items()}
 
-    def check(value: dict[Any, Any], parent: str, name: str | int | None) -> None:
+    def check(value: "dict[Any, Any]", parent: str, name: "str | int | None") -> None:
         if not isinstance(value, dict):
             raise _fail(_at(parent, name), f"{_shown(value)} is not object")
         if not needed <= value.keys():
@@ -386,7 +384,7 @@ def _object(properties: dict[str, Rule], required: tuple[str, ...], additional: 
     return check
 
 
-KINDS: dict[str, Callable[[Any], bool]] = {
+KINDS: "dict[str, Callable[[Any], bool]]" = {
     # json.loads turns "\ud800" into a lone surrogate, which pydantic refuses as a string
     "string": lambda value: isinstance(value, str) and not has_surrogate(value),
     # strict: not a bool, not 5.0, not "5", and within what the model keeps exactly
@@ -398,7 +396,7 @@ KINDS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def _free(value: object, parent: str, name: str | int | None) -> None:
+def _free(value: object, parent: str, name: "str | int | None") -> None:
     """An array's items with no schema: only their strings are checked."""
     _text(value, _at(parent, name))
 
@@ -417,7 +415,7 @@ def _text(value: object, where: str) -> None:
             _text(item, where)
 
 
-def _timestamp(value: object, parent: str, name: str | int | None) -> None:
+def _timestamp(value: object, parent: str, name: "str | int | None") -> None:
     """:func:`spurinv.shape.timestamp_problem`: anything else is handed over, even what pydantic
     might accept."""
     problem = shape.timestamp_problem(value)
@@ -425,7 +423,7 @@ def _timestamp(value: object, parent: str, name: str | int | None) -> None:
         raise _fail(_at(parent, name), f"{_shown(value)} is {problem}")
 
 
-def _reading(reading: Mapping[str, Any], where: str, checked: list[object]) -> None:
+def _reading(reading: "Mapping[str, Any]", where: str, checked: "list[object]") -> None:
     """:func:`spurinv.shape.reading_problem` (the model's :class:`spurinv.inventory.model.Reading`)."""
     problem = shape.reading_problem(reading)
     if problem is not None:
@@ -434,7 +432,7 @@ def _reading(reading: Mapping[str, Any], where: str, checked: list[object]) -> N
         _inventory(reading["inventory"], f"{where}.inventory", checked)
 
 
-def _inventory(inventory: Mapping[str, Any], where: str, checked: list[object]) -> None:
+def _inventory(inventory: "Mapping[str, Any]", where: str, checked: "list[object]") -> None:
     """:func:`spurinv.shape.inventory_problem` (the model's :class:`spurinv.inventory.model.Inventory`), and
     PCI addresses in the canonical form discovery writes (any other spelling is handed over)."""
     if inventory in checked:  # equal to one already checked (a comparison in C, no hashing)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from spurinv.controller.nodeview import parse_gres, parse_node
 from spurinv.errors import ControllerError
-from spurinv.inventory.sources import cdi, nvidia
+from spurinv.inventory.sources import cdispec, nvidia
 from spurinv.inventory.sources.attribute import ReadError, parse_cpulist, parse_int, parse_keyed_lines, parse_properties
 from spurinv.inventory.sources.host import parse_meminfo
 from spurinv.state import file as state_file
@@ -233,7 +233,9 @@ def test_nvidia_parse_information(ledger, text):
 @given(text=TEXT | cdi_specs().map(json.dumps) | JSON.map(json.dumps))
 @example(text="[" * 100000 + "]" * 100000)
 def test_cdi_parse_spec_json(ledger, text):
-    result = ok_or(ledger, "cdi.parse_spec (JSON)", (cdi.SpecError,), lambda: cdi.parse_spec(text, yaml_format=False))
+    result = ok_or(
+        ledger, "cdispec.parse_spec (JSON)", (cdispec.SpecError,), lambda: cdispec.parse_spec(text, yaml_format=False)
+    )
     if result is not None:
         assert result
         assert all(isinstance(name, str) and isinstance(nodes, list) for _kind, name, nodes in result)
@@ -244,7 +246,9 @@ def test_cdi_parse_spec_json(ledger, text):
 @example(text="cdiVersion: 2001-02-30\n")
 @example(text="a: " + "[" * 5000)
 def test_cdi_parse_spec_yaml(ledger, text):
-    result = ok_or(ledger, "cdi.parse_spec (YAML)", (cdi.SpecError,), lambda: cdi.parse_spec(text, yaml_format=True))
+    result = ok_or(
+        ledger, "cdispec.parse_spec (YAML)", (cdispec.SpecError,), lambda: cdispec.parse_spec(text, yaml_format=True)
+    )
     if result is not None:
         assert result
         assert all(isinstance(name, str) for _kind, name, _nodes in result)

@@ -16,7 +16,7 @@ import pytest
 from faultserver import CAPTURES, FaultServer, Gateway
 
 from spurinv.inventory.root import Root
-from spurinv.inventory.sources import cdi
+from spurinv.inventory.sources import cdi, cdispec
 from spurinv.inventory.sources.status import Report
 
 # --- a Latin-1 locale (item 10) ----------------------------------------------------------------------
@@ -283,6 +283,6 @@ def test_a_yaml_alias_is_refused_with_either_loader_and_an_ampersand_is_no_alias
     if not libyaml:
         monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
 
-    with pytest.raises(cdi.SpecError, match=r"YAML alias \*edits at line 6 refused"):
-        cdi.parse_spec(ALIAS, True)
-    assert cdi.parse_spec(AMPERSAND, True) == [("example.com/fpga", "a", ["/dev/a&b"])]
+    with pytest.raises(cdispec.SpecError, match=r"YAML alias \*edits at line 6 refused"):
+        cdispec.parse_spec(ALIAS, True)
+    assert cdispec.parse_spec(AMPERSAND, True) == [("example.com/fpga", "a", ["/dev/a&b"])]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spurinv.inventory.sources import cdi
+from spurinv.inventory.sources import cdi, cdispec
 
 # --- a lone surrogate or an invalid escape in a CDI spec (item 1) --------------------------------
 
@@ -40,8 +40,8 @@ def test_a_cdi_spec_with_a_lone_surrogate_or_a_huge_number_is_refused_not_kept(c
         import yaml
 
         monkeypatch.delattr(yaml, "CSafeLoader", raising=False)  # a PyYAML without libyaml
-    with pytest.raises(cdi.SpecError) as raised:
-        cdi.parse_spec(text, yaml_format)
+    with pytest.raises(cdispec.SpecError) as raised:
+        cdispec.parse_spec(text, yaml_format)
     message = str(raised.value)
     message.encode("utf-8")  # the message itself is valid text
     assert "\\u" not in message or "surrogate" in message

@@ -5,8 +5,6 @@ attributes are regular files, so a symlink, a directory or a dangling link where
 be is a failed read, never "absent". Every failure is a :class:`ReadError` naming the path.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 import stat
@@ -31,7 +29,7 @@ _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 
 class ReadError(Exception):
     """A file that should be readable could not be read or parsed."""
 
-    def __init__(self, path: str, reason: str, errno_: int | None = None) -> None:
+    def __init__(self, path: str, reason: str, errno_: "int | None" = None) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
@@ -43,7 +41,7 @@ def is_bdf(text: str) -> bool:
     return bdf_key(text) is not None
 
 
-def numbered(text: str, prefix: str) -> str | None:
+def numbered(text: str, prefix: str) -> "str | None":
     """The digits after ``prefix``: ``re.match(prefix + r"(\\d+)$", text)[1]`` (``\\d``: any Unicode
     decimal digit, as ``str.isdecimal``; one final newline allowed, as ``$`` allows it), else None."""
     if not text.startswith(prefix):
@@ -52,7 +50,7 @@ def numbered(text: str, prefix: str) -> str | None:
     return digits if digits.isdecimal() else None
 
 
-def _reason(exc: OSError) -> str:
+def _reason(exc: "OSError") -> str:
     if exc.errno == errno.ELOOP:
         return "is a symlink (or a symlink loop), expected a regular file"
     return exc.strerror or str(exc)
@@ -90,7 +88,7 @@ def decoded(data: bytes, path: str) -> str:
         raise ReadError(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def read_optional(path: str) -> str | None:
+def read_optional(path: str) -> "str | None":
     """Return ``path``'s text, or None when it does not exist (an optional attribute).
 
     ENODATA counts as absent too: some sysfs attributes exist but have nothing to say
@@ -104,7 +102,7 @@ def read_optional(path: str) -> str | None:
         raise
 
 
-def sysfs_names(root: Root, report: Report, base: str, missing: Callable[[], None]) -> list[str] | None:
+def sysfs_names(root: "Root", report: "Report", base: str, missing: "Callable[[], None]") -> "list[str] | None":
     """The entries of the sysfs directory ``base``, or None, with why in ``report``: sysfs not
     mounted under the root fails the source, a missing ``base`` in a mounted sysfs is what
     ``missing`` records (absent or failed, as the source decides), any other error fails it."""
@@ -135,7 +133,7 @@ def parse_int(text: str, path: str, *, base: int = 10, bits: int = 64, signed: b
     return value
 
 
-def parse_properties(text: str, path: str, keys: Collection[str] | None = None) -> dict[str, int]:
+def parse_properties(text: str, path: str, keys: "Collection[str] | None" = None) -> "dict[str, int]":
     """Parse a KFD ``properties`` file: one ``key value`` pair per line, unsigned decimal.
 
     Any malformed line fails the whole file (spur's ``split_once(' ')?`` silently dropped the
@@ -164,7 +162,7 @@ def parse_properties(text: str, path: str, keys: Collection[str] | None = None) 
     return {key: int(found[key]) for key in keys if key in found}
 
 
-def _kept(properties: dict[str, int], keys: Collection[str] | None) -> dict[str, int]:
+def _kept(properties: "dict[str, int]", keys: "Collection[str] | None") -> "dict[str, int]":
     return properties if keys is None else {key: properties[key] for key in keys if key in properties}
 
 
@@ -183,10 +181,10 @@ _KEPT_SHAPES = 256
 _SHAPE_BYTES = 4096
 # (shape, keys) -> ((key, its bytes (None without a digit), where its line starts, where its value
 # starts, where it ends) for each key of keys the shape has a line for, the start of each 20-digit value)
-_SHAPES: dict[tuple[bytes, tuple[str, ...]], tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]]] = {}
+_SHAPES: "dict[tuple[bytes, tuple[str, ...]], tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]]]" = {}
 
 
-def read_properties(path: str, keys: tuple[str, ...]) -> dict[str, int]:
+def read_properties(path: str, keys: "tuple[str, ...]") -> "dict[str, int]":
     """``parse_properties(read_text(path), path, keys)``: the same dict or the same ReadError, with
     a file of a shape seen before (see ``_SHAPES``) read where its values are, not parsed again."""
     data = read_bytes(path)
@@ -209,8 +207,8 @@ def read_properties(path: str, keys: tuple[str, ...]) -> dict[str, int]:
 
 
 def _places(
-    data: bytes, shape: bytes, keys: tuple[str, ...]
-) -> tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]] | None:
+    data: bytes, shape: bytes, keys: "tuple[str, ...]"
+) -> "tuple[tuple[tuple[str, bytes | None, int, int, int], ...], tuple[int, ...]] | None":
     """Where ``keys`` and the 20-digit values are in ``data`` (of ``shape``), a properties file of
     the kernel's form (ASCII "key digits" lines of at most 20 digits, each ending in a newline)
     whose keys differ in more than digits; None for any other file (never read by its shape)."""
@@ -241,7 +239,7 @@ def _places(
     return tuple(places), tuple(twenties)
 
 
-def _properties(text: str, path: str) -> dict[str, int]:
+def _properties(text: str, path: str) -> "dict[str, int]":
     result: dict[str, int] = {}
     for number, line in enumerate(text.split("\n"), start=1):
         if not line:
@@ -264,7 +262,7 @@ def _properties(text: str, path: str) -> dict[str, int]:
     return result
 
 
-def parse_cpulist(text: str, path: str) -> list[int]:
+def parse_cpulist(text: str, path: str) -> "list[int]":
     """Parse a kernel cpulist (``"0-63,128-191\\n"``) into sorted CPU numbers.
 
     The kernel prints ascending, disjoint ranges (``bitmap_print_to_pagebuf``); anything else is
@@ -298,13 +296,13 @@ def _decimal(word: str) -> bool:
     return decimal(word, 20) is not None
 
 
-def decimal(text: str, digits: int) -> int | None:
+def decimal(text: str, digits: int) -> "int | None":
     """``text`` as a number when it is 1 to ``digits`` ASCII digits, else None ("²".isdigit() is
     True but int("²") raises, as does int() of 4,301 digits)."""
     return int(text) if len(text) <= digits and text.isascii() and text.isdigit() else None
 
 
-def parse_keyed_lines(text: str, separator: str = ":") -> dict[str, str]:
+def parse_keyed_lines(text: str, separator: str = ":") -> "dict[str, str]":
     """Split ``Key: value`` lines (meminfo, NVIDIA ``information``, uevent with ``=``)."""
     result: dict[str, str] = {}
     for line in text.split("\n"):

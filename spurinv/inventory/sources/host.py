@@ -5,8 +5,6 @@ docs/spur.md). When ``online`` does not exist (procfs's fixture) the ``processor
 ``proc/cpuinfo`` are counted, as spur does.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
 MAX_MEMORY_KIB = 1 << 40  # 1 PiB: beyond any node built (2^64-1 kB was accepted)
 
 
-def read_cpus(root: Root, report: Report) -> int | None:
+def read_cpus(root: "Root", report: "Report") -> "int | None":
     """Return the number of online logical CPUs, or None after reporting the failure."""
     online = root.join(places.CPU_ONLINE)
     try:
@@ -67,7 +65,7 @@ def parse_meminfo(text: str, path: str) -> int:
     return kib // 1024
 
 
-def read_memory(root: Root, report: Report) -> int | None:
+def read_memory(root: "Root", report: "Report") -> "int | None":
     """Return MemTotal in MiB, or None after reporting the failure."""
     path = root.join(places.MEMINFO)
     try:
@@ -79,7 +77,7 @@ def read_memory(root: Root, report: Report) -> int | None:
     return memory
 
 
-def read_numa_cores(root: Root) -> tuple[dict[int, str], str | None]:
+def read_numa_cores(root: "Root") -> "tuple[dict[int, str], str | None]":
     """NUMA node → its cores as gres.conf's ``Cores=`` wants them (logical indices, from
     ``cpu<N>/topology/{physical_package_id,core_id}``), and why they are left out ({} and the
     reason) when the topology cannot be read (spurinv/inventory/slurmconf.py ``logical_cores``)."""

@@ -7,8 +7,6 @@ driver tears nodes down and builds new ones, and a half-built tree must never be
 node's hardware. A node directory that vanishes mid-walk is the same event.
 """
 
-from __future__ import annotations
-
 import os
 
 from spurinv.inventory import root as places
@@ -44,12 +42,12 @@ class _TornRead(Exception):
     """A node vanished or changed while we walked: retry the whole walk."""
 
 
-def is_gpu(properties: dict[str, int]) -> bool:
+def is_gpu(properties: "dict[str, int]") -> bool:
     """KFD GPU node: SIMDs and no CPU cores (fixtures README: "GPU node = simd_count > 0")."""
     return properties.get("simd_count", 0) > 0 and properties.get("cpu_cores_count", 0) == 0
 
 
-def read_kfd(root: Root, report: Report, *, topology: bool = False) -> list[KfdNode]:
+def read_kfd(root: "Root", report: "Report", *, topology: bool = False) -> "list[KfdNode]":
     """Return every KFD node; GPU nodes carry VRAM and (with ``topology``) their io_links."""
     base = root.join(places.KFD_TOPOLOGY)
     try:  # class/kfd/kfd is a link: resolve it through the root, never out of it
@@ -86,7 +84,7 @@ def read_kfd(root: Root, report: Report, *, topology: bool = False) -> list[KfdN
     return []
 
 
-def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
+def _walk(nodes_dir: str, topology: bool) -> "list[KfdNode]":
     try:
         names = os.listdir(nodes_dir)
     except FileNotFoundError:
@@ -122,7 +120,7 @@ def _walk(nodes_dir: str, topology: bool) -> list[KfdNode]:
     return nodes
 
 
-def _numbered(directory: str) -> list[str]:
+def _numbered(directory: str) -> "list[str]":
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -132,7 +130,7 @@ def _numbered(directory: str) -> list[str]:
     return [os.path.join(directory, n) for n in sorted((n for n in names if n.isascii() and n.isdigit()), key=int)]
 
 
-def _vram_bytes(node_dir: str, properties: dict[str, int]) -> int | None:
+def _vram_bytes(node_dir: str, properties: "dict[str, int]") -> "int | None":
     """The first public frame-buffer bank's size, else ``local_mem_size`` (old kernels), else None.
 
     The MI300X CPX capture has ``mem_banks_count 1`` but no ``mem_banks/`` and
@@ -149,7 +147,7 @@ def _vram_bytes(node_dir: str, properties: dict[str, int]) -> int | None:
     return local or None
 
 
-def _links(node_dir: str) -> list[tuple[int, int]]:
+def _links(node_dir: str) -> "list[tuple[int, int]]":
     links = []
     for link in _numbered(os.path.join(node_dir, "io_links")):
         path = os.path.join(link, "properties")

@@ -13,8 +13,6 @@ the physical link is the topmost AMD bridge's (amdgpu's ``amdgpu_device_init_pci
 every upstream bridge of vendor 0x1002 the same way).
 """
 
-from __future__ import annotations
-
 import os
 
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, read_optional
@@ -32,14 +30,14 @@ ALL_ONES_WIDTH = 63  # (0xffff & 0x3f0) >> 4: the config read failed, the device
 MAX_WIDTH = 32  # x32 is the widest link PCIe defines
 _DIGITS = frozenset("0123456789")
 
-OK: Final = "ok"
-DEGRADED: Final = "degraded"
-DOWN: Final = "down"
-UNKNOWN: Final = "unknown"
-GONE: Final = "gone"
+OK: "Final" = "ok"
+DEGRADED: "Final" = "degraded"
+DOWN: "Final" = "down"
+UNKNOWN: "Final" = "unknown"
+GONE: "Final" = "gone"
 
 
-def parse_width(text: str | None) -> int | None:
+def parse_width(text: "str | None") -> "int | None":
     """A width attribute (``"16\\n"``) as an integer; None when absent or not a decimal."""
     word = (text or "").strip()
     if not (word.isascii() and word.isdigit() and len(word) <= 3):
@@ -47,7 +45,7 @@ def parse_width(text: str | None) -> int | None:
     return int(word)
 
 
-def parse_speed(text: str | None) -> str | None:
+def parse_speed(text: "str | None") -> "str | None":
     """A speed attribute, normalised (``8 GT/s`` and ``8.0 GT/s PCIe`` → ``8.0 GT/s``); None for
     ``Unknown``, ``Unknown speed`` or anything else."""
     number = _speed_number((text or "").strip())
@@ -57,7 +55,7 @@ def parse_speed(text: str | None) -> str | None:
     return f"{value} GT/s"
 
 
-def _speed_number(text: str) -> str | None:
+def _speed_number(text: str) -> "str | None":
     """The number of ``re.match(r"^([0-9]{1,3}(?:\\.[0-9]{1,2})?) GT/s(?: PCIe)?$", text)`` (``text``
     is stripped: no final newline for ``$``), in str methods: the tick imports no ``re``."""
     number, unit, rest = text.partition(" GT/s")
@@ -71,7 +69,7 @@ def _speed_number(text: str) -> str | None:
     return number
 
 
-def verdict(width: int | None, max_width: int | None, port_max_width: int | None, speed: str | None) -> LinkState:
+def verdict(width: "int | None", max_width: "int | None", port_max_width: "int | None", speed: "str | None") -> "LinkState":
     """``ok``, ``degraded`` (0 < width < what the link can reach), ``down`` (width 0), ``gone``
     (the all-ones read) or ``unknown`` (nothing to judge). Pure."""
     if width == ALL_ONES_WIDTH and speed is None:
@@ -100,7 +98,7 @@ def link_device(path: str, vendor_id: int) -> str:
         current = parent
 
 
-def read_link(path: str, vendor_id: int) -> Link | None:
+def read_link(path: str, vendor_id: int) -> "Link | None":
     """The GPU's link as read under its sysfs directory ``path``; None when it has no PCIe attributes."""
     device = link_device(path, vendor_id)
     try:
@@ -132,7 +130,7 @@ def read_link(path: str, vendor_id: int) -> Link | None:
     }
 
 
-def _vendor(path: str) -> int | None:
+def _vendor(path: str) -> "int | None":
     try:
         text = read_optional(os.path.join(path, "vendor"))
     except ReadError:
@@ -143,7 +141,7 @@ def _vendor(path: str) -> int | None:
         return None
 
 
-def degraded(devices: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+def degraded(devices: "Iterable[Mapping[str, Any]]") -> "dict[str, Mapping[str, Any]]":
     """The degraded links of one reading's devices (JSON form), by GPU (``pci_bdf``)."""
     found: dict[str, Mapping[str, Any]] = {}
     for device in devices:
@@ -153,7 +151,7 @@ def degraded(devices: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any
     return found
 
 
-def confirmed(readings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def confirmed(readings: "Sequence[Mapping[str, Any]]") -> "list[dict[str, Any]]":
     """Links degraded in the last two successful readings (JSON form), like every other fact: one
     reading never acts. A link flapping between two narrow widths (x8, x4) is degraded in both;
     the latest width is the one said. ``[{"pci_bdf", "width", "max_width", "speed", "max_speed"}]``."""
@@ -168,7 +166,7 @@ def confirmed(readings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def still_accepted(accepted: Sequence[str], readings: Sequence[Mapping[str, Any]]) -> list[str]:
+def still_accepted(accepted: "Sequence[str]", readings: "Sequence[Mapping[str, Any]]") -> "list[str]":
     """The accepted links (``"<bdf> x<width>"``, :attr:`spurinv.state.file.State.accepted_links`) that
     stay accepted: one is dropped only when the last two successful readings both show its GPU's
     link at a known width other than the accepted one, like every other fact; an unreadable,
@@ -196,14 +194,14 @@ BAD = frozenset({DEGRADED, DOWN, GONE})
 _BDF_WORD = r"\b[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b"
 
 
-def named(reason: str) -> set[str]:
+def named(reason: str) -> "set[str]":
     """The GPUs a link drain's reason names (``… 0000:88:00.0 PCIe x16→x8``)."""
     import re  # not at the top: the timer's tick reads no reason, and importing re costs it ~8 ms
 
     return set(re.findall(_BDF_WORD, reason))
 
 
-def back(readings: Sequence[Mapping[str, Any]], gpus: Iterable[str]) -> bool:
+def back(readings: "Sequence[Mapping[str, Any]]", gpus: "Iterable[str]") -> bool:
     """Whether a link drain may be lifted: the last two readings succeeded, each GPU in ``gpus``
     (the drain's) shows its link ``ok`` (full width, or no link attributes) in both, and no other link is degraded, down
     or gone in either. A narrower width, x0, an unreadable link or a failed reading between keeps
@@ -225,12 +223,12 @@ def back(readings: Sequence[Mapping[str, Any]], gpus: Iterable[str]) -> bool:
     return True
 
 
-def line(link: Mapping[str, Any]) -> str:
+def line(link: "Mapping[str, Any]") -> str:
     """``0000:05:00.0 PCIe x16→x8`` (the words of a drain reason)."""
     return f"{link['pci_bdf']} PCIe x{link['max_width']}→x{link['width']}"
 
 
-def changes(before: Iterable[Mapping[str, Any]] | None, after: Iterable[Mapping[str, Any]]) -> list[str]:
+def changes(before: "Iterable[Mapping[str, Any]] | None", after: "Iterable[Mapping[str, Any]]") -> "list[str]":
     """What differs in link health from ``before`` to ``after`` (devices, JSON form), one line per
     GPU: ``0000:88:00.0 PCIe x16→x8 (degraded; was x16)`` or ``… back to x16``. Not schedulable:
     a diff reports it beside the inventory's difference, never in it."""

@@ -5,8 +5,6 @@ Intel are kept; BMC VGA chips (ASPEED, Matrox) and co-processors such as QAT or 
 (class 0x0b40) are not GPUs (fixtures: NFD rootfs-1, hwloc 32intel64+8ve).
 """
 
-from __future__ import annotations
-
 import os
 
 from spurinv.inventory import root as places
@@ -43,7 +41,7 @@ if TYPE_CHECKING:
         link: Link | None
 
 
-VENDORS: dict[int, Vendor] = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
+VENDORS: "dict[int, Vendor]" = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
 ACCELERATOR_CLASSES = (0x03, 0x12)
 # Config space that reads as all ones means the device stopped answering ("fell off the bus":
 # NVIDIA Xid 79, https://docs.nvidia.com/deploy/xid-errors/, leaves the function enumerated and
@@ -60,18 +58,18 @@ def canonical(bdf: str) -> str:
     return spelled(sort_key(bdf))
 
 
-def spelled(key: tuple[int, int, int, int]) -> str:
+def spelled(key: "tuple[int, int, int, int]") -> str:
     """A BDF's :func:`sort_key` in the kernel's spelling (:func:`canonical`)."""
     domain, bus, device, function = key
     return f"{domain:04x}:{bus:02x}:{device:02x}.{function}"
 
 
-def sort_key(bdf: str) -> tuple[int, int, int, int]:
+def sort_key(bdf: str) -> "tuple[int, int, int, int]":
     """Order BDFs numerically; another spelling sorts last (:func:`spurinv.shape.bdf_key`)."""
     return bdf_key(bdf) or UNPARSED
 
 
-def driver_name(function_dir: str) -> str | None:
+def driver_name(function_dir: str) -> "str | None":
     """Return the bound driver's name: the ``driver`` link's target, else uevent's DRIVER=."""
     try:
         return os.path.basename(os.readlink(os.path.join(function_dir, "driver")))
@@ -83,7 +81,9 @@ def driver_name(function_dir: str) -> str | None:
     return None
 
 
-def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -> tuple[list[PciFunction], frozenset[str]]:
+def read_pci(
+    root: "Root", report: "Report", ignore: "frozenset[str]" = frozenset()
+) -> "tuple[list[PciFunction], frozenset[str]]":
     """Return the GPU/accelerator functions on the bus, and every function's address."""
     base = root.join(places.PCI_DEVICES)
 
@@ -112,11 +112,14 @@ def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -
         if bdf in ignore:
             continue
         try:  # through the root's resolver: an absolute link must not lead out of --root
-            path = paths.resolve(link)
+            path = paths.directory(link)  # a directory, proven by the resolution: no isdir (as drm)
+            proven = path is not None
+            if path is None:
+                path = paths.resolve(link)
         except OSError as exc:
             report.fail(link, str(exc))
             continue
-        if not os.path.isdir(path):
+        if not proven and not os.path.isdir(path):
             report.fail(link, "dangling link" if os.path.islink(link) else "not a directory")
             continue
         function = _read_function(path, bdf, report)
@@ -136,7 +139,7 @@ def read_pci(root: Root, report: Report, ignore: frozenset[str] = frozenset()) -
     return functions, frozenset(spelled)
 
 
-def _read_function(path: str, bdf: str, report: Report) -> PciFunction | None:
+def _read_function(path: str, bdf: str, report: "Report") -> "PciFunction | None":
     try:
         pci_class = parse_int(read_text(os.path.join(path, "class")), os.path.join(path, "class"), base=16)
         if pci_class == ALL_ONES_CLASS:

@@ -7,8 +7,6 @@ the reading is *switching*, not failed, and its problems carry the source ``swit
 Plain classes and dicts: this runs on the timer's hot path.
 """
 
-from __future__ import annotations
-
 from spurinv.shape import SWITCH  # the source of a switch-in-progress problem (its evidence)
 
 TYPE_CHECKING = False
@@ -53,14 +51,14 @@ def escaped(text: str, *, inside_json: bool = False) -> str:
     return re.sub(_SURROGATES, _spelled, text)
 
 
-def _spelled(match: Match[str]) -> str:
+def _spelled(match: "Match[str]") -> str:
     code = ord(match.group())
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
-OK: Final = "ok"
-ABSENT: Final = "absent"
-FAILED: Final = "failed"
+OK: "Final" = "ok"
+ABSENT: "Final" = "absent"
+FAILED: "Final" = "failed"
 
 
 class Report:
@@ -104,7 +102,7 @@ class Report:
         if not self._listed(self.flags, path, reason):
             self.unlisted_flags += 1
 
-    def _listed(self, problems: list[Problem], path: str, reason: str) -> bool:
+    def _listed(self, problems: "list[Problem]", path: str, reason: str) -> bool:
         """Add the problem to ``problems`` within the bound; past it, only its path is kept (for
         the count :meth:`listed` ends with) and the caller counts it: False."""
         if len(problems) < MAX_PROBLEMS:
@@ -113,7 +111,7 @@ class Report:
         self.unlisted_path = path
         return False
 
-    def _problem(self, path: str, reason: str) -> Problem:
+    def _problem(self, path: str, reason: str) -> "Problem":
         path, reason = escaped(path), escaped(reason)
         if len(path) > MAX_TEXT:
             path = path[: MAX_TEXT - 3] + "..."
@@ -121,7 +119,7 @@ class Report:
             reason = reason[: MAX_TEXT - 3] + "..."
         return {"source": self.name, "path": path, "reason": reason}
 
-    def listed(self) -> tuple[list[Problem], list[Problem]]:
+    def listed(self) -> "tuple[list[Problem], list[Problem]]":
         """The errors and flags, each ending with a count of those past the bound, if any."""
         errors, flags = list(self.errors), list(self.flags)
         if self.unlisted_errors:
@@ -145,7 +143,7 @@ class Report:
         self.status = ABSENT
         self.detail = escaped(reason)
 
-    def as_dict(self) -> SourceStatus:
+    def as_dict(self) -> "SourceStatus":
         """Return the JSON form: ``{"status", "detail"}``; a failure's detail is its first error."""
         detail = self.detail
         if self.status == FAILED and self.errors:
