@@ -7,6 +7,7 @@ metadata would return the devices of the spec it parsed before.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import os
@@ -15,10 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from spurinv.inventory.fingerprint import sha256
 from spurinv.inventory.root import Root
 from spurinv.inventory.sources import cdi, cdispec
 from spurinv.inventory.sources.status import Report
+
+
+def blake(data: bytes) -> str:
+    """What the cache keys a spec by (and signs itself with): BLAKE2b, 32 bytes, in hex."""
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
 
 
 def _spec(names: list[str], kind: str = "example.com/gpu") -> str:
@@ -108,7 +113,7 @@ def test_an_entry_for_other_bytes_is_not_taken(tmp_path, spec_dir):
     path.write_text(_spec(["0"]))
     info = path.stat()
     identity = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
-    other = sha256(_spec(["1"]).encode()).hexdigest()
+    other = blake(_spec(["1"]).encode())
     cache = cdi.SpecCache({
         str(path): [other, "example.com/gpu", [["stale", []]]],
         str(spec_dir / "b.json"): [*identity, "example.com/gpu", [["stale", []]]],
@@ -119,8 +124,8 @@ def test_an_entry_for_other_bytes_is_not_taken(tmp_path, spec_dir):
 
     assert found == ["example.com/gpu=0", "example.com/other=2"]
     assert [entry[0] for entry in cache.entries.values()] == [
-        sha256(path.read_bytes()).hexdigest(),
-        sha256((spec_dir / "b.json").read_bytes()).hexdigest(),
+        blake(path.read_bytes()),
+        blake((spec_dir / "b.json").read_bytes()),
     ]
 
 
@@ -306,7 +311,7 @@ def test_an_entry_that_is_not_what_a_parse_keeps_is_parsed_again(tmp_path, spec_
     path = spec_dir / "a.json"
     path.write_text(_spec(["0", "1"]))
     writer = cdi.SpecCache()
-    writer.entries = {str(path): [sha256(path.read_bytes()).hexdigest(), *entry]}
+    writer.entries = {str(path): [blake(path.read_bytes()), *entry]}
     text = writer.text()
     assert text is not None
     cache = cdi.SpecCache.from_text(text)
@@ -327,10 +332,10 @@ def test_a_cache_written_by_another_release_is_no_cache(tmp_path, spec_dir):
     text = cache.text()
     assert text is not None
     body = text.partition(b"\n")[2]
-    other = sha256(b"spurinv 0.0.1 CDI spec cache\n" + body).hexdigest().encode() + b"\n" + body
+    other = blake(b"spurinv 0.0.1 CDI spec cache\n" + body).encode() + b"\n" + body
 
     assert cdi.SpecCache.from_text(other).known == {}
-    assert cdi.SpecCache.from_text(sha256(body).hexdigest().encode() + b"\n" + body).known == {}
+    assert cdi.SpecCache.from_text(blake(body).encode() + b"\n" + body).known == {}
     assert cdi.SpecCache.is_cache(other)
 
 
@@ -350,7 +355,7 @@ def test_a_cache_written_by_another_release_is_no_cache(tmp_path, spec_dir):
         (b"", False),
     ],
 )
-def test_a_file_is_taken_for_a_cache_only_by_a_hex_sha256_then_a_json_object(data, ours):
+def test_a_file_is_taken_for_a_cache_only_by_a_hex_digest_then_a_json_object(data, ours):
     assert cdi.SpecCache.is_cache(data) is ours
 
 

@@ -303,7 +303,7 @@ def test_the_tick_hands_a_state_the_model_refuses_to_the_full_run(cli, built, st
 
 
 def test_the_tick_serves_an_unchanged_cdi_spec_from_its_cache_and_rereads_a_changed_one(cli, state_path, tmp_path, monkeypatch):
-    """The cache beside the state names the spec by the SHA-256 of its bytes; the same spec swapped
+    """The cache beside the state names the spec by the BLAKE2b of its bytes; the same spec swapped
     for another of the same size and mtime (a new inode) is read again, and the tick records what
     a run without the cache finds."""
     import rootbuilder as rb

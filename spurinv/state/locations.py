@@ -39,7 +39,7 @@ def config_path(flag: "str | None", environ: "dict[str, str]") -> "tuple[str, bo
     return DEFAULT_CONFIG, False
 
 
-# Beside the state file, under its lock: the CDI specs the ticks parsed, by the SHA-256 of their
+# Beside the state file, under its lock: the CDI specs the ticks parsed, by the BLAKE2b of their
 # bytes (:class:`spurinv.inventory.sources.cdi.SpecCache`). Only the tick reads and writes it.
 CDI_CACHE = ".cdi"
 

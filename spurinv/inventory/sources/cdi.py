@@ -14,11 +14,21 @@ import stat
 
 from spurinv import __version__, jsontext
 from spurinv.inventory import root as places
-from spurinv.inventory.fingerprint import sha256
 from spurinv.inventory.sources.attribute import ReadError, decoded, read_bytes
 from spurinv.inventory.sources.status import Report
 
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hashlib import blake2b
+else:
+    # BLAKE2b, not SHA-256: a third of the instructions a byte in CPython's own modules (a tick
+    # hashes every spec, some 39 kB on a 64-partition node, and the cache's text), and as
+    # collision-resistant. The interpreter's module, as for the fingerprint's SHA-256: hashlib
+    # would load OpenSSL.
+    try:
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
 if TYPE_CHECKING:
     from typing import TypedDict
 
@@ -102,16 +112,21 @@ _WRITER = f"spurinv {__version__} CDI spec cache\n".encode()
 _HEX = b"0123456789abcdef"
 
 
-class SpecCache:
-    """What earlier runs parsed of CDI specs, by the SHA-256 of their bytes, for :func:`read_cdi`.
+def digest_of(data: bytes) -> str:
+    """The 32-byte BLAKE2b of ``data`` in hex: 64 characters, as the cache keeps a spec's and its own."""
+    return blake2b(data, digest_size=32).hexdigest()
 
-    ``known``: the entries as last written (``{path: [sha256 of the spec, kind, [[name, [node, …]],
+
+class SpecCache:
+    """What earlier runs parsed of CDI specs, by the BLAKE2b of their bytes, for :func:`read_cdi`.
+
+    ``known``: the entries as last written (``{path: [digest_of(the spec), kind, [[name, [node, …]],
     …]]}``); ``entries`` after a read: those of the specs it found, to write back when
     :attr:`changed`. A spec is read every run and taken from the cache only when its bytes hash
     to the digest kept: not by its inode, size or times, which a write through a shared mapping,
     an NFS attribute cache or a clock step can leave as they were while the bytes change. Only
     specs that parsed are kept: one with a problem is read again, and flagged again, every run.
-    The text carries the SHA-256 of its JSON, so a damaged file (cut, torn, bit-flipped) is no
+    The text carries the BLAKE2b of its JSON, so a damaged file (cut, torn, bit-flipped) is no
     cache; it does not stop an edit by whoever can write the state directory, who could as well
     edit the state file.
     """
@@ -124,7 +139,7 @@ class SpecCache:
     def from_text(cls, data: "bytes | None") -> "SpecCache":
         """The cache in ``data`` (what :meth:`text` wrote), or an empty one."""
         digest, _newline, body = (data or b"")[:MAX_CACHE].partition(b"\n")
-        if not body or sha256(_WRITER + body).hexdigest().encode() != digest:
+        if not body or digest_of(_WRITER + body).encode() != digest:
             return cls()
         try:
             return cls(jsontext.loads(body))
@@ -133,7 +148,7 @@ class SpecCache:
 
     @staticmethod
     def is_cache(data: bytes) -> bool:
-        """Does ``data`` look like a cache file, whatever its state: a SHA-256 in hex on its own
+        """Does ``data`` look like a cache file, whatever its state: a 32-byte digest in hex on its own
         first line, then a JSON object (a damaged or another release's cache is still replaced;
         a TOML file, or a hex secret such as ``openssl rand -hex 32`` prints, never is)."""
         return data[64:66] == b"\n{" and not data[:64].strip(_HEX)
@@ -145,7 +160,7 @@ class SpecCache:
     def text(self) -> "bytes | None":
         """The file to write, or None when :meth:`from_text` would not read it back (too large)."""
         body = (jsontext.dumps(self.entries) + "\n").encode()
-        text = sha256(_WRITER + body).hexdigest().encode() + b"\n" + body
+        text = digest_of(_WRITER + body).encode() + b"\n" + body
         return text if len(text) <= MAX_CACHE else None
 
     def get(self, path: str, digest: str) -> "list[tuple[str, str, list[str]]] | None":
@@ -192,10 +207,10 @@ def _devices(
     except ReadError as exc:
         report.flag(exc.path, exc.reason)
         return None
-    digest = ""
+    key = ""
     if cache is not None:
-        digest = sha256(data).hexdigest()
-        devices = cache.get(file_path, digest)
+        key = digest_of(data)
+        devices = cache.get(file_path, key)
         if devices is not None:
             return devices
     from spurinv.inventory.sources.cdispec import SpecError, parse_spec  # only for a spec not in the cache
@@ -209,7 +224,7 @@ def _devices(
         report.flag(file_path, str(exc))
         return None
     if cache is not None:
-        cache.put(file_path, digest, devices)
+        cache.put(file_path, key, devices)
     return devices
 
 
