@@ -124,6 +124,7 @@ class SlurmLab:
         self._baseline: dict[str, dict[str, Any]] = {}
         self._session = requests.Session()
         self._broken: str | None = None
+        self._uptime0 = _uptime()  # the kernel lines older than this lab are not its own
 
     # ------------------------------------------------------------------ paths and environment
     @property
@@ -477,8 +478,12 @@ class SlurmLab:
         if changed:
             try:
                 self.reconfigure()
-            except SlurmLabError as exc:
-                self._restart(f"reconfigure with the configuration put back failed: {exc}")  # renders it afresh
+            except (SlurmLabError, subprocess.TimeoutExpired) as exc:
+                why = f"reconfigure with the configuration put back failed: {exc}"
+                trouble = self.lab_trouble()
+                if not trouble:  # the lab answers: not a lab to restart, a failure to see
+                    raise SlurmLabError(f"{why}\n(every daemon running and answering)\n{self.diagnostics()}") from exc
+                self._restart(why, trouble)  # renders it afresh
 
     def restart_slurmd(self, node: str, *args: str) -> None:
         """Stop the node's slurmd by its pid file and start it again (``args`` replace the default
@@ -556,24 +561,52 @@ class SlurmLab:
         t0 = time.monotonic()
         try:
             self._reset()
-        except SlurmLabError as exc:
-            self._restart(f"reset failed: {exc}")
+            if trouble := self.lab_trouble():  # e.g. the JWT slurmrestd, which the reset never calls
+                raise SlurmLabError(f"after the reset: {trouble}")
+        except (SlurmLabError, subprocess.TimeoutExpired) as exc:
+            trouble = self.lab_trouble()
+            if not trouble:  # every daemon runs and answers: the reset's own failure, or a test's leftovers
+                raise SlurmLabError(f"reset failed: {exc}\n(every daemon running and answering)\n{self.diagnostics()}") from exc
+            self._restart(f"reset failed: {exc}", trouble)
             try:
                 self._reset()
-            except SlurmLabError as again:
+            except (SlurmLabError, subprocess.TimeoutExpired) as again:
                 self._broken = f"reset failed after a restart: {str(again).splitlines()[0]}"
                 raise SlurmLabError(f"reset failed after a restart: {again}\n{self.diagnostics()}") from again
         self.timings["reset"].append(time.monotonic() - t0)
 
-    def _restart(self, why: str) -> None:
-        """Stop the lab and start a fresh one, at most ``MAX_RESTARTS`` times a run, between tests
-        only (a reset, putting the configuration back): the next test's assertions are all its own.
+    def lab_trouble(self) -> str | None:
+        """Why the lab itself cannot serve, or None: a daemon it needs gone or stopped (for 3 s: a
+        re-exec at reconfigure rewrites the pid files), slurmctld not answering ``scontrol ping``,
+        or the JWT slurmrestd not answering its ping."""
+        try:  # a re-exec at reconfigure rewrites the pid files: trouble that clears within 3 s is none
+            self.wait_for(lambda: ((trouble := self.daemon_trouble()) is None, trouble), 3, "every daemon running")
+        except SlurmLabTimeout:
+            return self.daemon_trouble() or "a daemon came and went for 3 s"
+        try:
+            ping = self.scontrol("ping", check=False)
+        except subprocess.TimeoutExpired:
+            return "scontrol ping: no answer within 30 s"
+        if ping.returncode != 0:
+            return f"scontrol ping exited {ping.returncode}: {(ping.stdout + ping.stderr).strip()}"
+        try:
+            code = self.rest("GET", f"/slurm/{API}/ping/", timeout=10).status_code
+        except requests.RequestException as exc:
+            return f"JWT slurmrestd: {type(exc).__name__}"
+        return None if code == 200 else f"JWT slurmrestd ping: HTTP {code}"
+
+    def _restart(self, why: str, trouble: str) -> None:
+        """Stop the lab and start a fresh one, at most ``MAX_RESTARTS`` times a run, when the lab
+        itself is in trouble (:meth:`lab_trouble`) at a reset or at putting the configuration back;
+        a reset that fails while every daemon answers fails as it is.
         Slurm 24.11's daemons re-execute at every reconfigure, and one in some hundred runs a lab
         stopped answering for good (CI on faf48a42, cause unknown). What was seen is kept in
         ``timings["restarts"]`` and printed with the run's summary; past the limit the lab is
         broken, and the tests after fail at once naming why."""
-        seen = f"{why.splitlines()[0]}; {self.daemon_trouble() or 'every daemon running'}"
-        record = f"{seen}\n{self.diagnostics(10)}"
+        test = os.environ.get("PYTEST_CURRENT_TEST", "outside a test")  # e.g. "tests/e2e/x.py::test_y (setup)"
+        seen = f"{why.splitlines()[0]}; {trouble}; in {test}"
+        detail = "\n".join(line for line in why.splitlines()[1:6] if line.strip())  # the client's stderr
+        record = f"{seen}\n{detail}\n{self.diagnostics(10)}"
         if len(self.timings["restarts"]) >= MAX_RESTARTS:
             self._broken = seen
             raise SlurmLabError(f"{why}\n{self.diagnostics()}")
@@ -650,7 +683,7 @@ class SlurmLab:
         names = ("scripts", "slurmd-n1", "slurmd-n2", "slurmrestd-jwt", "slurmrestd-local", "slurmctld")
         logs = "\n".join(f"--- {self.lab_dir}/log/{n}.log (tail)\n{self.log_tail(n, lines)}" for n in names)
         daemons = "\n".join(f"{name}: pid {pid} {state} {exe}".rstrip() for name, (pid, state, exe) in self.daemons().items())
-        return f"{logs}\n--- daemons (pid files, /proc)\n{daemons}\n--- kernel\n{_kernel_words()}"
+        return f"{logs}\n--- daemons (pid files, /proc)\n{daemons}\n--- kernel\n{_kernel_words(self._uptime0)}"
 
 
 def _files(gres_line: str) -> list[str]:
@@ -674,14 +707,31 @@ def _read_pid(path: Path) -> int | None:
 _STATES = {"R": "running", "S": "sleeping", "D": "disk-wait", "T": "stopped", "t": "traced", "Z": "zombie"}
 
 
-def _kernel_words(lines: int = 8) -> str:
-    """The kernel log's last lines on Slurm, segfaults and the OOM killer (``dmesg``; root reads it)."""
+def _uptime() -> float:
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _kernel_words(since: float = 0.0, lines: int = 8) -> str:
+    """The kernel log's last lines on Slurm, segfaults and the OOM killer (``dmesg``; root reads it)
+    since ``since`` seconds after boot: an OOM kill of hours before is not this lab's."""
     try:
         out = subprocess.run(["dmesg"], capture_output=True, text=True, errors="replace", timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return f"<dmesg: {exc}>"
     words = ("slurm", "segfault", "Out of memory", "oom-kill", "traps:")
-    return "\n".join([line for line in out.splitlines() if any(w in line for w in words)][-lines:]) or "<nothing>"
+    found = [line for line in out.splitlines() if any(w in line for w in words) and _stamp(line) >= since]
+    return "\n".join(found[-lines:]) or f"<nothing since {since:.0f} s after boot>"
+
+
+def _stamp(line: str) -> float:
+    """``[38638.053572] …``: seconds after boot (0 if the line has no stamp)."""
+    try:
+        return float(line[1 : line.index("]")]) if line.startswith("[") else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _alive(pid: int | None) -> bool:

@@ -158,11 +158,13 @@ def test_a_stopped_daemon_is_named_and_the_lab_refuses_further_resets(slurm_lab:
         trouble = slurm_lab.wait_for(slurm_lab.daemon_trouble, 5, "slurmd-n2 seen stopped")
         assert trouble == f"slurmd-n2.pid names pid {pid}: stopped {os.path.realpath(slurm_lab.prefix / 'sbin/slurmd')}"
         assert f"slurmd-n2: pid {pid} stopped" in slurm_lab.diagnostics().rsplit("--- daemons", 1)[1]
-        slurm_lab._broken = trouble  # what a failed reset records when a daemon is in trouble
-        with pytest.raises(SlurmLabError, match=r"broke in an earlier test, not reset: slurmd-n2\.pid names pid"):
-            slurm_lab.reset()
+        broken, slurm_lab._broken = slurm_lab._broken, trouble  # what a failed restart records
+        try:
+            with pytest.raises(SlurmLabError, match=r"broke in an earlier test, not reset: slurmd-n2\.pid names pid"):
+                slurm_lab.reset()
+        finally:
+            slurm_lab._broken = broken
     finally:
-        slurm_lab._broken = None
         os.kill(pid, signal.SIGCONT)
     assert slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble() is None, 5, "slurmd-n2 running again")
 
@@ -170,6 +172,7 @@ def test_a_stopped_daemon_is_named_and_the_lab_refuses_further_resets(slurm_lab:
 def test_a_reset_that_fails_restarts_the_lab_once_and_says_why(slurm_lab: SlurmLab) -> None:
     """slurmctld killed (as a crash would): the next reset fails, restarts the lab, resets the fresh one, and
     records what it saw, which the run's summary prints."""
+    before = list(slurm_lab.timings["restarts"])  # a real restart earlier in the run stays in the summary
     pid = slurm_lab.daemon_pid("slurmctld")
     os.kill(pid, signal.SIGKILL)
     slurm_lab.wait_for(lambda: slurm_lab.daemon_trouble(), 10, "slurmctld seen gone")  # noqa: PLW0108 - a fresh call each poll
@@ -178,8 +181,29 @@ def test_a_reset_that_fails_restarts_the_lab_once_and_says_why(slurm_lab: SlurmL
         assert slurm_lab.daemon_pid("slurmctld") != pid
         assert slurm_lab.scontrol("ping").returncode == 0
         assert [n["state"] for n in slurm_lab.nodes()] == [["IDLE"], ["IDLE"]]
-        [seen] = slurm_lab.timings["restarts"]
+        *earlier, seen = slurm_lab.timings["restarts"]
+        assert earlier == before
         assert seen.startswith("reset failed: "), seen
         assert f"slurmctld.pid names pid {pid}: gone" in seen.splitlines()[0], seen
+        assert seen.splitlines()[0].endswith(f"in {os.environ['PYTEST_CURRENT_TEST']}"), seen
+        assert "Unable to contact slurm controller" in seen, seen  # the client's own words are kept
     finally:
-        slurm_lab.timings["restarts"].clear()  # this one was asked for: the summary shows only the others
+        slurm_lab.timings["restarts"][:] = before  # this one was asked for: the summary shows only the others
+
+
+def test_a_reset_that_fails_on_a_lab_that_answers_fails_and_restarts_nothing(
+    slurm_lab: SlurmLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reset that cannot clean up while every daemon runs and answers is the reset's (or a test's leftovers')
+    failure, not the lab's: it fails as it is, and no restart turns it green."""
+    before = list(slurm_lab.timings["restarts"])
+    pid = slurm_lab.daemon_pid("slurmctld")
+
+    def cannot_clean_up() -> None:
+        raise SlurmLabError("timed out after 30 s waiting for both nodes IDLE")
+
+    monkeypatch.setattr(slurm_lab, "_reset", cannot_clean_up)
+    with pytest.raises(SlurmLabError, match=r"(?s)^reset failed: timed out .*\(every daemon running and answering\)"):
+        slurm_lab.reset()
+    assert slurm_lab.timings["restarts"] == before
+    assert slurm_lab.daemon_pid("slurmctld") == pid
