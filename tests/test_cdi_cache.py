@@ -340,6 +340,37 @@ def test_a_cache_written_by_another_release_is_no_cache(tmp_path, spec_dir):
 
 
 @pytest.mark.parametrize(
+    "written",
+    [
+        pytest.param(lambda body: blake(b"spurinv 0.0.1 CDI spec cache\n" + body), id="another-release"),
+        pytest.param(lambda body: hashlib.sha256(cdi._WRITER + body).hexdigest(), id="sha256-signed"),
+        pytest.param(lambda body: blake(cdi._WRITER + body)[::-1], id="damaged"),  # a palindrome it is not
+    ],
+)
+def test_a_file_that_is_no_cache_of_ours_is_replaced_even_with_no_spec_left(tmp_path, spec_dir, written):
+    """A cache this release cannot read (another release's, signed with SHA-256 before BLAKE2b,
+    damaged) is rewritten at the next read even when no spec is left to keep: it would otherwise
+    outlive every spec. No file, or one of ours that says the same, is not rewritten."""
+    (spec_dir / "a.json").write_text(_spec(["0"]))
+    writer = cdi.SpecCache()
+    _read(tmp_path, writer)
+    body = (writer.text() or b"").partition(b"\n")[2]
+    (spec_dir / "a.json").unlink()  # the spec is gone
+
+    cache = cdi.SpecCache.from_text(written(body).encode() + b"\n" + body)
+    found, _report = _read(tmp_path, cache)
+
+    assert (found, cache.known, cache.entries, cache.changed) == ([], {}, {}, True)
+    again = cdi.SpecCache.from_text(cache.text())
+    _read(tmp_path, again)
+    assert (again.stale, again.changed) == (False, False)
+    for nothing in (None, b""):
+        empty = cdi.SpecCache.from_text(nothing)
+        _read(tmp_path, empty)
+        assert not empty.changed
+
+
+@pytest.mark.parametrize(
     ("data", "ours"),
     [
         (b"0" * 64 + b"\n{}", True),

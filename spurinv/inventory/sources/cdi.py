@@ -131,20 +131,24 @@ class SpecCache:
     edit the state file.
     """
 
-    def __init__(self, known: object = None) -> None:
+    def __init__(self, known: object = None, stale: bool = False) -> None:
         self.known: dict[str, object] = known if isinstance(known, dict) else {}
         self.entries: dict[str, list[object]] = {}
+        # a file was read that is no cache of this release (another release's, damaged): it is
+        # replaced even when no spec is left to keep, or it would outlive every spec
+        self.stale = stale
 
     @classmethod
     def from_text(cls, data: "bytes | None") -> "SpecCache":
-        """The cache in ``data`` (what :meth:`text` wrote), or an empty one."""
+        """The cache in ``data`` (what :meth:`text` wrote), or an empty one (:attr:`stale` when
+        ``data`` held something else)."""
         digest, _newline, body = (data or b"")[:MAX_CACHE].partition(b"\n")
         if not body or digest_of(_WRITER + body).encode() != digest:
-            return cls()
+            return cls(stale=bool(data))
         try:
             return cls(jsontext.loads(body))
         except (ValueError, RecursionError):
-            return cls()
+            return cls(stale=True)
 
     @staticmethod
     def is_cache(data: bytes) -> bool:
@@ -155,7 +159,7 @@ class SpecCache:
 
     @property
     def changed(self) -> bool:
-        return self.entries != self.known
+        return self.stale or self.entries != self.known
 
     def text(self) -> "bytes | None":
         """The file to write, or None when :meth:`from_text` would not read it back (too large)."""
