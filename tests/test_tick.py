@@ -489,3 +489,24 @@ def test_a_memo_guessed_wrong_from_the_text_is_not_the_one_discovered_under(cli,
     assert answers[0][0] == 0
     real: tuple[object, frozenset[str]] = (("/run/cdi-x",), frozenset())
     assert calls == {"other settings": [((), frozenset({first})), real, real]}.get(body, [real] * 2)
+
+
+def test_a_module_the_tick_cannot_import_midway_hands_over(cli, state_path, tmp_path, monkeypatch, env):
+    """A spec the cache does not hold is parsed by a module imported only then: should that import
+    fail (a package being upgraded under a running tick), nothing is written and the full run
+    takes over, as for any error before the tick's first write."""
+    import rootbuilder as rb
+
+    root = rb.build_mi300x(tmp_path / "root", "SPX")
+    steady(cli, root, state_path)
+    first = cli("refresh", "--root", root, "--state", state_path)
+    assert first.out.startswith("unchanged"), first.out + first.err
+    spec = root / "etc" / "cdi" / "amd.json"
+    spec.write_text(spec.read_text() + "\n")  # the same spec, other bytes: not in the cache
+    before = state_path.read_bytes()
+    lean = lean_options(["refresh", "--root", str(root), "--state", str(state_path)])
+    assert lean is not None
+
+    monkeypatch.setitem(sys.modules, "spurinv.inventory.sources.cdispec", None)  # its import raises ImportError
+    assert tick.run(lean[1], env, io.StringIO()) is None
+    assert state_path.read_bytes() == before

@@ -93,8 +93,8 @@ def _tick(
         text = (
             metrics.render(after, time.perf_counter() - started, steady.get("node") or "", __version__) if metrics_file else ""
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, RootError):
-        return None  # nothing written yet: the full run knows how to report it
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, ImportError, RootError):
+        return None  # nothing written yet: the full run knows how to report it (an import: a package mid-upgrade)
     # From here on there are side effects: report a failure ourselves, as the full run would.
     try:
         store.write_atomic(path, blob)
