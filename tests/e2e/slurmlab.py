@@ -416,11 +416,12 @@ class SlurmLab:
 
     def _runs(self, pid: int, program: str) -> bool:
         """``pid`` is alive and runs the lab's ``program``: a stale pid file never gets another process signalled."""
-        try:
-            running = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
-        except OSError:
-            return False
-        return _alive(pid) and running == os.path.realpath(self.prefix / "sbin" / program)
+        state, exe = _process(pid)
+        return state not in ("gone", "zombie") and exe == self._program(program)
+
+    def _program(self, program: str) -> str:
+        """The lab's daemon ``program`` (``slurmctld``, ``slurmd``, ``slurmrestd``) as ``/proc/<pid>/exe`` names it."""
+        return os.path.realpath(self.prefix / "sbin" / program)
 
     def reconfigure(self) -> None:
         """``scontrol reconfigure`` and wait for the handover: 24.11 re-execs slurmctld AND both slurmd under new
@@ -479,11 +480,7 @@ class SlurmLab:
             try:
                 self.reconfigure()
             except (SlurmLabError, subprocess.TimeoutExpired) as exc:
-                why = f"reconfigure with the configuration put back failed: {exc}"
-                trouble = self.lab_trouble()
-                if not trouble:  # the lab answers: not a lab to restart, a failure to see
-                    raise SlurmLabError(f"{why}\n(every daemon running and answering)\n{self.diagnostics()}") from exc
-                self._restart(why, trouble)  # renders it afresh
+                self._recover(f"reconfigure with the configuration put back failed: {exc}", exc)  # renders it afresh
 
     def restart_slurmd(self, node: str, *args: str) -> None:
         """Stop the node's slurmd by its pid file and start it again (``args`` replace the default
@@ -564,10 +561,7 @@ class SlurmLab:
             if trouble := self.lab_trouble():  # e.g. the JWT slurmrestd, which the reset never calls
                 raise SlurmLabError(f"after the reset: {trouble}")
         except (SlurmLabError, subprocess.TimeoutExpired) as exc:
-            trouble = self.lab_trouble()
-            if not trouble:  # every daemon runs and answers: the reset's own failure, or a test's leftovers
-                raise SlurmLabError(f"reset failed: {exc}\n(every daemon running and answering)\n{self.diagnostics()}") from exc
-            self._restart(f"reset failed: {exc}", trouble)
+            self._recover(f"reset failed: {exc}", exc)
             try:
                 self._reset()
             except (SlurmLabError, subprocess.TimeoutExpired) as again:
@@ -594,6 +588,15 @@ class SlurmLab:
         except requests.RequestException as exc:
             return f"JWT slurmrestd: {type(exc).__name__}"
         return None if code == 200 else f"JWT slurmrestd ping: HTTP {code}"
+
+    def _recover(self, why: str, exc: BaseException) -> None:
+        """After ``exc``: restart the lab if it is itself in trouble (:meth:`lab_trouble`). When every
+        daemon runs and answers, the failure is the caller's (a reset's own, a test's leftovers):
+        raised as it is, never turned green by a fresh lab."""
+        trouble = self.lab_trouble()
+        if not trouble:
+            raise SlurmLabError(f"{why}\n(every daemon running and answering)\n{self.diagnostics()}") from exc
+        self._restart(why, trouble)
 
     def _restart(self, why: str, trouble: str) -> None:
         """Stop the lab and start a fresh one, at most ``MAX_RESTARTS`` times a run, when the lab
@@ -658,21 +661,14 @@ class SlurmLab:
         seen = {}
         for path in sorted(self.lab_dir.glob("*.pid")):
             pid = _read_pid(path)
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text() if pid else ""
-                exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)") if pid else ""
-            except OSError:
-                stat, exe = "", ""
-            state = stat.rsplit(")", 1)[1].split()[0] if stat else "gone"
-            seen[path.stem] = (pid, _STATES.get(state, state), exe)
+            seen[path.stem] = (pid, *_process(pid))
         return seen
 
     def daemon_trouble(self) -> str | None:
         """Why the lab cannot answer any more, if a daemon every test needs is gone or stopped (SIGSTOP)."""
         for name, (pid, state, exe) in self.daemons().items():
-            wanted = os.path.realpath(self.prefix / "sbin" / name.split("-", 1)[0])
             if name in ("slurmctld", "slurmd-n1", "slurmd-n2", "slurmrestd-jwt") and (
-                state not in ("running", "sleeping", "disk-wait") or exe != wanted
+                state not in ("running", "sleeping", "disk-wait") or exe != self._program(name.split("-", 1)[0])
             ):
                 return f"{name}.pid names pid {pid}: {state} {exe}".rstrip()
         return None
@@ -734,12 +730,23 @@ def _stamp(line: str) -> float:
         return 0.0
 
 
+def _process(pid: int | None) -> tuple[str, str]:
+    """What ``/proc`` says of ``pid``: its state (running, sleeping, disk-wait, stopped, traced, zombie, or
+    gone) and the program it runs (``""`` when unreadable: a zombie's, say)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text() if pid else ""
+    except OSError:
+        stat = ""
+    if not stat:
+        return "gone", ""
+    state = stat.rsplit(")", 1)[1].split()[0]
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        exe = ""
+    return _STATES.get(state, state), exe
+
+
 def _alive(pid: int | None) -> bool:
     """True if ``pid`` exists and is not a zombie."""
-    if not pid:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return _process(pid)[0] not in ("gone", "zombie")
