@@ -570,12 +570,22 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[FleetView, int, s
 
 @config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
-    path: Annotated[str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,
+    path: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="PATH",
+            help="Where to write it ('-' for stdout; default: --config, $SPURINV_CONFIG, /etc/spurinv/config.toml).",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    config_file: ConfigOption = None,
 ) -> None:
     """Write the configuration template: every key commented out with its default."""
     from spurinv.config import settings as config_module
 
+    if path is None:  # where every other command will read it
+        path, _explicit = locations.config_path(config_file, dict(os.environ))
     text = config_module.render_default()
     if path == "-":
         sys.stdout.write(text)
