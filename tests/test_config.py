@@ -187,9 +187,7 @@ def test_config_init_without_spurinv_config_writes_the_default_file(
     assert 0 == cli("config", "show").code
 
 
-def test_config_init_path_wins_over_config_flag_which_wins_over_spurinv_config(
-    cli, monkeypatch, tmp_path, guarded_writes
-):
+def test_config_init_path_wins_over_config_flag_which_wins_over_spurinv_config(cli, monkeypatch, tmp_path, guarded_writes):
     named = tmp_path / "env.toml"
     flag = tmp_path / "flag.toml"
     argument = tmp_path / "argument.toml"
