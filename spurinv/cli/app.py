@@ -339,7 +339,9 @@ def check(
     except SpurinvError as error:
         raise _fail("check", error, where.as_json) from None
     world = World(target, environ, Log(environ, quiet=True))
-    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=where.state)
+    host = preflight.Host(
+        systemctl="systemctl" if target.path == "/" else None, state_flag=where.state, config_flag=where.config_file
+    )
     results, code = preflight.run(
         world,
         lambda: _run_options(where.state, where.config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True),
