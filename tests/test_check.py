@@ -378,7 +378,7 @@ def run_checks(node: Node, systemctl: str | None, **environ_extra: str) -> dict[
     results, _code = check.run(
         world,
         lambda: _run_options(str(node.state), str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True),
-        check.Host(systemctl=systemctl, state_flag=str(node.state)),
+        check.Host(systemctl=systemctl, state_flag=str(node.state), config_flag=str(node.tmp / "config.toml")),
     )
     return {result.name: result for result in results}
 
@@ -1102,7 +1102,7 @@ def run_unflagged(node: Node) -> dict[str, check.Check]:
     environ = {name: value for name, value in os.environ.items() if name not in ("SPURINV_STATE", "STATE_DIRECTORY")}
     world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
     build = lambda: _run_options(None, str(node.tmp / "config.toml"), {}, None, None, environ, dry_run=True)  # noqa: E731
-    results, _code = check.run(world, build, check.Host(systemctl=None))
+    results, _code = check.run(world, build, check.Host(systemctl=None, config_flag=str(node.tmp / "config.toml")))
     return {result.name: result for result in results}
 
 
@@ -1137,6 +1137,65 @@ def test_a_drop_in_environment_reset_drops_the_units_state_path(node, tmp_path):
     node.config()
     state = run_unflagged(node)["state"]
     assert "nowhere" not in state.detail, state
+
+
+# --- the config file the scheduler's runs read -------------------------------------------------------
+
+
+def run_config_check(node: Node, monkeypatch, shell_config: str | None, flag: str | None = None) -> check.Check:
+    """The config check, from a shell whose $SPURINV_CONFIG is ``shell_config`` (None: unset)."""
+    from spurinv.cli.app import _run_options
+
+    if shell_config is None:
+        monkeypatch.delenv("SPURINV_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("SPURINV_CONFIG", shell_config)
+    environ = dict(os.environ)
+    world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
+    build = lambda: _run_options(str(node.state), flag, {}, None, None, environ, dry_run=True)  # noqa: E731
+    results, _code = check.run(world, build, check.Host(systemctl=None, state_flag=str(node.state), config_flag=flag))
+    return {result.name: result for result in results}["config"]
+
+
+def test_check_warns_when_the_timer_reads_another_config_file_than_this_shell(node, monkeypatch, tmp_path):
+    from spurinv.state import locations
+
+    site = str(node.config())  # this shell's $SPURINV_CONFIG
+    systemd_host(node)
+    unit_host(node, "[Service]\nEnvironment=NO_COLOR=1\n")
+
+    unset = run_config_check(node, monkeypatch, site)  # the unit sets none: the timer reads the default
+
+    assert "warn" == unset.status, unset
+    assert f"the timer runs read {locations.DEFAULT_CONFIG} (systemd passes no SPURINV_CONFIG)" in unset.detail
+    assert f"Environment=SPURINV_CONFIG={site} in {check.SERVICE}" in unset.fix
+    other = tmp_path / "other.toml"
+    unit_host(node, f"[Service]\nEnvironment=NO_COLOR=1 SPURINV_CONFIG={other}\n")
+    elsewhere = run_config_check(node, monkeypatch, site)
+    assert "warn" == elsewhere.status, elsewhere
+    assert f"the timer runs read {other} (the unit's Environment=SPURINV_CONFIG=)" in elsewhere.detail
+    assert f"spurinv check --config {other}" in elsewhere.fix
+    unit_host(node, f"[Service]\nEnvironment=NO_COLOR=1 SPURINV_CONFIG={site}\n")
+    assert "ok" == run_config_check(node, monkeypatch, site).status  # the same file
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", drop_ins={"reset.conf": "[Service]\nEnvironment=\n"})
+    assert "warn" == run_config_check(node, monkeypatch, site).status  # the drop-in dropped it
+    assert "ok" == run_config_check(node, monkeypatch, None, flag=site).status  # --config: the operator's choice
+
+
+def test_check_warns_when_cron_reads_another_config_file_than_this_shell(node, monkeypatch):
+    from spurinv.state import locations
+
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+
+    default = run_config_check(node, monkeypatch, site)  # the shipped entry: cron passes no SPURINV_CONFIG
+
+    assert "warn" == default.status, default
+    assert f"the cron runs read {locations.DEFAULT_CONFIG} (cron passes no SPURINV_CONFIG)" in default.detail
+    assert f"SPURINV_CONFIG={site} in /etc/cron.d/spurinv" in default.fix
+    cron.write_text(f"SPURINV_CONFIG={site}\n" + cron.read_text())
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+    assert "warn" == run_config_check(node, monkeypatch, None).status  # now this shell reads the default
 
 
 # --- the program the scheduler starts, and where cron reads its file --------------------------------

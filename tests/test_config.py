@@ -113,6 +113,94 @@ def test_config_init_never_overwrites_without_force(cli, tmp_path):
     assert exitcode.CONFIG == again.code
 
 
+def _tree(top: Path) -> set[str]:
+    return {str(path.relative_to(top)) for path in top.rglob("*")}
+
+
+@pytest.fixture
+def guarded_writes(monkeypatch, tmp_path, hermetic):
+    """config init may create directories and write files only under the test's own directories:
+    a run that wrote the host's /etc/spurinv fails here instead (scripts/hermetic-check overlays
+    /etc as well)."""
+    import os
+
+    from spurinv.state import store
+
+    def inside(path) -> bool:
+        resolved = os.path.abspath(path)
+        return any(resolved.startswith(f"{top}/") for top in (str(tmp_path), str(hermetic)))
+
+    makedirs, write_atomic = os.makedirs, store.write_atomic
+
+    def guarded_makedirs(path, *args, **kwargs):
+        assert inside(path) or os.path.isdir(path), f"config init made a directory outside the test: {path}"
+        return makedirs(path, *args, **kwargs)
+
+    def guarded_write(path, *args, **kwargs):
+        assert inside(path), f"config init wrote outside the test: {path}"
+        return write_atomic(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", guarded_makedirs)
+    monkeypatch.setattr(store, "write_atomic", guarded_write)
+
+
+def test_config_init_writes_where_spurinv_config_names_and_config_show_reads_it(
+    cli, monkeypatch, tmp_path, hermetic, guarded_writes
+):
+    from spurinv.state import locations
+
+    target = tmp_path / "site" / "spurinv.toml"
+    monkeypatch.setenv("SPURINV_CONFIG", str(target))
+    before = _tree(tmp_path)
+
+    result = cli("config", "init")
+
+    assert (0, f"wrote {target}\n") == (result.code, result.err)
+    assert {"site", "site/spurinv.toml"} == _tree(tmp_path) - before  # nothing else
+    assert not Path(locations.DEFAULT_CONFIG).exists()
+    assert {section: {} for section in config.SECTIONS} == tomllib.loads(target.read_text())
+    target.write_text(target.read_text().replace("#name = ", 'name = "n7"\n#name = ', 1))
+    shown = cli("config", "show", "--json")
+    assert 0 == shown.code, shown.err
+    document = shown.json()
+    assert (str(target), True) == (document["file"], document["file_exists"])
+    assert ("n7", str(target)) == (document["values"]["node.name"], document["origins"]["node.name"])
+    assert cli("config", "show").out.startswith(f"# read {target}\n")
+
+
+@pytest.mark.parametrize("variable", ["unset", "empty"])
+def test_config_init_without_spurinv_config_writes_the_default_file(
+    cli, monkeypatch, tmp_path, hermetic, guarded_writes, variable
+):
+    from spurinv.state import locations
+
+    if variable == "unset":
+        monkeypatch.delenv("SPURINV_CONFIG")
+    else:
+        monkeypatch.setenv("SPURINV_CONFIG", "")
+    default = Path(locations.DEFAULT_CONFIG)  # the hermetic fixture's private stand-in for /etc/spurinv/config.toml
+
+    result = cli("config", "init")
+
+    assert (0, f"wrote {default}\n") == (result.code, result.err)
+    assert default.is_file()
+    assert 0 == cli("config", "show").code
+
+
+def test_config_init_path_wins_over_config_flag_which_wins_over_spurinv_config(cli, monkeypatch, tmp_path, guarded_writes):
+    named = tmp_path / "env.toml"
+    flag = tmp_path / "flag.toml"
+    argument = tmp_path / "argument.toml"
+    monkeypatch.setenv("SPURINV_CONFIG", str(named))
+
+    assert 0 == cli("config", "init", "--config", flag).code
+    assert 0 == cli("config", "init", argument, "--config", flag, "--force").code
+
+    assert (False, True, True) == (named.exists(), flag.is_file(), argument.is_file())
+    assert 0 == cli("config", "show", "--config", flag).code
+    assert exitcode.CONFIG == cli("config", "show").code  # $SPURINV_CONFIG names a file not written
+
+
 def test_config_show_says_where_each_value_came_from(cli, env, tmp_path):
     write(tmp_path / "config.toml", '[node]\nname = "n7"\n')
 

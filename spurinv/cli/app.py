@@ -339,7 +339,9 @@ def check(
     except SpurinvError as error:
         raise _fail("check", error, where.as_json) from None
     world = World(target, environ, Log(environ, quiet=True))
-    host = preflight.Host(systemctl="systemctl" if target.path == "/" else None, state_flag=where.state)
+    host = preflight.Host(
+        systemctl="systemctl" if target.path == "/" else None, state_flag=where.state, config_flag=where.config_file
+    )
     results, code = preflight.run(
         world,
         lambda: _run_options(where.state, where.config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True),
@@ -570,12 +572,22 @@ def _read_fleet(loaded: Any, environ: dict[str, str]) -> tuple[FleetView, int, s
 
 @config_app.command("init", short_help="Write the config template (every key commented out).")
 def config_init(
-    path: Annotated[str, typer.Argument(metavar="PATH", help="Where to write it ('-' for stdout).")] = locations.DEFAULT_CONFIG,
+    path: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="PATH",
+            help="Where to write it ('-' for stdout; default: --config, $SPURINV_CONFIG, /etc/spurinv/config.toml).",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    config_file: ConfigOption = None,
 ) -> None:
     """Write the configuration template: every key commented out with its default."""
     from spurinv.config import settings as config_module
 
+    if path is None:  # where every other command will read it
+        path, _explicit = locations.config_path(config_file, dict(os.environ))
     text = config_module.render_default()
     if path == "-":
         sys.stdout.write(text)

@@ -106,6 +106,7 @@ class Host:
     systemctl: str | None = "systemctl"
     euid: int = field(default_factory=os.geteuid)
     state_flag: str | None = None  # --state as given, to say where the state path came from
+    config_flag: str | None = None  # --config as given: the operator named the file to look at
 
 
 @dataclass(slots=True)
@@ -222,7 +223,36 @@ def _config(run: _Run) -> Check:
     identity = options.config_identity
     where = identity.removesuffix(":none") if identity.endswith(":none") else identity.rsplit(":", 3)[0]
     found = "" if os.path.lexists(where) else " (no file: every value is a default)"
+    if (elsewhere := _scheduler_config(run, where)) is not None:
+        return Check("config", "warn", f"{where}{found}: {mode}; {elsewhere[0]}", elsewhere[1])
     return Check("config", "ok", f"{where}{found}: {mode}")
+
+
+def _scheduler_config(run: _Run, checked: str) -> tuple[str, str] | None:
+    """When the scheduler's runs read another config file than the one checked (this shell's
+    $SPURINV_CONFIG, or its absence, is not the unit's or the crontab's): what they read instead,
+    and the fix. None with --config (the operator named the file to look at), or no scheduler."""
+    from spurinv.state import locations
+
+    scheduler = _scheduler(run)
+    if run.host.config_flag or scheduler is None:
+        return None
+    if scheduler == "systemd":
+        environment = _unit_environment(run)
+        origin, setting = "the unit's Environment=SPURINV_CONFIG=", f"Environment=SPURINV_CONFIG={checked} in {SERVICE}"
+    else:
+        cron = _cron(run)
+        environment = _assignments(_read_text(run.world.root.join(cron.lstrip("/"))) or "") if cron else {}
+        origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={checked} in {cron}"
+    path, named = locations.config_path(None, environment)
+    if not named:
+        origin = f"{scheduler} passes no SPURINV_CONFIG"
+    if os.path.abspath(checked) in (path, run.world.root.join(path.lstrip("/"))):
+        return None
+    return (
+        f"but the {'timer' if scheduler == 'systemd' else 'cron'} runs read {path} ({origin}), not this file",
+        f"check what they read (spurinv check --config {path}), or set {setting}",
+    )
 
 
 def _config_fix(message: str) -> str:
