@@ -1182,6 +1182,28 @@ def test_check_warns_when_the_timer_reads_another_config_file_than_this_shell(no
     assert "ok" == run_config_check(node, monkeypatch, None, flag=site).status  # --config: the operator's choice
 
 
+def test_check_applies_unset_environment_last_as_systemd_does(node, monkeypatch, tmp_path):
+    """UnsetEnvironment= undoes Environment= and EnvironmentFile= (systemd.exec(5)): a drop-in
+    that unsets SPURINV_CONFIG sends the timer's runs back to the default file."""
+    from spurinv.state import locations
+
+    site = str(node.config())
+    systemd_host(node)
+    unset = {"unset.conf": "[Service]\nUnsetEnvironment=NO_COLOR SPURINV_CONFIG\n"}
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", drop_ins=unset)
+
+    dropped = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == dropped.status, dropped
+    assert f"the timer runs read {locations.DEFAULT_CONFIG} (systemd passes no SPURINV_CONFIG)" in dropped.detail
+    other = {"unset.conf": f"[Service]\nUnsetEnvironment=SPURINV_CONFIG={tmp_path / 'other.toml'}\n"}
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", drop_ins=other)
+    assert "ok" == run_config_check(node, monkeypatch, site).status  # NAME=VALUE drops only that value
+    reset = {"unset.conf": "[Service]\nUnsetEnvironment=SPURINV_CONFIG\n", "zz-reset.conf": "[Service]\nUnsetEnvironment=\n"}
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", drop_ins=reset)
+    assert "ok" == run_config_check(node, monkeypatch, site).status  # an empty one resets the list
+
+
 def test_check_warns_when_cron_reads_another_config_file_than_this_shell(node, monkeypatch):
     from spurinv.state import locations
 

@@ -187,6 +187,30 @@ def test_config_init_without_spurinv_config_writes_the_default_file(
     assert 0 == cli("config", "show").code
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o002, 0o077])
+def test_config_init_makes_directories_no_one_else_can_write_whatever_the_umask(cli, monkeypatch, tmp_path, umask):
+    """A directory others can write lets them swap the config root's runs read (the loader checks
+    only the file's mode); config init makes none, and leaves the caller's umask as it was."""
+    import os
+
+    target = tmp_path / "etc" / "spurinv" / "config.toml"
+    monkeypatch.setenv("SPURINV_CONFIG", str(target))
+    previous = os.umask(umask)
+    try:
+        result = cli("config", "init")
+        after = os.umask(previous)
+    finally:
+        os.umask(previous)
+
+    assert 0 == result.code, result.err
+    assert umask == after
+    for directory in (tmp_path / "etc", target.parent):
+        mode = directory.stat().st_mode & 0o777
+        assert 0 == mode & 0o022, f"{directory} {mode:o}"
+        assert 0 == mode & umask, f"{directory} {mode:o}"  # a stricter umask still applies
+    assert 0o640 == target.stat().st_mode & 0o777
+
+
 def test_config_init_path_wins_over_config_flag_which_wins_over_spurinv_config(cli, monkeypatch, tmp_path, guarded_writes):
     named = tmp_path / "env.toml"
     flag = tmp_path / "flag.toml"

@@ -596,13 +596,19 @@ def config_init(
         raise _fail("config", ConfigError(f"{path} exists; use --force to overwrite it"), False)
     from spurinv.state import store
 
+    # /etc/spurinv: readable by the service, and writable by no one else whatever the umask (the
+    # loader checks the file's mode, not its directory's: one others can write lets them swap it)
+    umask = os.umask(0o022)
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # /etc/spurinv: readable by the service
+        os.umask(umask | 0o022)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         store.write_atomic(path, text.encode(), 0o640, make_directory=False)
     except store.StoreError as exc:
         raise _fail("config", ConfigError(str(exc)), False) from None
     except OSError as exc:
         raise _fail("config", ConfigError(f"cannot write {path}: {exc.strerror}"), False) from None
+    finally:
+        os.umask(umask)
     sys.stderr.write(f"wrote {path}\n")
 
 

@@ -418,14 +418,18 @@ def _follow_unit_state(run: _Run) -> None:
 def _unit_environment(run: _Run) -> dict[str, str]:
     """The variables the unit gives its runs: Environment= (the last assignment wins; an empty
     one resets the list) overlaid by the EnvironmentFile= files that exist ("-" marks one that
-    may be missing), as systemd.exec(5) orders them."""
+    may be missing), less UnsetEnvironment= (applied last), as systemd.exec(5) orders them."""
     import shlex
 
     found: dict[str, str] = {}
     files: list[str] = []
+    unset: list[str] = []
     for key, value, _where in _service_directives(run):
         if key == "EnvironmentFile":
             files = [*files, value.removeprefix("-")] if value else []
+            continue
+        if key == "UnsetEnvironment":
+            unset = [*unset, *_words(value)] if value else []
             continue
         if key != "Environment":
             continue
@@ -443,7 +447,22 @@ def _unit_environment(run: _Run) -> dict[str, str]:
     for name in files:
         if name.startswith("/"):
             found.update(_assignments(_read_text(run.world.root.join(name.lstrip("/"))) or ""))
+    for word in unset:  # a bare name drops the variable, NAME=VALUE only that exact assignment
+        name, equals, setting = word.partition("=")
+        if not equals or found.get(name) == setting:
+            found.pop(name, None)
     return found
+
+
+def _words(value: str) -> list[str]:
+    """A unit value's space-separated, quoted words; none when the quoting is broken (systemd
+    ignores such a line)."""
+    import shlex
+
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return []
 
 
 def _assignments(text: str) -> dict[str, str]:
