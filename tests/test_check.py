@@ -1204,6 +1204,21 @@ def test_check_applies_unset_environment_last_as_systemd_does(node, monkeypatch,
     assert "ok" == run_config_check(node, monkeypatch, site).status  # an empty one resets the list
 
 
+def test_check_does_not_warn_when_the_timer_names_the_same_config_file_another_way(node, monkeypatch, tmp_path):
+    site = node.config()
+    alias = tmp_path / "alias"
+    alias.symlink_to(site.parent, target_is_directory=True)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={alias / site.name}\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status  # a symlinked directory
+    (tmp_path / "linked.toml").hardlink_to(site)
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={tmp_path / 'linked.toml'}\n")
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status  # a hard link
+    unit_host(node, "[Service]\nEnvironment=SPURINV_CONFIG=/nowhere/a\x00b.toml\n")
+    assert "warn" == run_config_check(node, monkeypatch, str(site)).status  # a NUL names no file
+
+
 def test_check_warns_when_cron_reads_another_config_file_than_this_shell(node, monkeypatch):
     from spurinv.state import locations
 

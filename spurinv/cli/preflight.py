@@ -247,12 +247,21 @@ def _scheduler_config(run: _Run, checked: str) -> tuple[str, str] | None:
     path, named = locations.config_path(None, environment)
     if not named:
         origin = f"{scheduler} passes no SPURINV_CONFIG"
-    if os.path.abspath(checked) in (path, run.world.root.join(path.lstrip("/"))):
+    theirs = run.world.root.join(path.lstrip("/"))
+    if os.path.abspath(checked) in (path, theirs) or _same_file(checked, path) or _same_file(checked, theirs):
         return None
     return (
         f"but the {'timer' if scheduler == 'systemd' else 'cron'} runs read {path} ({origin}), not this file",
         f"check what they read (spurinv check --config {path}), or set {setting}",
     )
+
+
+def _same_file(one: str, other: str) -> bool:
+    """Both exist and are one file under two names (a symlinked directory, a bind mount, a hard link)."""
+    try:
+        return os.path.exists(one) and os.path.exists(other) and os.path.samefile(one, other)
+    except (OSError, ValueError):
+        return False
 
 
 def _config_fix(message: str) -> str:
