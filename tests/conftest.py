@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import itertools
 import json
 import os
@@ -142,6 +143,11 @@ def _compile_spurinv() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A worker keeps 300-500 thousand objects alive (hypothesis's caches, pydantic's schemas, the
+    # modules the tests import) and the collector's full passes walked them all some 30 times a
+    # run: 2-4 s of CPU a worker. One full pass per 100 younger ones, not 10: 0.2-0.6 s; the
+    # workers' peak memory stayed 170-470 MB either way.
+    gc.set_threshold(*gc.get_threshold()[:2], 100)
     if sys.dont_write_bytecode and not os.environ.get("PYTEST_XDIST_WORKER"):  # the workers start after this
         _compile_spurinv()
 
