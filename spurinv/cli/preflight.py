@@ -359,7 +359,7 @@ def _elsewhere(run: _Run, fix: str) -> str:
         unset = "unset SPURINV_CONFIG, or " if named and path == locations.DEFAULT_CONFIG else ""
         told.append(f"the {who} runs read {path} ({origin}), not {checked}: {unset}check theirs "
                     f"(spurinv check --config {shlex.quote(path)})")  # fmt: skip
-    return "; ".join([*told, f"else {fix}"]) if told else fix
+    return "; ".join([*told, f"otherwise {fix}"]) if told else fix
 
 
 def _config_fix(message: str) -> str:
