@@ -236,7 +236,7 @@ def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]
     """Each scheduler whose runs read another config file than the one checked (this shell's
     $SPURINV_CONFIG, or its absence, is not the unit's or the crontab's): who ("timer", "cron"),
     the file they read, where that comes from, and the setting that points them at the checked
-    one. None with --config (the operator named the file to look at); none for a scheduler
+    one. Empty with --config (the operator named the file to look at); none for a scheduler
     whose command check cannot read: it says nothing rather than guess."""
     found: list[tuple[str, str, str, str]] = []
     for scheduler in () if run.host.config_flag else _schedulers(run):
@@ -277,9 +277,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
     if started is None:
         return None
     flag, inline = started
-    if "SPURINV_CONFIG" in inline:
+    if inline.get("SPURINV_CONFIG"):
         origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={shlex.quote(checked)} on {where}"
-    if flag is not None:
+    if flag:
         origin, setting = f"--config on {where}", f"--config {shlex.quote(checked)} on {where}"
     path, named = locations.config_path(flag, {**environment, **inline})
     if not named:
@@ -313,8 +313,8 @@ def _started_with(words: list[str]) -> tuple[str | None, dict[str, str]] | None:
             flag = arguments[index + 1] if index + 1 < len(arguments) else ""
         elif word.startswith("--config="):
             flag = word.removeprefix("--config=")
-    for value in (flag, inline.get("SPURINV_CONFIG")):
-        if value is not None and (not value.startswith("/") or any(sign in value for sign in "$`%")):
+    for value in (flag, inline.get("SPURINV_CONFIG")):  # an empty one is no setting, as config_path takes it
+        if value and (not value.startswith("/") or any(sign in value for sign in "$`%")):
             return None
     return flag, inline
 
