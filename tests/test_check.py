@@ -1235,6 +1235,147 @@ def test_check_warns_when_cron_reads_another_config_file_than_this_shell(node, m
     assert "warn" == run_config_check(node, monkeypatch, None).status  # now this shell reads the default
 
 
+SPURINV = "/usr/local/bin/spurinv"
+
+
+@pytest.mark.parametrize(
+    ("service", "drop_in"),
+    [
+        ("[Service]\nExecStart={spurinv} refresh --quiet --config {site}\n", None),
+        ("[Service]\nExecStart={spurinv} refresh --config={site}\nEnvironment=SPURINV_CONFIG=/etc/other.toml\n", None),
+        ("[Service]\nExecStart={spurinv} refresh\n", "[Service]\nExecStart=\nExecStart={spurinv} refresh --config '{site}'\n"),
+    ],
+)
+def test_check_reads_the_config_flag_on_the_units_exec_start(node, monkeypatch, service, drop_in):
+    """--config on the command the timer starts is the file its runs read, over any
+    Environment=SPURINV_CONFIG= (as locations.config_path resolves it); a drop-in's ExecStart=
+    after an empty one replaces the unit's."""
+    from spurinv.state import locations
+
+    site = str(node.config())
+    systemd_host(node)
+    fill = {"spurinv": SPURINV, "site": site}
+    unit_host(node, service.format(**fill), drop_ins={"z.conf": drop_in.format(**fill)} if drop_in else None)
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status  # the file the timer reads
+
+    elsewhere = run_config_check(node, monkeypatch, None)  # this shell reads the default
+    assert "warn" == elsewhere.status, elsewhere
+    assert f"the timer runs read {site} (--config on {check.SERVICE}'s ExecStart=)" in elsewhere.detail
+    assert "Environment=" not in elsewhere.fix  # the flag would win over it
+    assert f"--config {locations.DEFAULT_CONFIG} on {check.SERVICE}'s ExecStart=" in elsewhere.fix
+
+
+def test_check_warns_when_the_units_exec_start_names_another_config_file(node, monkeypatch):
+    """Nothing exported in the shell: check reads the default, the timer the file its command names."""
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/other.toml\n")
+
+    found = run_config_check(node, monkeypatch, None)
+
+    assert "warn" == found.status, found
+    assert "the timer runs read /etc/other.toml (--config on" in found.detail
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config '/etc/other.toml\n")  # broken quoting
+    assert "ok" == run_config_check(node, monkeypatch, None).status  # nothing said rather than a guess
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "{spurinv} refresh --quiet --config {site}",
+        "{spurinv} refresh --config={site} --quiet",
+        "SPURINV_CONFIG={site} {spurinv} refresh --quiet",
+        "sleep 3; out=$(timeout 180 env SPURINV_CONFIG='{site}' {spurinv} refresh --quiet 2>&1); echo \"$out\" | logger",
+    ],
+)
+def test_check_reads_the_config_on_the_cron_command(node, monkeypatch, entry):
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("* * * * * root " + entry.format(spurinv=SPURINV, site=site) + "\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+    elsewhere = run_config_check(node, monkeypatch, None)
+    assert "warn" == elsewhere.status, elsewhere
+    assert f"the cron runs read {site} (" in elsewhere.detail
+    assert "on the entry in /etc/cron.d/spurinv" in elsewhere.fix
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "{spurinv} refresh --config '/etc/x.toml",  # broken quoting
+        "{spurinv} refresh --config $HOME/x.toml",  # the shell expands it
+        "SPURINV_CONFIG=x.toml {spurinv} refresh",  # relative to a directory check does not know
+    ],
+)
+def test_check_says_nothing_of_a_cron_command_it_cannot_read(node, monkeypatch, entry):
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("* * * * * root " + entry.format(spurinv=SPURINV) + "\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_check_compares_the_config_of_both_the_timer_and_cron(node, monkeypatch, tmp_path):
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", cron=True)  # cron passes none
+
+    cron_only = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == cron_only.status, cron_only
+    assert "the cron runs read" in cron_only.detail
+    assert "the timer runs read" not in cron_only.detail
+    unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={tmp_path / 'other.toml'}\n", cron=True)
+    both = run_config_check(node, monkeypatch, site)
+    assert f"the timer runs read {tmp_path / 'other.toml'} (" in both.detail
+    assert "and the cron runs read" in both.detail
+    assert both.fix.count("spurinv check --config") == 2
+
+
+def test_a_config_this_shell_names_that_does_not_load_says_which_the_runs_read(node, monkeypatch, tmp_path):
+    """A leftover export naming a missing file fails 78; the fix says the timer reads another
+    file, and names no key when none is named."""
+    from spurinv.state import locations
+
+    systemd_host(node)
+    unit_host(node, "[Service]\nEnvironment=NO_COLOR=1\n")
+
+    missing = run_config_check(node, monkeypatch, str(tmp_path / "gone.toml"))
+
+    assert ("fail", exitcode.CONFIG) == (missing.status, missing.exit_code), missing
+    assert f"the timer runs read {locations.DEFAULT_CONFIG}" in missing.fix
+    assert "unset SPURINV_CONFIG" in missing.fix
+    assert "key named above" not in missing.fix
+    loose = node.config()
+    loose.chmod(0o666)  # a file others may write: refused, no key named
+    refused = run_config_check(node, monkeypatch, None, flag=str(loose))
+    assert "fail" == refused.status, refused
+    assert "key named above" not in refused.fix
+    assert "runs read" not in refused.fix  # --config: the operator named the file to look at
+
+
+def test_the_config_fix_quotes_a_path_with_spaces(node, monkeypatch, tmp_path):
+    """The suggested Environment= line and check command work as given: pasted into the unit,
+    the warning goes."""
+    site = tmp_path / "a b" / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+    other = tmp_path / "o p" / "q.toml"
+    systemd_host(node)
+    unit_host(node, f'[Service]\nEnvironment="SPURINV_CONFIG={other}"\n')
+
+    found = run_config_check(node, monkeypatch, str(site))
+
+    assert "warn" == found.status, found
+    assert f"spurinv check --config '{other}'" in found.fix
+    setting = f'Environment="SPURINV_CONFIG={site}"'
+    assert setting in found.fix
+    unit_host(node, f"[Service]\n{setting}\n")
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status
+
+
 # --- the program the scheduler starts, and where cron reads its file --------------------------------
 
 

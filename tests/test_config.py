@@ -211,18 +211,42 @@ def test_config_init_makes_directories_no_one_else_can_write_whatever_the_umask(
     assert 0o640 == target.stat().st_mode & 0o777
 
 
-def test_config_init_path_wins_over_config_flag_which_wins_over_spurinv_config(cli, monkeypatch, tmp_path, guarded_writes):
+def test_config_init_config_flag_wins_over_spurinv_config_and_path_with_it_is_refused(
+    cli, monkeypatch, tmp_path, guarded_writes
+):
     named = tmp_path / "env.toml"
     flag = tmp_path / "flag.toml"
     argument = tmp_path / "argument.toml"
     monkeypatch.setenv("SPURINV_CONFIG", str(named))
 
     assert 0 == cli("config", "init", "--config", flag).code
-    assert 0 == cli("config", "init", argument, "--config", flag, "--force").code
+    both = cli("config", "init", argument, "--config", flag, "--force")  # two names for one file: which?
 
-    assert (False, True, True) == (named.exists(), flag.is_file(), argument.is_file())
+    assert exitcode.USAGE == both.code
+    assert f"PATH {argument} and --config {flag}" in both.err
+    assert (False, True, False) == (named.exists(), flag.is_file(), argument.exists())
     assert 0 == cli("config", "show", "--config", flag).code
     assert exitcode.CONFIG == cli("config", "show").code  # $SPURINV_CONFIG names a file not written
+
+
+@pytest.mark.parametrize(("suffix", "what"), [("", "the state file"), (".lock", "the state file's lock")])
+@pytest.mark.parametrize("named", ["SPURINV_CONFIG", "--config", "PATH"])
+def test_config_init_never_replaces_the_state_file_or_its_lock(cli, monkeypatch, tmp_path, suffix, what, named):
+    state = tmp_path / "st" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    state.write_text('{"kept": true}\n')
+    Path(f"{state}.lock").write_text("")
+    monkeypatch.setenv("SPURINV_STATE", str(state))
+    target = f"{state}{suffix}"
+    args = {"SPURINV_CONFIG": [], "--config": ["--config", target], "PATH": [target]}[named]
+    if named == "SPURINV_CONFIG":
+        monkeypatch.setenv("SPURINV_CONFIG", target)
+
+    result = cli("config", "init", *args, "--force")
+
+    assert exitcode.CONFIG == result.code, result.err
+    assert f"that is {what} {target}" in result.err
+    assert ('{"kept": true}\n', "") == (state.read_text(), Path(f"{state}.lock").read_text())
 
 
 def test_config_show_says_where_each_value_came_from(cli, env, tmp_path):

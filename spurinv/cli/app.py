@@ -585,13 +585,20 @@ def config_init(
 ) -> None:
     """Write the configuration template: every key commented out with its default."""
     from spurinv.config import settings as config_module
+    from spurinv.secret import printable
 
+    if path is not None and config_file is not None:
+        message = f"PATH {printable(path)} and --config {printable(config_file)} both name the file to write: give one"
+        raise _fail("config", UsageError(message), False)
     if path is None:  # where every other command will read it
         path, _explicit = locations.config_path(config_file, dict(os.environ))
     text = config_module.render_default()
     if path == "-":
         sys.stdout.write(text)
         raise typer.Exit(0)
+    # --force must not replace spurinv's own state or lock file with the template
+    if clash := locations.clash(path, locations.state_path(None, dict(os.environ))):
+        raise _fail("config", ConfigError(f"{printable(path)}: that is {clash}; name a config file of its own"), False)
     if os.path.exists(path) and not force:
         raise _fail("config", ConfigError(f"{path} exists; use --force to overwrite it"), False)
     from spurinv.state import store

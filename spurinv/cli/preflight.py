@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import stat
 import subprocess
 from collections.abc import Callable
@@ -202,7 +203,7 @@ def _config(run: _Run) -> Check:
     try:
         run.options = options = run.build()
     except SpurinvError as exc:
-        return Check("config", "fail", _one(exc.message), _config_fix(exc.message), exc.exit_code)
+        return Check("config", "fail", _one(exc.message), _elsewhere(run, _config_fix(exc.message)), exc.exit_code)
     config = options.config
     run.budget = Budget(config.controller.run_deadline)
     _follow_unit_state(run)
@@ -223,37 +224,120 @@ def _config(run: _Run) -> Check:
     identity = options.config_identity
     where = identity.removesuffix(":none") if identity.endswith(":none") else identity.rsplit(":", 3)[0]
     found = "" if os.path.lexists(where) else " (no file: every value is a default)"
-    if (elsewhere := _scheduler_config(run, where)) is not None:
-        return Check("config", "warn", f"{where}{found}: {mode}; {elsewhere[0]}", elsewhere[1])
+    if elsewhere := _scheduler_config(run, where):
+        read = " and ".join(f"the {who} runs read {path} ({origin})" for who, path, origin, _setting in elsewhere)
+        fix = "; ".join(f"check what the {who} runs read (spurinv check --config {shlex.quote(path)}), or set {setting}"
+                        for who, path, _origin, setting in elsewhere)  # fmt: skip
+        return Check("config", "warn", f"{where}{found}: {mode}; but {read}, not this file", fix)
     return Check("config", "ok", f"{where}{found}: {mode}")
 
 
-def _scheduler_config(run: _Run, checked: str) -> tuple[str, str] | None:
-    """When the scheduler's runs read another config file than the one checked (this shell's
-    $SPURINV_CONFIG, or its absence, is not the unit's or the crontab's): what they read instead,
-    and the fix. None with --config (the operator named the file to look at), or no scheduler."""
+def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]]:
+    """Each scheduler whose runs read another config file than the one checked (this shell's
+    $SPURINV_CONFIG, or its absence, is not the unit's or the crontab's): who ("timer", "cron"),
+    the file they read, where that comes from, and the setting that points them at the checked
+    one. Empty with --config (the operator named the file to look at); none for a scheduler
+    whose command check cannot read: it says nothing rather than guess."""
+    found: list[tuple[str, str, str, str]] = []
+    for scheduler in () if run.host.config_flag else _schedulers(run):
+        reads = _scheduler_reads(run, scheduler, checked)
+        if reads is None:
+            continue
+        path = reads[0]
+        theirs = run.world.root.join(path.lstrip("/"))
+        if os.path.abspath(checked) in (path, theirs) or _same_file(checked, path) or _same_file(checked, theirs):
+            continue
+        found.append(("timer" if scheduler == "systemd" else "cron", *reads))
+    return found
+
+
+def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str, str] | None:
+    """The config file ``scheduler``'s runs read, where that comes from, and the setting that
+    would make it ``checked``: as ``locations.config_path`` resolves it, --config on its command
+    over SPURINV_CONFIG (an inline ``NAME=VALUE`` before the program over the unit's or the
+    crontab's). None when its command cannot be read."""
     from spurinv.state import locations
 
-    scheduler = _scheduler(run)
-    if run.host.config_flag or scheduler is None:
-        return None
+    words: list[str] | None
     if scheduler == "systemd":
         environment = _unit_environment(run)
-        origin, setting = "the unit's Environment=SPURINV_CONFIG=", f"Environment=SPURINV_CONFIG={checked} in {SERVICE}"
+        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
+        command = starts[-1] if starts else ""  # the last one, after an empty reset, is the one run
+        words = _words(command) if command else []
+        where = f"{SERVICE}'s ExecStart="
+        origin = "the unit's Environment=SPURINV_CONFIG="
+        setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked)} in {SERVICE}"
     else:
-        cron = _cron(run)
+        cron, command = _cron_command(run) or ("", "")
         environment = _assignments(_read_text(run.world.root.join(cron.lstrip("/"))) or "") if cron else {}
-        origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={checked} in {cron}"
-    path, named = locations.config_path(None, environment)
+        words = _shell_words(command) if command else []
+        where = f"the entry in {cron}"
+        origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"
+    started = _started_with(words or []) if command else (None, {})
+    if started is None:
+        return None
+    flag, inline = started
+    if inline.get("SPURINV_CONFIG"):
+        origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={shlex.quote(checked)} on {where}"
+    if flag:
+        origin, setting = f"--config on {where}", f"--config {shlex.quote(checked)} on {where}"
+    path, named = locations.config_path(flag, {**environment, **inline})
     if not named:
         origin = f"{scheduler} passes no SPURINV_CONFIG"
-    theirs = run.world.root.join(path.lstrip("/"))
-    if os.path.abspath(checked) in (path, theirs) or _same_file(checked, path) or _same_file(checked, theirs):
+    return path, origin, setting
+
+
+def _started_with(words: list[str]) -> tuple[str | None, dict[str, str]] | None:
+    """The --config (either spelling; the last wins, as click takes it) and the ``NAME=VALUE``
+    prefixes (the shell's, or env's) of the spurinv command among a scheduler's command
+    ``words``; None when none is ``spurinv refresh`` or a value is one the shell or systemd
+    would expand ($, `, %) or resolve against a working directory check does not know."""
+    import re
+
+    operators = set("();<>|&")
+    begin = 0
+    for at, word in enumerate(words):
+        if word and set(word) <= operators:
+            begin = at + 1  # a shell operator ends the command its assignments apply to
+        elif (word == "spurinv" or word.endswith("/spurinv")) and words[at + 1 : at + 2] == ["refresh"]:
+            break
+    else:
         return None
-    return (
-        f"but the {'timer' if scheduler == 'systemd' else 'cron'} runs read {path} ({origin}), not this file",
-        f"check what they read (spurinv check --config {path}), or set {setting}",
-    )
+    inline = dict(word.partition("=")[::2] for word in words[begin:at] if re.fullmatch(r"[A-Za-z_]\w*=.*", word))
+    flag: str | None = None
+    arguments = words[at + 2 :]
+    for index, word in enumerate(arguments):
+        if word == "--" or (word and set(word) <= operators):
+            break
+        if word == "--config":
+            flag = arguments[index + 1] if index + 1 < len(arguments) else ""
+        elif word.startswith("--config="):
+            flag = word.removeprefix("--config=")
+    for value in (flag, inline.get("SPURINV_CONFIG")):  # an empty one is no setting, as config_path takes it
+        if value and (not value.startswith("/") or any(sign in value for sign in "$`%")):
+            return None
+    return flag, inline
+
+
+def _shell_words(command: str) -> list[str] | None:
+    """A crontab command's words as /bin/sh splits them, shell operators their own words; cron
+    makes an unescaped % a newline (the rest is the command's input). None when the quoting is
+    broken."""
+    import re
+
+    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0], posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+def _unit_quote(word: str) -> str:
+    """``word`` as one word of a unit's value: double-quoted when it holds a space or a quote."""
+    if shlex.quote(word) == word:
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _same_file(one: str, other: str) -> bool:
@@ -264,8 +348,24 @@ def _same_file(one: str, other: str) -> bool:
         return False
 
 
+def _elsewhere(run: _Run, fix: str) -> str:
+    """``fix`` for a config that does not load, after what the scheduler's runs read when that is
+    another file: the one this shell names may be a leftover export the runs never see."""
+    from spurinv.state import locations
+
+    checked, named = locations.config_path(None, run.world.environ)
+    told = []
+    for who, path, origin, _setting in _scheduler_config(run, checked):
+        unset = "unset SPURINV_CONFIG, or " if named and path == locations.DEFAULT_CONFIG else ""
+        told.append(f"the {who} runs read {path} ({origin}), not {checked}: {unset}check theirs "
+                    f"(spurinv check --config {shlex.quote(path)})")  # fmt: skip
+    return "; ".join([*told, f"otherwise {fix}"]) if told else fix
+
+
 def _config_fix(message: str) -> str:
     import re
+
+    from spurinv.config.settings import keys
 
     refused = re.match(r"config file (/\S+) (is a symlink|is an? [A-Za-z ]+, not a regular file)", message)
     if refused:
@@ -277,6 +377,12 @@ def _config_fix(message: str) -> str:
         return "give the key named above an absolute path"
     if "controller.url" in message:
         return 'set controller.url = "https://HOST:6820" (slurmrestd\'s address, no path), then `spurinv config show`'
+    if re.match(r"config file /.*: No such file or directory$", message):
+        return "write it (`spurinv config init` writes the file check reads), or name the file meant"
+    # a problem of the file itself (its mode, its encoding) or of a path names no key: the message says what
+    unknown = r"unknown key in \[|unknown table|a key outside any table"
+    if not (any(key in message for key in keys()) or re.search(unknown, message)):
+        return "correct what is named above, then `spurinv config show` to see what is in force"
     return "correct the key named above, then `spurinv config show` to see what is in force"
 
 
@@ -428,8 +534,6 @@ def _unit_environment(run: _Run) -> dict[str, str]:
     """The variables the unit gives its runs: Environment= (the last assignment wins; an empty
     one resets the list) overlaid by the EnvironmentFile= files that exist ("-" marks one that
     may be missing), less UnsetEnvironment= (applied last), as systemd.exec(5) orders them."""
-    import shlex
-
     found: dict[str, str] = {}
     files: list[str] = []
     unset: list[str] = []
@@ -466,8 +570,6 @@ def _unit_environment(run: _Run) -> dict[str, str]:
 def _words(value: str) -> list[str]:
     """A unit value's space-separated, quoted words; none when the quoting is broken (systemd
     ignores such a line)."""
-    import shlex
-
     try:
         return shlex.split(value)
     except ValueError:
@@ -476,8 +578,6 @@ def _words(value: str) -> list[str]:
 
 def _assignments(text: str) -> dict[str, str]:
     """``NAME=VALUE`` lines of an environment file (comments skipped, quotes removed)."""
-    import shlex
-
     found: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -828,7 +928,6 @@ def _unit_paths(value: str) -> tuple[list[str], list[str]]:
     """The paths of a ReadWritePaths=-like value (quoted words, "-" and "+" prefixes, specifiers
     expanded, normalised), and the words check cannot expand (an unknown specifier)."""
     import re
-    import shlex
 
     try:
         words = shlex.split(value)
@@ -1323,7 +1422,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
         command = _cron_command(run)
         if command is None:
             return None
-        where, words = command
+        where, words = command[0], command[1].split()
         program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
         path, origin = _scheduler_path(run, "cron")
         told = f"{where} runs {program}"
@@ -1370,17 +1469,16 @@ def _executable(run: _Run, program: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def _cron_command(run: _Run) -> tuple[str, list[str]] | None:
-    """The cron file that runs spurinv refresh and its entry's command words."""
+def _cron_command(run: _Run) -> tuple[str, str] | None:
+    """The cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
     for name in CRON_FILES:
         text = _read_text(run.world.root.join(name))
         with_user = not name.startswith("var/spool")
         for line in (text or "").splitlines():
             if cron_line(line, with_user=with_user) is None:
                 continue
-            words = line.split()
-            words = words[1:] if words[0].startswith("@") else words[5:]
-            return "/" + name, words[1:] if with_user else words
+            fields = (1 if line.split()[0].startswith("@") else 5) + with_user
+            return "/" + name, line.split(None, fields)[fields]
     return None
 
 
