@@ -144,6 +144,21 @@ def guarded_writes(monkeypatch, tmp_path, hermetic):
     monkeypatch.setattr(store, "write_atomic", guarded_write)
 
 
+def test_config_init_names_a_path_with_control_characters_escaped(cli, tmp_path):
+    """A path named by $SPURINV_CONFIG or an argument reaches the terminal as text, never as the
+    escape sequences it may hold."""
+    path = tmp_path / "a\x1b[2Jb\nc.toml"
+
+    written = cli("config", "init", str(path))
+    again = cli("config", "init", str(path))
+
+    assert (0, exitcode.CONFIG) == (written.code, again.code)
+    for result in (written, again):
+        assert "\x1b" not in result.err, result.err
+        assert "\\x1b[2Jb\\nc.toml" in result.err, result.err
+        assert len(result.err.strip().splitlines()) == 1, result.err
+
+
 def test_config_init_writes_where_spurinv_config_names_and_config_show_reads_it(
     cli, monkeypatch, tmp_path, hermetic, guarded_writes
 ):

@@ -600,7 +600,7 @@ def config_init(
     if clash := locations.clash(path, locations.state_path(None, dict(os.environ))):
         raise _fail("config", ConfigError(f"{printable(path)}: that is {clash}; name a config file of its own"), False)
     if os.path.exists(path) and not force:
-        raise _fail("config", ConfigError(f"{path} exists; use --force to overwrite it"), False)
+        raise _fail("config", ConfigError(f"{printable(path)} exists; use --force to overwrite it"), False)
     from spurinv.state import store
 
     # /etc/spurinv: readable by the service, and writable by no one else whatever the umask (the
@@ -613,10 +613,10 @@ def config_init(
     except store.StoreError as exc:
         raise _fail("config", ConfigError(str(exc)), False) from None
     except OSError as exc:
-        raise _fail("config", ConfigError(f"cannot write {path}: {exc.strerror}"), False) from None
+        raise _fail("config", ConfigError(f"cannot write {printable(path)}: {exc.strerror}"), False) from None
     finally:
         os.umask(umask)
-    sys.stderr.write(f"wrote {path}\n")
+    sys.stderr.write(f"wrote {printable(path)}\n")
 
 
 @config_app.command("show", short_help="Print the effective config as TOML, with each origin.")
