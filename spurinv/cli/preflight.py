@@ -1438,10 +1438,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
         if (
             home
             and home[-1] in ("yes", "true", "tmpfs")
+            and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
             and any(
                 os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
             )
-            and program.startswith("/")
         ):
             return Check(
                 "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
