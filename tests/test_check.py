@@ -1307,6 +1307,11 @@ def test_check_reads_the_config_on_the_cron_command(node, monkeypatch, entry):
         "{spurinv} refresh --config '/etc/x.toml",  # broken quoting
         "{spurinv} refresh --config $HOME/x.toml",  # the shell expands it
         "SPURINV_CONFIG=x.toml {spurinv} refresh",  # relative to a directory check does not know
+        "env -i {spurinv} refresh",  # another environment than cron's
+        "env -u SPURINV_CONFIG {spurinv} refresh",
+        "sudo -u nobody {spurinv} refresh",  # sudo's own policy decides what passes
+        "export SPURINV_CONFIG=/etc/x.toml; {spurinv} refresh",  # the shell's doing
+        "unset SPURINV_CONFIG && {spurinv} refresh",
     ],
 )
 def test_check_says_nothing_of_a_cron_command_it_cannot_read(node, monkeypatch, entry):
@@ -1315,6 +1320,53 @@ def test_check_says_nothing_of_a_cron_command_it_cannot_read(node, monkeypatch, 
     cron.write_text("* * * * * root " + entry.format(spurinv=SPURINV) + "\n")
 
     assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    [
+        "Environment=SPURINV_CONFIG=%E/spurinv/config.toml",  # a specifier check does not expand
+        "Environment=SPURINV_CONFIG=config.toml\nWorkingDirectory=/etc/spurinv",  # relative
+    ],
+)
+def test_check_says_nothing_of_a_units_config_path_it_cannot_read(node, monkeypatch, assignment):
+    """It named a file under check's own working directory as the one the timer reads."""
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh\n{assignment}\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_check_says_nothing_of_a_relative_config_path_in_the_crontab(node, monkeypatch):
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("SPURINV_CONFIG=config.toml\n" + cron.read_text())  # cron runs it in root's home
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_a_hash_inside_a_cron_word_is_no_comment(node, monkeypatch):
+    """sh starts a comment only with a word's first "#": shlex cut the path at it."""
+    hashed = node.tmp / "site#1.toml"
+    hashed.write_bytes(node.config().read_bytes())
+    hashed.chmod(0o600)
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root {SPURINV} refresh --config {hashed}  # --config /etc/x.toml\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, str(hashed)).status
+    elsewhere = run_config_check(node, monkeypatch, None)
+    assert f"the cron runs read {hashed} (--config on" in elsewhere.detail, elsewhere
+
+
+def test_a_crontab_assignment_after_the_entry_does_not_reach_it(node, monkeypatch):
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(cron.read_text() + f"SPURINV_CONFIG={site}\n")  # cron: for the entries after it only
+
+    assert "ok" == run_config_check(node, monkeypatch, None).status  # both read the default
+    cron.write_text(f"SPURINV_CONFIG={site}\n" + cron.read_text())
+    assert "warn" == run_config_check(node, monkeypatch, None).status
 
 
 def test_check_compares_the_config_of_both_the_timer_and_cron(node, monkeypatch, tmp_path):

@@ -269,7 +269,11 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
         setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked)} in {SERVICE}"
     else:
         cron, command = _cron_command(run) or ("", "")
-        environment = _assignments(_read_text(run.world.root.join(cron.lstrip("/"))) or "") if cron else {}
+        # crontab(5): an assignment applies to the entries after it only, as PATH= does
+        lines = (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines() if cron else []
+        entry = next((at for at, line in enumerate(lines) if cron_line(line, with_user=not cron.startswith("/var/spool"))
+                      is not None), len(lines))  # fmt: skip
+        environment = _assignments("\n".join(lines[:entry]))
         words = _shell_words(command) if command else []
         where = f"the entry in {cron}"
         origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"
@@ -277,6 +281,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
     if started is None:
         return None
     flag, inline = started
+    given = environment.get("SPURINV_CONFIG", "")
+    if not (flag or inline.get("SPURINV_CONFIG")) and given and (not given.startswith("/") or "%" in given):
+        return None  # relative to a working directory check does not know, or a unit specifier
     if inline.get("SPURINV_CONFIG"):
         origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={shlex.quote(checked)} on {where}"
     if flag:
@@ -303,6 +310,13 @@ def _started_with(words: list[str]) -> tuple[str | None, dict[str, str]] | None:
             break
     else:
         return None
+    if any("SPURINV_CONFIG" in word for word in words[:begin]):
+        return None  # set, exported or unset by an earlier command: check does not follow the shell
+    programs = [os.path.basename(word) for word in words[begin:at]]
+    if any(name in ("sudo", "doas", "su", "runuser") for name in programs):
+        return None  # they reset the environment as their own policy says
+    if any(name == "env" and words[begin + index + 1].startswith("-") for index, name in enumerate(programs)):
+        return None  # env -i, env -u NAME: another environment than the scheduler's
     inline = dict(word.partition("=")[::2] for word in words[begin:at] if re.fullmatch(r"[A-Za-z_]\w*=.*", word))
     flag: str | None = None
     arguments = words[at + 2 :]
@@ -327,10 +341,13 @@ def _shell_words(command: str) -> list[str] | None:
 
     lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0], posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
+    lexer.commenters = ""  # shlex ends a word at any "#"; the shell only starts a comment with one
     try:
-        return list(lexer)
+        words = list(lexer)
     except ValueError:
         return None
+    comment = next((at for at, word in enumerate(words) if word.startswith("#")), len(words))
+    return words[:comment]
 
 
 def _unit_quote(word: str) -> str:
