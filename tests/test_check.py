@@ -1359,6 +1359,22 @@ def test_a_hash_inside_a_cron_word_is_no_comment(node, monkeypatch):
     assert f"the cron runs read {hashed} (--config on" in elsewhere.detail, elsewhere
 
 
+def test_the_config_fix_spells_a_percent_as_each_scheduler_reads_it(node, monkeypatch):
+    """systemd expands "%" specifiers in Environment= and ExecStart= ("%%" is a "%"), and cron
+    makes a bare "%" on its command a newline ("\\%" is a "%"): pasted as given, the fix broke."""
+    site = node.tmp / "50%.toml"
+    site.write_bytes(node.config().read_bytes())
+    site.chmod(0o600)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh\n")
+    assert f"Environment=SPURINV_CONFIG={node.tmp}/50%%.toml in" in run_config_check(node, monkeypatch, str(site)).fix
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/x.toml\n")
+    assert f"--config {node.tmp}/50%%.toml on" in run_config_check(node, monkeypatch, str(site)).fix
+    unit_host(node, "[Service]\n", cron=True)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh --config /etc/x.toml\n")
+    assert f"--config {node.tmp}/50\\%.toml on the entry" in run_config_check(node, monkeypatch, str(site)).fix
+
+
 def test_a_crontab_assignment_after_the_entry_does_not_reach_it(node, monkeypatch):
     site = str(node.config())
     cron = node.host / "etc" / "cron.d" / "spurinv"

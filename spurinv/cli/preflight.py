@@ -266,7 +266,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
         words = _words(command) if command else []
         where = f"{SERVICE}'s ExecStart="
         origin = "the unit's Environment=SPURINV_CONFIG="
-        setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked)} in {SERVICE}"
+        setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked.replace('%', '%%'))} in {SERVICE}"
+        # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line
+        spelled = shlex.quote(checked.replace("%", "%%").replace("$", "$$"))
     else:
         cron, command = _cron_command(run) or ("", "")
         # crontab(5): an assignment applies to the entries after it only, as PATH= does
@@ -277,6 +279,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
         words = _shell_words(command) if command else []
         where = f"the entry in {cron}"
         origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"
+        spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
     started = _started_with(words or []) if command else (None, {})
     if started is None:
         return None
@@ -285,9 +288,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
     if not (flag or inline.get("SPURINV_CONFIG")) and given and (not given.startswith("/") or "%" in given):
         return None  # relative to a working directory check does not know, or a unit specifier
     if inline.get("SPURINV_CONFIG"):
-        origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={shlex.quote(checked)} on {where}"
+        origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
     if flag:
-        origin, setting = f"--config on {where}", f"--config {shlex.quote(checked)} on {where}"
+        origin, setting = f"--config on {where}", f"--config {spelled} on {where}"
     path, named = locations.config_path(flag, {**environment, **inline})
     if not named:
         origin = f"{scheduler} passes no SPURINV_CONFIG"
