@@ -1375,6 +1375,28 @@ def test_the_config_fix_spells_a_percent_as_each_scheduler_reads_it(node, monkey
     assert f"--config {node.tmp}/50\\%.toml on the entry" in run_config_check(node, monkeypatch, str(site)).fix
 
 
+def test_a_symlinked_unit_or_environment_file_is_followed_on_the_checked_root(node, monkeypatch):
+    """An absolute link target is the checked root's file, as its systemd reads it: check read
+    the system running it (a container checking the host at /host read its own /opt, /etc)."""
+    site = str(node.config())
+    systemd_host(node)
+    elsewhere = "/opt/spurinv-on-the-checked-root-only"  # absent here; only under --root
+    assert not os.path.lexists(elsewhere)
+    units = unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config {site}\n")
+    real = node.host / elsewhere.lstrip("/") / check.SERVICE
+    real.parent.mkdir(parents=True)
+    (units / check.SERVICE).rename(real)
+    (units / check.SERVICE).symlink_to(f"{elsewhere}/{check.SERVICE}")  # as `systemctl link` leaves it
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+    (units / check.SERVICE).unlink()
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh\nEnvironmentFile=/etc/default/spurinv\n")
+    (node.host / elsewhere.lstrip("/") / "env").write_text(f"SPURINV_CONFIG={site}\n")
+    (node.host / "etc" / "default").mkdir(parents=True)
+    (node.host / "etc" / "default" / "spurinv").symlink_to(f"{elsewhere}/env")
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
 def test_a_crontab_assignment_after_the_entry_does_not_reach_it(node, monkeypatch):
     site = str(node.config())
     cron = node.host / "etc" / "cron.d" / "spurinv"

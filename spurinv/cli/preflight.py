@@ -272,7 +272,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
     else:
         cron, command = _cron_command(run) or ("", "")
         # crontab(5): an assignment applies to the entries after it only, as PATH= does
-        lines = (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines() if cron else []
+        lines = (_root_text(run, cron) or "").splitlines() if cron else []
         entry = next((at for at, line in enumerate(lines) if cron_line(line, with_user=not cron.startswith("/var/spool"))
                       is not None), len(lines))  # fmt: skip
         environment = _assignments("\n".join(lines[:entry]))
@@ -579,7 +579,7 @@ def _unit_environment(run: _Run) -> dict[str, str]:
                 found[name] = setting
     for name in files:
         if name.startswith("/"):
-            found.update(_assignments(_read_text(run.world.root.join(name.lstrip("/"))) or ""))
+            found.update(_assignments(_root_text(run, name) or ""))
     for word in unset:  # a bare name drops the variable, NAME=VALUE only that exact assignment
         name, equals, setting = word.partition("=")
         if not equals or found.get(name) == setting:
@@ -923,7 +923,7 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     files += [drop_ins[name] for name in sorted(drop_ins)]
     found: list[tuple[str, str, str]] = []
     for shown in files:
-        text = _read_text(run.world.root.join(shown.lstrip("/")))
+        text = _root_text(run, shown)
         section = ""
         # a line ending in a backslash goes on in the next one (systemd.syntax(7))
         joined = (text or "").replace("\\\n", " ")
@@ -1196,7 +1196,7 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
         cron = _cron(run) or ""
         found = (CRON_PATH, "cron's default PATH")
         # crontab(5): "name = value", spaces allowed; an assignment applies to the entries after it only
-        for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
+        for line in (_root_text(run, cron) or "").splitlines():
             name, equals, value = line.partition("=")
             if equals and name.strip() == "PATH":
                 found = (value.strip().strip('"').strip("'"), f"PATH= in {cron}")
@@ -1266,9 +1266,15 @@ def _read_text(path: str) -> str | None:
         os.close(fd)
 
 
+def _root_text(run: _Run, name: str) -> str | None:
+    """:func:`_read_text` of ``name`` on the checked root; a symlink's absolute target is taken on
+    that root too, as its systemd or cron reads it, not on the system running check (--root)."""
+    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))))
+
+
 def _unit_text(run: _Run, unit: str) -> str | None:
     for directory in UNIT_DIRS:
-        text = _read_text(run.world.root.join(directory, unit))
+        text = _root_text(run, f"{directory}/{unit}")
         if text is not None:
             return text
     return None
@@ -1289,7 +1295,7 @@ def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
     """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
     with its schedule (a date that never comes), if any."""
     for name in CRON_FILES:
-        text = _read_text(run.world.root.join(name))
+        text = _root_text(run, name)
         if text is None:
             continue
         for line in text.splitlines():
@@ -1492,7 +1498,7 @@ def _executable(run: _Run, program: str) -> bool:
 def _cron_command(run: _Run) -> tuple[str, str] | None:
     """The cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
     for name in CRON_FILES:
-        text = _read_text(run.world.root.join(name))
+        text = _root_text(run, name)
         with_user = not name.startswith("var/spool")
         for line in (text or "").splitlines():
             if cron_line(line, with_user=with_user) is None:
@@ -1508,7 +1514,7 @@ def _cron_file_problem(run: _Run) -> Check | None:
     cron = _cron(run)
     if cron is None:
         return None
-    path = run.world.root.join(cron.lstrip("/"))
+    path = _follow(run, run.world.root.join(cron.lstrip("/")))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
