@@ -1307,6 +1307,11 @@ def test_check_reads_the_config_on_the_cron_command(node, monkeypatch, entry):
         "{spurinv} refresh --config '/etc/x.toml",  # broken quoting
         "{spurinv} refresh --config $HOME/x.toml",  # the shell expands it
         "SPURINV_CONFIG=x.toml {spurinv} refresh",  # relative to a directory check does not know
+        "env -i {spurinv} refresh",  # another environment than cron's
+        "env -u SPURINV_CONFIG {spurinv} refresh",
+        "sudo -u nobody {spurinv} refresh",  # sudo's own policy decides what passes
+        "export SPURINV_CONFIG=/etc/x.toml; {spurinv} refresh",  # the shell's doing
+        "unset SPURINV_CONFIG && {spurinv} refresh",
     ],
 )
 def test_check_says_nothing_of_a_cron_command_it_cannot_read(node, monkeypatch, entry):
@@ -1315,6 +1320,91 @@ def test_check_says_nothing_of_a_cron_command_it_cannot_read(node, monkeypatch, 
     cron.write_text("* * * * * root " + entry.format(spurinv=SPURINV) + "\n")
 
     assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    [
+        "Environment=SPURINV_CONFIG=%E/spurinv/config.toml",  # a specifier check does not expand
+        "Environment=SPURINV_CONFIG=config.toml\nWorkingDirectory=/etc/spurinv",  # relative
+    ],
+)
+def test_check_says_nothing_of_a_units_config_path_it_cannot_read(node, monkeypatch, assignment):
+    """It named a file under check's own working directory as the one the timer reads."""
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh\n{assignment}\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_check_says_nothing_of_a_relative_config_path_in_the_crontab(node, monkeypatch):
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("SPURINV_CONFIG=config.toml\n" + cron.read_text())  # cron runs it in root's home
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_a_hash_inside_a_cron_word_is_no_comment(node, monkeypatch):
+    """sh starts a comment only with a word's first "#": shlex cut the path at it."""
+    hashed = node.tmp / "site#1.toml"
+    hashed.write_bytes(node.config().read_bytes())
+    hashed.chmod(0o600)
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root {SPURINV} refresh --config {hashed}  # --config /etc/x.toml\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, str(hashed)).status
+    elsewhere = run_config_check(node, monkeypatch, None)
+    assert f"the cron runs read {hashed} (--config on" in elsewhere.detail, elsewhere
+
+
+def test_the_config_fix_spells_a_percent_as_each_scheduler_reads_it(node, monkeypatch):
+    """systemd expands "%" specifiers in Environment= and ExecStart= ("%%" is a "%"), and cron
+    makes a bare "%" on its command a newline ("\\%" is a "%"): pasted as given, the fix broke."""
+    site = node.tmp / "50%.toml"
+    site.write_bytes(node.config().read_bytes())
+    site.chmod(0o600)
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh\n")
+    assert f"Environment=SPURINV_CONFIG={node.tmp}/50%%.toml in" in run_config_check(node, monkeypatch, str(site)).fix
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/x.toml\n")
+    assert f"--config {node.tmp}/50%%.toml on" in run_config_check(node, monkeypatch, str(site)).fix
+    unit_host(node, "[Service]\n", cron=True)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh --config /etc/x.toml\n")
+    assert f"--config {node.tmp}/50\\%.toml on the entry" in run_config_check(node, monkeypatch, str(site)).fix
+
+
+def test_a_symlinked_unit_or_environment_file_is_followed_on_the_checked_root(node, monkeypatch):
+    """An absolute link target is the checked root's file, as its systemd reads it: check read
+    the system running it (a container checking the host at /host read its own /opt, /etc)."""
+    site = str(node.config())
+    systemd_host(node)
+    elsewhere = "/opt/spurinv-on-the-checked-root-only"  # absent here; only under --root
+    assert not os.path.lexists(elsewhere)
+    units = unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config {site}\n")
+    real = node.host / elsewhere.lstrip("/") / check.SERVICE
+    real.parent.mkdir(parents=True)
+    (units / check.SERVICE).rename(real)
+    (units / check.SERVICE).symlink_to(f"{elsewhere}/{check.SERVICE}")  # as `systemctl link` leaves it
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+    (units / check.SERVICE).unlink()
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh\nEnvironmentFile=/etc/default/spurinv\n")
+    (node.host / elsewhere.lstrip("/") / "env").write_text(f"SPURINV_CONFIG={site}\n")
+    (node.host / "etc" / "default").mkdir(parents=True)
+    (node.host / "etc" / "default" / "spurinv").symlink_to(f"{elsewhere}/env")
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_a_crontab_assignment_after_the_entry_does_not_reach_it(node, monkeypatch):
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(cron.read_text() + f"SPURINV_CONFIG={site}\n")  # cron: for the entries after it only
+
+    assert "ok" == run_config_check(node, monkeypatch, None).status  # both read the default
+    cron.write_text(f"SPURINV_CONFIG={site}\n" + cron.read_text())
+    assert "warn" == run_config_check(node, monkeypatch, None).status
 
 
 def test_check_compares_the_config_of_both_the_timer_and_cron(node, monkeypatch, tmp_path):
@@ -1401,6 +1491,7 @@ def test_the_program_cron_runs_must_exist_on_crons_path(node):
         ("/opt/missing/spurinv refresh", "", "fail"),
         ("/root/.local/bin/spurinv refresh", "ProtectHome=yes\n", "fail"),
         ("/root/.local/bin/spurinv refresh", "", "ok"),
+        ("spurinv refresh --quiet", "ProtectHome=yes\n", "ok"),  # a bare name: systemd searches its PATH
     ],
 )
 def test_the_program_the_units_exec_start_runs_must_exist_and_be_visible(node, exec_start, home, status):
@@ -1413,7 +1504,7 @@ def test_the_program_the_units_exec_start_runs_must_exist_and_be_visible(node, e
     node.config()
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == status, schedule
-    if home:
+    if home and status == "fail":
         assert "ProtectHome=yes" in schedule.detail
 
 

@@ -266,21 +266,31 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str,
         words = _words(command) if command else []
         where = f"{SERVICE}'s ExecStart="
         origin = "the unit's Environment=SPURINV_CONFIG="
-        setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked)} in {SERVICE}"
+        setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked.replace('%', '%%'))} in {SERVICE}"
+        # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line
+        spelled = shlex.quote(checked.replace("%", "%%").replace("$", "$$"))
     else:
         cron, command = _cron_command(run) or ("", "")
-        environment = _assignments(_read_text(run.world.root.join(cron.lstrip("/"))) or "") if cron else {}
+        # crontab(5): an assignment applies to the entries after it only, as PATH= does
+        lines = (_root_text(run, cron) or "").splitlines() if cron else []
+        entry = next((at for at, line in enumerate(lines) if cron_line(line, with_user=not cron.startswith("/var/spool"))
+                      is not None), len(lines))  # fmt: skip
+        environment = _assignments("\n".join(lines[:entry]))
         words = _shell_words(command) if command else []
         where = f"the entry in {cron}"
         origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"
+        spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
     started = _started_with(words or []) if command else (None, {})
     if started is None:
         return None
     flag, inline = started
+    given = environment.get("SPURINV_CONFIG", "")
+    if not (flag or inline.get("SPURINV_CONFIG")) and given and (not given.startswith("/") or "%" in given):
+        return None  # relative to a working directory check does not know, or a unit specifier
     if inline.get("SPURINV_CONFIG"):
-        origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={shlex.quote(checked)} on {where}"
+        origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
     if flag:
-        origin, setting = f"--config on {where}", f"--config {shlex.quote(checked)} on {where}"
+        origin, setting = f"--config on {where}", f"--config {spelled} on {where}"
     path, named = locations.config_path(flag, {**environment, **inline})
     if not named:
         origin = f"{scheduler} passes no SPURINV_CONFIG"
@@ -303,6 +313,13 @@ def _started_with(words: list[str]) -> tuple[str | None, dict[str, str]] | None:
             break
     else:
         return None
+    if any("SPURINV_CONFIG" in word for word in words[:begin]):
+        return None  # set, exported or unset by an earlier command: check does not follow the shell
+    programs = [os.path.basename(word) for word in words[begin:at]]
+    if any(name in ("sudo", "doas", "su", "runuser") for name in programs):
+        return None  # they reset the environment as their own policy says
+    if any(name == "env" and words[begin + index + 1].startswith("-") for index, name in enumerate(programs)):
+        return None  # env -i, env -u NAME: another environment than the scheduler's
     inline = dict(word.partition("=")[::2] for word in words[begin:at] if re.fullmatch(r"[A-Za-z_]\w*=.*", word))
     flag: str | None = None
     arguments = words[at + 2 :]
@@ -327,10 +344,13 @@ def _shell_words(command: str) -> list[str] | None:
 
     lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0], posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
+    lexer.commenters = ""  # shlex ends a word at any "#"; the shell only starts a comment with one
     try:
-        return list(lexer)
+        words = list(lexer)
     except ValueError:
         return None
+    comment = next((at for at, word in enumerate(words) if word.startswith("#")), len(words))
+    return words[:comment]
 
 
 def _unit_quote(word: str) -> str:
@@ -559,7 +579,7 @@ def _unit_environment(run: _Run) -> dict[str, str]:
                 found[name] = setting
     for name in files:
         if name.startswith("/"):
-            found.update(_assignments(_read_text(run.world.root.join(name.lstrip("/"))) or ""))
+            found.update(_assignments(_root_text(run, name) or ""))
     for word in unset:  # a bare name drops the variable, NAME=VALUE only that exact assignment
         name, equals, setting = word.partition("=")
         if not equals or found.get(name) == setting:
@@ -903,7 +923,7 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     files += [drop_ins[name] for name in sorted(drop_ins)]
     found: list[tuple[str, str, str]] = []
     for shown in files:
-        text = _read_text(run.world.root.join(shown.lstrip("/")))
+        text = _root_text(run, shown)
         section = ""
         # a line ending in a backslash goes on in the next one (systemd.syntax(7))
         joined = (text or "").replace("\\\n", " ")
@@ -1176,7 +1196,7 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
         cron = _cron(run) or ""
         found = (CRON_PATH, "cron's default PATH")
         # crontab(5): "name = value", spaces allowed; an assignment applies to the entries after it only
-        for line in (_read_text(run.world.root.join(cron.lstrip("/"))) or "").splitlines():
+        for line in (_root_text(run, cron) or "").splitlines():
             name, equals, value = line.partition("=")
             if equals and name.strip() == "PATH":
                 found = (value.strip().strip('"').strip("'"), f"PATH= in {cron}")
@@ -1246,9 +1266,15 @@ def _read_text(path: str) -> str | None:
         os.close(fd)
 
 
+def _root_text(run: _Run, name: str) -> str | None:
+    """:func:`_read_text` of ``name`` on the checked root; a symlink's absolute target is taken on
+    that root too, as its systemd or cron reads it, not on the system running check (--root)."""
+    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))))
+
+
 def _unit_text(run: _Run, unit: str) -> str | None:
     for directory in UNIT_DIRS:
-        text = _read_text(run.world.root.join(directory, unit))
+        text = _root_text(run, f"{directory}/{unit}")
         if text is not None:
             return text
     return None
@@ -1269,7 +1295,7 @@ def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
     """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
     with its schedule (a date that never comes), if any."""
     for name in CRON_FILES:
-        text = _read_text(run.world.root.join(name))
+        text = _root_text(run, name)
         if text is None:
             continue
         for line in text.splitlines():
@@ -1438,10 +1464,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
         if (
             home
             and home[-1] in ("yes", "true", "tmpfs")
+            and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
             and any(
                 os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
             )
-            and program.startswith("/")
         ):
             return Check(
                 "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
@@ -1472,7 +1498,7 @@ def _executable(run: _Run, program: str) -> bool:
 def _cron_command(run: _Run) -> tuple[str, str] | None:
     """The cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
     for name in CRON_FILES:
-        text = _read_text(run.world.root.join(name))
+        text = _root_text(run, name)
         with_user = not name.startswith("var/spool")
         for line in (text or "").splitlines():
             if cron_line(line, with_user=with_user) is None:
@@ -1488,7 +1514,7 @@ def _cron_file_problem(run: _Run) -> Check | None:
     cron = _cron(run)
     if cron is None:
         return None
-    path = run.world.root.join(cron.lstrip("/"))
+    path = _follow(run, run.world.root.join(cron.lstrip("/")))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
