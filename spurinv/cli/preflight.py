@@ -307,7 +307,6 @@ def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | N
     env's); None for one whose value is one the shell or systemd would expand ($, `, %) or resolve
     against a working directory check does not know. ``shell``: cron's /bin/sh; systemd has none,
     so a ``NAME=VALUE`` word is the program's name there unless env runs it."""
-    import re
 
     operators = set("();<>|&")
     found: list[tuple[str | None, dict[str, str]] | None] = []
