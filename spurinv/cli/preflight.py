@@ -307,25 +307,22 @@ def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | N
     env's); None for one whose value is one the shell or systemd would expand ($, `, %) or resolve
     against a working directory check does not know. ``shell``: cron's /bin/sh; systemd has none,
     so a ``NAME=VALUE`` word is the program's name there unless env runs it."""
-
-    operators = set("();<>|&")
+    operators = set("();<>|&") if shell else set()  # systemd splits on none: a ";" is an argument
     found: list[tuple[str | None, dict[str, str]] | None] = []
     begin = 0
     if not shell and words:
         words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
     for at, word in enumerate(words):
-        if shell and word and set(word) <= operators:
+        if word and set(word) <= operators:
             begin = at + 1  # a shell operator ends the command its assignments apply to
         elif (word == "spurinv" or word.endswith("/spurinv")) and words[at + 1 : at + 2] == ["refresh"]:
-            found.append(_started_at(words, begin, at, shell=shell))
+            found.append(_started_at(words, begin, at, operators))
     return found
 
 
-def _started_at(words: list[str], begin: int, at: int, *, shell: bool) -> tuple[str | None, dict[str, str]] | None:
+def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
     """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
     import re
-
-    operators = set("();<>|&") if shell else set()
 
     if any("SPURINV_CONFIG" in word for word in words[:begin]):
         return None  # set, exported or unset by an earlier command: check does not follow the shell
@@ -335,7 +332,7 @@ def _started_at(words: list[str], begin: int, at: int, *, shell: bool) -> tuple[
     if any(name == "env" and words[begin + index + 1].startswith("-") for index, name in enumerate(programs)):
         return None  # env -i, env -u NAME: another environment than the scheduler's
     inline: dict[str, str] = {}
-    assigning = shell  # the shell reads NAME=VALUE before a command's program; env after its own name
+    assigning = bool(operators)  # a shell (cron's) reads NAME=VALUE before the program; systemd only via env
     for word in words[begin:at]:
         if assigning and re.fullmatch(r"[A-Za-z_]\w*=.*", word):
             inline[word.partition("=")[0]] = word.partition("=")[2]
