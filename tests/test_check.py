@@ -1466,6 +1466,119 @@ def test_the_config_fix_quotes_a_path_with_spaces(node, monkeypatch, tmp_path):
     assert "ok" == run_config_check(node, monkeypatch, str(site)).status
 
 
+@pytest.mark.parametrize(
+    ("files", "named"),
+    [
+        (  # a second entry, after an assignment line
+            {"etc/cron.d/spurinv": "MAILTO=root\n* * * * * root {spurinv} refresh\n"
+             "*/5 * * * * root {spurinv} refresh --config /etc/spurinv/other.toml\n"},
+            "--config on the entry in /etc/cron.d/spurinv:3",
+        ),
+        (  # a second spurinv command in one entry
+            {"etc/cron.d/spurinv": "* * * * * root {spurinv} refresh || {spurinv} refresh --config /etc/spurinv/other.toml\n"},
+            "--config on the entry in /etc/cron.d/spurinv",
+        ),
+        (  # /etc/crontab, which cron runs as well as /etc/cron.d/spurinv
+            {"etc/cron.d/spurinv": "* * * * * root {spurinv} refresh\n",
+             "etc/crontab": "* * * * * root {spurinv} refresh --config /etc/spurinv/other.toml\n"},
+            "--config on the entry in /etc/crontab:1",
+        ),
+    ],
+)  # fmt: skip
+def test_check_compares_every_spurinv_command_cron_runs(node, monkeypatch, files, named):
+    """Only the first entry of the first cron file was compared: a later one reading another
+    file passed."""
+    for name, text in files.items():
+        (node.host / name).write_text(text.format(spurinv=SPURINV))
+
+    found = run_config_check(node, monkeypatch, None)  # this shell and the first entry read the default
+
+    assert "warn" == found.status, found
+    assert f"the cron runs read /etc/spurinv/other.toml ({named})" in found.detail
+    assert "the cron runs read /etc/spurinv/config.toml" not in found.detail
+
+
+def test_check_names_each_cron_entry_that_reads_another_file(node, monkeypatch):
+    site = str(node.config())
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(
+        f"* * * * * root {SPURINV} refresh\n* * * * * root {SPURINV} refresh --config /etc/spurinv/other.toml\n"
+        f"* * * * * root {SPURINV} refresh --config {site}\n"
+    )
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found
+    assert "cron passes no SPURINV_CONFIG to the entry in /etc/cron.d/spurinv:1" in found.detail
+    assert "(--config on the entry in /etc/cron.d/spurinv:2)" in found.detail
+    assert ":3" not in found.detail  # it reads the checked file
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh --config '/x\n"
+                                                          f"* * * * * root {SPURINV} refresh --config {site}\n")  # fmt: skip
+    assert "ok" == run_config_check(node, monkeypatch, site).status  # nothing said of the one it cannot read
+
+
+def test_check_judges_every_exec_start_of_the_unit(node, monkeypatch):
+    """A oneshot unit runs each ExecStart= in order: the last one alone was compared."""
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nType=oneshot\nExecStart={SPURINV} refresh --config /etc/spurinv/other.toml\n"
+                    f"ExecStart={SPURINV} refresh --config {site}\n")  # fmt: skip
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found
+    assert f"the timer runs read /etc/spurinv/other.toml (--config on {check.SERVICE}'s ExecStart= number 1)" in found.detail
+    reset = {"z.conf": f"[Service]\nExecStart=\nExecStart={SPURINV} refresh --config {site}\n"}
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/spurinv/other.toml\n", drop_ins=reset)
+    assert "ok" == run_config_check(node, monkeypatch, site).status  # an empty ExecStart= dropped it
+
+
+def test_systemd_reads_no_inline_assignment_or_comment_on_exec_start(node, monkeypatch):
+    """systemd has no shell: a leading NAME=VALUE is the program's name (only env makes it an
+    assignment), and a "#" is an argument like any other."""
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart=SPURINV_CONFIG={site} {SPURINV} refresh\n")
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found
+    assert "systemd passes no SPURINV_CONFIG" in found.detail
+    unit_host(node, f"[Service]\nExecStart=/usr/bin/env SPURINV_CONFIG={site} {SPURINV} refresh\n")
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --quiet # --config /etc/spurinv/other.toml\n")
+    assert "/etc/spurinv/other.toml (--config on" in run_config_check(node, monkeypatch, None).detail
+
+
+def test_a_quoted_program_name_in_a_cron_entry_is_a_schedule(node):
+    """cron's /bin/sh removes the quotes: check said nothing ran spurinv refresh (exit 78)."""
+    node.config()
+    installed = node.host / SPURINV.lstrip("/")
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f'* * * * * root "{SPURINV}" refresh --quiet\n')
+
+    schedule = run_checks(node, None)["schedule"]
+
+    assert "ok" == schedule.status, schedule
+    assert check.cron_line('* * * * * root "spurinv" refresh') == ""
+
+
+def test_the_config_fix_names_a_file_both_schedulers_read_once(node, monkeypatch, tmp_path):
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/spurinv/other.toml\n", cron=True)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(
+        f"* * * * * root {SPURINV} refresh --config /etc/spurinv/other.toml\n"
+    )
+
+    failed = run_config_check(node, monkeypatch, str(tmp_path / "missing.toml"))
+
+    assert "fail" == failed.status, failed
+    assert "the timer runs read /etc/spurinv/other.toml (" in failed.fix
+    assert "and the cron runs read /etc/spurinv/other.toml (" in failed.fix
+    assert failed.fix.count("spurinv check --config /etc/spurinv/other.toml") == 1, failed.fix
+
+
 # --- the program the scheduler starts, and where cron reads its file --------------------------------
 
 

@@ -236,83 +236,94 @@ def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]
     """Each scheduler whose runs read another config file than the one checked (this shell's
     $SPURINV_CONFIG, or its absence, is not the unit's or the crontab's): who ("timer", "cron"),
     the file they read, where that comes from, and the setting that points them at the checked
-    one. Empty with --config (the operator named the file to look at); none for a scheduler
-    whose command check cannot read: it says nothing rather than guess."""
+    one, for each of their commands that differs. Empty with --config (the operator named the
+    file to look at); none for a command check cannot read: it says nothing rather than guess."""
     found: list[tuple[str, str, str, str]] = []
     for scheduler in () if run.host.config_flag else _schedulers(run):
-        reads = _scheduler_reads(run, scheduler, checked)
-        if reads is None:
-            continue
-        path = reads[0]
-        theirs = run.world.root.join(path.lstrip("/"))
-        if os.path.abspath(checked) in (path, theirs) or _same_file(checked, path) or _same_file(checked, theirs):
-            continue
-        found.append(("timer" if scheduler == "systemd" else "cron", *reads))
+        for reads in _scheduler_reads(run, scheduler, checked):
+            path = reads[0]
+            theirs = run.world.root.join(path.lstrip("/"))
+            if os.path.abspath(checked) in (path, theirs) or _same_file(checked, path) or _same_file(checked, theirs):
+                continue
+            found.append(("timer" if scheduler == "systemd" else "cron", *reads))
     return found
 
 
-def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> tuple[str, str, str] | None:
-    """The config file ``scheduler``'s runs read, where that comes from, and the setting that
-    would make it ``checked``: as ``locations.config_path`` resolves it, --config on its command
-    over SPURINV_CONFIG (an inline ``NAME=VALUE`` before the program over the unit's or the
-    crontab's). None when its command cannot be read."""
+def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str, str, str]]:
+    """The config file each ``spurinv refresh`` that ``scheduler`` runs reads, where that comes
+    from, and the setting that would make it ``checked``: as ``locations.config_path`` resolves
+    it, --config on its command over SPURINV_CONFIG (an inline ``NAME=VALUE`` before the program
+    over the unit's or the crontab's). Every one is compared (a oneshot unit runs each of its
+    ExecStart=, cron every entry of every file); one it cannot read is left out."""
     from spurinv.state import locations
 
-    words: list[str] | None
+    # where, its words (None: broken quoting), its environment, the origin and the setting of that environment
+    commands: list[tuple[str, list[str] | None, dict[str, str], str, str]] = []
     if scheduler == "systemd":
         environment = _unit_environment(run)
-        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
-        command = starts[-1] if starts else ""  # the last one, after an empty reset, is the one run
-        words = _words(command) if command else []
-        where = f"{SERVICE}'s ExecStart="
-        origin = "the unit's Environment=SPURINV_CONFIG="
+        starts: list[str] = []
+        for key, value, _where in _service_directives(run):
+            if key == "ExecStart":
+                starts = [*starts, value] if value else []  # an empty one resets the list
         setting = f"Environment={_unit_quote('SPURINV_CONFIG=' + checked.replace('%', '%%'))} in {SERVICE}"
+        starts = starts or ["spurinv refresh"]  # none yet (the unit being written): what its environment names
+        for number, start in enumerate(starts, start=1):
+            where = f"{SERVICE}'s ExecStart=" + (f" number {number}" if len(starts) > 1 else "")
+            commands.append((where, _words(start), environment, "the unit's Environment=SPURINV_CONFIG=", setting))
         # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line
         spelled = shlex.quote(checked.replace("%", "%%").replace("$", "$$"))
     else:
-        cron, command = _cron_command(run) or ("", "")
-        # crontab(5): an assignment applies to the entries after it only, as PATH= does
-        lines = (_root_text(run, cron) or "").splitlines() if cron else []
-        entry = next((at for at, line in enumerate(lines) if cron_line(line, with_user=not cron.startswith("/var/spool"))
-                      is not None), len(lines))  # fmt: skip
-        environment = _assignments("\n".join(lines[:entry]))
-        words = _shell_words(command) if command else []
-        where = f"the entry in {cron}"
-        origin, setting = f"SPURINV_CONFIG= in {cron}", f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"
+        entries = _cron_entries(run)
+        for cron, number, command, environment in entries:
+            where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
+            commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}",
+                             f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"))  # fmt: skip
         spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
-    started = _started_with(words or []) if command else (None, {})
-    if started is None:
-        return None
-    flag, inline = started
-    given = environment.get("SPURINV_CONFIG", "")
-    if not (flag or inline.get("SPURINV_CONFIG")) and given and (not given.startswith("/") or "%" in given):
-        return None  # relative to a working directory check does not know, or a unit specifier
-    if inline.get("SPURINV_CONFIG"):
-        origin, setting = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
-    if flag:
-        origin, setting = f"--config on {where}", f"--config {spelled} on {where}"
-    path, named = locations.config_path(flag, {**environment, **inline})
-    if not named:
-        origin = f"{scheduler} passes no SPURINV_CONFIG"
-    return path, origin, setting
+    found: list[tuple[str, str, str]] = []
+    for where, words, environment, origin, setting in commands:
+        given = environment.get("SPURINV_CONFIG", "")
+        for started in _started_with(words or [], shell=scheduler == "cron"):
+            if started is None:
+                continue
+            flag, inline = started
+            if not (flag or inline.get("SPURINV_CONFIG")) and given and (not given.startswith("/") or "%" in given):
+                continue  # relative to a working directory check does not know, or a unit specifier
+            told = origin, setting
+            if inline.get("SPURINV_CONFIG"):
+                told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
+            if flag:
+                told = f"--config on {where}", f"--config {spelled} on {where}"
+            path, named = locations.config_path(flag, {**environment, **inline})
+            if not named:
+                told = f"{scheduler} passes no SPURINV_CONFIG" + (f" to {where}" if len(commands) > 1 else ""), told[1]
+            if (path, *told) not in found:
+                found.append((path, *told))
+    return found
 
 
-def _started_with(words: list[str]) -> tuple[str | None, dict[str, str]] | None:
-    """The --config (either spelling; the last wins, as click takes it) and the ``NAME=VALUE``
-    prefixes (the shell's, or env's) of the spurinv command among a scheduler's command
-    ``words``; None when none is ``spurinv refresh`` or a value is one the shell or systemd
-    would expand ($, `, %) or resolve against a working directory check does not know."""
-    import re
-
-    operators = set("();<>|&")
+def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | None, dict[str, str]] | None]:
+    """For each ``spurinv refresh`` among a scheduler's command ``words``: its --config (either
+    spelling; the last wins, as click takes it) and its ``NAME=VALUE`` prefixes (the shell's, or
+    env's); None for one whose value is one the shell or systemd would expand ($, `, %) or resolve
+    against a working directory check does not know. ``shell``: cron's /bin/sh; systemd has none,
+    so a ``NAME=VALUE`` word is the program's name there unless env runs it."""
+    operators = set("();<>|&") if shell else set()  # systemd splits on none: a ";" is an argument
+    found: list[tuple[str | None, dict[str, str]] | None] = []
     begin = 0
+    if not shell and words:
+        words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
     for at, word in enumerate(words):
         if word and set(word) <= operators:
             begin = at + 1  # a shell operator ends the command its assignments apply to
         elif (word == "spurinv" or word.endswith("/spurinv")) and words[at + 1 : at + 2] == ["refresh"]:
-            break
-    else:
-        return None
+            found.append(_started_at(words, begin, at, operators))
+    return found
+
+
+def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
+    """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
+    import re
+
     if any("SPURINV_CONFIG" in word for word in words[:begin]):
         return None  # set, exported or unset by an earlier command: check does not follow the shell
     programs = [os.path.basename(word) for word in words[begin:at]]
@@ -320,7 +331,13 @@ def _started_with(words: list[str]) -> tuple[str | None, dict[str, str]] | None:
         return None  # they reset the environment as their own policy says
     if any(name == "env" and words[begin + index + 1].startswith("-") for index, name in enumerate(programs)):
         return None  # env -i, env -u NAME: another environment than the scheduler's
-    inline = dict(word.partition("=")[::2] for word in words[begin:at] if re.fullmatch(r"[A-Za-z_]\w*=.*", word))
+    inline: dict[str, str] = {}
+    assigning = bool(operators)  # a shell (cron's) reads NAME=VALUE before the program; systemd only via env
+    for word in words[begin:at]:
+        if assigning and re.fullmatch(r"[A-Za-z_]\w*=.*", word):
+            inline[word.partition("=")[0]] = word.partition("=")[2]
+        else:
+            assigning = os.path.basename(word) == "env"
     flag: str | None = None
     arguments = words[at + 2 :]
     for index, word in enumerate(arguments):
@@ -374,11 +391,13 @@ def _elsewhere(run: _Run, fix: str) -> str:
     from spurinv.state import locations
 
     checked, named = locations.config_path(None, run.world.environ)
-    told = []
+    reading: dict[str, list[str]] = {}  # one sentence per file, naming every run that reads it
     for who, path, origin, _setting in _scheduler_config(run, checked):
+        reading.setdefault(path, []).append(f"the {who} runs read {path} ({origin})")
+    told = []
+    for path, runs in reading.items():
         unset = "unset SPURINV_CONFIG, or " if named and path == locations.DEFAULT_CONFIG else ""
-        told.append(f"the {who} runs read {path} ({origin}), not {checked}: {unset}check theirs "
-                    f"(spurinv check --config {shlex.quote(path)})")  # fmt: skip
+        told.append(f"{' and '.join(runs)}, not {checked}: {unset}check theirs (spurinv check --config {shlex.quote(path)})")
     return "; ".join([*told, f"otherwise {fix}"]) if told else fix
 
 
@@ -1325,6 +1344,8 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
             return None
     if with_user:
         rest = rest[1:]
+    # the words the shell runs: a quoted "spurinv" is the program all the same
+    rest = _shell_words(" ".join(rest)) or rest
     command = " ".join(rest)
     if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
         return None
@@ -1448,7 +1469,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
         command = _cron_command(run)
         if command is None:
             return None
-        where, words = command[0], command[1].split()
+        where, words = command[0], _shell_words(command[1]) or command[1].split()
         program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
         path, origin = _scheduler_path(run, "cron")
         told = f"{where} runs {program}"
@@ -1496,16 +1517,25 @@ def _executable(run: _Run, program: str) -> bool:
 
 
 def _cron_command(run: _Run) -> tuple[str, str] | None:
-    """The cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
+    """The first cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
+    entries = _cron_entries(run)
+    return (entries[0][0], entries[0][2]) if entries else None
+
+
+def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
+    """Each entry that runs spurinv refresh in every cron file (cron runs them all): its file,
+    line number, command as cron gives it to the shell, and the assignments above it in its file
+    (crontab(5): an assignment applies to the entries after it only, as PATH= does)."""
+    found = []
     for name in CRON_FILES:
-        text = _root_text(run, name)
+        lines = (_root_text(run, name) or "").splitlines()
         with_user = not name.startswith("var/spool")
-        for line in (text or "").splitlines():
+        for at, line in enumerate(lines):
             if cron_line(line, with_user=with_user) is None:
                 continue
             fields = (1 if line.split()[0].startswith("@") else 5) + with_user
-            return "/" + name, line.split(None, fields)[fields]
-    return None
+            found.append(("/" + name, at + 1, line.split(None, fields)[fields], _assignments("\n".join(lines[:at]))))
+    return found
 
 
 def _cron_file_problem(run: _Run) -> Check | None:
