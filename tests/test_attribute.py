@@ -66,7 +66,7 @@ def test_read_bounded_stops_after_one_short_read_of_the_size_told(tmp_path, monk
         asked.append(count)
         return real_read(fd, count)
 
-    monkeypatch.setattr(regularfile.os, "read", read)
+    monkeypatch.setattr(os, "read", read)
     fd = os.open(path, os.O_RDONLY)
     try:
         assert regularfile.read_bounded(fd, 8192, told) == b"0x120000\n"
