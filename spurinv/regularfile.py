@@ -55,6 +55,11 @@ def open_fd(path: str, *, write: bool = False, create: bool = False) -> int:
 
     With ``create`` a missing file is created 0600 (the lock file).
     """
+    return _opened(path, write, create)[0]
+
+
+def _opened(path: str, write: bool, create: bool) -> "tuple[int, os.stat_result]":
+    """:func:`open_fd`, with the descriptor's ``fstat``."""
     try:
         _check(path, os.lstat(path), write)
     except FileNotFoundError:
@@ -70,19 +75,20 @@ def open_fd(path: str, *, write: bool = False, create: bool = False) -> int:
             raise Refused(f"{path} is a symlink; refusing to follow it", errno.ELOOP) from None
         raise
     try:
-        _check(path, os.fstat(fd), write)
+        info = os.fstat(fd)
+        _check(path, info, write)
     except Refused:
         os.close(fd)
         raise
-    return fd
+    return fd, info
 
 
 def read(path: str, limit: int) -> bytes:
     """Return the contents of the regular file ``path``; raise Refused, OSError, or Refused
     (``EFBIG``) when it holds more than ``limit`` bytes."""
-    fd = open_fd(path)
+    fd, info = _opened(path, False, False)
     try:
-        data = read_bounded(fd, limit)
+        data = read_bounded(fd, limit, info.st_size)
     finally:
         os.close(fd)
     if data is None:
@@ -90,18 +96,29 @@ def read(path: str, limit: int) -> bytes:
     return data
 
 
-def read_bounded(fd: int, limit: int) -> "bytes | None":
+def read_bounded(fd: int, limit: int, size: int = 0) -> "bytes | None":
     """The rest of ``fd``, or None as soon as it holds more than ``limit`` bytes (then at most one
     64 KiB chunk past the limit has been read). The one bounded read loop: our own files here,
-    sysfs attributes in :func:`spurinv.inventory.sources.attribute.read_bytes`; OSError passes through."""
+    sysfs attributes in :func:`spurinv.inventory.sources.attribute.read_bytes`; OSError passes through.
+
+    ``size``: the regular file's ``st_size`` (its ``fstat``), for a descriptor at offset 0. The
+    first read asks for one byte more; when it returns exactly ``size`` bytes, short of what it
+    asked, the file ended there (a regular file's read comes up short only at its end), and the
+    empty read that would say so is not made (one system call of five an attribute on a disk
+    root). Anything else, such as sysfs's size of a page for an attribute of a few bytes or
+    procfs's 0, reads on until the empty read, as without it."""
     chunks = []
     total = 0
+    want = size + 1 if 0 < size <= limit else 65536
     while True:
-        chunk = os.read(fd, 65536)
+        chunk = os.read(fd, want)
         if not chunk:
             break
         total += len(chunk)
         if total > limit:
             return None
         chunks.append(chunk)
+        if total == size and want == size + 1:
+            break  # the whole file, read in one short read
+        want = 65536
     return b"".join(chunks)

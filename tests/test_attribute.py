@@ -17,6 +17,7 @@ from effort import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from spurinv import regularfile
 from spurinv.inventory.sources import attribute, drm
 from spurinv.inventory.sources.attribute import (
     MAX_ATTRIBUTE,
@@ -43,6 +44,35 @@ def test_read_bytes_returns_the_whole_file_across_chunks(tmp_path):
     path.write_bytes(data)
 
     assert read_bytes(str(path)) == data
+
+
+@pytest.mark.parametrize(
+    ("told", "reads"),
+    [
+        (9, [10]),  # the size fstat gave: one read of a byte more, short, is the whole file
+        (4096, [4097, 65536]),  # sysfs's page for a short attribute: read on to the empty read
+        (0, [65536, 65536]),  # procfs's 0: as without a size
+        (5, [6, 65536, 65536]),  # the file grew past its fstat: read on, nothing lost
+        (10000, [65536, 65536]),  # larger than the limit: as without a size
+    ],
+)
+def test_read_bounded_stops_after_one_short_read_of_the_size_told(tmp_path, monkeypatch, told, reads):
+    path = tmp_path / "attr"
+    path.write_bytes(b"0x120000\n")
+    asked = []
+    real_read = os.read
+
+    def read(fd, count):
+        asked.append(count)
+        return real_read(fd, count)
+
+    monkeypatch.setattr(os, "read", read)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert regularfile.read_bounded(fd, 8192, told) == b"0x120000\n"
+    finally:
+        os.close(fd)
+    assert asked == reads
 
 
 @pytest.mark.parametrize(("size", "ok"), [(99, True), (100, True), (101, False)])

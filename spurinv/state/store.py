@@ -95,6 +95,7 @@ def _check_ancestors(directory: str) -> None:
     with /tmp's sticky bit allowed: it keeps others from renaming what is ours). Whoever can
     write a parent can rename the state directory away and put their own in its place."""
     absolute = os.path.abspath(directory)
+    euid = os.geteuid()
     seen: set[str] = set()
     for start in (absolute, os.path.realpath(absolute)):
         current = os.path.dirname(start)
@@ -105,7 +106,7 @@ def _check_ancestors(directory: str) -> None:
             except OSError as exc:
                 raise StoreError(f"cannot use state directory {directory}: {current}: {exc.strerror}", exc.errno) from None
             loose = info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX
-            if loose or info.st_uid not in (os.geteuid(), 0):
+            if loose or info.st_uid not in (euid, 0):
                 raise Unsafe(
                     f"{current}, above state directory {directory}, can be written by another user "
                     f"(mode {stat.S_IMODE(info.st_mode):04o}, uid {info.st_uid}): "

@@ -63,9 +63,10 @@ def read_bytes(path: str, limit: int = MAX_ATTRIBUTE) -> bytes:
     except OSError as exc:
         raise ReadError(path, _reason(exc), exc.errno) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # sysfs and procfs attributes are regular files
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # sysfs and procfs attributes are regular files
             raise ReadError(path, "not a regular file (a FIFO, socket or device)")
-        data = read_bounded(fd, limit)
+        data = read_bounded(fd, limit, info.st_size)
     except OSError as exc:
         raise ReadError(path, _reason(exc), exc.errno) from None
     finally:
