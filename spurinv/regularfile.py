@@ -109,16 +109,16 @@ def read_bounded(fd: int, limit: int, size: int = 0) -> "bytes | None":
     procfs's 0, reads on until the empty read, as without it."""
     chunks = []
     total = 0
-    want = size + 1 if 0 < size <= limit else 65536
+    first = size + 1 if 0 < size <= limit else 0
     while True:
-        chunk = os.read(fd, want)
+        chunk = os.read(fd, first or 65536)
         if not chunk:
             break
         total += len(chunk)
         if total > limit:
             return None
         chunks.append(chunk)
-        if total == size and want == size + 1:
+        if first and total == size:
             break  # the whole file, read in one short read
-        want = 65536
+        first = 0  # later reads are the old loop's, whatever their size (65535 + 1 is 64 KiB too)
     return b"".join(chunks)

@@ -75,6 +75,33 @@ def test_read_bounded_stops_after_one_short_read_of_the_size_told(tmp_path, monk
     assert asked == reads
 
 
+def test_only_the_first_read_may_end_a_file_of_the_size_told(tmp_path, monkeypatch):
+    """Told 65535 bytes, the first read asks for 65536: as many as every later read. A file cut
+    short and grown back to exactly that size while it is read still ends at an empty read, as
+    without a size, not at whichever later read happens to bring the total to the size told."""
+    path = tmp_path / "grows"
+    path.write_bytes(b"x" * 1000)
+    asked = []
+    real_read = os.read
+
+    def read(fd, count):
+        asked.append(count)
+        chunk = real_read(fd, count)
+        if len(asked) == 1:
+            with path.open("ab") as grown:
+                grown.write(b"y" * (65535 - 1000))
+        return chunk
+
+    monkeypatch.setattr(os, "read", read)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = regularfile.read_bounded(fd, 1 << 20, 65535)
+    finally:
+        os.close(fd)
+    assert data == b"x" * 1000 + b"y" * 64535
+    assert asked == [65536, 65536, 65536]
+
+
 @pytest.mark.parametrize(("size", "ok"), [(99, True), (100, True), (101, False)])
 def test_read_bytes_limit_is_inclusive(tmp_path, size, ok):
     path = tmp_path / "attr"
