@@ -1579,6 +1579,67 @@ def test_the_config_fix_names_a_file_both_schedulers_read_once(node, monkeypatch
     assert failed.fix.count("spurinv check --config /etc/spurinv/other.toml") == 1, failed.fix
 
 
+def test_runs_given_no_config_file_are_named_in_one_sentence(node, monkeypatch, tmp_path):
+    """Two entries that read the default (the README's plus an @reboot one) gave the sentence
+    and its fix twice, word for word."""
+    other = str(node.config())
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(
+        f"* * * * * root {SPURINV} refresh --quiet\n@reboot root sleep 30; {SPURINV} refresh --quiet\n"
+    )
+
+    found = run_config_check(node, monkeypatch, other)
+
+    assert "warn" == found.status, found
+    assert found.detail.count("the cron runs read ") == 1, found.detail
+    assert "to the entry in /etc/cron.d/spurinv:1 and the entry in /etc/cron.d/spurinv:2)" in found.detail
+    assert found.fix.count("spurinv check --config ") == 1, found.fix
+    failed = run_config_check(node, monkeypatch, str(tmp_path / "missing.toml"))
+    assert failed.fix.count("the cron runs read ") == 1, failed.fix
+
+
+def test_the_crontab_assignments_are_read_once_not_again_for_each_entry(node, monkeypatch):
+    """Each entry re-read every line above it: a 64 KiB cron file of assignments and entries took
+    20 s. The assignments still reach only the entries after them."""
+    site = str(node.config())
+    read: list[int] = []
+    assignments = check._assignments
+
+    def counted(text: str) -> dict[str, str]:
+        read.append(text.count("\n") + 1)
+        return assignments(text)
+
+    monkeypatch.setattr(check, "_assignments", counted)
+    lines = [f"A{number}=1\n* * * * * root {SPURINV} refresh --quiet\n" for number in range(500)]
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("".join(lines) + f"SPURINV_CONFIG={site}\n")
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found  # the last assignment follows every entry: none reads it
+    assert sum(read) <= 4 * 2 * len(lines), sum(read)  # each line a few times, not once per entry below it
+
+
+def test_a_program_linked_as_the_readme_installs_it_is_found_on_the_checked_root(node):
+    """README.md links /usr/local/bin/spurinv to /opt/spurinv/bin/spurinv: under --root the link's
+    absolute target was looked for on the system running check, and every run "failed" (78)."""
+    node.config()
+    venv = "/opt/spurinv-on-the-checked-root-only/bin/spurinv"  # absent here; only under --root
+    assert not os.path.lexists(venv)
+    real = node.host / venv.lstrip("/")
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    installed = node.host / SPURINV.lstrip("/")
+    installed.unlink()
+    installed.symlink_to(venv)
+
+    assert "ok" == run_checks(node, None)["schedule"].status
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --quiet\n")
+    assert "ok" == run_checks(node, None)["schedule"].status
+    real.unlink()
+    assert "fail" == run_checks(node, None)["schedule"].status
+
+
 # --- the program the scheduler starts, and where cron reads its file --------------------------------
 
 

@@ -280,6 +280,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                              f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"))  # fmt: skip
         spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
     found: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
+    # the runs given no SPURINV_CONFIG, by the file they read and the setting: one sentence each
+    unnamed: dict[tuple[str, str], dict[str, None]] = {}
     for where, words, environment, origin, setting in commands:
         given = environment.get("SPURINV_CONFIG", "")
         for started in _started_with(words or [], shell=scheduler == "cron"):
@@ -295,9 +298,14 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"--config on {where}", f"--config {spelled} on {where}"
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
-                told = f"{scheduler} passes no SPURINV_CONFIG" + (f" to {where}" if len(commands) > 1 else ""), told[1]
-            if (path, *told) not in found:
+                unnamed.setdefault((path, told[1]), {})[where] = None
+            elif (path, *told) not in seen:
+                seen.add((path, *told))
                 found.append((path, *told))
+    for (path, setting), wheres in unnamed.items():
+        named_ones = list(wheres)[:3] + ([f"{len(wheres) - 3} more"] if len(wheres) > 3 else [])
+        to = f" to {' and '.join(named_ones)}" if len(commands) > 1 else ""
+        found.append((path, f"{scheduler} passes no SPURINV_CONFIG{to}", setting))
     return found
 
 
@@ -1512,8 +1520,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
 
 
 def _executable(run: _Run, program: str) -> bool:
+    """``program`` is an executable file on the checked root: a symlink's absolute target is that
+    root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
-    return os.path.isfile(path) and os.access(path, os.X_OK)
+    return any(os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), path))
 
 
 def _cron_command(run: _Run) -> tuple[str, str] | None:
@@ -1528,13 +1538,13 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     (crontab(5): an assignment applies to the entries after it only, as PATH= does)."""
     found = []
     for name in CRON_FILES:
-        lines = (_root_text(run, name) or "").splitlines()
         with_user = not name.startswith("var/spool")
-        for at, line in enumerate(lines):
-            if cron_line(line, with_user=with_user) is None:
-                continue
-            fields = (1 if line.split()[0].startswith("@") else 5) + with_user
-            found.append(("/" + name, at + 1, line.split(None, fields)[fields], _assignments("\n".join(lines[:at]))))
+        environment: dict[str, str] = {}
+        for at, line in enumerate((_root_text(run, name) or "").splitlines()):
+            if cron_line(line, with_user=with_user) is not None:
+                fields = (1 if line.split()[0].startswith("@") else 5) + with_user
+                found.append(("/" + name, at + 1, line.split(None, fields)[fields], dict(environment)))
+            environment.update(_assignments(line))  # one pass: re-reading the lines above each entry was quadratic
     return found
 
 
