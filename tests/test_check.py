@@ -1618,6 +1618,33 @@ def test_the_crontab_assignments_are_read_once_not_again_for_each_entry(node, mo
     assert sum(read) <= 4 * 2 * len(lines), sum(read)  # each line a few times, not once per entry below it
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "* * * * * root #x /usr/local/bin/spurinv refresh",  # all of it a comment to /bin/sh
+        "* * * * * root %/usr/local/bin/spurinv refresh",  # all of it the empty command's input
+    ],
+)
+def test_an_entry_whose_shell_runs_nothing_is_no_schedule(node, line):
+    """cron gives /bin/sh no command here: check took the unsplit words and said ok (or named a
+    program "%/usr/local/bin/spurinv")."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(line + "\n")
+
+    assert check.cron_line(line) is None
+    assert run_checks(node, None)["schedule"].fix == check.INSTALL_CRON
+
+
+def test_a_nul_in_a_path_the_unit_names_is_no_crash(node, monkeypatch):
+    """os.open refuses a NUL with ValueError, not OSError: check crashed (70) on the unit's
+    EnvironmentFile=."""
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config {site}\nEnvironmentFile=/etc/de\x00fault\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
 def test_a_program_linked_as_the_readme_installs_it_is_found_on_the_checked_root(node):
     """README.md links /usr/local/bin/spurinv to /opt/spurinv/bin/spurinv: under --root the link's
     absolute target was looked for on the system running check, and every run "failed" (78)."""

@@ -1281,7 +1281,7 @@ def _read_text(path: str) -> str | None:
     follows symlinks (unit files often are ones)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path a unit or cron file names
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -1352,8 +1352,10 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
             return None
     if with_user:
         rest = rest[1:]
-    # the words the shell runs: a quoted "spurinv" is the program all the same
-    rest = _shell_words(" ".join(rest)) or rest
+    # the words the shell runs: a quoted "spurinv" is the program all the same; none (a comment,
+    # or all of it the input after a "%") runs nothing
+    split = _shell_words(" ".join(rest))
+    rest = rest if split is None else split
     command = " ".join(rest)
     if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
         return None
