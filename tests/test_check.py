@@ -1635,6 +1635,28 @@ def test_an_entry_whose_shell_runs_nothing_is_no_schedule(node, line):
     assert run_checks(node, None)["schedule"].fix == check.INSTALL_CRON
 
 
+def test_every_program_the_schedulers_start_must_exist(node):
+    """cron runs every entry and a oneshot unit every ExecStart=: only the first entry's and the
+    last ExecStart='s program were looked for, so a missing one said ok. systemd unquotes the
+    program: a quoted one was looked for with its quotes, and "failed"."""
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root {SPURINV} refresh\n*/5 * * * * root /opt/gone/spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert "fail" == schedule.status, schedule
+    assert "runs /opt/gone/spurinv" in schedule.detail
+    cron.write_text(f"* * * * * root {SPURINV} refresh\nPATH=/usr/local/bin\n*/5 * * * * root spurinv refresh\n")
+    assert "ok" == run_checks(node, None)["schedule"].status  # that entry's own PATH finds it
+
+    systemd_host(node)
+    unit_host(node, f"[Service]\nType=oneshot\nExecStart=/opt/gone/spurinv refresh\nExecStart={SPURINV} refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert "fail" == schedule.status, schedule
+    assert "runs /opt/gone/spurinv" in schedule.detail
+    unit_host(node, f'[Service]\nExecStart="{SPURINV}" refresh\n')
+    assert "ok" == run_checks(node, None)["schedule"].status
+
+
 def test_a_nul_in_a_path_the_unit_names_is_no_crash(node, monkeypatch):
     """os.open refuses a NUL with ValueError, not OSError: check crashed (70) on the unit's
     EnvironmentFile=."""

@@ -1474,50 +1474,58 @@ def _schedule(run: _Run) -> Check:
 
 def _program_problem(run: _Run, scheduler: str) -> Check | None:
     """The program the scheduler starts must exist and be executable (on the checked root); the
-    unit's must not sit where ProtectHome= hides it."""
+    unit's must not sit where ProtectHome= hides it. Each one: cron runs every entry, a oneshot
+    unit every ExecStart= (after an empty one's reset); a missing one fails its runs all the same."""
+    # told, where to point, the program, the PATH it is looked for on and where that comes from
+    started: list[tuple[str, str, str, str, str]] = []
     if scheduler == "cron":
-        command = _cron_command(run)
-        if command is None:
-            return None
-        where, words = command[0], _shell_words(command[1]) or command[1].split()
-        program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
-        path, origin = _scheduler_path(run, "cron")
-        told = f"{where} runs {program}"
+        for where, _number, command, environment in _cron_entries(run):
+            words = _shell_words(command) or command.split()
+            named = [word for word in words if word == "spurinv" or word.endswith("/spurinv")]
+            program = (named or words or [""])[0]
+            path, origin = CRON_PATH, "cron's default PATH"
+            if "PATH" in environment:  # crontab(5): the assignments above the entry
+                path, origin = environment["PATH"], f"PATH= in {where}"
+            started.append((f"{where} runs {program}", where, program, path, origin))
     else:
-        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
-        if not starts or not starts[-1].split():
-            return None
-        where = SERVICE
-        program = starts[-1].split()[0].lstrip("@-:+!")
+        starts: list[str] = []
+        for key, value, _where in _service_directives(run):
+            if key == "ExecStart":
+                starts = [*starts, value] if value else []  # an empty one resets the list
         path, origin = _scheduler_path(run, "systemd")
-        told = f"{SERVICE} ExecStart= runs {program}"
         home = [value for key, value, _where in _service_directives(run) if key == "ProtectHome"]
-        if (
-            home
-            and home[-1] in ("yes", "true", "tmpfs")
-            and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
-            and any(
-                os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
-            )
-        ):
+        for start in starts:
+            words = _words(start)  # systemd unquotes the program too
+            program = words[0].lstrip("@-:+!") if words else ""
+            told = f"{SERVICE} ExecStart= runs {program}"
+            if (
+                home
+                and home[-1] in ("yes", "true", "tmpfs")
+                and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
+                and any(
+                    os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
+                )
+            ):
+                return Check(
+                    "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
+                    "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
+                    exitcode.CONFIG,
+                )  # fmt: skip
+            started.append((told, SERVICE, program, path, origin))
+    for told, where, program, path, origin in dict.fromkeys(started):
+        if not program:
+            continue
+        if program.startswith("/"):
+            found = program if _executable(run, program) else None
+        else:
+            found = next((os.path.join(folder, program) for folder in path.split(":")
+                          if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
+        if found is None:
+            on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
             return Check(
-                "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
-                "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
-                exitcode.CONFIG,
+                "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
+                f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
             )  # fmt: skip
-    if not program:
-        return None
-    if program.startswith("/"):
-        found = program if _executable(run, program) else None
-    else:
-        found = next((os.path.join(folder, program) for folder in path.split(":")
-                      if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
-    if found is None:
-        on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
-        return Check(
-            "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
-            f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
-        )  # fmt: skip
     return None
 
 
@@ -1526,12 +1534,6 @@ def _executable(run: _Run, program: str) -> bool:
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
     return any(os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), path))
-
-
-def _cron_command(run: _Run) -> tuple[str, str] | None:
-    """The first cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
-    entries = _cron_entries(run)
-    return (entries[0][0], entries[0][2]) if entries else None
 
 
 def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
