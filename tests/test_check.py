@@ -1655,6 +1655,8 @@ def test_every_program_the_schedulers_start_must_exist(node):
     assert "runs /opt/gone/spurinv" in schedule.detail
     unit_host(node, f'[Service]\nExecStart="{SPURINV}" refresh\n')
     assert "ok" == run_checks(node, None)["schedule"].status
+    unit_host(node, f'[Service]\nExecStart="" {SPURINV} refresh\n')
+    assert "fail" == run_checks(node, None)["schedule"].status  # an empty program is none
 
 
 def test_a_nul_in_a_path_the_unit_names_is_no_crash(node, monkeypatch):

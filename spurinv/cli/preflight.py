@@ -1495,8 +1495,8 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
         path, origin = _scheduler_path(run, "systemd")
         home = [value for key, value, _where in _service_directives(run) if key == "ProtectHome"]
         for start in starts:
-            words = _words(start)  # systemd unquotes the program too
-            program = words[0].lstrip("@-:+!") if words else ""
+            words = _words(start) or start.split()  # systemd unquotes the program too
+            program = words[0].lstrip("@-:+!") if words and words[0] else start.split()[0]  # "": no program to find
             told = f"{SERVICE} ExecStart= runs {program}"
             if (
                 home
