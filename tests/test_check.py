@@ -1659,6 +1659,18 @@ def test_every_program_the_schedulers_start_must_exist(node):
     assert "fail" == run_checks(node, None)["schedule"].status  # an empty program is none
 
 
+def test_a_cron_file_longer_than_check_reads_is_judged_by_its_own_end(node):
+    """check reads a cron file's first 64 KiB: a longer one that ends with a newline was said to
+    have none (cron ignores its last line)."""
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root {SPURINV} refresh --quiet\n" + "# padding\n" * 8000)
+    assert cron.stat().st_size > check.MAX_TEXT
+    assert "ok" == run_checks(node, None)["schedule"].status
+    cron.write_text(cron.read_text() + "# no newline")
+    assert "newline" in run_checks(node, None)["schedule"].detail
+
+
 def test_a_nul_in_a_path_the_unit_names_is_no_crash(node, monkeypatch):
     """os.open refuses a NUL with ValueError, not OSError: check crashed (70) on the unit's
     EnvironmentFile=."""
