@@ -1579,6 +1579,130 @@ def test_the_config_fix_names_a_file_both_schedulers_read_once(node, monkeypatch
     assert failed.fix.count("spurinv check --config /etc/spurinv/other.toml") == 1, failed.fix
 
 
+def test_runs_given_no_config_file_are_named_in_one_sentence(node, monkeypatch, tmp_path):
+    """Two entries that read the default (the README's plus an @reboot one) gave the sentence
+    and its fix twice, word for word."""
+    other = str(node.config())
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(
+        f"* * * * * root {SPURINV} refresh --quiet\n@reboot root sleep 30; {SPURINV} refresh --quiet\n"
+    )
+
+    found = run_config_check(node, monkeypatch, other)
+
+    assert "warn" == found.status, found
+    assert found.detail.count("the cron runs read ") == 1, found.detail
+    assert "to the entry in /etc/cron.d/spurinv:1 and the entry in /etc/cron.d/spurinv:2)" in found.detail
+    assert found.fix.count("spurinv check --config ") == 1, found.fix
+    failed = run_config_check(node, monkeypatch, str(tmp_path / "missing.toml"))
+    assert failed.fix.count("the cron runs read ") == 1, failed.fix
+
+
+def test_the_crontab_assignments_are_read_once_not_again_for_each_entry(node, monkeypatch):
+    """Each entry re-read every line above it: a 64 KiB cron file of assignments and entries took
+    20 s. The assignments still reach only the entries after them."""
+    site = str(node.config())
+    read: list[int] = []
+    assignments = check._assignments
+
+    def counted(text: str) -> dict[str, str]:
+        read.append(text.count("\n") + 1)
+        return assignments(text)
+
+    monkeypatch.setattr(check, "_assignments", counted)
+    lines = [f"A{number}=1\n* * * * * root {SPURINV} refresh --quiet\n" for number in range(500)]
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("".join(lines) + f"SPURINV_CONFIG={site}\n")
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found  # the last assignment follows every entry: none reads it
+    assert sum(read) <= 4 * 2 * len(lines), sum(read)  # each line a few times, not once per entry below it
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "* * * * * root #x /usr/local/bin/spurinv refresh",  # all of it a comment to /bin/sh
+        "* * * * * root %/usr/local/bin/spurinv refresh",  # all of it the empty command's input
+    ],
+)
+def test_an_entry_whose_shell_runs_nothing_is_no_schedule(node, line):
+    """cron gives /bin/sh no command here: check took the unsplit words and said ok (or named a
+    program "%/usr/local/bin/spurinv")."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(line + "\n")
+
+    assert check.cron_line(line) is None
+    assert run_checks(node, None)["schedule"].fix == check.INSTALL_CRON
+
+
+def test_every_program_the_schedulers_start_must_exist(node):
+    """cron runs every entry and a oneshot unit every ExecStart=: only the first entry's and the
+    last ExecStart='s program were looked for, so a missing one said ok. systemd unquotes the
+    program: a quoted one was looked for with its quotes, and "failed"."""
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root {SPURINV} refresh\n*/5 * * * * root /opt/gone/spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert "fail" == schedule.status, schedule
+    assert "runs /opt/gone/spurinv" in schedule.detail
+    cron.write_text(f"* * * * * root {SPURINV} refresh\nPATH=/usr/local/bin\n*/5 * * * * root spurinv refresh\n")
+    assert "ok" == run_checks(node, None)["schedule"].status  # that entry's own PATH finds it
+
+    systemd_host(node)
+    unit_host(node, f"[Service]\nType=oneshot\nExecStart=/opt/gone/spurinv refresh\nExecStart={SPURINV} refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert "fail" == schedule.status, schedule
+    assert "runs /opt/gone/spurinv" in schedule.detail
+    unit_host(node, f'[Service]\nExecStart="{SPURINV}" refresh\n')
+    assert "ok" == run_checks(node, None)["schedule"].status
+    unit_host(node, f'[Service]\nExecStart="" {SPURINV} refresh\n')
+    assert "fail" == run_checks(node, None)["schedule"].status  # an empty program is none
+
+
+def test_a_cron_file_longer_than_check_reads_is_judged_by_its_own_end(node):
+    """check reads a cron file's first 64 KiB: a longer one that ends with a newline was said to
+    have none (cron ignores its last line)."""
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root {SPURINV} refresh --quiet\n" + "# padding\n" * 8000)
+    assert cron.stat().st_size > check.MAX_TEXT
+    assert "ok" == run_checks(node, None)["schedule"].status
+    cron.write_text(cron.read_text() + "# no newline")
+    assert "newline" in run_checks(node, None)["schedule"].detail
+
+
+def test_a_nul_in_a_path_the_unit_names_is_no_crash(node, monkeypatch):
+    """os.open refuses a NUL with ValueError, not OSError: check crashed (70) on the unit's
+    EnvironmentFile=."""
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config {site}\nEnvironmentFile=/etc/de\x00fault\n")
+
+    assert "ok" == run_config_check(node, monkeypatch, site).status
+
+
+def test_a_program_linked_as_the_readme_installs_it_is_found_on_the_checked_root(node):
+    """README.md links /usr/local/bin/spurinv to /opt/spurinv/bin/spurinv: under --root the link's
+    absolute target was looked for on the system running check, and every run "failed" (78)."""
+    node.config()
+    venv = "/opt/spurinv-on-the-checked-root-only/bin/spurinv"  # absent here; only under --root
+    assert not os.path.lexists(venv)
+    real = node.host / venv.lstrip("/")
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    installed = node.host / SPURINV.lstrip("/")
+    installed.unlink()
+    installed.symlink_to(venv)
+
+    assert "ok" == run_checks(node, None)["schedule"].status
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --quiet\n")
+    assert "ok" == run_checks(node, None)["schedule"].status
+    real.unlink()
+    assert "fail" == run_checks(node, None)["schedule"].status
+
+
 # --- the program the scheduler starts, and where cron reads its file --------------------------------
 
 

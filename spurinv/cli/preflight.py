@@ -280,6 +280,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                              f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"))  # fmt: skip
         spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
     found: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
+    # the runs given no SPURINV_CONFIG, by the file they read and the setting: one sentence each
+    unnamed: dict[tuple[str, str], dict[str, None]] = {}
     for where, words, environment, origin, setting in commands:
         given = environment.get("SPURINV_CONFIG", "")
         for started in _started_with(words or [], shell=scheduler == "cron"):
@@ -295,9 +298,14 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"--config on {where}", f"--config {spelled} on {where}"
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
-                told = f"{scheduler} passes no SPURINV_CONFIG" + (f" to {where}" if len(commands) > 1 else ""), told[1]
-            if (path, *told) not in found:
+                unnamed.setdefault((path, told[1]), {})[where] = None
+            elif (path, *told) not in seen:
+                seen.add((path, *told))
                 found.append((path, *told))
+    for (path, setting), wheres in unnamed.items():
+        named_ones = list(wheres)[:3] + ([f"{len(wheres) - 3} more"] if len(wheres) > 3 else [])
+        to = f" to {' and '.join(named_ones)}" if len(commands) > 1 else ""
+        found.append((path, f"{scheduler} passes no SPURINV_CONFIG{to}", setting))
     return found
 
 
@@ -1273,7 +1281,7 @@ def _read_text(path: str) -> str | None:
     follows symlinks (unit files often are ones)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path a unit or cron file names
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -1344,8 +1352,10 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
             return None
     if with_user:
         rest = rest[1:]
-    # the words the shell runs: a quoted "spurinv" is the program all the same
-    rest = _shell_words(" ".join(rest)) or rest
+    # the words the shell runs: a quoted "spurinv" is the program all the same; none (a comment,
+    # or all of it the input after a "%") runs nothing
+    split = _shell_words(" ".join(rest))
+    rest = rest if split is None else split
     command = " ".join(rest)
     if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
         return None
@@ -1464,62 +1474,66 @@ def _schedule(run: _Run) -> Check:
 
 def _program_problem(run: _Run, scheduler: str) -> Check | None:
     """The program the scheduler starts must exist and be executable (on the checked root); the
-    unit's must not sit where ProtectHome= hides it."""
+    unit's must not sit where ProtectHome= hides it. Each one: cron runs every entry, a oneshot
+    unit every ExecStart= (after an empty one's reset); a missing one fails its runs all the same."""
+    # told, where to point, the program, the PATH it is looked for on and where that comes from
+    started: list[tuple[str, str, str, str, str]] = []
     if scheduler == "cron":
-        command = _cron_command(run)
-        if command is None:
-            return None
-        where, words = command[0], _shell_words(command[1]) or command[1].split()
-        program = next((word for word in words if word == "spurinv" or word.endswith("/spurinv")), words[0] if words else "")
-        path, origin = _scheduler_path(run, "cron")
-        told = f"{where} runs {program}"
+        for where, _number, command, environment in _cron_entries(run):
+            words = _shell_words(command) or command.split()
+            named = [word for word in words if word == "spurinv" or word.endswith("/spurinv")]
+            program = (named or words or [""])[0]
+            path, origin = CRON_PATH, "cron's default PATH"
+            if "PATH" in environment:  # crontab(5): the assignments above the entry
+                path, origin = environment["PATH"], f"PATH= in {where}"
+            started.append((f"{where} runs {program}", where, program, path, origin))
     else:
-        starts = [value for key, value, _where in _service_directives(run) if key == "ExecStart"]
-        if not starts or not starts[-1].split():
-            return None
-        where = SERVICE
-        program = starts[-1].split()[0].lstrip("@-:+!")
+        starts: list[str] = []
+        for key, value, _where in _service_directives(run):
+            if key == "ExecStart":
+                starts = [*starts, value] if value else []  # an empty one resets the list
         path, origin = _scheduler_path(run, "systemd")
-        told = f"{SERVICE} ExecStart= runs {program}"
         home = [value for key, value, _where in _service_directives(run) if key == "ProtectHome"]
-        if (
-            home
-            and home[-1] in ("yes", "true", "tmpfs")
-            and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
-            and any(
-                os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
-            )
-        ):
+        for start in starts:
+            words = _words(start) or start.split()  # systemd unquotes the program too
+            program = words[0].lstrip("@-:+!") if words and words[0] else start.split()[0]  # "": no program to find
+            told = f"{SERVICE} ExecStart= runs {program}"
+            if (
+                home
+                and home[-1] in ("yes", "true", "tmpfs")
+                and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
+                and any(
+                    os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
+                )
+            ):
+                return Check(
+                    "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
+                    "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
+                    exitcode.CONFIG,
+                )  # fmt: skip
+            started.append((told, SERVICE, program, path, origin))
+    for told, where, program, path, origin in dict.fromkeys(started):
+        if not program:
+            continue
+        if program.startswith("/"):
+            found = program if _executable(run, program) else None
+        else:
+            found = next((os.path.join(folder, program) for folder in path.split(":")
+                          if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
+        if found is None:
+            on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
             return Check(
-                "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
-                "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
-                exitcode.CONFIG,
+                "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
+                f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
             )  # fmt: skip
-    if not program:
-        return None
-    if program.startswith("/"):
-        found = program if _executable(run, program) else None
-    else:
-        found = next((os.path.join(folder, program) for folder in path.split(":")
-                      if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
-    if found is None:
-        on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
-        return Check(
-            "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
-            f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
-        )  # fmt: skip
     return None
 
 
 def _executable(run: _Run, program: str) -> bool:
+    """``program`` is an executable file on the checked root: a symlink's absolute target is that
+    root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
-    return os.path.isfile(path) and os.access(path, os.X_OK)
-
-
-def _cron_command(run: _Run) -> tuple[str, str] | None:
-    """The first cron file that runs spurinv refresh and its entry's command, as cron gives it to the shell."""
-    entries = _cron_entries(run)
-    return (entries[0][0], entries[0][2]) if entries else None
+    return any(os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), path))
 
 
 def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
@@ -1528,13 +1542,13 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     (crontab(5): an assignment applies to the entries after it only, as PATH= does)."""
     found = []
     for name in CRON_FILES:
-        lines = (_root_text(run, name) or "").splitlines()
         with_user = not name.startswith("var/spool")
-        for at, line in enumerate(lines):
-            if cron_line(line, with_user=with_user) is None:
-                continue
-            fields = (1 if line.split()[0].startswith("@") else 5) + with_user
-            found.append(("/" + name, at + 1, line.split(None, fields)[fields], _assignments("\n".join(lines[:at]))))
+        environment: dict[str, str] = {}
+        for at, line in enumerate((_root_text(run, name) or "").splitlines()):
+            if cron_line(line, with_user=with_user) is not None:
+                fields = (1 if line.split()[0].startswith("@") else 5) + with_user
+                found.append(("/" + name, at + 1, line.split(None, fields)[fields], dict(environment)))
+            environment.update(_assignments(line))  # one pass: re-reading the lines above each entry was quadratic
     return found
 
 
@@ -1552,11 +1566,25 @@ def _cron_file_problem(run: _Run) -> Check | None:
     if cron.startswith("/etc/cron.d/") and mode & 0o022:
         return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may write "
                      "(INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
-    text = _read_text(path) or ""
-    if text and not text.endswith("\n"):
+    if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
         return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its last line",
                      f"echo >> {cron}")  # fmt: skip
     return None
+
+
+def _last_byte(path: str) -> bytes:
+    """A regular file's last byte (b"" when empty or unreadable); never blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return b""
+    try:
+        info = os.fstat(fd)
+        return os.pread(fd, 1, info.st_size - 1) if stat.S_ISREG(info.st_mode) and info.st_size else b""
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _schedule_found(run: _Run) -> Check:
