@@ -1681,6 +1681,39 @@ def test_a_nul_in_a_path_the_unit_names_is_no_crash(node, monkeypatch):
     assert "ok" == run_config_check(node, monkeypatch, site).status
 
 
+@pytest.mark.parametrize(
+    "service",
+    [
+        "StateDirectory=spur\x00inv\n",
+        "Environment=SPURINV_STATE=/var/lib/spur\x00inv/state.json\n",
+        "ProtectSystem=strict\nReadWritePaths=/srv/text\x00file\n",
+    ],
+)
+def test_a_nul_in_any_value_of_the_unit_is_no_crash(node, service):
+    """A value holding a NUL reached os.stat and os.path.realpath, which raise ValueError: check
+    crashed (70) following the unit's state directory or its sandbox. systemd reads C strings,
+    so no value of a unit holds one: such a line is left out, as a malformed one is."""
+    from spurinv.cli.app import _run_options
+
+    textfile = node.tmp / "textfile"
+    textfile.mkdir()
+    node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --quiet\n{service}")
+    environ = dict(os.environ)
+    world = World(Root(str(node.host)), environ, Log(environ, quiet=True))
+    config = str(node.tmp / "config.toml")
+
+    results, code = check.run(
+        world,
+        lambda: _run_options(None, config, {}, None, None, environ, dry_run=True),
+        check.Host(systemctl=None, state_flag=None, config_flag=config),
+    )
+
+    assert code != exitcode.SOFTWARE
+    assert all("\x00" not in result.detail + result.fix for result in results)
+
+
 def test_a_program_linked_as_the_readme_installs_it_is_found_on_the_checked_root(node):
     """README.md links /usr/local/bin/spurinv to /opt/spurinv/bin/spurinv: under --root the link's
     absolute target was looked for on the system running check, and every run "failed" (78)."""

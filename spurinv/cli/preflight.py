@@ -962,7 +962,8 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
                 section = line
                 continue
             key, equals, value = line.partition("=")
-            if equals and section == "[Service]":
+            # a NUL ends a C string: no value systemd reads holds one, and no path can
+            if equals and section == "[Service]" and "\0" not in value:
                 found.append((key.strip(), value.strip(), shown))
     return found
 
