@@ -37,7 +37,7 @@ from spurinv.errors import (
 )
 from spurinv.inventory.sources.attribute import decimal
 from spurinv.state import store
-from spurinv.state.locations import CDI_CACHE, DEFAULT_STATE
+from spurinv.state.locations import CDI_CACHE, DEFAULT_STATE, same_file
 
 if TYPE_CHECKING:
     from spurinv.config.settings import Config
@@ -243,7 +243,7 @@ def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]
         for reads in _scheduler_reads(run, scheduler, checked):
             path = reads[0]
             theirs = run.world.root.join(path.lstrip("/"))
-            if os.path.abspath(checked) in (path, theirs) or _same_file(checked, path) or _same_file(checked, theirs):
+            if os.path.abspath(checked) in (path, theirs) or same_file(checked, path) or same_file(checked, theirs):
                 continue
             found.append(("timer" if scheduler == "systemd" else "cron", *reads))
     return found
@@ -383,14 +383,6 @@ def _unit_quote(word: str) -> str:
     if shlex.quote(word) == word:
         return word
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _same_file(one: str, other: str) -> bool:
-    """Both exist and are one file under two names (a symlinked directory, a bind mount, a hard link)."""
-    try:
-        return os.path.exists(one) and os.path.exists(other) and os.path.samefile(one, other)
-    except (OSError, ValueError):
-        return False
 
 
 def _elsewhere(run: _Run, fix: str) -> str:
@@ -1220,23 +1212,23 @@ def _register_command(run: _Run) -> Check:
 
 def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     """The PATH ``scheduler``'s runs get, and where it comes from."""
-    if scheduler == "cron":
-        cron = _cron(run) or ""
-        found = (CRON_PATH, "cron's default PATH")
-        # crontab(5): "name = value", spaces allowed; an assignment applies to the entries after it only
-        for line in (_root_text(run, cron) or "").splitlines():
-            name, equals, value = line.partition("=")
-            if equals and name.strip() == "PATH":
-                found = (value.strip().strip('"').strip("'"), f"PATH= in {cron}")
-            elif cron_line(line, with_user=not cron.startswith("/var/spool")) is not None:
-                return found
-        return found
+    if scheduler == "cron":  # the first entry's, as _cron names its file
+        entries = _cron_entries(run)
+        return _cron_path(entries[0][0], entries[0][3]) if entries else _cron_path("", {})
     path = _unit_environment(run).get("PATH")
     if path is None:
         return SYSTEMD_PATH, "systemd's default PATH"
     where = next((f"{key}= in {where}" for key, value, where in reversed(_service_directives(run))
                   if key in ("Environment", "EnvironmentFile") and value), SERVICE)  # fmt: skip
     return path, f"PATH from {where}"
+
+
+def _cron_path(where: str, environment: dict[str, str]) -> tuple[str, str]:
+    """The PATH a cron entry's command gets, and where it comes from: a ``PATH=`` among the
+    assignments above it in ``where`` (:func:`_cron_entries`; crontab(5)), else cron's default."""
+    if "PATH" in environment:
+        return environment["PATH"], f"PATH= in {where}"
+    return CRON_PATH, "cron's default PATH"
 
 
 def _on_scheduler_path(run: _Run, name: CheckName, program: str, what: str, key: str) -> Check:
@@ -1484,10 +1476,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             words = _shell_words(command) or command.split()
             named = [word for word in words if word == "spurinv" or word.endswith("/spurinv")]
             program = (named or words or [""])[0]
-            path, origin = CRON_PATH, "cron's default PATH"
-            if "PATH" in environment:  # crontab(5): the assignments above the entry
-                path, origin = environment["PATH"], f"PATH= in {where}"
-            started.append((f"{where} runs {program}", where, program, path, origin))
+            started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
     else:
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
