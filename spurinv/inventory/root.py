@@ -87,7 +87,9 @@ class RealPaths:
 
     def resolve(self, path: str) -> str:
         """Resolve symlinks in ``path``; refuse a result outside the root."""
-        real = self.realpath(path)
+        return self._within(self.realpath(path))
+
+    def _within(self, real: str) -> str:
         if real != self.base and not real.startswith(self.inside):
             raise OSError(f"symlink leaves the root ({real})")
         return real
@@ -100,11 +102,13 @@ class RealPaths:
         and ``isdir`` answer as before. A directory outside the root is refused as ``resolve``
         refuses it."""
         real = _kernel_path(path, _O_DIRECTORY) if _O_DIRECTORY else None
-        if real is None:
-            return None
-        if real != self.base and not real.startswith(self.inside):
-            raise OSError(f"symlink leaves the root ({real})")
-        return real
+        return None if real is None else self._within(real)
+
+    def resolve_proven(self, path: str) -> "tuple[str, bool]":
+        """``resolve(path)``, and whether the resolution itself proved it a directory
+        (:meth:`directory`): then the walk needs no ``isdir`` of it."""
+        real = self.directory(path)
+        return (real, True) if real is not None else (self.resolve(path), False)
 
     def realpath(self, path: str) -> str:
         """``os.path.realpath(path)``."""

@@ -34,13 +34,10 @@ def _device(paths: "RealPaths", link: str, directories: "dict[str, bool]") -> st
     lexists only when the link did not lead to a directory (a system call for each of ~130 DRM
     nodes per tick), with the verdicts of checking it first; ``directories`` remembers isdir for
     the walk (a partition's card and render node share their device). A device the resolution
-    itself proved a directory (:meth:`RealPaths.directory`) needs no isdir: ~65 system calls a
+    itself proved a directory (:meth:`RealPaths.resolve_proven`) needs no isdir: ~65 system calls a
     tick, 0.5 M instructions."""
     try:
-        device = paths.directory(link)
-        proven = device is not None
-        if device is None:
-            device = paths.resolve(link)
+        device, proven = paths.resolve_proven(link)
     except OSError:
         if not os.path.lexists(link):
             raise ReadError(link, "missing") from None

@@ -112,10 +112,7 @@ def read_pci(
         if bdf in ignore:
             continue
         try:  # through the root's resolver: an absolute link must not lead out of --root
-            path = paths.directory(link)  # a directory, proven by the resolution: no isdir (as drm)
-            proven = path is not None
-            if path is None:
-                path = paths.resolve(link)
+            path, proven = paths.resolve_proven(link)  # a directory the resolution proved needs no isdir
         except OSError as exc:
             report.fail(link, str(exc))
             continue
