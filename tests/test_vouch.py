@@ -201,6 +201,19 @@ def test_a_lone_surrogate_in_a_fingerprint_is_corrupt_not_a_crash(written, where
         parse(json.dumps(state).encode(), "state.json")
 
 
+def test_a_baseline_without_an_inventory_is_not_vouched_for_whatever_was_discovered(written):
+    """A baseline's inventory is required: a null one is a state the model refuses. Asked without a
+    discovered inventory, the check took the null for "the discovered one" and passed it
+    (found by the property test below, replaying an example it had kept)."""
+    state = copy.deepcopy(written[5])
+    assert state["baseline"] is not None
+    state["baseline"]["inventory"] = None
+
+    assert not _accepted(state)
+    assert vouch.problem(state) == "baseline.inventory: null is not object"
+    assert vouch.problem(state, state["readings"][-1]["inventory"]) == "baseline.inventory: null is not object"
+
+
 def test_the_checker_understands_every_definition_of_the_shipped_schema():
     """Definitions are compiled once a value needs them (an optional member's, most of them None
     on a tick): every one of the shipped schema must be one the checker understands."""

@@ -247,7 +247,8 @@ def _once(name: str, root: "Mapping[str, Any]", defs: "dict[str, Rule]") -> "Rul
         seen = _seen.setdefault(name, [])
         if value in seen:  # equal to one checked in this file (a comparison in C): the same answer
             return
-        if not (inventory and value is _discovered[0]):  # that one passes (as_discovered)
+        # that one passes (as_discovered); None is no inventory, even when nothing was discovered
+        if not (inventory and value is not None and value is _discovered[0]):
             _definition(name, root, defs)(value, parent, where)
         seen.append(value)
 
