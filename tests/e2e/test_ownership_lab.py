@@ -174,10 +174,12 @@ def test_our_drain_on_a_node_not_responding_is_held_never_lifted(n1):
         assert "NOT_RESPONDING" in n1.controller()["state"]
 
         code, held = n1.refresh("spx", "--ignore-backoff")
+        # the whole story on failure: both runs, the controller's node and the state file
+        story = json.dumps({"drained": drained, "held": held, "node": n1.controller(), "status": n1.status()}, indent=1)
 
-        assert "NOT_RESPONDING" in n1.controller()["state"]  # still: the run saw it
-        assert code == 0, held
-        assert steps(held)[-1] == "hold", held["steps"]
+        assert "NOT_RESPONDING" in n1.controller()["state"], story  # still: the run saw it
+        assert code == 0, story
+        assert steps(held)[-1] == "hold", story
         assert "NOT_RESPONDING" in held["steps"][-1]["reason"]
         assert not [r for r in held["requests"] if r["method"] == "POST" or " update " in r["path"]]
         assert "DRAIN" in n1.controller()["state"]
