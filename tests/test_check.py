@@ -1869,3 +1869,74 @@ def test_a_cron_field_no_int_can_read_is_named_not_a_crash(node, days):
     checks = run_checks(node, None)
     assert checks["schedule"].status != "ok"
     assert "has a field cron cannot read" in checks["schedule"].detail
+
+
+# --- one rule for what runs spurinv refresh; lines as cron and systemd split them -------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [
+        ('logger "spurinv refresh done"', False),  # a word that names it runs nothing
+        ("logger /usr/local/bin/spurinv refresh", False),
+        ("echo spurinv refresh >> /var/log/x", False),
+        ("sh -c '/usr/local/bin/spurinv refresh'", False),  # a shell's own script is not read
+        ("/usr/local/bin/spurinv status; logger refresh", False),
+        ("/usr/local/bin/spurinv refresh --quiet", True),
+        ("SPURINV_CONFIG=/etc/x.toml /usr/local/bin/spurinv refresh", True),
+        ("sleep 3; out=$(timeout 180 env SPURINV_CONFIG=/etc/x.toml /usr/local/bin/spurinv refresh --quiet 2>&1)", True),
+        ("timeout -k 5 180 /usr/local/bin/spurinv refresh", True),
+        ("env -u SPURINV_CONFIG /usr/local/bin/spurinv refresh", True),
+        ("sudo -u nobody /usr/local/bin/spurinv refresh", True),
+        ("true || /usr/local/bin/spurinv refresh", True),
+    ],
+)
+def test_the_schedule_and_config_checks_agree_on_what_runs_spurinv_refresh(command, runs):
+    """cron_line matched "spurinv refresh" anywhere in the line while the config check matched
+    words: ``logger "spurinv refresh done"`` was a schedule whose config no one read. One rule:
+    the program, after assignments and env, timeout or sudo, is spurinv, its first argument
+    refresh."""
+    line = f"*/5 * * * * root {command}"
+
+    assert (check.cron_line(line) is not None) == runs, check.cron_line(line)
+    assert bool(check._started_with(check._shell_words(command) or [])) == runs
+
+
+def test_a_line_that_only_logs_spurinv_refresh_is_no_schedule(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text('*/5 * * * * root logger "spurinv refresh done"\n')
+
+    schedule = run_checks(node, None)["schedule"]
+
+    assert ("fail", check.INSTALL_CRON) == (schedule.status, schedule.fix), schedule
+
+
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_cron_and_unit_files_are_split_at_newlines_only(node, monkeypatch, separator):
+    """str.splitlines split a comment at these characters, which cron and systemd read as part of
+    the line: a commented-out entry ran, and a commented-out ExecStart= was compared."""
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"# retired{separator}* * * * * root {SPURINV} refresh --quiet\n")
+    assert check.INSTALL_CRON == run_checks(node, None)["schedule"].fix
+    cron.write_text(f"* * * * * root {SPURINV} refresh --quiet\r\n")  # a CRLF ending is still a line end
+    assert "ok" == run_checks(node, None)["schedule"].status
+
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config {site}\n"
+                    f"# retired{separator}ExecStart={SPURINV} refresh --config /etc/other.toml\n")  # fmt: skip
+    found = run_config_check(node, monkeypatch, site)
+    assert "ok" == found.status, found
+
+
+def test_every_cron_file_that_runs_spurinv_must_end_with_a_newline(node):
+    """Only the first cron file with an entry was looked at: /etc/crontab's last entry, which
+    cron drops, passed."""
+    node.config()
+    (node.host / "etc" / "crontab").write_text(f"*/5 * * * * root {SPURINV} refresh --quiet")
+
+    schedule = run_checks(node, None)["schedule"]
+
+    assert ("warn", "echo >> /etc/crontab") == (schedule.status, schedule.fix), schedule
+    (node.host / "etc" / "crontab").write_text("# nothing of ours, no newline")
+    assert "ok" == run_checks(node, None)["schedule"].status

@@ -310,22 +310,85 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
 
 
 def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | None, dict[str, str]] | None]:
-    """For each ``spurinv refresh`` among a scheduler's command ``words``: its --config (either
-    spelling; the last wins, as click takes it) and its ``NAME=VALUE`` prefixes (the shell's, or
-    env's); None for one whose value is one the shell or systemd would expand ($, `, %) or resolve
-    against a working directory check does not know. ``shell``: cron's /bin/sh; systemd has none,
-    so a ``NAME=VALUE`` word is the program's name there unless env runs it."""
-    operators = set("();<>|&") if shell else set()  # systemd splits on none: a ";" is an argument
-    found: list[tuple[str | None, dict[str, str]] | None] = []
-    begin = 0
+    """For each ``spurinv refresh`` among a scheduler's command ``words`` (:func:`_refreshes`):
+    its --config (either spelling; the last wins, as click takes it) and its ``NAME=VALUE``
+    prefixes (the shell's, or env's); None for one whose value is one the shell or systemd would
+    expand ($, `, %) or resolve against a working directory check does not know. ``shell``:
+    cron's /bin/sh; systemd has none, so a ``NAME=VALUE`` word is the program's name there
+    unless env runs it."""
+    operators = set(OPERATORS) if shell else set()  # systemd splits on none: a ";" is an argument
     if not shell and words:
         words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
-    for at, word in enumerate(words):
-        if word and set(word) <= operators:
-            begin = at + 1  # a shell operator ends the command its assignments apply to
-        elif (word == "spurinv" or word.endswith("/spurinv")) and words[at + 1 : at + 2] == ["refresh"]:
-            found.append(_started_at(words, begin, at, operators))
+    return [_started_at(words, begin, at, operators) for begin, at in _refreshes(words, sh=shell)]
+
+
+OPERATORS = "();<>|&"
+# what may start spurinv on a scheduled command line: env(1), timeout(1) and sudo(8), each with
+# the options that take a value, and how many operands come before the program (timeout's duration)
+WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "sudo": (frozenset({"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host",
+                        "-p", "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user", "-T",
+                        "--command-timeout", "-R", "--chroot"}), 0),
+}  # fmt: skip
+
+
+def _refreshes(words: list[str], *, sh: bool) -> list[tuple[int, int]]:
+    """The one rule for "this command runs spurinv refresh", for the schedule check
+    (:func:`cron_line`) and the config check (:func:`_started_with`) alike: each simple command
+    (``sh``: cron's /bin/sh splits at ``; & | ( )``; systemd at none) whose program, after its
+    ``NAME=VALUE`` words and the env, timeout or sudo that start it, is spurinv, with refresh as
+    its first argument. Where that command begins and where its spurinv is. A word that merely
+    names spurinv (``logger "spurinv refresh done"``, ``echo spurinv refresh``) runs nothing."""
+    found: list[tuple[int, int]] = []
+    ends = [at for at, word in enumerate(words) if sh and word and set(word) <= set(OPERATORS) and not _redirects(word)]
+    begin = 0
+    for end in [*ends, len(words)]:
+        at = _program(words, begin, end, sh=sh)
+        if at is not None and at + 1 < end and _is_spurinv(words[at]) and words[at + 1] == "refresh":
+            found.append((begin, at))
+        begin = end + 1
     return found
+
+
+def _redirects(word: str) -> bool:
+    return bool(word) and set(word) <= set(OPERATORS) and ("<" in word or ">" in word)
+
+
+def _is_spurinv(word: str) -> bool:
+    return word == "spurinv" or word.endswith("/spurinv")
+
+
+def _program(words: list[str], begin: int, end: int, *, sh: bool) -> int | None:
+    """Where the program of the simple command ``words[begin:end]`` is: past its assignments and
+    redirections (a shell's) and past each wrapper of :data:`WRAPPERS` with its options; None when
+    there is none."""
+    import re
+
+    at = begin
+    while at < end:
+        word = words[at]
+        if sh and _redirects(word):
+            at += 2  # the redirection and its target
+        elif sh and word.isdigit() and at + 1 < end and _redirects(words[at + 1]):
+            at += 1  # the descriptor of "2>&1"
+        elif re.fullmatch(r"[A-Za-z_]\w*=.*", word):
+            # an assignment to the shell; to systemd the program's name, which the schedule check
+            # fails, while the config check says the spurinv after it is given no SPURINV_CONFIG
+            at += 1
+        elif os.path.basename(word) in WRAPPERS:
+            takes, operands = WRAPPERS[os.path.basename(word)]
+            at += 1
+            while at < end and words[at].startswith("-") and words[at] != "-":
+                option = words[at]
+                at += 2 if option in takes else 1
+                if option == "--":
+                    break
+            at += operands
+        else:
+            return at
+    return None
 
 
 def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
@@ -606,6 +669,13 @@ def _unit_environment(run: _Run) -> dict[str, str]:
     return found
 
 
+def _lines(text: str) -> list[str]:
+    """``text`` split into lines as cron and systemd split a file: at a newline only, each line
+    without the carriage return of a CRLF ending. str.splitlines also splits at a vertical tab, a
+    form feed, U+001C-U+001E, U+0085, U+2028 and U+2029, which both read as part of a line."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _words(value: str) -> list[str]:
     """A unit value's space-separated, quoted words; none when the quoting is broken (systemd
     ignores such a line)."""
@@ -618,7 +688,7 @@ def _words(value: str) -> list[str]:
 def _assignments(text: str) -> dict[str, str]:
     """``NAME=VALUE`` lines of an environment file (comments skipped, quotes removed)."""
     found: dict[str, str] = {}
-    for raw in text.splitlines():
+    for raw in _lines(text):
         line = raw.strip()
         name, equals, value = line.partition("=")
         if not equals or line.startswith(("#", ";")):
@@ -946,7 +1016,7 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
         section = ""
         # a line ending in a backslash goes on in the next one (systemd.syntax(7))
         joined = (text or "").replace("\\\n", " ")
-        for raw in joined.splitlines():
+        for raw in _lines(joined):
             line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
@@ -1318,7 +1388,7 @@ def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
         text = _root_text(run, name)
         if text is None:
             continue
-        for line in text.splitlines():
+        for line in _lines(text):
             entry = cron_line(line, with_user=not name.startswith("var/spool"))
             if entry is not None:
                 return "/" + name, entry
@@ -1331,8 +1401,9 @@ MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr"
 
 
 def cron_line(line: str, *, with_user: bool = True) -> str | None:
-    """For a crontab line that runs ``spurinv refresh``: "" when its schedule can fire, or what
-    is wrong with it; None for any other line (a comment, an assignment, ``echo spurinv refresh``).
+    """For a crontab line that runs ``spurinv refresh`` (:func:`_refreshes`): "" when its
+    schedule can fire, or what is wrong with it; None for any other line (a comment, an
+    assignment, ``echo spurinv refresh``).
     crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
     words = line.split()
     if not words or words[0].startswith("#") or "=" in words[0]:
@@ -1348,12 +1419,7 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
     # the words the shell runs: a quoted "spurinv" is the program all the same; none (a comment,
     # or all of it the input after a "%") runs nothing
     split = _shell_words(" ".join(rest))
-    rest = rest if split is None else split
-    command = " ".join(rest)
-    if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
-        return None
-    first = rest[0] if rest else ""
-    if first in ("echo", "printf", ":", "true", "#") or "refresh" not in command:
+    if not _refreshes(rest if split is None else split, sh=True):
         return None
     if words[0] == "@reboot":
         return "@reboot runs it once at boot only"
@@ -1474,9 +1540,8 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            named = [word for word in words if word == "spurinv" or word.endswith("/spurinv")]
-            program = (named or words or [""])[0]
-            started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
+            for program in [words[at] for _begin, at in _refreshes(words, sh=True)] or words[:1]:
+                started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
     else:
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
@@ -1534,7 +1599,7 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     for name in CRON_FILES:
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
-        for at, line in enumerate((_root_text(run, name) or "").splitlines()):
+        for at, line in enumerate(_lines(_root_text(run, name) or "")):
             if cron_line(line, with_user=with_user) is not None:
                 fields = (1 if line.split()[0].startswith("@") else 5) + with_user
                 found.append(("/" + name, at + 1, line.split(None, fields)[fields], dict(environment)))
@@ -1544,21 +1609,20 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
 
 def _cron_file_problem(run: _Run) -> Check | None:
     """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
-    MODE" and skips it) or whose last line has no newline (cron drops or refuses it)."""
-    cron = _cron(run)
-    if cron is None:
-        return None
-    path = _follow(run, run.world.root.join(cron.lstrip("/")))
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return None
-    if cron.startswith("/etc/cron.d/") and mode & 0o022:
-        return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may write "
-                     "(INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
-    if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
-        return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its last line",
-                     f"echo >> {cron}")  # fmt: skip
+    MODE" and skips it) or whose last line has no newline (cron drops or refuses it): each file
+    that runs spurinv refresh, as cron reads every one of them."""
+    for cron in dict.fromkeys(where for where, _number, _command, _environment in _cron_entries(run)):
+        path = _follow(run, run.world.root.join(cron.lstrip("/")))
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            continue
+        if cron.startswith("/etc/cron.d/") and mode & 0o022:
+            return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
+                         "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+        if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
+            return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its "
+                         "last line", f"echo >> {cron}")  # fmt: skip
     return None
 
 
