@@ -11,6 +11,7 @@ import base64
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -1174,7 +1175,7 @@ def test_check_warns_when_the_timer_reads_another_config_file_than_this_shell(no
     elsewhere = run_config_check(node, monkeypatch, site)
     assert "warn" == elsewhere.status, elsewhere
     assert f"the timer runs read {other} (the unit's Environment=SPURINV_CONFIG=)" in elsewhere.detail
-    assert f"spurinv check --config {other}" in elsewhere.fix
+    assert f"spurinv check --root {node.host} --config {node.host}{other}" in elsewhere.fix  # as that root names it
     unit_host(node, f"[Service]\nEnvironment=NO_COLOR=1 SPURINV_CONFIG={site}\n")
     assert "ok" == run_config_check(node, monkeypatch, site).status  # the same file
     unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", drop_ins={"reset.conf": "[Service]\nEnvironment=\n"})
@@ -1421,7 +1422,7 @@ def test_check_compares_the_config_of_both_the_timer_and_cron(node, monkeypatch,
     both = run_config_check(node, monkeypatch, site)
     assert f"the timer runs read {tmp_path / 'other.toml'} (" in both.detail
     assert "and the cron runs read" in both.detail
-    assert both.fix.count("spurinv check --config") == 2
+    assert both.fix.count(f"spurinv check --root {node.host} --config") == 2
 
 
 def test_a_config_this_shell_names_that_does_not_load_says_which_the_runs_read(node, monkeypatch, tmp_path):
@@ -1459,7 +1460,7 @@ def test_the_config_fix_quotes_a_path_with_spaces(node, monkeypatch, tmp_path):
     found = run_config_check(node, monkeypatch, str(site))
 
     assert "warn" == found.status, found
-    assert f"spurinv check --config '{other}'" in found.fix
+    assert f"spurinv check --root {node.host} --config '{node.host}{other}'" in found.fix
     setting = f'Environment="SPURINV_CONFIG={site}"'
     assert setting in found.fix
     unit_host(node, f"[Service]\n{setting}\n")
@@ -1576,7 +1577,7 @@ def test_the_config_fix_names_a_file_both_schedulers_read_once(node, monkeypatch
     assert "fail" == failed.status, failed
     assert "the timer runs read /etc/spurinv/other.toml (" in failed.fix
     assert "and the cron runs read /etc/spurinv/other.toml (" in failed.fix
-    assert failed.fix.count("spurinv check --config /etc/spurinv/other.toml") == 1, failed.fix
+    assert failed.fix.count(f"spurinv check --root {node.host} --config {node.host}/etc/spurinv/other.toml") == 1, failed.fix
 
 
 def test_runs_given_no_config_file_are_named_in_one_sentence(node, monkeypatch, tmp_path):
@@ -1592,7 +1593,7 @@ def test_runs_given_no_config_file_are_named_in_one_sentence(node, monkeypatch, 
     assert "warn" == found.status, found
     assert found.detail.count("the cron runs read ") == 1, found.detail
     assert "to the entry in /etc/cron.d/spurinv:1 and the entry in /etc/cron.d/spurinv:2)" in found.detail
-    assert found.fix.count("spurinv check --config ") == 1, found.fix
+    assert found.fix.count("spurinv check --root ") == 1, found.fix
     failed = run_config_check(node, monkeypatch, str(tmp_path / "missing.toml"))
     assert failed.fix.count("the cron runs read ") == 1, failed.fix
 
@@ -1940,3 +1941,97 @@ def test_every_cron_file_that_runs_spurinv_must_end_with_a_newline(node):
     assert ("warn", "echo >> /etc/crontab") == (schedule.status, schedule.fix), schedule
     (node.host / "etc" / "crontab").write_text("# nothing of ours, no newline")
     assert "ok" == run_checks(node, None)["schedule"].status
+
+
+# --- the config warning: under --root, its length, its quoting -------------------------------------
+
+
+def test_under_root_check_loads_that_roots_config_and_its_fix_names_the_root(cli, node, monkeypatch):
+    """check --root R loaded the config of the machine running it (another node's, or none), and
+    the command its fix printed checked that machine again. With no file named, R's default file
+    is the one R's runs read; --config is taken as given."""
+    from spurinv.state import locations
+
+    monkeypatch.delenv("SPURINV_CONFIG")
+    Path(locations.DEFAULT_CONFIG).write_text('[node]\nname = "this-machine"\n')
+    theirs = node.host / locations.DEFAULT_CONFIG.lstrip("/")
+    theirs.parent.mkdir(parents=True)
+    write_private(theirs, '[node]\nname = "n1"\n')
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh\n")
+
+    found = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())
+
+    assert found["config"]["status"] == "ok", found["config"]
+    assert found["config"]["detail"].startswith(f"{theirs}:"), found["config"]
+    assert found["node"]["detail"].startswith("n1 "), found["node"]
+    other = f"* * * * * root {SPURINV} refresh --config /etc/spurinv/other.toml\n"
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(other)
+    warned = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
+    assert warned["status"] == "warn", warned
+    assert f"(spurinv check --root {node.host} --config {node.host}/etc/spurinv/other.toml)" in warned["fix"]
+    named = node.config()
+    flagged = by_name(cli(*node.args("--json")).json())["config"]  # --config: the file named, not one under the root
+    assert flagged["detail"].startswith(f"{named}:"), flagged
+    write_private(theirs, "[node]\nbogus = 1\n")
+    refused = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
+    assert refused["status"] == "fail", refused
+    assert f"`spurinv config show --config {theirs}`" in refused["fix"]  # the root's file, not this machine's
+
+
+def test_the_config_warning_names_a_few_runs_and_counts_the_rest(node, monkeypatch):
+    """Each ExecStart= naming another file was named, each with its fix: 1,000 lines made a
+    1,000-item sentence."""
+    site = str(node.config())
+    systemd_host(node)
+    starts = "".join(f"ExecStart={SPURINV} refresh --config /c/{number}.toml\n" for number in range(1000))
+    unit_host(node, "[Service]\nType=oneshot\n" + starts)
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found
+    assert found.detail.count("the timer runs read ") == 3, found.detail
+    assert found.detail.endswith("and 997 more, not this file"), found.detail[-200:]
+    assert found.fix.count("check what the timer runs read") == 3, found.fix
+    assert found.fix.endswith("; and 997 more"), found.fix[-200:]
+    assert len(found.detail) + len(found.fix) < 2000
+    failed = run_config_check(node, monkeypatch, str(node.tmp / "missing.toml"))
+    assert failed.fix.count("check theirs") == 3, failed.fix
+    assert "; and 997 more; otherwise " in failed.fix, failed.fix
+
+
+def test_the_config_fix_quotes_a_quote_as_each_scheduler_reads_it(node, monkeypatch, tmp_path):
+    """A crontab's NAME=VALUE line is no shell's: cron strips one pair of quotes and reads no
+    escapes, so the shell's '...'"'"'...' came back with its quotes. systemd quotes a whole word,
+    with C escapes. Each fix, pasted as given, ends the warning."""
+    site = tmp_path / "it's" / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+
+    assignment = f'SPURINV_CONFIG="{site}"'
+    assert f"set {assignment} in /etc/cron.d/spurinv" in run_config_check(node, monkeypatch, str(site)).fix
+    cron.write_text(f"{assignment}\n{cron.read_text()}")
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status
+    cron.write_text(f"* * * * * root {SPURINV} refresh --config /etc/x.toml\n")
+    assert f"--config {shlex.quote(str(site))} on the entry" in run_config_check(node, monkeypatch, str(site)).fix
+
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/x.toml\n")
+    found = run_config_check(node, monkeypatch, str(site))
+    assert f'--config "{site}" on {check.SERVICE}' in found.fix, found.fix
+    unit_host(node, f'[Service]\nExecStart={SPURINV} refresh --config "{site}"\n')
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status
+
+
+def test_a_path_with_both_quotes_is_set_on_the_cron_command(node, monkeypatch, tmp_path):
+    """No NAME=VALUE line of a crontab holds both kinds of quote in every cron: the fix names
+    --config on the entry, which the shell reads."""
+    site = tmp_path / 'it\'s "x"' / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+
+    found = run_config_check(node, monkeypatch, str(site))
+
+    assert "warn" == found.status, found
+    assert "set SPURINV_CONFIG=" not in found.fix
+    assert f"set --config {shlex.quote(str(site))} on the entry in /etc/cron.d/spurinv" in found.fix

@@ -203,7 +203,13 @@ def _config(run: _Run) -> Check:
     try:
         run.options = options = run.build()
     except SpurinvError as exc:
-        return Check("config", "fail", _one(exc.message), _elsewhere(run, _config_fix(exc.message)), exc.exit_code)
+        fix = _config_fix(exc.message)
+        if run.world.root.path != "/":  # config show reads this machine's file unless told the root's
+            from spurinv.state import locations
+
+            checked, _named = locations.config_path(run.host.config_flag, run.world.environ, _default_config(run))
+            fix = fix.replace("`spurinv config show`", f"`spurinv config show --config {shlex.quote(checked)}`")
+        return Check("config", "fail", _one(exc.message), _elsewhere(run, fix), exc.exit_code)
     config = options.config
     run.budget = Budget(config.controller.run_deadline)
     _follow_unit_state(run)
@@ -225,11 +231,31 @@ def _config(run: _Run) -> Check:
     where = identity.removesuffix(":none") if identity.endswith(":none") else identity.rsplit(":", 3)[0]
     found = "" if os.path.lexists(where) else " (no file: every value is a default)"
     if elsewhere := _scheduler_config(run, where):
-        read = " and ".join(f"the {who} runs read {path} ({origin})" for who, path, origin, _setting in elsewhere)
-        fix = "; ".join(f"check what the {who} runs read (spurinv check --config {shlex.quote(path)}), or set {setting}"
-                        for who, path, _origin, setting in elsewhere)  # fmt: skip
+        read = _first([f"the {who} runs read {path} ({origin})" for who, path, origin, _setting in elsewhere], " and ")
+        fix = _first([f"check what the {who} runs read ({_check_command(run, path)}), or set {setting}"
+                      for who, path, _origin, setting in elsewhere], "; ")  # fmt: skip
         return Check("config", "warn", f"{where}{found}: {mode}; but {read}, not this file", fix)
     return Check("config", "ok", f"{where}{found}: {mode}")
+
+
+SHOWN = 3  # the runs a config warning names before "and N more": a unit may hold any number
+
+
+def _first(items: list[str], joiner: str) -> str:
+    """The first :data:`SHOWN` of ``items`` joined, then how many more there are."""
+    if len(items) > SHOWN:
+        more = len(items) - SHOWN
+        items = [*items[:SHOWN], f"{more} more" if joiner == " and " else f"and {more} more"]
+    return joiner.join(items)
+
+
+def _check_command(run: _Run, path: str) -> str:
+    """The command that checks ``path``, a file as the checked root names it: under --root that
+    root's file, named in full (--config is taken as given, never looked for under the root)."""
+    root = run.world.root.path
+    if root == "/":
+        return f"spurinv check --config {shlex.quote(path)}"
+    return f"spurinv check --root {shlex.quote(root)} --config {shlex.quote(run.world.root.join(path.lstrip('/')))}"
 
 
 def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]]:
@@ -270,15 +296,17 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         for number, start in enumerate(starts, start=1):
             where = f"{SERVICE}'s ExecStart=" + (f" number {number}" if len(starts) > 1 else "")
             commands.append((where, _words(start), environment, "the unit's Environment=SPURINV_CONFIG=", setting))
-        # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line
-        spelled = shlex.quote(checked.replace("%", "%%").replace("$", "$$"))
+        # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line, and
+        # quoted its way (a whole word in double quotes, C escapes), not a shell's
+        spelled = _unit_quote(checked.replace("%", "%%").replace("$", "$$"))
     else:
         entries = _cron_entries(run)
+        spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
+        assigned = _cron_value(checked)
         for cron, number, command, environment in entries:
             where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
-            commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}",
-                             f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"))  # fmt: skip
-        spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
+            setting = f"SPURINV_CONFIG={assigned} in {cron}" if assigned is not None else f"--config {spelled} on {where}"
+            commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}", setting))
     found: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
     # the runs given no SPURINV_CONFIG, by the file they read and the setting: one sentence each
@@ -441,6 +469,19 @@ def _shell_words(command: str) -> list[str] | None:
     return words[:comment]
 
 
+def _cron_value(value: str) -> str | None:
+    """``value`` as the value of a crontab's ``NAME=VALUE`` line, which no shell reads: crontab(5)
+    takes it as written, less one pair of matching quotes around it (no escapes). None when it
+    holds both kinds of quote: no spelling survives every cron."""
+    if shlex.quote(value) == value:
+        return value
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    return None
+
+
 def _unit_quote(word: str) -> str:
     """``word`` as one word of a unit's value: double-quoted when it holds a space or a quote."""
     if shlex.quote(word) == word:
@@ -453,15 +494,23 @@ def _elsewhere(run: _Run, fix: str) -> str:
     another file: the one this shell names may be a leftover export the runs never see."""
     from spurinv.state import locations
 
-    checked, named = locations.config_path(None, run.world.environ)
+    checked, named = locations.config_path(None, run.world.environ, _default_config(run))
     reading: dict[str, list[str]] = {}  # one sentence per file, naming every run that reads it
     for who, path, origin, _setting in _scheduler_config(run, checked):
         reading.setdefault(path, []).append(f"the {who} runs read {path} ({origin})")
     told = []
     for path, runs in reading.items():
         unset = "unset SPURINV_CONFIG, or " if named and path == locations.DEFAULT_CONFIG else ""
-        told.append(f"{' and '.join(runs)}, not {checked}: {unset}check theirs (spurinv check --config {shlex.quote(path)})")
-    return "; ".join([*told, f"otherwise {fix}"]) if told else fix
+        told.append(f"{' and '.join(runs)}, not {checked}: {unset}check theirs ({_check_command(run, path)})")
+    return "; ".join([_first(told, "; "), f"otherwise {fix}"]) if told else fix
+
+
+def _default_config(run: _Run) -> str:
+    """The default config file of the checked root: the one its scheduler's runs read when told
+    none (the system running check keeps its own, which is not the one they read)."""
+    from spurinv.state import locations
+
+    return run.world.root.join(locations.DEFAULT_CONFIG.lstrip("/"))
 
 
 def _config_fix(message: str) -> str:
