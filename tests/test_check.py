@@ -1969,6 +1969,7 @@ def test_under_root_check_loads_that_roots_config_and_its_fix_names_the_root(cli
     warned = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
     assert warned["status"] == "warn", warned
     assert f"(spurinv check --root {node.host} --config {node.host}/etc/spurinv/other.toml)" in warned["fix"]
+    assert f"set --config {locations.DEFAULT_CONFIG} on the entry" in warned["fix"]  # the name the root's cron knows
     named = node.config()
     flagged = by_name(cli(*node.args("--json")).json())["config"]  # --config: the file named, not one under the root
     assert flagged["detail"].startswith(f"{named}:"), flagged

@@ -283,6 +283,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
     ExecStart=, cron every entry of every file); one it cannot read is left out."""
     from spurinv.state import locations
 
+    checked = run.world.root.host_path(checked)  # set in the root's files: by the name its runs know it by
     # where, its words (None: broken quoting), its environment, the origin and the setting of that environment
     commands: list[tuple[str, list[str] | None, dict[str, str], str, str]] = []
     if scheduler == "systemd":
