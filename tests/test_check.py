@@ -1946,14 +1946,15 @@ def test_every_cron_file_that_runs_spurinv_must_end_with_a_newline(node):
 # --- the config warning: under --root, its length, its quoting -------------------------------------
 
 
-def test_under_root_check_loads_that_roots_config_and_its_fix_names_the_root(cli, node, monkeypatch):
-    """check --root R loaded the config of the machine running it (another node's, or none), and
-    the command its fix printed checked that machine again. With no file named, R's default file
-    is the one R's runs read; --config is taken as given."""
+def test_under_root_check_loads_the_config_refresh_loads_and_names_the_roots(cli, node, monkeypatch):
+    """check --root R resolves the config as refresh does: --config, $SPURINV_CONFIG, then this
+    machine's /etc/spurinv/config.toml (--root is where the scheduler's files are looked for). R's
+    cron runs read R's own /etc/spurinv/config.toml, another file: that warns, and the command
+    its fix prints names --root and R's file; no setting can point R's runs at this machine's."""
     from spurinv.state import locations
 
     monkeypatch.delenv("SPURINV_CONFIG")
-    Path(locations.DEFAULT_CONFIG).write_text('[node]\nname = "this-machine"\n')
+    ours = write_private(Path(locations.DEFAULT_CONFIG), '[node]\nname = "this-machine"\n')
     theirs = node.host / locations.DEFAULT_CONFIG.lstrip("/")
     theirs.parent.mkdir(parents=True)
     write_private(theirs, '[node]\nname = "n1"\n')
@@ -1961,22 +1962,29 @@ def test_under_root_check_loads_that_roots_config_and_its_fix_names_the_root(cli
 
     found = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())
 
-    assert found["config"]["status"] == "ok", found["config"]
-    assert found["config"]["detail"].startswith(f"{theirs}:"), found["config"]
-    assert found["node"]["detail"].startswith("n1 "), found["node"]
-    other = f"* * * * * root {SPURINV} refresh --config /etc/spurinv/other.toml\n"
-    (node.host / "etc" / "cron.d" / "spurinv").write_text(other)
+    assert found["config"]["detail"].startswith(f"{ours}:"), found["config"]  # refresh's file, not R's
+    assert found["node"]["detail"].startswith("this-machine "), found["node"]
+    assert found["config"]["status"] == "warn", found["config"]
+    assert f"the cron runs read {locations.DEFAULT_CONFIG} (cron passes no SPURINV_CONFIG)" in found["config"]["detail"]
+    assert f"(spurinv check --root {node.host} --config {theirs})" in found["config"]["fix"]
+    assert ", or set" not in found["config"]["fix"], found["config"]  # R's runs cannot see this machine's file
+
+    other = node.host / "etc" / "spurinv" / "other.toml"  # a file on R, named to check as this machine names it
+    write_private(other, '[node]\nname = "n1"\n')
+    monkeypatch.setenv("SPURINV_CONFIG", str(other))
     warned = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
     assert warned["status"] == "warn", warned
-    assert f"(spurinv check --root {node.host} --config {node.host}/etc/spurinv/other.toml)" in warned["fix"]
-    assert f"set --config {locations.DEFAULT_CONFIG} on the entry" in warned["fix"]  # the name the root's cron knows
-    named = node.config()
-    flagged = by_name(cli(*node.args("--json")).json())["config"]  # --config: the file named, not one under the root
-    assert flagged["detail"].startswith(f"{named}:"), flagged
-    write_private(theirs, "[node]\nbogus = 1\n")
+    assert "set SPURINV_CONFIG=/etc/spurinv/other.toml in /etc/cron.d/spurinv" in warned["fix"]  # as R names it
+    entry = f"* * * * * root {SPURINV} refresh --config /etc/spurinv/other.toml\n"
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(entry)
+    assert "ok" == by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]["status"]
+
+    monkeypatch.setenv("SPURINV_CONFIG", str(node.tmp / "gone.toml"))  # a leftover export: R's runs read R's default
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh\n")
     refused = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
     assert refused["status"] == "fail", refused
-    assert f"`spurinv config show --config {theirs}`" in refused["fix"]  # the root's file, not this machine's
+    assert f"check theirs (spurinv check --root {node.host} --config {theirs})" in refused["fix"], refused
+    assert "unset SPURINV_CONFIG" not in refused["fix"], refused  # unset, check would read this machine's file
 
 
 def test_the_config_warning_names_a_few_runs_and_counts_the_rest(node, monkeypatch):

@@ -148,12 +148,10 @@ def _node_flag(value: str | None) -> str | None:
     return value
 
 
-def _config(
-    flag: str | None, overrides: dict[str, Any] | None = None, default: str | None = None
-) -> tuple[Any, dict[str, str], str]:
+def _config(flag: str | None, overrides: dict[str, Any] | None = None) -> tuple[Any, dict[str, str], str]:
     from spurinv.config import settings as config_module
 
-    path, explicit = locations.config_path(flag, dict(os.environ), default)
+    path, explicit = locations.config_path(flag, dict(os.environ))
     cleaned = {key: value for key, value in (overrides or {}).items() if value is not None}
     loaded, origins = config_module.load(path, explicit, cleaned, OVERRIDE_FLAGS)
     return loaded, origins, path
@@ -293,15 +291,14 @@ def _run_options(
     metrics_file: str | None,
     node: str | None,
     environ: dict[str, str],
-    config_default: str | None = None,
     **choices: Any,
 ) -> Any:
     """The run's options from its flags: the config, the state file, the metrics file, the node
     flag. ``refresh`` and ``check`` both resolve them here, so check asks about the very paths
-    and names a run would use. ``config_default``: the config file when none is named."""
+    and names a run would use."""
     from spurinv.refresh import Options
 
-    loaded, _origins, path = _config(config_file, overrides, config_default)
+    loaded, _origins, path = _config(config_file, overrides)
     state_path = locations.state_path(state, environ)
     tokens = locations.token_files(loaded.controller.token_file, loaded.controller.credential, environ)
     _state_apart(state, state_path, path, tokens, config_file)
@@ -345,14 +342,9 @@ def check(
     host = preflight.Host(
         systemctl="systemctl" if target.path == "/" else None, state_flag=where.state, config_flag=where.config_file
     )
-    # under --root, the config its runs read when none is named is that root's: this machine's
-    # may not exist, or configure another node; --config and $SPURINV_CONFIG are taken as given
-    default = target.join(locations.DEFAULT_CONFIG.lstrip("/"))
     results, code = preflight.run(
         world,
-        lambda: _run_options(
-            where.state, where.config_file, {"node.name": flag}, metrics_file, flag, environ, default, dry_run=True
-        ),
+        lambda: _run_options(where.state, where.config_file, {"node.name": flag}, metrics_file, flag, environ, dry_run=True),
         host,
     )
     if where.as_json:

@@ -203,13 +203,7 @@ def _config(run: _Run) -> Check:
     try:
         run.options = options = run.build()
     except SpurinvError as exc:
-        fix = _config_fix(exc.message)
-        if run.world.root.path != "/":  # config show reads this machine's file unless told the root's
-            from spurinv.state import locations
-
-            checked, _named = locations.config_path(run.host.config_flag, run.world.environ, _default_config(run))
-            fix = fix.replace("`spurinv config show`", f"`spurinv config show --config {shlex.quote(checked)}`")
-        return Check("config", "fail", _one(exc.message), _elsewhere(run, fix), exc.exit_code)
+        return Check("config", "fail", _one(exc.message), _elsewhere(run, _config_fix(exc.message)), exc.exit_code)
     config = options.config
     run.budget = Budget(config.controller.run_deadline)
     _follow_unit_state(run)
@@ -232,7 +226,7 @@ def _config(run: _Run) -> Check:
     found = "" if os.path.lexists(where) else " (no file: every value is a default)"
     if elsewhere := _scheduler_config(run, where):
         read = _first([f"the {who} runs read {path} ({origin})" for who, path, origin, _setting in elsewhere], " and ")
-        fix = _first([f"check what the {who} runs read ({_check_command(run, path)}), or set {setting}"
+        fix = _first([f"check what the {who} runs read ({_check_command(run, path)})" + (setting and f", or set {setting}")
                       for who, path, _origin, setting in elsewhere], "; ")  # fmt: skip
         return Check("config", "warn", f"{where}{found}: {mode}; but {read}, not this file", fix)
     return Check("config", "ok", f"{where}{found}: {mode}")
@@ -269,10 +263,29 @@ def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]
         for reads in _scheduler_reads(run, scheduler, checked):
             path = reads[0]
             theirs = run.world.root.join(path.lstrip("/"))
-            if os.path.abspath(checked) in (path, theirs) or same_file(checked, path) or same_file(checked, theirs):
+            if os.path.abspath(checked) == theirs or same_file(checked, theirs):
+                continue
+            # a path the root does not hold is compared by name (as ever); one it holds is its file,
+            # not this machine's: a --root /host run reads /host/etc/spurinv/config.toml
+            if not os.path.lexists(theirs) and (os.path.abspath(checked) == path or same_file(checked, path)):
                 continue
             found.append(("timer" if scheduler == "systemd" else "cron", *reads))
     return found
+
+
+def _on_root(run: _Run, checked: str) -> str | None:
+    """The name the checked root's runs know the config file ``checked`` (a path on this machine)
+    by: under the root, its path there (``/host/etc/x.toml`` is ``/etc/x.toml``); outside it, None
+    when the root holds another file at that path (this machine's ``/etc/spurinv/config.toml`` is
+    not the one a ``--root /host`` reads), else the path as written (a file the root does not hold
+    is compared by name, as ever)."""
+    root = run.world.root
+    checked = os.path.abspath(checked)
+    named = root.host_path(checked)
+    if named != checked or root.path == "/":
+        return named
+    theirs = root.join(checked.lstrip("/"))
+    return None if os.path.lexists(theirs) and not same_file(checked, theirs) else checked
 
 
 def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str, str, str]]:
@@ -283,7 +296,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
     ExecStart=, cron every entry of every file); one it cannot read is left out."""
     from spurinv.state import locations
 
-    checked = run.world.root.host_path(checked)  # set in the root's files: by the name its runs know it by
+    on_root = _on_root(run, checked)  # set in the root's files: by the name its runs know it by
+    checked = on_root or ""  # "": a file they cannot be pointed at, no setting is offered
     # where, its words (None: broken quoting), its environment, the origin and the setting of that environment
     commands: list[tuple[str, list[str] | None, dict[str, str], str, str]] = []
     if scheduler == "systemd":
@@ -325,6 +339,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
+            if on_root is None:
+                told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
                 unnamed.setdefault((path, told[1]), {})[where] = None
@@ -495,23 +511,17 @@ def _elsewhere(run: _Run, fix: str) -> str:
     another file: the one this shell names may be a leftover export the runs never see."""
     from spurinv.state import locations
 
-    checked, named = locations.config_path(None, run.world.environ, _default_config(run))
+    checked, named = locations.config_path(None, run.world.environ)
     reading: dict[str, list[str]] = {}  # one sentence per file, naming every run that reads it
     for who, path, origin, _setting in _scheduler_config(run, checked):
         reading.setdefault(path, []).append(f"the {who} runs read {path} ({origin})")
     told = []
     for path, runs in reading.items():
-        unset = "unset SPURINV_CONFIG, or " if named and path == locations.DEFAULT_CONFIG else ""
+        # unset, this shell reads this machine's default file: not theirs under a root holding its own
+        ours = named and path == locations.DEFAULT_CONFIG and _on_root(run, path) == path
+        unset = "unset SPURINV_CONFIG, or " if ours else ""
         told.append(f"{' and '.join(runs)}, not {checked}: {unset}check theirs ({_check_command(run, path)})")
     return "; ".join([_first(told, "; "), f"otherwise {fix}"]) if told else fix
-
-
-def _default_config(run: _Run) -> str:
-    """The default config file of the checked root: the one its scheduler's runs read when told
-    none (the system running check keeps its own, which is not the one they read)."""
-    from spurinv.state import locations
-
-    return run.world.root.join(locations.DEFAULT_CONFIG.lstrip("/"))
 
 
 def _config_fix(message: str) -> str:

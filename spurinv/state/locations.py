@@ -30,14 +30,13 @@ def state_named(flag: "str | None", environ: "dict[str, str]") -> bool:
     return bool(flag or environ.get("SPURINV_STATE"))
 
 
-def config_path(flag: "str | None", environ: "dict[str, str]", default: "str | None" = None) -> "tuple[str, bool]":
-    """Resolve the config file's path; the bool says whether it was asked for explicitly.
-    ``default``: the file when none is named (check under --root: that root's, not this one's)."""
+def config_path(flag: "str | None", environ: "dict[str, str]") -> "tuple[str, bool]":
+    """Resolve the config file's path; the bool says whether it was asked for explicitly."""
     if flag:
         return os.path.abspath(flag), True
     if environ.get("SPURINV_CONFIG"):
         return os.path.abspath(environ["SPURINV_CONFIG"]), True
-    return default or DEFAULT_CONFIG, False
+    return DEFAULT_CONFIG, False
 
 
 # Beside the state file, under its lock: the CDI specs the ticks parsed, by the BLAKE2b of their
