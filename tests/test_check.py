@@ -1881,7 +1881,7 @@ def test_a_cron_field_no_int_can_read_is_named_not_a_crash(node, days):
         ('logger "spurinv refresh done"', False),  # a word that names it runs nothing
         ("logger /usr/local/bin/spurinv refresh", False),
         ("echo spurinv refresh >> /var/log/x", False),
-        ("sh -c '/usr/local/bin/spurinv refresh'", False),  # a shell's own script is not read
+        ("sh -c '/usr/local/bin/spurinv echo; logger refresh'", False),  # its script is read as a command line
         ("/usr/local/bin/spurinv status; logger refresh", False),
         ("/usr/local/bin/spurinv refresh --quiet", True),
         ("SPURINV_CONFIG=/etc/x.toml /usr/local/bin/spurinv refresh", True),
@@ -1895,8 +1895,7 @@ def test_a_cron_field_no_int_can_read_is_named_not_a_crash(node, days):
 def test_the_schedule_and_config_checks_agree_on_what_runs_spurinv_refresh(command, runs):
     """cron_line matched "spurinv refresh" anywhere in the line while the config check matched
     words: ``logger "spurinv refresh done"`` was a schedule whose config no one read. One rule:
-    the program, after assignments and env, timeout or sudo, is spurinv, its first argument
-    refresh."""
+    a spurinv word followed by refresh, in a simple command whose program is no printer."""
     line = f"*/5 * * * * root {command}"
 
     assert (check.cron_line(line) is not None) == runs, check.cron_line(line)
@@ -2044,3 +2043,121 @@ def test_a_path_with_both_quotes_is_set_on_the_cron_command(node, monkeypatch, t
     assert "warn" == found.status, found
     assert "set SPURINV_CONFIG=" not in found.fix
     assert f"set --config {shlex.quote(str(site))} on the entry in /etc/cron.d/spurinv" in found.fix
+
+
+# --- what runs spurinv refresh: wrappers, printers, sh -c, operators ---------------------------------
+
+
+WRAPPED = [
+    "flock -n /run/spurinv.cron.lock {spurinv} refresh",
+    "nice -n 10 {spurinv} refresh --quiet",
+    "ionice -c3 {spurinv} refresh",
+    "nohup {spurinv} refresh",
+    "exec {spurinv} refresh",
+    "command {spurinv} refresh",
+    "chrt -i 0 {spurinv} refresh",
+    "taskset -c 0 {spurinv} refresh",
+    "setsid {spurinv} refresh",
+    "systemd-cat -t spurinv {spurinv} refresh",
+    "ionice -c3 nice -n 10 flock -n /run/spurinv.cron.lock timeout 180 {spurinv} refresh >/dev/null 2>&1",
+    "sh -c '{spurinv} refresh --quiet'",
+    'bash -lc "{spurinv} refresh --quiet"',
+    "dash -ec '{spurinv} refresh'",
+    "/bin/zsh -c -- '{spurinv} refresh'",
+    "bash -o pipefail -c '{spurinv} refresh 2>&1 | logger -t spurinv'",
+    "ash -c 'cd / && exec nice {spurinv} refresh'",
+]
+
+
+@pytest.mark.parametrize("command", WRAPPED)
+def test_spurinv_refresh_started_by_a_wrapper_or_a_shell_is_a_schedule(node, monkeypatch, command):
+    """Only env, timeout and sudo were looked through: flock, nice, ionice, nohup, exec, command,
+    chrt, taskset, setsid, systemd-cat and sh -c '...' made check fail 78, "nothing schedules
+    spurinv refresh", on a node cron refreshes. Each is a schedule, the program check looks for
+    its spurinv word, and the config check reads that command's --config."""
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    line = f"*/5 * * * * root {command.format(spurinv=SPURINV)}"
+
+    assert "" == check.cron_line(line)
+    cron.write_text(line + "\n")
+    assert "ok" == run_checks(node, None)["schedule"].status
+    missing = "/opt/gone/spurinv"
+    cron.write_text(f"*/5 * * * * root {command.format(spurinv=missing)}\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert ("fail", exitcode.CONFIG) == (schedule.status, schedule.exit_code), schedule
+    assert f"runs {missing}, which is not an executable file" in schedule.detail, schedule
+    configured = command.replace("{spurinv} refresh", "{spurinv} refresh --config /etc/other.toml")
+    cron.write_text(f"*/5 * * * * root {configured.format(spurinv=SPURINV)}\n")
+    found = run_config_check(node, monkeypatch, site)
+    assert "warn" == found.status, found
+    assert "the cron runs read /etc/other.toml (--config on the entry in /etc/cron.d/spurinv)" in found.detail
+
+
+@pytest.mark.parametrize("printer", ["echo", "/bin/echo", "printf", "logger -t cron", ":", "true", "false", "test -x", "["])
+@pytest.mark.parametrize("wrap", ["{}", "FOO=1 {}", ">/dev/null {}", "sh -c '{}'", "true; {} | cat"])
+def test_a_program_that_only_prints_its_arguments_runs_nothing(printer, wrap):
+    """``logger spurinv refresh`` names it and runs nothing, however it is started."""
+    command = wrap.format(f"{printer} {SPURINV} refresh")
+
+    assert check.cron_line(f"*/5 * * * * root {command}") is None
+    assert [] == check._started_with(check._shell_words(command) or [])
+
+
+def nested(command: str, shells: int) -> str:
+    for _ in range(shells):
+        command = f"sh -c {shlex.quote(command)}"
+    return command
+
+
+def test_a_shell_script_is_read_as_a_command_line_a_few_shells_deep():
+    """sh -c's script is split and judged as the cron line is, with the settings before the shell
+    reaching it; to 3 shells deep, no further."""
+    started = check._started_with(check._shell_words(f"SPURINV_CONFIG=/etc/a.toml sh -c '{SPURINV} refresh'") or [])
+    assert [(None, {"SPURINV_CONFIG": "/etc/a.toml"})] == started
+    inner = f"sh -c 'X=1 {SPURINV} refresh --config /etc/b.toml'"
+    assert [("/etc/b.toml", {"X": "1"})] == check._started_with(check._shell_words(inner) or [])
+    assert [None] == check._started_with(check._shell_words(f"sudo sh -c '{SPURINV} refresh'") or [])
+    assert [None] == check._started_with(check._shell_words(f"export SPURINV_CONFIG=/x; sh -c '{SPURINV} refresh'") or [])
+    unit = check._words(f'/bin/sh -c "{SPURINV} refresh --config /etc/c.toml"')  # systemd's quoting, then a shell's
+    assert [("/etc/c.toml", {})] == check._started_with(unit, shell=False)
+    assert "" == check.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 3)}")
+    assert check.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 4)}") is None
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [
+        ("cd / && {spurinv} refresh", True),
+        ("{spurinv} status; {spurinv} refresh", True),
+        ("logger start || nice {spurinv} refresh &", True),
+        ("(cd /tmp; nice {spurinv} refresh)", True),
+        ("test -x {spurinv} && flock -n /run/l {spurinv} refresh", True),
+        ("sh -c 'echo start; nohup {spurinv} refresh'", True),
+        ("{spurinv} status | logger refresh; echo {spurinv} refresh", False),
+        ("echo {spurinv} refresh && true", False),
+        ("echo 'x; {spurinv} refresh'", False),  # a quoted ";" splits nothing
+        ("test -x {spurinv} refresh", False),
+        ("nice {spurinv} refresh-all", False),
+        ("nice {spurinv}ctl refresh", False),
+    ],
+)
+def test_a_command_line_is_judged_one_simple_command_at_a_time(command, runs):
+    """Each command between ; && || | & ( ) is judged on its own: a printer before an operator
+    does not hide a spurinv refresh after it, nor lend it one."""
+    command = command.format(spurinv=SPURINV)
+
+    assert (check.cron_line(f"*/5 * * * * root {command}") is not None) == runs
+    assert bool(check._started_with(check._shell_words(command) or [])) == runs
+
+
+def test_a_line_the_shell_cannot_split_is_judged_word_by_word(node):
+    """Broken quoting: the same rule on a plain whitespace split (the config is not guessed at)."""
+    node.config()
+    line = f'*/5 * * * * root flock -n /run/l {SPURINV} refresh --note "unclosed'
+    assert check._shell_words(line.split(None, 6)[6]) is None
+
+    assert "" == check.cron_line(line)
+    assert check.cron_line(f'*/5 * * * * root logger {SPURINV} refresh "unclosed') is None
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(line + "\n")
+    assert "ok" == run_checks(node, None)["schedule"].status

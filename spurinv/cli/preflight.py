@@ -357,58 +357,108 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
 def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | None, dict[str, str]] | None]:
     """For each ``spurinv refresh`` among a scheduler's command ``words`` (:func:`_refreshes`):
     its --config (either spelling; the last wins, as click takes it) and its ``NAME=VALUE``
-    prefixes (the shell's, or env's); None for one whose value is one the shell or systemd would
-    expand ($, `, %) or resolve against a working directory check does not know. ``shell``:
-    cron's /bin/sh; systemd has none, so a ``NAME=VALUE`` word is the program's name there
-    unless env runs it."""
-    operators = set(OPERATORS) if shell else set()  # systemd splits on none: a ";" is an argument
+    prefixes (the shell's, or env's; those before a ``sh -c`` reach its script); None for one
+    whose value is one the shell or systemd would expand ($, `, %) or resolve against a working
+    directory check does not know. ``shell``: cron's /bin/sh; systemd has none, so a
+    ``NAME=VALUE`` word is the program's name there unless env runs it."""
     if not shell and words:
         words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
-    return [_started_at(words, begin, at, operators) for begin, at in _refreshes(words, sh=shell)]
+    found: list[tuple[str | None, dict[str, str]] | None] = []
+    for refresh in _refreshes(words, sh=shell):
+        started = _started_at(refresh.words, refresh.begin, refresh.at, set(OPERATORS) if refresh.sh else set())
+        outer = refresh.outer
+        while started is not None and outer is not None:  # the shells whose script runs it, innermost first
+            around = _prefix(outer.words, outer.begin, outer.at, set(OPERATORS) if outer.sh else set())
+            started = None if around is None else (started[0], {**around, **started[1]})
+            outer = outer.outer
+        found.append(started)
+    return found
 
 
 OPERATORS = "();<>|&"
-# what may start spurinv on a scheduled command line: env(1), timeout(1) and sudo(8), each with
-# the options that take a value, and how many operands come before the program (timeout's duration)
-WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), 0),
-    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
-    "sudo": (frozenset({"-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host",
-                        "-p", "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user", "-T",
-                        "--command-timeout", "-R", "--chroot"}), 0),
-}  # fmt: skip
+# programs that only print or ignore their arguments: "spurinv refresh" among them runs nothing
+PRINTERS = frozenset({"echo", "printf", "logger", ":", "true", "false", "test", "["})
+# shells whose -c script is read as a command line of its own, to this depth of nesting
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+SHELL_DEPTH = 3
 
 
-def _refreshes(words: list[str], *, sh: bool) -> list[tuple[int, int]]:
+@dataclass(frozen=True)
+class Refresh:
+    """A ``spurinv refresh`` on a command line: the ``words`` it is one of, where its simple
+    command begins, where its ``spurinv`` word is, whether the words are a shell's (else
+    systemd's), and the ``sh -c`` command (its ``at``: the shell) whose script they are."""
+
+    words: list[str]
+    begin: int
+    at: int
+    sh: bool
+    outer: Refresh | None = None
+
+
+def _refreshes(words: list[str], *, sh: bool, depth: int = 0, outer: Refresh | None = None) -> list[Refresh]:
     """The one rule for "this command runs spurinv refresh", for the schedule check
-    (:func:`cron_line`) and the config check (:func:`_started_with`) alike: each simple command
-    (``sh``: cron's /bin/sh splits at ``; & | ( )``; systemd at none) whose program, after its
-    ``NAME=VALUE`` words and the env, timeout or sudo that start it, is spurinv, with refresh as
-    its first argument. Where that command begins and where its spurinv is. A word that merely
-    names spurinv (``logger "spurinv refresh done"``, ``echo spurinv refresh``) runs nothing."""
-    found: list[tuple[int, int]] = []
+    (:func:`cron_line`), the program check and the config check (:func:`_started_with`) alike.
+    ``words`` are split into simple commands at the shell's operators (``sh``: cron's /bin/sh
+    splits at ``; & && | || ( )``; systemd at none). One counts when, past its ``NAME=VALUE``
+    words and redirections, a word whose basename is ``spurinv`` is followed by ``refresh``:
+    whatever starts it (``flock -n LOCK``, ``nice -n 10``, ``timeout 180``, ``exec``, ...),
+    unless its program only prints or ignores its arguments (:data:`PRINTERS`:
+    ``logger "spurinv refresh done"``). A shell's ``-c`` script is read the same way, to
+    :data:`SHELL_DEPTH` shells deep."""
+    found: list[Refresh] = []
     ends = [at for at, word in enumerate(words) if sh and word and set(word) <= set(OPERATORS) and not _redirects(word)]
     begin = 0
     for end in [*ends, len(words)]:
         at = _program(words, begin, end, sh=sh)
-        if at is not None and at + 1 < end and _is_spurinv(words[at]) and words[at + 1] == "refresh":
-            found.append((begin, at))
+        if at is not None and os.path.basename(words[at]) not in PRINTERS:
+            found += _refresh_in(words, begin, at, end, sh=sh, depth=depth, outer=outer)
         begin = end + 1
     return found
+
+
+def _refresh_in(
+    words: list[str], begin: int, at: int, end: int, *, sh: bool, depth: int, outer: Refresh | None
+) -> list[Refresh]:
+    """:func:`_refreshes` of the simple command ``words[begin:end]``, its program at ``at``: the
+    first ``spurinv refresh`` among its words, or the first shell among them given a ``-c`` script
+    (``sudo sh -c '...'``, ``timeout 180 bash -lc "..."``), that script read the same way."""
+    for index in range(at, end):
+        name = os.path.basename(words[index])
+        if name == "spurinv" and words[index + 1 : index + 2] == ["refresh"] and index + 1 < end:
+            return [Refresh(words, begin, index, sh, outer)]
+        script = _shell_script(words, index + 1, end) if name in SHELLS else None
+        if script is not None:
+            if depth >= SHELL_DEPTH:
+                return []
+            inner = _shell_words(script, cron=False)
+            inner = script.split() if inner is None else inner  # broken quoting: word by word, as a cron line
+            return _refreshes(inner, sh=True, depth=depth + 1, outer=Refresh(words, begin, index, sh, outer))
+    return []
+
+
+def _shell_script(words: list[str], begin: int, end: int) -> str | None:
+    """The script of a shell started with ``words[begin:end]`` as its arguments: the first operand
+    when an option holds ``c`` (``-c``, ``-lc``, ``-ec``); None without one."""
+    at, reads = begin, False
+    while at < end and words[at][:1] in ("-", "+") and words[at] not in ("-", "+"):
+        option = words[at]
+        at += 1
+        if option == "--":
+            break
+        if not option.startswith("--"):
+            reads = reads or (option[0] == "-" and "c" in option[1:])
+            at += sum(1 for letter in option[1:] if letter in "oO")  # -o NAME, -O NAME: a value each
+    return words[at] if reads and at < end else None
 
 
 def _redirects(word: str) -> bool:
     return bool(word) and set(word) <= set(OPERATORS) and ("<" in word or ">" in word)
 
 
-def _is_spurinv(word: str) -> bool:
-    return word == "spurinv" or word.endswith("/spurinv")
-
-
 def _program(words: list[str], begin: int, end: int, *, sh: bool) -> int | None:
     """Where the program of the simple command ``words[begin:end]`` is: past its assignments and
-    redirections (a shell's) and past each wrapper of :data:`WRAPPERS` with its options; None when
-    there is none."""
+    redirections (a shell's); None when there is none."""
     import re
 
     at = begin
@@ -422,22 +472,14 @@ def _program(words: list[str], begin: int, end: int, *, sh: bool) -> int | None:
             # an assignment to the shell; to systemd the program's name, which the schedule check
             # fails, while the config check says the spurinv after it is given no SPURINV_CONFIG
             at += 1
-        elif os.path.basename(word) in WRAPPERS:
-            takes, operands = WRAPPERS[os.path.basename(word)]
-            at += 1
-            while at < end and words[at].startswith("-") and words[at] != "-":
-                option = words[at]
-                at += 2 if option in takes else 1
-                if option == "--":
-                    break
-            at += operands
         else:
             return at
     return None
 
 
-def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
-    """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
+def _prefix(words: list[str], begin: int, at: int, operators: set[str]) -> dict[str, str] | None:
+    """The ``NAME=VALUE`` settings the command begun at ``begin`` gives the program at ``at`` (the
+    shell's, then env's); None when check cannot tell its environment."""
     import re
 
     if any("SPURINV_CONFIG" in word for word in words[:begin]):
@@ -454,6 +496,14 @@ def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> t
             inline[word.partition("=")[0]] = word.partition("=")[2]
         else:
             assigning = os.path.basename(word) == "env"
+    return inline
+
+
+def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
+    """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
+    inline = _prefix(words, begin, at, operators)
+    if inline is None:
+        return None
     flag: str | None = None
     arguments = words[at + 2 :]
     for index, word in enumerate(arguments):
@@ -469,13 +519,13 @@ def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> t
     return flag, inline
 
 
-def _shell_words(command: str) -> list[str] | None:
+def _shell_words(command: str, *, cron: bool = True) -> list[str] | None:
     """A crontab command's words as /bin/sh splits them, shell operators their own words; cron
-    makes an unescaped % a newline (the rest is the command's input). None when the quoting is
-    broken."""
+    makes an unescaped % a newline (the rest is the command's input; not so in a ``sh -c``
+    script, ``cron`` False). None when the quoting is broken."""
     import re
 
-    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0], posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0] if cron else command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""  # shlex ends a word at any "#"; the shell only starts a comment with one
     try:
@@ -1600,7 +1650,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            for program in [words[at] for _begin, at in _refreshes(words, sh=True)] or words[:1]:
+            for program in [found.words[found.at] for found in _refreshes(words, sh=True)] or words[:1]:
                 started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
     else:
         starts: list[str] = []
