@@ -11,6 +11,7 @@ import base64
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -1174,7 +1175,7 @@ def test_check_warns_when_the_timer_reads_another_config_file_than_this_shell(no
     elsewhere = run_config_check(node, monkeypatch, site)
     assert "warn" == elsewhere.status, elsewhere
     assert f"the timer runs read {other} (the unit's Environment=SPURINV_CONFIG=)" in elsewhere.detail
-    assert f"spurinv check --config {other}" in elsewhere.fix
+    assert f"spurinv check --root {node.host} --config {node.host}{other}" in elsewhere.fix  # as that root names it
     unit_host(node, f"[Service]\nEnvironment=NO_COLOR=1 SPURINV_CONFIG={site}\n")
     assert "ok" == run_config_check(node, monkeypatch, site).status  # the same file
     unit_host(node, f"[Service]\nEnvironment=SPURINV_CONFIG={site}\n", drop_ins={"reset.conf": "[Service]\nEnvironment=\n"})
@@ -1421,7 +1422,7 @@ def test_check_compares_the_config_of_both_the_timer_and_cron(node, monkeypatch,
     both = run_config_check(node, monkeypatch, site)
     assert f"the timer runs read {tmp_path / 'other.toml'} (" in both.detail
     assert "and the cron runs read" in both.detail
-    assert both.fix.count("spurinv check --config") == 2
+    assert both.fix.count(f"spurinv check --root {node.host} --config") == 2
 
 
 def test_a_config_this_shell_names_that_does_not_load_says_which_the_runs_read(node, monkeypatch, tmp_path):
@@ -1459,7 +1460,7 @@ def test_the_config_fix_quotes_a_path_with_spaces(node, monkeypatch, tmp_path):
     found = run_config_check(node, monkeypatch, str(site))
 
     assert "warn" == found.status, found
-    assert f"spurinv check --config '{other}'" in found.fix
+    assert f"spurinv check --root {node.host} --config '{node.host}{other}'" in found.fix
     setting = f'Environment="SPURINV_CONFIG={site}"'
     assert setting in found.fix
     unit_host(node, f"[Service]\n{setting}\n")
@@ -1576,7 +1577,7 @@ def test_the_config_fix_names_a_file_both_schedulers_read_once(node, monkeypatch
     assert "fail" == failed.status, failed
     assert "the timer runs read /etc/spurinv/other.toml (" in failed.fix
     assert "and the cron runs read /etc/spurinv/other.toml (" in failed.fix
-    assert failed.fix.count("spurinv check --config /etc/spurinv/other.toml") == 1, failed.fix
+    assert failed.fix.count(f"spurinv check --root {node.host} --config {node.host}/etc/spurinv/other.toml") == 1, failed.fix
 
 
 def test_runs_given_no_config_file_are_named_in_one_sentence(node, monkeypatch, tmp_path):
@@ -1592,7 +1593,7 @@ def test_runs_given_no_config_file_are_named_in_one_sentence(node, monkeypatch, 
     assert "warn" == found.status, found
     assert found.detail.count("the cron runs read ") == 1, found.detail
     assert "to the entry in /etc/cron.d/spurinv:1 and the entry in /etc/cron.d/spurinv:2)" in found.detail
-    assert found.fix.count("spurinv check --config ") == 1, found.fix
+    assert found.fix.count("spurinv check --root ") == 1, found.fix
     failed = run_config_check(node, monkeypatch, str(tmp_path / "missing.toml"))
     assert failed.fix.count("the cron runs read ") == 1, failed.fix
 
@@ -1869,3 +1870,294 @@ def test_a_cron_field_no_int_can_read_is_named_not_a_crash(node, days):
     checks = run_checks(node, None)
     assert checks["schedule"].status != "ok"
     assert "has a field cron cannot read" in checks["schedule"].detail
+
+
+# --- one rule for what runs spurinv refresh; lines as cron and systemd split them -------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [
+        ('logger "spurinv refresh done"', False),  # a word that names it runs nothing
+        ("logger /usr/local/bin/spurinv refresh", False),
+        ("echo spurinv refresh >> /var/log/x", False),
+        ("sh -c '/usr/local/bin/spurinv echo; logger refresh'", False),  # its script is read as a command line
+        ("/usr/local/bin/spurinv status; logger refresh", False),
+        ("/usr/local/bin/spurinv refresh --quiet", True),
+        ("SPURINV_CONFIG=/etc/x.toml /usr/local/bin/spurinv refresh", True),
+        ("sleep 3; out=$(timeout 180 env SPURINV_CONFIG=/etc/x.toml /usr/local/bin/spurinv refresh --quiet 2>&1)", True),
+        ("timeout -k 5 180 /usr/local/bin/spurinv refresh", True),
+        ("env -u SPURINV_CONFIG /usr/local/bin/spurinv refresh", True),
+        ("sudo -u nobody /usr/local/bin/spurinv refresh", True),
+        ("true || /usr/local/bin/spurinv refresh", True),
+    ],
+)
+def test_the_schedule_and_config_checks_agree_on_what_runs_spurinv_refresh(command, runs):
+    """cron_line matched "spurinv refresh" anywhere in the line while the config check matched
+    words: ``logger "spurinv refresh done"`` was a schedule whose config no one read. One rule:
+    a spurinv word followed by refresh, in a simple command whose program is no printer."""
+    line = f"*/5 * * * * root {command}"
+
+    assert (check.cron_line(line) is not None) == runs, check.cron_line(line)
+    assert bool(check._started_with(check._shell_words(command) or [])) == runs
+
+
+def test_a_line_that_only_logs_spurinv_refresh_is_no_schedule(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text('*/5 * * * * root logger "spurinv refresh done"\n')
+
+    schedule = run_checks(node, None)["schedule"]
+
+    assert ("fail", check.INSTALL_CRON) == (schedule.status, schedule.fix), schedule
+
+
+@pytest.mark.parametrize("separator", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
+def test_cron_and_unit_files_are_split_at_newlines_only(node, monkeypatch, separator):
+    """str.splitlines split a comment at these characters, which cron and systemd read as part of
+    the line: a commented-out entry ran, and a commented-out ExecStart= was compared."""
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"# retired{separator}* * * * * root {SPURINV} refresh --quiet\n")
+    assert check.INSTALL_CRON == run_checks(node, None)["schedule"].fix
+    cron.write_text(f"* * * * * root {SPURINV} refresh --quiet\r\n")  # a CRLF ending is still a line end
+    assert "ok" == run_checks(node, None)["schedule"].status
+
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config {site}\n"
+                    f"# retired{separator}ExecStart={SPURINV} refresh --config /etc/other.toml\n")  # fmt: skip
+    found = run_config_check(node, monkeypatch, site)
+    assert "ok" == found.status, found
+
+
+def test_every_cron_file_that_runs_spurinv_must_end_with_a_newline(node):
+    """Only the first cron file with an entry was looked at: /etc/crontab's last entry, which
+    cron drops, passed."""
+    node.config()
+    (node.host / "etc" / "crontab").write_text(f"*/5 * * * * root {SPURINV} refresh --quiet")
+
+    schedule = run_checks(node, None)["schedule"]
+
+    assert ("warn", "echo >> /etc/crontab") == (schedule.status, schedule.fix), schedule
+    (node.host / "etc" / "crontab").write_text("# nothing of ours, no newline")
+    assert "ok" == run_checks(node, None)["schedule"].status
+
+
+# --- the config warning: under --root, its length, its quoting -------------------------------------
+
+
+def test_under_root_check_loads_the_config_refresh_loads_and_names_the_roots(cli, node, monkeypatch):
+    """check --root R resolves the config as refresh does: --config, $SPURINV_CONFIG, then this
+    machine's /etc/spurinv/config.toml (--root is where the scheduler's files are looked for). R's
+    cron runs read R's own /etc/spurinv/config.toml, another file: that warns, and the command
+    its fix prints names --root and R's file; no setting can point R's runs at this machine's."""
+    from spurinv.state import locations
+
+    monkeypatch.delenv("SPURINV_CONFIG")
+    ours = write_private(Path(locations.DEFAULT_CONFIG), '[node]\nname = "this-machine"\n')
+    theirs = node.host / locations.DEFAULT_CONFIG.lstrip("/")
+    theirs.parent.mkdir(parents=True)
+    write_private(theirs, '[node]\nname = "n1"\n')
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh\n")
+
+    found = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())
+
+    assert found["config"]["detail"].startswith(f"{ours}:"), found["config"]  # refresh's file, not R's
+    assert found["node"]["detail"].startswith("this-machine "), found["node"]
+    assert found["config"]["status"] == "warn", found["config"]
+    assert f"the cron runs read {locations.DEFAULT_CONFIG} (cron passes no SPURINV_CONFIG)" in found["config"]["detail"]
+    assert f"(spurinv check --root {node.host} --config {theirs})" in found["config"]["fix"]
+    assert ", or set" not in found["config"]["fix"], found["config"]  # R's runs cannot see this machine's file
+
+    other = node.host / "etc" / "spurinv" / "other.toml"  # a file on R, named to check as this machine names it
+    write_private(other, '[node]\nname = "n1"\n')
+    monkeypatch.setenv("SPURINV_CONFIG", str(other))
+    warned = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
+    assert warned["status"] == "warn", warned
+    assert "set SPURINV_CONFIG=/etc/spurinv/other.toml in /etc/cron.d/spurinv" in warned["fix"]  # as R names it
+    entry = f"* * * * * root {SPURINV} refresh --config /etc/spurinv/other.toml\n"
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(entry)
+    assert "ok" == by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]["status"]
+
+    monkeypatch.setenv("SPURINV_CONFIG", str(node.tmp / "gone.toml"))  # a leftover export: R's runs read R's default
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh\n")
+    refused = by_name(cli("check", "--root", node.host, "--state", node.state, "--json").json())["config"]
+    assert refused["status"] == "fail", refused
+    assert f"check theirs (spurinv check --root {node.host} --config {theirs})" in refused["fix"], refused
+    assert "unset SPURINV_CONFIG" not in refused["fix"], refused  # unset, check would read this machine's file
+
+
+def test_the_config_warning_names_a_few_runs_and_counts_the_rest(node, monkeypatch):
+    """Each ExecStart= naming another file was named, each with its fix: 1,000 lines made a
+    1,000-item sentence."""
+    site = str(node.config())
+    systemd_host(node)
+    starts = "".join(f"ExecStart={SPURINV} refresh --config /c/{number}.toml\n" for number in range(1000))
+    unit_host(node, "[Service]\nType=oneshot\n" + starts)
+
+    found = run_config_check(node, monkeypatch, site)
+
+    assert "warn" == found.status, found
+    assert found.detail.count("the timer runs read ") == 3, found.detail
+    assert found.detail.endswith("and 997 more, not this file"), found.detail[-200:]
+    assert found.fix.count("check what the timer runs read") == 3, found.fix
+    assert found.fix.endswith("; and 997 more"), found.fix[-200:]
+    assert len(found.detail) + len(found.fix) < 2000
+    failed = run_config_check(node, monkeypatch, str(node.tmp / "missing.toml"))
+    assert failed.fix.count("check theirs") == 3, failed.fix
+    assert "; and 997 more; otherwise " in failed.fix, failed.fix
+
+
+def test_the_config_fix_quotes_a_quote_as_each_scheduler_reads_it(node, monkeypatch, tmp_path):
+    """A crontab's NAME=VALUE line is no shell's: cron strips one pair of quotes and reads no
+    escapes, so the shell's '...'"'"'...' came back with its quotes. systemd quotes a whole word,
+    with C escapes. Each fix, pasted as given, ends the warning."""
+    site = tmp_path / "it's" / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+
+    assignment = f'SPURINV_CONFIG="{site}"'
+    assert f"set {assignment} in /etc/cron.d/spurinv" in run_config_check(node, monkeypatch, str(site)).fix
+    cron.write_text(f"{assignment}\n{cron.read_text()}")
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status
+    cron.write_text(f"* * * * * root {SPURINV} refresh --config /etc/x.toml\n")
+    assert f"--config {shlex.quote(str(site))} on the entry" in run_config_check(node, monkeypatch, str(site)).fix
+
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/x.toml\n")
+    found = run_config_check(node, monkeypatch, str(site))
+    assert f'--config "{site}" on {check.SERVICE}' in found.fix, found.fix
+    unit_host(node, f'[Service]\nExecStart={SPURINV} refresh --config "{site}"\n')
+    assert "ok" == run_config_check(node, monkeypatch, str(site)).status
+
+
+def test_a_path_with_both_quotes_is_set_on_the_cron_command(node, monkeypatch, tmp_path):
+    """No NAME=VALUE line of a crontab holds both kinds of quote in every cron: the fix names
+    --config on the entry, which the shell reads."""
+    site = tmp_path / 'it\'s "x"' / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+
+    found = run_config_check(node, monkeypatch, str(site))
+
+    assert "warn" == found.status, found
+    assert "set SPURINV_CONFIG=" not in found.fix
+    assert f"set --config {shlex.quote(str(site))} on the entry in /etc/cron.d/spurinv" in found.fix
+
+
+# --- what runs spurinv refresh: wrappers, printers, sh -c, operators ---------------------------------
+
+
+WRAPPED = [
+    "flock -n /run/spurinv.cron.lock {spurinv} refresh",
+    "nice -n 10 {spurinv} refresh --quiet",
+    "ionice -c3 {spurinv} refresh",
+    "nohup {spurinv} refresh",
+    "exec {spurinv} refresh",
+    "command {spurinv} refresh",
+    "chrt -i 0 {spurinv} refresh",
+    "taskset -c 0 {spurinv} refresh",
+    "setsid {spurinv} refresh",
+    "systemd-cat -t spurinv {spurinv} refresh",
+    "ionice -c3 nice -n 10 flock -n /run/spurinv.cron.lock timeout 180 {spurinv} refresh >/dev/null 2>&1",
+    "sh -c '{spurinv} refresh --quiet'",
+    'bash -lc "{spurinv} refresh --quiet"',
+    "dash -ec '{spurinv} refresh'",
+    "/bin/zsh -c -- '{spurinv} refresh'",
+    "bash -o pipefail -c '{spurinv} refresh 2>&1 | logger -t spurinv'",
+    "ash -c 'cd / && exec nice {spurinv} refresh'",
+]
+
+
+@pytest.mark.parametrize("command", WRAPPED)
+def test_spurinv_refresh_started_by_a_wrapper_or_a_shell_is_a_schedule(node, monkeypatch, command):
+    """Only env, timeout and sudo were looked through: flock, nice, ionice, nohup, exec, command,
+    chrt, taskset, setsid, systemd-cat and sh -c '...' made check fail 78, "nothing schedules
+    spurinv refresh", on a node cron refreshes. Each is a schedule, the program check looks for
+    its spurinv word, and the config check reads that command's --config."""
+    site = str(node.config())
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    line = f"*/5 * * * * root {command.format(spurinv=SPURINV)}"
+
+    assert "" == check.cron_line(line)
+    cron.write_text(line + "\n")
+    assert "ok" == run_checks(node, None)["schedule"].status
+    missing = "/opt/gone/spurinv"
+    cron.write_text(f"*/5 * * * * root {command.format(spurinv=missing)}\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert ("fail", exitcode.CONFIG) == (schedule.status, schedule.exit_code), schedule
+    assert f"runs {missing}, which is not an executable file" in schedule.detail, schedule
+    configured = command.replace("{spurinv} refresh", "{spurinv} refresh --config /etc/other.toml")
+    cron.write_text(f"*/5 * * * * root {configured.format(spurinv=SPURINV)}\n")
+    found = run_config_check(node, monkeypatch, site)
+    assert "warn" == found.status, found
+    assert "the cron runs read /etc/other.toml (--config on the entry in /etc/cron.d/spurinv)" in found.detail
+
+
+@pytest.mark.parametrize("printer", ["echo", "/bin/echo", "printf", "logger -t cron", ":", "true", "false", "test -x", "["])
+@pytest.mark.parametrize("wrap", ["{}", "FOO=1 {}", ">/dev/null {}", "sh -c '{}'", "true; {} | cat"])
+def test_a_program_that_only_prints_its_arguments_runs_nothing(printer, wrap):
+    """``logger spurinv refresh`` names it and runs nothing, however it is started."""
+    command = wrap.format(f"{printer} {SPURINV} refresh")
+
+    assert check.cron_line(f"*/5 * * * * root {command}") is None
+    assert [] == check._started_with(check._shell_words(command) or [])
+
+
+def nested(command: str, shells: int) -> str:
+    for _ in range(shells):
+        command = f"sh -c {shlex.quote(command)}"
+    return command
+
+
+def test_a_shell_script_is_read_as_a_command_line_a_few_shells_deep():
+    """sh -c's script is split and judged as the cron line is, with the settings before the shell
+    reaching it; to 3 shells deep, no further."""
+    started = check._started_with(check._shell_words(f"SPURINV_CONFIG=/etc/a.toml sh -c '{SPURINV} refresh'") or [])
+    assert [(None, {"SPURINV_CONFIG": "/etc/a.toml"})] == started
+    inner = f"sh -c 'X=1 {SPURINV} refresh --config /etc/b.toml'"
+    assert [("/etc/b.toml", {"X": "1"})] == check._started_with(check._shell_words(inner) or [])
+    assert [None] == check._started_with(check._shell_words(f"sudo sh -c '{SPURINV} refresh'") or [])
+    assert [None] == check._started_with(check._shell_words(f"export SPURINV_CONFIG=/x; sh -c '{SPURINV} refresh'") or [])
+    unit = check._words(f'/bin/sh -c "{SPURINV} refresh --config /etc/c.toml"')  # systemd's quoting, then a shell's
+    assert [("/etc/c.toml", {})] == check._started_with(unit, shell=False)
+    assert "" == check.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 3)}")
+    assert check.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 4)}") is None
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [
+        ("cd / && {spurinv} refresh", True),
+        ("{spurinv} status; {spurinv} refresh", True),
+        ("logger start || nice {spurinv} refresh &", True),
+        ("(cd /tmp; nice {spurinv} refresh)", True),
+        ("test -x {spurinv} && flock -n /run/l {spurinv} refresh", True),
+        ("sh -c 'echo start; nohup {spurinv} refresh'", True),
+        ("{spurinv} status | logger refresh; echo {spurinv} refresh", False),
+        ("echo {spurinv} refresh && true", False),
+        ("echo 'x; {spurinv} refresh'", False),  # a quoted ";" splits nothing
+        ("test -x {spurinv} refresh", False),
+        ("nice {spurinv} refresh-all", False),
+        ("nice {spurinv}ctl refresh", False),
+    ],
+)
+def test_a_command_line_is_judged_one_simple_command_at_a_time(command, runs):
+    """Each command between ; && || | & ( ) is judged on its own: a printer before an operator
+    does not hide a spurinv refresh after it, nor lend it one."""
+    command = command.format(spurinv=SPURINV)
+
+    assert (check.cron_line(f"*/5 * * * * root {command}") is not None) == runs
+    assert bool(check._started_with(check._shell_words(command) or [])) == runs
+
+
+def test_a_line_the_shell_cannot_split_is_judged_word_by_word(node):
+    """Broken quoting: the same rule on a plain whitespace split (the config is not guessed at)."""
+    node.config()
+    line = f'*/5 * * * * root flock -n /run/l {SPURINV} refresh --note "unclosed'
+    assert check._shell_words(line.split(None, 6)[6]) is None
+
+    assert "" == check.cron_line(line)
+    assert check.cron_line(f'*/5 * * * * root logger {SPURINV} refresh "unclosed') is None
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(line + "\n")
+    assert "ok" == run_checks(node, None)["schedule"].status

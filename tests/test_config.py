@@ -421,3 +421,38 @@ def test_a_config_file_that_is_the_state_files_cache_or_lock_is_refused(
     assert result.err == f"spurinv: error: {shown}: that is {what} {config}; name a file of its own\n"
     assert config.read_text() == "# the operator's config\n"
     assert not state_path.exists()
+
+
+def test_config_init_config_dash_writes_to_stdout_as_path_dash_does(cli, monkeypatch, tmp_path):
+    """PATH "-" is stdout; --config - wrote a file named "-" in the working directory."""
+    monkeypatch.chdir(tmp_path)
+
+    result = cli("config", "init", "--config", "-")
+
+    assert (0, config.render_default()) == (result.code, result.out), result.err
+    assert not (tmp_path / "-").exists()
+    assert cli("config", "init", "-").out == result.out
+
+
+@pytest.mark.parametrize("source", ["SPURINV_CONFIG", "default"])
+@pytest.mark.parametrize("named", ["--config", "PATH"])
+def test_config_init_never_replaces_the_configured_token_file(cli, monkeypatch, tmp_path, source, named):
+    """--force replaced the controller's token with the template, as it no longer replaces the
+    state file or its lock: 78, one line, the token kept."""
+    from spurinv.state import locations
+
+    token = write(tmp_path / "token", "eyJ.token.x\n")
+    settings = f'[controller]\nurl = "https://ctl.example:6820"\ntoken_file = "{token}"\n'
+    if source == "SPURINV_CONFIG":
+        monkeypatch.setenv("SPURINV_CONFIG", str(write(tmp_path / "config.toml", settings)))
+    else:
+        monkeypatch.delenv("SPURINV_CONFIG")
+        write(Path(locations.DEFAULT_CONFIG), settings)  # the hermetic stand-in for /etc/spurinv/config.toml
+    args = ["--config", token] if named == "--config" else [token]
+
+    result = cli("config", "init", *args, "--force")
+
+    assert exitcode.CONFIG == result.code, result.err
+    assert f"that is the token file {token}" in result.err
+    assert 1 == len(result.err.strip().splitlines()), result.err
+    assert "eyJ.token.x\n" == token.read_text()

@@ -590,14 +590,15 @@ def config_init(
     if path is not None and config_file is not None:
         message = f"PATH {printable(path)} and --config {printable(config_file)} both name the file to write: give one"
         raise _fail("config", UsageError(message), False)
-    if path is None:  # where every other command will read it
-        path, _explicit = locations.config_path(config_file, dict(os.environ))
+    if path is None:  # where every other command will read it; "-" is stdout, as PATH's
+        path = "-" if config_file == "-" else locations.config_path(config_file, dict(os.environ))[0]
     text = config_module.render_default()
     if path == "-":
         sys.stdout.write(text)
         raise typer.Exit(0)
-    # --force must not replace spurinv's own state or lock file with the template
-    if clash := locations.clash(path, locations.state_path(None, dict(os.environ))):
+    # --force must not replace spurinv's own state or lock file, nor the controller's token, with the template
+    state = locations.state_path(None, dict(os.environ))
+    if clash := locations.clash(path, state, tokens=_configured_tokens(path)):
         raise _fail("config", ConfigError(f"{printable(path)}: that is {clash}; name a config file of its own"), False)
     if os.path.exists(path) and not force:
         raise _fail("config", ConfigError(f"{printable(path)} exists; use --force to overwrite it"), False)
@@ -617,6 +618,23 @@ def config_init(
     finally:
         os.umask(umask)
     sys.stderr.write(f"wrote {printable(path)}\n")
+
+
+def _configured_tokens(target: str) -> tuple[str, ...]:
+    """The token files (and systemd credential) named by the config the other commands read and
+    by the one at ``target``, which config init would replace: a config that does not load
+    names none."""
+    from spurinv.config import settings as config_module
+
+    environ = dict(os.environ)
+    found: list[str] = []
+    for candidate in dict.fromkeys([locations.config_path(None, environ)[0], target]):
+        try:
+            loaded, _origins = config_module.load(candidate, False, {}, OVERRIDE_FLAGS)
+        except (SpurinvError, OSError, ValueError):
+            continue
+        found += locations.token_files(loaded.controller.token_file, loaded.controller.credential, environ)
+    return tuple(dict.fromkeys(found))
 
 
 @config_app.command("show", short_help="Print the effective config as TOML, with each origin.")

@@ -225,11 +225,31 @@ def _config(run: _Run) -> Check:
     where = identity.removesuffix(":none") if identity.endswith(":none") else identity.rsplit(":", 3)[0]
     found = "" if os.path.lexists(where) else " (no file: every value is a default)"
     if elsewhere := _scheduler_config(run, where):
-        read = " and ".join(f"the {who} runs read {path} ({origin})" for who, path, origin, _setting in elsewhere)
-        fix = "; ".join(f"check what the {who} runs read (spurinv check --config {shlex.quote(path)}), or set {setting}"
-                        for who, path, _origin, setting in elsewhere)  # fmt: skip
+        read = _first([f"the {who} runs read {path} ({origin})" for who, path, origin, _setting in elsewhere], " and ")
+        fix = _first([f"check what the {who} runs read ({_check_command(run, path)})" + (setting and f", or set {setting}")
+                      for who, path, _origin, setting in elsewhere], "; ")  # fmt: skip
         return Check("config", "warn", f"{where}{found}: {mode}; but {read}, not this file", fix)
     return Check("config", "ok", f"{where}{found}: {mode}")
+
+
+SHOWN = 3  # the runs a config warning names before "and N more": a unit may hold any number
+
+
+def _first(items: list[str], joiner: str) -> str:
+    """The first :data:`SHOWN` of ``items`` joined, then how many more there are."""
+    if len(items) > SHOWN:
+        more = len(items) - SHOWN
+        items = [*items[:SHOWN], f"{more} more" if joiner == " and " else f"and {more} more"]
+    return joiner.join(items)
+
+
+def _check_command(run: _Run, path: str) -> str:
+    """The command that checks ``path``, a file as the checked root names it: under --root that
+    root's file, named in full (--config is taken as given, never looked for under the root)."""
+    root = run.world.root.path
+    if root == "/":
+        return f"spurinv check --config {shlex.quote(path)}"
+    return f"spurinv check --root {shlex.quote(root)} --config {shlex.quote(run.world.root.join(path.lstrip('/')))}"
 
 
 def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]]:
@@ -243,10 +263,29 @@ def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]
         for reads in _scheduler_reads(run, scheduler, checked):
             path = reads[0]
             theirs = run.world.root.join(path.lstrip("/"))
-            if os.path.abspath(checked) in (path, theirs) or same_file(checked, path) or same_file(checked, theirs):
+            if os.path.abspath(checked) == theirs or same_file(checked, theirs):
+                continue
+            # a path the root does not hold is compared by name (as ever); one it holds is its file,
+            # not this machine's: a --root /host run reads /host/etc/spurinv/config.toml
+            if not os.path.lexists(theirs) and (os.path.abspath(checked) == path or same_file(checked, path)):
                 continue
             found.append(("timer" if scheduler == "systemd" else "cron", *reads))
     return found
+
+
+def _on_root(run: _Run, checked: str) -> str | None:
+    """The name the checked root's runs know the config file ``checked`` (a path on this machine)
+    by: under the root, its path there (``/host/etc/x.toml`` is ``/etc/x.toml``); outside it, None
+    when the root holds another file at that path (this machine's ``/etc/spurinv/config.toml`` is
+    not the one a ``--root /host`` reads), else the path as written (a file the root does not hold
+    is compared by name, as ever)."""
+    root = run.world.root
+    checked = os.path.abspath(checked)
+    named = root.host_path(checked)
+    if named != checked or root.path == "/":
+        return named
+    theirs = root.join(checked.lstrip("/"))
+    return None if os.path.lexists(theirs) and not same_file(checked, theirs) else checked
 
 
 def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str, str, str]]:
@@ -257,6 +296,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
     ExecStart=, cron every entry of every file); one it cannot read is left out."""
     from spurinv.state import locations
 
+    on_root = _on_root(run, checked)  # set in the root's files: by the name its runs know it by
+    checked = on_root or ""  # "": a file they cannot be pointed at, no setting is offered
     # where, its words (None: broken quoting), its environment, the origin and the setting of that environment
     commands: list[tuple[str, list[str] | None, dict[str, str], str, str]] = []
     if scheduler == "systemd":
@@ -270,15 +311,17 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         for number, start in enumerate(starts, start=1):
             where = f"{SERVICE}'s ExecStart=" + (f" number {number}" if len(starts) > 1 else "")
             commands.append((where, _words(start), environment, "the unit's Environment=SPURINV_CONFIG=", setting))
-        # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line
-        spelled = shlex.quote(checked.replace("%", "%%").replace("$", "$$"))
+        # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line, and
+        # quoted its way (a whole word in double quotes, C escapes), not a shell's
+        spelled = _unit_quote(checked.replace("%", "%%").replace("$", "$$"))
     else:
         entries = _cron_entries(run)
+        spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
+        assigned = _cron_value(checked)
         for cron, number, command, environment in entries:
             where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
-            commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}",
-                             f"SPURINV_CONFIG={shlex.quote(checked)} in {cron}"))  # fmt: skip
-        spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
+            setting = f"SPURINV_CONFIG={assigned} in {cron}" if assigned is not None else f"--config {spelled} on {where}"
+            commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}", setting))
     found: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
     # the runs given no SPURINV_CONFIG, by the file they read and the setting: one sentence each
@@ -296,6 +339,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
+            if on_root is None:
+                told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
                 unnamed.setdefault((path, told[1]), {})[where] = None
@@ -310,26 +355,131 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
 
 
 def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | None, dict[str, str]] | None]:
-    """For each ``spurinv refresh`` among a scheduler's command ``words``: its --config (either
-    spelling; the last wins, as click takes it) and its ``NAME=VALUE`` prefixes (the shell's, or
-    env's); None for one whose value is one the shell or systemd would expand ($, `, %) or resolve
-    against a working directory check does not know. ``shell``: cron's /bin/sh; systemd has none,
-    so a ``NAME=VALUE`` word is the program's name there unless env runs it."""
-    operators = set("();<>|&") if shell else set()  # systemd splits on none: a ";" is an argument
-    found: list[tuple[str | None, dict[str, str]] | None] = []
-    begin = 0
+    """For each ``spurinv refresh`` among a scheduler's command ``words`` (:func:`_refreshes`):
+    its --config (either spelling; the last wins, as click takes it) and its ``NAME=VALUE``
+    prefixes (the shell's, or env's; those before a ``sh -c`` reach its script); None for one
+    whose value is one the shell or systemd would expand ($, `, %) or resolve against a working
+    directory check does not know. ``shell``: cron's /bin/sh; systemd has none, so a
+    ``NAME=VALUE`` word is the program's name there unless env runs it."""
     if not shell and words:
         words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
-    for at, word in enumerate(words):
-        if word and set(word) <= operators:
-            begin = at + 1  # a shell operator ends the command its assignments apply to
-        elif (word == "spurinv" or word.endswith("/spurinv")) and words[at + 1 : at + 2] == ["refresh"]:
-            found.append(_started_at(words, begin, at, operators))
+    found: list[tuple[str | None, dict[str, str]] | None] = []
+    for refresh in _refreshes(words, sh=shell):
+        started = _started_at(refresh.words, refresh.begin, refresh.at, set(OPERATORS) if refresh.sh else set())
+        outer = refresh.outer
+        while started is not None and outer is not None:  # the shells whose script runs it, innermost first
+            around = _prefix(outer.words, outer.begin, outer.at, set(OPERATORS) if outer.sh else set())
+            started = None if around is None else (started[0], {**around, **started[1]})
+            outer = outer.outer
+        found.append(started)
     return found
 
 
-def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
-    """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
+OPERATORS = "();<>|&"
+# programs that only print or ignore their arguments: "spurinv refresh" among them runs nothing
+PRINTERS = frozenset({"echo", "printf", "logger", ":", "true", "false", "test", "["})
+# shells whose -c script is read as a command line of its own, to this depth of nesting
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+SHELL_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """A ``spurinv refresh`` on a command line: the ``words`` it is one of, where its simple
+    command begins, where its ``spurinv`` word is, whether the words are a shell's (else
+    systemd's), and the ``sh -c`` command (its ``at``: the shell) whose script they are."""
+
+    words: list[str]
+    begin: int
+    at: int
+    sh: bool
+    outer: Refresh | None = None
+
+
+def _refreshes(words: list[str], *, sh: bool, depth: int = 0, outer: Refresh | None = None) -> list[Refresh]:
+    """The one rule for "this command runs spurinv refresh", for the schedule check
+    (:func:`cron_line`), the program check and the config check (:func:`_started_with`) alike.
+    ``words`` are split into simple commands at the shell's operators (``sh``: cron's /bin/sh
+    splits at ``; & && | || ( )``; systemd at none). One counts when, past its ``NAME=VALUE``
+    words and redirections, a word whose basename is ``spurinv`` is followed by ``refresh``:
+    whatever starts it (``flock -n LOCK``, ``nice -n 10``, ``timeout 180``, ``exec``, ...),
+    unless its program only prints or ignores its arguments (:data:`PRINTERS`:
+    ``logger "spurinv refresh done"``). A shell's ``-c`` script is read the same way, to
+    :data:`SHELL_DEPTH` shells deep."""
+    found: list[Refresh] = []
+    ends = [at for at, word in enumerate(words) if sh and word and set(word) <= set(OPERATORS) and not _redirects(word)]
+    begin = 0
+    for end in [*ends, len(words)]:
+        at = _program(words, begin, end, sh=sh)
+        if at is not None and os.path.basename(words[at]) not in PRINTERS:
+            found += _refresh_in(words, begin, at, end, sh=sh, depth=depth, outer=outer)
+        begin = end + 1
+    return found
+
+
+def _refresh_in(
+    words: list[str], begin: int, at: int, end: int, *, sh: bool, depth: int, outer: Refresh | None
+) -> list[Refresh]:
+    """:func:`_refreshes` of the simple command ``words[begin:end]``, its program at ``at``: the
+    first ``spurinv refresh`` among its words, or the first shell among them given a ``-c`` script
+    (``sudo sh -c '...'``, ``timeout 180 bash -lc "..."``), that script read the same way."""
+    for index in range(at, end):
+        name = os.path.basename(words[index])
+        if name == "spurinv" and words[index + 1 : index + 2] == ["refresh"] and index + 1 < end:
+            return [Refresh(words, begin, index, sh, outer)]
+        script = _shell_script(words, index + 1, end) if name in SHELLS else None
+        if script is not None:
+            if depth >= SHELL_DEPTH:
+                return []
+            inner = _shell_words(script, cron=False)
+            inner = script.split() if inner is None else inner  # broken quoting: word by word, as a cron line
+            return _refreshes(inner, sh=True, depth=depth + 1, outer=Refresh(words, begin, index, sh, outer))
+    return []
+
+
+def _shell_script(words: list[str], begin: int, end: int) -> str | None:
+    """The script of a shell started with ``words[begin:end]`` as its arguments: the first operand
+    when an option holds ``c`` (``-c``, ``-lc``, ``-ec``); None without one."""
+    at, reads = begin, False
+    while at < end and words[at][:1] in ("-", "+") and words[at] not in ("-", "+"):
+        option = words[at]
+        at += 1
+        if option == "--":
+            break
+        if not option.startswith("--"):
+            reads = reads or (option[0] == "-" and "c" in option[1:])
+            at += sum(1 for letter in option[1:] if letter in "oO")  # -o NAME, -O NAME: a value each
+    return words[at] if reads and at < end else None
+
+
+def _redirects(word: str) -> bool:
+    return bool(word) and set(word) <= set(OPERATORS) and ("<" in word or ">" in word)
+
+
+def _program(words: list[str], begin: int, end: int, *, sh: bool) -> int | None:
+    """Where the program of the simple command ``words[begin:end]`` is: past its assignments and
+    redirections (a shell's); None when there is none."""
+    import re
+
+    at = begin
+    while at < end:
+        word = words[at]
+        if sh and _redirects(word):
+            at += 2  # the redirection and its target
+        elif sh and word.isdigit() and at + 1 < end and _redirects(words[at + 1]):
+            at += 1  # the descriptor of "2>&1"
+        elif re.fullmatch(r"[A-Za-z_]\w*=.*", word):
+            # an assignment to the shell; to systemd the program's name, which the schedule check
+            # fails, while the config check says the spurinv after it is given no SPURINV_CONFIG
+            at += 1
+        else:
+            return at
+    return None
+
+
+def _prefix(words: list[str], begin: int, at: int, operators: set[str]) -> dict[str, str] | None:
+    """The ``NAME=VALUE`` settings the command begun at ``begin`` gives the program at ``at`` (the
+    shell's, then env's); None when check cannot tell its environment."""
     import re
 
     if any("SPURINV_CONFIG" in word for word in words[:begin]):
@@ -346,6 +496,14 @@ def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> t
             inline[word.partition("=")[0]] = word.partition("=")[2]
         else:
             assigning = os.path.basename(word) == "env"
+    return inline
+
+
+def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
+    """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
+    inline = _prefix(words, begin, at, operators)
+    if inline is None:
+        return None
     flag: str | None = None
     arguments = words[at + 2 :]
     for index, word in enumerate(arguments):
@@ -361,13 +519,13 @@ def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> t
     return flag, inline
 
 
-def _shell_words(command: str) -> list[str] | None:
+def _shell_words(command: str, *, cron: bool = True) -> list[str] | None:
     """A crontab command's words as /bin/sh splits them, shell operators their own words; cron
-    makes an unescaped % a newline (the rest is the command's input). None when the quoting is
-    broken."""
+    makes an unescaped % a newline (the rest is the command's input; not so in a ``sh -c``
+    script, ``cron`` False). None when the quoting is broken."""
     import re
 
-    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0], posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0] if cron else command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""  # shlex ends a word at any "#"; the shell only starts a comment with one
     try:
@@ -376,6 +534,19 @@ def _shell_words(command: str) -> list[str] | None:
         return None
     comment = next((at for at, word in enumerate(words) if word.startswith("#")), len(words))
     return words[:comment]
+
+
+def _cron_value(value: str) -> str | None:
+    """``value`` as the value of a crontab's ``NAME=VALUE`` line, which no shell reads: crontab(5)
+    takes it as written, less one pair of matching quotes around it (no escapes). None when it
+    holds both kinds of quote: no spelling survives every cron."""
+    if shlex.quote(value) == value:
+        return value
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    return None
 
 
 def _unit_quote(word: str) -> str:
@@ -396,9 +567,11 @@ def _elsewhere(run: _Run, fix: str) -> str:
         reading.setdefault(path, []).append(f"the {who} runs read {path} ({origin})")
     told = []
     for path, runs in reading.items():
-        unset = "unset SPURINV_CONFIG, or " if named and path == locations.DEFAULT_CONFIG else ""
-        told.append(f"{' and '.join(runs)}, not {checked}: {unset}check theirs (spurinv check --config {shlex.quote(path)})")
-    return "; ".join([*told, f"otherwise {fix}"]) if told else fix
+        # unset, this shell reads this machine's default file: not theirs under a root holding its own
+        ours = named and path == locations.DEFAULT_CONFIG and _on_root(run, path) == path
+        unset = "unset SPURINV_CONFIG, or " if ours else ""
+        told.append(f"{' and '.join(runs)}, not {checked}: {unset}check theirs ({_check_command(run, path)})")
+    return "; ".join([_first(told, "; "), f"otherwise {fix}"]) if told else fix
 
 
 def _config_fix(message: str) -> str:
@@ -606,6 +779,13 @@ def _unit_environment(run: _Run) -> dict[str, str]:
     return found
 
 
+def _lines(text: str) -> list[str]:
+    """``text`` split into lines as cron and systemd split a file: at a newline only, each line
+    without the carriage return of a CRLF ending. str.splitlines also splits at a vertical tab, a
+    form feed, U+001C-U+001E, U+0085, U+2028 and U+2029, which both read as part of a line."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _words(value: str) -> list[str]:
     """A unit value's space-separated, quoted words; none when the quoting is broken (systemd
     ignores such a line)."""
@@ -618,7 +798,7 @@ def _words(value: str) -> list[str]:
 def _assignments(text: str) -> dict[str, str]:
     """``NAME=VALUE`` lines of an environment file (comments skipped, quotes removed)."""
     found: dict[str, str] = {}
-    for raw in text.splitlines():
+    for raw in _lines(text):
         line = raw.strip()
         name, equals, value = line.partition("=")
         if not equals or line.startswith(("#", ";")):
@@ -946,7 +1126,7 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
         section = ""
         # a line ending in a backslash goes on in the next one (systemd.syntax(7))
         joined = (text or "").replace("\\\n", " ")
-        for raw in joined.splitlines():
+        for raw in _lines(joined):
             line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
@@ -1318,7 +1498,7 @@ def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
         text = _root_text(run, name)
         if text is None:
             continue
-        for line in text.splitlines():
+        for line in _lines(text):
             entry = cron_line(line, with_user=not name.startswith("var/spool"))
             if entry is not None:
                 return "/" + name, entry
@@ -1331,8 +1511,9 @@ MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr"
 
 
 def cron_line(line: str, *, with_user: bool = True) -> str | None:
-    """For a crontab line that runs ``spurinv refresh``: "" when its schedule can fire, or what
-    is wrong with it; None for any other line (a comment, an assignment, ``echo spurinv refresh``).
+    """For a crontab line that runs ``spurinv refresh`` (:func:`_refreshes`): "" when its
+    schedule can fire, or what is wrong with it; None for any other line (a comment, an
+    assignment, ``echo spurinv refresh``).
     crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
     words = line.split()
     if not words or words[0].startswith("#") or "=" in words[0]:
@@ -1348,12 +1529,7 @@ def cron_line(line: str, *, with_user: bool = True) -> str | None:
     # the words the shell runs: a quoted "spurinv" is the program all the same; none (a comment,
     # or all of it the input after a "%") runs nothing
     split = _shell_words(" ".join(rest))
-    rest = rest if split is None else split
-    command = " ".join(rest)
-    if "spurinv refresh" not in command and not any(word.endswith("/spurinv") for word in rest):
-        return None
-    first = rest[0] if rest else ""
-    if first in ("echo", "printf", ":", "true", "#") or "refresh" not in command:
+    if not _refreshes(rest if split is None else split, sh=True):
         return None
     if words[0] == "@reboot":
         return "@reboot runs it once at boot only"
@@ -1474,9 +1650,8 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            named = [word for word in words if word == "spurinv" or word.endswith("/spurinv")]
-            program = (named or words or [""])[0]
-            started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
+            for program in [found.words[found.at] for found in _refreshes(words, sh=True)] or words[:1]:
+                started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
     else:
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
@@ -1534,7 +1709,7 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     for name in CRON_FILES:
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
-        for at, line in enumerate((_root_text(run, name) or "").splitlines()):
+        for at, line in enumerate(_lines(_root_text(run, name) or "")):
             if cron_line(line, with_user=with_user) is not None:
                 fields = (1 if line.split()[0].startswith("@") else 5) + with_user
                 found.append(("/" + name, at + 1, line.split(None, fields)[fields], dict(environment)))
@@ -1544,21 +1719,20 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
 
 def _cron_file_problem(run: _Run) -> Check | None:
     """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
-    MODE" and skips it) or whose last line has no newline (cron drops or refuses it)."""
-    cron = _cron(run)
-    if cron is None:
-        return None
-    path = _follow(run, run.world.root.join(cron.lstrip("/")))
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return None
-    if cron.startswith("/etc/cron.d/") and mode & 0o022:
-        return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may write "
-                     "(INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
-    if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
-        return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its last line",
-                     f"echo >> {cron}")  # fmt: skip
+    MODE" and skips it) or whose last line has no newline (cron drops or refuses it): each file
+    that runs spurinv refresh, as cron reads every one of them."""
+    for cron in dict.fromkeys(where for where, _number, _command, _environment in _cron_entries(run)):
+        path = _follow(run, run.world.root.join(cron.lstrip("/")))
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            continue
+        if cron.startswith("/etc/cron.d/") and mode & 0o022:
+            return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
+                         "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+        if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
+            return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its "
+                         "last line", f"echo >> {cron}")  # fmt: skip
     return None
 
 
