@@ -176,6 +176,8 @@ def test_our_drain_on_a_node_not_responding_is_held_never_lifted(n1):
         code, held = n1.refresh("spx", "--ignore-backoff")
         # the whole story on failure: both runs, the controller's node and the state file
         story = json.dumps({"drained": drained, "held": held, "node": n1.controller(), "status": n1.status()}, indent=1)
+        story += f"\n--- slurmctld.log\n{n1.lab.log_tail('slurmctld', 30)}"
+        story += f"\n--- slurmd-n1.log\n{n1.lab.log_tail('slurmd-n1', 15)}"
 
         assert "NOT_RESPONDING" in n1.controller()["state"], story  # still: the run saw it
         assert code == 0, story
