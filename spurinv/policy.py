@@ -474,7 +474,13 @@ def _no_longer_exactly_ours(view: NodeView, reason: str) -> Action:
     added = amended(view.reason, reason) if view.drained else None
     if added is not None:
         return Action(kind=Do.HOLD, reason=_amended(view, added), held=True)
-    what = "the node was resumed, or re-created" if not view.drained else f"the reason is now {view.reason!r}"
+    if not view.drained:
+        what = "the node was resumed, or re-created"
+    elif view.reason == reason:
+        # our words, but the controller set them at another time: a drain that reused them
+        what = f"the node carries our words, set again at {view.reason_changed_at}, not at the time our drain was set"
+    else:
+        what = f"the reason is now {view.reason!r}"
     return Action(kind=Do.FORGET_DRAIN, reason=f"our drain is no longer ours ({what}); never touching it again")
 
 

@@ -699,6 +699,22 @@ def test_our_reason_set_at_another_moment_is_never_ours(pinned, seen):
     assert ours(node, state) == (pinned == seen)
 
 
+def test_our_words_set_again_at_another_time_are_forgotten_saying_so():
+    """A drain that reused our reason (same words, another reason time) is not ours; the step
+    says the time differs instead of quoting our own reason back as "the reason is now"."""
+    drain = new_drain(reason=OUR_REASON, set_at=at(60), cause="busy", reason_changed_at=1_000)
+    state = confirmed(SPX, SPX, drain=drain)
+    node = NodeView(
+        name="n1", dialect="slurm-v0.0.39+", base="IDLE", flags=("DRAIN",), reason=OUR_REASON, reason_changed_at=1_001
+    )
+
+    action = decide(outcome_of(state), node, state, SLURM, NOW)
+
+    assert action.kind == Do.FORGET_DRAIN
+    assert "set again at 1001" in action.reason
+    assert "the reason is now" not in action.reason
+
+
 def test_a_waiting_node_with_gpus_in_use_holds_and_one_without_registers():
     state = state_for(SPX, CPX, CPX, drain=True)
 
