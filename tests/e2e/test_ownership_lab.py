@@ -157,21 +157,26 @@ def test_our_drain_on_a_node_not_responding_is_held_never_lifted(n1):
     reach. The drain stays, ours, and the run says why.
 
     Our drain here is the refused-registration one (no job: a job's completion messages reach
-    slurmctld for a second or two after scancel and clear NOT_RESPONDING), and n1's slurmd is
-    stopped (SIGSTOP, this lab's own daemon) so that no ping answer clears the flag either."""
+    slurmctld for a second or two after scancel and clear NOT_RESPONDING). n1's slurmd is stopped
+    (SIGSTOP, this lab's own daemon) before the drain, so that nothing it sends (a ping answer, a
+    registration late after the reset's reconfigure) changes the node between our runs."""
     import os
     import signal
 
     n1.root("cpx", mode="CPX")
-    n1.refresh("cpx")
-    code, drained = n1.refresh("cpx")
-    assert code == exitcode.PROTOCOL, drained
-    assert "drain" in steps(drained), drained["steps"]
     slurmd = n1.lab.daemon_pid("slurmd-n1")
     os.kill(slurmd, signal.SIGSTOP)
     try:
+        n1.refresh("cpx")
+        code, drained = n1.refresh("cpx")
+        assert code == exitcode.PROTOCOL, drained
+        assert "drain" in steps(drained), drained["steps"]
         n1.lab.scontrol("update", "nodename=n1", "state=noresp")
-        assert "NOT_RESPONDING" in n1.controller()["state"]
+        before = n1.controller()
+        assert "NOT_RESPONDING" in before["state"]
+        # the precondition, said apart from the verdict: our drain is on the node as we set it
+        assert "DRAIN" in before["state"], before
+        assert before["reason"] == n1.status()["drain"]["reason"], before
 
         code, held = n1.refresh("spx", "--ignore-backoff")
         # the whole story on failure: both runs, the controller's node and the state file
