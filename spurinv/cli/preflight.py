@@ -321,6 +321,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         for cron, number, command, environment in entries:
             where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
             setting = f"SPURINV_CONFIG={assigned} in {cron}" if assigned is not None else f"--config {spelled} on {where}"
+            setting = "" if "\n" in checked else setting  # a crontab line ends at a newline: no spelling holds one
             commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}", setting))
     found: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
@@ -339,7 +340,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
-            if on_root is None:
+            if on_root is None or (scheduler == "cron" and "\n" in checked):  # a crontab line ends at a newline
                 told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
@@ -523,17 +524,59 @@ def _shell_words(command: str, *, cron: bool = True) -> list[str] | None:
     """A crontab command's words as /bin/sh splits them, shell operators their own words; cron
     makes an unescaped % a newline (the rest is the command's input; not so in a ``sh -c``
     script, ``cron`` False). None when the quoting is broken."""
-    import re
-
-    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0] if cron else command, posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(_uncommented(_cron_command(command) if cron else command), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
-    lexer.commenters = ""  # shlex ends a word at any "#"; the shell only starts a comment with one
+    lexer.whitespace = " \t"  # the shell's blanks: a carriage return is part of a word (a CRLF crontab's)
+    lexer.commenters = ""  # shlex ends a word at any "#": _uncommented took the shell's comments out
     try:
-        words = list(lexer)
+        return list(lexer)
     except ValueError:
         return None
-    comment = next((at for at, word in enumerate(words) if word.startswith("#")), len(words))
-    return words[:comment]
+
+
+def _cron_command(command: str) -> str:
+    r"""The part of a crontab command cron gives the shell: up to the first "%" no backslash
+    escapes (the rest is its input), each "\%" a "%". A backslash escapes the character after it,
+    whatever it is, so in "\\%" the "%" is bare (the first backslash escapes the second)."""
+    import re
+
+    kept = re.match(r"(?:[^\\%]|\\[\s\S]|\\\Z)*", command)
+    assert kept is not None  # the pattern matches the empty string
+    return re.sub(r"\\([\s\S])", lambda escaped: "%" if escaped[1] == "%" else escaped[0], kept[0])
+
+
+def _uncommented(script: str) -> str:
+    """``script`` less its comments (from an unquoted "#" that begins a word to the end of its
+    line: a quoted or mid-word one is a character), each unquoted newline a ";" (it ends a command
+    as one does)."""
+    kept: list[str] = []
+    quote = ""
+    boundary = True  # at the start of a word
+    at = 0
+    while at < len(script):
+        char = script[at]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":  # outside single quotes, it escapes the next character
+            kept.append(script[at : at + 2])
+            at, boundary = at + 2, False
+            continue
+        elif quote:
+            quote = "" if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and boundary:
+            end = script.find("\n", at)
+            if end < 0:
+                break
+            at = end
+            continue
+        elif char == "\n":
+            char = ";"
+        boundary = not quote and char in " \t;&|()<>"
+        kept.append(char)
+        at += 1
+    return "".join(kept)
 
 
 def _cron_value(value: str) -> str | None:
@@ -1498,7 +1541,7 @@ def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
         text = _root_text(run, name)
         if text is None:
             continue
-        for line in _lines(text):
+        for line in text.split("\n"):  # not _lines: cron keeps a CRLF's "\r", in the command
             entry = cron_line(line, with_user=not name.startswith("var/spool"))
             if entry is not None:
                 return "/" + name, entry
@@ -1510,32 +1553,51 @@ MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr"
                                                         "nov", "dec"), start=1)}  # fmt: skip
 
 
+WEEKDAYS = {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
+CRON_WORDS = frozenset({"@reboot", "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+BLANKS = " \t"  # where cron splits a line's fields: not at the other white space str.split takes
+
+
+def _cron_split(line: str, *, with_user: bool) -> tuple[list[str], str] | None:
+    """An entry line's time fields (or its @word) and user, and its command as cron hands it on,
+    a CRLF line's carriage return included; None for a comment, an assignment or a short line."""
+    import re
+
+    stripped = line.lstrip(BLANKS)
+    if not stripped or stripped.startswith("#"):
+        return None
+    count = (1 if stripped.startswith("@") else 5) + with_user
+    parts = re.split(r"[ \t]+", stripped, maxsplit=count)
+    if len(parts) <= count or "=" in parts[0] or not parts[count]:
+        return None
+    return parts[:count], parts[count]
+
+
 def cron_line(line: str, *, with_user: bool = True) -> str | None:
     """For a crontab line that runs ``spurinv refresh`` (:func:`_refreshes`): "" when its
     schedule can fire, or what is wrong with it; None for any other line (a comment, an
     assignment, ``echo spurinv refresh``).
     crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
-    words = line.split()
-    if not words or words[0].startswith("#") or "=" in words[0]:
+    import re
+
+    split = _cron_split(line, with_user=with_user)
+    if split is None:
         return None
-    if words[0].startswith("@"):
-        fields, rest = [], words[1:]
-    else:
-        fields, rest = words[:5], words[5:]
-        if len(fields) < 5:
-            return None
-    if with_user:
-        rest = rest[1:]
+    head, command = split
+    fields = [] if head[0].startswith("@") else head[:5]
     # the words the shell runs: a quoted "spurinv" is the program all the same; none (a comment,
     # or all of it the input after a "%") runs nothing
-    split = _shell_words(" ".join(rest))
-    if not _refreshes(rest if split is None else split, sh=True):
+    words = _shell_words(command)
+    if not _refreshes(re.split(r"[ \t]+", _cron_command(command).strip(" \t")) if words is None else words, sh=True):
         return None
-    if words[0] == "@reboot":
+    if head[0] == "@reboot":
         return "@reboot runs it once at boot only"
+    if not fields and head[0] not in CRON_WORDS:
+        return f"the schedule {head[0]} is not one cron knows"
     if fields:
         days, months = _values(fields[2], 1, 31), _values(fields[3], 1, 12, MONTHS)
-        if days is None or months is None:
+        clock = _values(fields[0], 0, 59), _values(fields[1], 0, 23), _values(fields[4], 0, 7, WEEKDAYS)
+        if days is None or months is None or None in clock:
             return f"the schedule {' '.join(fields)} has a field cron cannot read"
         if fields[4] == "*" and days and months and min(days) > max(MONTH_DAYS[month] for month in months):
             return f"the schedule {' '.join(fields)} names a day its months never have"
@@ -1650,7 +1712,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            for program in [found.words[found.at] for found in _refreshes(words, sh=True)] or words[:1]:
+            for program in [_runner(found) for found in _refreshes(words, sh=True)] or words[:1]:
                 started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
     else:
         starts: list[str] = []
@@ -1694,6 +1756,17 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     return None
 
 
+def _runner(found: Refresh) -> str:
+    """The program that starts the ``spurinv`` word found: itself, or for ``python3 -m spurinv``
+    the interpreter (the word before ``-m`` and its options)."""
+    words, at = found.words, found.at
+    if at - 2 >= found.begin and words[at - 1] == "-m":
+        at -= 2
+        while at > found.begin and words[at].startswith("-"):
+            at -= 1
+    return words[at]
+
+
 def _executable(run: _Run, program: str) -> bool:
     """``program`` is an executable file on the checked root: a symlink's absolute target is that
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
@@ -1709,19 +1782,40 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     for name in CRON_FILES:
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
-        for at, line in enumerate(_lines(_root_text(run, name) or "")):
-            if cron_line(line, with_user=with_user) is not None:
-                fields = (1 if line.split()[0].startswith("@") else 5) + with_user
-                found.append(("/" + name, at + 1, line.split(None, fields)[fields], dict(environment)))
-            environment.update(_assignments(line))  # one pass: re-reading the lines above each entry was quadratic
+        for at, line in enumerate((_root_text(run, name) or "").split("\n")):  # a CRLF's "\r" is cron's too
+            split = _cron_split(line, with_user=with_user)
+            if split is not None and cron_line(line, with_user=with_user) is not None:
+                found.append(("/" + name, at + 1, split[1], dict(environment)))
+            if (assigned := _cron_assignment(line)) is not None:
+                environment[assigned[0]] = assigned[1]  # one pass: re-reading the lines above each entry was quadratic
     return found
+
+
+def _cron_assignment(line: str) -> tuple[str, str] | None:
+    """crontab(5)'s ``NAME = VALUE`` line (blanks around "=" allowed): the value as written, less
+    its leading and trailing blanks and one pair of matching quotes around it; no shell reads it,
+    so no escape or inner quote is undone and inner blanks stay. None for another line."""
+    name, equals, value = line.partition("=")
+    name = name.strip(BLANKS)
+    if not equals or not name or name.startswith("#") or any(blank in name for blank in BLANKS):
+        return None
+    value = value.lstrip(BLANKS).rstrip(" \t\r\n\v\f")  # cron strips trailing white space (isspace)
+    if len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]:
+        value = value[1:-1]
+    return name, value
 
 
 def _cron_file_problem(run: _Run) -> Check | None:
     """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
     MODE" and skips it) or whose last line has no newline (cron drops or refuses it): each file
     that runs spurinv refresh, as cron reads every one of them."""
-    for cron in dict.fromkeys(where for where, _number, _command, _environment in _cron_entries(run)):
+    entries = _cron_entries(run)
+    for cron, number, command, _environment in entries:
+        if "\r" in command:  # a CRLF line end: cron ends the command at the "\n" only
+            return Check("schedule", "warn", f"cron: {cron}:{number} holds a carriage return (a CRLF line end): cron "
+                         "gives it to the shell as part of the command, and spurinv refuses the word it ends",
+                         f"sed -i 's/\\r$//' {cron}")  # fmt: skip
+    for cron in dict.fromkeys(where for where, _number, _command, _environment in entries):
         path = _follow(run, run.world.root.join(cron.lstrip("/")))
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)

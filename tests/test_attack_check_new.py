@@ -1,0 +1,107 @@
+"""Reproducers from the attack on check's cron reading (moved into test_check.py at the end)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_check import SPURINV, Node, run_checks, run_config_check
+
+from spurinv.cli import preflight as check
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return Node(tmp_path)
+
+
+@pytest.mark.parametrize("blank", ["\xa0", "\x0b", "\x0c", "\x1f", "\u2003", "\r"])
+def test_cron_fields_are_split_at_blanks_only(blank):
+    """cron splits the time fields, the user and the command at spaces and tabs only; str.split
+    also split at these, which cron and the shell read as part of a word."""
+    assert check.cron_line(f"* * * * * root{blank}{SPURINV} refresh") is None
+    assert check.cron_line(f"* * * * * root {SPURINV}{blank}refresh") is None
+    assert check.cron_line(f"*\t*\t*\t*\t*\troot\t{SPURINV}\trefresh") == ""
+
+
+def test_a_quoted_hash_starts_no_comment():
+    """The shell starts a comment only at an unquoted # that begins a word: logger '#x' does not."""
+    assert check.cron_line(f"* * * * * root logger '#x'; {SPURINV} refresh") == ""
+    assert check.cron_line(f'* * * * * root echo "a #b"; {SPURINV} refresh') == ""
+    assert check.cron_line(f"* * * * * root true # ; {SPURINV} refresh") is None
+    assert check.cron_line(f"* * * * * root true;# {SPURINV} refresh") is None
+
+
+def test_cron_cuts_the_command_at_a_percent_its_backslash_does_not_escape():
+    r"""cron's backslash escapes only the % after it: in \\% the first escapes the second, and the
+    % is a newline (what follows is the command's input, not a command)."""
+    assert check.cron_line(f"* * * * * root echo a\\\\% ; {SPURINV} refresh") is None
+    assert check.cron_line(f"* * * * * root echo a\\% ; {SPURINV} refresh") == ""
+
+
+@pytest.mark.parametrize("schedule", ["@every", "@5min", "99 * * * *", "* 24 * * *", "* * * * 8", "* * * * funday"])
+def test_a_schedule_cron_cannot_read_warns(schedule):
+    found = check.cron_line(f"{schedule} root {SPURINV} refresh")
+    assert found, found
+
+
+@pytest.mark.parametrize("schedule", ["@hourly", "@daily", "@midnight", "@annually", "0-59/5 0-23 * * 0-7", "* * * * mon-fri"])
+def test_a_schedule_cron_reads_passes(schedule):
+    assert check.cron_line(f"{schedule} root {SPURINV} refresh") == ""
+
+
+def test_a_crlf_cron_file_is_no_working_schedule(node):
+    """cron ends a command at the newline only: the carriage return of a CRLF line is the last
+    character of the command, so spurinv is given "--quiet\r" (or "refresh\r") and every run fails."""
+    node.config()
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_bytes(f"* * * * * root {SPURINV} refresh --quiet\r\n".encode())
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "carriage return" in schedule.detail, schedule
+    cron.write_bytes(f"* * * * * root {SPURINV} refresh\r\n".encode())
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status != "ok", schedule
+
+
+def test_python_m_spurinv_checks_the_interpreter(node):
+    """python -m spurinv refresh runs the interpreter: the program check named the module as a
+    program on cron's PATH and failed 78 on a node whose runs work."""
+    node.config()
+    python = node.host / "opt" / "venv" / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text("* * * * * root /opt/venv/bin/python3 -I -m spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    cron.write_text("* * * * * root /opt/missing/python3 -m spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/opt/missing/python3" in schedule.detail, schedule
+
+
+@pytest.mark.parametrize("value", ["/etc/two  spaces.toml", "/etc/back\\slash.toml"])
+def test_a_crontab_assignment_is_read_as_cron_reads_it(node, monkeypatch, tmp_path, value):
+    """crontab(5): a NAME=VALUE line's value is taken as written, less one pair of quotes around
+    it; no shell reads it. check unquoted it as a shell would (collapsed spaces, dropped
+    backslashes) and compared another file than the runs read."""
+    site = tmp_path / value.removeprefix("/etc/")
+    site.write_text('[node]\nname = "n1"\n')
+    site.chmod(0o600)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"SPURINV_CONFIG={tmp_path}/{value.removeprefix('/etc/')}\n"
+                                                          f"* * * * * root {SPURINV} refresh\n")  # fmt: skip
+    found = run_config_check(node, monkeypatch, str(site))
+    assert found.status == "ok", found
+
+
+def test_no_crontab_setting_is_offered_for_a_path_holding_a_newline(node, monkeypatch, tmp_path):
+    """A crontab line ends at a newline, in an assignment and a command alike: no spelling sets it."""
+    site = tmp_path / "a\nb.toml"
+    site.write_text('[node]\nname = "n1"\n')
+    site.chmod(0o600)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {SPURINV} refresh\n")
+    found = run_config_check(node, monkeypatch, str(site))
+    assert found.status == "warn", found
+    assert "or set" not in found.fix, found
