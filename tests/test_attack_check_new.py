@@ -105,3 +105,22 @@ def test_no_crontab_setting_is_offered_for_a_path_holding_a_newline(node, monkey
     found = run_config_check(node, monkeypatch, str(site))
     assert found.status == "warn", found
     assert "or set" not in found.fix, found
+
+
+def test_the_config_check_of_a_long_line_takes_linear_time():
+    """Each "spurinv refresh" of a line scanned every word before it for SPURINV_CONFIG, and
+    copied every word after it: 4,000 on a 64 KiB line took a second per cron file and scheduler
+    read. Twenty times the refreshes may take twenty times as long, not four hundred."""
+    import time
+
+    def took(count: int) -> float:
+        words = check._shell_words(";".join(["spurinv refresh"] * count))
+        assert words is not None
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            assert len(check._started_with(words)) == count
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    assert took(4000) < 80 * took(200)

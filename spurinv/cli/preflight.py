@@ -365,11 +365,22 @@ def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | N
     if not shell and words:
         words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
     found: list[tuple[str | None, dict[str, str]] | None] = []
+    # where each list of words first names SPURINV_CONFIG: one scan per list, not one per refresh
+    # (a line of thousands of "spurinv refresh;" scanned every word before each: quadratic)
+    first: dict[int, int] = {}
+
+    def named(words: list[str], begin: int) -> bool:
+        if id(words) not in first:
+            first[id(words)] = next((at for at, word in enumerate(words) if "SPURINV_CONFIG" in word), len(words))
+        return first[id(words)] < begin
+
     for refresh in _refreshes(words, sh=shell):
-        started = _started_at(refresh.words, refresh.begin, refresh.at, set(OPERATORS) if refresh.sh else set())
+        started = _started_at(refresh.words, refresh.begin, refresh.at, set(OPERATORS) if refresh.sh else set(),
+                              earlier=named(refresh.words, refresh.begin))  # fmt: skip
         outer = refresh.outer
         while started is not None and outer is not None:  # the shells whose script runs it, innermost first
-            around = _prefix(outer.words, outer.begin, outer.at, set(OPERATORS) if outer.sh else set())
+            around = _prefix(outer.words, outer.begin, outer.at, set(OPERATORS) if outer.sh else set(),
+                             earlier=named(outer.words, outer.begin))  # fmt: skip
             started = None if around is None else (started[0], {**around, **started[1]})
             outer = outer.outer
         found.append(started)
@@ -478,12 +489,13 @@ def _program(words: list[str], begin: int, end: int, *, sh: bool) -> int | None:
     return None
 
 
-def _prefix(words: list[str], begin: int, at: int, operators: set[str]) -> dict[str, str] | None:
+def _prefix(words: list[str], begin: int, at: int, operators: set[str], *, earlier: bool) -> dict[str, str] | None:
     """The ``NAME=VALUE`` settings the command begun at ``begin`` gives the program at ``at`` (the
-    shell's, then env's); None when check cannot tell its environment."""
+    shell's, then env's); None when check cannot tell its environment (``earlier``: a word before
+    ``begin`` names SPURINV_CONFIG)."""
     import re
 
-    if any("SPURINV_CONFIG" in word for word in words[:begin]):
+    if earlier:
         return None  # set, exported or unset by an earlier command: check does not follow the shell
     programs = [os.path.basename(word) for word in words[begin:at]]
     if any(name in ("sudo", "doas", "su", "runuser") for name in programs):
@@ -500,18 +512,20 @@ def _prefix(words: list[str], begin: int, at: int, operators: set[str]) -> dict[
     return inline
 
 
-def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
+def _started_at(
+    words: list[str], begin: int, at: int, operators: set[str], *, earlier: bool
+) -> tuple[str | None, dict[str, str]] | None:
     """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
-    inline = _prefix(words, begin, at, operators)
+    inline = _prefix(words, begin, at, operators, earlier=earlier)
     if inline is None:
         return None
     flag: str | None = None
-    arguments = words[at + 2 :]
-    for index, word in enumerate(arguments):
+    for index in range(at + 2, len(words)):  # not a copy of the rest of the line for each refresh
+        word = words[index]
         if word == "--" or (word and set(word) <= operators):
             break
         if word == "--config":
-            flag = arguments[index + 1] if index + 1 < len(arguments) else ""
+            flag = words[index + 1] if index + 1 < len(words) else ""
         elif word.startswith("--config="):
             flag = word.removeprefix("--config=")
     for value in (flag, inline.get("SPURINV_CONFIG")):  # an empty one is no setting, as config_path takes it
