@@ -124,3 +124,18 @@ def test_the_config_check_of_a_long_line_takes_linear_time():
         return best
 
     assert took(4000) < 80 * took(200)
+
+
+def test_a_refused_non_utf8_argument_is_printed_without_its_control_characters(capsys):
+    """The refusal of an argument that is not UTF-8 spelled out its bytes (\\xff) but wrote its
+    control characters as they were: an escape sequence in a path reached the terminal."""
+    import os
+
+    from spurinv.cli import launch
+
+    word = os.fsdecode(b"/tmp/a\xff\x1b[2J\x1b]0;title\x07.toml")
+    assert launch._not_utf8(["check", "--config", word], {}) == 64
+    assert launch._not_utf8(["check"], {"SPURINV_CONFIG": word}) == 78
+    err = capsys.readouterr().err
+    assert "\\xff" in err
+    assert not any(ord(char) < 32 and char != "\n" for char in err), repr(err)
