@@ -139,3 +139,29 @@ def test_a_refused_non_utf8_argument_is_printed_without_its_control_characters(c
     err = capsys.readouterr().err
     assert "\\xff" in err
     assert not any(ord(char) < 32 and char != "\n" for char in err), repr(err)
+
+
+@pytest.mark.parametrize(
+    ("command", "status"),
+    [
+        ("env PATH=/opt/sp/bin spurinv refresh", "ok"),
+        ("PATH=/opt/sp/bin spurinv refresh", "ok"),
+        ("PATH=/opt/sp/bin:$PATH sh -c 'spurinv refresh'", "ok"),
+        ("export PATH=/opt/sp/bin; spurinv refresh", "ok"),  # the shell's state: not guessed
+        ("cd /opt/sp && ./bin/spurinv refresh", "ok"),  # relative to cron's working directory: not guessed
+        ("PATH=/opt/none spurinv refresh", "fail"),
+        ("env PATH=/opt/none spurinv refresh", "fail"),
+        ("spurinv refresh", "fail"),  # cron's /usr/bin:/bin
+    ],
+)
+def test_the_program_is_looked_for_on_the_path_its_command_gives_it(node, command, status):
+    """The program check looked for spurinv on the crontab's PATH only: an entry that gives its
+    own (PATH=DIR spurinv, env PATH=DIR spurinv) failed 78 on a node whose runs work."""
+    node.config()
+    program = node.host / "opt" / "sp" / "bin" / "spurinv"
+    program.parent.mkdir(parents=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {command}\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == status, schedule

@@ -1725,9 +1725,20 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     started: list[tuple[str, str, str, str, str]] = []
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
+            first: dict[int, int] = {}  # each list of words' first PATH setting: one scan, not one per refresh
             words = _shell_words(command) or command.split()
-            for program in [_runner(found) for found in _refreshes(words, sh=True)] or words[:1]:
-                started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
+            path, origin = _cron_path(where, environment)
+            refreshes = _refreshes(words, sh=True)
+            for refresh in refreshes:
+                program, given = _runner(refresh), _given_path(refresh, first)
+                if given is not None and given:
+                    given = given.replace("${PATH}", path).replace("$PATH", path)  # PATH=/opt/bin:$PATH
+                if given is None or "$" in given or ("/" in program and not program.startswith("/")):
+                    continue  # set earlier, reset by sudo or env -i, or relative to cron's working directory: not guessed
+                started.append((f"{where} runs {program}", where, program, *((given, "the entry's PATH=") if given
+                                                                              else (path, origin))))  # fmt: skip
+            if not refreshes:
+                started += [(f"{where} runs {program}", where, program, path, origin) for program in words[:1]]
     else:
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
@@ -1779,6 +1790,26 @@ def _runner(found: Refresh) -> str:
         while at > found.begin and words[at].startswith("-"):
             at -= 1
     return words[at]
+
+
+def _given_path(refresh: Refresh, first: dict[int, int]) -> str | None:
+    """The PATH the command line gives the program that runs ``refresh`` (``PATH=DIR spurinv``,
+    ``env PATH=DIR``, or on a ``sh -c`` around it, the innermost winning): "" for none; None when
+    check cannot tell (an earlier command sets, exports or unsets PATH; sudo or env -i resets it).
+    ``first``: where each list of words first names PATH, filled in as they are met."""
+    given = ""
+    current: Refresh | None = refresh
+    while current is not None:
+        words = current.words
+        if id(words) not in first:
+            first[id(words)] = next((at for at, word in enumerate(words) if word.split("=")[0] == "PATH"), len(words))
+        inline = _prefix(words, current.begin, current.at, set(OPERATORS) if current.sh else set(),
+                         earlier=first[id(words)] < current.begin)  # fmt: skip
+        if inline is None:
+            return None
+        given = given or inline.get("PATH", "")
+        current = current.outer
+    return given
 
 
 def _executable(run: _Run, program: str) -> bool:
