@@ -165,3 +165,16 @@ def test_the_program_is_looked_for_on_the_path_its_command_gives_it(node, comman
     (node.host / "etc" / "cron.d" / "spurinv").write_text(f"* * * * * root {command}\n")
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == status, schedule
+
+
+def test_every_file_cron_reads_in_cron_d_counts(node):
+    """cron reads every file in /etc/cron.d whose name is letters, digits, "_" and "-": an entry
+    in /etc/cron.d/gpu-inventory runs, and check failed 78 ("nothing runs spurinv refresh")."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / "etc" / "cron.d" / "gpu-inventory").write_text(f"* * * * * root {SPURINV} refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    assert "/etc/cron.d/gpu-inventory" in schedule.detail
+    (node.host / "etc" / "cron.d" / "gpu-inventory").rename(node.host / "etc" / "cron.d" / "spurinv.cron")
+    assert run_checks(node, None)["schedule"].status == "fail"  # a dotted name cron skips

@@ -1548,10 +1548,23 @@ def _cron(run: _Run) -> str | None:
     return found[0] if found else None
 
 
+def _cron_files(run: _Run) -> list[str]:
+    """The cron files on the checked root that may run spurinv refresh: each file of /etc/cron.d
+    cron reads (a name of letters, digits, "_" and "-": Debian's cron skips any other, one with a
+    dot too), by name, then /etc/crontab and root's crontab."""
+    import re
+
+    try:
+        names = sorted(os.listdir(run.world.root.join("etc/cron.d")))
+    except (OSError, ValueError):
+        names = []
+    return [*(f"etc/cron.d/{name}" for name in names if re.fullmatch(r"[A-Za-z0-9_-]+", name)), *CRON_FILES[1:]]
+
+
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
     """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
     with its schedule (a date that never comes), if any."""
-    for name in CRON_FILES:
+    for name in _cron_files(run):
         text = _root_text(run, name)
         if text is None:
             continue
@@ -1824,7 +1837,7 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     line number, command as cron gives it to the shell, and the assignments above it in its file
     (crontab(5): an assignment applies to the entries after it only, as PATH= does)."""
     found = []
-    for name in CRON_FILES:
+    for name in _cron_files(run):
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
         for at, line in enumerate((_root_text(run, name) or "").split("\n")):  # a CRLF's "\r" is cron's too
