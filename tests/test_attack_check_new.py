@@ -178,3 +178,21 @@ def test_every_file_cron_reads_in_cron_d_counts(node):
     assert "/etc/cron.d/gpu-inventory" in schedule.detail
     (node.host / "etc" / "cron.d" / "gpu-inventory").rename(node.host / "etc" / "cron.d" / "spurinv.cron")
     assert run_checks(node, None)["schedule"].status == "fail"  # a dotted name cron skips
+
+
+def test_a_comment_inside_a_continued_unit_line_is_left_out(node, monkeypatch):
+    """systemd.syntax(7): comment lines after a line ending in a backslash are skipped, and the
+    line goes on after them (systemd-analyze verify 252 names /nonexistent/progX for
+    "ExecStart=\\", "#/bin/true", "/nonexistent/progX"). check made the comment part of the value:
+    it compared the commented-out --config and looked for a program named "#/bin/true"."""
+    from test_check import systemd_host, unit_host
+
+    site = str(node.config())
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh \\\n# --config /etc/old.toml\n  --config {site}\n")
+    assert run_config_check(node, monkeypatch, site).status == "ok"
+    unit_host(node, f"[Service]\nExecStart=\\\n#/bin/true\n{SPURINV} refresh --config {site}\n")
+    assert run_checks(node, None)["schedule"].status == "ok"
+    # a comment's own backslash continues nothing: the ExecStart= after it is read
+    unit_host(node, "[Service]\n# old \\\nExecStart=/nonexistent/spurinv refresh\n")
+    assert run_checks(node, None)["schedule"].status == "fail"

@@ -1179,11 +1179,8 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     files += [drop_ins[name] for name in sorted(drop_ins)]
     found: list[tuple[str, str, str]] = []
     for shown in files:
-        text = _root_text(run, shown)
         section = ""
-        # a line ending in a backslash goes on in the next one (systemd.syntax(7))
-        joined = (text or "").replace("\\\n", " ")
-        for raw in _lines(joined):
+        for raw in _unit_lines(_root_text(run, shown) or ""):
             line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
@@ -1195,6 +1192,29 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
             if equals and section == "[Service]" and "\0" not in value:
                 found.append((key.strip(), value.strip(), shown))
     return found
+
+
+def _unit_lines(text: str) -> list[str]:
+    """A unit file's lines as systemd.syntax(7) reads them: a line ending in a backslash goes on in
+    the next one (the backslash a space), and a comment line among them is left out, not made part
+    of the value; a comment line's own backslash continues nothing."""
+    found: list[str] = []
+    pending: str | None = None  # the continued line so far
+    for raw in _lines(text):
+        comment = raw.strip().startswith(("#", ";"))
+        line = raw
+        if pending is not None:
+            if comment:
+                continue
+            line, pending = pending + " " + raw, None
+        elif comment:
+            found.append(raw)
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        found.append(line)
+    return [*found, *([pending] if pending is not None else [])]
 
 
 # the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
