@@ -125,6 +125,9 @@ class _Run:
     timer: tuple[str, str | None] | None = None  # the timer's link state and systemctl's is-active, asked once
     state_origin: str | None = None  # the unit's setting that decides the timer's state path
     results: dict[str, Check] = field(default_factory=dict)
+    # the cron files' entries, read once a run: cron reads every file of /etc/cron.d, and the
+    # schedule, config, PATH and program checks each ask for them
+    cron: dict[str, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> Config:
@@ -1584,6 +1587,13 @@ def _cron_files(run: _Run) -> list[str]:
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
     """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
     with its schedule (a date that never comes), if any."""
+    if "entry" not in run.cron:
+        run.cron["entry"] = _first_cron_entry(run)
+    found: tuple[str, str | None] | None = run.cron["entry"]
+    return found
+
+
+def _first_cron_entry(run: _Run) -> tuple[str, str | None] | None:
     for name in _cron_files(run):
         text = _root_text(run, name)
         if text is None:
@@ -1856,7 +1866,10 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     """Each entry that runs spurinv refresh in every cron file (cron runs them all): its file,
     line number, command as cron gives it to the shell, and the assignments above it in its file
     (crontab(5): an assignment applies to the entries after it only, as PATH= does)."""
-    found = []
+    if "entries" in run.cron:
+        entries: list[tuple[str, int, str, dict[str, str]]] = run.cron["entries"]
+        return entries
+    found: list[tuple[str, int, str, dict[str, str]]] = []
     for name in _cron_files(run):
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
@@ -1866,6 +1879,7 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
                 found.append(("/" + name, at + 1, split[1], dict(environment)))
             if (assigned := _cron_assignment(line)) is not None:
                 environment[assigned[0]] = assigned[1]  # one pass: re-reading the lines above each entry was quadratic
+    run.cron["entries"] = found
     return found
 
 
