@@ -218,3 +218,19 @@ def test_each_cron_file_is_read_once_for_its_entries(node, monkeypatch):
     cron_reads = {name: count for name, count in reads.items() if "cron" in name}
     assert cron_reads
     assert max(cron_reads.values()) <= 2, cron_reads  # the first entry's search, then every entry
+
+
+def test_no_quoted_setting_is_offered_inside_a_shells_script(node, monkeypatch, tmp_path):
+    """--config '/x/a b.toml' pasted into sh -c '... --config /etc/other.toml' ends the script's
+    quotes: the fix offered a spelling for the outer command line, not for the script."""
+    site = tmp_path / "a b.toml"
+    site.write_text('[node]\nname = "n1"\n')
+    site.chmod(0o600)
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+    cron.write_text(f"* * * * * root sh -c '{SPURINV} refresh --config /etc/other.toml'\n")
+    found = run_config_check(node, monkeypatch, str(site))
+    assert found.status == "warn", found
+    assert "or set" not in found.fix, found
+    cron.write_text(f"* * * * * root {SPURINV} refresh --config /etc/other.toml\n")  # not nested: offered
+    found = run_config_check(node, monkeypatch, str(site))
+    assert f"or set --config '{site}' on the entry" in found.fix, found

@@ -332,6 +332,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
     unnamed: dict[tuple[str, str], dict[str, None]] = {}
     for where, words, environment, origin, setting in commands:
         given = environment.get("SPURINV_CONFIG", "")
+        # a spurinv in a sh -c script: a quoted path pasted there would need the outer quoting too
+        nested = spelled != checked and any(found.outer for found in _refreshes(words or [], sh=scheduler == "cron"))
         for started in _started_with(words or [], shell=scheduler == "cron"):
             if started is None:
                 continue
@@ -344,6 +346,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
             if on_root is None or (scheduler == "cron" and "\n" in checked):  # a crontab line ends at a newline
+                told = told[0], ""
+            if nested and (flag or inline.get("SPURINV_CONFIG")):  # no spelling check can vouch for
                 told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
