@@ -345,9 +345,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
-            if on_root is None or (scheduler == "cron" and "\n" in checked):  # a crontab line ends at a newline
-                told = told[0], ""
-            if nested and (flag or inline.get("SPURINV_CONFIG")):  # no spelling check can vouch for
+            # none for a file the root cannot see, a path a crontab line cannot hold (a newline), or
+            # one in a shell's script, which no spelling check can vouch for
+            if on_root is None or (scheduler == "cron" and "\n" in checked) or (nested and told[0] != origin):
                 told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
