@@ -234,3 +234,18 @@ def test_no_quoted_setting_is_offered_inside_a_shells_script(node, monkeypatch, 
     cron.write_text(f"* * * * * root {SPURINV} refresh --config /etc/other.toml\n")  # not nested: offered
     found = run_config_check(node, monkeypatch, str(site))
     assert f"or set --config '{site}' on the entry" in found.fix, found
+
+
+def test_a_debian_crontab_of_another_mode_than_0600_warns(node):
+    """Debian's cron skips a spool crontab whose mode is not 0600 ("INSECURE MODE (mode 0600
+    expected) (crontabs/root)"): one copied in place with 0644 passed."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    crontab = node.host / "var" / "spool" / "cron" / "crontabs" / "root"
+    crontab.parent.mkdir(parents=True)
+    crontab.write_text(f"* * * * * {SPURINV} refresh --quiet\n")
+    crontab.chmod(0o644)
+    schedule = run_checks(node, None)["schedule"]
+    assert (schedule.status, schedule.fix) == ("warn", "chmod 0600 /var/spool/cron/crontabs/root"), schedule
+    crontab.chmod(0o600)
+    assert run_checks(node, None)["schedule"].status == "ok"

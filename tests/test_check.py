@@ -1785,6 +1785,7 @@ def test_roots_crontab_without_a_user_field_is_a_schedule(node, where):
     (node.host / "etc" / "cron.d" / "spurinv").unlink()
     (node.host / where).parent.mkdir(parents=True, exist_ok=True)
     (node.host / where).write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    (node.host / where).chmod(0o600)  # as crontab(1) writes it: Debian's cron skips any other mode
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "ok", schedule
     assert "/" + where in schedule.detail

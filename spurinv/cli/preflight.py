@@ -1920,6 +1920,9 @@ def _cron_file_problem(run: _Run) -> Check | None:
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
                          "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+        if cron.startswith("/var/spool/cron/crontabs/") and mode != 0o600:  # as crontab(1) writes it
+            return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: Debian's cron skips a crontab of any "
+                         "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {cron}")  # fmt: skip
         if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
             return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its "
                          "last line", f"echo >> {cron}")  # fmt: skip
