@@ -864,7 +864,7 @@ def test_cron_as_the_scheduler_needs_a_cron_daemon(node):
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert "no cron daemon" in schedule.detail
-    proc(node, 40, "busybox", "busybox crond -f")
+    proc(node, 40, "crond", "crond -n")
     assert run_checks(node, None)["schedule"].status == "ok"
 
 

@@ -1688,24 +1688,27 @@ def _values(field: str, low: int, high: int, names: dict[str, int] | None = None
     return found
 
 
-def _cron_daemon(run: _Run) -> bool | None:
-    """A cron daemon runs on the checked root (cron, crond, busybox crond); None when /proc there
-    cannot tell."""
+def _cron_daemons(run: _Run) -> set[str] | None:
+    """The cron daemons running on the checked root: "cron" (cron, crond) and "busybox" (busybox
+    crond, which reads only the crontabs in /var/spool/cron/crontabs: no /etc/crontab, no
+    /etc/cron.d); None when /proc there cannot tell."""
     try:
         pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
     except OSError:
         return None
     if not pids:
         return None
+    found: set[str] = set()
     for pid in pids:
         comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
         if comm in ("cron", "crond"):
-            return True
-        if comm == "busybox":
-            cmdline = _read_text(run.world.root.join("proc", pid, "cmdline")) or ""
-            if "crond" in cmdline:
-                return True
-    return False
+            found.add("cron")
+        elif comm == "busybox" and "crond" in (_read_text(run.world.root.join("proc", pid, "cmdline")) or ""):
+            found.add("busybox")
+    return found
+
+
+BUSYBOX_CRONTABS = "/var/spool/cron/crontabs/"
 
 
 def _timer_link(run: _Run) -> str:
@@ -1920,7 +1923,7 @@ def _cron_file_problem(run: _Run) -> Check | None:
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
                          "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
-        if cron.startswith("/var/spool/cron/crontabs/") and mode != 0o600:  # as crontab(1) writes it
+        if cron.startswith(BUSYBOX_CRONTABS) and mode != 0o600 and _cron_daemons(run) != {"busybox"}:  # as crontab(1) writes it
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: Debian's cron skips a crontab of any "
                          "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {cron}")  # fmt: skip
         if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
@@ -2004,10 +2007,16 @@ def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Ch
     if problem:
         return Check("schedule", "warn", f"cron: {cron} names spurinv refresh, but {problem}",
                      f"give it a schedule that fires, as systemd/spurinv.cron does: {INSTALL_CRON}")  # fmt: skip
-    daemon = _cron_daemon(run)
-    if daemon is False:
+    daemons = _cron_daemons(run)
+    if daemons is not None and not daemons:
         return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but no cron daemon runs here ({why})",
-                     "start cron (e.g. `service cron start`, or busybox crond in a container)")  # fmt: skip
+                     "start cron (e.g. `service cron start`, or busybox crond in a container, with the entry in "
+                     f"root's crontab {BUSYBOX_CRONTABS}root)")  # fmt: skip
+    if daemons == {"busybox"} and not any(where.startswith(BUSYBOX_CRONTABS) for where, *_rest in _cron_entries(run)):
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but the cron daemon here is busybox "
+                     f"crond, which reads only the crontabs in {BUSYBOX_CRONTABS} ({why})",
+                     f"put the entry, without its user field, in root's crontab {BUSYBOX_CRONTABS}root "
+                     "(`crontab -e` as root)")  # fmt: skip
     return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
 
 
