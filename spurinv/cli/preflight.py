@@ -1775,18 +1775,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     started: list[tuple[str, str, str, str, str]] = []
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
-            first: dict[int, int] = {}  # each list of words' first PATH setting: one scan, not one per refresh
             words = _shell_words(command) or command.split()
             path, origin = _cron_path(where, environment)
             refreshes = _refreshes(words, sh=True)
-            for refresh in refreshes:
-                program, given = _runner(refresh), _given_path(refresh, first)
-                if given is not None and given:
-                    given = given.replace("${PATH}", path).replace("$PATH", path)  # PATH=/opt/bin:$PATH
-                if given is None or "$" in given or ("/" in program and not program.startswith("/")):
-                    continue  # set earlier, reset by sudo or env -i, or relative to cron's working directory: not guessed
-                started.append((f"{where} runs {program}", where, program, *((given, "the entry's PATH=") if given
-                                                                              else (path, origin))))  # fmt: skip
+            started += _runners(refreshes, where, f"{where} runs", path, origin)
             if not refreshes:
                 started += [(f"{where} runs {program}", where, program, path, origin) for program in words[:1]]
     else:
@@ -1814,6 +1806,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                     exitcode.CONFIG,
                 )  # fmt: skip
             started.append((told, SERVICE, program, path, origin))
+            # the spurinv it starts too (env, flock, sh -c): a missing one fails every run all the same
+            located = _runners(_refreshes([program, *words[1:]], sh=False), SERVICE, f"{SERVICE} ExecStart= runs", path,
+                               origin)  # fmt: skip
+            started += [found for found in located if found[2] != program]
     for told, where, program, path, origin in dict.fromkeys(started):
         if not program:
             continue
@@ -1840,6 +1836,23 @@ def _runner(found: Refresh) -> str:
         while at > found.begin and words[at].startswith("-"):
             at -= 1
     return words[at]
+
+
+def _runners(refreshes: list[Refresh], where: str, told: str, path: str, origin: str) -> list[tuple[str, str, str, str, str]]:
+    """For :func:`_program_problem`: the program that runs each of ``refreshes`` (one command's),
+    looked for on the PATH its command gives it, else on ``path``; one check cannot tell about is
+    left out (its PATH set by an earlier command, reset by sudo or env -i, or a name relative to a
+    working directory check does not know)."""
+    found: list[tuple[str, str, str, str, str]] = []
+    first: dict[int, int] = {}  # each list of words' first PATH setting: one scan, not one per refresh
+    for refresh in refreshes:
+        program, given = _runner(refresh), _given_path(refresh, first)
+        if given:
+            given = given.replace("${PATH}", path).replace("$PATH", path)  # PATH=/opt/bin:$PATH
+        if given is None or "$" in given or ("/" in program and not program.startswith("/")):
+            continue
+        found.append((f"{told} {program}", where, program, *((given, "the command's PATH=") if given else (path, origin))))
+    return found
 
 
 def _given_path(refresh: Refresh, first: dict[int, int]) -> str | None:
