@@ -1702,8 +1702,8 @@ def _cron_daemons(run: _Run) -> set[str] | None:
     for pid in pids:
         comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
         if comm in ("cron", "crond"):
-            found.add("cron")
-        elif comm == "busybox" and "crond" in (_read_text(run.world.root.join("proc", pid, "cmdline")) or ""):
+            return {"cron"}  # it reads every cron file: whether busybox crond runs too changes nothing
+        if comm == "busybox" and "crond" in (_read_text(run.world.root.join("proc", pid, "cmdline")) or ""):
             found.add("busybox")
     return found
 
