@@ -2449,3 +2449,18 @@ def test_the_spurinv_a_units_exec_start_starts_must_be_there(node, start):
     (node.host / "usr" / "local" / "bin" / "spurinv").write_text("#!/bin/sh\n")
     (node.host / "usr" / "local" / "bin" / "spurinv").chmod(0o755)
     assert run_checks(node, None)["schedule"].status == "ok"
+
+
+@pytest.mark.parametrize("first", ["@reboot root", "0 0 31 2 * root"])
+def test_an_entry_that_fires_outweighs_one_that_does_not(node, first):
+    """A @reboot entry (or one for a date that never comes) before an entry that fires every
+    minute warned "give it a schedule that fires": the first entry found was the one judged."""
+    node.config()
+    (node.host / "etc" / "crontab").write_text(f"{first} {SPURINV} refresh --quiet\n")
+    (node.host / "var" / "spool" / "cron").mkdir(parents=True)
+    (node.host / "var" / "spool" / "cron" / "root").write_text(f"* * * * * {SPURINV} refresh --quiet\n")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text(f"{first} {SPURINV} refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    (node.host / "var" / "spool" / "cron" / "root").unlink()
+    assert run_checks(node, None)["schedule"].status == "warn"

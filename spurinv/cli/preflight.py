@@ -1598,15 +1598,19 @@ def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
 
 
 def _first_cron_entry(run: _Run) -> tuple[str, str | None] | None:
+    """The first entry whose schedule fires, else the first one (a @reboot beside an entry that
+    runs every minute is no problem)."""
+    first: tuple[str, str | None] | None = None
     for name in _cron_files(run):
         text = _root_text(run, name)
         if text is None:
             continue
         for line in text.split("\n"):  # not _lines: cron keeps a CRLF's "\r", in the command
             entry = cron_line(line, with_user=not name.startswith("var/spool"))
-            if entry is not None:
+            if entry == "":
                 return "/" + name, entry
-    return None
+            first = first or (None if entry is None else ("/" + name, entry))
+    return first
 
 
 MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
