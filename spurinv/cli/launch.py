@@ -153,14 +153,19 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     PYTHONUTF8=0``), to run under a UTF-8 locale."""
     from spurinv.inventory.sources.status import escaped
 
+    def shown(text: str) -> str:  # its bytes spelled out, and its control characters: a terminal reads the line
+        from spurinv.secret import printable
+
+        return printable(escaped(text))
+
     for position, word in enumerate(args):
         if escaped(word) != word:
-            named = args[position - 1] + " " if position and args[position - 1].startswith("-") else ""
-            return _refuse(args, f"{named}{escaped(word)}: {_why(word)}", "usage")
+            named = shown(args[position - 1]) + " " if position and args[position - 1].startswith("-") else ""
+            return _refuse(args, f"{named}{shown(word)}: {_why(word)}", "usage")
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
         value = environ.get(name, "")
         if escaped(value) != value:
-            return _refuse(args, f"${name} ({escaped(value)}): {_why(value)}", "config")
+            return _refuse(args, f"${name} ({shown(value)}): {_why(value)}", "config")
     return None
 
 

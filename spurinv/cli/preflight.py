@@ -125,6 +125,9 @@ class _Run:
     timer: tuple[str, str | None] | None = None  # the timer's link state and systemctl's is-active, asked once
     state_origin: str | None = None  # the unit's setting that decides the timer's state path
     results: dict[str, Check] = field(default_factory=dict)
+    # the cron files' entries, read once a run: cron reads every file of /etc/cron.d, and the
+    # schedule, config, PATH and program checks each ask for them
+    cron: dict[str, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> Config:
@@ -321,6 +324,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         for cron, number, command, environment in entries:
             where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
             setting = f"SPURINV_CONFIG={assigned} in {cron}" if assigned is not None else f"--config {spelled} on {where}"
+            setting = "" if "\n" in checked else setting  # a crontab line ends at a newline: no spelling holds one
             commands.append((where, _shell_words(command), environment, f"SPURINV_CONFIG= in {cron}", setting))
     found: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
@@ -328,6 +332,8 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
     unnamed: dict[tuple[str, str], dict[str, None]] = {}
     for where, words, environment, origin, setting in commands:
         given = environment.get("SPURINV_CONFIG", "")
+        # a spurinv in a sh -c script: a quoted path pasted there would need the outer quoting too
+        nested = spelled != checked and any(found.outer for found in _refreshes(words or [], sh=scheduler == "cron"))
         for started in _started_with(words or [], shell=scheduler == "cron"):
             if started is None:
                 continue
@@ -339,7 +345,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
-            if on_root is None:
+            # none for a file the root cannot see, a path a crontab line cannot hold (a newline), or
+            # one in a shell's script, which no spelling check can vouch for
+            if on_root is None or (scheduler == "cron" and "\n" in checked) or (nested and told[0] != origin):
                 told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
@@ -364,11 +372,22 @@ def _started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | N
     if not shell and words:
         words = [words[0].lstrip("@-:+!"), *words[1:]]  # systemd's prefixes on the program
     found: list[tuple[str | None, dict[str, str]] | None] = []
+    # where each list of words first names SPURINV_CONFIG: one scan per list, not one per refresh
+    # (a line of thousands of "spurinv refresh;" scanned every word before each: quadratic)
+    first: dict[int, int] = {}
+
+    def named(words: list[str], begin: int) -> bool:
+        if id(words) not in first:
+            first[id(words)] = next((at for at, word in enumerate(words) if "SPURINV_CONFIG" in word), len(words))
+        return first[id(words)] < begin
+
     for refresh in _refreshes(words, sh=shell):
-        started = _started_at(refresh.words, refresh.begin, refresh.at, set(OPERATORS) if refresh.sh else set())
+        started = _started_at(refresh.words, refresh.begin, refresh.at, set(OPERATORS) if refresh.sh else set(),
+                              earlier=named(refresh.words, refresh.begin))  # fmt: skip
         outer = refresh.outer
         while started is not None and outer is not None:  # the shells whose script runs it, innermost first
-            around = _prefix(outer.words, outer.begin, outer.at, set(OPERATORS) if outer.sh else set())
+            around = _prefix(outer.words, outer.begin, outer.at, set(OPERATORS) if outer.sh else set(),
+                             earlier=named(outer.words, outer.begin))  # fmt: skip
             started = None if around is None else (started[0], {**around, **started[1]})
             outer = outer.outer
         found.append(started)
@@ -477,12 +496,13 @@ def _program(words: list[str], begin: int, end: int, *, sh: bool) -> int | None:
     return None
 
 
-def _prefix(words: list[str], begin: int, at: int, operators: set[str]) -> dict[str, str] | None:
+def _prefix(words: list[str], begin: int, at: int, operators: set[str], *, earlier: bool) -> dict[str, str] | None:
     """The ``NAME=VALUE`` settings the command begun at ``begin`` gives the program at ``at`` (the
-    shell's, then env's); None when check cannot tell its environment."""
+    shell's, then env's); None when check cannot tell its environment (``earlier``: a word before
+    ``begin`` names SPURINV_CONFIG)."""
     import re
 
-    if any("SPURINV_CONFIG" in word for word in words[:begin]):
+    if earlier:
         return None  # set, exported or unset by an earlier command: check does not follow the shell
     programs = [os.path.basename(word) for word in words[begin:at]]
     if any(name in ("sudo", "doas", "su", "runuser") for name in programs):
@@ -499,18 +519,20 @@ def _prefix(words: list[str], begin: int, at: int, operators: set[str]) -> dict[
     return inline
 
 
-def _started_at(words: list[str], begin: int, at: int, operators: set[str]) -> tuple[str | None, dict[str, str]] | None:
+def _started_at(
+    words: list[str], begin: int, at: int, operators: set[str], *, earlier: bool
+) -> tuple[str | None, dict[str, str]] | None:
     """:func:`_started_with` of the ``spurinv refresh`` at ``at``, its command begun at ``begin``."""
-    inline = _prefix(words, begin, at, operators)
+    inline = _prefix(words, begin, at, operators, earlier=earlier)
     if inline is None:
         return None
     flag: str | None = None
-    arguments = words[at + 2 :]
-    for index, word in enumerate(arguments):
+    for index in range(at + 2, len(words)):  # not a copy of the rest of the line for each refresh
+        word = words[index]
         if word == "--" or (word and set(word) <= operators):
             break
         if word == "--config":
-            flag = arguments[index + 1] if index + 1 < len(arguments) else ""
+            flag = words[index + 1] if index + 1 < len(words) else ""
         elif word.startswith("--config="):
             flag = word.removeprefix("--config=")
     for value in (flag, inline.get("SPURINV_CONFIG")):  # an empty one is no setting, as config_path takes it
@@ -523,17 +545,59 @@ def _shell_words(command: str, *, cron: bool = True) -> list[str] | None:
     """A crontab command's words as /bin/sh splits them, shell operators their own words; cron
     makes an unescaped % a newline (the rest is the command's input; not so in a ``sh -c``
     script, ``cron`` False). None when the quoting is broken."""
-    import re
-
-    lexer = shlex.shlex(re.split(r"(?<!\\)%", command)[0] if cron else command, posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(_uncommented(_cron_command(command) if cron else command), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
-    lexer.commenters = ""  # shlex ends a word at any "#"; the shell only starts a comment with one
+    lexer.whitespace = " \t"  # the shell's blanks: a carriage return is part of a word (a CRLF crontab's)
+    lexer.commenters = ""  # shlex ends a word at any "#": _uncommented took the shell's comments out
     try:
-        words = list(lexer)
+        return list(lexer)
     except ValueError:
         return None
-    comment = next((at for at, word in enumerate(words) if word.startswith("#")), len(words))
-    return words[:comment]
+
+
+def _cron_command(command: str) -> str:
+    r"""The part of a crontab command cron gives the shell: up to the first "%" no backslash
+    escapes (the rest is its input), each "\%" a "%". A backslash escapes the character after it,
+    whatever it is, so in "\\%" the "%" is bare (the first backslash escapes the second)."""
+    import re
+
+    kept = re.match(r"(?:[^\\%]|\\[\s\S]|\\\Z)*", command)
+    assert kept is not None  # the pattern matches the empty string
+    return re.sub(r"\\([\s\S])", lambda escaped: "%" if escaped[1] == "%" else escaped[0], kept[0])
+
+
+def _uncommented(script: str) -> str:
+    """``script`` less its comments (from an unquoted "#" that begins a word to the end of its
+    line: a quoted or mid-word one is a character), each unquoted newline a ";" (it ends a command
+    as one does)."""
+    kept: list[str] = []
+    quote = ""
+    boundary = True  # at the start of a word
+    at = 0
+    while at < len(script):
+        char = script[at]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":  # outside single quotes, it escapes the next character
+            kept.append(script[at : at + 2])
+            at, boundary = at + 2, False
+            continue
+        elif quote:
+            quote = "" if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and boundary:
+            end = script.find("\n", at)
+            if end < 0:
+                break
+            at = end
+            continue
+        elif char == "\n":
+            char = ";"
+        boundary = not quote and char in " \t;&|()<>"
+        kept.append(char)
+        at += 1
+    return "".join(kept)
 
 
 def _cron_value(value: str) -> str | None:
@@ -1122,11 +1186,8 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     files += [drop_ins[name] for name in sorted(drop_ins)]
     found: list[tuple[str, str, str]] = []
     for shown in files:
-        text = _root_text(run, shown)
         section = ""
-        # a line ending in a backslash goes on in the next one (systemd.syntax(7))
-        joined = (text or "").replace("\\\n", " ")
-        for raw in _lines(joined):
+        for raw in _unit_lines(_root_text(run, shown) or ""):
             line = raw.strip()
             if not line or line.startswith(("#", ";")):
                 continue
@@ -1138,6 +1199,29 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
             if equals and section == "[Service]" and "\0" not in value:
                 found.append((key.strip(), value.strip(), shown))
     return found
+
+
+def _unit_lines(text: str) -> list[str]:
+    """A unit file's lines as systemd.syntax(7) reads them: a line ending in a backslash goes on in
+    the next one (the backslash a space), and a comment line among them is left out, not made part
+    of the value; a comment line's own backslash continues nothing."""
+    found: list[str] = []
+    pending: str | None = None  # the continued line so far
+    for raw in _lines(text):
+        comment = raw.strip().startswith(("#", ";"))
+        line = raw
+        if pending is not None:
+            if comment:
+                continue
+            line, pending = pending + " " + raw, None
+        elif comment:
+            found.append(raw)
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        found.append(line)
+    return [*found, *([pending] if pending is not None else [])]
 
 
 # the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
@@ -1491,18 +1575,42 @@ def _cron(run: _Run) -> str | None:
     return found[0] if found else None
 
 
+def _cron_files(run: _Run) -> list[str]:
+    """The cron files on the checked root that may run spurinv refresh: each file of /etc/cron.d
+    cron reads (a name of letters, digits, "_" and "-": Debian's cron skips any other, one with a
+    dot too), by name, then /etc/crontab and root's crontab."""
+    import re
+
+    try:
+        names = sorted(os.listdir(run.world.root.join("etc/cron.d")))
+    except (OSError, ValueError):
+        names = []
+    return [*(f"etc/cron.d/{name}" for name in names if re.fullmatch(r"[A-Za-z0-9_-]+", name)), *CRON_FILES[1:]]
+
+
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
     """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
     with its schedule (a date that never comes), if any."""
-    for name in CRON_FILES:
+    if "entry" not in run.cron:
+        run.cron["entry"] = _first_cron_entry(run)
+    found: tuple[str, str | None] | None = run.cron["entry"]
+    return found
+
+
+def _first_cron_entry(run: _Run) -> tuple[str, str | None] | None:
+    """The first entry whose schedule fires, else the first one (a @reboot beside an entry that
+    runs every minute is no problem)."""
+    first: tuple[str, str | None] | None = None
+    for name in _cron_files(run):
         text = _root_text(run, name)
         if text is None:
             continue
-        for line in _lines(text):
+        for line in text.split("\n"):  # not _lines: cron keeps a CRLF's "\r", in the command
             entry = cron_line(line, with_user=not name.startswith("var/spool"))
-            if entry is not None:
+            if entry == "":
                 return "/" + name, entry
-    return None
+            first = first or (None if entry is None else ("/" + name, entry))
+    return first
 
 
 MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
@@ -1510,32 +1618,51 @@ MONTHS = {name: number for number, name in enumerate(("jan", "feb", "mar", "apr"
                                                         "nov", "dec"), start=1)}  # fmt: skip
 
 
+WEEKDAYS = {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
+CRON_WORDS = frozenset({"@reboot", "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
+BLANKS = " \t"  # where cron splits a line's fields: not at the other white space str.split takes
+
+
+def _cron_split(line: str, *, with_user: bool) -> tuple[list[str], str] | None:
+    """An entry line's time fields (or its @word) and user, and its command as cron hands it on,
+    a CRLF line's carriage return included; None for a comment, an assignment or a short line."""
+    import re
+
+    stripped = line.lstrip(BLANKS)
+    if not stripped or stripped.startswith("#"):
+        return None
+    count = (1 if stripped.startswith("@") else 5) + with_user
+    parts = re.split(r"[ \t]+", stripped, maxsplit=count)
+    if len(parts) <= count or "=" in parts[0] or not parts[count]:
+        return None
+    return parts[:count], parts[count]
+
+
 def cron_line(line: str, *, with_user: bool = True) -> str | None:
     """For a crontab line that runs ``spurinv refresh`` (:func:`_refreshes`): "" when its
     schedule can fire, or what is wrong with it; None for any other line (a comment, an
     assignment, ``echo spurinv refresh``).
     crontab(5): five time fields (or an @word), the user in /etc/crontab and /etc/cron.d, the command."""
-    words = line.split()
-    if not words or words[0].startswith("#") or "=" in words[0]:
+    import re
+
+    split = _cron_split(line, with_user=with_user)
+    if split is None:
         return None
-    if words[0].startswith("@"):
-        fields, rest = [], words[1:]
-    else:
-        fields, rest = words[:5], words[5:]
-        if len(fields) < 5:
-            return None
-    if with_user:
-        rest = rest[1:]
+    head, command = split
+    fields = [] if head[0].startswith("@") else head[:5]
     # the words the shell runs: a quoted "spurinv" is the program all the same; none (a comment,
     # or all of it the input after a "%") runs nothing
-    split = _shell_words(" ".join(rest))
-    if not _refreshes(rest if split is None else split, sh=True):
+    words = _shell_words(command)
+    if not _refreshes(re.split(r"[ \t]+", _cron_command(command).strip(" \t")) if words is None else words, sh=True):
         return None
-    if words[0] == "@reboot":
+    if head[0] == "@reboot":
         return "@reboot runs it once at boot only"
+    if not fields and head[0] not in CRON_WORDS:
+        return f"the schedule {head[0]} is not one cron knows"
     if fields:
         days, months = _values(fields[2], 1, 31), _values(fields[3], 1, 12, MONTHS)
-        if days is None or months is None:
+        clock = _values(fields[0], 0, 59), _values(fields[1], 0, 23), _values(fields[4], 0, 7, WEEKDAYS)
+        if days is None or months is None or None in clock:
             return f"the schedule {' '.join(fields)} has a field cron cannot read"
         if fields[4] == "*" and days and months and min(days) > max(MONTH_DAYS[month] for month in months):
             return f"the schedule {' '.join(fields)} names a day its months never have"
@@ -1565,24 +1692,27 @@ def _values(field: str, low: int, high: int, names: dict[str, int] | None = None
     return found
 
 
-def _cron_daemon(run: _Run) -> bool | None:
-    """A cron daemon runs on the checked root (cron, crond, busybox crond); None when /proc there
-    cannot tell."""
+def _cron_daemons(run: _Run) -> set[str] | None:
+    """The cron daemons running on the checked root: "cron" (cron, crond) and "busybox" (busybox
+    crond, which reads only the crontabs in /var/spool/cron/crontabs: no /etc/crontab, no
+    /etc/cron.d); None when /proc there cannot tell."""
     try:
         pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
     except OSError:
         return None
     if not pids:
         return None
+    found: set[str] = set()
     for pid in pids:
         comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
         if comm in ("cron", "crond"):
-            return True
-        if comm == "busybox":
-            cmdline = _read_text(run.world.root.join("proc", pid, "cmdline")) or ""
-            if "crond" in cmdline:
-                return True
-    return False
+            return {"cron"}  # it reads every cron file: whether busybox crond runs too changes nothing
+        if comm == "busybox" and "crond" in (_read_text(run.world.root.join("proc", pid, "cmdline")) or ""):
+            found.add("busybox")
+    return found
+
+
+BUSYBOX_CRONTABS = "/var/spool/cron/crontabs/"
 
 
 def _timer_link(run: _Run) -> str:
@@ -1650,8 +1780,11 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            for program in [found.words[found.at] for found in _refreshes(words, sh=True)] or words[:1]:
-                started.append((f"{where} runs {program}", where, program, *_cron_path(where, environment)))
+            path, origin = _cron_path(where, environment)
+            refreshes = _refreshes(words, sh=True)
+            started += _runners(refreshes, where, f"{where} runs", path, origin)
+            if not refreshes:
+                started += [(f"{where} runs {program}", where, program, path, origin) for program in words[:1]]
     else:
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
@@ -1677,6 +1810,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                     exitcode.CONFIG,
                 )  # fmt: skip
             started.append((told, SERVICE, program, path, origin))
+            # the spurinv it starts too (env, flock, sh -c): a missing one fails every run all the same
+            located = _runners(_refreshes([program, *words[1:]], sh=False), SERVICE, f"{SERVICE} ExecStart= runs", path,
+                               origin)  # fmt: skip
+            started += [found for found in located if found[2] != program]
     for told, where, program, path, origin in dict.fromkeys(started):
         if not program:
             continue
@@ -1694,6 +1831,54 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     return None
 
 
+def _runner(found: Refresh) -> str:
+    """The program that starts the ``spurinv`` word found: itself, or for ``python3 -m spurinv``
+    the interpreter (the word before ``-m`` and its options)."""
+    words, at = found.words, found.at
+    if at - 2 >= found.begin and words[at - 1] == "-m":
+        at -= 2
+        while at > found.begin and words[at].startswith("-"):
+            at -= 1
+    return words[at]
+
+
+def _runners(refreshes: list[Refresh], where: str, told: str, path: str, origin: str) -> list[tuple[str, str, str, str, str]]:
+    """For :func:`_program_problem`: the program that runs each of ``refreshes`` (one command's),
+    looked for on the PATH its command gives it, else on ``path``; one check cannot tell about is
+    left out (its PATH set by an earlier command, reset by sudo or env -i, or a name relative to a
+    working directory check does not know)."""
+    found: list[tuple[str, str, str, str, str]] = []
+    first: dict[int, int] = {}  # each list of words' first PATH setting: one scan, not one per refresh
+    for refresh in refreshes:
+        program, given = _runner(refresh), _given_path(refresh, first)
+        if given:
+            given = given.replace("${PATH}", path).replace("$PATH", path)  # PATH=/opt/bin:$PATH
+        if given is None or "$" in given or ("/" in program and not program.startswith("/")):
+            continue
+        found.append((f"{told} {program}", where, program, *((given, "the command's PATH=") if given else (path, origin))))
+    return found
+
+
+def _given_path(refresh: Refresh, first: dict[int, int]) -> str | None:
+    """The PATH the command line gives the program that runs ``refresh`` (``PATH=DIR spurinv``,
+    ``env PATH=DIR``, or on a ``sh -c`` around it, the innermost winning): "" for none; None when
+    check cannot tell (an earlier command sets, exports or unsets PATH; sudo or env -i resets it).
+    ``first``: where each list of words first names PATH, filled in as they are met."""
+    given = ""
+    current: Refresh | None = refresh
+    while current is not None:
+        words = current.words
+        if id(words) not in first:
+            first[id(words)] = next((at for at, word in enumerate(words) if word.split("=")[0] == "PATH"), len(words))
+        inline = _prefix(words, current.begin, current.at, set(OPERATORS) if current.sh else set(),
+                         earlier=first[id(words)] < current.begin)  # fmt: skip
+        if inline is None:
+            return None
+        given = given or inline.get("PATH", "")
+        current = current.outer
+    return given
+
+
 def _executable(run: _Run, program: str) -> bool:
     """``program`` is an executable file on the checked root: a symlink's absolute target is that
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
@@ -1705,23 +1890,48 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
     """Each entry that runs spurinv refresh in every cron file (cron runs them all): its file,
     line number, command as cron gives it to the shell, and the assignments above it in its file
     (crontab(5): an assignment applies to the entries after it only, as PATH= does)."""
-    found = []
-    for name in CRON_FILES:
+    if "entries" in run.cron:
+        entries: list[tuple[str, int, str, dict[str, str]]] = run.cron["entries"]
+        return entries
+    found: list[tuple[str, int, str, dict[str, str]]] = []
+    for name in _cron_files(run):
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
-        for at, line in enumerate(_lines(_root_text(run, name) or "")):
-            if cron_line(line, with_user=with_user) is not None:
-                fields = (1 if line.split()[0].startswith("@") else 5) + with_user
-                found.append(("/" + name, at + 1, line.split(None, fields)[fields], dict(environment)))
-            environment.update(_assignments(line))  # one pass: re-reading the lines above each entry was quadratic
+        for at, line in enumerate((_root_text(run, name) or "").split("\n")):  # a CRLF's "\r" is cron's too
+            split = _cron_split(line, with_user=with_user)
+            if split is not None and cron_line(line, with_user=with_user) is not None:
+                found.append(("/" + name, at + 1, split[1], dict(environment)))
+            if (assigned := _cron_assignment(line)) is not None:
+                environment[assigned[0]] = assigned[1]  # one pass: re-reading the lines above each entry was quadratic
+    run.cron["entries"] = found
     return found
+
+
+def _cron_assignment(line: str) -> tuple[str, str] | None:
+    """crontab(5)'s ``NAME = VALUE`` line (blanks around "=" allowed): the value as written, less
+    its leading and trailing blanks and one pair of matching quotes around it; no shell reads it,
+    so no escape or inner quote is undone and inner blanks stay. None for another line."""
+    name, equals, value = line.partition("=")
+    name = name.strip(BLANKS)
+    if not equals or not name or name.startswith("#") or any(blank in name for blank in BLANKS):
+        return None
+    value = value.lstrip(BLANKS).rstrip(" \t\r\n\v\f")  # cron strips trailing white space (isspace)
+    if len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]:
+        value = value[1:-1]
+    return name, value
 
 
 def _cron_file_problem(run: _Run) -> Check | None:
     """A cron.d file cron refuses (group or other may write it: Debian's cron logs "INSECURE
     MODE" and skips it) or whose last line has no newline (cron drops or refuses it): each file
     that runs spurinv refresh, as cron reads every one of them."""
-    for cron in dict.fromkeys(where for where, _number, _command, _environment in _cron_entries(run)):
+    entries = _cron_entries(run)
+    for cron, number, command, _environment in entries:
+        if "\r" in command:  # a CRLF line end: cron ends the command at the "\n" only
+            return Check("schedule", "warn", f"cron: {cron}:{number} holds a carriage return (a CRLF line end): cron "
+                         "gives it to the shell as part of the command, and spurinv refuses the word it ends",
+                         f"sed -i 's/\\r$//' {cron}")  # fmt: skip
+    for cron in dict.fromkeys(where for where, _number, _command, _environment in entries):
         path = _follow(run, run.world.root.join(cron.lstrip("/")))
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -1730,6 +1940,9 @@ def _cron_file_problem(run: _Run) -> Check | None:
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
                          "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+        if cron.startswith(BUSYBOX_CRONTABS) and mode != 0o600 and _cron_daemons(run) != {"busybox"}:  # as crontab(1) writes it
+            return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: Debian's cron skips a crontab of any "
+                         "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {cron}")  # fmt: skip
         if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
             return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its "
                          "last line", f"echo >> {cron}")  # fmt: skip
@@ -1811,10 +2024,16 @@ def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Ch
     if problem:
         return Check("schedule", "warn", f"cron: {cron} names spurinv refresh, but {problem}",
                      f"give it a schedule that fires, as systemd/spurinv.cron does: {INSTALL_CRON}")  # fmt: skip
-    daemon = _cron_daemon(run)
-    if daemon is False:
+    daemons = _cron_daemons(run)
+    if daemons is not None and not daemons:
         return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but no cron daemon runs here ({why})",
-                     "start cron (e.g. `service cron start`, or busybox crond in a container)")  # fmt: skip
+                     "start cron (e.g. `service cron start`, or busybox crond in a container, with the entry in "
+                     f"root's crontab {BUSYBOX_CRONTABS}root)")  # fmt: skip
+    if daemons == {"busybox"} and not any(where.startswith(BUSYBOX_CRONTABS) for where, *_rest in _cron_entries(run)):
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but the cron daemon here is busybox "
+                     f"crond, which reads only the crontabs in {BUSYBOX_CRONTABS} ({why})",
+                     f"put the entry, without its user field, in root's crontab {BUSYBOX_CRONTABS}root "
+                     "(`crontab -e` as root)")  # fmt: skip
     return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
 
 
