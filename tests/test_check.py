@@ -2330,7 +2330,11 @@ def test_every_file_cron_reads_in_cron_d_counts(node):
     assert schedule.status == "ok", schedule
     assert "/etc/cron.d/gpu-inventory" in schedule.detail
     (node.host / "etc" / "cron.d" / "gpu-inventory").rename(node.host / "etc" / "cron.d" / "spurinv.cron")
-    assert run_checks(node, None)["schedule"].status == "fail"  # a dotted name cron skips
+    # a dotted name Debian's cron skips (cronie reads it): a warning where the root does not say
+    # which cron it runs, a failure on Debian
+    assert run_checks(node, None)["schedule"].status == "warn"
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
 
 
 def test_a_comment_inside_a_continued_unit_line_is_left_out(node, monkeypatch):
@@ -2464,3 +2468,119 @@ def test_an_entry_that_fires_outweighs_one_that_does_not(node, first):
     assert schedule.status == "ok", schedule
     (node.host / "var" / "spool" / "cron" / "root").unlink()
     assert run_checks(node, None)["schedule"].status == "warn"
+
+
+def cron_d_only(node: Node, name: str, line: str) -> None:
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / "etc" / "cron.d" / name).write_text(line)
+
+
+def test_rocky_reads_a_cron_d_file_whose_name_holds_a_dot(node):
+    node.config()
+    (node.host / "etc" / "os-release").write_text('NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n')
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    assert "/etc/cron.d/spurinv.cron" in schedule.detail
+    backup = node.host / "etc" / "cron.d" / "spurinv.cron.rpmsave"  # cronie skips it: not counted
+    (node.host / "etc" / "cron.d" / "spurinv.cron").rename(backup)
+    assert run_checks(node, None)["schedule"].status == "fail"
+
+
+def test_debian_skips_a_dotted_cron_d_file_and_the_fix_renames_it(node):
+    node.config()
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail"
+    assert schedule.exit_code == exitcode.CONFIG
+    assert "/etc/cron.d/spurinv.cron" in schedule.detail
+    assert "Debian" in schedule.detail
+    assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
+
+
+def test_an_unknown_distribution_warns_on_a_dotted_cron_d_file(node):
+    node.config()
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
+
+
+def test_cronie_skips_a_cron_d_file_with_an_execute_bit(node):
+    node.config()
+    (node.host / "etc" / "os-release").write_text("ID=rocky\n")
+    (node.host / "etc" / "cron.d" / "spurinv").chmod(0o755)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "BAD FILE MODE" in schedule.detail, schedule
+    assert schedule.fix == "chmod 0644 /etc/cron.d/spurinv"
+
+
+def test_alpine_crontabs_link_is_followed_on_the_checked_root(node):
+    """alpine-baselayout: /var/spool/cron/crontabs -> /etc/crontabs (an absolute link)."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / "etc" / "crontabs").mkdir()
+    crontab = node.host / "etc" / "crontabs" / "root"
+    crontab.write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    crontab.chmod(0o600)
+    (node.host / "var" / "spool" / "cron").mkdir(parents=True)
+    (node.host / "var" / "spool" / "cron" / "crontabs").symlink_to("/etc/crontabs")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+
+
+def test_busybox_crond_named_crond_reads_no_cron_d(node):
+    """Alpine's OpenRC starts /usr/sbin/crond, a link to busybox: comm is "crond", exe busybox."""
+    node.config()
+    proc = node.host / "proc" / "42"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("crond\n")
+    (proc / "exe").symlink_to("/bin/busybox")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "busybox" in schedule.detail, schedule
+
+
+def test_nixos_current_system_links_are_followed_on_the_checked_root(node):
+    node.config()
+    os.unlink(node.host / "usr" / "local" / "bin" / "spurinv")
+    store = node.host / "nix" / "store"
+    (store / "p-spurinv" / "bin").mkdir(parents=True)
+    program = store / "p-spurinv" / "bin" / "spurinv"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    (store / "s-sw" / "bin").mkdir(parents=True)
+    (store / "s-sw" / "bin" / "spurinv").symlink_to("/nix/store/p-spurinv/bin/spurinv")
+    (store / "c-system").mkdir()
+    (store / "c-system" / "sw").symlink_to("/nix/store/s-sw")
+    (node.host / "run").mkdir()
+    (node.host / "run" / "current-system").symlink_to("/nix/store/c-system")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root /run/current-system/sw/bin/spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+
+
+def test_a_crlf_refresh_names_the_sed_fix_not_the_cron_file(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root /usr/local/bin/spurinv refresh\r\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail"
+    assert schedule.fix == "sed -i 's/\\r$//' /etc/cron.d/spurinv"
+
+
+def test_a_bare_exec_start_is_looked_up_on_systemds_fixed_path_not_environment_path(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    os.unlink(node.host / "usr" / "local" / "bin" / "spurinv")
+    (node.host / "opt" / "spurinv" / "bin").mkdir(parents=True)
+    program = node.host / "opt" / "spurinv" / "bin" / "spurinv"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    unit = node.host / "etc" / "systemd" / "system" / "spurinv-refresh.service"
+    unit.write_text("[Service]\nEnvironment=PATH=/opt/spurinv/bin\nExecStart=spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "fixed search path" in schedule.detail, schedule

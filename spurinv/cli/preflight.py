@@ -1146,7 +1146,14 @@ def _credential(run: _Run, credential: str) -> _Loaded | None:
 
 def _follow(run: _Run, path: str) -> str:
     """``path`` with its symlinks followed, as systemd follows a LoadCredential= source (an
-    absolute target is on the checked root)."""
+    absolute target is on the checked root). Under --root every component is followed on that
+    root, not only the last: Alpine's /var/spool/cron/crontabs is a link to /etc/crontabs and
+    NixOS's /run/current-system one into /nix/store, which the kernel would look for on the
+    system running check."""
+    root = run.world.root.path
+    inside = os.path.relpath(path, root)
+    if root != "/" and inside != ".." and not inside.startswith("../"):
+        return _follow_on(root, inside)
     for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
         if not os.path.islink(path):
             return path
@@ -1155,6 +1162,32 @@ def _follow(run: _Run, path: str) -> str:
             run.world.root.join(target.lstrip("/")) if target.startswith("/") else os.path.join(os.path.dirname(path), target)
         )
     return path
+
+
+def _follow_on(root: str, inside: str) -> str:
+    """``inside`` (a path relative to ``root``) with every symlink in it followed as a chroot at
+    ``root`` follows it: an absolute target starts again at ``root``, ".." stops there."""
+    parts = [part for part in inside.split("/") if part not in ("", ".")]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            done = done[:-1]
+            continue
+        candidate = os.path.join(root, *done, part)
+        try:
+            target = os.readlink(candidate) if hops < 40 else None  # 40: the kernel's MAXSYMLINKS
+        except (OSError, ValueError):  # not a link, not there, or a NUL in a name a file gave
+            target = None
+        if target is None:
+            done.append(part)
+            continue
+        hops += 1
+        if target.startswith("/"):
+            done = []
+        parts = [part for part in target.split("/") if part not in ("", ".")] + parts
+    return os.path.join(root, *done)
 
 
 def _glob_match(pattern: str, name: str) -> bool:
@@ -1577,15 +1610,71 @@ def _cron(run: _Run) -> str | None:
 
 def _cron_files(run: _Run) -> list[str]:
     """The cron files on the checked root that may run spurinv refresh: each file of /etc/cron.d
-    cron reads (a name of letters, digits, "_" and "-": Debian's cron skips any other, one with a
-    dot too), by name, then /etc/crontab and root's crontab."""
-    import re
+    the root's cron reads (:func:`_cron_reads`), by name, then /etc/crontab and root's crontab."""
+    kind = _cron_kind(run)
+    return [*(name for name in _cron_d(run) if _cron_reads(kind, name)), *CRON_FILES[1:]]
 
+
+def _cron_d(run: _Run) -> list[str]:
+    """Every file name of /etc/cron.d on the checked root, as ``etc/cron.d/NAME``, sorted."""
     try:
-        names = sorted(os.listdir(run.world.root.join("etc/cron.d")))
+        names = sorted(os.listdir(_follow(run, run.world.root.join("etc/cron.d"))))
     except (OSError, ValueError):
         names = []
-    return [*(f"etc/cron.d/{name}" for name in names if re.fullmatch(r"[A-Za-z0-9_-]+", name)), *CRON_FILES[1:]]
+    return [f"etc/cron.d/{name}" for name in names]
+
+
+DEBIAN_LIKE = frozenset({"debian", "ubuntu"})
+CRONIE_LIKE = frozenset({"rhel", "centos", "fedora", "rocky", "almalinux", "ol", "amzn", "suse", "opensuse", "sles", "arch"})
+CRONIE_SKIPS = ("~", ".rpmsave", ".rpmorig", ".rpmnew")  # cronie's database.c not_a_crontab(), with "." and "#" first
+
+
+def _cron_kind(run: _Run) -> str | None:
+    """The cron the checked root's distribution ships: "debian" (Debian's cron 3.0pl1, which reads
+    a /etc/cron.d file only when its name is run-parts' letters, digits, "_" and "-"), "cronie"
+    (RHEL, Fedora, SUSE, Arch: any name but a hidden one, a backup or a package manager's copy),
+    or None when the root does not say (/etc/debian_version, /etc/os-release's ID and ID_LIKE)."""
+    if "kind" not in run.cron:
+        kind: str | None = None
+        if _root_text(run, "etc/debian_version") is not None:
+            kind = "debian"
+        else:
+            text = _root_text(run, "etc/os-release") or _root_text(run, "usr/lib/os-release") or ""
+            words: set[str] = set()
+            for line in text.split("\n"):
+                key, _, value = line.partition("=")
+                if key.strip() in ("ID", "ID_LIKE"):
+                    words |= {word.split("-")[0] for word in value.strip().strip("'\"").lower().split()}
+            kind = "debian" if words & DEBIAN_LIKE else "cronie" if words & CRONIE_LIKE else None
+        run.cron["kind"] = kind
+    found: str | None = run.cron["kind"]
+    return found
+
+
+def _cron_reads(kind: str | None, name: str) -> bool:
+    """Whether the root's cron reads the /etc/cron.d file ``name`` (``etc/cron.d/NAME``). Not
+    knowing which cron it is, a file either reads counts (cronie's rule, the wider one): a node
+    must not fail on a rule only one cron has; :func:`_cron_file_problem` warns instead."""
+    import re
+
+    base = name.rsplit("/", 1)[-1]
+    if kind == "debian":
+        return re.fullmatch(r"[A-Za-z0-9_-]+", base) is not None
+    return not base.startswith((".", "#")) and not base.endswith(CRONIE_SKIPS)
+
+
+def _debian_skips(name: str) -> bool:
+    import re
+
+    return name.startswith("etc/cron.d/") and re.fullmatch(r"[A-Za-z0-9_-]+", name.rsplit("/", 1)[-1]) is None
+
+
+def _cron_d_rename(cron: str) -> str:
+    """``mv`` that gives the cron.d file ``cron`` a name Debian's cron reads."""
+    import re
+
+    base = re.sub(r"[^A-Za-z0-9_-]", "", cron.rsplit("/", 1)[-1].split(".", maxsplit=1)[0]) or "spurinv"
+    return f"mv {shlex.quote(cron)} /etc/cron.d/{base}"
 
 
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
@@ -1705,14 +1794,24 @@ def _cron_daemons(run: _Run) -> set[str] | None:
     found: set[str] = set()
     for pid in pids:
         comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
-        if comm in ("cron", "crond"):
+        if comm in ("cron", "crond") and not _busybox(run, pid):
             return {"cron"}  # it reads every cron file: whether busybox crond runs too changes nothing
+        if comm in ("cron", "crond"):  # Alpine's /usr/sbin/crond is a link to busybox: the name is crond
+            found.add("busybox")
         if comm == "busybox" and "crond" in (_read_text(run.world.root.join("proc", pid, "cmdline")) or ""):
             found.add("busybox")
     return found
 
 
 BUSYBOX_CRONTABS = "/var/spool/cron/crontabs/"
+
+
+def _busybox(run: _Run, pid: str) -> bool:
+    """The process ``pid`` runs the busybox program (its /proc exe link names it; unreadable: no)."""
+    try:
+        return os.path.basename(os.readlink(run.world.root.join("proc", pid, "exe"))).startswith("busybox")
+    except (OSError, ValueError):
+        return False
 
 
 def _timer_link(run: _Run) -> str:
@@ -1809,7 +1908,9 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                     "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
                     exitcode.CONFIG,
                 )  # fmt: skip
-            started.append((told, SERVICE, program, path, origin))
+            # systemd looks a bare ExecStart= program up on its own compiled-in PATH, never the
+            # unit's Environment=PATH= (systemd.service(5)); what that program starts gets the unit's
+            started.append((told, SERVICE, program, SYSTEMD_PATH, "systemd's fixed search path for ExecStart="))
             # the spurinv it starts too (env, flock, sh -c): a missing one fails every run all the same
             located = _runners(_refreshes([program, *words[1:]], sh=False), SERVICE, f"{SERVICE} ExecStart= runs", path,
                                origin)  # fmt: skip
@@ -1937,9 +2038,16 @@ def _cron_file_problem(run: _Run) -> Check | None:
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except OSError:
             continue
+        if _cron_kind(run) is None and all(_debian_skips(where.lstrip("/")) for where, *_rest in entries):
+            return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but its name holds other than "
+                         "letters, digits, _ and -: cronie reads it, Debian's cron skips it", _cron_d_rename(cron))  # fmt: skip
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
                          "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+        if _cron_kind(run) == "cronie" and not cron.startswith(BUSYBOX_CRONTABS) and mode & 0o7533 != 0o400:
+            # cronie's check_open(): owner-readable, and no execute, set-id or group/other write bits
+            return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cronie skips it (BAD FILE MODE: "
+                         "owner read, no execute bit, no write for group or others)", f"chmod 0644 {cron}")  # fmt: skip
         if cron.startswith(BUSYBOX_CRONTABS) and mode != 0o600 and _cron_daemons(run) != {"busybox"}:  # as crontab(1) writes it
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: Debian's cron skips a crontab of any "
                          "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {cron}")  # fmt: skip
@@ -1971,9 +2079,10 @@ def _schedule_found(run: _Run) -> Check:
     if not _systemd(run):
         if cron:
             return _cron_check(run, entry, "systemd is not PID 1 here")
+        unread = _unread_entry(run)
         return Check(
-            "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
-            INSTALL_CRON, exitcode.CONFIG,
+            "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it"
+            + (f"; {unread[0]}" if unread else ""), unread[1] if unread else INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
     link, active, running = _timer(run)
     enabled = link == "enabled"
@@ -2009,13 +2118,33 @@ def _schedule_found(run: _Run) -> Check:
         return Check("schedule", "fail", f"{TIMER} is masked and no cron entry names spurinv refresh",
                      f"systemctl unmask {TIMER} && {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
     if not installed:
-        return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
-                     f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
-                     exitcode.CONFIG)  # fmt: skip
+        unread = _unread_entry(run)
+        return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh"
+                     + (f"; {unread[0]}" if unread else ""),
+                     unread[1] if unread else f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, "
+                     f"then {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
     state = active or detail_active.strip("()")
     dangling = "; its timers.target.wants link points at nothing" if link == "dangling" else ""
     return Check("schedule", "fail", f"{TIMER} is installed but not running ({state}){dangling}", INSTALL_TIMER,
                  exitcode.CONFIG)  # fmt: skip
+
+
+def _unread_entry(run: _Run) -> tuple[str, str] | None:
+    """Why a cron line that would run spurinv refresh does not count, and its fix: a file of
+    /etc/cron.d Debian's cron skips for its name, or a line that names it only with its CRLF line
+    end taken away (cron gives spurinv ``refresh\\r``); None when there is no such line."""
+    kind = _cron_kind(run)
+    skipped = [name for name in _cron_d(run) if not _cron_reads(kind, name)]
+    for name in [*skipped, *_cron_files(run)]:
+        with_user = not name.startswith("var/spool")
+        for line in (_root_text(run, name) or "").split("\n"):
+            if name in skipped and cron_line(line, with_user=with_user) is not None:
+                return (f"/{name} names it, but Debian's cron skips a /etc/cron.d file whose name holds other than "
+                        "letters, digits, _ and - (a dot)", _cron_d_rename("/" + name))  # fmt: skip
+            if line.endswith("\r") and cron_line(line.rstrip("\r"), with_user=with_user) is not None:
+                return (f"/{name} names it, but with a CRLF line end: cron gives spurinv the carriage return, and "
+                        "`refresh\\r` is no command", f"sed -i 's/\\r$//' /{name}")  # fmt: skip
+    return None
 
 
 def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Check:
