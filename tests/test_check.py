@@ -2584,3 +2584,25 @@ def test_a_bare_exec_start_is_looked_up_on_systemds_fixed_path_not_environment_p
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "fail", schedule
     assert "fixed search path" in schedule.detail, schedule
+
+
+@pytest.mark.parametrize(
+    ("release", "spool"),
+    [("12.5\n", "var/spool/cron/root"), (None, "var/spool/cron/crontabs/root")],
+)
+def test_root_crontab_in_the_other_crons_spool_warns(node, release, spool):
+    """Debian's cron reads root's crontab at /var/spool/cron/crontabs/root only, cronie at
+    /var/spool/cron/root only: an entry in the other one never runs, and check passed it."""
+    node.config()
+    if release:
+        (node.host / "etc" / "debian_version").write_text(release)
+    else:
+        (node.host / "etc" / "os-release").write_text('ID="rocky"\nID_LIKE="rhel centos fedora"\n')
+    cron_d_only(node, "other", "# nothing\n")
+    crontab = node.host / spool
+    crontab.parent.mkdir(parents=True)
+    crontab.write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    crontab.chmod(0o600)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "crontab -e" in schedule.fix

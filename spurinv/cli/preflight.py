@@ -2163,6 +2163,13 @@ def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Ch
                      f"crond, which reads only the crontabs in {BUSYBOX_CRONTABS} ({why})",
                      f"put the entry, without its user field, in root's crontab {BUSYBOX_CRONTABS}root "
                      "(`crontab -e` as root)")  # fmt: skip
+    spool = {"debian": ("/var/spool/cron/root", "Debian's cron", "/var/spool/cron/crontabs/root"),
+             "cronie": (BUSYBOX_CRONTABS, "cronie", "/var/spool/cron/root")}.get(_cron_kind(run) or "")  # fmt: skip
+    if spool and daemons != {"busybox"} and all(where.startswith(spool[0]) for where, *_rest in _cron_entries(run)):
+        # each cron reads root's crontab in its own spool only; the root may say wrong: a warning
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but {spool[1]} reads root's crontab "
+                     f"at {spool[2]}, not there ({why})",
+                     f"add its entry to root's crontab (`crontab -e` as root), then rm {cron}")  # fmt: skip
     return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
 
 
