@@ -2606,3 +2606,33 @@ def test_root_crontab_in_the_other_crons_spool_warns(node, release, spool):
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert "crontab -e" in schedule.fix
+
+
+def test_a_unit_in_usr_local_lib_is_read(node):
+    """systemd.unit(5) loads system units from /usr/local/lib/systemd/system too: a unit there
+    whose ExecStart= program is missing passed, its program never looked at."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    local = node.host / "usr" / "local" / "lib" / "systemd" / "system"
+    local.mkdir(parents=True)
+    (local / check.SERVICE).write_text("[Service]\nExecStart=/nonexistent/spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/nonexistent/spurinv" in schedule.detail
+
+
+@pytest.mark.parametrize("mask", ["link", "empty"])
+def test_a_masked_service_behind_an_enabled_timer_fails(node, mask):
+    """A service linked to /dev/null (or an empty file) is masked: the timer cannot start it."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    unit = node.host / "etc" / "systemd" / "system" / check.SERVICE
+    if mask == "link":
+        unit.symlink_to("/dev/null")
+    else:
+        unit.write_text("")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert schedule.fix == f"systemctl unmask {check.SERVICE}"

@@ -61,7 +61,9 @@ NAMES: tuple[CheckName, ...] = (
 )
 TIMER = "spurinv-refresh.timer"
 SERVICE = "spurinv-refresh.service"
-UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# systemd.unit(5)'s system unit search path, first wins (/lib: a Debian without merged /usr)
+UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system", "lib/systemd/system",
+             "usr/lib/systemd/system")  # fmt: skip
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
@@ -1885,6 +1887,14 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             if not refreshes:
                 started += [(f"{where} runs {program}", where, program, path, origin) for program in words[:1]]
     else:
+        for directory in UNIT_DIRS:  # the first file systemd finds decides: /dev/null or empty is masked
+            unit = run.world.root.join(directory, SERVICE)
+            if not os.path.lexists(unit):
+                continue
+            if (os.path.islink(unit) and os.readlink(unit) == "/dev/null") or _root_text(run, f"{directory}/{SERVICE}") == "":
+                return Check("schedule", "fail", f"{SERVICE} is masked (/{directory}/{SERVICE}): the timer cannot start "
+                             "it, and no run happens", f"systemctl unmask {SERVICE}", exitcode.CONFIG)  # fmt: skip
+            break
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
             if key == "ExecStart":
