@@ -2636,3 +2636,16 @@ def test_a_masked_service_behind_an_enabled_timer_fails(node, mask):
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "fail", schedule
     assert schedule.fix == f"systemctl unmask {check.SERVICE}"
+
+
+def test_a_timer_wanted_by_another_target_is_enabled(node):
+    """A timer with WantedBy=multi-user.target is linked from multi-user.target.wants and starts
+    at boot: under --root (no systemctl to ask) check failed 78 "installed but not running", and
+    its fix (enable --now) made the same link again."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node, enabled=False)
+    units = node.host / "etc" / "systemd" / "system"
+    (units / "multi-user.target.wants").mkdir()
+    (units / "multi-user.target.wants" / check.TIMER).symlink_to(f"/etc/systemd/system/{check.TIMER}")
+    assert run_checks(node, None)["schedule"].status == "ok"

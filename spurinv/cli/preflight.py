@@ -1816,6 +1816,21 @@ def _busybox(run: _Run, pid: str) -> bool:
         return False
 
 
+def _wants_links(run: _Run) -> list[str]:
+    """Where an enabled timer's link may be: timers.target.wants first (the shipped timer's
+    WantedBy=), then any other unit's .wants or .requires directory (a timer WantedBy=
+    multi-user.target starts at boot all the same)."""
+    found: list[str] = []
+    for directory in UNIT_DIRS:
+        try:
+            names = sorted(os.listdir(run.world.root.join(directory)))
+        except (OSError, ValueError):
+            continue
+        found += [run.world.root.join(directory, name, TIMER) for name in names
+                  if name.endswith((".wants", ".requires")) and name != "timers.target.wants"]  # fmt: skip
+    return [*(run.world.root.join(directory, "timers.target.wants", TIMER) for directory in UNIT_DIRS), *found]
+
+
 def _timer_link(run: _Run) -> str:
     """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
     link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
@@ -1824,8 +1839,7 @@ def _timer_link(run: _Run) -> str:
         if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
             return "masked"
     state = "disabled"
-    for directory in UNIT_DIRS:
-        link = run.world.root.join(directory, "timers.target.wants", TIMER)
+    for link in _wants_links(run):
         if not os.path.lexists(link):
             continue
         target = os.readlink(link) if os.path.islink(link) else link
