@@ -2649,3 +2649,28 @@ def test_a_timer_wanted_by_another_target_is_enabled(node):
     (units / "multi-user.target.wants").mkdir()
     (units / "multi-user.target.wants" / check.TIMER).symlink_to(f"/etc/systemd/system/{check.TIMER}")
     assert run_checks(node, None)["schedule"].status == "ok"
+
+
+def test_a_venv_whose_python_is_gone_fails(node):
+    """README.md's venv: /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv, whose #! names the
+    venv's python, a link to the Python it was made with. That Python removed (an upgrade from
+    3.11 to 3.12), the kernel refuses every run; check looked at the script only, and followed a
+    link leaving the root on the system running check."""
+    node.config()
+    venv = node.host / "opt" / "spurinv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "spurinv").write_text("#!/opt/spurinv/bin/python3\n")
+    (venv / "spurinv").chmod(0o755)
+    os.unlink(node.host / "usr" / "local" / "bin" / "spurinv")
+    (node.host / "usr" / "local" / "bin" / "spurinv").symlink_to("/opt/spurinv/bin/spurinv")
+    (venv / "python3").symlink_to(os.path.realpath(sys.executable))  # there on this system, not on the root
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/opt/spurinv/bin/python3" in schedule.detail
+    (node.host / "usr" / "bin").mkdir(parents=True)
+    python = node.host / "usr" / "bin" / "python3.12"
+    python.write_text("")
+    python.chmod(0o755)
+    (venv / "python3").unlink()
+    (venv / "python3").symlink_to("/usr/bin/python3.12")
+    assert run_checks(node, None)["schedule"].status == "ok"

@@ -1953,6 +1953,36 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                 "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
                 f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
             )  # fmt: skip
+        interpreter = _python_shebang(run, found)
+        if interpreter is not None and not _executable(run, interpreter):
+            return Check(
+                "schedule", "fail", f"{told}, whose #! interpreter {interpreter} is not an executable file (a venv "
+                "whose Python was removed or upgraded away): every run fails",
+                f"make the venv again with an installed Python and reinstall spurinv in it (README.md, Install on a "
+                f"node), or point {where} at a spurinv that runs", exitcode.CONFIG,
+            )  # fmt: skip
+    return None
+
+
+def _python_shebang(run: _Run, program: str) -> str | None:
+    """The absolute Python interpreter ``program``'s #! line names (a venv's bin/python), or None:
+    a venv made from a Python later removed keeps a dangling bin/python, and the kernel then
+    refuses every run. Only a Python is looked at: a shell's #! is the system's own."""
+    try:
+        fd = os.open(_follow(run, run.world.root.join(program.lstrip("/"))), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        head = os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        head = b""
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if words and words[0].startswith("/") and os.path.basename(words[0]).startswith("python"):
+        return words[0]
     return None
 
 
@@ -2008,7 +2038,13 @@ def _executable(run: _Run, program: str) -> bool:
     """``program`` is an executable file on the checked root: a symlink's absolute target is that
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
-    return any(os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), path))
+    # the second: a link to the root's files by their name on this system (a test root's own); one
+    # that leaves the root (a venv's python -> /usr/bin/python3.11) is this system's, not the root's
+    real = os.path.realpath(path)
+    inside = run.world.root.path == "/" or real.startswith(run.world.root.path.rstrip("/") + "/")
+    return any(
+        os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), *([real] if inside else []))
+    )
 
 
 def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
