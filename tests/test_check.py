@@ -2674,3 +2674,21 @@ def test_a_venv_whose_python_is_gone_fails(node):
     (venv / "python3").unlink()
     (venv / "python3").symlink_to("/usr/bin/python3.12")
     assert run_checks(node, None)["schedule"].status == "ok"
+
+
+def test_busybox_crond_passes_on_its_own_path(node):
+    """busybox crond sets no PATH ("We assume crond inherited suitable PATH", crond.c): a bare
+    spurinv in /usr/local/bin runs under Alpine's crond, and check failed 78 on /usr/bin:/bin."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    crontab = node.host / "var" / "spool" / "cron" / "crontabs" / "root"
+    crontab.parent.mkdir(parents=True)
+    crontab.write_text("* * * * * spurinv refresh --quiet\n")
+    crontab.chmod(0o600)
+    proc = node.host / "proc" / "7"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("crond\n")
+    (proc / "exe").symlink_to("/bin/busybox")
+    assert run_checks(node, None)["schedule"].status == "ok"
+    (proc / "exe").unlink()  # Debian's cron: PATH=/usr/bin:/bin, where spurinv is not
+    assert run_checks(node, None)["schedule"].status == "fail"

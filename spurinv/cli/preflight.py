@@ -1513,7 +1513,7 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     """The PATH ``scheduler``'s runs get, and where it comes from."""
     if scheduler == "cron":  # the first entry's, as _cron names its file
         entries = _cron_entries(run)
-        return _cron_path(entries[0][0], entries[0][3]) if entries else _cron_path("", {})
+        return _cron_path(run, entries[0][0], entries[0][3]) if entries else _cron_path(run, "", {})
     path = _unit_environment(run).get("PATH")
     if path is None:
         return SYSTEMD_PATH, "systemd's default PATH"
@@ -1522,11 +1522,15 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     return path, f"PATH from {where}"
 
 
-def _cron_path(where: str, environment: dict[str, str]) -> tuple[str, str]:
+def _cron_path(run: _Run, where: str, environment: dict[str, str]) -> tuple[str, str]:
     """The PATH a cron entry's command gets, and where it comes from: a ``PATH=`` among the
-    assignments above it in ``where`` (:func:`_cron_entries`; crontab(5)), else cron's default."""
+    assignments above it in ``where`` (:func:`_cron_entries`; crontab(5)), else cron's default;
+    busybox crond sets none and passes on its own, which check cannot see: the one init systems
+    and container images give (systemd's default), not a narrower guess that fails a working node."""
     if "PATH" in environment:
         return environment["PATH"], f"PATH= in {where}"
+    if _cron_daemons(run) == {"busybox"}:
+        return SYSTEMD_PATH, "busybox crond passes on its own PATH: the usual one assumed"
     return CRON_PATH, "cron's default PATH"
 
 
@@ -1786,7 +1790,14 @@ def _values(field: str, low: int, high: int, names: dict[str, int] | None = None
 def _cron_daemons(run: _Run) -> set[str] | None:
     """The cron daemons running on the checked root: "cron" (cron, crond) and "busybox" (busybox
     crond, which reads only the crontabs in /var/spool/cron/crontabs: no /etc/crontab, no
-    /etc/cron.d); None when /proc there cannot tell."""
+    /etc/cron.d); None when /proc there cannot tell. Read once a run: every entry's PATH asks."""
+    if "daemons" not in run.cron:
+        run.cron["daemons"] = _read_cron_daemons(run)
+    found: set[str] | None = run.cron["daemons"]
+    return found
+
+
+def _read_cron_daemons(run: _Run) -> set[str] | None:
     try:
         pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
     except OSError:
@@ -1895,7 +1906,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            path, origin = _cron_path(where, environment)
+            path, origin = _cron_path(run, where, environment)
             refreshes = _refreshes(words, sh=True)
             started += _runners(refreshes, where, f"{where} runs", path, origin)
             if not refreshes:
