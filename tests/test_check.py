@@ -2330,7 +2330,11 @@ def test_every_file_cron_reads_in_cron_d_counts(node):
     assert schedule.status == "ok", schedule
     assert "/etc/cron.d/gpu-inventory" in schedule.detail
     (node.host / "etc" / "cron.d" / "gpu-inventory").rename(node.host / "etc" / "cron.d" / "spurinv.cron")
-    assert run_checks(node, None)["schedule"].status == "fail"  # a dotted name cron skips
+    # a dotted name Debian's cron skips (cronie reads it): a warning where the root does not say
+    # which cron it runs, a failure on Debian
+    assert run_checks(node, None)["schedule"].status == "warn"
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    assert run_checks(node, None)["schedule"].status == "fail"
 
 
 def test_a_comment_inside_a_continued_unit_line_is_left_out(node, monkeypatch):
@@ -2464,3 +2468,227 @@ def test_an_entry_that_fires_outweighs_one_that_does_not(node, first):
     assert schedule.status == "ok", schedule
     (node.host / "var" / "spool" / "cron" / "root").unlink()
     assert run_checks(node, None)["schedule"].status == "warn"
+
+
+def cron_d_only(node: Node, name: str, line: str) -> None:
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / "etc" / "cron.d" / name).write_text(line)
+
+
+def test_rocky_reads_a_cron_d_file_whose_name_holds_a_dot(node):
+    node.config()
+    (node.host / "etc" / "os-release").write_text('NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n')
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+    assert "/etc/cron.d/spurinv.cron" in schedule.detail
+    backup = node.host / "etc" / "cron.d" / "spurinv.cron.rpmsave"  # cronie skips it: not counted
+    (node.host / "etc" / "cron.d" / "spurinv.cron").rename(backup)
+    assert run_checks(node, None)["schedule"].status == "fail"
+
+
+def test_debian_skips_a_dotted_cron_d_file_and_the_fix_renames_it(node):
+    node.config()
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail"
+    assert schedule.exit_code == exitcode.CONFIG
+    assert "/etc/cron.d/spurinv.cron" in schedule.detail
+    assert "Debian" in schedule.detail
+    assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
+
+
+def test_an_unknown_distribution_warns_on_a_dotted_cron_d_file(node):
+    node.config()
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
+
+
+def test_cronie_skips_a_cron_d_file_with_an_execute_bit(node):
+    node.config()
+    (node.host / "etc" / "os-release").write_text("ID=rocky\n")
+    (node.host / "etc" / "cron.d" / "spurinv").chmod(0o755)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "BAD FILE MODE" in schedule.detail, schedule
+    assert schedule.fix == "chmod 0644 /etc/cron.d/spurinv"
+
+
+def test_alpine_crontabs_link_is_followed_on_the_checked_root(node):
+    """alpine-baselayout: /var/spool/cron/crontabs -> /etc/crontabs (an absolute link)."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    (node.host / "etc" / "crontabs").mkdir()
+    crontab = node.host / "etc" / "crontabs" / "root"
+    crontab.write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    crontab.chmod(0o600)
+    (node.host / "var" / "spool" / "cron").mkdir(parents=True)
+    (node.host / "var" / "spool" / "cron" / "crontabs").symlink_to("/etc/crontabs")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+
+
+def test_busybox_crond_named_crond_reads_no_cron_d(node):
+    """Alpine's OpenRC starts /usr/sbin/crond, a link to busybox: comm is "crond", exe busybox."""
+    node.config()
+    proc = node.host / "proc" / "42"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("crond\n")
+    (proc / "exe").symlink_to("/bin/busybox")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "busybox" in schedule.detail, schedule
+
+
+def test_nixos_current_system_links_are_followed_on_the_checked_root(node):
+    node.config()
+    os.unlink(node.host / "usr" / "local" / "bin" / "spurinv")
+    store = node.host / "nix" / "store"
+    (store / "p-spurinv" / "bin").mkdir(parents=True)
+    program = store / "p-spurinv" / "bin" / "spurinv"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    (store / "s-sw" / "bin").mkdir(parents=True)
+    (store / "s-sw" / "bin" / "spurinv").symlink_to("/nix/store/p-spurinv/bin/spurinv")
+    (store / "c-system").mkdir()
+    (store / "c-system" / "sw").symlink_to("/nix/store/s-sw")
+    (node.host / "run").mkdir()
+    (node.host / "run" / "current-system").symlink_to("/nix/store/c-system")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root /run/current-system/sw/bin/spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "ok", schedule
+
+
+def test_a_crlf_refresh_names_the_sed_fix_not_the_cron_file(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("* * * * * root /usr/local/bin/spurinv refresh\r\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail"
+    assert schedule.fix == "sed -i 's/\\r$//' /etc/cron.d/spurinv"
+
+
+def test_a_bare_exec_start_is_looked_up_on_systemds_fixed_path_not_environment_path(node):
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    os.unlink(node.host / "usr" / "local" / "bin" / "spurinv")
+    (node.host / "opt" / "spurinv" / "bin").mkdir(parents=True)
+    program = node.host / "opt" / "spurinv" / "bin" / "spurinv"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    unit = node.host / "etc" / "systemd" / "system" / "spurinv-refresh.service"
+    unit.write_text("[Service]\nEnvironment=PATH=/opt/spurinv/bin\nExecStart=spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "fixed search path" in schedule.detail, schedule
+
+
+@pytest.mark.parametrize(
+    ("release", "spool"),
+    [("12.5\n", "var/spool/cron/root"), (None, "var/spool/cron/crontabs/root")],
+)
+def test_root_crontab_in_the_other_crons_spool_warns(node, release, spool):
+    """Debian's cron reads root's crontab at /var/spool/cron/crontabs/root only, cronie at
+    /var/spool/cron/root only: an entry in the other one never runs, and check passed it."""
+    node.config()
+    if release:
+        (node.host / "etc" / "debian_version").write_text(release)
+    else:
+        (node.host / "etc" / "os-release").write_text('ID="rocky"\nID_LIKE="rhel centos fedora"\n')
+    cron_d_only(node, "other", "# nothing\n")
+    crontab = node.host / spool
+    crontab.parent.mkdir(parents=True)
+    crontab.write_text("* * * * * /usr/local/bin/spurinv refresh --quiet\n")
+    crontab.chmod(0o600)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "warn", schedule
+    assert "crontab -e" in schedule.fix
+
+
+def test_a_unit_in_usr_local_lib_is_read(node):
+    """systemd.unit(5) loads system units from /usr/local/lib/systemd/system too: a unit there
+    whose ExecStart= program is missing passed, its program never looked at."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    local = node.host / "usr" / "local" / "lib" / "systemd" / "system"
+    local.mkdir(parents=True)
+    (local / check.SERVICE).write_text("[Service]\nExecStart=/nonexistent/spurinv refresh\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/nonexistent/spurinv" in schedule.detail
+
+
+@pytest.mark.parametrize("mask", ["link", "empty"])
+def test_a_masked_service_behind_an_enabled_timer_fails(node, mask):
+    """A service linked to /dev/null (or an empty file) is masked: the timer cannot start it."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node)
+    unit = node.host / "etc" / "systemd" / "system" / check.SERVICE
+    if mask == "link":
+        unit.symlink_to("/dev/null")
+    else:
+        unit.write_text("")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert schedule.fix == f"systemctl unmask {check.SERVICE}"
+
+
+def test_a_timer_wanted_by_another_target_is_enabled(node):
+    """A timer with WantedBy=multi-user.target is linked from multi-user.target.wants and starts
+    at boot: under --root (no systemctl to ask) check failed 78 "installed but not running", and
+    its fix (enable --now) made the same link again."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    systemd_host(node, enabled=False)
+    units = node.host / "etc" / "systemd" / "system"
+    (units / "multi-user.target.wants").mkdir()
+    (units / "multi-user.target.wants" / check.TIMER).symlink_to(f"/etc/systemd/system/{check.TIMER}")
+    assert run_checks(node, None)["schedule"].status == "ok"
+
+
+def test_a_venv_whose_python_is_gone_fails(node):
+    """README.md's venv: /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv, whose #! names the
+    venv's python, a link to the Python it was made with. That Python removed (an upgrade from
+    3.11 to 3.12), the kernel refuses every run; check looked at the script only, and followed a
+    link leaving the root on the system running check."""
+    node.config()
+    venv = node.host / "opt" / "spurinv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "spurinv").write_text("#!/opt/spurinv/bin/python3\n")
+    (venv / "spurinv").chmod(0o755)
+    os.unlink(node.host / "usr" / "local" / "bin" / "spurinv")
+    (node.host / "usr" / "local" / "bin" / "spurinv").symlink_to("/opt/spurinv/bin/spurinv")
+    (venv / "python3").symlink_to(os.path.realpath(sys.executable))  # there on this system, not on the root
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert "/opt/spurinv/bin/python3" in schedule.detail
+    (node.host / "usr" / "bin").mkdir(parents=True)
+    python = node.host / "usr" / "bin" / "python3.12"
+    python.write_text("")
+    python.chmod(0o755)
+    (venv / "python3").unlink()
+    (venv / "python3").symlink_to("/usr/bin/python3.12")
+    assert run_checks(node, None)["schedule"].status == "ok"
+
+
+def test_busybox_crond_passes_on_its_own_path(node):
+    """busybox crond sets no PATH ("We assume crond inherited suitable PATH", crond.c): a bare
+    spurinv in /usr/local/bin runs under Alpine's crond, and check failed 78 on /usr/bin:/bin."""
+    node.config()
+    (node.host / "etc" / "cron.d" / "spurinv").unlink()
+    crontab = node.host / "var" / "spool" / "cron" / "crontabs" / "root"
+    crontab.parent.mkdir(parents=True)
+    crontab.write_text("* * * * * spurinv refresh --quiet\n")
+    crontab.chmod(0o600)
+    proc = node.host / "proc" / "7"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("crond\n")
+    (proc / "exe").symlink_to("/bin/busybox")
+    assert run_checks(node, None)["schedule"].status == "ok"
+    (proc / "exe").unlink()  # Debian's cron: PATH=/usr/bin:/bin, where spurinv is not
+    assert run_checks(node, None)["schedule"].status == "fail"

@@ -61,7 +61,9 @@ NAMES: tuple[CheckName, ...] = (
 )
 TIMER = "spurinv-refresh.timer"
 SERVICE = "spurinv-refresh.service"
-UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "lib/systemd/system", "usr/lib/systemd/system")
+# systemd.unit(5)'s system unit search path, first wins (/lib: a Debian without merged /usr)
+UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system", "lib/systemd/system",
+             "usr/lib/systemd/system")  # fmt: skip
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
@@ -1146,7 +1148,14 @@ def _credential(run: _Run, credential: str) -> _Loaded | None:
 
 def _follow(run: _Run, path: str) -> str:
     """``path`` with its symlinks followed, as systemd follows a LoadCredential= source (an
-    absolute target is on the checked root)."""
+    absolute target is on the checked root). Under --root every component is followed on that
+    root, not only the last: Alpine's /var/spool/cron/crontabs is a link to /etc/crontabs and
+    NixOS's /run/current-system one into /nix/store, which the kernel would look for on the
+    system running check."""
+    root = run.world.root.path
+    inside = os.path.relpath(path, root)
+    if root != "/" and inside != ".." and not inside.startswith("../"):
+        return _follow_on(root, inside)
     for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
         if not os.path.islink(path):
             return path
@@ -1155,6 +1164,32 @@ def _follow(run: _Run, path: str) -> str:
             run.world.root.join(target.lstrip("/")) if target.startswith("/") else os.path.join(os.path.dirname(path), target)
         )
     return path
+
+
+def _follow_on(root: str, inside: str) -> str:
+    """``inside`` (a path relative to ``root``) with every symlink in it followed as a chroot at
+    ``root`` follows it: an absolute target starts again at ``root``, ".." stops there."""
+    parts = [part for part in inside.split("/") if part not in ("", ".")]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            done = done[:-1]
+            continue
+        candidate = os.path.join(root, *done, part)
+        try:
+            target = os.readlink(candidate) if hops < 40 else None  # 40: the kernel's MAXSYMLINKS
+        except (OSError, ValueError):  # not a link, not there, or a NUL in a name a file gave
+            target = None
+        if target is None:
+            done.append(part)
+            continue
+        hops += 1
+        if target.startswith("/"):
+            done = []
+        parts = [part for part in target.split("/") if part not in ("", ".")] + parts
+    return os.path.join(root, *done)
 
 
 def _glob_match(pattern: str, name: str) -> bool:
@@ -1478,7 +1513,7 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     """The PATH ``scheduler``'s runs get, and where it comes from."""
     if scheduler == "cron":  # the first entry's, as _cron names its file
         entries = _cron_entries(run)
-        return _cron_path(entries[0][0], entries[0][3]) if entries else _cron_path("", {})
+        return _cron_path(run, entries[0][0], entries[0][3]) if entries else _cron_path(run, "", {})
     path = _unit_environment(run).get("PATH")
     if path is None:
         return SYSTEMD_PATH, "systemd's default PATH"
@@ -1487,11 +1522,15 @@ def _scheduler_path(run: _Run, scheduler: str | None) -> tuple[str, str]:
     return path, f"PATH from {where}"
 
 
-def _cron_path(where: str, environment: dict[str, str]) -> tuple[str, str]:
+def _cron_path(run: _Run, where: str, environment: dict[str, str]) -> tuple[str, str]:
     """The PATH a cron entry's command gets, and where it comes from: a ``PATH=`` among the
-    assignments above it in ``where`` (:func:`_cron_entries`; crontab(5)), else cron's default."""
+    assignments above it in ``where`` (:func:`_cron_entries`; crontab(5)), else cron's default;
+    busybox crond sets none and passes on its own, which check cannot see: the one init systems
+    and container images give (systemd's default), not a narrower guess that fails a working node."""
     if "PATH" in environment:
         return environment["PATH"], f"PATH= in {where}"
+    if _cron_daemons(run) == {"busybox"}:
+        return SYSTEMD_PATH, "busybox crond passes on its own PATH: the usual one assumed"
     return CRON_PATH, "cron's default PATH"
 
 
@@ -1577,15 +1616,71 @@ def _cron(run: _Run) -> str | None:
 
 def _cron_files(run: _Run) -> list[str]:
     """The cron files on the checked root that may run spurinv refresh: each file of /etc/cron.d
-    cron reads (a name of letters, digits, "_" and "-": Debian's cron skips any other, one with a
-    dot too), by name, then /etc/crontab and root's crontab."""
-    import re
+    the root's cron reads (:func:`_cron_reads`), by name, then /etc/crontab and root's crontab."""
+    kind = _cron_kind(run)
+    return [*(name for name in _cron_d(run) if _cron_reads(kind, name)), *CRON_FILES[1:]]
 
+
+def _cron_d(run: _Run) -> list[str]:
+    """Every file name of /etc/cron.d on the checked root, as ``etc/cron.d/NAME``, sorted."""
     try:
-        names = sorted(os.listdir(run.world.root.join("etc/cron.d")))
+        names = sorted(os.listdir(_follow(run, run.world.root.join("etc/cron.d"))))
     except (OSError, ValueError):
         names = []
-    return [*(f"etc/cron.d/{name}" for name in names if re.fullmatch(r"[A-Za-z0-9_-]+", name)), *CRON_FILES[1:]]
+    return [f"etc/cron.d/{name}" for name in names]
+
+
+DEBIAN_LIKE = frozenset({"debian", "ubuntu"})
+CRONIE_LIKE = frozenset({"rhel", "centos", "fedora", "rocky", "almalinux", "ol", "amzn", "suse", "opensuse", "sles", "arch"})
+CRONIE_SKIPS = ("~", ".rpmsave", ".rpmorig", ".rpmnew")  # cronie's database.c not_a_crontab(), with "." and "#" first
+
+
+def _cron_kind(run: _Run) -> str | None:
+    """The cron the checked root's distribution ships: "debian" (Debian's cron 3.0pl1, which reads
+    a /etc/cron.d file only when its name is run-parts' letters, digits, "_" and "-"), "cronie"
+    (RHEL, Fedora, SUSE, Arch: any name but a hidden one, a backup or a package manager's copy),
+    or None when the root does not say (/etc/debian_version, /etc/os-release's ID and ID_LIKE)."""
+    if "kind" not in run.cron:
+        kind: str | None = None
+        if _root_text(run, "etc/debian_version") is not None:
+            kind = "debian"
+        else:
+            text = _root_text(run, "etc/os-release") or _root_text(run, "usr/lib/os-release") or ""
+            words: set[str] = set()
+            for line in text.split("\n"):
+                key, _, value = line.partition("=")
+                if key.strip() in ("ID", "ID_LIKE"):
+                    words |= {word.split("-")[0] for word in value.strip().strip("'\"").lower().split()}
+            kind = "debian" if words & DEBIAN_LIKE else "cronie" if words & CRONIE_LIKE else None
+        run.cron["kind"] = kind
+    found: str | None = run.cron["kind"]
+    return found
+
+
+def _cron_reads(kind: str | None, name: str) -> bool:
+    """Whether the root's cron reads the /etc/cron.d file ``name`` (``etc/cron.d/NAME``). Not
+    knowing which cron it is, a file either reads counts (cronie's rule, the wider one): a node
+    must not fail on a rule only one cron has; :func:`_cron_file_problem` warns instead."""
+    import re
+
+    base = name.rsplit("/", 1)[-1]
+    if kind == "debian":
+        return re.fullmatch(r"[A-Za-z0-9_-]+", base) is not None
+    return not base.startswith((".", "#")) and not base.endswith(CRONIE_SKIPS)
+
+
+def _debian_skips(name: str) -> bool:
+    import re
+
+    return name.startswith("etc/cron.d/") and re.fullmatch(r"[A-Za-z0-9_-]+", name.rsplit("/", 1)[-1]) is None
+
+
+def _cron_d_rename(cron: str) -> str:
+    """``mv`` that gives the cron.d file ``cron`` a name Debian's cron reads."""
+    import re
+
+    base = re.sub(r"[^A-Za-z0-9_-]", "", cron.rsplit("/", 1)[-1].split(".", maxsplit=1)[0]) or "spurinv"
+    return f"mv {shlex.quote(cron)} /etc/cron.d/{base}"
 
 
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
@@ -1695,7 +1790,14 @@ def _values(field: str, low: int, high: int, names: dict[str, int] | None = None
 def _cron_daemons(run: _Run) -> set[str] | None:
     """The cron daemons running on the checked root: "cron" (cron, crond) and "busybox" (busybox
     crond, which reads only the crontabs in /var/spool/cron/crontabs: no /etc/crontab, no
-    /etc/cron.d); None when /proc there cannot tell."""
+    /etc/cron.d); None when /proc there cannot tell. Read once a run: every entry's PATH asks."""
+    if "daemons" not in run.cron:
+        run.cron["daemons"] = _read_cron_daemons(run)
+    found: set[str] | None = run.cron["daemons"]
+    return found
+
+
+def _read_cron_daemons(run: _Run) -> set[str] | None:
     try:
         pids = [name for name in os.listdir(run.world.root.join("proc")) if name.isdigit()]
     except OSError:
@@ -1705,14 +1807,39 @@ def _cron_daemons(run: _Run) -> set[str] | None:
     found: set[str] = set()
     for pid in pids:
         comm = (_read_text(run.world.root.join("proc", pid, "comm")) or "").strip()
-        if comm in ("cron", "crond"):
+        if comm in ("cron", "crond") and not _busybox(run, pid):
             return {"cron"}  # it reads every cron file: whether busybox crond runs too changes nothing
+        if comm in ("cron", "crond"):  # Alpine's /usr/sbin/crond is a link to busybox: the name is crond
+            found.add("busybox")
         if comm == "busybox" and "crond" in (_read_text(run.world.root.join("proc", pid, "cmdline")) or ""):
             found.add("busybox")
     return found
 
 
 BUSYBOX_CRONTABS = "/var/spool/cron/crontabs/"
+
+
+def _busybox(run: _Run, pid: str) -> bool:
+    """The process ``pid`` runs the busybox program (its /proc exe link names it; unreadable: no)."""
+    try:
+        return os.path.basename(os.readlink(run.world.root.join("proc", pid, "exe"))).startswith("busybox")
+    except (OSError, ValueError):
+        return False
+
+
+def _wants_links(run: _Run) -> list[str]:
+    """Where an enabled timer's link may be: timers.target.wants first (the shipped timer's
+    WantedBy=), then any other unit's .wants or .requires directory (a timer WantedBy=
+    multi-user.target starts at boot all the same)."""
+    found: list[str] = []
+    for directory in UNIT_DIRS:
+        try:
+            names = sorted(os.listdir(run.world.root.join(directory)))
+        except (OSError, ValueError):
+            continue
+        found += [run.world.root.join(directory, name, TIMER) for name in names
+                  if name.endswith((".wants", ".requires")) and name != "timers.target.wants"]  # fmt: skip
+    return [*(run.world.root.join(directory, "timers.target.wants", TIMER) for directory in UNIT_DIRS), *found]
 
 
 def _timer_link(run: _Run) -> str:
@@ -1723,8 +1850,7 @@ def _timer_link(run: _Run) -> str:
         if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
             return "masked"
     state = "disabled"
-    for directory in UNIT_DIRS:
-        link = run.world.root.join(directory, "timers.target.wants", TIMER)
+    for link in _wants_links(run):
         if not os.path.lexists(link):
             continue
         target = os.readlink(link) if os.path.islink(link) else link
@@ -1780,12 +1906,20 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
     if scheduler == "cron":
         for where, _number, command, environment in _cron_entries(run):
             words = _shell_words(command) or command.split()
-            path, origin = _cron_path(where, environment)
+            path, origin = _cron_path(run, where, environment)
             refreshes = _refreshes(words, sh=True)
             started += _runners(refreshes, where, f"{where} runs", path, origin)
             if not refreshes:
                 started += [(f"{where} runs {program}", where, program, path, origin) for program in words[:1]]
     else:
+        for directory in UNIT_DIRS:  # the first file systemd finds decides: /dev/null or empty is masked
+            unit = run.world.root.join(directory, SERVICE)
+            if not os.path.lexists(unit):
+                continue
+            if (os.path.islink(unit) and os.readlink(unit) == "/dev/null") or _root_text(run, f"{directory}/{SERVICE}") == "":
+                return Check("schedule", "fail", f"{SERVICE} is masked (/{directory}/{SERVICE}): the timer cannot start "
+                             "it, and no run happens", f"systemctl unmask {SERVICE}", exitcode.CONFIG)  # fmt: skip
+            break
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
             if key == "ExecStart":
@@ -1809,7 +1943,9 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                     "install spurinv outside /home and /root (e.g. /opt, see README.md) and point ExecStart= there",
                     exitcode.CONFIG,
                 )  # fmt: skip
-            started.append((told, SERVICE, program, path, origin))
+            # systemd looks a bare ExecStart= program up on its own compiled-in PATH, never the
+            # unit's Environment=PATH= (systemd.service(5)); what that program starts gets the unit's
+            started.append((told, SERVICE, program, SYSTEMD_PATH, "systemd's fixed search path for ExecStart="))
             # the spurinv it starts too (env, flock, sh -c): a missing one fails every run all the same
             located = _runners(_refreshes([program, *words[1:]], sh=False), SERVICE, f"{SERVICE} ExecStart= runs", path,
                                origin)  # fmt: skip
@@ -1828,6 +1964,36 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                 "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
                 f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
             )  # fmt: skip
+        interpreter = _python_shebang(run, found)
+        if interpreter is not None and not _executable(run, interpreter):
+            return Check(
+                "schedule", "fail", f"{told}, whose #! interpreter {interpreter} is not an executable file (a venv "
+                "whose Python was removed or upgraded away): every run fails",
+                f"make the venv again with an installed Python and reinstall spurinv in it (README.md, Install on a "
+                f"node), or point {where} at a spurinv that runs", exitcode.CONFIG,
+            )  # fmt: skip
+    return None
+
+
+def _python_shebang(run: _Run, program: str) -> str | None:
+    """The absolute Python interpreter ``program``'s #! line names (a venv's bin/python), or None:
+    a venv made from a Python later removed keeps a dangling bin/python, and the kernel then
+    refuses every run. Only a Python is looked at: a shell's #! is the system's own."""
+    try:
+        fd = os.open(_follow(run, run.world.root.join(program.lstrip("/"))), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        head = os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        head = b""
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if words and words[0].startswith("/") and os.path.basename(words[0]).startswith("python"):
+        return words[0]
     return None
 
 
@@ -1883,7 +2049,13 @@ def _executable(run: _Run, program: str) -> bool:
     """``program`` is an executable file on the checked root: a symlink's absolute target is that
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
-    return any(os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), path))
+    # the second: a link to the root's files by their name on this system (a test root's own); one
+    # that leaves the root (a venv's python -> /usr/bin/python3.11) is this system's, not the root's
+    real = os.path.realpath(path)
+    inside = run.world.root.path == "/" or real.startswith(run.world.root.path.rstrip("/") + "/")
+    return any(
+        os.path.isfile(found) and os.access(found, os.X_OK) for found in (_follow(run, path), *([real] if inside else []))
+    )
 
 
 def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
@@ -1937,9 +2109,16 @@ def _cron_file_problem(run: _Run) -> Check | None:
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except OSError:
             continue
+        if _cron_kind(run) is None and all(_debian_skips(where.lstrip("/")) for where, *_rest in entries):
+            return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but its name holds other than "
+                         "letters, digits, _ and -: cronie reads it, Debian's cron skips it", _cron_d_rename(cron))  # fmt: skip
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
                          "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+        if _cron_kind(run) == "cronie" and not cron.startswith(BUSYBOX_CRONTABS) and mode & 0o7533 != 0o400:
+            # cronie's check_open(): owner-readable, and no execute, set-id or group/other write bits
+            return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cronie skips it (BAD FILE MODE: "
+                         "owner read, no execute bit, no write for group or others)", f"chmod 0644 {cron}")  # fmt: skip
         if cron.startswith(BUSYBOX_CRONTABS) and mode != 0o600 and _cron_daemons(run) != {"busybox"}:  # as crontab(1) writes it
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: Debian's cron skips a crontab of any "
                          "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {cron}")  # fmt: skip
@@ -1971,9 +2150,10 @@ def _schedule_found(run: _Run) -> Check:
     if not _systemd(run):
         if cron:
             return _cron_check(run, entry, "systemd is not PID 1 here")
+        unread = _unread_entry(run)
         return Check(
-            "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it",
-            INSTALL_CRON, exitcode.CONFIG,
+            "schedule", "fail", "nothing runs spurinv refresh: systemd is not PID 1 here and no cron entry names it"
+            + (f"; {unread[0]}" if unread else ""), unread[1] if unread else INSTALL_CRON, exitcode.CONFIG,
         )  # fmt: skip
     link, active, running = _timer(run)
     enabled = link == "enabled"
@@ -2009,13 +2189,33 @@ def _schedule_found(run: _Run) -> Check:
         return Check("schedule", "fail", f"{TIMER} is masked and no cron entry names spurinv refresh",
                      f"systemctl unmask {TIMER} && {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
     if not installed:
-        return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh",
-                     f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, then {INSTALL_TIMER}",
-                     exitcode.CONFIG)  # fmt: skip
+        unread = _unread_entry(run)
+        return Check("schedule", "fail", f"{TIMER} is not installed and no cron entry names spurinv refresh"
+                     + (f"; {unread[0]}" if unread else ""),
+                     unread[1] if unread else f"install systemd/{TIMER} and systemd/{SERVICE} in /etc/systemd/system, "
+                     f"then {INSTALL_TIMER}", exitcode.CONFIG)  # fmt: skip
     state = active or detail_active.strip("()")
     dangling = "; its timers.target.wants link points at nothing" if link == "dangling" else ""
     return Check("schedule", "fail", f"{TIMER} is installed but not running ({state}){dangling}", INSTALL_TIMER,
                  exitcode.CONFIG)  # fmt: skip
+
+
+def _unread_entry(run: _Run) -> tuple[str, str] | None:
+    """Why a cron line that would run spurinv refresh does not count, and its fix: a file of
+    /etc/cron.d Debian's cron skips for its name, or a line that names it only with its CRLF line
+    end taken away (cron gives spurinv ``refresh\\r``); None when there is no such line."""
+    kind = _cron_kind(run)
+    skipped = [name for name in _cron_d(run) if not _cron_reads(kind, name)]
+    for name in [*skipped, *_cron_files(run)]:
+        with_user = not name.startswith("var/spool")
+        for line in (_root_text(run, name) or "").split("\n"):
+            if name in skipped and cron_line(line, with_user=with_user) is not None:
+                return (f"/{name} names it, but Debian's cron skips a /etc/cron.d file whose name holds other than "
+                        "letters, digits, _ and - (a dot)", _cron_d_rename("/" + name))  # fmt: skip
+            if line.endswith("\r") and cron_line(line.rstrip("\r"), with_user=with_user) is not None:
+                return (f"/{name} names it, but with a CRLF line end: cron gives spurinv the carriage return, and "
+                        "`refresh\\r` is no command", f"sed -i 's/\\r$//' /{name}")  # fmt: skip
+    return None
 
 
 def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Check:
@@ -2034,6 +2234,13 @@ def _cron_check(run: _Run, entry: tuple[str, str | None] | None, why: str) -> Ch
                      f"crond, which reads only the crontabs in {BUSYBOX_CRONTABS} ({why})",
                      f"put the entry, without its user field, in root's crontab {BUSYBOX_CRONTABS}root "
                      "(`crontab -e` as root)")  # fmt: skip
+    spool = {"debian": ("/var/spool/cron/root", "Debian's cron", "/var/spool/cron/crontabs/root"),
+             "cronie": (BUSYBOX_CRONTABS, "cronie", "/var/spool/cron/root")}.get(_cron_kind(run) or "")  # fmt: skip
+    if spool and daemons != {"busybox"} and all(where.startswith(spool[0]) for where, *_rest in _cron_entries(run)):
+        # each cron reads root's crontab in its own spool only; the root may say wrong: a warning
+        return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but {spool[1]} reads root's crontab "
+                     f"at {spool[2]}, not there ({why})",
+                     f"add its entry to root's crontab (`crontab -e` as root), then rm {cron}")  # fmt: skip
     return Check("schedule", "ok", f"cron: {cron} runs spurinv refresh ({why})")
 
 
