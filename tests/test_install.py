@@ -2,8 +2,8 @@
 service's ExecStart run with the environment systemd gives it.
 
 What is not literal, and why: every absolute path (/etc, /opt, /usr/local) is moved under a
-temporary root; `/usr/bin/python3 -m venv` and `pip install .` are replaced by a stand-in that links this
-venv's spurinv (a real build needs PyPI and takes ~10 s; it was followed by hand in a
+temporary root; `/usr/bin/python3 -m venv` and `pip install .` are replaced by a stand-in whose spurinv runs this
+venv's (a real build needs PyPI and takes ~10 s; it was followed by hand in a
 systemd-nspawn container booting systemd 252, where the timer then ran the unit); `systemctl`,
 `udevadm` and `apt-get` are recorders. systemd's part of a start is done here by hand: the state directory
 with StateDirectoryMode=, the credential copied from LoadCredential= (mode 0400, as systemd does),
@@ -66,12 +66,15 @@ def installed(tmp_path: Path) -> Path:
     for prefix in ("/opt/", "/usr/local/", "/etc/"):
         block = re.sub(rf"(?<![\w./-]){re.escape(prefix)}", f"{root}{prefix}", block)
     # python3 -m venv DIR: a venv whose pip only checks it is asked to install this checkout,
-    # and whose spurinv is this venv's.
+    # and whose spurinv runs this venv's.
     stub(
         stubs / "python3",
         '[ "$1 $2" = "-m venv" ] || exit 97\n'
         'mkdir -p "$3/bin"\n'
-        f'ln -s {SPURINV} "$3/bin/spurinv"\n'
+        # a program inside the root (check follows the root's links on the root, as a chroot
+        # would: a link out of it to this venv is nothing there) that runs this venv's spurinv
+        f'printf \'#!/bin/sh\\nexec {SPURINV} "$@"\\n\' > "$3/bin/spurinv"\n'
+        'chmod 755 "$3/bin/spurinv"\n'
         f'printf \'#!/bin/sh\\n[ "$*" = "install -q ." ] && [ "$PWD" = {REPO} ]\\n\' > "$3/bin/pip"\n'
         'chmod 755 "$3/bin/pip"\n',
     )
