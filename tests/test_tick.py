@@ -394,11 +394,16 @@ def test_the_full_run_removes_a_killed_ticks_cache_temporary(cli, state_path, tm
     assert not cache_leftover.exists()
 
 
-def test_the_tick_answers_a_mutated_state_file_as_it_would_check_it_in_full(cli, built, state_path, env, monkeypatch):
+def test_the_tick_answers_a_mutated_state_file_as_it_would_check_it_in_full(cli, built, state_path, env, monkeypatch, tmp_path):
     """Property: with its shortcuts (a discovery before the file is read, an inventory stored as the
     fresh discovery's own text neither parsed nor checked again) or without them, a tick hands
     over or writes the same, on state files edited anywhere (their inventories, the memo, the
-    books), as the tick writes them."""
+    books), as the tick writes them.
+
+    An edit may give the memo any string of the file as its metrics file ("amdgpu", "/dev/kfd"),
+    which the tick then writes: the run works in a directory of its own, and an absolute one is
+    moved under it, so the host is left alone."""
+    monkeypatch.chdir(tmp_path)
     root = built("mi300x-dpx")
     base = steady(cli, root, state_path)
     lean = lean_options(["refresh", "--root", str(root), "--state", str(state_path)])
@@ -414,7 +419,11 @@ def test_the_tick_answers_a_mutated_state_file_as_it_would_check_it_in_full(cli,
     @settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.data())
     def check(data: st.DataObject) -> None:
-        blob = (jsontext.dumps(mutated(base, data.draw)) + "\n").encode()
+        edited = mutated(base, data.draw)
+        memo = edited.get("steady")
+        if isinstance(memo, dict) and isinstance(memo.get("metrics_file"), str) and memo["metrics_file"].startswith("/"):
+            memo["metrics_file"] = str(tmp_path / "elsewhere") + memo["metrics_file"]
+        blob = (jsontext.dumps(edited) + "\n").encode()
         answers = []
         for check_in_full in (False, True):
             state_path.write_bytes(blob)
