@@ -1856,14 +1856,12 @@ def _timer_link(run: _Run) -> str:
         target = os.readlink(link) if os.path.islink(link) else link
         if target == "/dev/null":
             return "masked"
-        if target.startswith("/"):
-            target = run.world.root.join(target.lstrip("/"))
-            if run.world.root.path != "/" and not os.path.exists(target):
-                target = os.readlink(link)  # a link made for the test root, or a chroot's own
-        else:
-            target = os.path.join(os.path.dirname(link), target)
-        if os.path.isfile(target):
+        # followed on the root in every component, as systemd there would: `systemctl link`'s
+        # /etc/systemd/system/UNIT -> /opt/..., a relative link to it, or /lib -> /usr/lib
+        if os.path.isfile(_follow(run, link)):
             return "enabled"
+        if target.startswith("/") and run.world.root.path != "/" and os.path.isfile(target):
+            return "enabled"  # a link made for the test root, or a chroot's own
         state = "dangling"
     return state
 

@@ -1,0 +1,74 @@
+"""Attacks on `spurinv check --root` (schedule): false failures on working nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from spurinv.cli.launch import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _root(tmp_path: Path) -> Path:
+    """A systemd node as README.md installs it: a venv in /opt/spurinv, /usr/local/bin/spurinv links to it."""
+    root = tmp_path / "root"
+    for folder in ("run/systemd/system", "etc/systemd/system/timers.target.wants", "opt/spurinv/bin", "usr/bin",
+                   "usr/local/bin", "usr/lib/systemd/system", "etc/spurinv"):  # fmt: skip
+        (root / folder).mkdir(parents=True)
+    shutil.copy("/usr/bin/true", root / "usr/bin/python3.11")
+    (root / "usr/bin/python3").symlink_to("python3.11")
+    (root / "opt/spurinv/bin/python3").symlink_to("/usr/bin/python3")
+    program = root / "opt/spurinv/bin/spurinv"
+    program.write_text("#!/opt/spurinv/bin/python3\n")
+    program.chmod(0o755)
+    (root / "usr/local/bin/spurinv").symlink_to("/opt/spurinv/bin/spurinv")
+    (root / "etc/os-release").write_text("ID=ubuntu\nID_LIKE=debian\n")
+    return root
+
+
+def _schedule(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> dict:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "state").mkdir(mode=0o700, exist_ok=True)
+    monkeypatch.setenv("SPURINV_STATE", str(tmp_path / "state/state.json"))
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    monkeypatch.setenv("SPURINV_CONFIG", str(config))
+    capsys.readouterr()
+    main(["check", "--root", str(root), "--config", str(config), "--json"])
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    found: dict = next(check for check in checks if check["name"] == "schedule")
+    return found
+
+
+@pytest.mark.parametrize("how", ["systemctl link", "relative wants link", "merged /usr, absolute /lib link"])
+def test_enabled_timer_through_links_on_the_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    root = _root(tmp_path)
+    units = root / "etc/systemd/system"
+    wants = units / "timers.target.wants/spurinv-refresh.timer"
+    if how == "systemctl link":  # /etc/systemd/system/UNIT -> /opt/..., the wants link to /etc's link
+        (root / "opt/spurinv/share").mkdir()
+        for unit in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+            shutil.copy(REPO / "systemd" / unit, root / "opt/spurinv/share" / unit)
+            (units / unit).symlink_to(f"/opt/spurinv/share/{unit}")
+        wants.symlink_to("/etc/systemd/system/spurinv-refresh.timer")
+    elif how == "relative wants link":
+        for unit in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+            (root / "opt/spurinv/share").mkdir(exist_ok=True)
+            shutil.copy(REPO / "systemd" / unit, root / "opt/spurinv/share" / unit)
+            (units / unit).symlink_to(f"/opt/spurinv/share/{unit}")
+        wants.symlink_to("../spurinv-refresh.timer")
+    else:
+        for unit in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+            shutil.copy(REPO / "systemd" / unit, root / "usr/lib/systemd/system" / unit)
+        (root / "lib").symlink_to("/usr/lib")
+        wants.symlink_to("/lib/systemd/system/spurinv-refresh.timer")
+    found = _schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "ok", found
+    assert os.path.islink(wants)
