@@ -72,3 +72,26 @@ def test_enabled_timer_through_links_on_the_root(
     found = _schedule(tmp_path, root, monkeypatch, capsys)
     assert found["status"] == "ok", found
     assert os.path.islink(wants)
+
+
+def test_program_looked_for_once_for_many_cron_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spurinv.cli import preflight
+
+    root = _root(tmp_path)
+    shutil.rmtree(root / "run/systemd")
+    (root / "etc/cron.d").mkdir()
+    for number in range(50):
+        (root / f"etc/cron.d/site{number}").write_text("*/5 * * * * root /usr/local/bin/spurinv refresh\n")
+    calls: list[str] = []
+    executable = preflight._executable
+
+    def counted(run: object, program: str) -> bool:
+        calls.append(program)
+        return executable(run, program)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(preflight, "_executable", counted)
+    found = _schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "ok", found
+    assert len(calls) <= 4, calls  # the program and its Python once each, not once a file (10,000 files: 5 s)

@@ -1948,13 +1948,18 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             located = _runners(_refreshes([program, *words[1:]], sh=False), SERVICE, f"{SERVICE} ExecStart= runs", path,
                                origin)  # fmt: skip
             started += [found for found in located if found[2] != program]
+    # each program is looked for once: 10,000 cron.d files naming the same one took 5 s
+    looked: dict[tuple[str, str], str | None] = {}
+    interpreters: dict[str, str | None] = {}
     for told, where, program, path, origin in dict.fromkeys(started):
         if not program:
             continue
-        if program.startswith("/"):
-            found = program if _executable(run, program) else None
+        if (program, path) in looked:
+            found = looked[(program, path)]
+        elif program.startswith("/"):
+            found = looked[(program, path)] = program if _executable(run, program) else None
         else:
-            found = next((os.path.join(folder, program) for folder in path.split(":")
+            found = looked[(program, path)] = next((os.path.join(folder, program) for folder in path.split(":")
                           if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
         if found is None:
             on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
@@ -1962,8 +1967,11 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                 "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
                 f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
             )  # fmt: skip
-        interpreter = _python_shebang(run, found)
-        if interpreter is not None and not _executable(run, interpreter):
+        if found not in interpreters:
+            interpreter = _python_shebang(run, found)
+            interpreters[found] = interpreter if interpreter is not None and not _executable(run, interpreter) else None
+        interpreter = interpreters[found]
+        if interpreter is not None:
             return Check(
                 "schedule", "fail", f"{told}, whose #! interpreter {interpreter} is not an executable file (a venv "
                 "whose Python was removed or upgraded away): every run fails",
