@@ -95,3 +95,16 @@ def test_program_looked_for_once_for_many_cron_files(
     found = _schedule(tmp_path, root, monkeypatch, capsys)
     assert found["status"] == "ok", found
     assert len(calls) <= 4, calls  # the program and its Python once each, not once a file (10,000 files: 5 s)
+
+
+@pytest.mark.parametrize("command", ["/usr/local/bin/spu\0/../spurinv refresh", "PATH=/a\0b spurinv refresh"])
+def test_nul_in_cron_program_is_no_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    root = _root(tmp_path)
+    shutil.rmtree(root / "run/systemd")
+    (root / "etc/cron.d").mkdir()
+    (root / "etc/cron.d/spurinv").write_text(f"*/5 * * * * root {command}\n")
+    found = _schedule(tmp_path, root, monkeypatch, capsys)  # was: internal error, exit 70
+    assert found["status"] == "fail", found
+    assert "not an executable file" in found["detail"]

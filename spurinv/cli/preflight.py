@@ -2055,6 +2055,8 @@ def _executable(run: _Run, program: str) -> bool:
     """``program`` is an executable file on the checked root: a symlink's absolute target is that
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
+    if "\0" in path:  # a NUL a cron or unit file gave: no file has that name (realpath raises)
+        return False
     # the second: a link to the root's files by their name on this system (a test root's own); one
     # that leaves the root (a venv's python -> /usr/bin/python3.11) is this system's, not the root's
     real = os.path.realpath(path)
