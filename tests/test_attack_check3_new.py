@@ -108,3 +108,17 @@ def test_nul_in_cron_program_is_no_crash(
     found = _schedule(tmp_path, root, monkeypatch, capsys)  # was: internal error, exit 70
     assert found["status"] == "fail", found
     assert "not an executable file" in found["detail"]
+
+
+@pytest.mark.parametrize("program", ["/../../usr/local/bin/spurinv", "/opt/other/current/../bin/spurinv"])
+def test_dot_dot_in_a_program_is_followed_as_the_kernel_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], program: str
+) -> None:
+    root = _root(tmp_path)
+    shutil.rmtree(root / "run/systemd")
+    (root / "etc/cron.d").mkdir()
+    (root / "opt/other").mkdir()
+    (root / "opt/other/current").symlink_to("/opt/spurinv/bin")  # its ".." is /opt/spurinv, not /opt/other
+    (root / "etc/cron.d/spurinv").write_text(f"*/5 * * * * root {program} refresh\n")
+    found = _schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "ok", found

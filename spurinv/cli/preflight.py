@@ -1153,7 +1153,12 @@ def _follow(run: _Run, path: str) -> str:
     NixOS's /run/current-system one into /nix/store, which the kernel would look for on the
     system running check."""
     root = run.world.root.path
+    prefix = root.rstrip("/") + "/"
+    # as written, not normalized: "/../usr/bin/x" is /usr/bin/x on the root (".." stops at a
+    # chroot's root), and "link/.." is the link target's parent, not the link's
     inside = os.path.relpath(path, root)
+    if root != "/" and path.startswith(prefix):
+        return _follow_on(root, path[len(prefix) :])
     if root != "/" and inside != ".." and not inside.startswith("../"):
         return _follow_on(root, inside)
     for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
