@@ -1976,6 +1976,10 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             interpreter = _python_shebang(run, found)
             interpreters[found] = interpreter if interpreter is not None and not _executable(run, interpreter) else None
         interpreter = interpreters[found]
+        if interpreter is not None and interpreter.endswith("\r"):
+            return Check("schedule", "fail", f"{told}, whose #! line ends in a carriage return (a CRLF line end): "
+                         f"the kernel looks for the interpreter {interpreter} and every run fails",
+                         f"sed -i --follow-symlinks '1s/\\r$//' {shlex.quote(found)}", exitcode.CONFIG)  # fmt: skip
         if interpreter is not None:
             return Check(
                 "schedule", "fail", f"{told}, whose #! interpreter {interpreter} is not an executable file (a venv "
@@ -2002,7 +2006,10 @@ def _python_shebang(run: _Run, program: str) -> str | None:
         os.close(fd)
     if not head.startswith(b"#!"):
         return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    # split at blanks only, as the kernel's binfmt_script: a CRLF script's "python3\r" is no Python
+    words = [
+        word for word in head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape").replace("\t", " ").split(" ") if word
+    ]
     if words and words[0].startswith("/") and os.path.basename(words[0]).startswith("python"):
         return words[0]
     return None
