@@ -1153,7 +1153,12 @@ def _follow(run: _Run, path: str) -> str:
     NixOS's /run/current-system one into /nix/store, which the kernel would look for on the
     system running check."""
     root = run.world.root.path
+    prefix = root.rstrip("/") + "/"
+    # as written, not normalized: "/../usr/bin/x" is /usr/bin/x on the root (".." stops at a
+    # chroot's root), and "link/.." is the link target's parent, not the link's
     inside = os.path.relpath(path, root)
+    if root != "/" and path.startswith(prefix):
+        return _follow_on(root, path[len(prefix) :])
     if root != "/" and inside != ".." and not inside.startswith("../"):
         return _follow_on(root, inside)
     for _hop in range(40):  # the kernel's own limit (MAXSYMLINKS)
@@ -1856,14 +1861,12 @@ def _timer_link(run: _Run) -> str:
         target = os.readlink(link) if os.path.islink(link) else link
         if target == "/dev/null":
             return "masked"
-        if target.startswith("/"):
-            target = run.world.root.join(target.lstrip("/"))
-            if run.world.root.path != "/" and not os.path.exists(target):
-                target = os.readlink(link)  # a link made for the test root, or a chroot's own
-        else:
-            target = os.path.join(os.path.dirname(link), target)
-        if os.path.isfile(target):
+        # followed on the root in every component, as systemd there would: `systemctl link`'s
+        # /etc/systemd/system/UNIT -> /opt/..., a relative link to it, or /lib -> /usr/lib
+        if os.path.isfile(_follow(run, link)):
             return "enabled"
+        if target.startswith("/") and run.world.root.path != "/" and os.path.isfile(target):
+            return "enabled"  # a link made for the test root, or a chroot's own
         state = "dangling"
     return state
 
@@ -1950,13 +1953,18 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             located = _runners(_refreshes([program, *words[1:]], sh=False), SERVICE, f"{SERVICE} ExecStart= runs", path,
                                origin)  # fmt: skip
             started += [found for found in located if found[2] != program]
+    # each program is looked for once: 10,000 cron.d files naming the same one took 5 s
+    looked: dict[tuple[str, str], str | None] = {}
+    interpreters: dict[str, str | None] = {}
     for told, where, program, path, origin in dict.fromkeys(started):
         if not program:
             continue
-        if program.startswith("/"):
-            found = program if _executable(run, program) else None
+        if (program, path) in looked:
+            found = looked[(program, path)]
+        elif program.startswith("/"):
+            found = looked[(program, path)] = program if _executable(run, program) else None
         else:
-            found = next((os.path.join(folder, program) for folder in path.split(":")
+            found = looked[(program, path)] = next((os.path.join(folder, program) for folder in path.split(":")
                           if folder.startswith("/") and _executable(run, os.path.join(folder, program))), None)  # fmt: skip
         if found is None:
             on = "" if program.startswith("/") else f" on its PATH {path} ({origin})"
@@ -1964,8 +1972,15 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                 "schedule", "fail", f"{told}, which is not an executable file{on}: every run fails",
                 f"install spurinv there, or point {where} at it (`command -v spurinv`)", exitcode.CONFIG,
             )  # fmt: skip
-        interpreter = _python_shebang(run, found)
-        if interpreter is not None and not _executable(run, interpreter):
+        if found not in interpreters:
+            interpreter = _python_shebang(run, found)
+            interpreters[found] = interpreter if interpreter is not None and not _executable(run, interpreter) else None
+        interpreter = interpreters[found]
+        if interpreter is not None and interpreter.endswith("\r"):
+            return Check("schedule", "fail", f"{told}, whose #! line ends in a carriage return (a CRLF line end): "
+                         f"the kernel looks for the interpreter {interpreter} and every run fails",
+                         f"sed -i --follow-symlinks '1s/\\r$//' {shlex.quote(found)}", exitcode.CONFIG)  # fmt: skip
+        if interpreter is not None:
             return Check(
                 "schedule", "fail", f"{told}, whose #! interpreter {interpreter} is not an executable file (a venv "
                 "whose Python was removed or upgraded away): every run fails",
@@ -1991,7 +2006,10 @@ def _python_shebang(run: _Run, program: str) -> str | None:
         os.close(fd)
     if not head.startswith(b"#!"):
         return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    # split at blanks only, as the kernel's binfmt_script: a CRLF script's "python3\r" is no Python
+    words = [
+        word for word in head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape").replace("\t", " ").split(" ") if word
+    ]
     if words and words[0].startswith("/") and os.path.basename(words[0]).startswith("python"):
         return words[0]
     return None
@@ -2049,6 +2067,8 @@ def _executable(run: _Run, program: str) -> bool:
     """``program`` is an executable file on the checked root: a symlink's absolute target is that
     root's (README.md's /usr/local/bin/spurinv -> /opt/spurinv/bin/spurinv), as its scheduler runs it."""
     path = run.world.root.join(program.lstrip("/"))
+    if "\0" in path:  # a NUL a cron or unit file gave: no file has that name (realpath raises)
+        return False
     # the second: a link to the root's files by their name on this system (a test root's own); one
     # that leaves the root (a venv's python -> /usr/bin/python3.11) is this system's, not the root's
     real = os.path.realpath(path)
