@@ -140,6 +140,20 @@ def test_the_pure_core_does_no_io(name):
     assert not used & {"os", "io", "pathlib", "subprocess", "socket", "requests", "shutil", "time", "glob"}
 
 
+def test_the_schedule_parsing_is_the_preflights_and_reads_nothing():
+    """cli/schedule.py is how cron, /bin/sh and systemd read text check has already read: only
+    cli/preflight.py imports it, and it opens no file and runs no program (os for os.path only)."""
+    path = module("cli.schedule")
+    importers = [dotted(other) for other in MODULES if "cli.schedule" in spurinv_imports(other)]
+    calls = {node.func.id for node in walked(path) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    attributes = {ast.unparse(node) for node in walked(path) if isinstance(node, ast.Attribute)}
+
+    assert importers == ["cli.preflight"]
+    assert not imports(path) & {"io", "pathlib", "subprocess", "socket", "requests", "shutil", "time", "glob"}
+    assert "open" not in calls
+    assert {name for name in attributes if name.startswith("os.")} <= {"os.path", "os.path.basename"}
+
+
 @pytest.mark.parametrize("name", ["policy", "controller.nodeview", "inventory.classify"])
 def test_the_decision_core_holds_no_model_objects(name):
     """Its values are TypedDicts and frozen dataclasses: pydantic stays with the configuration,

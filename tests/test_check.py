@@ -28,6 +28,7 @@ from reliability.hostile import TOKEN, write_private
 
 from spurinv import exitcode
 from spurinv.cli import preflight as check
+from spurinv.cli import schedule as parse
 from spurinv.inventory.root import Root
 from spurinv.log import Log
 from spurinv.refresh import World
@@ -827,7 +828,7 @@ def test_a_metrics_path_that_is_a_directory_says_set_a_file_path(node):
     ],
 )
 def test_cron_lines_are_read_as_cron_reads_them(line, verdict):
-    found = check.cron_line(line)
+    found = parse.cron_line(line)
     if verdict is None or verdict == "":
         assert found == verdict, found
     else:
@@ -837,7 +838,7 @@ def test_cron_lines_are_read_as_cron_reads_them(line, verdict):
 
 @given(st.text(max_size=80))
 def test_cron_line_never_raises(line):
-    found = check.cron_line(line)
+    found = parse.cron_line(line)
     assert found is None or isinstance(found, str)
 
 
@@ -1562,7 +1563,7 @@ def test_a_quoted_program_name_in_a_cron_entry_is_a_schedule(node):
     schedule = run_checks(node, None)["schedule"]
 
     assert "ok" == schedule.status, schedule
-    assert check.cron_line('* * * * * root "spurinv" refresh') == ""
+    assert parse.cron_line('* * * * * root "spurinv" refresh') == ""
 
 
 def test_the_config_fix_names_a_file_both_schedulers_read_once(node, monkeypatch, tmp_path):
@@ -1603,13 +1604,13 @@ def test_the_crontab_assignments_are_read_once_not_again_for_each_entry(node, mo
     20 s. The assignments still reach only the entries after them."""
     site = str(node.config())
     read: list[int] = []
-    assignments = check._assignments
+    assignments = parse.assignments
 
     def counted(text: str) -> dict[str, str]:
         read.append(text.count("\n") + 1)
         return assignments(text)
 
-    monkeypatch.setattr(check, "_assignments", counted)
+    monkeypatch.setattr(parse, "assignments", counted)
     lines = [f"A{number}=1\n* * * * * root {SPURINV} refresh --quiet\n" for number in range(500)]
     (node.host / "etc" / "cron.d" / "spurinv").write_text("".join(lines) + f"SPURINV_CONFIG={site}\n")
 
@@ -1632,7 +1633,7 @@ def test_an_entry_whose_shell_runs_nothing_is_no_schedule(node, line):
     node.config()
     (node.host / "etc" / "cron.d" / "spurinv").write_text(line + "\n")
 
-    assert check.cron_line(line) is None
+    assert parse.cron_line(line) is None
     assert run_checks(node, None)["schedule"].fix == check.INSTALL_CRON
 
 
@@ -1899,8 +1900,8 @@ def test_the_schedule_and_config_checks_agree_on_what_runs_spurinv_refresh(comma
     a spurinv word followed by refresh, in a simple command whose program is no printer."""
     line = f"*/5 * * * * root {command}"
 
-    assert (check.cron_line(line) is not None) == runs, check.cron_line(line)
-    assert bool(check._started_with(check._shell_words(command) or [])) == runs
+    assert (parse.cron_line(line) is not None) == runs, parse.cron_line(line)
+    assert bool(parse.started_with(parse.shell_words(command) or [])) == runs
 
 
 def test_a_line_that_only_logs_spurinv_refresh_is_no_schedule(node):
@@ -2081,7 +2082,7 @@ def test_spurinv_refresh_started_by_a_wrapper_or_a_shell_is_a_schedule(node, mon
     cron = node.host / "etc" / "cron.d" / "spurinv"
     line = f"*/5 * * * * root {command.format(spurinv=SPURINV)}"
 
-    assert "" == check.cron_line(line)
+    assert "" == parse.cron_line(line)
     cron.write_text(line + "\n")
     assert "ok" == run_checks(node, None)["schedule"].status
     missing = "/opt/gone/spurinv"
@@ -2102,8 +2103,8 @@ def test_a_program_that_only_prints_its_arguments_runs_nothing(printer, wrap):
     """``logger spurinv refresh`` names it and runs nothing, however it is started."""
     command = wrap.format(f"{printer} {SPURINV} refresh")
 
-    assert check.cron_line(f"*/5 * * * * root {command}") is None
-    assert [] == check._started_with(check._shell_words(command) or [])
+    assert parse.cron_line(f"*/5 * * * * root {command}") is None
+    assert [] == parse.started_with(parse.shell_words(command) or [])
 
 
 def nested(command: str, shells: int) -> str:
@@ -2115,16 +2116,16 @@ def nested(command: str, shells: int) -> str:
 def test_a_shell_script_is_read_as_a_command_line_a_few_shells_deep():
     """sh -c's script is split and judged as the cron line is, with the settings before the shell
     reaching it; to 3 shells deep, no further."""
-    started = check._started_with(check._shell_words(f"SPURINV_CONFIG=/etc/a.toml sh -c '{SPURINV} refresh'") or [])
+    started = parse.started_with(parse.shell_words(f"SPURINV_CONFIG=/etc/a.toml sh -c '{SPURINV} refresh'") or [])
     assert [(None, {"SPURINV_CONFIG": "/etc/a.toml"})] == started
     inner = f"sh -c 'X=1 {SPURINV} refresh --config /etc/b.toml'"
-    assert [("/etc/b.toml", {"X": "1"})] == check._started_with(check._shell_words(inner) or [])
-    assert [None] == check._started_with(check._shell_words(f"sudo sh -c '{SPURINV} refresh'") or [])
-    assert [None] == check._started_with(check._shell_words(f"export SPURINV_CONFIG=/x; sh -c '{SPURINV} refresh'") or [])
-    unit = check._words(f'/bin/sh -c "{SPURINV} refresh --config /etc/c.toml"')  # systemd's quoting, then a shell's
-    assert [("/etc/c.toml", {})] == check._started_with(unit, shell=False)
-    assert "" == check.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 3)}")
-    assert check.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 4)}") is None
+    assert [("/etc/b.toml", {"X": "1"})] == parse.started_with(parse.shell_words(inner) or [])
+    assert [None] == parse.started_with(parse.shell_words(f"sudo sh -c '{SPURINV} refresh'") or [])
+    assert [None] == parse.started_with(parse.shell_words(f"export SPURINV_CONFIG=/x; sh -c '{SPURINV} refresh'") or [])
+    unit = parse.words(f'/bin/sh -c "{SPURINV} refresh --config /etc/c.toml"')  # systemd's quoting, then a shell's
+    assert [("/etc/c.toml", {})] == parse.started_with(unit, shell=False)
+    assert "" == parse.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 3)}")
+    assert parse.cron_line(f"* * * * * root {nested(f'{SPURINV} refresh', 4)}") is None
 
 
 @pytest.mark.parametrize(
@@ -2149,18 +2150,18 @@ def test_a_command_line_is_judged_one_simple_command_at_a_time(command, runs):
     does not hide a spurinv refresh after it, nor lend it one."""
     command = command.format(spurinv=SPURINV)
 
-    assert (check.cron_line(f"*/5 * * * * root {command}") is not None) == runs
-    assert bool(check._started_with(check._shell_words(command) or [])) == runs
+    assert (parse.cron_line(f"*/5 * * * * root {command}") is not None) == runs
+    assert bool(parse.started_with(parse.shell_words(command) or [])) == runs
 
 
 def test_a_line_the_shell_cannot_split_is_judged_word_by_word(node):
     """Broken quoting: the same rule on a plain whitespace split (the config is not guessed at)."""
     node.config()
     line = f'*/5 * * * * root flock -n /run/l {SPURINV} refresh --note "unclosed'
-    assert check._shell_words(line.split(None, 6)[6]) is None
+    assert parse.shell_words(line.split(None, 6)[6]) is None
 
-    assert "" == check.cron_line(line)
-    assert check.cron_line(f'*/5 * * * * root logger {SPURINV} refresh "unclosed') is None
+    assert "" == parse.cron_line(line)
+    assert parse.cron_line(f'*/5 * * * * root logger {SPURINV} refresh "unclosed') is None
     (node.host / "etc" / "cron.d" / "spurinv").write_text(line + "\n")
     assert "ok" == run_checks(node, None)["schedule"].status
 
@@ -2172,35 +2173,35 @@ def test_a_line_the_shell_cannot_split_is_judged_word_by_word(node):
 def test_cron_fields_are_split_at_blanks_only(blank):
     """cron splits the time fields, the user and the command at spaces and tabs only; str.split
     also split at these, which cron and the shell read as part of a word."""
-    assert check.cron_line(f"* * * * * root{blank}{SPURINV} refresh") is None
-    assert check.cron_line(f"* * * * * root {SPURINV}{blank}refresh") is None
-    assert check.cron_line(f"*\t*\t*\t*\t*\troot\t{SPURINV}\trefresh") == ""
+    assert parse.cron_line(f"* * * * * root{blank}{SPURINV} refresh") is None
+    assert parse.cron_line(f"* * * * * root {SPURINV}{blank}refresh") is None
+    assert parse.cron_line(f"*\t*\t*\t*\t*\troot\t{SPURINV}\trefresh") == ""
 
 
 def test_a_quoted_hash_starts_no_comment():
     """The shell starts a comment only at an unquoted # that begins a word: logger '#x' does not."""
-    assert check.cron_line(f"* * * * * root logger '#x'; {SPURINV} refresh") == ""
-    assert check.cron_line(f'* * * * * root echo "a #b"; {SPURINV} refresh') == ""
-    assert check.cron_line(f"* * * * * root true # ; {SPURINV} refresh") is None
-    assert check.cron_line(f"* * * * * root true;# {SPURINV} refresh") is None
+    assert parse.cron_line(f"* * * * * root logger '#x'; {SPURINV} refresh") == ""
+    assert parse.cron_line(f'* * * * * root echo "a #b"; {SPURINV} refresh') == ""
+    assert parse.cron_line(f"* * * * * root true # ; {SPURINV} refresh") is None
+    assert parse.cron_line(f"* * * * * root true;# {SPURINV} refresh") is None
 
 
 def test_cron_cuts_the_command_at_a_percent_its_backslash_does_not_escape():
     r"""cron's backslash escapes only the % after it: in \\% the first escapes the second, and the
     % is a newline (what follows is the command's input, not a command)."""
-    assert check.cron_line(f"* * * * * root echo a\\\\% ; {SPURINV} refresh") is None
-    assert check.cron_line(f"* * * * * root echo a\\% ; {SPURINV} refresh") == ""
+    assert parse.cron_line(f"* * * * * root echo a\\\\% ; {SPURINV} refresh") is None
+    assert parse.cron_line(f"* * * * * root echo a\\% ; {SPURINV} refresh") == ""
 
 
 @pytest.mark.parametrize("schedule", ["@every", "@5min", "99 * * * *", "* 24 * * *", "* * * * 8", "* * * * funday"])
 def test_a_schedule_cron_cannot_read_warns(schedule):
-    found = check.cron_line(f"{schedule} root {SPURINV} refresh")
+    found = parse.cron_line(f"{schedule} root {SPURINV} refresh")
     assert found, found
 
 
 @pytest.mark.parametrize("schedule", ["@hourly", "@daily", "@midnight", "@annually", "0-59/5 0-23 * * 0-7", "* * * * mon-fri"])
 def test_a_schedule_cron_reads_passes(schedule):
-    assert check.cron_line(f"{schedule} root {SPURINV} refresh") == ""
+    assert parse.cron_line(f"{schedule} root {SPURINV} refresh") == ""
 
 
 def test_a_crlf_cron_file_is_no_working_schedule(node):
@@ -2267,12 +2268,12 @@ def test_the_config_check_of_a_long_line_takes_linear_time():
     import time
 
     def took(count: int) -> float:
-        words = check._shell_words(";".join(["spurinv refresh"] * count))
+        words = parse.shell_words(";".join(["spurinv refresh"] * count))
         assert words is not None
         best = float("inf")
         for _ in range(3):
             start = time.perf_counter()
-            assert len(check._started_with(words)) == count
+            assert len(parse.started_with(words)) == count
             best = min(best, time.perf_counter() - start)
         return best
 
