@@ -2718,6 +2718,16 @@ def chroot_node(tmp_path: Path) -> Path:
     return root
 
 
+def cron_node(tmp_path: Path, files: dict[str, str] | None = None) -> Path:
+    """:func:`chroot_node` scheduled by cron alone (no systemd), with these /etc/cron.d files."""
+    root = chroot_node(tmp_path)
+    shutil.rmtree(root / "run/systemd")
+    (root / "etc/cron.d").mkdir()
+    for name, text in (files or {}).items():
+        (root / "etc/cron.d" / name).write_text(text)
+    return root
+
+
 def chroot_schedule(tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> dict:
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "state").mkdir(mode=0o700, exist_ok=True)
@@ -2766,11 +2776,7 @@ def test_enabled_timer_through_links_on_the_root(
 def test_program_looked_for_once_for_many_cron_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = chroot_node(tmp_path)
-    shutil.rmtree(root / "run/systemd")
-    (root / "etc/cron.d").mkdir()
-    for number in range(50):
-        (root / f"etc/cron.d/site{number}").write_text("*/5 * * * * root /usr/local/bin/spurinv refresh\n")
+    root = cron_node(tmp_path, {f"site{number}": "*/5 * * * * root /usr/local/bin/spurinv refresh\n" for number in range(50)})
     calls: list[str] = []
     executable = check._executable
 
@@ -2788,10 +2794,7 @@ def test_program_looked_for_once_for_many_cron_files(
 def test_nul_in_cron_program_is_no_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    root = chroot_node(tmp_path)
-    shutil.rmtree(root / "run/systemd")
-    (root / "etc/cron.d").mkdir()
-    (root / "etc/cron.d/spurinv").write_text(f"*/5 * * * * root {command}\n")
+    root = cron_node(tmp_path, {"spurinv": f"*/5 * * * * root {command}\n"})
     found = chroot_schedule(tmp_path, root, monkeypatch, capsys)  # was: internal error, exit 70
     assert found["status"] == "fail", found
     assert "not an executable file" in found["detail"]
@@ -2801,12 +2804,9 @@ def test_nul_in_cron_program_is_no_crash(
 def test_dot_dot_in_a_program_is_followed_as_the_kernel_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], program: str
 ) -> None:
-    root = chroot_node(tmp_path)
-    shutil.rmtree(root / "run/systemd")
-    (root / "etc/cron.d").mkdir()
+    root = cron_node(tmp_path, {"spurinv": f"*/5 * * * * root {program} refresh\n"})
     (root / "opt/other").mkdir()
     (root / "opt/other/current").symlink_to("/opt/spurinv/bin")  # its ".." is /opt/spurinv, not /opt/other
-    (root / "etc/cron.d/spurinv").write_text(f"*/5 * * * * root {program} refresh\n")
     found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
     assert found["status"] == "ok", found
 
@@ -2817,24 +2817,18 @@ def test_dot_dot_in_a_program_is_followed_as_the_kernel_does(
 def test_debian_running_cronie_reads_a_dotted_cron_d_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = chroot_node(tmp_path)
-    shutil.rmtree(root / "run/systemd")
+    root = cron_node(tmp_path, {"spurinv.cron": "*/5 * * * * root /usr/local/bin/spurinv refresh\n"})
     (root / "etc/debian_version").write_text("12.8\n")
     (root / "etc/os-release").write_text("ID=debian\n")
     (root / "proc/77").mkdir(parents=True)
     (root / "proc/77/comm").write_text("crond\n")
     (root / "proc/77/exe").symlink_to("/usr/sbin/crond")
-    (root / "etc/cron.d").mkdir()
-    (root / "etc/cron.d/spurinv.cron").write_text("*/5 * * * * root /usr/local/bin/spurinv refresh\n")
     found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
     assert found["status"] != "fail", found
 
 
 def test_crlf_python_shebang_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    root = chroot_node(tmp_path)
-    shutil.rmtree(root / "run/systemd")
-    (root / "etc/cron.d").mkdir()
-    (root / "etc/cron.d/spurinv").write_text("*/5 * * * * root /usr/local/bin/spurinv refresh\n")
+    root = cron_node(tmp_path, {"spurinv": "*/5 * * * * root /usr/local/bin/spurinv refresh\n"})
     (root / "opt/spurinv/bin/spurinv").write_bytes(b"#!/opt/spurinv/bin/python3\r\n")  # the kernel looks for python3\r
     found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
     assert found["status"] == "fail", found
