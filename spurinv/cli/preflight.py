@@ -1459,10 +1459,13 @@ def _wants_links(run: _Run) -> list[str]:
 def _timer_link(run: _Run) -> str:
     """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
     link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
-    for directory in UNIT_DIRS:
+    for directory in UNIT_DIRS:  # the first file systemd finds decides: a lower /dev/null link is overridden
         unit = run.world.root.join(directory, TIMER)
-        if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
+        if not os.path.lexists(unit):
+            continue
+        if _masked(run, directory, TIMER):
             return "masked"
+        break
     state = "disabled"
     for link in _wants_links(run):
         if not os.path.lexists(link):
@@ -1478,6 +1481,23 @@ def _timer_link(run: _Run) -> str:
             return "enabled"  # a link made for the test root, or a chroot's own
         state = "dangling"
     return state
+
+
+def _masked(run: _Run, directory: str, unit: str) -> bool:
+    """``unit`` in ``directory`` (on the checked root) is masked as systemd sees it: a link that
+    reaches /dev/null (``systemctl mask``'s absolute one or a relative one) or an empty file. As
+    systemd's null_or_empty(): any character or block device masks, and so does an empty file."""
+    path = run.world.root.join(directory, unit)
+    if os.path.islink(path) and os.readlink(path) == "/dev/null":
+        return True
+    followed = _follow(run, path)
+    if followed == run.world.root.join("dev/null"):  # the root's /dev/null, even where it has no /dev
+        return True
+    try:
+        found = os.stat(followed)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(found.st_mode) or stat.S_ISBLK(found.st_mode) or (stat.S_ISREG(found.st_mode) and found.st_size == 0)
 
 
 def _ask_systemctl(run: _Run, *args: str) -> str | None:
@@ -1528,7 +1548,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             unit = run.world.root.join(directory, SERVICE)
             if not os.path.lexists(unit):
                 continue
-            if (os.path.islink(unit) and os.readlink(unit) == "/dev/null") or _root_text(run, f"{directory}/{SERVICE}") == "":
+            if _masked(run, directory, SERVICE):
                 return Check("schedule", "fail", f"{SERVICE} is masked (/{directory}/{SERVICE}): the timer cannot start "
                              "it, and no run happens", f"systemctl unmask {SERVICE}", exitcode.CONFIG)  # fmt: skip
             break
