@@ -1443,8 +1443,8 @@ def _busybox(run: _Run, pid: str) -> bool:
 
 def _wants_links(run: _Run) -> list[str]:
     """Where an enabled timer's link may be: timers.target.wants first (the shipped timer's
-    WantedBy=), then any other unit's .wants or .requires directory (a timer WantedBy=
-    multi-user.target starts at boot all the same)."""
+    WantedBy=), then any other unit's .wants, .requires or .upholds directory (a timer WantedBy=
+    or UpheldBy=multi-user.target starts at boot all the same)."""
     found: list[str] = []
     for directory in UNIT_DIRS:
         try:
@@ -1452,7 +1452,7 @@ def _wants_links(run: _Run) -> list[str]:
         except (OSError, ValueError):
             continue
         found += [run.world.root.join(directory, name, TIMER) for name in names
-                  if name.endswith((".wants", ".requires")) and name != "timers.target.wants"]  # fmt: skip
+                  if name.endswith((".wants", ".requires", ".upholds")) and name != "timers.target.wants"]  # fmt: skip
     return [*(run.world.root.join(directory, "timers.target.wants", TIMER) for directory in UNIT_DIRS), *found]
 
 
