@@ -885,27 +885,33 @@ def _follow(run: _Run, path: str) -> str:
 def _follow_on(root: str, inside: str) -> str:
     """``inside`` (a path relative to ``root``) with every symlink in it followed as a chroot at
     ``root`` follows it: an absolute target starts again at ``root``, ".." stops there."""
-    parts = [part for part in inside.split("/") if part not in ("", ".")]
+    # reversed, popped from the end, and the followed part kept as one string: a path of thousands
+    # of components (links to ".") took seconds when each step joined the whole list again
+    parts = [part for part in reversed(inside.split("/")) if part not in ("", ".")]
     done: list[str] = []
+    base = root
     hops = 0
     while parts:
-        part = parts.pop(0)
+        part = parts.pop()
         if part == "..":
-            done = done[:-1]
+            if done:
+                done.pop()
+                base = os.path.join(root, *done)
             continue
-        candidate = os.path.join(root, *done, part)
+        candidate = os.path.join(base, part)
         try:
             target = os.readlink(candidate) if hops < 40 else None  # 40: the kernel's MAXSYMLINKS
         except (OSError, ValueError):  # not a link, not there, or a NUL in a name a file gave
             target = None
         if target is None:
             done.append(part)
+            base = candidate
             continue
         hops += 1
         if target.startswith("/"):
-            done = []
-        parts = [part for part in target.split("/") if part not in ("", ".")] + parts
-    return os.path.join(root, *done)
+            done, base = [], root
+        parts += [part for part in reversed(target.split("/")) if part not in ("", ".")]
+    return base
 
 
 def _glob_match(pattern: str, name: str) -> bool:
