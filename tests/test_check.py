@@ -2901,3 +2901,26 @@ def test_a_path_of_thousands_of_linked_components_is_followed_quickly(tmp_path):
     followed = check._follow_on(str(tmp_path), inside)
     assert time.monotonic() - began < 1.0
     assert followed.startswith(str(tmp_path / "d"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="past the 40th link check stops following on the root and lets this system's kernel resolve the rest "
+    "with a fresh budget (and _executable's realpath counts none): 41 relative links, which the kernel refuses "
+    "(ELOOP, every run fails), pass",
+)
+def test_a_program_behind_41_links_fails_as_the_kernel_refuses_it(tmp_path, monkeypatch, capsys):
+    root = chroot_node(tmp_path)
+    for name in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+        shutil.copy(Path("systemd") / name, root / "usr/lib/systemd/system" / name)
+    (root / "etc/systemd/system/timers.target.wants/spurinv-refresh.timer").symlink_to(
+        "/usr/lib/systemd/system/spurinv-refresh.timer"
+    )
+    (root / "chain").mkdir()
+    (root / "chain/l0").symlink_to("../opt/spurinv/bin/spurinv")
+    for number in range(1, 40):
+        (root / f"chain/l{number}").symlink_to(f"l{number - 1}")
+    (root / "usr/local/bin/spurinv").unlink()
+    (root / "usr/local/bin/spurinv").symlink_to("../../../chain/l39")  # 41 links in all
+    found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "fail", found
