@@ -1463,8 +1463,8 @@ def _wants_links(run: _Run) -> list[str]:
 
 
 def _timer_link(run: _Run) -> str:
-    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
-    link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
+    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the first unit
+    file found reaches /dev/null or is empty: :func:`_masked`), "dangling" (a wants link to nothing) or "disabled"."""
     for directory in UNIT_DIRS:  # the first file systemd finds decides: a lower /dev/null link is overridden
         unit = run.world.root.join(directory, TIMER)
         if not os.path.lexists(unit):
