@@ -2834,3 +2834,93 @@ def test_crlf_python_shebang_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert found["status"] == "fail", found
     assert "carriage return" in found["detail"]
     assert found["fix"] == "sed -i --follow-symlinks '1s/\\r$//' /usr/local/bin/spurinv", found
+
+
+def test_a_timer_masked_only_below_the_unit_systemd_loads_is_not_masked(tmp_path, monkeypatch, capsys):
+    # systemd loads the first spurinv-refresh.timer on its search path: the copy in /etc wins
+    # over a /dev/null link in /usr/local/lib, so the timer runs
+    root = chroot_node(tmp_path)
+    for unit in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+        shutil.copy(Path("systemd") / unit, root / "etc/systemd/system" / unit)
+    (root / "usr/local/lib/systemd/system").mkdir(parents=True)
+    (root / "usr/local/lib/systemd/system/spurinv-refresh.timer").symlink_to("/dev/null")
+    (root / "etc/systemd/system/timers.target.wants/spurinv-refresh.timer").symlink_to(
+        "/etc/systemd/system/spurinv-refresh.timer"
+    )
+    found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "ok", found
+
+
+@pytest.mark.parametrize(("unit", "mask"), [("spurinv-refresh.timer", ""), ("spurinv-refresh.timer", "../../../dev/null"),
+                                            ("spurinv-refresh.service", "../../../dev/null")])  # fmt: skip
+def test_a_unit_masked_by_an_empty_file_or_a_relative_link_fails(tmp_path, monkeypatch, capsys, unit, mask):
+    # systemd masks a unit whose file is empty or resolves to /dev/null, not only a link naming
+    # "/dev/null": such a node runs nothing
+    root = chroot_node(tmp_path)
+    for name in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+        shutil.copy(Path("systemd") / name, root / "usr/lib/systemd/system" / name)
+    (root / "etc/systemd/system/timers.target.wants/spurinv-refresh.timer").symlink_to(
+        "/usr/lib/systemd/system/spurinv-refresh.timer"
+    )
+    masked = root / "etc/systemd/system" / unit
+    if mask:
+        (root / "dev").mkdir()
+        os.mkfifo(root / "dev/null")  # a test root's stand-in for a real root's character device: no regular file
+        masked.symlink_to(mask)
+    else:
+        masked.write_text("")
+    found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "fail", found
+    assert "masked" in found["detail"], found
+
+
+def test_a_timer_upheld_by_a_target_is_enabled(tmp_path, monkeypatch, capsys):
+    # [Install] UpheldBy=multi-user.target (systemd 249+) enables it by a link in
+    # multi-user.target.upholds: the timer starts at boot as a WantedBy= one does
+    root = chroot_node(tmp_path)
+    for name in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+        shutil.copy(Path("systemd") / name, root / "usr/lib/systemd/system" / name)
+    (root / "etc/systemd/system/multi-user.target.upholds").mkdir()
+    (root / "etc/systemd/system/multi-user.target.upholds/spurinv-refresh.timer").symlink_to(
+        "/usr/lib/systemd/system/spurinv-refresh.timer"
+    )
+    found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "ok", found
+
+
+def test_a_path_of_thousands_of_linked_components_is_followed_quickly(tmp_path):
+    # a unit or cron file may name any path: each step joined the whole followed list again, so
+    # 4,000 components through links to "." took seconds; the kernel gives up after 40 links
+    import time
+
+    (tmp_path / "d").mkdir()
+    for number in range(1, 40):
+        (tmp_path / "d" / f"s{number}").symlink_to(".")
+    inside = "d/" + "/".join(f"s{number % 39 + 1}" for number in range(8000))
+    began = time.monotonic()
+    followed = check._follow_on(str(tmp_path), inside)
+    assert time.monotonic() - began < 1.0
+    assert followed.startswith(str(tmp_path / "d"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="past the 40th link check stops following on the root and lets this system's kernel resolve the rest "
+    "with a fresh budget (and _executable's realpath counts none): 41 relative links, which the kernel refuses "
+    "(ELOOP, every run fails), pass",
+)
+def test_a_program_behind_41_links_fails_as_the_kernel_refuses_it(tmp_path, monkeypatch, capsys):
+    root = chroot_node(tmp_path)
+    for name in ("spurinv-refresh.timer", "spurinv-refresh.service"):
+        shutil.copy(Path("systemd") / name, root / "usr/lib/systemd/system" / name)
+    (root / "etc/systemd/system/timers.target.wants/spurinv-refresh.timer").symlink_to(
+        "/usr/lib/systemd/system/spurinv-refresh.timer"
+    )
+    (root / "chain").mkdir()
+    (root / "chain/l0").symlink_to("../opt/spurinv/bin/spurinv")
+    for number in range(1, 40):
+        (root / f"chain/l{number}").symlink_to(f"l{number - 1}")
+    (root / "usr/local/bin/spurinv").unlink()
+    (root / "usr/local/bin/spurinv").symlink_to("../../../chain/l39")  # 41 links in all
+    found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
+    assert found["status"] == "fail", found

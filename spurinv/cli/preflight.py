@@ -885,27 +885,33 @@ def _follow(run: _Run, path: str) -> str:
 def _follow_on(root: str, inside: str) -> str:
     """``inside`` (a path relative to ``root``) with every symlink in it followed as a chroot at
     ``root`` follows it: an absolute target starts again at ``root``, ".." stops there."""
-    parts = [part for part in inside.split("/") if part not in ("", ".")]
+    # reversed, popped from the end, and the followed part kept as one string: a path of thousands
+    # of components (links to ".") took seconds when each step joined the whole list again
+    parts = [part for part in reversed(inside.split("/")) if part not in ("", ".")]
     done: list[str] = []
+    base = root
     hops = 0
     while parts:
-        part = parts.pop(0)
+        part = parts.pop()
         if part == "..":
-            done = done[:-1]
+            if done:
+                done.pop()
+                base = os.path.join(root, *done)
             continue
-        candidate = os.path.join(root, *done, part)
+        candidate = os.path.join(base, part)
         try:
             target = os.readlink(candidate) if hops < 40 else None  # 40: the kernel's MAXSYMLINKS
         except (OSError, ValueError):  # not a link, not there, or a NUL in a name a file gave
             target = None
         if target is None:
             done.append(part)
+            base = candidate
             continue
         hops += 1
         if target.startswith("/"):
-            done = []
-        parts = [part for part in target.split("/") if part not in ("", ".")] + parts
-    return os.path.join(root, *done)
+            done, base = [], root
+        parts += [part for part in reversed(target.split("/")) if part not in ("", ".")]
+    return base
 
 
 def _glob_match(pattern: str, name: str) -> bool:
@@ -1443,8 +1449,8 @@ def _busybox(run: _Run, pid: str) -> bool:
 
 def _wants_links(run: _Run) -> list[str]:
     """Where an enabled timer's link may be: timers.target.wants first (the shipped timer's
-    WantedBy=), then any other unit's .wants or .requires directory (a timer WantedBy=
-    multi-user.target starts at boot all the same)."""
+    WantedBy=), then any other unit's .wants, .requires or .upholds directory (a timer WantedBy=
+    or UpheldBy=multi-user.target starts at boot all the same)."""
     found: list[str] = []
     for directory in UNIT_DIRS:
         try:
@@ -1452,17 +1458,20 @@ def _wants_links(run: _Run) -> list[str]:
         except (OSError, ValueError):
             continue
         found += [run.world.root.join(directory, name, TIMER) for name in names
-                  if name.endswith((".wants", ".requires")) and name != "timers.target.wants"]  # fmt: skip
+                  if name.endswith((".wants", ".requires", ".upholds")) and name != "timers.target.wants"]  # fmt: skip
     return [*(run.world.root.join(directory, "timers.target.wants", TIMER) for directory in UNIT_DIRS), *found]
 
 
 def _timer_link(run: _Run) -> str:
-    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the unit is a
-    link to /dev/null), "dangling" (a wants link to nothing) or "disabled"."""
-    for directory in UNIT_DIRS:
+    """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the first unit
+    file found reaches /dev/null or is empty: :func:`_masked`), "dangling" (a wants link to nothing) or "disabled"."""
+    for directory in UNIT_DIRS:  # the first file systemd finds decides: a lower /dev/null link is overridden
         unit = run.world.root.join(directory, TIMER)
-        if os.path.islink(unit) and os.readlink(unit) == "/dev/null":
+        if not os.path.lexists(unit):
+            continue
+        if _masked(run, directory, TIMER):
             return "masked"
+        break
     state = "disabled"
     for link in _wants_links(run):
         if not os.path.lexists(link):
@@ -1478,6 +1487,23 @@ def _timer_link(run: _Run) -> str:
             return "enabled"  # a link made for the test root, or a chroot's own
         state = "dangling"
     return state
+
+
+def _masked(run: _Run, directory: str, unit: str) -> bool:
+    """``unit`` in ``directory`` (on the checked root) is masked as systemd sees it: a link that
+    reaches /dev/null (``systemctl mask``'s absolute one or a relative one) or an empty file. As
+    systemd's null_or_empty(): any character or block device masks, and so does an empty file."""
+    path = run.world.root.join(directory, unit)
+    if os.path.islink(path) and os.readlink(path) == "/dev/null":
+        return True
+    followed = _follow(run, path)
+    if followed == run.world.root.join("dev/null"):  # the root's /dev/null, even where it has no /dev
+        return True
+    try:
+        found = os.stat(followed)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(found.st_mode) or stat.S_ISBLK(found.st_mode) or (stat.S_ISREG(found.st_mode) and found.st_size == 0)
 
 
 def _ask_systemctl(run: _Run, *args: str) -> str | None:
@@ -1528,7 +1554,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             unit = run.world.root.join(directory, SERVICE)
             if not os.path.lexists(unit):
                 continue
-            if (os.path.islink(unit) and os.readlink(unit) == "/dev/null") or _root_text(run, f"{directory}/{SERVICE}") == "":
+            if _masked(run, directory, SERVICE):
                 return Check("schedule", "fail", f"{SERVICE} is masked (/{directory}/{SERVICE}): the timer cannot start "
                              "it, and no run happens", f"systemctl unmask {SERVICE}", exitcode.CONFIG)  # fmt: skip
             break
