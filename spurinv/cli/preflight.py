@@ -1369,9 +1369,7 @@ def _cron_reads(kind: str | None, name: str) -> bool:
 
 
 def _debian_skips(name: str) -> bool:
-    import re
-
-    return name.startswith("etc/cron.d/") and re.fullmatch(r"[A-Za-z0-9_-]+", name.rsplit("/", 1)[-1]) is None
+    return name.startswith("etc/cron.d/") and not _cron_reads("debian", name)
 
 
 def _cron_d_rename(cron: str) -> str:
