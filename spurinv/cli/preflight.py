@@ -1463,13 +1463,8 @@ def _wants_links(run: _Run) -> list[str]:
 def _timer_link(run: _Run) -> str:
     """The timer's enablement: "enabled" (a link that reaches the unit), "masked" (the first unit
     file found reaches /dev/null or is empty: :func:`_masked`), "dangling" (a wants link to nothing) or "disabled"."""
-    for directory in UNIT_DIRS:  # the first file systemd finds decides: a lower /dev/null link is overridden
-        unit = run.world.root.join(directory, TIMER)
-        if not os.path.lexists(unit):
-            continue
-        if _masked(run, directory, TIMER):
-            return "masked"
-        break
+    if _masked_at(run, TIMER) is not None:
+        return "masked"
     state = "disabled"
     for link in _wants_links(run):
         if not os.path.lexists(link):
@@ -1485,6 +1480,15 @@ def _timer_link(run: _Run) -> str:
             return "enabled"  # a link made for the test root, or a chroot's own
         state = "dangling"
     return state
+
+
+def _masked_at(run: _Run, unit: str) -> str | None:
+    """The unit directory whose ``unit`` file masks it (:func:`_masked`), or None: the first file
+    systemd finds in :data:`UNIT_DIRS` decides, and a lower /dev/null link is overridden."""
+    for directory in UNIT_DIRS:
+        if os.path.lexists(run.world.root.join(directory, unit)):
+            return directory if _masked(run, directory, unit) else None
+    return None
 
 
 def _masked(run: _Run, directory: str, unit: str) -> bool:
@@ -1548,14 +1552,9 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
             if not refreshes:
                 started += [(f"{where} runs {program}", where, program, path, origin) for program in words[:1]]
     else:
-        for directory in UNIT_DIRS:  # the first file systemd finds decides: /dev/null or empty is masked
-            unit = run.world.root.join(directory, SERVICE)
-            if not os.path.lexists(unit):
-                continue
-            if _masked(run, directory, SERVICE):
-                return Check("schedule", "fail", f"{SERVICE} is masked (/{directory}/{SERVICE}): the timer cannot start "
-                             "it, and no run happens", f"systemctl unmask {SERVICE}", exitcode.CONFIG)  # fmt: skip
-            break
+        if (directory := _masked_at(run, SERVICE)) is not None:
+            return Check("schedule", "fail", f"{SERVICE} is masked (/{directory}/{SERVICE}): the timer cannot start "
+                         "it, and no run happens", f"systemctl unmask {SERVICE}", exitcode.CONFIG)  # fmt: skip
         starts: list[str] = []
         for key, value, _where in _service_directives(run):
             if key == "ExecStart":
