@@ -1381,28 +1381,13 @@ def _cron_d_rename(cron: str) -> str:
 
 
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
-    """The first cron file (or crontab) with a line that runs ``spurinv refresh``, and a problem
-    with its schedule (a date that never comes), if any."""
-    if "entry" not in run.cron:
-        run.cron["entry"] = _first_cron_entry(run)
+    """The cron file (or crontab) of the first entry whose schedule fires, else of the first entry
+    (a @reboot beside an entry that runs every minute is no problem), and what is wrong with that
+    one's schedule (a date that never comes), if anything. Found with every entry:
+    :func:`_cron_entries`."""
+    _cron_entries(run)
     found: tuple[str, str | None] | None = run.cron["entry"]
     return found
-
-
-def _first_cron_entry(run: _Run) -> tuple[str, str | None] | None:
-    """The first entry whose schedule fires, else the first one (a @reboot beside an entry that
-    runs every minute is no problem)."""
-    first: tuple[str, str | None] | None = None
-    for name in _cron_files(run):
-        text = _root_text(run, name)
-        if text is None:
-            continue
-        for line in text.split("\n"):  # not schedule.lines: cron keeps a CRLF's "\r", in the command
-            entry = schedule.cron_line(line, with_user=not name.startswith("var/spool"))
-            if entry == "":
-                return "/" + name, entry
-            first = first or (None if entry is None else ("/" + name, entry))
-    return first
 
 
 def _cron_daemons(run: _Run) -> set[str] | None:
@@ -1720,16 +1705,22 @@ def _cron_entries(run: _Run) -> list[tuple[str, int, str, dict[str, str]]]:
         entries: list[tuple[str, int, str, dict[str, str]]] = run.cron["entries"]
         return entries
     found: list[tuple[str, int, str, dict[str, str]]] = []
+    first: tuple[str, str | None] | None = None  # the first entry, and the first whose schedule fires
+    firing: tuple[str, str | None] | None = None
     for name in _cron_files(run):
         with_user = not name.startswith("var/spool")
         environment: dict[str, str] = {}
         for at, line in enumerate((_root_text(run, name) or "").split("\n")):  # a CRLF's "\r" is cron's too
-            split = schedule.cron_split(line, with_user=with_user)
-            if split is not None and schedule.cron_line(line, with_user=with_user) is not None:
+            verdict = schedule.cron_line(line, with_user=with_user)
+            split = schedule.cron_split(line, with_user=with_user) if verdict is not None else None
+            if split is not None:
                 found.append(("/" + name, at + 1, split[1], dict(environment)))
+                first = first or ("/" + name, verdict)
+                firing = firing or (("/" + name, verdict) if verdict == "" else None)
             if (assigned := _cron_assignment(line)) is not None:
                 environment[assigned[0]] = assigned[1]  # one pass: re-reading the lines above each entry was quadratic
     run.cron["entries"] = found
+    run.cron["entry"] = firing or first
     return found
 
 
