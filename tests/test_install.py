@@ -2,8 +2,8 @@
 service's ExecStart run with the environment systemd gives it.
 
 What is not literal, and why: every absolute path (/etc, /opt, /usr/local) is moved under a
-temporary root; `/usr/bin/python3 -m venv` and `pip install .` are replaced by a stand-in whose spurinv runs this
-venv's (a real build needs PyPI and takes ~10 s; it was followed by hand in a
+temporary root; `/usr/bin/python3 -m venv` and the venv's `pip` are replaced by stand-ins (the pip records
+what it is asked) whose spurinv runs this venv's (a real build needs PyPI and takes ~10 s; it was followed by hand in a
 systemd-nspawn container booting systemd 252, where the timer then ran the unit); `systemctl`,
 `udevadm` and `apt-get` are recorders. systemd's part of a start is done here by hand: the state directory
 with StateDirectoryMode=, the credential copied from LoadCredential= (mode 0400, as systemd does),
@@ -65,8 +65,14 @@ def installed(tmp_path: Path) -> Path:
     block = block.replace("/usr/bin/python3 -m venv", f"{stubs}/python3 -m venv")
     for prefix in ("/opt/", "/usr/local/", "/etc/"):
         block = re.sub(rf"(?<![\w./-]){re.escape(prefix)}", f"{root}{prefix}", block)
-    # python3 -m venv DIR: a venv whose pip only checks it is asked to install this checkout,
-    # and whose spurinv runs this venv's.
+    # python3 -m venv DIR: a venv whose pip records what it is asked (upgrading itself to a pip
+    # that writes a command without `import re`, then installing this checkout) and does nothing
+    # else, and whose spurinv runs this venv's.
+    stub(
+        stubs / "venv-pip",
+        f'echo "pip $*" >> {calls}\n'
+        f'case "$*" in "install -q pip>=25") ;; "install -q .") [ "$PWD" = {REPO} ] ;; *) exit 1 ;; esac\n',
+    )
     stub(
         stubs / "python3",
         '[ "$1 $2" = "-m venv" ] || exit 97\n'
@@ -75,8 +81,7 @@ def installed(tmp_path: Path) -> Path:
         # would: a link out of it to this venv is nothing there) that runs this venv's spurinv
         f'printf \'#!/bin/sh\\nexec {SPURINV} "$@"\\n\' > "$3/bin/spurinv"\n'
         'chmod 755 "$3/bin/spurinv"\n'
-        f'printf \'#!/bin/sh\\n[ "$*" = "install -q ." ] && [ "$PWD" = {REPO} ]\\n\' > "$3/bin/pip"\n'
-        'chmod 755 "$3/bin/pip"\n',
+        f'cp {stubs}/venv-pip "$3/bin/pip"\n',
     )
     for tool in ("systemctl", "udevadm", "apt-get"):
         stub(stubs / tool, f'echo "{tool} $*" >> {calls}\n')
@@ -97,6 +102,8 @@ def installed(tmp_path: Path) -> Path:
     assert run.stdout.splitlines()[-1] == "ready", run.stdout
     assert [
         "apt-get install -y python3-venv",
+        "pip install -q pip>=25",
+        "pip install -q .",
         "systemctl daemon-reload",
         "systemctl enable --now spurinv-refresh.timer",
         "udevadm control --reload",
