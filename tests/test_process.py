@@ -368,6 +368,16 @@ def test_a_nul_in_a_command_is_refused_before_it_runs_naming_its_first_three_wor
     assert not marker.exists()
 
 
+def test_a_nul_in_a_command_environment_is_refused_before_exec(tmp_path):
+    from spurinv.controller import process
+    from spurinv.errors import ControllerError
+
+    with pytest.raises(ControllerError) as caught:
+        process.run(["/bin/true"], {"SPURINV_GRES": "gpu:a:1,x\0y:1"}, 5)
+
+    assert "x\\0y:1" in caught.value.message
+
+
 def test_an_entry_holding_a_nul_is_quoted_by_its_first_120_characters():
     """The refusal names the entry that holds the NUL (``\\0`` escaped), cut at 120 characters:
     enough to find it in a controller's GRES, short enough for one log line."""
