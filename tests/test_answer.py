@@ -211,6 +211,46 @@ def test_a_node_just_inside_the_bounds_is_read_whole():
     assert reader.close()["nodes"] == [node]
 
 
+def _read_text(text: str):
+    """``text`` read in chunks of 64 Ki characters, keeping no node."""
+    reader = answer.Reader(keep=lambda node: None)
+    for start in range(0, len(text), 1 << 16):
+        reader.feed(text[start : start + (1 << 16)].encode())
+    return reader.close()
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "two million keys",
+        "1,025 keys",
+        "1,000 keys of 4 KiB names",
+    ],
+)
+def test_top_level_keys_are_bounded_in_number_and_text(shape):
+    """Two million top-level keys (``{"k0":0,…}``): 271 MB of objects, past the unit's MemoryMax;
+    neither their number nor their names counted against MAX_KEPT."""
+    from spurinv.controller import answer
+
+    if shape == "two million keys":
+        text = "{" + ",".join(f'"k{i}":0' for i in range(2_000_000)) + ',"nodes":[]}'
+    elif shape == "1,025 keys":
+        text = "{" + ",".join(f'"k{i}":0' for i in range(1025)) + "}"
+    else:
+        text = "{" + ",".join(f'"{i:04d}{"k" * 4096}":0' for i in range(1000)) + "}"
+
+    with pytest.raises(answer.TooLarge) as raised:
+        _read_text(text)
+
+    assert "refused" in str(raised.value)
+
+
+def test_an_answer_with_slurmrestds_keys_and_repeats_is_read():
+    text = '{"meta":{},"errors":[],"warnings":[],"last_update":{"number":1},"nodes":[{"name":"n1"}]}'
+    assert set(_read_text(text)) == {"meta", "errors", "warnings", "last_update", "nodes"}
+    assert _read_text("{" + ",".join('"a":0' for _ in range(5000)) + "}") == {"a": 0}
+
+
 @pytest.mark.parametrize("cut", range(1, 26))
 def test_a_number_cut_by_a_chunk_at_its_point_or_exponent_is_read_whole(cut):
     """A chunk may end inside a number just after its "." or "e"/"e+": ``2.5e`` parses as 2.5

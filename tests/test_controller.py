@@ -1,6 +1,7 @@
 """The REST client's own decisions, against ``tests/faultserver.py`` on 127.0.0.1 (what
 the mutation run of ``spurinv/controller/rest.py`` found no test for): how an answer is classified, the
-busy re-check's all-nodes query, and the size bound on an answer."""
+busy re-check's all-nodes query, the size bound on an answer, and the one line a failed request
+is said in (a bad chunk length, which the fault server does not send, from a socket of its own)."""
 
 from __future__ import annotations
 
@@ -711,6 +712,44 @@ def test_an_exceptions_words_are_taken_through_eight_wrappers_and_no_more():
     assert _first_line(ValueError()) == "ValueError"
     assert _first_line(ValueError("\n")) == "ValueError"
     assert _first_line(ValueError("read b'zz' at b\"x\"")) == "read 'zz' at \"x\""
+
+
+def test_a_broken_chunked_answer_is_one_line_without_python_reprs(tmp_path):
+    """A server that sends a bad chunk length: requests says ``ChunkedEncodingError(ProtocolError(
+    ('Connection broken: InvalidChunkLength(got length b'zz', 0 bytes read)', …)))``; the run's
+    line said the tuple, with ``b'zz'``."""
+    import socket
+    import threading
+
+    from spurinv.config.settings import ControllerSection
+    from spurinv.controller.rest import Controller
+    from spurinv.errors import ControllerError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        settings = ControllerSection(url=f"http://127.0.0.1:{port}", api="slurm/v0.0.42", timeout=5)
+        with pytest.raises(ControllerError) as raised:
+            Controller(settings, "n1", None).view()
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+
+    message = raised.value.message
+    assert "\n" not in message
+    assert "b'" not in message
+    assert "/slurm/v0.0.42/node/n1" in message
 
 
 def test_a_request_leaves_no_alarm_armed_and_the_previous_handler_in_place(server):

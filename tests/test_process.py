@@ -357,7 +357,7 @@ def test_a_nul_in_a_command_is_refused_before_it_runs_naming_its_first_three_wor
 
     marker = tmp_path / "ran"
     argv = ["/bin/sh", "-c", f"touch {marker}", "spurinv", "fourth\0word" if where == "argument" else "fourth"]
-    environ = {**ENV, "SPURINV_X": "a\0b"} if where == "environment" else ENV
+    environ = {**ENV, "SPURINV_GRES": "gpu:a:1,x\0y:1"} if where == "environment" else ENV
 
     with pytest.raises(ControllerError) as caught:
         process.run(argv, environ, 30)
@@ -365,6 +365,7 @@ def test_a_nul_in_a_command_is_refused_before_it_runs_naming_its_first_three_wor
     assert caught.value.kind == "protocol"
     assert caught.value.message.startswith(f"`/bin/sh -c 'touch {marker}' …`: ")
     assert caught.value.message.endswith("; not run")
+    assert ("`x\\0y:1`" if where == "environment" else "argument `fourth\\0word`") in caught.value.message
     assert not marker.exists()
 
 

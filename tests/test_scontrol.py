@@ -607,6 +607,7 @@ def test_a_nul_in_an_argument_is_refused_naming_the_command_by_its_first_three_w
         f"`{program} update NodeName=n1 …`: Gres= entry `nic:cx\\0x7:2` holds a NUL byte, "
         "which no command line can carry; not run",
     )
+    assert caught.value.exit_code == exitcode.PROTOCOL  # 76, never 70 (the exec's ValueError)
     assert client.sent == []
     assert not ran.exists()
 

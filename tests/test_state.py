@@ -1,4 +1,5 @@
-"""The state file: round trip, two readings, atomic writes, the lock, corrupt and newer files."""
+"""The state file: round trip, two readings, atomic writes (never past what the loader reads),
+the lock, corrupt and newer files."""
 
 from __future__ import annotations
 
@@ -165,6 +166,19 @@ def test_write_failure_leaves_the_old_file(tmp_path):
     finally:
         path.parent.chmod(0o700)
     assert state_file.load(str(path)).node == "old"
+
+
+def test_a_state_past_what_the_loader_reads_is_never_written(tmp_path):
+    """The last line of defence: whatever grew the state, the previous file stays as it was."""
+    from spurinv.state import store
+
+    path = tmp_path / "state.json"
+    path.write_bytes(b"{}\n")
+
+    with pytest.raises(store.StoreError, match="more than the 16 MiB"):
+        store.write_state(str(path), b" " * (store.MAX_STATE + 1))
+    assert path.read_bytes() == b"{}\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
 
 
 def test_fast_path_reading_json_equals_pydantic_json():

@@ -16,10 +16,16 @@ system-call boundary: ``os.listdir`` of ``topology/nodes`` is wrapped so the "ke
 tree right after the listing, deterministically. A FIFO cannot do it: spurinv opens attributes
 with ``O_NONBLOCK`` (so a FIFO where a file should be never hangs discovery), so a FIFO reads as
 EOF without a writer and EAGAIN with one; both are faults of their own below.
+
+Text a run must carry into the state file is checked through the CLI after the matrix: a name
+under a CDI directory or sysfs that is not UTF-8 (a lone surrogate from ``os.listdir``), a CDI
+spec holding a lone surrogate or a 5,000-digit version. Each is a flag or a failure as above, and
+the run's state is saved, as valid UTF-8.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -31,6 +37,10 @@ from typing import Any
 import hostile
 import pytest
 import rootbuilder as rb
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spurinv.inventory.sources import cdispec
 
 TOPOLOGY = rb.KFD_TOPOLOGY
 PCI_DEVICES = "sys/bus/pci/devices"
@@ -508,3 +518,104 @@ def test_a_non_ascii_digit_kfd_node_name_does_not_crash_discovery(root_copy, int
 
     assert result["ok"]
     assert result["inventory"]["fingerprint"] == intact(SPX)["inventory"]["fingerprint"]
+
+
+# --- names that are not UTF-8 under --root, lone surrogates and 5,000 digits in a CDI spec
+
+
+def _non_utf8(directory: Path, stem: bytes) -> bytes:
+    return os.fsencode(directory) + b"/" + stem
+
+
+# A bad CDI spec is a flag (the run goes on); a sysfs name that is not a PCI address fails the
+# discovery (74, as an ASCII one does), but the failed reading is saved and the run says why.
+EXPECTED = {"cdi-file": 0, "sysfs-dangling-link": 74}
+
+
+@pytest.mark.parametrize("where", sorted(EXPECTED))
+def test_a_name_that_is_not_utf8_is_escaped_and_the_run_saves(where, root_copy, state_path, spurinv_here):
+    """``os.listdir`` gives ``bad\\udcff.json``; the problem naming it reached the state and the
+    output, and every run exited 70 (PydanticSerializationError) with nothing saved."""
+    root = root_copy("mi300x-spx")
+    if where == "cdi-file":
+        (root / "etc" / "cdi").mkdir(parents=True, exist_ok=True)
+        with open(_non_utf8(root / "etc" / "cdi", b"bad\xff.json"), "w") as spec:
+            spec.write("{not json")
+    else:
+        os.symlink(b"../../../devices/nowhere", _non_utf8(root / "sys" / "bus" / "pci" / "devices", b"0000:ff:00.\xff"))
+
+    discovered = spurinv_here("discover", "--json", "--root", root)
+    ran = spurinv_here("refresh", "--json", "--root", root, "--state", state_path)
+
+    assert ran.code == EXPECTED[where], ran
+    assert discovered.code in (0, 65, 74), discovered
+    assert "Traceback" not in ran.err + discovered.err
+    saved = state_path.read_bytes().decode("utf-8")  # saved, and valid UTF-8
+    assert "\\xff" in saved, saved[:2000]
+    assert "\\xff" in discovered.out
+
+
+@given(st.text())
+def test_escaped_text_is_always_valid_utf8_and_plain_text_is_untouched(text):
+    from spurinv.inventory.sources.status import escaped
+
+    shown = escaped(text)
+    shown.encode("utf-8")
+    if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        assert shown == text
+
+
+SURROGATE_SPECS = {
+    "json-path": (
+        '{"cdiVersion":"0.6.0","kind":"x.com/g","devices":[{"name":"a",'
+        '"containerEdits":{"deviceNodes":[{"path":"/dev/\\udc00"}]}}]}',
+        False,
+    ),
+    "json-key": ('{"cdiVersion":"0.6.0","kind":"x.com/g","\\ud800":1,"devices":[{"name":"a"}]}', False),
+    "yaml-path": (
+        'cdiVersion: "0.6.0"\nkind: x.com/h\ndevices:\n- name: a\n  containerEdits:\n'
+        '    deviceNodes:\n    - path: "/dev/\\udc00"\n',
+        True,
+    ),
+    "yaml-name": ('cdiVersion: "0.6.0"\nkind: x.com/h\ndevices:\n- name: "\\ud800"\n', True),
+    "version-digits": ('{"cdiVersion":"0.6.%s","kind":"x.com/g","devices":[{"name":"a"}]}' % ("0" * 5000), False),
+}
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["libyaml", "pure-python"])
+@pytest.mark.parametrize("case", sorted(SURROGATE_SPECS))
+def test_a_cdi_spec_with_a_lone_surrogate_or_a_huge_number_is_refused_not_kept(case, pure, monkeypatch):
+    """``"\\udc00"`` is valid JSON (and PyYAML's pure-Python scanner makes one of it): a device
+    path holding one reached the state file and the output, and every run exited 70."""
+    text, yaml_format = SURROGATE_SPECS[case]
+    if pure:
+        import yaml
+
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)  # a PyYAML without libyaml
+    with pytest.raises(cdispec.SpecError) as raised:
+        cdispec.parse_spec(text, yaml_format)
+    message = str(raised.value)
+    message.encode("utf-8")  # the message itself is valid text
+    assert "\\u" not in message or "surrogate" in message
+    assert len(message) < 200
+
+
+@pytest.mark.parametrize("case", ["json-path", "yaml-path", "version-digits"])
+def test_a_cdi_spec_with_a_lone_surrogate_is_a_flag_naming_the_file_and_the_run_goes_on(
+    case, root_copy, state_path, spurinv_here
+):
+    root = root_copy("mi300x-spx")
+    text, yaml_format = SURROGATE_SPECS[case]
+    spec = root / "etc" / "cdi" / ("hostile.yaml" if yaml_format else "hostile.json")
+    spec.write_text(text)
+
+    discovered = spurinv_here("discover", "--json", "--root", root)
+    ran = spurinv_here("refresh", "--json", "--root", root, "--state", state_path)
+
+    assert discovered.code == 0, discovered
+    flags = [flag for flag in json.loads(discovered.out)["flags"] if flag["path"].endswith(spec.name)]
+    assert flags, json.loads(discovered.out)["flags"]
+    assert flags[0]["source"] == "cdi", flags
+    assert ran.code == 0, ran
+    assert json.loads(state_path.read_text())  # saved, and valid UTF-8
+    assert "Traceback" not in ran.err + discovered.err

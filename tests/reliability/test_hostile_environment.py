@@ -1,5 +1,8 @@
-"""The node's environment is hostile too: a Latin-1 locale, a metrics file over the
-state, where the state directory comes from, and what CDI specs cost."""
+"""The node's environment is hostile too: a Latin-1 or an ASCII locale; a metrics file over
+the state, its lock, the config or the token, or one that is not a regular file; where the state
+goes (never the config, the token or another program's file; in a directory, and below
+directories, no one else can write); and what CDI specs cost (their number, bytes, YAML and
+flags)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from spurinv.inventory.root import Root
 from spurinv.inventory.sources import cdi, cdispec
 from spurinv.inventory.sources.status import Report
 
-# --- a Latin-1 locale (item 10) ----------------------------------------------------------------------
+# --- a Latin-1 locale (item 10), an ASCII one --------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -127,7 +130,31 @@ def test_a_latin1_locale_changes_no_byte_of_plain_output(latin1, env, args: tupl
     assert (local.returncode, local.stdout) == (plain.returncode, plain.stdout)
 
 
-# --- the metrics file over the state (item 11) -------------------------------------------------------
+@pytest.mark.parametrize(("locale", "why"), [("C", "run spurinv under a UTF-8 locale (LANG=C.UTF-8)"), ("C.UTF-8", None)])
+def test_utf8_an_ascii_locale_could_not_decode_says_so_and_json_gets_a_document(locale, why, tmp_path, env):
+    """``LC_ALL=C PYTHONUTF8=0``: the interpreter decodes argv as ASCII, so a UTF-8 node name
+    reaches spurinv as surrogates. The line says the locale is the cause, and a ``--json`` caller
+    gets its error document on stdout."""
+    import subprocess
+    import sys
+
+    environ = {**env, "LC_ALL": locale, "PYTHONUTF8": "0"}
+    command = [sys.executable, "-m", "spurinv", "refresh", "--json", "--state", str(tmp_path / "s.json"), "--node", "ü"]
+    ran = subprocess.run(command, env=environ, capture_output=True, check=False)
+
+    if why is None:  # a UTF-8 locale decodes it: the node name rule refuses it, as any other
+        assert ran.returncode == 64, ran
+        assert "not a node name" in ran.stderr.decode("utf-8")
+        return
+    document = json.loads(ran.stdout)
+    assert (ran.returncode, document["command"], document["exit_code"], document["error"]["code"]) == (
+        64, "refresh", 64, "usage")  # fmt: skip
+    assert document["error"]["message"] == f"--node \\xc3\\xbc: UTF-8 text this locale's encoding (ascii) cannot hold; {why}"
+    assert ran.stderr.decode("ascii") == f"spurinv: error: {document['error']['message']}\n"
+    assert not (tmp_path / "s.json").exists()
+
+
+# --- the metrics file over the state (item 11), the config or the token, or not a regular file -------
 
 
 @pytest.mark.parametrize("suffix", ["", ".lock", ".cdi"], ids=["state", "lock", "cdi cache"])
@@ -160,6 +187,141 @@ def test_metrics_file_naming_the_state_or_its_lock_is_refused(cli, env, built, t
     assert state.read_bytes() == before
 
 
+def _spelling(tmp_path: Path, state: Path, config: Path, spelling: str) -> str:
+    """A name for the state file (or the config) that is not its path."""
+    if spelling == "dotdot after a symlink":
+        (state.parent / "deeper").mkdir()
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "hop").symlink_to(state.parent / "deeper")
+        return f"{tmp_path}/elsewhere/hop/../state.json"  # the kernel: state/deeper/.. = state/
+    if spelling == "hard link":
+        (tmp_path / "prom").mkdir()
+        os.link(state, tmp_path / "prom" / "spurinv.prom")
+        return str(tmp_path / "prom" / "spurinv.prom")
+    if spelling == "the config file":
+        return str(config)
+    raise AssertionError(spelling)
+
+
+@pytest.mark.parametrize("spelling", ["dotdot after a symlink", "hard link", "the config file"])
+def test_metrics_file_by_another_name_is_refused_by_refresh_fleet_and_config(cli, env, built, tmp_path, spelling):
+    """``a/link/../state.json`` (abspath drops ``link/..``, the kernel does not), a hard link to
+    the state file, or the config file itself were accepted as the metrics file: exit 0, and the
+    state (or config) replaced by Prometheus text. ``fleet --metrics-file`` had no check at all."""
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    config = Path(env["SPURINV_CONFIG"])
+    root = built("mi300x-spx")
+    assert cli("refresh", "--root", root, "--state", state).code == 0
+    target = _spelling(tmp_path, state, config, spelling)
+    before = state.read_bytes(), config.read_bytes()
+
+    flag = cli("refresh", "--root", root, "--state", state, "--metrics-file", target)
+    os.environ["SPURINV_STATE"] = str(state)  # fleet and config show take the state from here
+    try:
+        fleet = cli("fleet", "--controller-url", "http://127.0.0.1:9", "--metrics-file", target)
+        config.write_text(f'[metrics]\nfile = "{target}"\n')
+        config.chmod(0o600)
+        from_file = cli("refresh", "--root", root, "--state", state)
+        shown = cli("config", "show")
+    finally:
+        del os.environ["SPURINV_STATE"]
+
+    assert (flag.code, fleet.code, from_file.code, shown.code) == (64, 64, 78, 78), (flag, fleet, from_file, shown)
+    assert "--metrics-file" in flag.err
+    assert "--metrics-file" in fleet.err
+    assert "metrics.file" in from_file.err
+    assert "metrics.file" in shown.err
+    for ran in (flag, fleet, from_file, shown):
+        assert len(ran.err.strip().splitlines()) == 1, ran.err
+    assert state.read_bytes() == before[0]
+
+
+def _config_with_token(tmp_path: Path) -> tuple[Path, Path]:
+    token = tmp_path / "token"
+    token.write_text("SLURM_JWT=eyJhbGciOi.secret.token\n")
+    token.chmod(0o600)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[controller]\ntoken_file = "{token}"\n')
+    config.chmod(0o600)
+    return config, token
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_the_metrics_file_on_the_token_file_is_refused(how, built, tmp_path, state_path, spurinv_here):
+    config, token = _config_with_token(tmp_path)
+    before = token.read_bytes()
+    args = ["refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path]
+    if how == "flag":
+        args += ["--metrics-file", token]
+    else:
+        config.write_text(config.read_text().replace("[controller]", f'[metrics]\nfile = "{token}"\n\n[controller]'))
+
+    ran = spurinv_here(*args)
+
+    assert ran.code == (64 if how == "flag" else 78), ran
+    assert "the token file" in ran.err, ran.err
+    assert token.read_bytes() == before
+
+
+def _not_regular(tmp_path: Path, kind: str) -> Path:
+    target = tmp_path / f"metrics-{kind.replace('/', '-')}.prom"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink to /dev/stdout":
+        target.symlink_to("/dev/stdout")
+    elif kind == "symlink to a regular file":
+        (tmp_path / "real.prom").write_text("")
+        target.symlink_to(tmp_path / "real.prom")
+    else:
+        target.mkdir()
+    return target
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to /dev/stdout", "symlink to a regular file", "directory"])
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_a_metrics_target_that_is_not_a_regular_file_is_refused(kind, how, built, tmp_path, state_path, spurinv, spurinv_here):
+    """The metrics file was renamed over whatever was there: a device node, a FIFO, a link."""
+    target = _not_regular(tmp_path, kind)
+    config = tmp_path / "config.toml"
+    args = ["refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path]
+    if how == "flag":
+        args += ["--metrics-file", target]
+    else:
+        config.write_text(f'[metrics]\nfile = "{target}"\n')
+    config.chmod(0o600)
+
+    run = spurinv if kind == "fifo" else spurinv_here  # a FIFO opened by mistake would hang the test
+
+    ran = run(*args)
+
+    assert ran.code == (64 if how == "flag" else 78), ran
+    assert str(target) in ran.err, ran.err
+    assert ("a symbolic link" if kind.startswith("symlink") else kind.replace("fifo", "a FIFO")) in ran.err, ran.err
+    assert os.path.lexists(target)
+    assert not state_path.exists()
+
+
+def test_the_no_change_tick_does_not_replace_a_metrics_target_turned_into_a_link(built, tmp_path, state_path, spurinv_here):
+    """The tick writes the metrics file without checking the options again: a link put there
+    after the options were checked was replaced (or written through)."""
+    metrics_file = tmp_path / "spurinv.prom"
+    args = ["refresh", "--root", built("mi300x-spx"), "--state", state_path, "--metrics-file", metrics_file]
+    for _ in range(3):
+        assert spurinv_here(*args).code == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not yours\n")
+    metrics_file.unlink()
+    metrics_file.symlink_to(elsewhere)
+
+    ran = spurinv_here(*args)
+
+    assert ran.code in (64, 73), ran
+    assert metrics_file.is_symlink()
+    assert elsewhere.read_text() == "not yours\n"
+    assert str(metrics_file) in ran.err
+
+
 # --- where the state goes (item 12) ------------------------------------------------------------------
 
 
@@ -178,6 +340,67 @@ def test_a_state_path_in_a_missing_directory_is_refused_not_a_fresh_start(cli, e
     assert f"state directory {state.parent} does not exist" in result.err
     assert len(result.err.strip().splitlines()) == 1
     assert not (tmp_path / "nonexistent").exists()
+
+
+@pytest.mark.parametrize("which", ["config", "token"])
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_a_state_path_that_is_the_config_or_the_token_is_refused_untouched(which, how, built, tmp_path, spurinv_here):
+    """``--state /etc/spurinv/config.toml`` moved the config aside as a corrupt state and wrote a
+    state in its place; the token file likewise."""
+    config, token = _config_with_token(tmp_path)
+    target = config if which == "config" else token
+    before = target.read_bytes()
+    args = ["refresh", "--root", built("mi300x-spx"), "--config", config]
+    extra = {}
+    if how == "flag":
+        args += ["--state", target]
+    else:
+        extra = {"SPURINV_STATE": str(target)}
+
+    ran = spurinv_here(*args, extra_env=extra)
+
+    assert ran.code == (64 if how == "flag" else 78), ran
+    assert f"the {which} file" in ran.err, ran.err
+    assert str(target) in ran.err
+    assert target.read_bytes() == before
+    assert not list(tmp_path.glob("*.corrupt-*"))
+
+
+FOREIGN = {
+    "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    "toml": "[controller]\nurl = 'http://x'\n",
+    "other JSON object": '{"registry-mirrors": []}\n',
+    "JSON array": "[1, 2, 3]\n",
+    "nested brackets": "[" * 100000 + "]" * 100000,
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOREIGN))
+def test_a_state_path_naming_some_other_file_is_refused_not_moved_aside(case, built, state_path, spurinv_here):
+    """``--state /etc/hosts`` (a typo, a wrong variable): the file was moved aside as a corrupt
+    state and a state written in its place."""
+    state_path.write_text(FOREIGN[case])
+
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+
+    assert ran.code == 65, ran
+    assert str(state_path) in ran.err, ran.err
+    assert "does not look like a spurinv state" in ran.err, ran.err
+    assert state_path.read_text() == FOREIGN[case]
+    assert not list(state_path.parent.glob("*.corrupt-*"))
+
+
+@pytest.mark.parametrize(
+    "damaged", ["", "{not json", '{"schema_version": 3, "node": "vm", "readi', '{"schema_version": "x"}', '{"node": 5}']
+)
+def test_a_damaged_state_is_still_moved_aside(damaged, built, state_path, spurinv_here):
+    state_path.write_text(damaged)
+
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path)
+
+    assert ran.code == 0, ran
+    assert list(state_path.parent.glob("state.json.corrupt-*"))
+    assert json.loads(state_path.read_text())["schema_version"]
 
 
 def test_missing_default_directories_are_made_0700_one_by_one_under_umask_000(env, built, tmp_path):
@@ -222,6 +445,39 @@ def test_a_state_directory_another_user_can_write_is_refused(cli, built, tmp_pat
     assert state.read_bytes() == before
 
 
+@pytest.mark.parametrize("parent", ["0777 without sticky", "another user's", "through a link"])
+def test_a_state_directory_under_a_parent_others_can_write_is_refused(cli, built, tmp_path, parent):
+    """Only the state directory itself was checked: under a world-writable parent (0777, not
+    sticky) or another user's, anyone could rename it away and put their own in its place."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if parent == "0777 without sticky":
+        shared.chmod(0o777)
+    elif parent == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to give a directory to another user")
+        os.chown(shared, 4242, 4242)
+    else:
+        shared.chmod(0o777)
+        (tmp_path / "link").symlink_to(shared)
+    state_dir = shared / "state"
+    state_dir.mkdir(mode=0o700)
+    spelled = (tmp_path / "link" / "state") if parent == "through a link" else state_dir
+    sticky = tmp_path / "sticky"  # /tmp's shape: 1777, root's, is fine
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "state").mkdir(mode=0o700)
+
+    refused = cli("refresh", "--root", built("mi300x-spx"), "--state", spelled / "state.json")
+    fine = cli("refresh", "--root", built("mi300x-spx"), "--state", sticky / "state" / "state.json")
+
+    assert refused.code == 73, refused.err
+    assert str(spelled.parent) in refused.err  # the parent as the path spells it
+    assert len(refused.err.strip().splitlines()) == 1, refused.err
+    assert not (state_dir / "state.json").exists()
+    assert fine.code == 0, fine.err
+
+
 # --- what CDI specs cost (item 13) -------------------------------------------------------------------
 
 SPEC = (
@@ -255,7 +511,7 @@ def test_the_number_of_cdi_specs_read_in_one_run_is_bounded(tmp_path):
 def test_the_bytes_of_cdi_specs_read_in_one_run_are_bounded(tmp_path):
     """Nor their size: 4 MiB each (about 16 s of CPU with the pure-Python parser), any number."""
     share = cdi.MAX_SPEC_BYTES // 3 + 1
-    directory = tmp_path / "etc" / "cdi"  # JSON: YAML has its own, smaller budget (test_hostile_followups.py)
+    directory = tmp_path / "etc" / "cdi"  # JSON: YAML has its own, smaller budget (below)
     directory.mkdir(parents=True)
     for index in range(4):
         spec = {"cdiVersion": "0.6.0", "kind": f"example.com/fpga{index:03d}", "devices": [{"name": "0"}], "pad": ""}
@@ -267,6 +523,64 @@ def test_the_bytes_of_cdi_specs_read_in_one_run_are_bounded(tmp_path):
 
     assert [device["kind"] for device in found] == ["example.com/fpga000", "example.com/fpga001"]
     assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec002.json"]
+
+
+def test_unbounded_cdi_flags_never_make_a_state_the_loader_refuses(root_copy, state_path, spurinv_here):
+    """40,000 symbolic links in etc/cdi were 40,000 flags in every reading: the state grew past
+    16 MiB and the next run moved it aside as corrupt, losing the baseline."""
+    root = root_copy("mi300x-spx")
+    directory = root / "etc" / "cdi"
+    for index in range(40000):
+        (directory / f"{index:05d}{'x' * 240}.json").symlink_to("amd.json")
+
+    runs = [spurinv_here("refresh", "--json", "--root", root, "--state", state_path) for _ in range(3)]
+
+    assert [ran.code for ran in runs] == [0, 0, 0], runs
+    assert not list(state_path.parent.glob("*.corrupt-*")), "the state was moved aside as corrupt"
+    assert state_path.stat().st_size < (1 << 20)
+    flags = json.loads(state_path.read_text())["readings"][-1]["flags"]
+    assert len(flags) <= 101, len(flags)
+    assert "more" in flags[-1]["reason"], flags[-1]
+    assert all(len(flag["path"]) <= 1024 and len(flag["reason"]) <= 1024 for flag in flags)
+
+
+def _yaml_spec(index: int, size: int) -> str:
+    head = f'cdiVersion: "0.6.0"\nkind: example.com/k{index}\ndevices:\n'
+    device = "- name: d{}\n  containerEdits:\n    deviceNodes:\n    - path: /dev/fpga{}\n"
+    parts, total, number = [head], len(head), 0
+    while total < size - 120:
+        parts.append(device.format(number, number))
+        total += len(parts[-1])
+        number += 1
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("libyaml", [True, False], ids=["libyaml", "pure-python"])
+def test_the_yaml_a_run_parses_is_bounded_and_json_specs_are_still_read(tmp_path, libyaml, monkeypatch):
+    """Two MiB of YAML specs cost ~2.4 s of CPU with libyaml and ~12 s without, on every tick:
+    YAML gets its own budget a run (smaller without libyaml); JSON specs after it are still read."""
+    import yaml
+
+    from spurinv.inventory.root import Root
+    from spurinv.inventory.sources.status import Report
+
+    if not libyaml:
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    budget = cdi.MAX_YAML_BYTES if libyaml else cdi.MAX_YAML_BYTES_PURE
+    directory = tmp_path / "etc" / "cdi"
+    directory.mkdir(parents=True)
+    share = budget // 2 - 1000
+    for index in range(3):
+        (directory / f"spec{index}.yaml").write_text(_yaml_spec(index, share))
+    (directory / "zz.json").write_text(json.dumps({"cdiVersion": "0.6.0", "kind": "example.com/j", "devices": [{"name": "a"}]}))
+    report = Report("cdi")
+
+    found = cdi.read_cdi(Root(str(tmp_path)), report)
+
+    kinds = {device["kind"] for device in found}
+    assert kinds == {"example.com/k0", "example.com/k1", "example.com/j"}, kinds
+    assert [flag["path"].rsplit("/", 1)[1] for flag in report.flags] == ["spec2.yaml"]
+    assert "YAML" in report.flags[0]["reason"]
 
 
 HEAD = 'cdiVersion: "0.6.0"\nkind: example.com/fpga\n'

@@ -1,5 +1,6 @@
 """Hostile inputs, second pass: files that are not what they seem, text from the
-controller and the command line, absurd config numbers, and a suite that leaves the host alone.
+controller and the command line, text that is not UTF-8 (arguments, variables, lone surrogates in
+the state file), absurd config numbers and nesting, and a suite that leaves the host alone.
 
 The sysfs/procfs/CDI faults of the same issue (links leaving ``--root``, one PCI function under
 two spellings, absurd CPU/memory/device counts, CDI YAML aliases) are rows of the discovery
@@ -291,6 +292,134 @@ def test_server_text_is_bounded_in_messages_and_the_state_file(tmp_path, built, 
     assert len(one_line(ran.err)) < 1000
 
 
+# --- text that is not UTF-8: arguments, variables, lone surrogates in the state file -----------
+
+
+@pytest.mark.parametrize("flag", ["--state", "--root", "--metrics-file", "--config"])
+def test_an_argument_that_is_not_utf8_is_one_usage_line(flag, built, tmp_path, state_path, env):
+    import subprocess
+    import sys
+
+    value = os.fsencode(tmp_path) + b"/bad\xff"  # a process: the interpreter decodes its argv
+    args = [b"refresh", b"--root", os.fsencode(built("mi300x-spx")), b"--state", os.fsencode(state_path)]
+    command = [sys.executable, "-m", "spurinv", *args, flag.encode(), value]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    err = ran.stderr.decode("utf-8")
+    assert err.count("\n") == 1, err
+    assert f"{flag} {tmp_path}/bad\\xff: not UTF-8" in err
+    assert not state_path.exists()
+
+
+def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_path, env):
+    import subprocess
+    import sys
+
+    environ = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
+    environ[b"SPURINV_STATE"] = os.fsencode(tmp_path) + b"/s\xff.json"  # a process: the interpreter decodes environ
+    command = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx"))]
+    ran = subprocess.run(command, env=environ, capture_output=True, check=False)
+
+    assert ran.returncode == 78, ran
+    assert "$SPURINV_STATE" in ran.stderr.decode("utf-8")
+
+
+def test_a_path_variable_that_is_not_utf8_under_json_is_a_config_error_document(built, tmp_path, env):
+    import subprocess
+    import sys
+
+    environ = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
+    environ[b"SPURINV_STATE"] = os.fsencode(tmp_path) + b"/s\xff.json"
+    ran = subprocess.run([sys.executable, "-m", "spurinv", "status", "--json"], env=environ, capture_output=True, check=False)
+
+    document = json.loads(ran.stdout)
+    assert (ran.returncode, document["command"], document["error"]["code"]) == (78, "status", "config")
+    assert document["error"]["message"] == f"$SPURINV_STATE ({tmp_path}/s\\xff.json): not UTF-8 text; name a path that is"
+
+
+def test_status_json_of_a_state_holding_a_lone_surrogate_is_valid_utf8(built, state_path, env, spurinv_here):
+    """``"\\udcff"`` is valid JSON: status --json wrote it to stdout as the raw byte (invalid
+    UTF-8) or failed writing it (74, blaming stdout)."""
+    import subprocess
+    import sys
+
+    assert spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path).code == 0
+    saved = json.loads(state_path.read_text())
+    saved["last"]["reason"] = "seen \udcff here"
+    state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escape, valid UTF-8
+    args = ["status", "--json", "--state", str(state_path)]  # documents.dumps: the lean path and the CLI
+
+    # a process: the bytes written to a real stdout, not the text capsys sees
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 0, ran
+    document = json.loads(ran.stdout.decode("utf-8"))
+    assert document["last_decision"]["reason"] == "seen \\xff here"
+
+
+def test_a_lone_surrogate_hand_edited_into_the_state_is_written_back_escaped(built, state_path, spurinv_here):
+    """``"boot_id": "\\ud800"`` is valid JSON the model accepts, but the full run's writer (UTF-8)
+    could not encode it: every ``refresh`` exited 70 and never got past it."""
+    root = built("mi300x-spx")
+    assert spurinv_here("refresh", "--root", root, "--state", state_path).code == 0
+    saved = json.loads(state_path.read_text())
+    saved["boot_id"] = "x\ud800"
+    state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escape
+
+    ran = spurinv_here("refresh", "--root", root, "--state", state_path)
+
+    assert ran.code == 0, ran
+    text = state_path.read_bytes().decode("ascii")  # the escape, never a raw surrogate
+    assert json.loads(text)["boot_id"] == "x\ud800"  # no boot id under this root: kept as it was
+
+
+def test_status_of_a_state_holding_a_lone_surrogate_shows_it_escaped(built, state_path, env, spurinv_here):
+    """``"node": "vm\\udcff"`` or a reason with ``"\\ud800"`` (valid JSON the model accepts):
+    ``spurinv status`` failed writing it (74, blaming standard output)."""
+    import subprocess
+    import sys
+
+    assert spurinv_here("refresh", "--root", built("mi300x-spx"), "--state", state_path).code == 0
+    saved = json.loads(state_path.read_text())
+    saved["node"] = "vm\udcff"
+    saved["last"]["reason"] = "seen \ud800 here"
+    state_path.write_text(json.dumps(saved))  # ensure_ascii: the file holds the escapes
+
+    # a process: the bytes written to a real stdout, not the text capsys sees
+    command = [sys.executable, "-m", "spurinv", "status", "--state", str(state_path)]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 0, ran
+    shown = ran.stdout.decode("utf-8")
+    assert "vm\\udcff" in shown
+    assert "seen \\ud800 here" in shown
+
+
+def test_diff_of_a_baseline_holding_a_lone_surrogate_shows_it_escaped(built, state_path, env, spurinv_here):
+    """A baseline device's model ``"mi300x\\ud800"`` (fingerprint recomputed: the model accepts
+    it): ``spurinv diff`` failed writing the changed field (74, blaming standard output)."""
+    import subprocess
+    import sys
+
+    from spurinv.inventory.fingerprint import fingerprint
+
+    root = built("mi300x-spx")
+    for _ in range(2):
+        assert spurinv_here("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0").code == 0
+    saved = json.loads(state_path.read_text())
+    inventory = saved["baseline"]["inventory"]
+    inventory["devices"][0]["model"] = "mi300x\ud800"
+    inventory["fingerprint"] = fingerprint(inventory["cpus"], inventory["memory_mb"], inventory["devices"])
+    state_path.write_text(json.dumps(saved))
+
+    command = [sys.executable, "-m", "spurinv", "diff", "--root", str(root), "--state", str(state_path)]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 0, ran
+    assert "mi300x\\ud800" in ran.stdout.decode("utf-8")
+
+
 # --- the config file ---------------------------------------------------------------------------
 
 
@@ -341,6 +470,21 @@ def test_the_upper_bounds_themselves_are_accepted(tmp_path, spurinv_here):
         "[policy]\nbackoff_initial = 604800\nbackoff_max = 604800\n[state]\nlock_timeout = 600\n[controller]\ntimeout = 120\n",
     )
     assert 0 == spurinv_here("config", "show", "--config", config).code
+
+
+@pytest.mark.parametrize("nesting", ["[", "{a="], ids=["array", "inline table"])
+def test_a_config_nested_thousands_deep_is_a_config_error_naming_the_file(nesting, tmp_path, state_path, built, spurinv_here):
+    closing = "]" if nesting == "[" else "}"
+    config = tmp_path / "deep.toml"
+    config.write_text("[node]\nname = " + nesting * 2000 + "1" + closing * 2000 + "\n")
+    config.chmod(0o600)
+
+    ran = spurinv_here("refresh", "--root", built("mi300x-spx"), "--config", config, "--state", state_path)
+
+    assert ran.code == 78, ran
+    assert str(config) in ran.err, ran.err
+    assert "Traceback" not in ran.err
+    assert len(ran.err.strip().splitlines()) == 1, ran.err
 
 
 # --- the suite itself --------------------------------------------------------------------------
