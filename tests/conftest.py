@@ -248,11 +248,12 @@ def built(shared: Callable[[str, Callable[[Path], object]], Path]) -> Callable[[
 
 
 @pytest.fixture
-def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], Path]:
-    """Return a private, mutable copy of a fixture root (for fault injection)."""
+def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[..., Path]:
+    """Return a private, mutable copy of a fixture root (for fault injection); ``times=False``:
+    with its own timestamps (:func:`rootbuilder.copy_root`)."""
 
-    def copy(name: str) -> Path:
-        return rb.copy_root(built(name), tmp_path / f"root-{name}")
+    def copy(name: str, times: bool = True) -> Path:
+        return rb.copy_root(built(name), tmp_path / f"root-{name}", times)
 
     return copy
 
