@@ -21,6 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rootbuilder as rb
+from doubles import checked_bytecode
 
 # pytest rewrites the asserts of every module of a plugin's distribution, hypothesis's ~90 among
 # them; where PYTHONDONTWRITEBYTECODE is set it did so again in every process (the main one and
@@ -114,12 +115,8 @@ def _compile_spurinv() -> None:
 
     Where PYTHONDONTWRITEBYTECODE is set, every ``python -m spurinv`` a test starts compiled the
     package again (0.1-0.2 s of CPU each, hundreds of times a run). The bytecode is checked
-    against a hash of its source at each import, not the file's mtime: ``scripts/mutate`` rewrites
-    a module in place between runs, and a mutant of the same size in the same second must never
-    load its predecessor's bytecode. Only files whose bytecode is missing or stale are compiled."""
-    import importlib.util
-    import py_compile
-
+    against a hash of its source at each import, not the file's mtime (:func:`doubles.checked_bytecode`).
+    Only files whose bytecode is missing or stale are compiled."""
     import spurinv
 
     package = Path(spurinv.__file__).parent
@@ -128,18 +125,8 @@ def _compile_spurinv() -> None:
     # the bytecode of an installed spurinv that a test run happened to import instead.
     if not (beside.is_file() and beside.samefile(__file__)):
         return
-    checked = py_compile.PycInvalidationMode.CHECKED_HASH
     for source in package.rglob("*.py"):
-        pyc = Path(importlib.util.cache_from_source(str(source)))
-        try:
-            header, code = pyc.read_bytes()[:16], source.read_bytes()
-        except OSError:
-            header, code = b"", b""
-        # PEP 552: the magic number, flags 0b11 (hash-based, checked), the source's hash
-        if header == importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little") + importlib.util.source_hash(code):
-            continue
-        with contextlib.suppress(OSError, py_compile.PyCompileError):  # read-only: compiled at import, as before
-            py_compile.compile(str(source), str(pyc), doraise=True, invalidation_mode=checked)
+        checked_bytecode(source)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -261,11 +248,12 @@ def built(shared: Callable[[str, Callable[[Path], object]], Path]) -> Callable[[
 
 
 @pytest.fixture
-def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[[str], Path]:
-    """Return a private, mutable copy of a fixture root (for fault injection)."""
+def root_copy(built: Callable[[str], Path], tmp_path: Path) -> Callable[..., Path]:
+    """Return a private, mutable copy of a fixture root (for fault injection); ``times=False``:
+    with its own timestamps (:func:`rootbuilder.copy_root`)."""
 
-    def copy(name: str) -> Path:
-        return rb.copy_root(built(name), tmp_path / f"root-{name}")
+    def copy(name: str, times: bool = True) -> Path:
+        return rb.copy_root(built(name), tmp_path / f"root-{name}", times)
 
     return copy
 

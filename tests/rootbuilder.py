@@ -982,10 +982,19 @@ def _copy_into(src: Path, dst: Path, keep: str) -> None:
     subprocess.run(["cp", "-R", "--no-dereference", keep, "--", f"{src}/.", str(dst)], check=True)
 
 
-def copy_root(src: Path, dst: Path) -> Path:
+def copy_root(src: Path, dst: Path, times: bool = True) -> Path:
     """A private, mutable copy of a built root, symlinks kept as links. ``cp -a`` takes about
-    half the CPU of ``shutil.copytree`` on a root's thousands of small files."""
+    half the CPU of ``shutil.copytree`` on a root's thousands of small files.
+
+    ``times=False``, for tests of code that reads no timestamps (discovery): the copy's are the
+    copy's own, which takes about half of ``cp -a``'s CPU again (its utimensat, chown and xattr
+    calls). Everything else is the same (tests/test_rootbuilder.py compares them): types, links,
+    sizes and contents; modes (with no umask, cp creates each file with its source's mode); the
+    owner (the copier, who built the root). A built root has no hard links or xattrs to keep."""
     if os.path.lexists(dst):
         raise FileExistsError(dst)  # cp would copy into it instead
-    subprocess.run(["cp", "-a", "--", str(src), str(dst)], check=True)
+    if times:
+        subprocess.run(["cp", "-a", "--", str(src), str(dst)], check=True)
+    else:
+        subprocess.run(["cp", "-R", "--no-dereference", "--", str(src), str(dst)], check=True, umask=0)
     return Path(dst)

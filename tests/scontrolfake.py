@@ -1,52 +1,22 @@
 """A fake Slurm ``scontrol`` for tests that drive spurinv through the scontrol transport.
 
-The program is a real executable (an argument the kernel refuses fails its exec, as it does for
-the real one). It answers ``--json show node`` from a JSON file in the shape of the captured
-slurmrestd 24.11 node (``scontrol --json`` prints the same data parser output), logs every argv,
-applies ``update NodeName=… Gres=/Extra=/State=/Reason=`` to the file, and refuses ``Gres=``
-while the node's ``refuse_gres`` is set (what slurmctld does while slurm.conf still says the old
-count). A node whose ``absent_until`` is in the future is not listed (deleted, not yet re-created).
+The program (tests/scontrolfake_main.py) is a real executable (an argument the kernel refuses
+fails its exec, as it does for the real one). It answers ``--json show node`` from a JSON file
+in the shape of the captured slurmrestd 24.11 node (``scontrol --json`` prints the same data
+parser output), logs every argv, applies ``update NodeName=… Gres=/Extra=/State=/Reason=`` to
+the file, and refuses ``Gres=`` while the node's ``refuse_gres`` is set (what slurmctld does
+while slurm.conf still says the old count). A node whose ``absent_until`` is in the future is
+not listed (deleted, not yet re-created).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from doubles import program
 from faultserver import capture
-
-FAKE = r"""
-import json, os, sys
-path = os.environ["FAKE_SLURM_STATE"]
-args = sys.argv[1:]
-if args == ["--version"]:
-    print("slurm 24.11.5"); sys.exit(0)
-with open(path) as f:
-    node = json.load(f)
-with open(path + ".argv", "a") as f:
-    f.write(json.dumps(args) + "\n")
-if args[:3] == ["--json", "show", "node"]:
-    import time
-    if time.time() < node.get("absent_until", 0):  # deleted, not yet re-created
-        print(json.dumps({"nodes": [], "errors": [{"error": "Invalid node name specified"}]})); sys.exit(0)
-    print(json.dumps({"nodes": [node]})); sys.exit(0)
-if args[:1] == ["update"]:
-    if node.get("refuse_gres") and any(a.startswith("Gres=") for a in args):
-        print("slurm_update error: Invalid generic resource (gres) specification", file=sys.stderr); sys.exit(1)
-    for arg in args[2:]:
-        key, _, value = arg.partition("=")
-        if key == "Gres": node["gres"] = value
-        elif key == "Extra": node["extra"] = value
-        elif key == "Reason": node["reason"] = value
-        elif key == "State" and value == "DRAIN" and "DRAIN" not in node["state"]: node["state"].append("DRAIN")
-        elif key == "State" and value in ("RESUME", "UNDRAIN") and "DRAIN" in node["state"]: node["state"].remove("DRAIN")
-    with open(path, "w") as f:
-        json.dump(node, f)
-    sys.exit(0)
-sys.exit(2)
-"""
 
 
 class Slurm:
@@ -58,14 +28,10 @@ class Slurm:
         node.update(name="n1", gres="gpu:mi300x:8", gres_used="gpu:mi300x:0(IDX:N/A)", extra=extra, reason="",
                     state=["IDLE"], refuse_gres=refuse_gres)  # fmt: skip
         self.path.write_text(json.dumps(node))
-        program = tmp / "scontrol"
-        # -S: the fake needs only the standard library, and site-packages cost each call about a third
-        # of its start-up
-        program.write_text(f"#!{sys.executable} -S\n{FAKE}")
-        program.chmod(0o755)
+        scontrol = program(tmp / "scontrol", "scontrolfake_main")
         self.config = tmp / "config.toml"
         self.config.write_text(
-            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{program}"\n'
+            f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n'
             "[policy]\nconfirm_interval = 0\n"
         )
         self.config.chmod(0o600)

@@ -27,10 +27,11 @@ Written from ROCm/spur at commit 4cc3da843d7782774b616b2cdf7fc1e0d2cde777 (read 
 * a spurd restart (``crates/spurd/src/reporter.rs``): discover, ``RegisterAgent``; the
   ``NodeUpdate`` apply replaces ``total_resources`` and keeps state, reason and ``admin_locked``.
 
-Usage: ``spurstandin.py scontrol ARGS…`` or ``spurstandin.py spurd-restart NODE``; the cluster
-file is ``$SPUR_STANDIN_STATE``; a restart reads the node's hardware from
-``$SPUR_STANDIN_HARDWARE`` (``{"gpus": ["mi300x", …]}``) and appends a line to
-``$SPUR_STANDIN_STATE.restarts``. Cluster file::
+Usage: ``spurstandin.py scontrol ARGS…`` or ``spurstandin.py spurd-restart NODE`` (the tests run
+it as ``tests/doubles.py``'s programs ``scontrol`` and ``spurd-restart``); the cluster file is
+``$SPUR_STANDIN_STATE``; a restart reads the node's hardware from ``$SPUR_STANDIN_HARDWARE``
+(``{"gpus": ["mi300x", …]}``) and appends a line to ``$SPUR_STANDIN_STATE.restarts``. Cluster
+file::
 
     {"controller_up": true, "admin": true, "version": "spur 0.5.0 (4cc3da8)",
      "nodes": {"n1": {"state": "Idle", "reason": null, "admin_locked": false, "cpus": 192,
@@ -39,9 +40,10 @@ file is ``$SPUR_STANDIN_STATE``; a restart reads the node's hardware from
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+import jsonlite
 
 UPPER = {"Idle": "IDLE", "Allocated": "ALLOCATED", "Mixed": "MIXED", "Down": "DOWN", "Drain": "DRAINED",
          "Draining": "DRAINING", "Error": "ERROR", "Unknown": "UNKNOWN", "Suspended": "SUSPENDED"}  # fmt: skip
@@ -50,13 +52,13 @@ HOLD = {"Down", "Drain", "Draining", "Error", "Suspended"}
 
 def load() -> dict:
     with open(os.environ["SPUR_STANDIN_STATE"]) as handle:
-        return json.load(handle)
+        return jsonlite.loads(handle.read())
 
 
 def save(cluster: dict) -> None:
     path = os.environ["SPUR_STANDIN_STATE"]
     with open(path + ".tmp", "w") as handle:
-        json.dump(cluster, handle)
+        handle.write(jsonlite.dumps(cluster))
     os.replace(path + ".tmp", path)
 
 
@@ -137,7 +139,7 @@ def release(cluster: dict, name: str) -> None:
 
 def restart(cluster: dict, name: str) -> None:
     with open(os.environ["SPUR_STANDIN_HARDWARE"]) as handle:
-        hardware = json.load(handle)
+        hardware = jsonlite.loads(handle.read())
     with open(os.environ["SPUR_STANDIN_STATE"] + ".restarts", "a") as handle:
         handle.write(f"{name}\n")
     cluster["nodes"][name]["gpus"] = hardware["gpus"]  # NodeUpdate: total_resources only

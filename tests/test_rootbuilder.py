@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -392,6 +393,42 @@ def test_fault_injection_helpers(tmp_path: Path) -> None:
     assert rb.kfd_nodes(root) == []
     with pytest.raises(FileNotFoundError):
         rb.remove(root, "no/such/file")
+
+
+def _listing(root: Path) -> dict[str, tuple[object, ...]]:
+    """Every entry below ``root``: type and mode, owner, and what it is: a link's target, a
+    file's hard links, xattrs and bytes (a directory's size and links depend on its history)."""
+    found: dict[str, tuple[object, ...]] = {}
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            what: tuple[object, ...] = ()
+            if stat.S_ISLNK(info.st_mode):
+                what = (os.readlink(path),)
+            elif stat.S_ISREG(info.st_mode):
+                what = (info.st_nlink, os.listxattr(path), Path(path).read_bytes())
+            elif stat.S_ISDIR(info.st_mode):
+                what = (os.listxattr(path),)
+            found[os.path.relpath(path, root)] = (info.st_mode, info.st_uid, info.st_gid, *what)
+    return found
+
+
+@pytest.mark.parametrize("name", ["mi300x-spx", "mi300x-cpx", "vega10", "nvidia-8", "nvidia-cdi"])
+def test_a_copy_without_timestamps_is_the_root_but_for_them(built: Callable[[str], Path], tmp_path: Path, name: str) -> None:
+    """copy_root(times=False), which the discovery faults use: what discovery can see of a file
+    is as in the built root, and a fault in the copy never reaches the root."""
+    root = built(name)
+    old = os.umask(0o077)  # a umask that would strip bits from what cp creates
+    try:
+        copy = rb.copy_root(root, tmp_path / "copy", times=False)
+    finally:
+        os.umask(old)
+
+    assert _listing(copy) == _listing(root)
+    first = next(path for path in sorted(copy.rglob("*")) if path.is_file() and not path.is_symlink())
+    first.write_text("fault\n")
+    assert (root / first.relative_to(copy)).read_bytes() != b"fault\n"
 
 
 def test_cdi_specs_against_real_schema(mi300x_cpx: Path) -> None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles import program
 
 from spurinv import exitcode
 from spurinv.config.settings import ControllerSection
@@ -24,7 +25,6 @@ from spurinv.controller.nodeview import parse_node
 from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ConfigError, ControllerError
 
-STANDIN = Path(__file__).resolve().parent / "spurstandin.py"
 OUR_PREFIX = "spurinv:"
 
 
@@ -38,10 +38,7 @@ class Spur:
         self.bin = tmp / "bin"
         self.bin.mkdir()
         for tool in ("scontrol", "spurd-restart", "release"):
-            path = self.bin / tool
-            # -S: the stand-in needs only the standard library (site-packages cost a third of its start)
-            path.write_text(f'#!/bin/sh\nexec {sys.executable} -S {STANDIN} {tool} "$@"\n')
-            path.chmod(0o755)
+            program(self.bin / tool, "spurstandin", tool)
         node = {"state": "Idle", "reason": None, "admin_locked": False, "cpus": 192, "alloc_cpus": 0,
                 "memory_mb": 1547771, "partitions": ["gpu"], "gpus": ["mi300x"] * gpus}  # fmt: skip
         self.write({"controller_up": True, "admin": True, "nodes": {"n1": node}})

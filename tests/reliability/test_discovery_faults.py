@@ -469,7 +469,7 @@ def test_fault_is_a_failure_or_a_flag_never_fewer_devices(fault, root_copy, inta
         ledger.record("discovery", fault.name, "skipped (root reads mode 000)")
         pytest.skip("runs as root, who can read a mode-000 file; the directory/symlink/FIFO faults cover root")
     good = intact(fault.fixture)
-    root = root_copy(fault.fixture)
+    root = root_copy(fault.fixture, times=False)  # discovery reads no timestamps
     ctx: dict[str, Any] = {"monkeypatch": monkeypatch, "close": []}
     fault.apply(root, ctx)
     started = time.monotonic()
@@ -511,7 +511,7 @@ def test_fault_is_a_failure_or_a_flag_never_fewer_devices(fault, root_copy, inta
 
 def test_a_non_ascii_digit_kfd_node_name_does_not_crash_discovery(root_copy, intact):
     """``"²".isdigit()`` is True but ``int("²")`` raises: a hostile root must not crash the walk."""
-    root = root_copy(SPX)
+    root = root_copy(SPX, times=False)
     node_path(root, 2).with_name("\u00b2").mkdir()
 
     result = hostile.devices(root)
