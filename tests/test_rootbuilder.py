@@ -414,7 +414,8 @@ def _listing(root: Path) -> dict[str, tuple[object, ...]]:
     return found
 
 
-@pytest.mark.parametrize("name", ["mi300x-spx", "mi300x-cpx", "vega10", "nvidia-8", "nvidia-cdi"])
+# not the 64-partition CPX root: the same kinds of entry as the SPX root, nine times as many (1.3 s a run)
+@pytest.mark.parametrize("name", ["mi300x-spx", "vega10", "nvidia-8", "nvidia-cdi"])
 def test_a_copy_without_timestamps_is_the_root_but_for_them(built: Callable[[str], Path], tmp_path: Path, name: str) -> None:
     """copy_root(times=False), which the discovery faults use: what discovery can see of a file
     is as in the built root, and a fault in the copy never reaches the root."""
