@@ -2500,6 +2500,19 @@ def test_debian_skips_a_dotted_cron_d_file_and_the_fix_renames_it(node):
     assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
 
 
+def test_the_rename_fix_never_names_a_cron_d_file_that_exists(node):
+    """``mv`` replaces its target: the fix for a dotted name picks a name no file of /etc/cron.d
+    has, so following it never overwrites another job's file."""
+    node.config()
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    for taken in ("spurinv", "spurinv-2"):  # another job's files, which Debian's cron runs
+        (node.host / "etc" / "cron.d" / taken).write_text("17 * * * * root /usr/local/sbin/backup\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail"
+    assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv-3"
+
+
 def test_an_unknown_distribution_warns_on_a_dotted_cron_d_file(node):
     node.config()
     cron_d_only(node, "spurinv.cron", "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")

@@ -1372,12 +1372,16 @@ def _debian_skips(name: str) -> bool:
     return name.startswith("etc/cron.d/") and not _cron_reads("debian", name)
 
 
-def _cron_d_rename(cron: str) -> str:
-    """``mv`` that gives the cron.d file ``cron`` a name Debian's cron reads."""
+def _cron_d_rename(run: _Run, cron: str) -> str:
+    """``mv`` that gives the cron.d file ``cron`` a name Debian's cron reads, one no file of
+    /etc/cron.d on the root has: ``mv`` would replace that file (another job's, say)."""
     import re
 
     base = re.sub(r"[^A-Za-z0-9_-]", "", cron.rsplit("/", 1)[-1].split(".", maxsplit=1)[0]) or "spurinv"
-    return f"mv {shlex.quote(cron)} /etc/cron.d/{base}"
+    taken = set(_cron_d(run))
+    names = (base, *(f"{base}-{number}" for number in range(2, len(taken) + 3)))  # one of them is free
+    name = next(name for name in names if f"etc/cron.d/{name}" not in taken)
+    return f"mv {shlex.quote(cron)} /etc/cron.d/{name}"
 
 
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
@@ -1756,7 +1760,8 @@ def _cron_file_problem(run: _Run) -> Check | None:
             continue
         if _cron_kind(run) is None and all(_debian_skips(where.lstrip("/")) for where, *_rest in entries):
             return Check("schedule", "warn", f"cron: {cron} runs spurinv refresh, but its name holds other than "
-                         "letters, digits, _ and -: cronie reads it, Debian's cron skips it", _cron_d_rename(cron))  # fmt: skip
+                         "letters, digits, _ and -: cronie reads it, Debian's cron skips it",
+                         _cron_d_rename(run, cron))  # fmt: skip
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
                          "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
@@ -1856,7 +1861,7 @@ def _unread_entry(run: _Run) -> tuple[str, str] | None:
         for line in (_root_text(run, name) or "").split("\n"):
             if name in skipped and schedule.cron_line(line, with_user=with_user) is not None:
                 return (f"/{name} names it, but Debian's cron skips a /etc/cron.d file whose name holds other than "
-                        "letters, digits, _ and - (a dot)", _cron_d_rename("/" + name))  # fmt: skip
+                        "letters, digits, _ and - (a dot)", _cron_d_rename(run, "/" + name))  # fmt: skip
             if line.endswith("\r") and schedule.cron_line(line.rstrip("\r"), with_user=with_user) is not None:
                 return (f"/{name} names it, but with a CRLF line end: cron gives spurinv the carriage return, and "
                         "`refresh\\r` is no command", f"sed -i 's/\\r$//' /{name}")  # fmt: skip
