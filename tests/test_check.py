@@ -33,6 +33,7 @@ from spurinv.inventory.root import Root
 from spurinv.log import Log
 from spurinv.refresh import World
 from spurinv.report.models import CheckDocument, adapter
+from spurinv.secret import printable
 
 NODE_PATH = "/slurm/v0.0.42/node/n1"
 STATUSES = {"ok", "warn", "fail", "skip"}
@@ -2519,6 +2520,48 @@ def test_an_unknown_distribution_warns_on_a_dotted_cron_d_file(node):
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "fix"),
+    [
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet\n", 0o666, "chmod 0644 '/etc/cron.d/spurinv job'"),
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet", 0o644, "echo >> '/etc/cron.d/spurinv job'"),
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet\r\n", 0o644, "sed -i 's/\\r$//' '/etc/cron.d/spurinv job'"),
+        ("* * * * * root /usr/local/bin/spurinv refresh\r\n", 0o644, "sed -i 's/\\r$//' '/etc/cron.d/spurinv job'"),
+    ],
+)
+def test_a_cron_file_fix_quotes_the_file_name(node, content, mode, fix):
+    """cronie reads /etc/cron.d/"spurinv job": unquoted, `echo >> /etc/cron.d/spurinv job` would
+    append to another job's /etc/cron.d/spurinv, and `chmod`/`sed` would change that file."""
+    node.config()
+    (node.host / "etc" / "os-release").write_text("ID=rocky\n")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("17 * * * * root /usr/local/sbin/backup\n")
+    (node.host / "etc" / "cron.d" / "spurinv job").write_text(content)
+    (node.host / "etc" / "cron.d" / "spurinv job").chmod(mode)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.fix == fix, schedule
+
+
+@pytest.mark.parametrize(
+    ("name", "word"),
+    [
+        (os.fsdecode(b"spurinv\xff.cron"), "$'/etc/cron.d/spurinv\\xff.cron' /etc/cron.d/spurinv"),
+        ("spurinv\n.cron", "$'/etc/cron.d/spurinv\\x0a.cron' /etc/cron.d/spurinv"),
+        ("it's\u202e.cron", "$'/etc/cron.d/it\\x27s\\xe2\\x80\\xae.cron' /etc/cron.d/its"),
+        ("éé.cron", "'/etc/cron.d/éé.cron' /etc/cron.d/spurinv"),
+    ],
+)
+def test_the_rename_fix_names_the_file_as_printed(node, name, word):
+    """check's output shows a control character or a byte that is not UTF-8 escaped
+    (``\\udcff``, ``\\n``): shlex's quotes around that text name a file that is not there, bash's
+    $'...' with the bytes as \\xHH names the one that is."""
+    node.config()
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    cron_d_only(node, name, "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.fix == f"mv {word}", schedule
+    assert printable(schedule.fix) == schedule.fix
 
 
 def test_cronie_skips_a_cron_d_file_with_an_execute_bit(node):
