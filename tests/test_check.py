@@ -2501,6 +2501,34 @@ def test_debian_skips_a_dotted_cron_d_file_and_the_fix_renames_it(node):
     assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
 
 
+@pytest.mark.parametrize(
+    ("release", "name", "said"),
+    [
+        ("ID=rocky\n", "spurinv.rpmsave", "cronie skips a /etc/cron.d file whose name starts with . or #"),
+        ("ID=rocky\n", "spurinv~", "cronie skips a /etc/cron.d file whose name starts with . or #"),
+        ("", ".spurinv", "cron skips a /etc/cron.d file whose name starts with . or #"),
+        (
+            "ID=debian\n",
+            "spurinv job",
+            "Debian's cron skips a /etc/cron.d file whose name holds other than letters, digits, _ and - (a space)",
+        ),
+    ],
+)
+def test_a_skipped_cron_d_name_is_blamed_on_the_roots_own_cron(node, release, name, said):
+    """A Rocky root's `spurinv.rpmsave` is skipped by cronie as a package manager's copy: it was
+    said to be Debian's cron skipping a name with a dot; `spurinv job` on Debian holds no dot."""
+    node.config()
+    if release:
+        (node.host / "etc" / "os-release").write_text(release)
+    cron_d_only(node, name, "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert said in schedule.detail, schedule
+    if "Debian" not in said:
+        assert "Debian" not in schedule.detail, schedule
+    assert "(a dot)" not in schedule.detail, schedule
+
+
 def test_the_rename_fix_never_names_a_cron_d_file_that_exists(node):
     """``mv`` replaces its target: the fix for a dotted name picks a name no file of /etc/cron.d
     has, so following it never overwrites another job's file."""

@@ -1864,6 +1864,18 @@ def _schedule_found(run: _Run) -> Check:
                  exitcode.CONFIG)  # fmt: skip
 
 
+def _skipped_why(kind: str | None, name: str) -> str:
+    """Why the root's cron skips the /etc/cron.d file ``name``, in that cron's own rule: a
+    cronie root's backup (``.rpmsave``, ``~``) has no rule of Debian's to blame."""
+    if kind == "debian":
+        base = name.rsplit("/", 1)[-1]
+        what = "a dot" if "." in base else "a space" if " " in base else None
+        return ("Debian's cron skips a /etc/cron.d file whose name holds other than letters, digits, _ and -"
+                + (f" ({what})" if what else ""))  # fmt: skip
+    return (f"{'cronie' if kind == 'cronie' else 'cron'} skips a /etc/cron.d file whose name starts with . or # "
+            "or ends with ~, .rpmsave, .rpmorig or .rpmnew (a hidden file, a backup or a package manager's copy)")  # fmt: skip
+
+
 def _unread_entry(run: _Run) -> tuple[str, str] | None:
     """Why a cron line that would run spurinv refresh does not count, and its fix: a file of
     /etc/cron.d Debian's cron skips for its name, or a line that names it only with its CRLF line
@@ -1874,8 +1886,7 @@ def _unread_entry(run: _Run) -> tuple[str, str] | None:
         with_user = not name.startswith("var/spool")
         for line in (_root_text(run, name) or "").split("\n"):
             if name in skipped and schedule.cron_line(line, with_user=with_user) is not None:
-                return (f"/{name} names it, but Debian's cron skips a /etc/cron.d file whose name holds other than "
-                        "letters, digits, _ and - (a dot)", _cron_d_rename(run, "/" + name))  # fmt: skip
+                return f"/{name} names it, but {_skipped_why(kind, name)}", _cron_d_rename(run, "/" + name)
             if line.endswith("\r") and schedule.cron_line(line.rstrip("\r"), with_user=with_user) is not None:
                 return (f"/{name} names it, but with a CRLF line end: cron gives spurinv the carriage return, and "
                         "`refresh\\r` is no command", f"sed -i 's/\\r$//' {_word('/' + name)}")  # fmt: skip
