@@ -370,6 +370,22 @@ def test_a_metrics_file_on_the_state_file_is_a_config_error(cli, node):
     assert ran.code == exitcode.CONFIG
 
 
+def test_the_state_and_lock_fixes_quote_their_paths(node):
+    """A state path with a blank: unquoted, `mkdir -p -m 0700 /x/my state` made /x/my and ./state,
+    and `rm /x/my state/state.json.lock` removed /x/my and a relative file instead of the lock."""
+    node.config()
+    spaced = node.tmp / "my state"
+    node.state = spaced / "state.json"
+    assert (
+        run_checks(node, None)["state"].fix
+        == f"mkdir -p -m 0700 {shlex.quote(str(spaced))} && chown root {shlex.quote(str(spaced))}"
+    )
+    spaced.mkdir(mode=0o700)
+    (spaced / "state.json.lock").write_text("")
+    os.link(spaced / "state.json.lock", node.tmp / "other")
+    assert run_checks(node, None)["lock"].fix == f"rm {shlex.quote(str(spaced / 'state.json.lock'))}"
+
+
 # --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
 
 

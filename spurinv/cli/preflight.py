@@ -432,9 +432,10 @@ def _state(run: _Run) -> Check:
     try:
         missing = store.inspect_directory(path, create=not run.options.state_named)
     except store.StoreError as exc:
-        fix = f"mkdir -p -m 0700 {directory} && chown root {directory}" if exc.errno else f"chmod 0700 {directory}"
+        word = _word(directory)
+        fix = f"mkdir -p -m 0700 {word} && chown root {word}" if exc.errno else f"chmod 0700 {word}"
         if isinstance(exc, store.Unsafe):
-            fix = f"chown root {directory} && chmod 0700 {directory}"
+            fix = f"chown root {word} && chmod 0700 {word}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
     if "systemd" in _schedulers(run):
         blocked = _sandbox_blocks(run, directory)
@@ -626,7 +627,7 @@ def _lock(run: _Run) -> Check:
     try:
         info = os.fstat(fd)
         if info.st_nlink != 1:
-            return Check("lock", "fail", f"lock {path} has {info.st_nlink} links", f"rm {path}", exitcode.CANTCREAT)
+            return Check("lock", "fail", f"lock {path} has {info.st_nlink} links", f"rm {_word(path)}", exitcode.CANTCREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
