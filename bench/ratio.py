@@ -77,8 +77,8 @@ def measure(work: Path, runs: int, importtime: bool = False) -> int:
         print(f"CPU ratio per pair: median {median(per_pair):.2f}×, quartiles {low:.2f}×–{high:.2f}×")
     print(f"goal (issue #22): CPU ratio ≤ {GOAL:.1f}× — {'met' if cpu[1] / cpu[0] <= GOAL else 'not met'}")
     if "\nimport re\n" in Path(SPURINV).read_text(errors="replace"):
-        # pip before 25 writes console scripts that import re first (pypa/pip#13166): README.md's install upgrades pip
-        print(f"note: {SPURINV} imports re before spurinv starts (written by pip < 25): about 6 ms of each tick")
+        # pip before 25.2 writes console scripts that import re first (pypa/pip#13166): README.md's install upgrades pip
+        print(f"note: {SPURINV} imports re before spurinv starts (written by pip < 25.2): about 6 ms of each tick")
     if importtime:
         base = _importtime(empty, clean_env())
         ticked = _importtime(tick, env)

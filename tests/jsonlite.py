@@ -38,7 +38,11 @@ class _Decoder:
 _scan = _json.make_scanner(_Decoder())  # type: ignore[arg-type]
 
 
-def loads(text: str) -> Any:
+def loads(text: str | bytes | bytearray) -> Any:
+    if not isinstance(text, str):  # json's to read: it finds UTF-8, -16 or -32 in the bytes (a BOM)
+        import json
+
+        return json.loads(text)
     start = len(text) - len(text.lstrip(_SPACE))
     try:
         value, end = _scan(text, start)

@@ -33,6 +33,7 @@ from spurinv.inventory.root import Root
 from spurinv.log import Log
 from spurinv.refresh import World
 from spurinv.report.models import CheckDocument, adapter
+from spurinv.secret import printable
 
 NODE_PATH = "/slurm/v0.0.42/node/n1"
 STATUSES = {"ok", "warn", "fail", "skip"}
@@ -367,6 +368,22 @@ def test_a_metrics_file_on_the_state_file_is_a_config_error(cli, node):
     ran = cli(*node.args("--json"))
     assert by_name(ran.json())["config"]["status"] == "fail"
     assert ran.code == exitcode.CONFIG
+
+
+def test_the_state_and_lock_fixes_quote_their_paths(node):
+    """A state path with a blank: unquoted, `mkdir -p -m 0700 /x/my state` made /x/my and ./state,
+    and `rm /x/my state/state.json.lock` removed /x/my and a relative file instead of the lock."""
+    node.config()
+    spaced = node.tmp / "my state"
+    node.state = spaced / "state.json"
+    assert (
+        run_checks(node, None)["state"].fix
+        == f"mkdir -p -m 0700 {shlex.quote(str(spaced))} && chown root {shlex.quote(str(spaced))}"
+    )
+    spaced.mkdir(mode=0o700)
+    (spaced / "state.json.lock").write_text("")
+    os.link(spaced / "state.json.lock", node.tmp / "other")
+    assert run_checks(node, None)["lock"].fix == f"rm {shlex.quote(str(spaced / 'state.json.lock'))}"
 
 
 # --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
@@ -2500,6 +2517,34 @@ def test_debian_skips_a_dotted_cron_d_file_and_the_fix_renames_it(node):
     assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
 
 
+@pytest.mark.parametrize(
+    ("release", "name", "said"),
+    [
+        ("ID=rocky\n", "spurinv.rpmsave", "cronie skips a /etc/cron.d file whose name starts with . or #"),
+        ("ID=rocky\n", "spurinv~", "cronie skips a /etc/cron.d file whose name starts with . or #"),
+        ("", ".spurinv", "cron skips a /etc/cron.d file whose name starts with . or #"),
+        (
+            "ID=debian\n",
+            "spurinv job",
+            "Debian's cron skips a /etc/cron.d file whose name holds other than letters, digits, _ and - (a space)",
+        ),
+    ],
+)
+def test_a_skipped_cron_d_name_is_blamed_on_the_roots_own_cron(node, release, name, said):
+    """A Rocky root's `spurinv.rpmsave` is skipped by cronie as a package manager's copy: it was
+    said to be Debian's cron skipping a name with a dot; `spurinv job` on Debian holds no dot."""
+    node.config()
+    if release:
+        (node.host / "etc" / "os-release").write_text(release)
+    cron_d_only(node, name, "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.status == "fail", schedule
+    assert said in schedule.detail, schedule
+    if "Debian" not in said:
+        assert "Debian" not in schedule.detail, schedule
+    assert "(a dot)" not in schedule.detail, schedule
+
+
 def test_the_rename_fix_never_names_a_cron_d_file_that_exists(node):
     """``mv`` replaces its target: the fix for a dotted name picks a name no file of /etc/cron.d
     has, so following it never overwrites another job's file."""
@@ -2519,6 +2564,48 @@ def test_an_unknown_distribution_warns_on_a_dotted_cron_d_file(node):
     schedule = run_checks(node, None)["schedule"]
     assert schedule.status == "warn", schedule
     assert schedule.fix == "mv /etc/cron.d/spurinv.cron /etc/cron.d/spurinv"
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "fix"),
+    [
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet\n", 0o666, "chmod 0644 '/etc/cron.d/spurinv job'"),
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet", 0o644, "echo >> '/etc/cron.d/spurinv job'"),
+        ("* * * * * root /usr/local/bin/spurinv refresh --quiet\r\n", 0o644, "sed -i 's/\\r$//' '/etc/cron.d/spurinv job'"),
+        ("* * * * * root /usr/local/bin/spurinv refresh\r\n", 0o644, "sed -i 's/\\r$//' '/etc/cron.d/spurinv job'"),
+    ],
+)
+def test_a_cron_file_fix_quotes_the_file_name(node, content, mode, fix):
+    """cronie reads /etc/cron.d/"spurinv job": unquoted, `echo >> /etc/cron.d/spurinv job` would
+    append to another job's /etc/cron.d/spurinv, and `chmod`/`sed` would change that file."""
+    node.config()
+    (node.host / "etc" / "os-release").write_text("ID=rocky\n")
+    (node.host / "etc" / "cron.d" / "spurinv").write_text("17 * * * * root /usr/local/sbin/backup\n")
+    (node.host / "etc" / "cron.d" / "spurinv job").write_text(content)
+    (node.host / "etc" / "cron.d" / "spurinv job").chmod(mode)
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.fix == fix, schedule
+
+
+@pytest.mark.parametrize(
+    ("name", "word"),
+    [
+        (os.fsdecode(b"spurinv\xff.cron"), "$'/etc/cron.d/spurinv\\xff.cron' /etc/cron.d/spurinv"),
+        ("spurinv\n.cron", "$'/etc/cron.d/spurinv\\x0a.cron' /etc/cron.d/spurinv"),
+        ("it's\u202e.cron", "$'/etc/cron.d/it\\x27s\\xe2\\x80\\xae.cron' /etc/cron.d/its"),
+        ("éé.cron", "'/etc/cron.d/éé.cron' /etc/cron.d/spurinv"),
+    ],
+)
+def test_the_rename_fix_names_the_file_as_printed(node, name, word):
+    """check's output shows a control character or a byte that is not UTF-8 escaped
+    (``\\udcff``, ``\\n``): shlex's quotes around that text name a file that is not there, bash's
+    $'...' with the bytes as \\xHH names the one that is."""
+    node.config()
+    (node.host / "etc" / "debian_version").write_text("12.5\n")
+    cron_d_only(node, name, "* * * * * root /usr/local/bin/spurinv refresh --quiet\n")
+    schedule = run_checks(node, None)["schedule"]
+    assert schedule.fix == f"mv {word}", schedule
+    assert printable(schedule.fix) == schedule.fix
 
 
 def test_cronie_skips_a_cron_d_file_with_an_execute_bit(node):

@@ -10,8 +10,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonlite
+import pytest
 from doubles import TESTS, checked_bytecode, program
 from effort import examples
 from hypothesis import given, settings
@@ -46,6 +48,24 @@ def test_loads_reads_what_json_reads(value: object, indent: int | None, space: s
     text = space + json.dumps(value, indent=indent) + space
 
     assert _same(jsonlite.loads(text), json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"a": [1]}', bytearray(b" [2.5] "), b'\xef\xbb\xbf{"b": null}', '["\u00e9"]'.encode("utf-16"), b"{not json", None, 7],
+)
+def test_loads_takes_what_json_loads_takes(data: object) -> None:
+    """json.loads reads bytes and bytearray too (UTF-8, -16 or -32, found from the first bytes),
+    and refuses another type with its own TypeError: jsonlite said "a bytes-like object is
+    required" of every bytes, and "has no len()" of None."""
+
+    def outcome(loads: Any) -> object:
+        try:
+            return loads(data)
+        except (TypeError, ValueError) as exc:
+            return type(exc).__name__, str(exc)
+
+    assert outcome(jsonlite.loads) == outcome(json.loads)
 
 
 def test_errors_are_jsons_own_where_json_was_never_imported() -> None:

@@ -71,7 +71,7 @@ def installed(tmp_path: Path) -> Path:
     stub(
         stubs / "venv-pip",
         f'echo "pip $*" >> {calls}\n'
-        f'case "$*" in "install -q pip>=25") ;; "install -q .") [ "$PWD" = {REPO} ] ;; *) exit 1 ;; esac\n',
+        f'case "$*" in "install -q pip>=25.2") ;; "install -q .") [ "$PWD" = {REPO} ] ;; *) exit 1 ;; esac\n',
     )
     stub(
         stubs / "python3",
@@ -102,13 +102,28 @@ def installed(tmp_path: Path) -> Path:
     assert run.stdout.splitlines()[-1] == "ready", run.stdout
     assert [
         "apt-get install -y python3-venv",
-        "pip install -q pip>=25",
+        "pip install -q pip>=25.2",
         "pip install -q .",
         "systemctl daemon-reload",
         "systemctl enable --now spurinv-refresh.timer",
         "udevadm control --reload",
     ] == calls.read_text().splitlines()
     return root
+
+
+def test_every_pip_the_readme_installs_with_writes_a_command_without_import_re():
+    """pip 25.0 to 25.1.1 still write a `spurinv` command that imports `re` (distlib's template:
+    pip's own, without it, came in 25.2): a floor of 25 leaves Debian 13's venv (pip 25.1.1) as
+    it is, and the timer's tick pays the import. Every pip upgrade in README.md admits none of them."""
+    from packaging.specifiers import SpecifierSet
+
+    readme = (REPO / "README.md").read_text()
+    wanted = re.findall(r"pip install -q '(pip[^']*)'", readme)
+    assert len(wanted) >= 2, "the quick start and the install upgrade pip"
+    for requirement in wanted:
+        allowed = SpecifierSet(requirement.removeprefix("pip"))
+        assert not any(version in allowed for version in ("23.2.1", "25.0", "25.0.1", "25.1", "25.1.1")), requirement
+        assert all(version in allowed for version in ("25.2", "26.3")), requirement
 
 
 def test_install_puts_every_file_where_the_units_expect_it(installed: Path):

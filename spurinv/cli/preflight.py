@@ -432,9 +432,10 @@ def _state(run: _Run) -> Check:
     try:
         missing = store.inspect_directory(path, create=not run.options.state_named)
     except store.StoreError as exc:
-        fix = f"mkdir -p -m 0700 {directory} && chown root {directory}" if exc.errno else f"chmod 0700 {directory}"
+        word = _word(directory)
+        fix = f"mkdir -p -m 0700 {word} && chown root {word}" if exc.errno else f"chmod 0700 {word}"
         if isinstance(exc, store.Unsafe):
-            fix = f"chown root {directory} && chmod 0700 {directory}"
+            fix = f"chown root {word} && chmod 0700 {word}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
     if "systemd" in _schedulers(run):
         blocked = _sandbox_blocks(run, directory)
@@ -626,7 +627,7 @@ def _lock(run: _Run) -> Check:
     try:
         info = os.fstat(fd)
         if info.st_nlink != 1:
-            return Check("lock", "fail", f"lock {path} has {info.st_nlink} links", f"rm {path}", exitcode.CANTCREAT)
+            return Check("lock", "fail", f"lock {path} has {info.st_nlink} links", f"rm {_word(path)}", exitcode.CANTCREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -1372,6 +1373,20 @@ def _debian_skips(name: str) -> bool:
     return name.startswith("etc/cron.d/") and not _cron_reads("debian", name)
 
 
+def _word(path: str) -> str:
+    """``path`` as one shell word that still names the file once pasted from check's output:
+    shlex's quoting, or, for a name the output shows escaped (a control character, bytes that are
+    not UTF-8: :func:`spurinv.secret.printable`), bash's ``$'...'`` with each such byte as
+    ``\\xHH``: shlex's quotes around the escaped text would name another file."""
+    if path.isprintable():
+        return shlex.quote(path)
+    try:
+        data = path.encode("utf-8", "surrogateescape")  # a name os.listdir could not decode
+    except UnicodeEncodeError:
+        data = path.encode("utf-8", "surrogatepass")
+    return "$'" + "".join(chr(byte) if 0x20 <= byte < 0x7F and byte not in b"\\'" else f"\\x{byte:02x}" for byte in data) + "'"
+
+
 def _cron_d_rename(run: _Run, cron: str) -> str:
     """``mv`` that gives the cron.d file ``cron`` a name Debian's cron reads, one no file of
     /etc/cron.d on the root has: ``mv`` would replace that file (another job's, say)."""
@@ -1381,7 +1396,7 @@ def _cron_d_rename(run: _Run, cron: str) -> str:
     taken = set(_cron_d(run))
     names = (base, *(f"{base}-{number}" for number in range(2, len(taken) + 3)))  # one of them is free
     name = next(name for name in names if f"etc/cron.d/{name}" not in taken)
-    return f"mv {shlex.quote(cron)} /etc/cron.d/{name}"
+    return f"mv {_word(cron)} /etc/cron.d/{name}"
 
 
 def _cron_entry(run: _Run) -> tuple[str, str | None] | None:
@@ -1751,7 +1766,7 @@ def _cron_file_problem(run: _Run) -> Check | None:
         if "\r" in command:  # a CRLF line end: cron ends the command at the "\n" only
             return Check("schedule", "warn", f"cron: {cron}:{number} holds a carriage return (a CRLF line end): cron "
                          "gives it to the shell as part of the command, and spurinv refuses the word it ends",
-                         f"sed -i 's/\\r$//' {cron}")  # fmt: skip
+                         f"sed -i 's/\\r$//' {_word(cron)}")  # fmt: skip
     for cron in dict.fromkeys(where for where, _number, _command, _environment in entries):
         path = _follow(run, run.world.root.join(cron.lstrip("/")))
         try:
@@ -1764,17 +1779,17 @@ def _cron_file_problem(run: _Run) -> Check | None:
                          _cron_d_rename(run, cron))  # fmt: skip
         if cron.startswith("/etc/cron.d/") and mode & 0o022:
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cron skips a file group or others may "
-                         "write (INSECURE MODE)", f"chmod 0644 {cron}")  # fmt: skip
+                         "write (INSECURE MODE)", f"chmod 0644 {_word(cron)}")  # fmt: skip
         if _cron_kind(run) == "cronie" and not cron.startswith(BUSYBOX_CRONTABS) and mode & 0o7533 != 0o400:
             # cronie's check_open(): owner-readable, and no execute, set-id or group/other write bits
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: cronie skips it (BAD FILE MODE: "
-                         "owner read, no execute bit, no write for group or others)", f"chmod 0644 {cron}")  # fmt: skip
+                         "owner read, no execute bit, no write for group or others)", f"chmod 0644 {_word(cron)}")  # fmt: skip
         if cron.startswith(BUSYBOX_CRONTABS) and mode != 0o600 and _cron_daemons(run) != {"busybox"}:  # as crontab(1) writes it
             return Check("schedule", "warn", f"cron: {cron} is mode {mode:04o}: Debian's cron skips a crontab of any "
-                         "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {cron}")  # fmt: skip
+                         "other mode than 0600 (INSECURE MODE)", f"chmod 0600 {_word(cron)}")  # fmt: skip
         if _last_byte(path) not in (b"", b"\n"):  # the file's own end: _read_text stops at MAX_TEXT
             return Check("schedule", "warn", f"cron: {cron} does not end with a newline: cron ignores (or refuses) its "
-                         "last line", f"echo >> {cron}")  # fmt: skip
+                         "last line", f"echo >> {_word(cron)}")  # fmt: skip
     return None
 
 
@@ -1850,6 +1865,18 @@ def _schedule_found(run: _Run) -> Check:
                  exitcode.CONFIG)  # fmt: skip
 
 
+def _skipped_why(kind: str | None, name: str) -> str:
+    """Why the root's cron skips the /etc/cron.d file ``name``, in that cron's own rule: a
+    cronie root's backup (``.rpmsave``, ``~``) has no rule of Debian's to blame."""
+    if kind == "debian":
+        base = name.rsplit("/", 1)[-1]
+        what = "a dot" if "." in base else "a space" if " " in base else None
+        return ("Debian's cron skips a /etc/cron.d file whose name holds other than letters, digits, _ and -"
+                + (f" ({what})" if what else ""))  # fmt: skip
+    return (f"{'cronie' if kind == 'cronie' else 'cron'} skips a /etc/cron.d file whose name starts with . or # "
+            "or ends with ~, .rpmsave, .rpmorig or .rpmnew (a hidden file, a backup or a package manager's copy)")  # fmt: skip
+
+
 def _unread_entry(run: _Run) -> tuple[str, str] | None:
     """Why a cron line that would run spurinv refresh does not count, and its fix: a file of
     /etc/cron.d Debian's cron skips for its name, or a line that names it only with its CRLF line
@@ -1860,11 +1887,10 @@ def _unread_entry(run: _Run) -> tuple[str, str] | None:
         with_user = not name.startswith("var/spool")
         for line in (_root_text(run, name) or "").split("\n"):
             if name in skipped and schedule.cron_line(line, with_user=with_user) is not None:
-                return (f"/{name} names it, but Debian's cron skips a /etc/cron.d file whose name holds other than "
-                        "letters, digits, _ and - (a dot)", _cron_d_rename(run, "/" + name))  # fmt: skip
+                return f"/{name} names it, but {_skipped_why(kind, name)}", _cron_d_rename(run, "/" + name)
             if line.endswith("\r") and schedule.cron_line(line.rstrip("\r"), with_user=with_user) is not None:
                 return (f"/{name} names it, but with a CRLF line end: cron gives spurinv the carriage return, and "
-                        "`refresh\\r` is no command", f"sed -i 's/\\r$//' /{name}")  # fmt: skip
+                        "`refresh\\r` is no command", f"sed -i 's/\\r$//' {_word('/' + name)}")  # fmt: skip
     return None
 
 
