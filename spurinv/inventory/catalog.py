@@ -4,6 +4,11 @@ The AMD table is spur's ``detect_amd_gpu_type_from_id`` (docs/spur.md §1), so a
 same GPU type to spur and to Slurm. Stdlib only (hot path).
 """
 
+# PCI vendor ids, as sysfs ``vendor`` and KFD's ``vendor_id`` give them (the PCI-SIG's assignments)
+AMD_VENDOR = 0x1002
+NVIDIA_VENDOR = 0x10DE
+INTEL_VENDOR = 0x8086
+
 AMD_MODELS = {
     0x74A1: "mi300x", 0x74A9: "mi300x", 0x74BD: "mi300x",
     0x74A0: "mi300a",

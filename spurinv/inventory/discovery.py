@@ -24,7 +24,7 @@ from spurinv.inventory.sources.attribute import ReadError, decimal, is_bdf, numb
 from spurinv.inventory.sources.cdi import SpecCache, read_cdi
 from spurinv.inventory.sources.drm import read_drm
 from spurinv.inventory.sources.host import read_cpus, read_memory
-from spurinv.inventory.sources.kfd import AMD_VENDOR_ID, IO_LINK_XGMI, is_gpu, read_kfd
+from spurinv.inventory.sources.kfd import IO_LINK_XGMI, is_gpu, read_kfd
 from spurinv.inventory.sources.pci import MAX_ACCELERATORS, canonical, read_pci, sort_key
 from spurinv.inventory.sources.status import ABSENT, FAILED, Report
 from spurinv.shape import device_key
@@ -236,7 +236,7 @@ def _amd_devices(
     groups: dict[tuple[int, int, int], list[tuple[int, KfdNode]]] = {}
     for node in kfd:
         properties = node["properties"]
-        if not is_gpu(properties) or properties.get("vendor_id", AMD_VENDOR_ID) != AMD_VENDOR_ID:
+        if not is_gpu(properties) or properties.get("vendor_id", catalog.AMD_VENDOR) != catalog.AMD_VENDOR:
             continue
         if "location_id" not in properties or "drm_render_minor" not in properties or "device_id" not in properties:
             missing = [key for key in ("location_id", "drm_render_minor", "device_id") if key not in properties]

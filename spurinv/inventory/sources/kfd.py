@@ -31,7 +31,6 @@ WALK_ATTEMPTS = 3
 HEAP_FB_PUBLIC = 1  # kfd_crat.h HSA_MEM_HEAP_TYPE_FB_PUBLIC: the VRAM bank
 IO_LINK_PCIE = 2  # kfd_crat.h CRAT_IOLINK_TYPE_PCIEXPRESS (spur mistook it for XGMI: docs/spur.md)
 IO_LINK_XGMI = 11  # kfd_crat.h CRAT_IOLINK_TYPE_XGMI
-AMD_VENDOR_ID = 0x1002
 # What discovery reads of a node's properties (is_gpu, _vram_bytes, discovery._amd_devices): the
 # rest of each file is checked, not kept.
 NODE_KEYS = ("cpu_cores_count", "device_id", "domain", "drm_render_minor", "local_mem_size", "location_id",

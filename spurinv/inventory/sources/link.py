@@ -15,6 +15,7 @@ every upstream bridge of vendor 0x1002 the same way).
 
 import os
 
+from spurinv.inventory.catalog import AMD_VENDOR
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, read_optional
 
 TYPE_CHECKING = False
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
     from spurinv.inventory.model import Link, LinkState
 
-AMD_VENDOR = 0x1002
 UNKNOWN_WIDTH = 255  # PCIE_LNK_WIDTH_UNKNOWN: Link Capabilities read 0
 ALL_ONES_WIDTH = 63  # (0xffff & 0x3f0) >> 4: the config read failed, the device is gone
 MAX_WIDTH = 32  # x32 is the widest link PCIe defines

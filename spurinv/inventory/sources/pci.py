@@ -8,6 +8,7 @@ Intel are kept; BMC VGA chips (ASPEED, Matrox) and co-processors such as QAT or 
 import os
 
 from spurinv.inventory import root as places
+from spurinv.inventory.catalog import AMD_VENDOR, INTEL_VENDOR, NVIDIA_VENDOR
 from spurinv.inventory.sources.attribute import (
     ReadError,
     is_bdf,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
         link: Link | None
 
 
-VENDORS: "dict[int, Vendor]" = {0x1002: "amd", 0x10DE: "nvidia", 0x8086: "intel"}
+VENDORS: "dict[int, Vendor]" = {AMD_VENDOR: "amd", NVIDIA_VENDOR: "nvidia", INTEL_VENDOR: "intel"}
 ACCELERATOR_CLASSES = (0x03, 0x12)
 # Config space that reads as all ones means the device stopped answering ("fell off the bus":
 # NVIDIA Xid 79, https://docs.nvidia.com/deploy/xid-errors/, leaves the function enumerated and
