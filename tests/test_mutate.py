@@ -68,3 +68,27 @@ def test_a_mutant_inside_a_function_gets_no_whole_files(mutate, tmp_path):
     runner.select(inside)
 
     assert inside.tests == []
+
+
+def test_every_default_module_has_its_own_tests_named_after_its_file(mutate, tmp_path):
+    """The fallback's first stage is ``tests/test_<module>*.py``: a test file named after its
+    subject rather than the module's file (the REST client's were ``test_controller.py``) leaves
+    the module's mutants with only the slower related files."""
+    runner = _runner(mutate, tmp_path)
+    tests = Path(mutate.REPO) / "tests"
+
+    own = {module: [Path(p).name for p in runner.own_tests(module)] for module in mutate.DEFAULT_MODULES}
+
+    assert [module for module, files in own.items() if not files] == []
+    assert own["spurinv/controller/rest.py"] == ["test_rest.py"]
+    assert all(Path(p).parent == tests for module in own for p in runner.own_tests(module))
+
+
+def test_the_rest_clients_related_files_are_those_naming_the_controller(mutate):
+    """The tests that reach the REST client through the CLI and the fault server call it the
+    controller, not "rest": they stay in its mutants' related files."""
+    related = [str(Path(p).relative_to(mutate.REPO)) for p in mutate.Runner.naming("spurinv/controller/rest.py")]
+
+    assert "tests/test_boot.py" in related  # the fault server, never the word "rest"
+    assert "tests/test_rest.py" in related
+    assert "tests/test_cli.py" in related

@@ -1,6 +1,7 @@
-"""The issue-24 fixtures stay honest: synthetic sets equal what build.py writes, the counts in
-their README hold, and the files obey the driver formats of docs/partitions.md, checked here
-independently of the generator (a parser per format, not the generator's own functions)."""
+"""The synthetic fixtures (``tests/fixtures/synthetic``) stay honest: the sets equal what build.py
+writes, the counts in their README hold, the files obey the driver formats of docs/partitions.md,
+checked here independently of the generator (a parser per format, not the generator's own
+functions), and the real captures they are derived from are still in ``tests/fixtures/real``."""
 
 from __future__ import annotations
 
