@@ -2183,7 +2183,7 @@ def test_a_line_the_shell_cannot_split_is_judged_word_by_word(node):
     assert "ok" == run_checks(node, None)["schedule"].status
 
 
-# --- cron and unit lines read as cron, /bin/sh and systemd read them (found by attacking check) ---
+# --- cron and unit lines read as cron, /bin/sh and systemd read them ---
 
 
 @pytest.mark.parametrize("blank", ["\xa0", "\x0b", "\x0c", "\x1f", "\u2003", "\r"])

@@ -50,7 +50,7 @@ def test_file_then_flags_with_origins(tmp_path):
         ("[policy]\nbogus = 1\n", "policy.bogus"),
         ('[discovery]\nignore_pci = ["05:00.0"]\n', "discovery.ignore_pci"),
         ("[node\n", "line 1"),
-        # requests sends URL user info as Basic auth, plain HTTP included (attack round)
+        # requests sends URL user info as Basic auth, plain HTTP included
         ('[controller]\nurl = "http://u:p4ss@127.0.0.1:6820"\n', "controller.url"),
         ('[controller]\nurl = "http://127.0.0.1:99999"\n', "controller.url"),
         ('[controller]\nurl = "http://127.0.0.1:0"\n', "controller.url"),
@@ -289,10 +289,6 @@ def test_a_config_error_never_echoes_a_credential(tmp_path):
             config.load(str(path), True)
 
         assert "p4ssw0rd" not in str(caught.value), text
-
-
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
 
 
 def test_an_empty_slurm_jwt_line_is_an_empty_token_not_no_authentication(tmp_path: Path):

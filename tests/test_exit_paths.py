@@ -194,10 +194,6 @@ def test_an_internal_error_is_70_in_one_line(tmp_path, env):
     assert os.path.exists(shadow / "cli" / "app.py")
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 def _run_with_stdout(env: dict[str, str], stdout: int, *args: object) -> subprocess.CompletedProcess[str]:
     # a process: its file descriptor 1 is the full disk or the closed pipe, flushed at exit too
     return subprocess.run(

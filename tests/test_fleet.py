@@ -716,10 +716,6 @@ def test_an_answer_that_is_not_the_fleet_is_a_protocol_error_not_an_empty_fleet(
     assert result.json()["ok"] is False
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 @pytest.mark.parametrize("flags", ["DRAIN", None, ["DRAIN", 1]], ids=["a string", "null", "a number among them"])
 def test_fleet_refuses_state_flags_that_are_not_a_list_of_strings(cli, env, flags):
     """``state_flags: "DRAIN"`` (the v0.0.38 dialect) was read letter by letter: exit 0 and a node

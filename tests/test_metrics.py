@@ -175,10 +175,6 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
     assert [({"kind": "none"}, 0.0)] == empty["spurinv_controller_failures_consecutive"]
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):
     """The state is written first, then the metrics; when the metrics failed (73) the saved record
     still said exit 0, and ``status`` showed a clean run. Full run and tick alike."""

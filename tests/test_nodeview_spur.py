@@ -376,10 +376,6 @@ def test_a_reason_that_starts_a_second_block_for_one_node_is_refused():
         parse_spur_nodes(text, "n1")
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 SPUR_NO_GPUS = """NodeName=n1
    State=IDLE Reason=
    Partitions=default

@@ -514,10 +514,6 @@ def test_an_observed_baseline_is_one_story_in_refresh_and_status(cli, built, sta
     assert "never told to a controller" in " ".join(status.out.split())
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 def test_columns_zero_still_prints(tmp_path: Path, env: dict[str, str]):
     """COLUMNS=0 made every human output empty (a failed discovery said nothing at all)."""
     # a process: the terminal width a fresh interpreter's console takes from its environment

@@ -101,7 +101,7 @@ def test_once_the_backoff_is_over_the_refused_registration_is_retried():
 
 
 def test_our_busy_drain_is_reworded_when_the_registration_is_then_refused():
-    """It said "re-registers when idle" on an idle node waiting for an operator (attack round)."""
+    """It said "re-registers when idle" on an idle node waiting for an operator."""
     state: State = {
         **refused(COMMAND_REMEDY),
         "drain": new_drain(reason="spurinv: mi300x 8→64; re-registers when idle", set_at=NOW, cause="busy"),

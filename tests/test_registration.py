@@ -36,7 +36,7 @@ ENV = {"PATH": os.environ.get("PATH", os.defpath)}
         ("Authorization: Bearer s3cr3tvalue", "s3cr3tvalue"),
         ("X-SLURM-USER-TOKEN: s3cr3tvalue", "s3cr3tvalue"),
         ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJyb290In0.c2lnbmF0dXJl", "eyJzdWIiOiJyb290In0"),
-        # the shapes an attack round found unblanked
+        # credential shapes that once went through unblanked
         ("+ /bin/true --token TRACESECRET1 --pass TRACESECRET2", "TRACESECRET"),
         ("Authorization: Token tok3nvalue", "tok3nvalue"),
         ('Authorization: Digest username="u", response="d1g3stvalue"', "d1g3stvalue"),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -826,3 +828,27 @@ def test_a_command_line_linux_refuses_as_too_long_is_named_by_its_first_three_wo
         f"`{program} update NodeName=n1 …`: Argument list too long; not run",
     )
     assert not ran.exists()
+
+
+def test_the_run_deadline_cuts_a_hanging_scontrol(tmp_path: Path, env: dict[str, str], built):
+    """``controller.run_deadline`` bounded only REST: a hanging ``scontrol`` ran for its own
+    ``controller.timeout`` (25 s here) instead of ending the run at the deadline with 75."""
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text('#!/bin/sh\n[ "$1" = --version ] && { echo "slurm 24.11.5"; exit 0; }\nexec sleep 25\n')
+    scontrol.chmod(0o755)
+    config = Path(env["SPURINV_CONFIG"])
+    config.write_text(
+        f'[node]\nname = "n1"\n[controller]\ntransport = "scontrol"\nscontrol = "{scontrol}"\n'
+        "timeout = 30\nrun_deadline = 3\n[policy]\nconfirm_interval = 0\n"
+    )
+    config.chmod(0o600)
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700, exist_ok=True)  # an explicit state path's directory exists
+    argv = [sys.executable, "-m", "spurinv", "refresh", "--root", str(built("mi300x-spx")), "--state", str(state)]
+
+    started = time.monotonic()  # no state yet: even the first reading reads the controller
+    ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert ran.returncode == 75, (ran.stdout, ran.stderr)
+    assert time.monotonic() - started < 15
+    assert "run_deadline" in ran.stdout + ran.stderr

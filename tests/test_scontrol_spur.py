@@ -417,7 +417,7 @@ def test_the_run_deadline_ends_the_read_back_as_a_refusal_76(cli, adopted, built
 
 def test_ignore_backoff_buys_one_retry_of_a_refused_registration_not_one_per_step(cli, adopted, built, tmp_path):
     """An operator's `--ignore-backoff` re-ran a failing register command up to the step limit
-    (a spurd restart seven times in one run: attack round)."""
+    (a spurd restart seven times in one run)."""
     count = tmp_path / "runs"
     failing = tmp_path / "failing-register"
     failing.write_text(f"#!/bin/sh\necho x >> {count}\nexit 3\n")

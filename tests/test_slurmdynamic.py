@@ -263,7 +263,7 @@ def test_the_read_back_waits_out_a_node_that_is_briefly_unknown(cli, built, tmp_
     assert slurm.node["gres"] == "gpu:mi300x:64"
 
 
-# --- found by an attack on the dynamic-node script ------------------------------------------------------------------
+# --- what the dynamic-node script deletes, restores and refuses -----------------------------------------------------
 
 
 @pytest.mark.parametrize(

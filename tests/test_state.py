@@ -218,10 +218,6 @@ def test_record_keeps_at_most_two_and_counts_failures(sequence):
     assert state["consecutive_failures"] == failures
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 @pytest.mark.parametrize("version", ['"2"', "2.0", "true", "0"])
 def test_a_schema_version_that_is_not_a_version_number_is_corrupt_and_never_rewritten_as_ours(tmp_path: Path, cli, version):
     state = tmp_path / "state.json"

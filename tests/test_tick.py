@@ -210,10 +210,6 @@ def test_lean_option_parsing_is_conservative():
     assert lean_options(["discover", "--root", "--json"]) is None
 
 
-# --- found by the attack on the 0.2 work ----------------------------------------------------------
-# Regressions found by the independent attack on the merged 0.2 work (issues #10, #11, #14).
-
-
 CORRUPTIONS = {
     "a field of the wrong type": lambda s: s.update(consecutive_failures="many"),
     "a bad timestamp": lambda s: s["readings"][-1].update(taken_at="2026-02-30T18:00:00Z"),
