@@ -3,6 +3,7 @@ records) for the pure-logic tests (classify, policy, state)."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 from spurinv.inventory.fingerprint import fingerprint
@@ -12,6 +13,18 @@ from spurinv.state import file
 from spurinv.state.file import Backoff, Baseline, State
 
 T0 = datetime(2026, 12, 2, 18, 0, 0, tzinfo=UTC)
+
+
+def same_json(left: object, right: object) -> bool:
+    """Equal as JSON values read back: type for type, dict keys in the same order, NaN equal to
+    NaN (json reads "NaN" as a float that equals nothing)."""
+    if isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right):
+        return True
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(same_json(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return list(left) == list(right) and all(same_json(left[key], right[key]) for key in left)
+    return type(left) is type(right) and left == right
 
 
 def at(seconds: int) -> datetime:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import jsonlite
 import pytest
 from doubles import TESTS, checked_bytecode, program
 from effort import examples
+from factories import same_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,17 +23,6 @@ from hypothesis import strategies as st
 TEXT = st.text(st.characters(exclude_categories=()))
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | TEXT
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner) | st.dictionaries(TEXT, inner), max_leaves=30)
-
-
-def _same(left: object, right: object) -> bool:
-    """Equal type for type, counting NaN equal to NaN."""
-    if isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right):
-        return True
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right, strict=True))
-    if isinstance(left, dict) and isinstance(right, dict):
-        return list(left) == list(right) and all(_same(left[key], right[key]) for key in left)
-    return type(left) is type(right) and left == right
 
 
 @given(VALUES)
@@ -47,7 +36,7 @@ def test_dumps_is_json_dumps(value: object) -> None:
 def test_loads_reads_what_json_reads(value: object, indent: int | None, space: str) -> None:
     text = space + json.dumps(value, indent=indent) + space
 
-    assert _same(jsonlite.loads(text), json.loads(text))
+    assert same_json(jsonlite.loads(text), json.loads(text))
 
 
 @pytest.mark.parametrize(

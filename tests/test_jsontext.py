@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 
 import pytest
 from effort import examples
+from factories import same_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,17 +16,6 @@ from spurinv import jsontext
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=30)
-
-
-def _same(left: object, right: object) -> bool:
-    """Equal, counting NaN equal to NaN (json reads "NaN" as a float that equals nothing)."""
-    if isinstance(left, float) and isinstance(right, float) and math.isnan(left) and math.isnan(right):
-        return True
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right, strict=True))
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_same(left[key], right[key]) for key in left)
-    return type(left) is type(right) and left == right
 
 
 def _outcome(function: object, data: object) -> tuple[str, object]:
@@ -49,7 +38,7 @@ def test_loads_reads_what_json_reads(value: object, indent: int | None, tail: st
     for data in (text, text.encode("utf-8", "surrogatepass")):
         ours, theirs = _outcome(jsontext.loads, data), _outcome(json.loads, data)
         assert ours[0] == theirs[0]
-        assert _same(ours[1], theirs[1])
+        assert same_json(ours[1], theirs[1])
 
 
 @given(st.text(alphabet=st.sampled_from('{}[]":,0123456789.eE+- \t\n\rtrufalsnNIiy\\u\ufeff\ud800\x00é')))
@@ -58,7 +47,7 @@ def test_any_text_has_json_outcome(text: str) -> None:
     for data in (text, text.encode("utf-8", "surrogatepass"), text.encode("utf-16", "surrogatepass")):
         ours, theirs = _outcome(jsontext.loads, data), _outcome(json.loads, data)
         assert ours[0] == theirs[0]
-        assert _same(ours[1], theirs[1])
+        assert same_json(ours[1], theirs[1])
 
 
 def test_refusals_are_json_refusals() -> None:
@@ -130,7 +119,7 @@ def test_loads_shared_reads_what_json_reads(value: object, repeat: object, inden
         data = text.encode("utf-8", "surrogatepass")
         ours, theirs = _outcome(lambda d: jsontext.loads_shared(d, "inventory"), data), _outcome(json.loads, data)
         assert ours[0] == theirs[0]
-        assert _same(ours[1], theirs[1])
+        assert same_json(ours[1], theirs[1])
 
 
 TOKENS = ['{', '}', '[', ']', '"inventory"', '"readings"', '"a"', ':', ',', '1', '2', ' ', '\n', '{"x":1}', '{"x":12}',
@@ -146,7 +135,7 @@ def test_any_token_text_has_json_outcome(tokens: list[str]) -> None:
         data = text.encode("utf-8", "surrogatepass")
         ours, theirs = _outcome(lambda d: jsontext.loads_shared(d, "inventory"), data), _outcome(json.loads, data)
         assert ours[0] == theirs[0], text
-        assert _same(ours[1], theirs[1]), text
+        assert same_json(ours[1], theirs[1]), text
 
 
 def test_loads_shared_reads_a_repeat_once() -> None:
