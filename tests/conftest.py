@@ -1,5 +1,6 @@
 """Shared fixtures: fixture roots (built once per session from the real captures), a clean
-environment for the CLI, and helpers to run spurinv in-process or as a real process."""
+environment for the CLI, helpers to run spurinv in-process or as a real process, and a port
+that closes without a word."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import itertools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -395,3 +398,31 @@ def lock_holder(env: dict[str, str], built: Callable[[str], Path]) -> Callable[[
             process.wait(30)
 
     return hold
+
+
+@pytest.fixture
+def closes_at_once() -> Iterator[int]:
+    """A TCP port that accepts and closes without a word (slurmctld's port to an HTTP client)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            connection.recv(65536)
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()

@@ -217,6 +217,16 @@ def test_an_unknown_node_fails_with_the_node_name_fix(cli, node):
     assert ran.code == exitcode.NOHOST
 
 
+def test_check_says_the_same_about_a_wrong_url(cli, tmp_path, closes_at_once):
+    (tmp_path / "st").mkdir(mode=0o700)
+    text = f'[node]\nname = "n1"\n[controller]\nurl = "http://127.0.0.1:{closes_at_once}"\napi = "slurm/v0.0.42"\n'
+    config = write_private(tmp_path / "config.toml", text)
+    ran = cli("check", "--json", "--root", tmp_path, "--state", tmp_path / "st" / "state.json", "--config", config)
+    controller = next(item for item in ran.json()["checks"] if item["name"] == "controller")
+    assert controller["status"] == "fail"
+    assert "without an HTTP answer" in controller["detail"]
+
+
 def test_a_relative_path_in_the_config_is_a_config_error_naming_the_key(cli, node):
     node.config("http://127.0.0.1:9", token_file="token")
     ran = cli(*node.args("--json"))

@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 import pytest
+from faultserver import FaultServer, Gateway
+from reliability.hostile import TOKEN, controller_config, write_private
 
 from spurinv import exitcode
 from spurinv.report.models import (
@@ -17,6 +19,8 @@ from spurinv.report.models import (
     StatusDocument,
     adapter,
 )
+
+NODE_PATH = "/slurm/v0.0.42/node/n1"
 
 
 def refresh(cli, root, state, *extra):
@@ -285,6 +289,30 @@ def test_dry_run_explains_and_writes_nothing(cli, built, state_path):
     assert "DRY RUN" in result.out
     assert "outcome   change-confirmed" in result.out
     assert before == state_path.read_bytes()
+
+
+def test_a_dry_run_reads_the_node_once_so_a_bad_token_shows(cli, built, state_path, tmp_path):
+    """The node is settled (adopted, unchanged): a dry run needs no request, and used to say
+    "no controller request needed" with exit 0 over a bad token. Now it reads the node once."""
+    root = built("mi300x-spx")
+    token = write_private(tmp_path / "token", TOKEN + "\n")
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        config = controller_config(tmp_path, server.url, token)
+        for _ in range(2):
+            assert cli("refresh", "--root", root, "--state", state_path, "--config", config).code == 0
+        good = cli("refresh", "--dry-run", "--json", "--root", root, "--state", state_path, "--config", config)
+        write_private(token, "not-the-token\n")
+        server.seen.clear()
+        bad = cli("refresh", "--dry-run", "--json", "--root", root, "--state", state_path, "--config", config)
+        seen = [(request.method, request.path) for request in server.seen]
+    assert good.code == 0, good.out
+    assert good.json()["steps"][-1]["action"] == "read"
+    assert good.json()["steps"][-1]["error"] is None
+    assert bad.code == exitcode.NOPERM, bad.out
+    assert bad.json()["steps"][-1]["action"] == "read"
+    assert "authentication" in bad.json()["steps"][-1]["error"]
+    assert seen == [("GET", NODE_PATH)]  # one read, never a write
 
 
 def test_usage_errors_exit_64(cli, tmp_path):

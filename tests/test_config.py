@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
+from reliability.hostile import controller_config, write_private
 
 from spurinv import exitcode
 from spurinv.config import settings as config
@@ -68,6 +70,20 @@ def test_bad_config_is_one_line_naming_the_field(tmp_path, text, words):
     assert "\n" not in str(caught.value)
 
 
+def test_a_url_with_a_path_is_a_config_error_naming_the_key(cli, tmp_path):
+    config = write_private(tmp_path / "c.toml", '[controller]\nurl = "https://127.0.0.1:6820/slurm/v0.0.42"\n')
+    ran = cli("config", "show", "--config", config)
+    assert ran.code == exitcode.CONFIG
+    assert "controller.url" in ran.err
+    assert "without a path" in ran.err
+    assert "controller.api" in ran.err
+    flag = cli("config", "show", "--config", write_private(tmp_path / "d.toml", ""))
+    assert flag.code == 0
+    for ok in ("https://h:6820", "https://h:6820/", "http://127.0.0.1"):
+        write_private(tmp_path / "e.toml", f'[controller]\nurl = "{ok}"\n')
+        assert cli("config", "show", "--config", tmp_path / "e.toml").code == 0, ok
+
+
 def test_missing_explicit_config_is_an_error_but_missing_default_is_not(tmp_path):
     with pytest.raises(ConfigError):
         config.load(str(tmp_path / "nope.toml"), True)
@@ -98,6 +114,18 @@ def test_a_readable_token_file_is_refused(tmp_path, mode):
 
     with pytest.raises(TokenError, match="chmod go-rwx"):
         config.read_token(section, {})
+
+
+def test_a_missing_token_is_said_before_the_confirm_wait_naming_the_key(cli, built, state_path, tmp_path):
+    config = controller_config(tmp_path, "http://127.0.0.1:9", tmp_path / "no-token", "[policy]\nconfirm_interval = 30\n")
+    started = time.monotonic()
+    ran = cli("refresh", "--root", built("mi300x-spx"), "--state", state_path, "--config", config)
+    took = time.monotonic() - started
+    assert ran.code == exitcode.NOPERM
+    assert took < 10, took  # not after the 30 s confirm wait
+    assert "controller.token_file" in ran.err
+    assert "mode 0600" in ran.err  # and the fix
+    assert len(ran.err.strip().splitlines()) == 1
 
 
 def test_config_init_never_overwrites_without_force(cli, tmp_path):

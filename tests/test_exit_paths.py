@@ -245,6 +245,19 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_74(cli, built, state_pa
     assert state_file.load(str(state_path)) is not None  # the state is whole
 
 
+@pytest.mark.parametrize("args", [["discover"], ["discover", "--json"], ["discover", "--devices"]])
+def test_discover_into_head_exits_quietly(env, built, args):
+    """``spurinv discover | head -n 1``: the reader closing the pipe is its choice: exit 0, no words."""
+    pipeline = f"{sys.executable} -m spurinv {' '.join(args)} --root {built('mi300x-cpx')} | head -n 1 >/dev/null"
+    # bash's PIPESTATUS gives spurinv's own status, not head's
+    ran = subprocess.run(
+        ["bash", "-c", pipeline + '; echo "status=${PIPESTATUS[0]}" >&2'],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.stderr.strip().splitlines()[-1] == "status=0", ran.stderr
+    assert ran.stderr.strip().splitlines() == ["status=0"], ran.stderr
+
+
 @pytest.mark.parametrize(("args", "code"), [(["status", "--bogus"], 64), (["refresh", "--config", "/nonexistent/x.toml"], 78)])
 def test_an_unwritable_stderr_keeps_the_real_exit_status(tmp_path: Path, env: dict[str, str], args, code):
     """With 2>/dev/full every error became exit 1, and a run that logged mid-way died unsaved."""

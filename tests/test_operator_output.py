@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import rootbuilder
 import typer
+from reliability.hostile import write_private
 
 from spurinv import exitcode
 from spurinv.cli import app as cli_module
@@ -184,6 +185,13 @@ def test_a_dry_run_takes_no_lock_and_writes_nothing(cli, built, tmp_path):
     assert ["state.json.lock"] == sorted(path.name for path in busy.parent.iterdir())
 
 
+# --- a user who is not root -------------------------------------------------------------------------
+
+
+SETPRIV = shutil.which("setpriv")
+needs_setpriv = pytest.mark.skipif(SETPRIV is None or os.geteuid() != 0, reason="needs setpriv and root")
+
+
 def test_a_dry_run_as_an_unprivileged_user_answers():
     """as a user who cannot write (or read) the 0700 state directory, a dry run still
     answers, exit 0, and touches nothing. Runs spurinv as uid 65534 with the system Python (the
@@ -229,6 +237,37 @@ def _dry_run_as_nobody(base: Path, system: str) -> None:
     assert "DRY RUN" in run.stdout
     assert "Permission denied; deciding as on a first run" in " ".join(run.stdout.split())
     assert ["state.json"] == [path.name for path in private.iterdir()]
+
+
+@needs_setpriv
+def test_discover_works_where_the_default_config_cannot_be_read(env, built, tmp_path):
+    """As the issue's non-root user: /etc/spurinv/config.toml unreadable. Played by root without
+    the DAC capabilities (a 0000 file is then unreadable to it), the default path pointed at it."""
+    config = write_private(tmp_path / "config.toml", "", 0o000)
+    code = (
+        "import sys; from spurinv.state import locations; locations.DEFAULT_CONFIG = sys.argv[1]; "
+        "from spurinv.cli.launch import main; sys.exit(main(sys.argv[2:]))"
+    )
+    environ = {key: value for key, value in env.items() if key != "SPURINV_CONFIG"}
+    argv = [SETPRIV, "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-c", code, str(config)]
+    for args in (["discover", "--root", str(built("mi300x-spx"))], ["discover", "--json", "--root", str(built("nvidia-8"))]):
+        ran = subprocess.run([*argv, *args], env=environ, capture_output=True, text=True, timeout=60, check=False)  # type: ignore[list-item]  # set: needs_setpriv
+        assert ran.returncode == 0, ran.stderr
+        assert f"cannot read {config}" in ran.stderr
+        assert "default discovery settings" in ran.stderr
+
+
+@needs_setpriv
+def test_status_as_a_user_who_cannot_read_the_state_says_run_as_root(env, cli, built, state_path):
+    assert cli("refresh", "--root", built("mi300x-spx"), "--state", state_path, "--confirm-interval", "0").code == 0
+    ran = subprocess.run(
+        [SETPRIV, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "spurinv", "status",  # type: ignore[list-item]  # set: needs_setpriv
+         "--state", str(state_path)],
+        env=env, capture_output=True, text=True, timeout=60, check=False, cwd="/",
+    )  # fmt: skip
+    assert ran.returncode == exitcode.NOINPUT, ran.stderr
+    assert "run as root" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1
 
 
 # --- configuration errors ----------------------------------------------------------------------

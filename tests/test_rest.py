@@ -1,7 +1,8 @@
 """The REST client's own decisions, against ``tests/faultserver.py`` on 127.0.0.1 (what
 the mutation run of ``spurinv/controller/rest.py`` found no test for): how an answer is classified, the
 busy re-check's all-nodes query, the size bound on an answer, and the one line a failed request
-is said in (a bad chunk length, which the fault server does not send, from a socket of its own)."""
+is said in (a bad chunk length, which the fault server does not send, from a socket of its own;
+through the CLI, a port that closes without answering and https to a plain-http port)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from faultserver import FaultServer, Gateway, Reply
+from reliability.hostile import write_private
 
 from spurinv import exitcode
 from spurinv.config.settings import ControllerSection
@@ -302,6 +304,34 @@ def test_tls_trusts_the_configured_ca_file_and_nothing_when_verify_is_off(tmp_pa
 
     assert caught.value.kind == "unreachable"
     assert "TLS with 127.0.0.1:" in caught.value.message
+
+
+def refresh_against(cli, built, state_path, tmp_path, url: str):
+    root = built("mi300x-spx")
+    config = write_private(
+        tmp_path / "config.toml", f'[node]\nname = "n1"\n[controller]\nurl = "{url}"\napi = "slurm/v0.0.42"\ntimeout = 2\n'
+    )
+    return cli("refresh", "--root", root, "--state", state_path, "--config", config, "--confirm-interval", "0")
+
+
+def test_a_port_that_closes_without_answering_is_one_plain_line(cli, built, state_path, tmp_path, closes_at_once):
+    ran = refresh_against(cli, built, state_path, tmp_path, f"http://127.0.0.1:{closes_at_once}")
+    assert ran.code == exitcode.UNAVAILABLE
+    assert "closed the connection without an HTTP answer" in ran.err
+    assert "RemoteDisconnected" not in ran.err
+    assert "Connection aborted" not in ran.err
+    assert len(ran.err.strip().splitlines()) == 1
+
+
+def test_https_to_a_plain_http_port_says_so_in_one_line(cli, built, state_path, tmp_path):
+    with FaultServer(gateway=Gateway()) as server:
+        server.gateway.add_node("n1")
+        ran = refresh_against(cli, built, state_path, tmp_path, server.url.replace("http://", "https://"))
+    assert ran.code == exitcode.UNAVAILABLE
+    assert "does not speak TLS on this port" in ran.err
+    assert "HTTPSConnectionPool" not in ran.err
+    assert "WRONG_VERSION_NUMBER" not in ran.err
+    assert len(ran.err.strip().splitlines()) == 1
 
 
 def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_for_anything_else():

@@ -56,6 +56,15 @@ def config(
     return write_private(path, "\n".join(lines) + "\n" + extra, mode)
 
 
+def controller_config(tmp_path: Path, url: str, token: Path | str, extra: str = "") -> Path:
+    """``tmp_path/config.toml``: node n1, a controller at ``url`` with slurm-jwt auth reading ``token``."""
+    text = (
+        f'[node]\nname = "n1"\n[controller]\nurl = "{url}"\napi = "slurm/v0.0.42"\ntimeout = 2\n'
+        f'auth = "slurm-jwt"\nuser = "root"\ntoken_file = "{token}"\n{extra}'
+    )
+    return write_private(tmp_path / "config.toml", text)
+
+
 def token(path: Path, mode: int = 0o600) -> Path:
     return write_private(path, TOKEN + "\n", mode)
 
