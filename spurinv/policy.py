@@ -51,7 +51,6 @@ from spurinv.controller.ownership import (
     retired_value,
     splice,
     stale_drain,
-    stamp,
     text_of,
 )
 from spurinv.controller.transport import SLURM_REMEDY
@@ -131,7 +130,7 @@ def drain_body(view: NodeView, text: str, cause: str, fingerprint: str | None, s
     reason = drain_reason(text, view.name, nonce)
     body: dict[str, Any] = {"state": ["DRAIN"], "reason": reason}
     drain = {"id": reason_id(reason, view.name), "reason": reason, "cause": cause,
-             "fingerprint": fingerprint, "at": stamp(int(now.timestamp()))}  # fmt: skip
+             "fingerprint": fingerprint, "at": shape.stamp(int(now.timestamp()))}  # fmt: skip
     value = record_value(view.extra, view.name, {"drain": drain})
     extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is not None:
@@ -413,7 +412,7 @@ def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -
     :func:`stale_record`)."""
     body: dict[str, Any] = {"state": ["RESUME"] if view.dialect.startswith("spur") else ["UNDRAIN"]}
     drain_id = reason_id(state["drain"]["reason"], view.name) if state["drain"] is not None else None
-    value = retired_value(view.extra, view.name, drain_id, stamp(int(now.timestamp())))
+    value = retired_value(view.extra, view.name, drain_id, shape.stamp(int(now.timestamp())))
     extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is not None:
         body["extra"] = extra
@@ -457,7 +456,7 @@ def stale_record(view: NodeView, state: State, settings: Settings, now: datetime
     drain_id = stale_drain(view.extra, view.name, view.drained, view.reason)
     if drain_id is None:
         return None
-    value = retired_value(view.extra, view.name, drain_id or None, stamp(int(now.timestamp())))
+    value = retired_value(view.extra, view.name, drain_id or None, shape.stamp(int(now.timestamp())))
     extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is None or extra == view.extra:
         return None

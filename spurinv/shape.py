@@ -203,6 +203,13 @@ def timestamp_problem(value: object) -> "str | None":
     return None
 
 
+def stamp(seconds: int) -> str:
+    """``2026-12-02T18:00:00Z``: how spurinv writes a time (UTC, whole seconds)."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 def _numbers(text: str, separator: str, widths: "tuple[int, ...]") -> "list[int]":
     """``2026-12-02`` with widths (4, 2, 2) → [2026, 12, 2]: fixed widths, ASCII digits only."""
     parts = text.split(separator)

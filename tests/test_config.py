@@ -15,12 +15,6 @@ from spurinv.config.settings import ControllerSection, read_token
 from spurinv.errors import ConfigError, TokenError
 
 
-def write(path, text, mode=0o600):
-    path.write_text(text)
-    path.chmod(mode)
-    return path
-
-
 def test_defaults_are_observe_mode():
     loaded = config.Config()
 
@@ -29,7 +23,7 @@ def test_defaults_are_observe_mode():
 
 
 def test_file_then_flags_with_origins(tmp_path):
-    path = write(tmp_path / "c.toml", '[controller]\nurl = "https://ctl:6820"\ntimeout = 3\n[node]\nname = "n1"\n')
+    path = write_private(tmp_path / "c.toml", '[controller]\nurl = "https://ctl:6820"\ntimeout = 3\n[node]\nname = "n1"\n')
 
     loaded, origins = config.load(str(path), True, {"controller.timeout": 9.0})
 
@@ -61,7 +55,7 @@ def test_file_then_flags_with_origins(tmp_path):
     ],
 )
 def test_bad_config_is_one_line_naming_the_field(tmp_path, text, words):
-    path = write(tmp_path / "c.toml", text)
+    path = write_private(tmp_path / "c.toml", text)
 
     with pytest.raises(ConfigError) as caught:
         config.load(str(path), True)
@@ -92,7 +86,7 @@ def test_missing_explicit_config_is_an_error_but_missing_default_is_not(tmp_path
 
 
 def test_group_writable_config_is_refused(tmp_path):
-    path = write(tmp_path / "c.toml", "", 0o664)
+    path = write_private(tmp_path / "c.toml", "", 0o664)
 
     with pytest.raises(ConfigError, match="group- or world-writable"):
         config.load(str(path), True)
@@ -101,8 +95,8 @@ def test_group_writable_config_is_refused(tmp_path):
 def test_token_from_credentials_directory_first(tmp_path):
     creds = tmp_path / "creds"
     creds.mkdir()
-    write(creds / "spurinv-token", "SLURM_JWT=abc.def.ghi\n", 0o400)
-    section = config.ControllerSection(auth="slurm-jwt", token_file=str(write(tmp_path / "t", "other\n")))
+    write_private(creds / "spurinv-token", "SLURM_JWT=abc.def.ghi\n", 0o400)
+    section = config.ControllerSection(auth="slurm-jwt", token_file=str(write_private(tmp_path / "t", "other\n")))
 
     assert "abc.def.ghi" == config.read_token(section, {"CREDENTIALS_DIRECTORY": str(creds)})
     assert "other" == config.read_token(section, {})
@@ -110,7 +104,7 @@ def test_token_from_credentials_directory_first(tmp_path):
 
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
 def test_a_readable_token_file_is_refused(tmp_path, mode):
-    section = config.ControllerSection(auth="bearer", token_file=str(write(tmp_path / "t", "x\n", mode)))
+    section = config.ControllerSection(auth="bearer", token_file=str(write_private(tmp_path / "t", "x\n", mode)))
 
     with pytest.raises(TokenError, match="chmod go-rwx"):
         config.read_token(section, {})
@@ -293,7 +287,7 @@ def test_config_init_never_replaces_the_state_file_or_its_lock(cli, monkeypatch,
 
 
 def test_config_show_says_where_each_value_came_from(cli, env, tmp_path):
-    write(tmp_path / "config.toml", '[node]\nname = "n7"\n')
+    write_private(tmp_path / "config.toml", '[node]\nname = "n7"\n')
 
     result = cli("config", "show", "--json")
 
@@ -311,7 +305,7 @@ def test_a_config_error_never_echoes_a_credential(tmp_path):
         '[controller]\nregister_command = "rereg --token p4ssw0rd"\n',
         '[controller]\nregister_command = ["rereg", "p4ssw0rd\\n"]\n',
     ):
-        path = write(tmp_path / "c.toml", text)
+        path = write_private(tmp_path / "c.toml", text)
 
         with pytest.raises(ConfigError) as caught:
             config.load(str(path), True)
@@ -427,7 +421,7 @@ def test_a_config_file_that_is_the_state_files_cache_or_lock_is_refused(
     Refused up front as the metrics file is: 64 from the flag, 78 from the environment."""
     state_path.parent.mkdir(mode=0o700, exist_ok=True)
     suffix = ".lock" if where == "lock" else ".cdi"
-    config = write(Path(f"{state_path}{suffix}"), "# the operator's config\n")
+    config = write_private(Path(f"{state_path}{suffix}"), "# the operator's config\n")
     named_as = config
     if where == "cache through a link":
         (tmp_path / "link").symlink_to(state_path.parent)
@@ -465,13 +459,13 @@ def test_config_init_never_replaces_the_configured_token_file(cli, monkeypatch, 
     state file or its lock: 78, one line, the token kept."""
     from spurinv.state import locations
 
-    token = write(tmp_path / "token", "eyJ.token.x\n")
+    token = write_private(tmp_path / "token", "eyJ.token.x\n")
     settings = f'[controller]\nurl = "https://ctl.example:6820"\ntoken_file = "{token}"\n'
     if source == "SPURINV_CONFIG":
-        monkeypatch.setenv("SPURINV_CONFIG", str(write(tmp_path / "config.toml", settings)))
+        monkeypatch.setenv("SPURINV_CONFIG", str(write_private(tmp_path / "config.toml", settings)))
     else:
         monkeypatch.delenv("SPURINV_CONFIG")
-        write(Path(locations.DEFAULT_CONFIG), settings)  # the hermetic stand-in for /etc/spurinv/config.toml
+        write_private(Path(locations.DEFAULT_CONFIG), settings)  # the hermetic stand-in for /etc/spurinv/config.toml
     args = ["--config", token] if named == "--config" else [token]
 
     result = cli("config", "init", *args, "--force")

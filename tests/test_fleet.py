@@ -494,7 +494,7 @@ def test_metrics_count_the_fleet_and_date_each_of_our_drains():
 
 @given(st.integers(1, ownership.MAX_EPOCH - 1), st.sampled_from(["int", "number"]))
 def test_a_drains_metric_time_is_the_controllers_reason_time(seconds, shape):
-    """fleet writes the reason time as ownership.stamp, the metrics read it back as ownership.epoch_of."""
+    """fleet writes the reason time as shape.stamp, the metrics read it back as ownership.epoch_of."""
     changed = seconds if shape == "int" else {"set": True, "infinite": False, "number": seconds}
     node = {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": "spurinv: [00000000] busy", "reason_changed_at": changed}
     summary = fleet.build([node], seconds)["summary"]

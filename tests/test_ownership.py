@@ -29,6 +29,7 @@ from spurinv.controller.ownership import (
     splice,
 )
 from spurinv.report import fleet
+from spurinv.shape import stamp
 
 AT = 1796288400  # 2026-12-03T09:00:00Z, our clock when we wrote the drain
 HOUR = 3600
@@ -88,7 +89,7 @@ def test_refresh_and_fleet_read_the_same_reason_time(value, flags):
     row = fleet.row(node, MAX_EPOCH)
 
     assert view.reason_changed_at == changed_at(value)
-    assert row["reason_since"] == (ownership.stamp(view.reason_changed_at) if view.reason_changed_at else None)
+    assert row["reason_since"] == (stamp(view.reason_changed_at) if view.reason_changed_at else None)
 
 
 # ------------------------------------------------------------------------------ the drain id
@@ -302,7 +303,7 @@ def test_a_record_for_another_node_is_never_rewritten():
 
 def our_extra(node: str, reason: str, *, record_node: str | None = None, record_reason: str | None = None,
               drain_id: str | None = None, other: str = '{"rack": "r2"}') -> str:  # fmt: skip
-    drain = {"id": drain_id or reason[10:18], "reason": record_reason or reason, "cause": "busy", "at": ownership.stamp(AT)}
+    drain = {"id": drain_id or reason[10:18], "reason": record_reason or reason, "cause": "busy", "at": stamp(AT)}
     return splice(other, {"node": record_node or node, "drain": drain}) or ""
 
 
@@ -389,7 +390,7 @@ def test_skew_beyond_five_minutes_is_reported(seconds, warned):
 def test_a_claim_from_the_record_carries_its_time_and_cause():
     reason = reason_for("n1", "3f9a", "controller refused mi300x 8→64; update the controller config")
     extra = splice("", {"node": "n1", "drain": {"id": reason[10:18], "reason": reason, "cause": "refused",
-                                                "fingerprint": "ab" * 8, "at": ownership.stamp(AT)}})  # fmt: skip
+                                                "fingerprint": "ab" * 8, "at": stamp(AT)}})  # fmt: skip
 
     claim = controller_claim("n1", reason, extra)
     bare = controller_claim("n1", reason, "")
@@ -424,7 +425,7 @@ def test_a_record_that_contradicts_the_reason_gives_no_claim(node, nonce, other,
     assume(other != nonce)
     reason = reason_for(node, nonce, text)
     drain_id = reason_id(reason, node)
-    lifted = {"id": drain_id, "at": ownership.stamp(AT)}
+    lifted = {"id": drain_id, "at": stamp(AT)}
     current = reason_for(node, other, text)
     extra = {
         "lifted": _record_extra(node, lifted=lifted),
@@ -444,7 +445,7 @@ def test_a_record_of_another_node_or_none_leaves_the_id_in_the_reason_to_decide(
 
     assert controller_claim("n1", reason, "") is not None  # spur: no extra at all
     assert controller_claim("n1", reason, '{"rack": "r2"}') is not None  # no record of ours
-    copied = _record_extra("n9", lifted={"id": "00000000", "at": ownership.stamp(AT)})
+    copied = _record_extra("n9", lifted={"id": "00000000", "at": stamp(AT)})
     assert controller_claim("n1", reason, copied) is not None  # another node's record says nothing of ours
 
 
@@ -561,7 +562,7 @@ def test_the_cause_of_a_drain_without_a_record_is_read_from_its_words(text, caus
 @pytest.mark.parametrize(("recorded", "cause"), [("suspicious", "suspicious"), (None, "busy"), ("because", "busy")])
 def test_the_cause_a_record_names_wins_over_the_words_and_a_missing_one_falls_back_to_them(recorded, cause):
     reason = reason_for("n1", "3f9a", "mi300x 8→7")
-    drain = {"id": reason[10:18], "reason": reason, "at": ownership.stamp(AT)}
+    drain = {"id": reason[10:18], "reason": reason, "at": stamp(AT)}
     if recorded is not None:
         drain["cause"] = recorded
     claim = controller_claim("n1", reason, splice("", {"node": "n1", "drain": drain}))

@@ -552,16 +552,8 @@ def cause_in(reason: str) -> str:
     return "busy"
 
 
-def stamp(seconds: int) -> str:
-    """``2026-12-02T18:00:00Z`` (the record's time, readable in ``scontrol show node``; fleet's
-    times); :func:`epoch_of` reads it back."""
-    import time
-
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
-
-
 def epoch_of(text: object) -> int | None:
-    """A UTC time as spurinv writes it (``2026-12-02T18:00:00Z``, fractions of a second allowed)
+    """A UTC time as spurinv writes it (:func:`spurinv.shape.stamp`: ``2026-12-02T18:00:00Z``; fractions of a second allowed)
     → Unix seconds; None for anything else."""
     if not isinstance(text, str) or not text.endswith(("Z", "+00:00")):
         return None

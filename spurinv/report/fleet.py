@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
+from spurinv import shape
 from spurinv.controller.nodeview import node_state, split_gres, unbound
-from spurinv.controller.ownership import PREFIX, changed_at, controller_claim, extra_record, owns, stamp
+from spurinv.controller.ownership import PREFIX, changed_at, controller_claim, extra_record, owns
 from spurinv.errors import ControllerError
 from spurinv.report.documents import head
 
@@ -109,7 +110,7 @@ def row(node: Mapping[str, Any], now: int) -> FleetNode:
         "drain_recorded": recorded,
         "reason": reason,
         "reason_set_by": _text(node.get("reason_set_by_user")) if reason else None,
-        "reason_since": stamp(since) if since is not None else None,
+        "reason_since": shape.stamp(since) if since is not None else None,
         "reason_age_seconds": max(0, now - since) if since is not None else None,
         "managed": record is not None or ours,
         "registered": registered,
@@ -183,7 +184,7 @@ def document(
     """``spurinv fleet --json``: the envelope, where the nodes came from and when, rows and summary."""
     return {
         **head("fleet", exit_code),
-        "taken_at": stamp(now),
+        "taken_at": shape.stamp(now),
         "controller": controller,
         "api": api,
         "transport": transport,

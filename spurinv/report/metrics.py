@@ -193,7 +193,7 @@ def render_fleet(summary: Mapping[str, Any] | None, taken_at: int | None) -> str
         "# TYPE spurinv_fleet_drain_since_timestamp_seconds gauge",
     ]
     from spurinv.controller.ownership import (
-        epoch_of,  # fleet's ``since``: the controller's reason time, as ownership.stamp wrote it
+        epoch_of,  # fleet's ``since``: the controller's reason time, as shape.stamp wrote it
     )
 
     seen: set[str] = set()  # a repeated series would make node_exporter drop the whole file

@@ -43,7 +43,7 @@ _QUIET = (f"{NO_ACTION}: {QUIET}", f"{NO_ACTION}: {QUIET_OBSERVE}")
 
 def now_text() -> str:
     """The current UTC time as ``2026-12-02T18:00:00Z`` (whole seconds, as pydantic writes it)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return shape.stamp(int(time.time()))
 
 
 def steady_key(
