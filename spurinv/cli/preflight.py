@@ -1873,8 +1873,9 @@ def _skipped_why(kind: str | None, name: str) -> str:
         what = "a dot" if "." in base else "a space" if " " in base else None
         return ("Debian's cron skips a /etc/cron.d file whose name holds other than letters, digits, _ and -"
                 + (f" ({what})" if what else ""))  # fmt: skip
+    endings = ", ".join(CRONIE_SKIPS[:-1]) + f" or {CRONIE_SKIPS[-1]}"  # the rule _cron_reads applies
     return (f"{'cronie' if kind == 'cronie' else 'cron'} skips a /etc/cron.d file whose name starts with . or # "
-            "or ends with ~, .rpmsave, .rpmorig or .rpmnew (a hidden file, a backup or a package manager's copy)")  # fmt: skip
+            f"or ends with {endings} (a hidden file, a backup or a package manager's copy)")  # fmt: skip
 
 
 def _unread_entry(run: _Run) -> tuple[str, str] | None:
