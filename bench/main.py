@@ -38,6 +38,11 @@ def options(argv: list[str]) -> argparse.Namespace:
         help="only the no-change tick against python -c pass, paired, and their ratio (issue #22)",
     )
     parser.add_argument("--importtime", action="store_true", help="with --tick-ratio: what the tick imports, -X importtime")
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="with --tick-ratio: the interpreter the installed venv is made from (default /usr/bin/python3, as README.md)",
+    )
     args = parser.parse_args(argv)
     args.runs = args.runs or (5 if args.quick else 31 if args.tick_ratio else 15)
     args.nodes = args.nodes or (1000 if args.quick else 10000)
@@ -106,7 +111,7 @@ def main(argv: list[str]) -> int:
 
 def _tick_ratio(args: argparse.Namespace, work: Path) -> int:
     try:
-        return ratio.measure(work, args.runs, args.importtime)
+        return ratio.measure(work, args.runs, args.importtime, args.python)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
