@@ -11,6 +11,7 @@ import base64
 import fcntl
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -2075,6 +2076,42 @@ def test_a_path_with_both_quotes_is_set_on_the_cron_command(node, monkeypatch, t
     assert f"set --config {shlex.quote(str(site))} on the entry in /etc/cron.d/spurinv" in found.fix
 
 
+# the three spellings of a path check's fixes use (check._word): bash's $'...' with \xHH, shlex's
+# '...', a bare word; a word of any other spelling is never given to a shell
+PASTABLE = re.compile(r"\$'(?:[ -&(-\[\]-~]|\\x[0-9a-f]{2})*'|'[^']*'|[A-Za-z0-9@%+=:,./_-]+")
+
+
+def pasted(word: str) -> bytes:
+    """What bash makes of ``word``, one word of a fix as check prints it (``printf %s WORD``)."""
+    assert PASTABLE.fullmatch(word), word
+    done = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, check=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [("ro\not", "x.toml"), ("root", "a\x1b[2Jb.toml"), ("it's\x01", "c\x7f.toml"), (os.fsdecode(b"r\xff\xfe"), "x.toml")],
+)
+def test_the_check_command_of_a_config_warning_names_the_files_as_printed(tmp_path, monkeypatch, folder, name):
+    """``spurinv check --root R --config F`` in a config warning quoted R and F with shlex: a
+    control character stayed raw in the fix (a newline split the line) and check's output shows
+    it escaped, so the pasted command named other files. Now bash's $'...', as every other fix."""
+    (tmp_path / folder).mkdir()
+    node = Node(tmp_path / folder)
+    site = write_private(tmp_path / "site.toml", '[node]\nname = "n1"\n')  # the checked file: plain
+    systemd_host(node)
+    unit_host(node, f"[Service]\nExecStart={SPURINV} refresh --config /etc/spurinv/{name}\n")
+
+    found = run_config_check(node, monkeypatch, str(site))
+
+    assert "warn" == found.status, found
+    assert printable(found.fix) == found.fix, found.fix
+    command = re.search(r"check what the timer runs read \(spurinv check --root (\S+) --config (\S+)\)", found.fix)
+    assert command, found.fix
+    assert pasted(command[1]) == os.fsencode(node.host)
+    assert pasted(command[2]) == os.fsencode(node.host / "etc" / "spurinv" / name)
+
+
 # --- what runs spurinv refresh: wrappers, printers, sh -c, operators ---------------------------------
 
 
@@ -2944,6 +2981,27 @@ def test_crlf_python_shebang_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert found["status"] == "fail", found
     assert "carriage return" in found["detail"]
     assert found["fix"] == "sed -i --follow-symlinks '1s/\\r$//' /usr/local/bin/spurinv", found
+
+
+@pytest.mark.parametrize("folder", ["spur\x1binv", "spur\x7finv", "sp\x01urinv", "spur\x1b]0;x\x07inv"])
+def test_the_crlf_shebang_fix_names_the_program_as_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], folder: str
+) -> None:
+    """The sed fix quoted the program with shlex: a control character in its path stayed raw in
+    the fix, which check's output shows escaped, and the pasted sed named another file."""
+    program = f"/opt/{folder}/bin/spurinv"
+    root = cron_node(tmp_path, {"spurinv": f'*/5 * * * * root "{program}" refresh\n'})
+    (root / "opt" / folder / "bin").mkdir(parents=True)
+    (root / program.lstrip("/")).write_bytes(b"#!/opt/spurinv/bin/python3\r\n")
+    (root / program.lstrip("/")).chmod(0o755)
+
+    found = chroot_schedule(tmp_path, root, monkeypatch, capsys)
+
+    assert found["status"] == "fail", found
+    fix = found["fix"]
+    assert fix.startswith("sed -i --follow-symlinks '1s/\\r$//' "), fix
+    assert printable(fix) == fix, fix
+    assert pasted(fix.removeprefix("sed -i --follow-symlinks '1s/\\r$//' ")) == os.fsencode(program)
 
 
 def test_a_timer_masked_only_below_the_unit_systemd_loads_is_not_masked(tmp_path, monkeypatch, capsys):

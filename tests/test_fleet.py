@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.cli import render
 from spurinv.controller import ownership
 from spurinv.controller.nodeview import parse_gres, unbound
@@ -493,16 +493,16 @@ def test_metrics_count_the_fleet_and_date_each_of_our_drains():
 
 
 @given(st.integers(1, ownership.MAX_EPOCH - 1), st.sampled_from(["int", "number"]))
-def test_a_drains_metric_time_is_the_controllers_reason_time(seconds, shape):
-    """fleet writes the reason time as shape.stamp, the metrics read it back as ownership.epoch_of."""
-    changed = seconds if shape == "int" else {"set": True, "infinite": False, "number": seconds}
+def test_a_drains_metric_time_is_the_controllers_reason_time(seconds, spelling):
+    """fleet writes the reason time as shape.stamp, the metrics read it back as shape.epoch."""
+    changed = seconds if spelling == "int" else {"set": True, "infinite": False, "number": seconds}
     node = {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": "spurinv: [00000000] busy", "reason_changed_at": changed}
     summary = fleet.build([node], seconds)["summary"]
 
     samples = families(metrics.render_fleet(summary, seconds))
 
     assert [({"node": "n1"}, seconds)] == samples["spurinv_fleet_drain_since_timestamp_seconds"]
-    assert ownership.epoch_of(summary["spurinv_drains"][0]["since"]) == seconds
+    assert shape.epoch(summary["spurinv_drains"][0]["since"]) == seconds
 
 
 def test_metrics_when_the_fleet_could_not_be_read():

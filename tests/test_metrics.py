@@ -175,6 +175,27 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
     assert [({"kind": "none"}, 0.0)] == empty["spurinv_controller_failures_consecutive"]
 
 
+TIMES = ("last_success", "partition_switch_since", "drain_since", "change_pending_since", "refusal_since")
+
+
+@pytest.mark.parametrize("when", ["2026-12-02T20:00:00+02:00", "2026-12-02T18:00:00-00:00", "not a time", "", 1796234400])
+def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
+    """spurinv writes its times in UTC (shape.stamp). Any other reads as 0, none: ``+02:00`` read
+    with its zone ignored was two hours off, and text that is no time stopped the metrics."""
+    state = {
+        "last_success": when,
+        "switching": {"since": when},
+        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": when, "cause": "busy"},
+        "pending": {"fingerprint": "ab", "since": when},
+        "refusal": {"fingerprint": "ab", "at": when, "error": "no"},
+    }
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert dict.fromkeys(TIMES, 0) == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
+    utc = parse(metrics.render({**state, "last_success": "2026-12-02T18:00:00Z"}, 0.1, "n1", "0"))
+    assert 1796234400 == value(utc, "spurinv_last_success_timestamp_seconds")
+
+
 def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):
     """The state is written first, then the metrics; when the metrics failed (73) the saved record
     still said exit 0, and ``status`` showed a clean run. Full run and tick alike."""

@@ -571,23 +571,6 @@ def test_the_cause_a_record_names_wins_over_the_words_and_a_missing_one_falls_ba
     assert (claim.source, claim.cause) == ("controller-record", cause)
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("2026-12-03T09:00:00Z", AT),
-        ("2026-12-03T09:00:00.5Z", AT),
-        ("2026-12-03T09:00:00.123456+00:00", AT),
-        ("2026-12-03T09:00:00.Z", None),
-        ("2026-12-03T09:00:00.5x5Z", None),
-        ("2026-12-03T09:00:00.٣Z", None),  # an Arabic-Indic digit: isdigit, not ASCII
-        ("2026-12-03T09:00:00+01:00", None),
-        ("2026-12-03 09:00:00Z", None),
-    ],
-)
-def test_our_record_time_is_read_back_with_fractions_of_a_second(text, seconds):
-    assert ownership.epoch_of(text) == seconds
-
-
 def test_a_record_with_every_key_we_write_is_ours_to_rewrite():
     """A node drained, lifted, registered and drained again: its record holds all six keys."""
     reason = reason_for("n1", "3f9a", "mi300x 8→7")

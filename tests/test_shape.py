@@ -4,6 +4,7 @@ validation enforces."""
 
 from __future__ import annotations
 
+import calendar
 import re
 from typing import Any, NotRequired, get_origin
 
@@ -154,3 +155,59 @@ def test_a_switch_is_errors_that_are_all_its_evidence(sources):
     """Some errors, every one a switch's: anything else (no error, one real failure) is not."""
     assert shape.switch_only(sources) == (bool(sources) and set(sources) == {"switch"})
     assert shape.switch_only(iter(sources)) == shape.switch_only(sources)  # a generator, read once
+
+
+# --- spurinv's times: written by shape.stamp, read back by shape.epoch ----------------------------
+
+AT = 1796288400  # 2026-12-03T09:00:00Z
+FIRST, LAST = -30610224000, 253402300799  # 1000-01-01T00:00:00Z, 9999-12-31T23:59:59Z: four-digit years
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("2026-12-03T09:00:00Z", AT),
+        ("2026-12-03T09:00:00.5Z", AT),
+        ("2026-12-03T09:00:00.123456+00:00", AT),
+        ("1970-01-01T00:00:00Z", 0),
+        ("1969-12-31T23:59:59.5Z", -1),  # the fraction dropped, as strptime did: floor, not towards zero
+        ("2000-02-29T00:00:00Z", 951782400),
+        ("2026-12-03T09:00:00.Z", None),
+        ("2026-12-03T09:00:00.5x5Z", None),
+        ("2026-12-03T09:00:00.٣Z", None),  # an Arabic-Indic digit: isdigit, not ASCII
+        ("٢026-12-03T09:00:00Z", None),  # strptime's \d took it as a year
+        ("2026-12-03T09:00:00+01:00", None),  # another zone: spurinv writes none, and ignored it is hours off
+        ("2026-12-03T09:00:00-00:00", None),  # RFC 3339's "offset unknown"
+        ("2026-12-03 09:00:00Z", None),
+        ("2026-12-03t09:00:00Z", None),  # strptime matched case-insensitively
+        ("2026-12-03T09:00:00", None),  # no zone at all
+        ("2026-02-29T00:00:00Z", None),  # no such day
+        ("2026-12-03T24:00:00Z", None),
+        ("2026-12-03T09:00:60Z", None),  # a leap second: timestamp_problem's rule too
+        ("2026-1-03T09:00:00Z", None),
+        ("", None),
+        (None, None),
+        (AT, None),
+    ],
+)
+def test_a_time_we_wrote_is_read_back_with_fractions_of_a_second(text, seconds):
+    assert shape.epoch(text) == seconds
+
+
+@given(st.integers(FIRST, LAST))
+def test_every_second_we_write_reads_back_as_itself(seconds):
+    assert shape.epoch(shape.stamp(seconds)) == seconds
+
+
+@given(
+    st.datetimes(),  # naive, years 1 to 9999: the zone is the text's
+    st.sampled_from(["Z", "+00:00", "+02:00", "-05:30", "-00:00"]),
+    st.sampled_from(["seconds", "milliseconds", "microseconds"]),
+)
+def test_a_time_reads_as_the_standard_library_reads_it_and_in_utc_only(moment, zone, spelling):
+    """Any RFC 3339 time timestamp_problem vouches for: in UTC, the seconds ``calendar.timegm``
+    gives (the fraction dropped); in any other zone, none."""
+    text = moment.isoformat(timespec=spelling) + zone
+    assert shape.timestamp_problem(text) is None
+
+    assert shape.epoch(text) == (calendar.timegm(moment.timetuple()) if zone in ("Z", "+00:00") else None)

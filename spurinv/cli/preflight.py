@@ -251,11 +251,12 @@ def _first(items: list[str], joiner: str) -> str:
 
 def _check_command(run: _Run, path: str) -> str:
     """The command that checks ``path``, a file as the checked root names it: under --root that
-    root's file, named in full (--config is taken as given, never looked for under the root)."""
+    root's file, named in full (--config is taken as given, never looked for under the root).
+    Its words as :func:`_word` spells them: pasted from the output, they name these files."""
     root = run.world.root.path
     if root == "/":
-        return f"spurinv check --config {shlex.quote(path)}"
-    return f"spurinv check --root {shlex.quote(root)} --config {shlex.quote(run.world.root.join(path.lstrip('/')))}"
+        return f"spurinv check --config {_word(path)}"
+    return f"spurinv check --root {_word(root)} --config {_word(run.world.root.join(path.lstrip('/')))}"
 
 
 def _scheduler_config(run: _Run, checked: str) -> list[tuple[str, str, str, str]]:
@@ -1615,7 +1616,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
         if interpreter is not None and interpreter.endswith("\r"):
             return Check("schedule", "fail", f"{told}, whose #! line ends in a carriage return (a CRLF line end): "
                          f"the kernel looks for the interpreter {interpreter} and every run fails",
-                         f"sed -i --follow-symlinks '1s/\\r$//' {shlex.quote(found)}", exitcode.CONFIG)  # fmt: skip
+                         f"sed -i --follow-symlinks '1s/\\r$//' {_word(found)}", exitcode.CONFIG)  # fmt: skip
         if interpreter is not None:
             return Check(
                 "schedule", "fail", f"{told}, whose #! interpreter {interpreter} is not an executable file (a venv "

@@ -33,6 +33,8 @@ import hashlib
 import json
 import math
 
+from spurinv import shape
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -88,7 +90,7 @@ def drain_skew(drain: object) -> int | None:
     The one reading of it: ``status``, the metrics and ``refresh``."""
     if not isinstance(drain, dict) or drain.get("recovered") == "reason":
         return None
-    return skew(changed_at(drain.get("reason_changed_at")), epoch_of(drain.get("set_at")))
+    return skew(changed_at(drain.get("reason_changed_at")), shape.epoch(drain.get("set_at")))
 
 
 def skew_warning(seconds: int | None) -> str | None:
@@ -534,7 +536,7 @@ def controller_claim(node: str, reason: str, extra: object) -> Claim | None:
     return Claim(
         reason,
         "controller-record",
-        at=epoch_of(drain.get("at")),
+        at=shape.epoch(drain.get("at")),
         cause=cause if cause in CAUSES else cause_in(reason),
         fingerprint=fingerprint if isinstance(fingerprint, str) else None,
     )
@@ -550,23 +552,6 @@ def cause_in(reason: str) -> str:
     if " PCIe x" in text and "→x" in text:
         return "link"
     return "busy"
-
-
-def epoch_of(text: object) -> int | None:
-    """A UTC time as spurinv writes it (:func:`spurinv.shape.stamp`: ``2026-12-02T18:00:00Z``; fractions of a second allowed)
-    → Unix seconds; None for anything else."""
-    if not isinstance(text, str) or not text.endswith(("Z", "+00:00")):
-        return None
-    rest = text[19:].removesuffix("Z").removesuffix("+00:00")
-    if rest and not (rest[0] == "." and rest[1:].isdigit() and rest[1:].isascii()):
-        return None
-    import calendar
-    import time
-
-    try:
-        return calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
 
 
 __all__ = [

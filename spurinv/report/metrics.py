@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 
+from spurinv import shape
 from spurinv.state import locations, store
 from spurinv.state.store import StoreError
 
@@ -47,7 +48,7 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
     lines += [
         "# HELP spurinv_last_success_timestamp_seconds When discovery last succeeded (Unix time).",
         "# TYPE spurinv_last_success_timestamp_seconds gauge",
-        f"spurinv_last_success_timestamp_seconds {_epoch(success) if success else 0}",
+        f"spurinv_last_success_timestamp_seconds {shape.epoch(success) or 0}",
         "# HELP spurinv_change_pending 1 while a change waits for confirmation, refusal or jobs.",
         "# TYPE spurinv_change_pending gauge",
         f"spurinv_change_pending {1 if state.get('pending') or state.get('refusal') else 0}",
@@ -59,7 +60,7 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
         f"spurinv_drain_held {1 if isinstance(state.get('drain'), dict) and state['drain'].get('held') is True else 0}",
         "# HELP spurinv_partition_switch_since_timestamp_seconds When the switch in progress was first seen (0: none).",
         "# TYPE spurinv_partition_switch_since_timestamp_seconds gauge",
-        f"spurinv_partition_switch_since_timestamp_seconds {_epoch(switch['since']) if isinstance(switch, dict) else 0}",
+        f"spurinv_partition_switch_since_timestamp_seconds {_since(switch, 'since')}",
         "# HELP spurinv_link_degraded A GPU's PCIe link narrower than it can be, in the last two readings (width as label).",
         "# TYPE spurinv_link_degraded gauge",
         *(
@@ -127,9 +128,9 @@ def _unconfirmed(pending: object, readings: list[Any]) -> object:
 
 
 def _since(record: object, key: str) -> int:
-    """The Unix time of ``record[key]`` (a state timestamp), 0 when there is none."""
-    value = record.get(key) if isinstance(record, dict) else None
-    return _epoch(value) if isinstance(value, str) else 0
+    """The Unix time of ``record[key]`` (a state timestamp), 0 when there is none (or it is no
+    time spurinv writes: a gauge hours off would be worse than none)."""
+    return (shape.epoch(record.get(key)) if isinstance(record, dict) else None) or 0
 
 
 def _skew(drain: object) -> int | None:
@@ -138,14 +139,6 @@ def _skew(drain: object) -> int | None:
     from spurinv.controller import ownership
 
     return ownership.drain_skew(drain)
-
-
-def _epoch(stamp: str) -> int:
-    """``2026-12-02T18:00:00Z`` → Unix seconds, without importing datetime (hot path)."""
-    import calendar
-    import time
-
-    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
 
 
 def write(path: str, text: str) -> None:
@@ -192,14 +185,10 @@ def render_fleet(summary: Mapping[str, Any] | None, taken_at: int | None) -> str
         "# HELP spurinv_fleet_drain_since_timestamp_seconds When each spurinv drain's reason was set (Unix time).",
         "# TYPE spurinv_fleet_drain_since_timestamp_seconds gauge",
     ]
-    from spurinv.controller.ownership import (
-        epoch_of,  # fleet's ``since``: the controller's reason time, as shape.stamp wrote it
-    )
-
     seen: set[str] = set()  # a repeated series would make node_exporter drop the whole file
     for drain in drains:
         if drain["since"] and drain["name"] not in seen:
             seen.add(drain["name"])
             label = _escape(drain["name"])
-            lines.append(f'spurinv_fleet_drain_since_timestamp_seconds{{node="{label}"}} {epoch_of(drain["since"])}')
+            lines.append(f'spurinv_fleet_drain_since_timestamp_seconds{{node="{label}"}} {shape.epoch(drain["since"]) or 0}')
     return "\n".join(lines) + "\n"
