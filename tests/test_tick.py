@@ -75,6 +75,25 @@ def test_a_no_change_tick_imports_nothing_heavy(cli, built, state_path, env):
     assert "__future__" not in modules
 
 
+def test_a_no_change_tick_that_writes_metrics_imports_nothing_heavy_either(cli, built, state_path, env, tmp_path):
+    """Most nodes run the timer with --metrics-file (node_exporter's textfile collector)."""
+    root = built("mi300x-cpx")
+    metrics_file = tmp_path / "spurinv.prom"
+    for _ in range(2):
+        assert 0 == cli("refresh", "--root", root, "--state", state_path, "--confirm-interval", "0",
+                        "--metrics-file", metrics_file).code  # fmt: skip
+    metrics_file.unlink()
+
+    code, out, modules = imported(env, "refresh", "--root", root, "--state", state_path, "--metrics-file", metrics_file)
+
+    assert (code, out[:21]) == (0, "unchanged: 64 devices")
+    assert "spurinv_last_success_timestamp_seconds " in metrics_file.read_text()  # written by this tick
+    assert not modules & set(HEAVY), modules & set(HEAVY)
+    # reading two times with calendar and time.strptime loaded datetime, re and locale: 24 modules
+    slow = {"re", "json", "enum", "typing", "dataclasses", "calendar", "datetime", "locale", "_strptime", "__future__"}
+    assert not modules & slow, modules & slow
+
+
 # The console script's call: main() reads sys.argv; "returned" is printed only if main() returns.
 ENTRY = "import sys; from spurinv.cli.launch import main; code = main(); print('returned', code)"
 

@@ -5,8 +5,6 @@ to a temporary name in the same directory and renamed (mode 0644: node_exporter 
 user). Format: the Prometheus text exposition format, version 0.0.4.
 """
 
-from __future__ import annotations
-
 import errno
 
 from spurinv import shape
@@ -23,7 +21,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: str) -> str:
+def render(state: "Mapping[str, Any]", tick_seconds: float, node: str, version: str) -> str:
     """Render metrics from the raw state document (the JSON form of :class:`spurinv.state.file.State`)."""
     readings = state.get("readings") or []
     latest = readings[-1] if readings else None
@@ -116,7 +114,7 @@ def render(state: Mapping[str, Any], tick_seconds: float, node: str, version: st
     return "\n".join(lines) + "\n"
 
 
-def _unconfirmed(pending: object, readings: list[Any]) -> object:
+def _unconfirmed(pending: object, readings: "list[Any]") -> object:
     """The pending change while it is not yet confirmed; None once the last two readings agree on
     it (it stays in the state until it is registered: a busy drain or a refusal holds it there)."""
     if not isinstance(pending, dict):
@@ -133,7 +131,7 @@ def _since(record: object, key: str) -> int:
     return (shape.epoch(record.get(key)) if isinstance(record, dict) else None) or 0
 
 
-def _skew(drain: object) -> int | None:
+def _skew(drain: object) -> "int | None":
     if not isinstance(drain, dict):
         return None
     from spurinv.controller import ownership
@@ -153,7 +151,7 @@ def write(path: str, text: str) -> None:
         raise StoreError(f"metrics file: {exc}", exc.errno) from None
 
 
-def render_fleet(summary: Mapping[str, Any] | None, taken_at: int | None) -> str:
+def render_fleet(summary: "Mapping[str, Any] | None", taken_at: "int | None") -> str:
     """``spurinv fleet --metrics-file``: fleet gauges (only ``spurinv_fleet_up 0`` when the fleet could not be read)."""
     lines = [
         "# HELP spurinv_fleet_up 1 when spurinv fleet could read every node from the controller.",
