@@ -397,6 +397,29 @@ def test_the_state_and_lock_fixes_quote_their_paths(node):
     assert run_checks(node, None)["lock"].fix == f"rm {shlex.quote(str(spaced / 'state.json.lock'))}"
 
 
+@pytest.mark.parametrize("folder", ["my state", "s$(touch x)`id`", "st\x1b[2Jate", "st\nate", "it!s"])
+def test_the_held_lock_fix_names_the_lock_as_printed(node, folder):
+    """A held lock's fix, `fuser -v LOCK`, took the lock's path raw: pasted, a blank split it, a
+    $(...) ran, and a control character (printed escaped) named another file. One word now, as
+    the lock's other fix, `rm LOCK`, spells it."""
+    node.config()
+    node.state = node.tmp / folder / "state.json"
+    node.state.parent.mkdir(mode=0o700)
+    lock = str(node.state) + ".lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        found = run_checks(node, None)["lock"]
+    finally:
+        os.close(fd)
+
+    assert "warn" == found.status, found
+    assert printable(found.fix) == found.fix, found.fix
+    word = re.search(r"`fuser -v (.+)`$", found.fix)
+    assert word, found.fix
+    assert pasted(word[1]) == os.fsencode(lock)
+
+
 # --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
 
 

@@ -635,7 +635,7 @@ def _lock(run: _Run) -> Check:
             holder = store.holder_named(os.pread(fd, 512, 0).decode("utf-8", "replace"))
             return Check(
                 "lock", "warn", f"{path} is held by {holder} now",
-                "none if a run is under way; if it stays held, find the holder with `fuser -v " + path + "`",
+                f"none if a run is under way; if it stays held, find the holder with `fuser -v {_word(path)}`",
             )  # fmt: skip
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
