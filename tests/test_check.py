@@ -144,6 +144,40 @@ def test_the_human_output_is_one_line_per_check_with_the_fix(cli, node):
     assert ran.code == exitcode.NOPERM
 
 
+def user_config(node: Node, url: str, user: str, token_file: Path) -> None:
+    write_private(
+        node.tmp / "config.toml",
+        f'[node]\nname = "n1"\n[controller]\nurl = "{url}"\napi = "slurm/v0.0.42"\ntimeout = 2\n'
+        f'auth = "slurm-jwt"\nuser = {json.dumps(user)}\ntoken_file = "{token_file}"\n',
+    )
+
+
+USERS = ["ops team", "x$(touch pwned)", "a`id`b", "op!s", "o\x1bps"]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_the_commands_for_a_token_and_an_admin_name_the_user_as_one_word(node, user):
+    """controller.user went raw into `scontrol token username=USER lifespan=N` and `sacctmgr
+    show user USER format=user,adminlevel`: pasted, a blank split it and $(...) or backticks ran.
+    It is one word now, spelled as check's paths are."""
+    user_config(node, "http://127.0.0.1:9", user, node.tmp / "missing-token")
+    token = run_checks(node, None)["token"]
+    assert "fail" == token.status, token
+    assert printable(token.fix) == token.fix, token.fix
+    word = re.search(r"`scontrol token username=(.+) lifespan=N`", token.fix)
+    assert word, token.fix
+    assert pasted(word[1]) == user.encode()
+
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        user_config(node, server.url, user, node.token)
+        permission = run_checks(node, None)["permission"]
+    assert "warn" == permission.status, permission
+    word = re.search(r"`sacctmgr show user (.+) format=user,adminlevel`", permission.fix)
+    assert word, permission.fix
+    assert pasted(word[1]) == user.encode()
+
+
 @pytest.mark.parametrize(
     ("content", "mode", "words"),
     [

@@ -758,7 +758,7 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
                 return Check(
                     "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
                     "not exist, so systemd cannot start the unit",
-                    f"write the token (`scontrol token username={settings.user} lifespan=N`) to {loaded.path}, "
+                    f"write the token (`scontrol token username={_word(settings.user)} lifespan=N`) to {loaded.path}, "
                     "chown root, chmod 0600",
                     exitcode.NOPERM,
                 )  # fmt: skip
@@ -783,7 +783,8 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
         fix = (
             "run spurinv check as root, the user the timer runs spurinv as"
             if "Permission denied" in exc.message and run.host.euid != 0
-            else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
+            else f"write the token (`scontrol token username={_word(settings.user)} lifespan=N`) to {where}, "
+            "chown root, chmod 0600"
         )
         if "is a symlink" in exc.message or "not a regular file" in exc.message:
             fix = f"replace {where} with a regular file (0600, owned by root) holding the token"
@@ -798,7 +799,7 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
                      exitcode.NOPERM)  # fmt: skip
     path = source.token_file or os.path.join(credentials or "", settings.credential)
     expiry = jwt_expiry(token)
-    renew = f"renew it: `scontrol token username={settings.user} lifespan=N` into {path}"
+    renew = f"renew it: `scontrol token username={_word(settings.user)} lifespan=N` into {path}"
     if expiry is not None:
         now = int(run.world.clock().timestamp())
         when = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
@@ -1159,7 +1160,7 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
         if settings.auth == "none":
             return 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
         return (
-            f"renew the token (`scontrol token username={settings.user} lifespan=N`) and make "
+            f"renew the token (`scontrol token username={_word(settings.user)} lifespan=N`) and make "
             f"controller.user {settings.user!r} a Slurm admin"
         )
     if kind == "unknown-node":
@@ -1192,7 +1193,7 @@ def _permission(run: _Run) -> Check:
     who = f"controller.user {settings.user!r}" if settings.auth == "slurm-jwt" else f"the {settings.auth} token's user"
     return Check(
         "permission", "warn", f"the read succeeded; whether {who} may update nodes shows only on a write",
-        f"make sure {who} is a Slurm admin: `sacctmgr show user {settings.user} format=user,adminlevel`",
+        f"make sure {who} is a Slurm admin: `sacctmgr show user {_word(settings.user)} format=user,adminlevel`",
     )  # fmt: skip
 
 
