@@ -2119,6 +2119,36 @@ def test_the_config_fix_quotes_a_quote_as_each_scheduler_reads_it(node, monkeypa
     assert "ok" == run_config_check(node, monkeypatch, str(site)).status
 
 
+@pytest.mark.parametrize("name", ["a\x1bb", "a\tb", "a\x7fb", "a\u202eb", "a\x85b", os.fsdecode(b"a\xffb")])
+def test_no_setting_is_offered_that_names_another_file_once_printed(node, monkeypatch, tmp_path, name):
+    """check prints a control character escaped (``\\x1b``), and cron reads no escape (a crontab's
+    NAME=VALUE is taken as written, its /bin/sh has no $'...'): the SPURINV_CONFIG= or --config
+    it offered for such a path named another file once pasted. systemd's quoted words read C
+    escapes, but ``\\x85`` (a C1 control) is the byte 0x85 to them and ``\\udcff`` (a byte that
+    is not UTF-8) no escape at all. No setting then, as for a newline; the check command stays."""
+    site = tmp_path / name / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+
+    for entry in ("/usr/local/bin/spurinv refresh --quiet", f"{SPURINV} refresh --config /etc/x.toml"):
+        cron.write_text(f"* * * * * root {entry}\n")
+        found = run_config_check(node, monkeypatch, str(site))
+        assert "warn" == found.status, found
+        assert "spurinv check --root" in found.fix, found.fix
+        assert ", or set" not in found.fix, found.fix
+
+    cron.unlink()
+    systemd_host(node)
+    for start in (f"{SPURINV} refresh", f"{SPURINV} refresh --config /etc/x.toml"):
+        unit_host(node, f"[Service]\nExecStart={start}\n")
+        found = run_config_check(node, monkeypatch, str(site))
+        assert "warn" == found.status, found
+        assert "spurinv check --root" in found.fix, found.fix
+        unspellable = "\x80" <= name[1] <= "\x9f" or "\ud800" <= name[1] <= "\udfff"
+        assert (", or set" not in found.fix) == unspellable, found.fix
+
+
 def test_a_path_with_both_quotes_is_set_on_the_cron_command(node, monkeypatch, tmp_path):
     """No NAME=VALUE line of a crontab holds both kinds of quote in every cron: the fix names
     --config on the entry, which the shell reads."""

@@ -321,6 +321,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line, and
         # quoted its way (a whole word in double quotes, C escapes), not a shell's
         spelled = schedule.unit_quote(checked.replace("%", "%%").replace("$", "$$"))
+        setting = "" if _unspellable(scheduler, checked) else setting
     else:
         entries = _cron_entries(run)
         spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
@@ -328,7 +329,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         for cron, number, command, environment in entries:
             where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
             setting = f"SPURINV_CONFIG={assigned} in {cron}" if assigned is not None else f"--config {spelled} on {where}"
-            setting = "" if "\n" in checked else setting  # a crontab line ends at a newline: no spelling holds one
+            setting = "" if _unspellable(scheduler, checked) else setting
             commands.append((where, schedule.shell_words(command), environment, f"SPURINV_CONFIG= in {cron}", setting))
     found: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
@@ -349,9 +350,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
-            # none for a file the root cannot see, a path a crontab line cannot hold (a newline), or
-            # one in a shell's script, which no spelling check can vouch for
-            if on_root is None or (scheduler == "cron" and "\n" in checked) or (nested and told[0] != origin):
+            # none for a file the root cannot see, a path no spelling of the scheduler's names as
+            # check prints it, or one in a shell's script, which no spelling check can vouch for
+            if on_root is None or _unspellable(scheduler, checked) or (nested and told[0] != origin):
                 told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
@@ -364,6 +365,20 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         to = f" to {' and '.join(named_ones)}" if len(commands) > 1 else ""
         found.append((path, f"{scheduler} passes no SPURINV_CONFIG{to}", setting))
     return found
+
+
+def _unspellable(scheduler: str, path: str) -> bool:
+    """No setting of ``scheduler`` names ``path`` once pasted from check's output, which shows a
+    control character as an escape (:func:`spurinv.secret.printable`). cron reads no escape: a
+    crontab's NAME=VALUE is taken as written, its /bin/sh (dash) has no $'...', and a newline
+    ends the line. systemd's C escapes (a quoted word of Environment= or ExecStart=) read the
+    others, but make ``\\x85``, how a C1 control is shown, the byte 0x85, not the character, and
+    refuse ``\\udcff``, how a byte that is not UTF-8 is shown."""
+    if scheduler == "cron":
+        from spurinv.secret import printable
+
+        return printable(path) != path
+    return any("\x80" <= char <= "\x9f" or "\ud800" <= char <= "\udfff" for char in path)
 
 
 def _elsewhere(run: _Run, fix: str) -> str:
