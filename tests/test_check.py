@@ -1154,6 +1154,39 @@ def test_the_metrics_directory_reached_through_a_symlink_is_covered_by_its_targe
     assert run_checks(node, None)["metrics"].status == "ok"
 
 
+@pytest.mark.parametrize("name", ["my text", "100%", "50%h", "it's"])
+def test_the_read_write_paths_fix_as_given_covers_the_directory(node, tmp_path, name):
+    """``ReadWritePaths=DIR`` was given with DIR raw: systemd splits the value at a blank and
+    expands a "%", so the drop-in, written as told, covered other paths and check failed again.
+    DIR is one word of the unit now (quoted, "%%"), as check itself reads it back."""
+    metrics = tmp_path / name
+    metrics.mkdir()
+    systemd_host(node)
+    service = "[Service]\nProtectSystem=strict\nStateDirectory=spurinv\n"
+    unit_host(node, service)
+    node.config(extra=f"[metrics]\nfile = {json.dumps(f'{metrics}/spurinv.prom')}\n")
+    found = run_checks(node, None)["metrics"]
+    assert "fail" == found.status, found
+    told = re.fullmatch(rf"systemctl edit {check.SERVICE}: add \[Service\] (ReadWritePaths=.+)", found.fix)
+    assert told, found.fix
+
+    unit_host(node, service, drop_ins={"metrics.conf": f"[Service]\n{told[1]}\n"})
+    assert "ok" == run_checks(node, None)["metrics"].status
+
+    node.config()
+    node.state = metrics / "state.json"
+    shutil.rmtree(node.host / "etc" / "systemd" / "system" / f"{check.SERVICE}.d")
+    unit_host(node, "[Service]\nProtectSystem=strict\n")
+    found = run_checks(node, None)["state"]
+    assert "fail" == found.status, found
+    told = re.fullmatch(
+        rf"systemctl edit {check.SERVICE}: add \[Service\] (ReadWritePaths=.+) \(or StateDirectory=\)", found.fix
+    )
+    assert told, found.fix
+    unit_host(node, "[Service]\nProtectSystem=strict\n", drop_ins={"state.conf": f"[Service]\n{told[1]}\n"})
+    assert "ok" == run_checks(node, None)["state"].status
+
+
 def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_path):
     metrics = tmp_path / "ne"
     metrics.mkdir()

@@ -458,7 +458,7 @@ def _state(run: _Run) -> Check:
         if blocked is not None and blocked[1]:
             return Check(
                 "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (or StateDirectory=)",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (or StateDirectory=)",
                 exitcode.CANTCREAT,
             )  # fmt: skip
     if missing:
@@ -698,12 +698,12 @@ def _metrics(run: _Run) -> Check:
             return Check(
                 "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
                 "expand (an unknown %-specifier) covers it: cannot verify",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (spelled out)",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (spelled out)",
             )  # fmt: skip
         if blocked is not None:
             return Check(
                 "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
         private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
         if (
@@ -978,6 +978,12 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
 
 # the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
 SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "t": "/run", "%": "%"}  # noqa: S108
+
+
+def _unit_path(path: str) -> str:
+    """``path`` as one word of ReadWritePaths=: quoted when it holds a blank (systemd splits the
+    value there), its "%" doubled (a specifier otherwise), as :func:`_unit_paths` reads it back."""
+    return schedule.unit_quote(path.replace("%", "%%"))
 
 
 def _unit_paths(value: str) -> tuple[list[str], list[str]]:
