@@ -144,6 +144,40 @@ def test_the_human_output_is_one_line_per_check_with_the_fix(cli, node):
     assert ran.code == exitcode.NOPERM
 
 
+def user_config(node: Node, url: str, user: str, token_file: Path) -> None:
+    write_private(
+        node.tmp / "config.toml",
+        f'[node]\nname = "n1"\n[controller]\nurl = "{url}"\napi = "slurm/v0.0.42"\ntimeout = 2\n'
+        f'auth = "slurm-jwt"\nuser = {json.dumps(user)}\ntoken_file = "{token_file}"\n',
+    )
+
+
+USERS = ["ops team", "x$(touch pwned)", "a`id`b", "op!s", "o\x1bps"]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_the_commands_for_a_token_and_an_admin_name_the_user_as_one_word(node, user):
+    """controller.user went raw into `scontrol token username=USER lifespan=N` and `sacctmgr
+    show user USER format=user,adminlevel`: pasted, a blank split it and $(...) or backticks ran.
+    It is one word now, spelled as check's paths are."""
+    user_config(node, "http://127.0.0.1:9", user, node.tmp / "missing-token")
+    token = run_checks(node, None)["token"]
+    assert "fail" == token.status, token
+    assert printable(token.fix) == token.fix, token.fix
+    word = re.search(r"`scontrol token username=(.+) lifespan=N`", token.fix)
+    assert word, token.fix
+    assert pasted(word[1]) == user.encode()
+
+    with FaultServer(gateway=Gateway(token=TOKEN)) as server:
+        server.gateway.add_node("n1")
+        user_config(node, server.url, user, node.token)
+        permission = run_checks(node, None)["permission"]
+    assert "warn" == permission.status, permission
+    word = re.search(r"`sacctmgr show user (.+) format=user,adminlevel`", permission.fix)
+    assert word, permission.fix
+    assert pasted(word[1]) == user.encode()
+
+
 @pytest.mark.parametrize(
     ("content", "mode", "words"),
     [
@@ -395,6 +429,29 @@ def test_the_state_and_lock_fixes_quote_their_paths(node):
     (spaced / "state.json.lock").write_text("")
     os.link(spaced / "state.json.lock", node.tmp / "other")
     assert run_checks(node, None)["lock"].fix == f"rm {shlex.quote(str(spaced / 'state.json.lock'))}"
+
+
+@pytest.mark.parametrize("folder", ["my state", "s$(touch x)`id`", "st\x1b[2Jate", "st\nate", "it!s"])
+def test_the_held_lock_fix_names_the_lock_as_printed(node, folder):
+    """A held lock's fix, `fuser -v LOCK`, took the lock's path raw: pasted, a blank split it, a
+    $(...) ran, and a control character (printed escaped) named another file. One word now, as
+    the lock's other fix, `rm LOCK`, spells it."""
+    node.config()
+    node.state = node.tmp / folder / "state.json"
+    node.state.parent.mkdir(mode=0o700)
+    lock = str(node.state) + ".lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        found = run_checks(node, None)["lock"]
+    finally:
+        os.close(fd)
+
+    assert "warn" == found.status, found
+    assert printable(found.fix) == found.fix, found.fix
+    word = re.search(r"`fuser -v (.+)`$", found.fix)
+    assert word, found.fix
+    assert pasted(word[1]) == os.fsencode(lock)
 
 
 # --- the schedule: systemd timer, cron, or nothing -------------------------------------------------
@@ -1095,6 +1152,39 @@ def test_the_metrics_directory_reached_through_a_symlink_is_covered_by_its_targe
     unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={real}\n")
     node.config(extra=f'[metrics]\nfile = "{tmp_path}/ne/spurinv.prom"\n')
     assert run_checks(node, None)["metrics"].status == "ok"
+
+
+@pytest.mark.parametrize("name", ["my text", "100%", "50%h", "it's"])
+def test_the_read_write_paths_fix_as_given_covers_the_directory(node, tmp_path, name):
+    """``ReadWritePaths=DIR`` was given with DIR raw: systemd splits the value at a blank and
+    expands a "%", so the drop-in, written as told, covered other paths and check failed again.
+    DIR is one word of the unit now (quoted, "%%"), as check itself reads it back."""
+    metrics = tmp_path / name
+    metrics.mkdir()
+    systemd_host(node)
+    service = "[Service]\nProtectSystem=strict\nStateDirectory=spurinv\n"
+    unit_host(node, service)
+    node.config(extra=f"[metrics]\nfile = {json.dumps(f'{metrics}/spurinv.prom')}\n")
+    found = run_checks(node, None)["metrics"]
+    assert "fail" == found.status, found
+    told = re.fullmatch(rf"systemctl edit {check.SERVICE}: add \[Service\] (ReadWritePaths=.+)", found.fix)
+    assert told, found.fix
+
+    unit_host(node, service, drop_ins={"metrics.conf": f"[Service]\n{told[1]}\n"})
+    assert "ok" == run_checks(node, None)["metrics"].status
+
+    node.config()
+    node.state = metrics / "state.json"
+    shutil.rmtree(node.host / "etc" / "systemd" / "system" / f"{check.SERVICE}.d")
+    unit_host(node, "[Service]\nProtectSystem=strict\n")
+    found = run_checks(node, None)["state"]
+    assert "fail" == found.status, found
+    told = re.fullmatch(
+        rf"systemctl edit {check.SERVICE}: add \[Service\] (ReadWritePaths=.+) \(or StateDirectory=\)", found.fix
+    )
+    assert told, found.fix
+    unit_host(node, "[Service]\nProtectSystem=strict\n", drop_ins={"state.conf": f"[Service]\n{told[1]}\n"})
+    assert "ok" == run_checks(node, None)["state"].status
 
 
 def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_path):
@@ -2060,6 +2150,36 @@ def test_the_config_fix_quotes_a_quote_as_each_scheduler_reads_it(node, monkeypa
     assert f'--config "{site}" on {check.SERVICE}' in found.fix, found.fix
     unit_host(node, f'[Service]\nExecStart={SPURINV} refresh --config "{site}"\n')
     assert "ok" == run_config_check(node, monkeypatch, str(site)).status
+
+
+@pytest.mark.parametrize("name", ["a\x1bb", "a\tb", "a\x7fb", "a\u202eb", "a\x85b", os.fsdecode(b"a\xffb")])
+def test_no_setting_is_offered_that_names_another_file_once_printed(node, monkeypatch, tmp_path, name):
+    """check prints a control character escaped (``\\x1b``), and cron reads no escape (a crontab's
+    NAME=VALUE is taken as written, its /bin/sh has no $'...'): the SPURINV_CONFIG= or --config
+    it offered for such a path named another file once pasted. systemd's quoted words read C
+    escapes, but ``\\x85`` (a C1 control) is the byte 0x85 to them and ``\\udcff`` (a byte that
+    is not UTF-8) no escape at all. No setting then, as for a newline; the check command stays."""
+    site = tmp_path / name / "c.toml"
+    site.parent.mkdir()
+    write_private(site, '[node]\nname = "n1"\n')
+    cron = node.host / "etc" / "cron.d" / "spurinv"
+
+    for entry in ("/usr/local/bin/spurinv refresh --quiet", f"{SPURINV} refresh --config /etc/x.toml"):
+        cron.write_text(f"* * * * * root {entry}\n")
+        found = run_config_check(node, monkeypatch, str(site))
+        assert "warn" == found.status, found
+        assert "spurinv check --root" in found.fix, found.fix
+        assert ", or set" not in found.fix, found.fix
+
+    cron.unlink()
+    systemd_host(node)
+    for start in (f"{SPURINV} refresh", f"{SPURINV} refresh --config /etc/x.toml"):
+        unit_host(node, f"[Service]\nExecStart={start}\n")
+        found = run_config_check(node, monkeypatch, str(site))
+        assert "warn" == found.status, found
+        assert "spurinv check --root" in found.fix, found.fix
+        unspellable = "\x80" <= name[1] <= "\x9f" or "\ud800" <= name[1] <= "\udfff"
+        assert (", or set" not in found.fix) == unspellable, found.fix
 
 
 def test_a_path_with_both_quotes_is_set_on_the_cron_command(node, monkeypatch, tmp_path):

@@ -321,6 +321,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         # as systemd reads it back: "%%" is a "%" (specifiers), "$$" a "$" on a command line, and
         # quoted its way (a whole word in double quotes, C escapes), not a shell's
         spelled = schedule.unit_quote(checked.replace("%", "%%").replace("$", "$$"))
+        setting = "" if _unspellable(scheduler, checked) else setting
     else:
         entries = _cron_entries(run)
         spelled = shlex.quote(checked).replace("%", "\\%")  # cron makes a bare "%" on the command a newline
@@ -328,7 +329,7 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         for cron, number, command, environment in entries:
             where = f"the entry in {cron}" + (f":{number}" if len(entries) > 1 else "")
             setting = f"SPURINV_CONFIG={assigned} in {cron}" if assigned is not None else f"--config {spelled} on {where}"
-            setting = "" if "\n" in checked else setting  # a crontab line ends at a newline: no spelling holds one
+            setting = "" if _unspellable(scheduler, checked) else setting
             commands.append((where, schedule.shell_words(command), environment, f"SPURINV_CONFIG= in {cron}", setting))
     found: list[tuple[str, str, str]] = []
     seen: set[tuple[str, str, str]] = set()  # a set: a cron file holds thousands of entries
@@ -349,9 +350,9 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
                 told = f"SPURINV_CONFIG= on {where}", f"SPURINV_CONFIG={spelled} on {where}"
             if flag:
                 told = f"--config on {where}", f"--config {spelled} on {where}"
-            # none for a file the root cannot see, a path a crontab line cannot hold (a newline), or
-            # one in a shell's script, which no spelling check can vouch for
-            if on_root is None or (scheduler == "cron" and "\n" in checked) or (nested and told[0] != origin):
+            # none for a file the root cannot see, a path no spelling of the scheduler's names as
+            # check prints it, or one in a shell's script, which no spelling check can vouch for
+            if on_root is None or _unspellable(scheduler, checked) or (nested and told[0] != origin):
                 told = told[0], ""
             path, named = locations.config_path(flag, {**environment, **inline})
             if not named:
@@ -364,6 +365,20 @@ def _scheduler_reads(run: _Run, scheduler: str, checked: str) -> list[tuple[str,
         to = f" to {' and '.join(named_ones)}" if len(commands) > 1 else ""
         found.append((path, f"{scheduler} passes no SPURINV_CONFIG{to}", setting))
     return found
+
+
+def _unspellable(scheduler: str, path: str) -> bool:
+    """No setting of ``scheduler`` names ``path`` once pasted from check's output, which shows a
+    control character as an escape (:func:`spurinv.secret.printable`). cron reads no escape: a
+    crontab's NAME=VALUE is taken as written, its /bin/sh (dash) has no $'...', and a newline
+    ends the line. systemd's C escapes (a quoted word of Environment= or ExecStart=) read the
+    others, but make ``\\x85``, how a C1 control is shown, the byte 0x85, not the character, and
+    refuse ``\\udcff``, how a byte that is not UTF-8 is shown."""
+    if scheduler == "cron":
+        from spurinv.secret import printable
+
+        return printable(path) != path
+    return any("\x80" <= char <= "\x9f" or "\ud800" <= char <= "\udfff" for char in path)
 
 
 def _elsewhere(run: _Run, fix: str) -> str:
@@ -443,7 +458,7 @@ def _state(run: _Run) -> Check:
         if blocked is not None and blocked[1]:
             return Check(
                 "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (or StateDirectory=)",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (or StateDirectory=)",
                 exitcode.CANTCREAT,
             )  # fmt: skip
     if missing:
@@ -635,7 +650,7 @@ def _lock(run: _Run) -> Check:
             holder = store.holder_named(os.pread(fd, 512, 0).decode("utf-8", "replace"))
             return Check(
                 "lock", "warn", f"{path} is held by {holder} now",
-                "none if a run is under way; if it stays held, find the holder with `fuser -v " + path + "`",
+                f"none if a run is under way; if it stays held, find the holder with `fuser -v {_word(path)}`",
             )  # fmt: skip
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -683,12 +698,12 @@ def _metrics(run: _Run) -> Check:
             return Check(
                 "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
                 "expand (an unknown %-specifier) covers it: cannot verify",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory} (spelled out)",
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (spelled out)",
             )  # fmt: skip
         if blocked is not None:
             return Check(
                 "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={directory}", exitcode.CANTCREAT,
+                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
         private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
         if (
@@ -758,7 +773,7 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
                 return Check(
                     "token", "fail", f"{loaded.where} LoadCredential={settings.credential}:{loaded.path}: {host_path} does "
                     "not exist, so systemd cannot start the unit",
-                    f"write the token (`scontrol token username={settings.user} lifespan=N`) to {loaded.path}, "
+                    f"write the token (`scontrol token username={_word(settings.user)} lifespan=N`) to {loaded.path}, "
                     "chown root, chmod 0600",
                     exitcode.NOPERM,
                 )  # fmt: skip
@@ -783,7 +798,8 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
         fix = (
             "run spurinv check as root, the user the timer runs spurinv as"
             if "Permission denied" in exc.message and run.host.euid != 0
-            else f"write the token (`scontrol token username={settings.user} lifespan=N`) to {where}, chown root, chmod 0600"
+            else f"write the token (`scontrol token username={_word(settings.user)} lifespan=N`) to {where}, "
+            "chown root, chmod 0600"
         )
         if "is a symlink" in exc.message or "not a regular file" in exc.message:
             fix = f"replace {where} with a regular file (0600, owned by root) holding the token"
@@ -798,7 +814,7 @@ def _token_under(run: _Run, scheduler: str | None) -> Check:
                      exitcode.NOPERM)  # fmt: skip
     path = source.token_file or os.path.join(credentials or "", settings.credential)
     expiry = jwt_expiry(token)
-    renew = f"renew it: `scontrol token username={settings.user} lifespan=N` into {path}"
+    renew = f"renew it: `scontrol token username={_word(settings.user)} lifespan=N` into {path}"
     if expiry is not None:
         now = int(run.world.clock().timestamp())
         when = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
@@ -962,6 +978,12 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
 
 # the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
 SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "t": "/run", "%": "%"}  # noqa: S108
+
+
+def _unit_path(path: str) -> str:
+    """``path`` as one word of ReadWritePaths=: quoted when it holds a blank (systemd splits the
+    value there), its "%" doubled (a specifier otherwise), as :func:`_unit_paths` reads it back."""
+    return schedule.unit_quote(path.replace("%", "%%"))
 
 
 def _unit_paths(value: str) -> tuple[list[str], list[str]]:
@@ -1159,7 +1181,7 @@ def _controller_fix(config: Config, kind: str, node: str) -> str:
         if settings.auth == "none":
             return 'the controller wants a token: set controller.auth = "slurm-jwt" and controller.token_file'
         return (
-            f"renew the token (`scontrol token username={settings.user} lifespan=N`) and make "
+            f"renew the token (`scontrol token username={_word(settings.user)} lifespan=N`) and make "
             f"controller.user {settings.user!r} a Slurm admin"
         )
     if kind == "unknown-node":
@@ -1192,7 +1214,7 @@ def _permission(run: _Run) -> Check:
     who = f"controller.user {settings.user!r}" if settings.auth == "slurm-jwt" else f"the {settings.auth} token's user"
     return Check(
         "permission", "warn", f"the read succeeded; whether {who} may update nodes shows only on a write",
-        f"make sure {who} is a Slurm admin: `sacctmgr show user {settings.user} format=user,adminlevel`",
+        f"make sure {who} is a Slurm admin: `sacctmgr show user {_word(settings.user)} format=user,adminlevel`",
     )  # fmt: skip
 
 
