@@ -241,6 +241,73 @@ def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(
     assert node.state()["intent"] is None
 
 
+def resumed_and_drained_again(node: Node, reason: str, hours: float) -> None:
+    """An operator resumes our drain (UNDRAIN: our record is not retired), then ``hours`` later
+    drains the node again pasting our reason text; Slurm stamps a new reason time."""
+    node.controller["state"] = [node.controller["state"][0]]
+    node.now += timedelta(hours=hours)
+    node.controller.update(state=[node.controller["state"][0], "DRAIN"], reason=reason)
+    node.controller["reason_changed_at"] = {"set": True, "infinite": False, "number": int(node.epoch() + node.skew)}
+
+
+@pytest.mark.parametrize("skew", [0, -400, 400])
+@pytest.mark.parametrize("how", ["deleted", "killed drain"])
+def test_our_text_set_again_hours_after_our_drain_is_never_taken_back(tmp_path, built, how, skew):
+    """Our drain, an operator's resume, then hours later their drain with our very
+    text pasted back. A lost state (or a drain run killed after its POST, its intent unsettled)
+    once claimed it from our record (or the intent) and lifted it; the new reason time, hours
+    after the time of our write, says someone set it again — whatever 400 s of skew."""
+    from test_intent import Killed, Points
+
+    if how == "deleted":
+        node = adopted(tmp_path, built, skew=skew)
+        reason = drained_busy(node)
+    else:
+        counting = adopted(tmp_path / "count", built, skew=skew)
+        busy_drain_scenario(counting)
+        points = Points()
+        counting.tick("cpx", points)
+        after_post = next(i for i, label in enumerate(points.labels, 1) if label.startswith("after POST"))
+        node = adopted(tmp_path / "node", built, skew=skew)
+        busy_drain_scenario(node)
+        with pytest.raises(Killed):
+            node.tick("cpx", Points(after_post))
+        assert node.state()["intent"] is not None
+        reason = node.controller["reason"]
+    assert "DRAIN" in node.controller["state"]
+    resumed_and_drained_again(node, reason, hours=3)
+    if how == "deleted":
+        lose_state(node, how)
+    node.busy(0)
+
+    actions = []
+    for _ in range(4):
+        actions += steps(node.tick("spx", minutes=61))
+
+    assert "recover" not in actions
+    assert "resume" not in actions
+    assert "DRAIN" in node.controller["state"]
+    assert node.controller["reason"] == reason
+    assert node.state()["drain"] is None
+
+
+def test_our_drain_set_again_minutes_later_is_still_taken_back(tmp_path, built):
+    """The control: within the skew a node may have, nothing tells a re-drain with our text from
+    our own drain (docs/security.md, "What remains"); the lost state still recovers and lifts it."""
+    node = adopted(tmp_path, built)
+    reason = drained_busy(node)
+    resumed_and_drained_again(node, reason, hours=0.5)
+    lose_state(node, "deleted")
+    node.busy(0)
+
+    first = node.tick("spx")
+    actions = steps(first) + settle_after_revert(node)
+
+    assert "recover" in actions
+    assert "resume" in actions
+    assert "DRAIN" not in node.controller["state"]
+
+
 def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp_path, built):
     """Someone re-drained with our very text after we saw ours: forgotten, and the controller's
     record (still naming that text) does not make it ours again — only a lost state asks it."""

@@ -45,6 +45,9 @@ REPLACEMENT = "\ufffd"  # what answer.py made of text that was not valid UTF-8
 MAX_REASON = 240  # short enough for ``sinfo -R``
 MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestamp
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
+# Seconds past our time of a drain after which a reason time says the text was set again: twice
+# the skew the suite proves ownership through (±1 h), far beyond what munge lets a node keep (300 s)
+SET_AGAIN = 7200
 # Linux's MAX_ARG_STRLEN (32 pages): one argv word, its terminating NUL included, must fit.
 MAX_ARG_STRLEN = 131072
 _NONCE = 4  # hex digits drawn from the random source
@@ -496,10 +499,25 @@ class Claim:
         return f"Claim({self.reason!r}, {self.source!r}, at={self.at}, pinned={self.pinned})"
 
 
+def set_again(reason_changed_at: int | None, claim: Claim) -> bool:
+    """Was the claimed reason set again after our drain, by its time alone? Only for a claim
+    with no pinned reason time (a fresh state's, from our record in ``extra``; an unsettled
+    intent's) but with our time of the write: a reason time more than :data:`SET_AGAIN` later
+    is no clock skew a working Slurm node has (munge's credentials live 300 s), but someone
+    who resumed the node and drained it again with our text (Slurm stamped a new time).
+    An earlier time is never evidence: our words did not exist before we wrote them."""
+    if claim.pinned is not None or claim.at is None or reason_changed_at is None:
+        return False
+    return reason_changed_at - claim.at > SET_AGAIN
+
+
 def owns(drained: bool, reason: str, reason_changed_at: int | None, claim: Claim | None) -> bool:
     """Is the node's drain the one ``claim`` describes? DRAIN set, exactly the claimed reason,
-    and, when both the claim and the controller know when it was set, the same time."""
+    and, when both the claim and the controller know when it was set, the same time; a claim
+    that knows only our time of the write refuses a reason time far later (:func:`set_again`)."""
     if claim is None or not drained or reason != claim.reason:
+        return False
+    if set_again(reason_changed_at, claim):
         return False
     return claim.pinned is None or reason_changed_at is None or reason_changed_at == claim.pinned
 
@@ -559,6 +577,7 @@ __all__ = [
     "MAX_ARG_STRLEN",
     "MAX_REASON",
     "PREFIX",
+    "SET_AGAIN",
     "SKEW_WARNING",
     "Claim",
     "Extra",
@@ -577,6 +596,7 @@ __all__ = [
     "reason_id",
     "record_value",
     "retired_value",
+    "set_again",
     "skew",
     "splice",
     "stale_drain",
