@@ -16,7 +16,8 @@ import pytest
 from test_intent import NONCE, Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
 
 from spurinv import exitcode
-from spurinv.controller.ownership import KEY, extra_record, reason_for
+from spurinv.controller.ownership import KEY, extra_record, lifted_reason, reason_for
+from spurinv.report import fleet
 from spurinv.shape import SCHEMA_VERSION
 from spurinv.state import file as state_file
 
@@ -186,7 +187,8 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     node = adopted(tmp_path, built)
     reason = drained_busy(node)
     assert "resume" in settle_after_revert(node)
-    assert node.controller["reason"] == reason  # Slurm keeps the text after UNDRAIN
+    assert node.controller["reason"] == lifted_reason(reason[10:18])  # our lift replaced our words
+    node.controller["reason"] = reason  # as a lift by an earlier spurinv left them: Slurm keeps a reason
     record = extra_record(node.controller["extra"])
     assert record is not None
     assert record["lifted"]["id"] == reason[10:18]
@@ -205,6 +207,55 @@ def test_a_drain_reusing_the_words_of_a_drain_we_lifted_is_never_recovered(tmp_p
     assert "DRAIN" in node.controller["state"]
     assert node.state()["drain"] is None
     assert any("our record says we lifted that drain" in note for note in notes)
+
+
+@pytest.mark.parametrize("how", ["deleted", "kept"])
+def test_a_drain_without_a_reason_after_our_lift_is_never_ours_when_extra_is_not_json(tmp_path, built, how):
+    """The node's extra is the admin's plain text: no record of ours, only the reason.
+    We drained and lifted; someone then drained with no reason of its own (``{"state":["DRAIN"]}``:
+    Slurm keeps the last reason). Our lift left our drain's words there, id and all: a state
+    wiped then recovered and lifted that drain, and fleet called it ours even with the state
+    intact. The lift now replaces our words: never recovered, never lifted, orphaned in fleet."""
+    node = adopted(tmp_path, built)
+    node.controller["extra"] = "rack=12 owner=bob"
+    reason = drained_busy(node)
+    assert "resume" in settle_after_revert(node)
+    assert node.controller["extra"] == "rack=12 owner=bob"  # the admin's text, never rewritten
+    assert node.controller["reason"] == lifted_reason(reason[10:18])
+    node.controller["state"] = ["IDLE", "DRAIN"]  # someone else's drain, without a reason
+    row = fleet.row(node.controller, int(node.epoch()))
+    assert fleet.ORPHANED_DRAIN in row["attention"]
+    if how == "deleted":
+        lose_state(node, how)
+
+    actions = []
+    for _ in range(4):
+        actions += steps(node.tick("spx", minutes=61))
+
+    assert "recover" not in actions
+    assert "resume" not in actions
+    assert "DRAIN" in node.controller["state"]
+    assert node.state()["drain"] is None
+
+
+def test_our_drain_is_still_recovered_and_lifted_when_extra_is_not_json(tmp_path, built):
+    """The control: a stateless reboot with our drain on, extra the admin's plain text: the id in
+    the reason is the record; recovered, then lifted with our words replaced."""
+    node = adopted(tmp_path, built)
+    node.controller["extra"] = "rack=12 owner=bob"
+    reason = drained_busy(node)
+    lose_state(node, "deleted")
+    node.busy(0)
+
+    first = node.tick("spx")
+    actions = steps(first) + settle_after_revert(node)
+
+    assert "recover" in actions
+    assert node.state()["drain"] is None
+    assert "resume" in actions
+    assert "DRAIN" not in node.controller["state"]
+    assert node.controller["reason"] == lifted_reason(reason[10:18])
+    assert node.controller["extra"] == "rack=12 owner=bob"
 
 
 def test_an_unanswered_lift_then_a_drain_without_a_reason_is_never_lifted_again(tmp_path, built):

@@ -468,6 +468,19 @@ def lift_blockers(base: str, flags: tuple[str, ...]) -> list[str]:
     return found + [flag for flag in flags if flag.upper() not in HARMLESS_FLAGS]
 
 
+def lifted_reason(drain_id: str | None) -> str:
+    """The reason our lift leaves on the node (Slurm; spur keeps no reason to mistake).
+
+    Slurm 24.11's ``UNDRAIN`` clears the DRAIN flag, not the reason: only an accounting storage
+    clears it (``clusteracct_storage_g_node_up()``). Without one, a later drain with no reason of
+    its own (``{"state":["DRAIN"]}`` over REST, drain_nodes()) showed our drain's words and valid
+    id, which a run with no state and no record (``extra`` that is not JSON) recovered and lifted.
+    These words carry our prefix and no id (:func:`reason_id`, :func:`unamended`): never a claim,
+    and ``fleet`` shows a drain that keeps them as an orphaned ``spurinv:`` drain."""
+    which = f"drain {drain_id}" if drain_id else "drain"
+    return f"{PREFIX} {which} lifted; a drain keeping these words is not spurinv's"
+
+
 # --- the rule ---------------------------------------------------------------------------------------
 
 
@@ -590,6 +603,7 @@ __all__ = [
     "foreign_key",
     "is_record",
     "lift_blockers",
+    "lifted_reason",
     "owns",
     "parse_extra",
     "reason_for",
