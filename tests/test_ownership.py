@@ -437,6 +437,25 @@ def test_a_claim_from_the_record_carries_its_time_and_cause():
     assert (bare.source, bare.at, bare.cause) == ("reason", None, "refused")  # from our own words
 
 
+@pytest.mark.parametrize("drain_id", ["3f9a1c07", None])
+def test_the_words_our_lift_leaves_are_never_a_claim(drain_id):
+    """Slurm keeps the reason after UNDRAIN: a drain without a reason of its own shows the words
+    our lift left, which carry no drain id, on any node, with or without a record."""
+    words = ownership.lifted_reason(drain_id)
+
+    assert words.startswith(PREFIX)
+    assert ownership.is_lifted_reason(words)
+    assert not ownership.is_lifted_reason(reason_for("n1", "3f9a", "x"))
+    assert len(words) <= MAX_REASON
+    for node in ("n1", "gpu-007"):
+        assert reason_id(words, node) is None
+        assert ownership.unamended(words, node) is None
+        assert controller_claim(node, words, "") is None
+        assert controller_claim(node, words, "rack=12 owner=bob") is None
+    row = fleet.row({"name": "n1", "state": ["IDLE", "DRAIN"], "reason": words, "extra": "rack=12 owner=bob"}, AT)
+    assert fleet.ORPHANED_DRAIN in row["attention"]
+
+
 def test_a_prefix_alone_is_no_claim():
     assert controller_claim("n1", f"{PREFIX} mi300x 8→7", "") is None
 

@@ -229,13 +229,18 @@ def test_a_drain_without_a_reason_after_our_lift_is_never_ours_when_extra_is_not
         lose_state(node, how)
 
     actions = []
+    notes = []
     for _ in range(4):
-        actions += steps(node.tick("spx", minutes=61))
+        document = node.tick("spx", minutes=61)
+        actions += steps(document)
+        notes += document["notes"]
 
     assert "recover" not in actions
     assert "resume" not in actions
     assert "DRAIN" in node.controller["state"]
     assert node.state()["drain"] is None
+    if how == "deleted":  # a run that reads the node says whose words they are (an unchanged one reads nothing)
+        assert any("the words our lift leaves" in note and "lift it by hand" in note for note in notes)
 
 
 def test_our_drain_is_still_recovered_and_lifted_when_extra_is_not_json(tmp_path, built):

@@ -478,7 +478,16 @@ def lifted_reason(drain_id: str | None) -> str:
     These words carry our prefix and no id (:func:`reason_id`, :func:`unamended`): never a claim,
     and ``fleet`` shows a drain that keeps them as an orphaned ``spurinv:`` drain."""
     which = f"drain {drain_id}" if drain_id else "drain"
-    return f"{PREFIX} {which} lifted; a drain keeping these words is not spurinv's"
+    return f"{PREFIX} {which}{_LIFTED}"
+
+
+_LIFTED = " lifted; a drain keeping these words is not spurinv's"
+
+
+def is_lifted_reason(reason: str) -> bool:
+    """Are these the words our lift leaves (:func:`lifted_reason`), for any drain id?"""
+    head = f"{PREFIX} drain"
+    return reason.startswith(head) and reason.endswith(_LIFTED)
 
 
 # --- the rule ---------------------------------------------------------------------------------------
@@ -601,6 +610,7 @@ __all__ = [
     "extra_fingerprint",
     "extra_record",
     "foreign_key",
+    "is_lifted_reason",
     "is_record",
     "lift_blockers",
     "lifted_reason",
