@@ -24,7 +24,9 @@ reason was set, set at the time we first saw it (our text set again after the no
 has a new time and is not ours; an identical re-drain of a drained node is skipped by Slurm
 24.11's update_node(), reason time included, so nothing tells it apart: it stays ours).
 No clock window decides it: the controller's ``reason_changed_at`` far from our record's time is
-clock skew (:func:`skew`), reported, never "not ours".
+clock skew (:func:`skew`), reported, never "not ours" — except, where no time was pinned, one far
+*later* than our time of the write (:func:`set_again`): our text set again after a resume.
+Our lift replaces our reason, which Slurm keeps, with words that carry no id (:func:`lifted_reason`).
 """
 
 from __future__ import annotations
