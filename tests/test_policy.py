@@ -357,7 +357,7 @@ def test_resume_sends_undrain_and_words_that_are_never_our_drain():
     # keeps the reason after it: ours is replaced by words that carry no drain id
     assert action.body is not None
     # (a drain from before drain ids: no id to name)
-    words = f"{PREFIX} drain lifted; a drain keeping these words is not spurinv's"
+    words = f"{PREFIX} drain lifted; a drain showing these words was not set by spurinv"
     assert {"state": ["UNDRAIN"], "reason": words} == action.body
     assert reason_id(action.body["reason"], "n1") is None
 

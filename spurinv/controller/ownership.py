@@ -483,7 +483,8 @@ def lifted_reason(drain_id: str | None) -> str:
     return f"{PREFIX} {which}{_LIFTED}"
 
 
-_LIFTED = " lifted; a drain keeping these words is not spurinv's"
+# no quote: scontrol's argv is logged shell-quoted, and Reason= must pass through unchanged
+_LIFTED = " lifted; a drain showing these words was not set by spurinv"
 
 
 def is_lifted_reason(reason: str) -> bool:
