@@ -38,7 +38,7 @@ from faultserver import Gateway, Reply, _encode
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.config.settings import Config
 from spurinv.controller.nodeview import NodeView
 from spurinv.errors import StateError
@@ -49,7 +49,7 @@ from spurinv.refresh import Options, World, run
 from spurinv.report.models import RefreshDocument, adapter
 from spurinv.state import file as state_file
 from spurinv.state.file import State
-from spurinv.state.intent import Journal, reconcile
+from spurinv.state.intent import Journal, reconcile, recover
 
 URL = "http://127.0.0.1:9"  # never dialled: the adapter answers
 START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -919,3 +919,45 @@ def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_tim
         "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
         "; slurmctld appended 'Not responding' to its reason"
     )
+
+
+# --- recover (pure): what a state cannot know ------------------------------------------------------
+
+
+def recorded(drain_at: int, reason: str = REASON) -> str:
+    """Our record in extra for a drain set at ``drain_at`` (seconds after START)."""
+    entry = {"id": reason[10:18], "reason": reason, "cause": "busy", "fingerprint": CPX["fingerprint"],
+             "at": shape.stamp(int(at(drain_at).timestamp()))}  # fmt: skip
+    return json.dumps({"spurinv": {"node": "n1", "drain": entry}})
+
+
+def written_at(seconds: int, **fields: Any) -> State:
+    """A state of this boot that knows no drain, last written ``seconds`` after START."""
+    last = state_file.decision({"at": at(seconds), "outcome": "change-pending", "action": "none", "reason": "", "exit_code": 0})
+    return new_state(**{**with_reading(new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="adopted")),
+                                       reading(CPX, seconds)), "last": last, **fields})  # fmt: skip
+
+
+KNOWN = new_drain(reason=REASON.replace("3f9a", "0000"), set_at=at(30), cause="busy", fingerprint=None)
+
+
+@pytest.mark.parametrize(
+    ("state", "extra", "recovered"),
+    [
+        (written_at(60), recorded(120), True),  # a copy restored from before our drain
+        (written_at(60, last=None), recorded(120), True),  # a state that never decided knows no drain
+        (written_at(180), recorded(120), False),  # the state saw that drain and forgot it
+        (written_at(120), recorded(120), False),  # written by the run that drained: it knew it
+        (written_at(60), "", False),  # no record: no time of ours, only a state that knows nothing takes it
+        (written_at(60, fresh=True), "", True),  # ... as a lost state does
+        (written_at(60, drain=KNOWN), recorded(120), False),  # a state that knows another drain: the policy decides
+    ],
+    ids=["restored copy", "never decided", "forgot it", "drained it", "no record", "fresh, no record", "knows a drain"],
+)
+def test_a_state_takes_from_the_controller_only_a_drain_it_cannot_know(state, extra, recovered):
+    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()), extra=extra)
+
+    after, note = recover(state, seen, at(300))
+
+    assert (after["drain"] is not None and after["drain"]["reason"] == REASON) == recovered, note
+    assert after["fresh"] is False
