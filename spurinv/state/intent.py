@@ -20,7 +20,16 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from spurinv.controller.nodeview import NodeView, gres_agrees
-from spurinv.controller.ownership import Claim, controller_claim, extra_fingerprint, extra_record, owns, reason_id, unamended
+from spurinv.controller.ownership import (
+    Claim,
+    controller_claim,
+    extra_fingerprint,
+    extra_record,
+    nonce_of,
+    owns,
+    reason_id,
+    unamended,
+)
 from spurinv.shape import gpu_counts
 from spurinv.state import file
 from spurinv.state.file import Baseline, Drain, State
@@ -131,6 +140,20 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
     return cleared, "the unanswered re-registration was not applied; deciding afresh"
 
 
+def unanswered_nonce(state: State, node: str) -> str | None:
+    """The random part of the id of a drain of ours that was sent and never answered, for this
+    run's drain to reuse: the unanswered write may still land (a slow slurmctld, a proxy that held
+    it), after this run settled it as not applied and drained again. With the same words the two
+    are one reason, and on Slurm 24.11 an identical drain of a drained node changes nothing (not
+    even the reason's time), so the late one leaves our drain ours; under a fresh id it would
+    replace ours with a reason no claim holds and strand the node. None when there is no such
+    intent (each drain then draws its own)."""
+    intent = state["intent"]
+    reason = file.intent_reason(intent) if intent is not None and intent["kind"] == "drain" else None
+    drain_id = reason_id(reason, node) if reason is not None else None
+    return nonce_of(bytes.fromhex(drain_id)) if drain_id is not None else None
+
+
 def _lifted(state: State, view: NodeView) -> bool:
     """Does our record in the node's ``extra`` say our drain (the state's) was lifted?"""
     drain_id = reason_id(state["drain"]["reason"], view.name) if state["drain"] is not None else None
@@ -220,4 +243,4 @@ KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {
 }
 
 
-__all__ = ["Journal", "reconcile", "recover"]
+__all__ = ["Journal", "reconcile", "recover", "unanswered_nonce"]
