@@ -13,6 +13,8 @@ unchanged           our drain on                 resume (``{"state":["RESUME"]}`
                                                  only once the link is back
 unchanged           link degraded twice          drain with ``spurinv: 0000:05:00.0 PCIe x16→x8``, only
                                                  with drain_on_degraded_link
+unchanged           from a change, none ours     read the node: a drain of ours for that change,
+                                                 unknown to the state (a restored copy), is lifted
 unchanged           otherwise                    none, and no request at all
 change-confirmed    no baseline, gres agrees     adopt the reading as the baseline
 change-confirmed    idle                         register (complete gres + extra), read back
@@ -214,6 +216,7 @@ def decide(
         or (outcome["kind"] == Kind.UNCHANGED and state["drain"] is not None)
         or state["intent"] is not None  # an unsettled write: the controller's view settles it
         or first_look
+        or (outcome["kind"] == Kind.UNCHANGED and state["drain"] is None and _reverted(state))
     )
     if not needs_view:
         # the view read for another reason this run (a drain just forgotten) shows a stale record
@@ -523,6 +526,17 @@ def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
 def _says(reason: str, words: str) -> bool:
     """Does our drain's ``reason`` already say ``words`` (whatever its id)?"""
     return text_of(reason) == text_of(drain_reason(words))
+
+
+def _reverted(state: State) -> bool:
+    """Is this reading back at the baseline from a change the previous one showed? A drain for
+    that change may be on the node although the state knows none: a run of ours after that
+    reading, which a state restored from a copy taken before it does not know of. The revert is
+    the one reading that lifts such a drain, so it reads the node (``intent.recover`` finds it)."""
+    readings, baseline = state["readings"], state["baseline"]
+    if baseline is None or len(readings) < 2 or not readings[-2]["ok"]:
+        return False
+    return readings[-2]["fingerprint"] != baseline["inventory"]["fingerprint"]
 
 
 def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) -> bool:

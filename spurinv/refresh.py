@@ -59,7 +59,7 @@ from spurinv.shape import gpu_counts
 from spurinv.state import file as state_file
 from spurinv.state import ledger, locations, store
 from spurinv.state.file import Api, Drain, State
-from spurinv.state.intent import KINDS, Journal, reconcile, recover
+from spurinv.state.intent import KINDS, Journal, reconcile, recover, unanswered_nonce
 
 if TYPE_CHECKING:
     from spurinv.controller.nodeview import NodeView
@@ -440,7 +440,7 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         log=world.log,
         journal=None if options.dry_run else Journal(lambda pending: _save(options.state_path, pending)),
         budget=budget,
-        nonce=nonce_of(world.entropy(2)),
+        nonce=unanswered_nonce(state, node) or nonce_of(world.entropy(2)),
     )
     if options.dry_run and result.client is None and not config.observe:
         result = _probe(result, lambda: transport_for(world, config, node, state, budget), world.log)

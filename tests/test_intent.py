@@ -17,7 +17,7 @@ import io
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -38,7 +38,7 @@ from faultserver import Gateway, Reply, _encode
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.config.settings import Config
 from spurinv.controller.nodeview import NodeView
 from spurinv.errors import StateError
@@ -49,7 +49,7 @@ from spurinv.refresh import Options, World, run
 from spurinv.report.models import RefreshDocument, adapter
 from spurinv.state import file as state_file
 from spurinv.state.file import State
-from spurinv.state.intent import Journal, reconcile
+from spurinv.state.intent import Journal, reconcile, recover, unanswered_nonce
 
 URL = "http://127.0.0.1:9"  # never dialled: the adapter answers
 START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -116,6 +116,7 @@ class Node:
         self.now = START
         self.labels: list[str] = []
         self.skew = skew  # how far the controller's clock is ahead of the node's (negative: behind)
+        self.nonce = NONCE  # the random part of the next drain's id
         self.gateway = Gateway(gres_policy=gres_policy, clock=lambda: self.epoch() + self.skew)
         self.gateway.add_node("n1", gres="gpu:mi300x:8")
         self.config = Config.model_validate(
@@ -150,7 +151,7 @@ class Node:
         session = requests.Session()
         session.mount(URL, Adapter(self.gateway, points))
         world = World(Root(str(self.roots[root])), {}, clock=clock, hostname="n1", log=Log({}, quiet=True),
-                      session_factory=lambda: session, entropy=lambda size: bytes.fromhex(NONCE)[:size])  # fmt: skip
+                      session_factory=lambda: session, entropy=lambda size: bytes.fromhex(self.nonce)[:size])  # fmt: skip
         options = Options(state_path=str(self.state_path), config=self.config, config_identity="test")
         return adapter(RefreshDocument).validate_python(run(world, options))  # the contract, checked
 
@@ -934,3 +935,112 @@ def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_tim
         "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
         "; slurmctld appended 'Not responding' to its reason"
     )
+
+
+# --- recover (pure): what a state cannot know ------------------------------------------------------
+
+
+def recorded(drain_at: int, reason: str = REASON) -> str:
+    """Our record in extra for a drain set at ``drain_at`` (seconds after START)."""
+    entry = {"id": reason[10:18], "reason": reason, "cause": "busy", "fingerprint": CPX["fingerprint"],
+             "at": shape.stamp(int(at(drain_at).timestamp()))}  # fmt: skip
+    return json.dumps({"spurinv": {"node": "n1", "drain": entry}})
+
+
+def written_at(seconds: int, **fields: Any) -> State:
+    """A state of this boot that knows no drain, last written ``seconds`` after START."""
+    last = state_file.decision({"at": at(seconds), "outcome": "change-pending", "action": "none", "reason": "", "exit_code": 0})
+    return new_state(**{**with_reading(new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="adopted")),
+                                       reading(CPX, seconds)), "last": last, **fields})  # fmt: skip
+
+
+KNOWN = new_drain(reason=REASON.replace("3f9a", "0000"), set_at=at(30), cause="busy", fingerprint=None)
+
+
+@pytest.mark.parametrize(
+    ("state", "extra", "recovered"),
+    [
+        (written_at(60), recorded(120), True),  # a copy restored from before our drain
+        (written_at(60, last=None), recorded(120), True),  # a state that never decided knows no drain
+        (written_at(180), recorded(120), False),  # the state saw that drain and forgot it
+        (written_at(120), recorded(120), True),  # the same second: our record keeps no finer time
+        (written_at(121), recorded(120), False),  # a second later
+        (written_at(60), "", False),  # no record: no time of ours, only a state that knows nothing takes it
+        (written_at(60, fresh=True), "", True),  # ... as a lost state does
+        (written_at(60, drain=KNOWN), recorded(120), False),  # a state that knows another drain: the policy decides
+    ],
+    ids=[
+        "restored copy",
+        "never decided",
+        "forgot it",
+        "same second",
+        "a second later",
+        "no record",
+        "fresh, no record",
+        "knows a drain",
+    ],
+)
+def test_a_state_takes_from_the_controller_only_a_drain_it_cannot_know(state, extra, recovered):
+    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()), extra=extra)
+
+    after, note = recover(state, seen, at(300))
+
+    assert (after["drain"] is not None and after["drain"]["reason"] == REASON) == recovered, note
+    assert after["fresh"] is False
+
+
+# --- a drain that lands late --------------------------------------------------------------------------
+
+
+class HeldBack(Adapter):
+    """The first POST times out on the client's side and is held by the gateway, to land later."""
+
+    held: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> requests.Response:
+        if request.method == "POST" and not HeldBack.held:
+            body = request.body or b""
+            HeldBack.held.append((request.method, urlsplit(request.url).path, body.encode() if isinstance(body, str) else body))
+            raise requests.exceptions.ReadTimeout("held by the gateway")
+        return super().send(request, *args, **kwargs)
+
+
+def test_a_drain_that_lands_after_our_re_drain_is_still_ours_and_lifted(tmp_path, built, monkeypatch):
+    """Drain A gets no answer within the client's timeout; the next run finds no drain, settles A
+    as not applied and drains again; then A lands over that drain. The re-drain sent A's reason
+    again (same id): A landing changes nothing, the drain stays ours and is lifted once the job
+    ends (before: a new id, "our drain is no longer ours", the node drained for good)."""
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    monkeypatch.setattr(HeldBack, "held", [])
+    monkeypatch.setattr(f"{__name__}.Adapter", HeldBack)
+    unanswered = node.tick("cpx")
+    assert unanswered["exit_code"] == exitcode.UNAVAILABLE
+    sent = node.state()["intent"]
+    assert sent is not None
+    assert "DRAIN" not in node.controller["state"]  # not applied yet
+
+    node.nonce = "b7c2"  # each run draws its own
+    again = node.tick("cpx", minutes=61)  # past the backoff: no drain on the node, drained again
+    assert "DRAIN" in node.controller["state"]
+    assert node.controller["reason"] == sent["body"]["reason"]  # A's words and id, not a fresh id
+    method, path, body = HeldBack.held[0]
+    node.gateway.answer(method, path, {}, body)  # A lands over it
+
+    assert node.controller["reason"] == sent["body"]["reason"], [step["reason"] for step in again["steps"]]
+    assert node.state()["drain"]["reason"] == sent["body"]["reason"]
+    actions = [step["action"] for step in node.tick("cpx", minutes=61)["steps"]]
+    assert "forget-drain" not in actions
+    assert "resume" in settle_after_revert(node)
+    assert "DRAIN" not in node.controller["state"]
+    assert node.state()["drain"] is None
+
+
+def test_only_an_unanswered_drain_of_ours_lends_its_id_to_the_next_drain():
+    drain = with_intent("drain", DRAIN_BODY)
+
+    assert unanswered_nonce(drain, "n1") == NONCE
+    assert unanswered_nonce(drain, "n2") is None  # not this node's id
+    assert unanswered_nonce(with_intent("register", {"gres": "gpu:mi300x:64"}), "n1") is None
+    assert unanswered_nonce(with_intent("drain", {"state": ["DRAIN"]}), "n1") is None  # no reason
+    assert unanswered_nonce(new_state(), "n1") is None

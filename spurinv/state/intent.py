@@ -20,7 +20,16 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from spurinv.controller.nodeview import NodeView, gres_agrees
-from spurinv.controller.ownership import Claim, controller_claim, extra_fingerprint, extra_record, owns, reason_id, unamended
+from spurinv.controller.ownership import (
+    Claim,
+    controller_claim,
+    extra_fingerprint,
+    extra_record,
+    nonce_of,
+    owns,
+    reason_id,
+    unamended,
+)
 from spurinv.shape import gpu_counts
 from spurinv.state import file
 from spurinv.state.file import Baseline, Drain, State
@@ -131,6 +140,20 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
     return cleared, "the unanswered re-registration was not applied; deciding afresh"
 
 
+def unanswered_nonce(state: State, node: str) -> str | None:
+    """The random part of the id of a drain of ours that was sent and never answered, for this
+    run's drain to reuse: the unanswered write may still land (a slow slurmctld, a proxy that held
+    it), after this run settled it as not applied and drained again. With the same words the two
+    are one reason, and on Slurm 24.11 an identical drain of a drained node changes nothing (not
+    even the reason's time), so the late one leaves our drain ours; under a fresh id it would
+    replace ours with a reason no claim holds and strand the node. None when there is no such
+    intent (each drain then draws its own)."""
+    intent = state["intent"]
+    reason = file.intent_reason(intent) if intent is not None and intent["kind"] == "drain" else None
+    drain_id = reason_id(reason, node) if reason is not None else None
+    return nonce_of(bytes.fromhex(drain_id)) if drain_id is not None else None
+
+
 def _lifted(state: State, view: NodeView) -> bool:
     """Does our record in the node's ``extra`` say our drain (the state's) was lifted?"""
     drain_id = reason_id(state["drain"]["reason"], view.name) if state["drain"] is not None else None
@@ -160,14 +183,18 @@ def _pin(state: State, view: NodeView) -> tuple[State, str | None]:
 
 
 def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | None]:
-    """A state started afresh meets the controller for the first time: a drain the controller
-    says is ours on this node (:func:`spurinv.controller.ownership.controller_claim`) becomes ours again.
+    """A drain the controller says is ours on this node
+    (:func:`spurinv.controller.ownership.controller_claim`) that the state cannot know becomes ours again.
 
-    Only a fresh state asks (no usable file, or one written under another boot: a stale copy
-    may hold another drain, or none): one of this boot that knows the node and forgot a drain
-    (someone re-worded it) never takes it back from the controller's word. Pure.
+    What a state cannot know: anything, for a state started afresh (no usable file, or one
+    written under another boot: a stale copy may hold another drain, or none); for any other
+    state that knows no drain, a drain our record in ``extra`` says we set after the state was
+    last written (a copy restored from before that drain, on the same boot). A drain set before
+    it is one the state saw and forgot (someone resumed, re-worded or re-set it): never taken
+    back from the controller's word, nor a reason without our record's time. Pure.
     """
-    if not state["fresh"]:
+    fresh = state["fresh"]
+    if not fresh and (state["drain"] is not None or not view.drained):
         return state, None
     state = {**state, "fresh": False}
     known = state["drain"]
@@ -181,7 +208,7 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         claim, added = controller_claim(view.name, split[0], view.extra), split[1]
     elif claim is not None and not owns(view.drained, view.reason, view.reason_changed_at, claim):
         return state, None
-    if claim is None:
+    if claim is None or not (fresh or _unknown_to(state, claim)):
         return state, None
     drain = file.drain(
         reason=claim.reason,
@@ -200,6 +227,21 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     return {**state, "drain": drain}, f"drain recovered from {where}: it is ours{also}"
 
 
+def _unknown_to(state: State, claim: Claim) -> bool:
+    """Was the drain of ``claim`` set after ``state`` was last written? Both times are this
+    node's own (our record's ``at``, the state's last decision), never the controller's, compared
+    to the second our record keeps: runs a second apart (by hand, ``--confirm-interval 0``) write
+    the copy and the drain in one second, and a state that saw the drain and forgot it was
+    written by a later run than the one that set it. A state that never decided knows no drain;
+    a claim without our time (no record) is never after."""
+    last = state["last"]
+    return (
+        claim.source == "controller-record"
+        and claim.at is not None
+        and (last is None or claim.at >= int(last["at"].timestamp()))
+    )
+
+
 KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {
     "busy": "busy",
     "refused": "refused",
@@ -208,4 +250,4 @@ KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {
 }
 
 
-__all__ = ["Journal", "reconcile", "recover"]
+__all__ = ["Journal", "reconcile", "recover", "unanswered_nonce"]
