@@ -44,6 +44,7 @@ from spurinv.inventory.sources import link
 from spurinv.log import Log
 from spurinv.policy import (
     TERMINAL,
+    WRITES,
     Action,
     Do,
     Settings,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from spurinv.report.models import RefreshDocument, Step
 
 MAX_STEPS = 8
+_SHOWN = 300  # characters of a sent request named in the message of a save that failed after it
 _E = TypeVar("_E", bound=SpurinvError)
 
 
@@ -317,6 +319,7 @@ class Converged:
     exit_code: int
     client: Controller | None
     notes: list[str] = field(default_factory=list)  # warnings for the run's output (clock skew)
+    stopped: Stopped | None = None  # the signal or deadline that ended it (its step says "state saved")
 
 
 def converge(
@@ -355,6 +358,7 @@ def converge(
     exit_code = exitcode.OK
     journal = journal or Journal(None)
     action = Action(kind=Do.NONE, reason="starting")
+    stopped: Stopped | None = None
     state = forget_stale_refusal(state, judge(state))
     for _ in range(MAX_STEPS):
         start = len(client.sent) if client else 0  # this step's requests are the ones after it
@@ -392,17 +396,35 @@ def converge(
                 exit_code = exitcode.PROTOCOL
                 # --ignore-backoff buys one retry, not one per step: the refusal just recorded holds
                 settings = replace(settings, ignore_backoff=False)
-        except (ControllerError, Interrupted, DeadlineError) as exc:
+        except (ControllerError, Interrupted, DeadlineError, StateError) as exc:
             # the state as it stands: an unsettled write keeps its intent for the next run
-            exc = _stop_words(exc, dry_run, log)
-            steps.append(_failed(action, client.sent[start:] if client else [], exc))
+            stopped = _ended(exc, action, client.sent[start:] if client else [], steps, dry_run, log)
             if isinstance(exc, ControllerError):  # a signal or our own deadline is no reason to back off
                 state = with_backoff(state, exc.kind, exc.message, settings, clock())
             exit_code = exc.exit_code
             break
     final = judge(state)
     exit_code = exit_code or _UNSETTLED.get(final["kind"], exitcode.OK)
-    return Converged(state, final, steps, exit_code, client, notes)
+    return Converged(state, final, steps, exit_code, client, notes, stopped)
+
+
+def _ended(
+    exc: ControllerError | Interrupted | DeadlineError | StateError,
+    action: Action,
+    mine: list[Request],
+    steps: list[Step],
+    dry_run: bool,
+    log: Log | None,
+) -> Stopped | None:
+    """Add the step an error ended to ``steps``; return the stop, if it was one.
+
+    An intent that cannot be saved before this run sent anything is raised: the run's only news.
+    After a write it is a step, so the output still says what was sent."""
+    if isinstance(exc, StateError) and not _changed(steps):
+        raise exc
+    exc = _stop_words(exc, dry_run, log)
+    steps.append(_failed(action, mine, exc))
+    return exc if isinstance(exc, Stopped) else None
 
 
 def _stop_words(exc: _E, dry_run: bool, log: Log | None) -> _E:
@@ -488,7 +510,10 @@ def _run(
         notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
-        _keep(options, state, node, started, world.log, progress)
+        try:
+            _keep(options, state, node, started, world.log, progress)
+        except StateError as exc:
+            result = _unsaved(result, exc, world.log)
     client = result.client
     return documents.refresh_document(
         result.exit_code,
@@ -535,6 +560,32 @@ def _keep(options: Options, state: State, node: str, started: float, log: Log, p
         except store.StoreError as exc:
             _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, log)
             raise StateError(str(exc), exc.exit_code) from None
+
+
+def _changed(steps: list[Step]) -> list[Step]:
+    """The steps whose write went to the controller (its answer aside)."""
+    return [step for step in steps if step.get("sent") and step["action"] in WRITES]
+
+
+def _unsaved(result: Converged, exc: StateError, log: Log) -> Converged:
+    """The run sent a write, then could not save (the state or the metrics): the run still
+    exits ``exc``'s status, but its output keeps the steps, so an operator learns the
+    controller was changed; with nothing sent, the error alone is the news (``exc`` raised)."""
+    changed = _changed(result.steps)
+    if not changed:
+        raise exc
+    steps = list(result.steps)
+    if result.stopped is not None:  # its step said "state saved": not so
+        said = result.stopped.message
+        unsaved = result.stopped.saving("the state was not saved").message
+        steps = [{**step, "error": unsaved} if step.get("error") == said else step for step in steps]
+    from spurinv.secret import printable
+
+    sent = "; ".join(f"{step['action']} ({printable((step.get('request') or '')[:_SHOWN])})" for step in changed)
+    message = f"{exc.message}; this run had already sent: {sent}"
+    log.error(message)
+    steps.append(documents.step(action="save", reason="what the run did, in the state file and the metrics", error=message))
+    return replace(result, steps=steps, exit_code=exc.exit_code)
 
 
 def _stopped_waiting(exc: Interrupted, interval: float, log: Log) -> Step:
@@ -760,7 +811,7 @@ def _remember_api(state: State, client: Controller, now: datetime) -> State:
     return state
 
 
-def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError) -> Step:
+def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError | StateError) -> Step:
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
     sent = bool(mine) or isinstance(exc, ControllerError)
