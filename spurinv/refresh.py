@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from spurinv.report.models import RefreshDocument, Step
 
 MAX_STEPS = 8
+WOULD = "if the requests above were sent: "  # a dry run's step decided on a write it only described
 _SHOWN = 300  # characters of a sent request named in the message of a save that failed after it
 _E = TypeVar("_E", bound=SpurinvError)
 
@@ -524,7 +525,7 @@ def _run(
         scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         summarised(reading),
         outcome,
-        result.steps,
+        _would(result.steps) if options.dry_run else result.steps,
         [request.as_dict() for request in client.sent] if client else [],
         notes,
     )
@@ -560,6 +561,16 @@ def _keep(options: Options, state: State, node: str, started: float, log: Log, p
         except store.StoreError as exc:
             _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, log)
             raise StateError(str(exc), exc.exit_code) from None
+
+
+def _would(steps: list[Step]) -> list[Step]:
+    """A dry run's steps after a write it only described were decided on the view that write
+    would leave ("drained by spurinv"): their reasons say so, never that it happened."""
+    said: list[Step] = []
+    for step in steps:
+        described = any(earlier.get("request") and not earlier.get("sent") for earlier in said)
+        said.append({**step, "reason": f"{WOULD}{step['reason']}"} if described else step)
+    return said
 
 
 def _changed(steps: list[Step]) -> list[Step]:
