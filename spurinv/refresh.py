@@ -166,12 +166,26 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
     """
     if state["node"] is None or state["node"] == node:
         return
+    from spurinv.secret import printable
+
     source = "--node" if from_flag else "node.name (or the host name)"
+    old = state["node"]
+    intent = state["intent"]
+    ours = state["drain"]["reason"] if state["drain"] else None
+    if ours is None and intent is not None and intent["kind"] == "drain":
+        ours = str(intent["body"].get("reason", "")) or None  # sent or not: the next view would tell
+    if ours is None:
+        # no drain of ours on record: an UNDRAIN would lift someone else's (an admin's, Slurm's)
+        lift = f"this state records no drain of spurinv's, so none is ours to lift: leave {node!r}'s drains alone"
+    else:
+        lift = (
+            f"a drain spurinv set as {old!r} is not ours as {node!r} (its id names the old name) and is never lifted: "
+            f"only if `scontrol show node {node}` shows exactly Reason={printable(ours[:200])!r}, lift it by hand "
+            f"(scontrol update NodeName={node} State=UNDRAIN); any other reason is someone else's: leave it"
+        )
     message = (
-        f"{path} is the state of node {state['node']!r}, but this run is for {node!r} (from {source}); "
-        f"to run for {state['node']!r} pass --node {state['node']}; if this node was renamed, move {path} aside: "
-        f"a drain spurinv set as {state['node']!r} is not ours as {node!r} (its id names the old name), so "
-        f"check `sinfo -R` and lift it by hand (scontrol update NodeName={node} State=UNDRAIN)"
+        f"{path} is the state of node {old!r}, but this run is for {node!r} (from {source}); "
+        f"to run for {old!r} pass --node {old}; if this node was renamed, move {path} aside: {lift}"
     )
     raise UsageError(message) if from_flag else ConfigError(message)
 
