@@ -528,7 +528,7 @@ def _run(
         try:
             _keep(options, state, node, started, world.log, progress)
         except StateError as exc:
-            result = _unsaved(result, exc, world.log)
+            result = _unsaved(result, exc, world.log, saved=progress.saved)
     client = result.client
     return documents.refresh_document(
         result.exit_code,
@@ -592,15 +592,16 @@ def _changed(steps: list[Step]) -> list[Step]:
     return [step for step in steps if step.get("sent") and step["action"] in WRITES]
 
 
-def _unsaved(result: Converged, exc: StateError, log: Log) -> Converged:
-    """The run sent a write, then could not save (the state or the metrics): the run still
-    exits ``exc``'s status, but its output keeps the steps, so an operator learns the
-    controller was changed; with nothing sent, the error alone is the news (``exc`` raised)."""
+def _unsaved(result: Converged, exc: StateError, log: Log, *, saved: bool) -> Converged:
+    """The run sent a write, then could not save (the state, or, ``saved``, the metrics after
+    it): the run still exits ``exc``'s status, but its output keeps the steps, so an operator
+    learns the controller was changed; with nothing sent, the error alone is the news (``exc``
+    raised)."""
     changed = _changed(result.steps)
     if not changed:
         raise exc
     steps = list(result.steps)
-    if result.stopped is not None:  # its step said "state saved": not so
+    if result.stopped is not None and not saved:  # its step said "state saved": not so
         said = result.stopped.message
         unsaved = result.stopped.saving("the state was not saved").message
         steps = [{**step, "error": unsaved} if step.get("error") == said else step for step in steps]
