@@ -39,7 +39,7 @@ class Budget:
     def check(self, what: str) -> None:
         """Raise DeadlineError if the deadline has passed: nothing new may start."""
         if self.remaining() <= 0:
-            raise DeadlineError(f"controller.run_deadline ({self.seconds:g} s) reached before {what}; state saved")
+            raise DeadlineError(f"controller.run_deadline ({self.seconds:g} s) reached before {what}")
 
     def allow(self, seconds: float, what: str) -> float:
         """The seconds ``what``, starting now, may take: ``seconds`` cut to what is left of the
@@ -50,7 +50,7 @@ class Budget:
     def cut(self, what: str) -> DeadlineError:
         """The error for ``what``, stopped because the deadline cut its own timeout short: the
         deadline's doing, not the controller's (no backoff for it)."""
-        return DeadlineError(f"controller.run_deadline ({self.seconds:g} s) reached during {what}; state saved")
+        return DeadlineError(f"controller.run_deadline ({self.seconds:g} s) reached during {what}")
 
 
 class Signals:
@@ -64,7 +64,7 @@ class Signals:
         if self.received is not None:
             return  # the first one is being handled: let the run save and leave
         self.received = signum
-        raise Interrupted(f"stopped by {signal.Signals(signum).name}; state saved")
+        raise Interrupted(f"stopped by {signal.Signals(signum).name}")
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
 from spurinv import exitcode
 
@@ -52,12 +52,27 @@ class LockError(SpurinvError, code="locked", exit_code=exitcode.TEMPFAIL):
     """Another run holds the lock (exit 75: try again later)."""
 
 
-class Interrupted(SpurinvError, code="interrupted", exit_code=exitcode.TEMPFAIL):
-    """SIGTERM or SIGINT ended the run; the state was saved (exit 75: try again later)."""
+class Stopped(SpurinvError):
+    """A run ended early, not by a fault (exit 75). ``what`` says what stopped it; the message
+    adds what became of the state, "state saved" unless told otherwise: only the run knows
+    whether it saves (a dry run never does, nor a run stopped before it had a reading), so it
+    words it with :meth:`saving`, and every message tells the truth about the state file."""
+
+    def __init__(self, what: str, saved: str = "state saved") -> None:
+        super().__init__(f"{what}; {saved}")
+        self.what = what
+
+    def saving(self, saved: str) -> Self:
+        """The same stop, saying ``saved`` of the state instead."""
+        return type(self)(self.what, saved)
 
 
-class DeadlineError(SpurinvError, code="deadline", exit_code=exitcode.TEMPFAIL):
-    """``controller.run_deadline`` passed: no further request; the state was saved (exit 75)."""
+class Interrupted(Stopped, code="interrupted", exit_code=exitcode.TEMPFAIL):
+    """SIGTERM or SIGINT ended the run (exit 75: try again later)."""
+
+
+class DeadlineError(Stopped, code="deadline", exit_code=exitcode.TEMPFAIL):
+    """``controller.run_deadline`` passed: no further request (exit 75)."""
 
 
 class ControllerError(SpurinvError):

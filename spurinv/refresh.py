@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from spurinv import exitcode
 from spurinv.budget import Budget, Signals, shielded
@@ -29,7 +29,9 @@ from spurinv.errors import (
     DeadlineError,
     Interrupted,
     LockError,
+    SpurinvError,
     StateError,
+    Stopped,
     TokenError,
     UsageError,
 )
@@ -42,6 +44,7 @@ from spurinv.inventory.sources import link
 from spurinv.log import Log
 from spurinv.policy import (
     TERMINAL,
+    WRITES,
     Action,
     Do,
     Settings,
@@ -71,6 +74,9 @@ if TYPE_CHECKING:
     from spurinv.report.models import RefreshDocument, Step
 
 MAX_STEPS = 8
+WOULD = "if the requests above were sent: "  # a dry run's step decided on a write it only described
+_SHOWN = 300  # characters of a sent request named in the message of a save that failed after it
+_E = TypeVar("_E", bound=SpurinvError)
 
 
 def summarised(reading: Reading) -> dict[str, Any]:
@@ -160,12 +166,26 @@ def check_node(state: State, node: str, path: str, from_flag: bool) -> None:
     """
     if state["node"] is None or state["node"] == node:
         return
+    from spurinv.secret import printable
+
     source = "--node" if from_flag else "node.name (or the host name)"
+    old = state["node"]
+    intent = state["intent"]
+    ours = state["drain"]["reason"] if state["drain"] else None
+    if ours is None and intent is not None and intent["kind"] == "drain":
+        ours = str(intent["body"].get("reason", "")) or None  # sent or not: the next view would tell
+    if ours is None:
+        # no drain of ours on record: an UNDRAIN would lift someone else's (an admin's, Slurm's)
+        lift = f"this state records no drain of spurinv's, so none is ours to lift: leave {node!r}'s drains alone"
+    else:
+        lift = (
+            f"a drain spurinv set as {old!r} is not ours as {node!r} (its id names the old name) and is never lifted: "
+            f"only if `scontrol show node {node}` shows exactly Reason={printable(ours[:200])!r}, lift it by hand "
+            f"(scontrol update NodeName={node} State=UNDRAIN); any other reason is someone else's: leave it"
+        )
     message = (
-        f"{path} is the state of node {state['node']!r}, but this run is for {node!r} (from {source}); "
-        f"to run for {state['node']!r} pass --node {state['node']}; if this node was renamed, move {path} aside: "
-        f"a drain spurinv set as {state['node']!r} is not ours as {node!r} (its id names the old name), so "
-        f"check `sinfo -R` and lift it by hand (scontrol update NodeName={node} State=UNDRAIN)"
+        f"{path} is the state of node {old!r}, but this run is for {node!r} (from {source}); "
+        f"to run for {old!r} pass --node {old}; if this node was renamed, move {path} aside: {lift}"
     )
     raise UsageError(message) if from_flag else ConfigError(message)
 
@@ -226,21 +246,45 @@ def _take_reading(world: World, config: Config) -> tuple[Reading, RawDiscovery]:
     return reading, raw
 
 
+@dataclass(slots=True)
+class _Progress:
+    """How far a run got, for the words of a stop that ends it outside :func:`converge`."""
+
+    converging: bool = False  # converge() started: its journal may have saved an intent
+    saved: bool = False  # the run's state is on disk (set while the signals are held)
+
+    def unsaved(self, dry_run: bool) -> str:
+        if dry_run:
+            return "a dry run saves nothing"
+        if self.converging:
+            return "the state was not saved after it (an intent saved before a write stays for the next run)"
+        return "nothing saved"
+
+
 def run(world: World, options: Options) -> RefreshDocument:
     """One refresh; raise SpurinvError for problems that prevent a document.
 
-    SIGTERM/SIGINT end it early (exit 75, state saved); so does ``controller.run_deadline``.
+    SIGTERM/SIGINT end it early (exit 75); so does ``controller.run_deadline``. The state is saved
+    from the first complete reading on, and the stop's message says what was saved (a dry run,
+    or a run stopped before its first reading, saves nothing).
     A dry run writes nothing, so it takes no lock (an operator without write access to the state
     directory can still ask what a run would do); it may read a state file mid-replacement, which
     the atomic rename makes either the old or the new one.
     """
     started = time.perf_counter()
     budget = Budget(options.config.controller.run_deadline)
+    progress = _Progress()
     with Signals():
-        if options.dry_run:
-            return _run(world, options, started, budget)
-        with _locked(options.state_path, min(options.config.state.lock_timeout, budget.remaining()), not options.state_named):
-            return _run(world, options, started, budget)
+        try:
+            if options.dry_run:
+                return _run(world, options, started, budget, progress)
+            wait = min(options.config.state.lock_timeout, budget.remaining())
+            with _locked(options.state_path, wait, not options.state_named):
+                return _run(world, options, started, budget, progress)
+        except Stopped as exc:
+            if progress.saved:
+                raise
+            raise exc.saving(progress.unsaved(options.dry_run)) from None
 
 
 def classify_for(state: State, reading: Reading, settings: Settings) -> Outcome:
@@ -290,6 +334,7 @@ class Converged:
     exit_code: int
     client: Controller | None
     notes: list[str] = field(default_factory=list)  # warnings for the run's output (clock skew)
+    stopped: Stopped | None = None  # the signal or deadline that ended it (its step says "state saved")
 
 
 def converge(
@@ -328,6 +373,7 @@ def converge(
     exit_code = exitcode.OK
     journal = journal or Journal(None)
     action = Action(kind=Do.NONE, reason="starting")
+    stopped: Stopped | None = None
     state = forget_stale_refusal(state, judge(state))
     for _ in range(MAX_STEPS):
         start = len(client.sent) if client else 0  # this step's requests are the ones after it
@@ -365,18 +411,45 @@ def converge(
                 exit_code = exitcode.PROTOCOL
                 # --ignore-backoff buys one retry, not one per step: the refusal just recorded holds
                 settings = replace(settings, ignore_backoff=False)
-        except (ControllerError, Interrupted, DeadlineError) as exc:
+        except (ControllerError, Interrupted, DeadlineError, StateError) as exc:
             # the state as it stands: an unsettled write keeps its intent for the next run
-            steps.append(_failed(action, client.sent[start:] if client else [], exc))
-            if log is not None:
-                log.error(exc.message)
+            stopped = _ended(exc, action, client.sent[start:] if client else [], steps, dry_run, log)
             if isinstance(exc, ControllerError):  # a signal or our own deadline is no reason to back off
                 state = with_backoff(state, exc.kind, exc.message, settings, clock())
             exit_code = exc.exit_code
             break
     final = judge(state)
     exit_code = exit_code or _UNSETTLED.get(final["kind"], exitcode.OK)
-    return Converged(state, final, steps, exit_code, client, notes)
+    return Converged(state, final, steps, exit_code, client, notes, stopped)
+
+
+def _ended(
+    exc: ControllerError | Interrupted | DeadlineError | StateError,
+    action: Action,
+    mine: list[Request],
+    steps: list[Step],
+    dry_run: bool,
+    log: Log | None,
+) -> Stopped | None:
+    """Add the step an error ended to ``steps``; return the stop, if it was one.
+
+    An intent that cannot be saved before this run sent anything is raised: the run's only news.
+    After a write it is a step, so the output still says what was sent."""
+    if isinstance(exc, StateError) and not _changed(steps):
+        raise exc
+    exc = _stop_words(exc, dry_run, log)
+    steps.append(_failed(action, mine, exc))
+    return exc if isinstance(exc, Stopped) else None
+
+
+def _stop_words(exc: _E, dry_run: bool, log: Log | None) -> _E:
+    """``exc`` as the run's output words it, logged: a stop in a dry run saves nothing; otherwise
+    its log line comes before the run saves ("saving"), its step, shown once saved, after."""
+    if isinstance(exc, Stopped) and dry_run:
+        exc = exc.saving("a dry run saves nothing")
+    if log is not None:
+        log.error(f"{exc.what}; saving the state" if isinstance(exc, Stopped) and not dry_run else exc.message)
+    return exc
 
 
 def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
@@ -386,8 +459,11 @@ def _mark_held(state: State, view: NodeView | None, action: Action) -> State:
     return state
 
 
-def _run(world: World, options: Options, started: float, budget: Budget | None = None) -> RefreshDocument:
+def _run(
+    world: World, options: Options, started: float, budget: Budget | None = None, progress: _Progress | None = None
+) -> RefreshDocument:
     config = options.config
+    progress = progress or _Progress()
     state, notes = load_state(options.state_path, options.strict, world.clock(), world.log, dry_run=options.dry_run)
     node = config.node_name(world.hostname)
     check_node(state, node, options.state_path, options.node_flag is not None)
@@ -422,26 +498,26 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         world.log.info("the confirming re-read would not end before controller.run_deadline; the next tick confirms")
     if outcome["kind"] == Kind.CHANGE_PENDING and not config.observe:
         _credentials(config, world.environ)  # a missing token is said now, not after the confirm wait
+    stop: Step | None = None
     if outcome["kind"] == Kind.CHANGE_PENDING and config.policy.confirm_interval > 0 and fits and not options.dry_run:
-        summary = diff_summary(outcome["diff"]) if outcome["diff"] and state["baseline"] else "first reading"
-        world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
-        world.confirm_wait(config.policy.confirm_interval)
-        reading, raw = _take_reading(world, config)
-        outcome = classify_for(state, reading, settings)
-        state = state_file.record(state, reading, settings.switch_timeout)
+        reading, raw, outcome, state, stop = _confirm(world, config, settings, state, outcome, (reading, raw))
 
-    result = converge(
-        state,
-        reading,
-        settings,
-        lambda current: transport_for(world, config, node, current, budget, _details(world, config, node, reading, raw)),
-        world.clock,
-        dry_run=options.dry_run,
-        log=world.log,
-        journal=None if options.dry_run else Journal(lambda pending: _save(options.state_path, pending)),
-        budget=budget,
-        nonce=unanswered_nonce(state, node) or nonce_of(world.entropy(2)),
-    )
+    progress.converging = True
+    if stop is not None:
+        result = Converged(state, outcome, [stop], exitcode.TEMPFAIL, None)
+    else:
+        result = converge(
+            state,
+            reading,
+            settings,
+            lambda current: transport_for(world, config, node, current, budget, _details(world, config, node, reading, raw)),
+            world.clock,
+            dry_run=options.dry_run,
+            log=world.log,
+            journal=None if options.dry_run else Journal(lambda pending: _save(options.state_path, pending)),
+            budget=budget,
+            nonce=unanswered_nonce(state, node) or nonce_of(world.entropy(2)),
+        )
     if options.dry_run and result.client is None and not config.observe:
         result = _probe(result, lambda: transport_for(world, config, node, state, budget), world.log)
     notes += result.notes
@@ -449,15 +525,10 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         notes.append(f"degraded PCIe link: {link.line(degraded)}, in the last two readings")
     state = _finish(result, options, world, node, outcome)
     if not options.dry_run:
-        _save(options.state_path, state)
-        if options.metrics_file:
-            saved = state_file.as_json(state)
-            text = metrics.render(saved, time.perf_counter() - started, node, _version())
-            try:
-                metrics.write(options.metrics_file, text)
-            except store.StoreError as exc:
-                _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, world.log)
-                raise StateError(str(exc), exc.exit_code) from None
+        try:
+            _keep(options, state, node, started, world.log, progress)
+        except StateError as exc:
+            result = _unsaved(result, exc, world.log, saved=progress.saved)
     client = result.client
     return documents.refresh_document(
         result.exit_code,
@@ -468,10 +539,86 @@ def _run(world: World, options: Options, started: float, budget: Budget | None =
         scontrol_label(config) if config.controller.transport == "scontrol" else config.controller.url or None,
         summarised(reading),
         outcome,
-        result.steps,
+        _would(result.steps) if options.dry_run else result.steps,
         [request.as_dict() for request in client.sent] if client else [],
         notes,
     )
+
+
+def _confirm(
+    world: World, config: Config, settings: Settings, state: State, outcome: Outcome, first: tuple[Reading, RawDiscovery]
+) -> tuple[Reading, RawDiscovery, Outcome, State, Step | None]:
+    """Wait ``policy.confirm_interval`` and take the confirming reading; a stop in between keeps
+    the first reading (as after a first sighting on its own: the next run confirms against it;
+    a second reading cut short is dropped) and says so in the step it returns."""
+    summary = diff_summary(outcome["diff"]) if outcome["diff"] and state["baseline"] else "first reading"
+    world.log.info(f"change seen ({summary}); re-reading in {config.policy.confirm_interval:g} s")
+    try:
+        world.confirm_wait(config.policy.confirm_interval)
+        reading, raw = _take_reading(world, config)
+    except Interrupted as exc:
+        return *first, outcome, state, _stopped_waiting(exc, config.policy.confirm_interval, world.log)
+    outcome = classify_for(state, reading, settings)
+    return reading, raw, outcome, state_file.record(state, reading, settings.switch_timeout), None
+
+
+def _keep(options: Options, state: State, node: str, started: float, log: Log, progress: _Progress) -> None:
+    """Save the run's state, then its metrics."""
+    with shielded():  # a stop after this save is told "state saved": it is
+        _save(options.state_path, state)
+        progress.saved = True
+    if options.metrics_file:
+        saved = state_file.as_json(state)
+        text = metrics.render(saved, time.perf_counter() - started, node, _version())
+        try:
+            metrics.write(options.metrics_file, text)
+        except store.StoreError as exc:
+            _record_metrics_failure(options.state_path, state, str(exc), exc.exit_code, log)
+            raise StateError(str(exc), exc.exit_code) from None
+
+
+def _would(steps: list[Step]) -> list[Step]:
+    """A dry run's steps after a write it only described were decided on the view that write
+    would leave ("drained by spurinv"): their reasons say so, never that it happened."""
+    said: list[Step] = []
+    for step in steps:
+        described = any(earlier.get("request") and not earlier.get("sent") for earlier in said)
+        said.append({**step, "reason": f"{WOULD}{step['reason']}"} if described else step)
+    return said
+
+
+def _changed(steps: list[Step]) -> list[Step]:
+    """The steps whose write went to the controller (its answer aside)."""
+    return [step for step in steps if step.get("sent") and step["action"] in WRITES]
+
+
+def _unsaved(result: Converged, exc: StateError, log: Log, *, saved: bool) -> Converged:
+    """The run sent a write, then could not save (the state, or, ``saved``, the metrics after
+    it): the run still exits ``exc``'s status, but its output keeps the steps, so an operator
+    learns the controller was changed; with nothing sent, the error alone is the news (``exc``
+    raised)."""
+    changed = _changed(result.steps)
+    if not changed:
+        raise exc
+    steps = list(result.steps)
+    if result.stopped is not None and not saved:  # its step said "state saved": not so
+        said = result.stopped.message
+        unsaved = result.stopped.saving("the state was not saved").message
+        steps = [{**step, "error": unsaved} if step.get("error") == said else step for step in steps]
+    from spurinv.secret import printable
+
+    sent = "; ".join(f"{step['action']} ({printable((step.get('request') or '')[:_SHOWN])})" for step in changed)
+    message = f"{exc.message}; this run had already sent: {sent}"
+    log.error(message)
+    steps.append(documents.step(action="save", reason="what the run did, in the state file and the metrics", error=message))
+    return replace(result, steps=steps, exit_code=exc.exit_code)
+
+
+def _stopped_waiting(exc: Interrupted, interval: float, log: Log) -> Step:
+    """The step of a run stopped before its confirming re-read: it saves its first reading."""
+    log.error(f"{exc.what}; saving the state with the first reading")
+    why = f"the confirming re-read after policy.confirm_interval ({interval:g} s)"
+    return documents.step(action="read", reason=why, error=f"{exc.what}; state saved with the first reading")
 
 
 def _credentials(config: Config, environ: dict[str, str]) -> None:
@@ -495,7 +642,7 @@ def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Co
         client = connect()
         client.view()
     except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
-        log.error(exc.message)
+        exc = _stop_words(exc, True, log)
         step = documents.step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
         code = result.exit_code or exc.exit_code
         return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
@@ -692,7 +839,7 @@ def _remember_api(state: State, client: Controller, now: datetime) -> State:
     return state
 
 
-def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError) -> Step:
+def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError | StateError) -> Step:
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
     sent = bool(mine) or isinstance(exc, ControllerError)

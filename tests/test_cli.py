@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -60,6 +61,49 @@ def test_a_first_sighting_is_re_read_after_the_confirm_interval_in_one_run(cli, 
 
     assert (waited.code, waited.waits, waited.json()["outcome"]["kind"]) == (0, [3.0], "change-confirmed")
     assert (next_tick.code, next_tick.waits, next_tick.json()["outcome"]["kind"]) == (0, [], "change-pending")
+
+
+def _sigterm(*_args: object, **_kwargs: object) -> None:
+    """SIGTERM to this (the main) thread, as systemd stopping the unit: the run's handler raises."""
+    import signal
+    import threading
+
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+
+def test_sigterm_in_the_confirm_wait_saves_the_first_reading(env, built, state_path, capsys, cli):
+    """Stopped while it waits to re-read a first sighting: exit 75, and "state saved" is true: the
+    first reading is on disk with the run's record, and the next run confirms against it."""
+    from spurinv.cli.launch import main
+
+    spx = built("mi300x-spx")
+    code = main(["refresh", "--root", str(spx), "--state", str(state_path), "--json"], confirm_wait=_sigterm)
+    document = json.loads(capsys.readouterr().out)
+
+    assert code == exitcode.TEMPFAIL
+    assert document["steps"][-1]["error"] == "stopped by SIGTERM; state saved with the first reading"
+    saved = json.loads(state_path.read_text())
+    assert len(saved["readings"]) == 1
+    assert (saved["last"]["exit_code"], saved["last"]["outcome"]) == (exitcode.TEMPFAIL, "change-pending")
+    following = refresh(cli, spx, state_path).json()
+    assert following["outcome"]["kind"] == "change-confirmed"
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_sigterm_before_a_complete_reading_says_nothing_was_saved(env, built, state_path, capsys, monkeypatch, dry_run):
+    """Stopped during discovery (or any time in a dry run): the message never claims a save."""
+    from spurinv import refresh as refresh_module
+    from spurinv.cli.launch import main
+
+    monkeypatch.setattr(refresh_module, "discover", _sigterm)
+    extra = ["--dry-run"] if dry_run else []
+    code = main(["refresh", "--root", str(built("mi300x-spx")), "--state", str(state_path), *extra])
+    err = capsys.readouterr().err
+
+    assert code == exitcode.TEMPFAIL, err
+    assert "state saved" not in err
+    assert ("a dry run saves nothing" if dry_run else "stopped by SIGTERM; nothing saved") in err
+    assert not state_path.exists()
 
 
 def test_a_first_sighting_waits_for_real_outside_the_test_suite(built, env, state_path):

@@ -444,9 +444,28 @@ def test_the_rename_advice_does_not_promise_a_rebuild(tmp_path, built):
     with pytest.raises(ConfigError) as caught:
         check_node(new_state(node="n7"), "n1", "/s/state.json", from_flag=False)
 
-    assert "not ours as 'n1'" in caught.value.message
-    assert "State=UNDRAIN" in caught.value.message
     assert "rebuilds" not in caught.value.message
+    # no drain of ours on record: an UNDRAIN could only lift someone else's
+    assert "State=UNDRAIN" not in caught.value.message
+    assert "records no drain of spurinv's" in caught.value.message
+
+
+@pytest.mark.parametrize("from_flag", [True, False], ids=["--node", "node.name"])
+def test_the_rename_advice_lifts_only_the_drain_spurinv_set(from_flag):
+    """A renamed node's drain of ours is never lifted by spurinv: the advice may lift it by hand,
+    but only once the node shows exactly our reason; someone else's drain stays."""
+    from spurinv.errors import ConfigError, UsageError
+    from spurinv.refresh import check_node
+
+    state = new_state(**{**state_for(SPX, SPX, SPX, drain=True), "node": "n7"})
+
+    with pytest.raises(UsageError if from_flag else ConfigError) as caught:
+        check_node(state, "n1", "/s/state.json", from_flag=from_flag)
+
+    message = caught.value.message
+    assert "not ours as 'n1'" in message
+    assert f"only if `scontrol show node n1` shows exactly Reason={OUR_REASON!r}, lift it by hand" in message
+    assert "(scontrol update NodeName=n1 State=UNDRAIN); any other reason is someone else's: leave it" in message
 
 
 def test_status_and_the_metric_say_our_drain_is_held_for_an_operator(tmp_path, built, cli):

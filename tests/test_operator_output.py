@@ -185,6 +185,39 @@ def test_a_dry_run_takes_no_lock_and_writes_nothing(cli, built, tmp_path):
     assert ["state.json.lock"] == sorted(path.name for path in busy.parent.iterdir())
 
 
+def test_a_dry_run_says_what_it_would_do_after_a_drain_it_only_describes(tmp_path, built):
+    """Busy, confirmed: a dry run describes the drain, then holds on the view that drain would
+    leave. Its hold must not say the node is "drained by spurinv": nothing was drained."""
+    from datetime import timedelta
+
+    import test_intent  # tests/ is on sys.path
+    from test_intent import NONCE, URL, Adapter, Points, adopted, busy_drain_scenario
+
+    from spurinv.inventory.root import Root
+    from spurinv.log import Log
+    from spurinv.refresh import Options, World, run
+
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    node.now += timedelta(minutes=1)
+    session = test_intent.requests.Session()  # the transport under the client, as Node.tick mounts it
+    session.mount(URL, Adapter(node.gateway, Points()))
+    world = World(Root(str(node.roots["cpx"])), {}, clock=lambda: node.now, hostname="n1", log=Log({}, quiet=True),
+                  session_factory=lambda: session, entropy=lambda size: bytes.fromhex(NONCE)[:size])  # fmt: skip
+    options = Options(state_path=str(node.state_path), config=node.config, config_identity="test", dry_run=True)
+
+    steps = run(world, options)["steps"]
+
+    assert [step["action"] for step in steps] == ["read-view", "drain", "hold"]
+    assert not steps[1]["sent"]
+    assert "DRAIN" not in node.controller["state"]
+    held = "drained by spurinv; waiting for jobs to finish (2 CPUs, gpu:mi300x:2(IDX:0-1) allocated)"
+    assert steps[2]["reason"] == "if the requests above were sent: " + held
+    buffer = io.StringIO()
+    render.refresh(render.console(file=buffer, width=100), run(world, options))
+    assert "hold: if the requests above were sent: drained by spurinv" in " ".join(buffer.getvalue().split())
+
+
 # --- a user who is not root -------------------------------------------------------------------------
 
 

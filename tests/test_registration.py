@@ -336,7 +336,7 @@ def test_the_runs_deadline_during_the_read_back_ends_it_on_the_last_look(tmp_pat
 
     document = json.loads(IDLE_N1.read_text())
     document["nodes"][0].update(gres="gpu:mi300x:8", gres_used="gpu:mi300x:0(IDX:N/A)")
-    client = _Looks(parse_node(document, "n1"), DeadlineError("controller.run_deadline (60 s) reached; state saved"))
+    client = _Looks(parse_node(document, "n1"), DeadlineError("controller.run_deadline (60 s) reached"))
     clock = Clock()
 
     result = registrar(10.0, clock).read_back(client, {"mi300x": 64}, "EXEC /bin/true")  # type: ignore[arg-type]
@@ -352,7 +352,7 @@ def test_the_runs_deadline_at_the_first_look_of_the_read_back_is_the_deadlines_e
     saved), never a refusal and never a crash."""
     from spurinv.errors import DeadlineError
 
-    client = _Looks(DeadlineError("controller.run_deadline (60 s) reached; state saved"))
+    client = _Looks(DeadlineError("controller.run_deadline (60 s) reached"))
 
     with pytest.raises(DeadlineError) as caught:
         registrar(10.0, Clock()).read_back(client, {"mi300x": 64}, "EXEC /bin/true")  # type: ignore[arg-type]

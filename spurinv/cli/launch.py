@@ -148,8 +148,9 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     """An argument (or a path variable) that is not UTF-8 text: one line and 64 (78 for the
     environment), before anything is read or written, and under ``--json`` an error document.
     Python hands such bytes over as lone surrogates (``\\udcff``), which neither the state file
-    nor UTF-8 output can hold; every path spurinv is given is one an operator typed, so the fix
-    is to name one that is text, or, for UTF-8 that an ASCII locale could not decode (``LC_ALL=C
+    nor UTF-8 output can hold; every argument spurinv is given is one an operator typed, so the
+    fix is to give one that is text (the refusal says what the argument is: a path, a node
+    name, ...), or, for UTF-8 that an ASCII locale could not decode (``LC_ALL=C
     PYTHONUTF8=0``), to run under a UTF-8 locale."""
     from spurinv.inventory.sources.status import escaped
 
@@ -160,16 +161,32 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 
     for position, word in enumerate(args):
         if escaped(word) != word:
-            named = shown(args[position - 1]) + " " if position and args[position - 1].startswith("-") else ""
-            return _refuse(args, f"{named}{shown(word)}: {_why(word)}", "usage")
+            flag = args[position - 1] if position and args[position - 1].startswith("-") else ""
+            named = shown(flag) + " " if flag else ""
+            if word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
+                flag = word.partition("=")[0]
+            return _refuse(args, f"{named}{shown(word)}: {_why(word, _WHAT.get(flag, 'give an argument that is'))}", "usage")
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
         value = environ.get(name, "")
         if escaped(value) != value:
-            return _refuse(args, f"${name} ({shown(value)}): {_why(value)}", "config")
+            return _refuse(args, f"${name} ({shown(value)}): {_why(value, _WHAT['--state'])}", "config")
     return None
 
 
-def _why(word: str) -> str:
+# The fix for a flag's value that is not text, in the words of what the value is
+_WHAT = {
+    "--root": "name a path that is",
+    "--state": "name a path that is",
+    "--config": "name a path that is",
+    "--metrics-file": "name a path that is",
+    "--node": "give a node name that is",
+    "--controller-url": "give a URL that is",
+    "--api": "give an API version that is",
+    "--accept": "give the fingerprint's hex digits",
+}
+
+
+def _why(word: str, fix: str) -> str:
     encoding = sys.getfilesystemencoding()
     if encoding.replace("-", "").lower() != "utf8":  # else a caller in this process passed surrogates
         try:
@@ -179,7 +196,7 @@ def _why(word: str) -> str:
         else:
             held = f"UTF-8 text this locale's encoding ({encoding}) cannot hold"
             return f"{held}; run spurinv under a UTF-8 locale (LANG=C.UTF-8)"
-    return "not UTF-8 text; name a path that is"
+    return f"not UTF-8 text; {fix}"
 
 
 def _refuse(args: "list[str]", message: str, code: str) -> int:

@@ -170,7 +170,7 @@ def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Ch
                 if deadline is not None:  # a local check outlived its own allowance
                     state.results[name] = Check(name, "skip", f"not checked: {_one(exc.message)}")
                     continue
-                deadline = exc.message.replace("; state saved", "")
+                deadline = exc.what  # check saves nothing
                 state.budget = Budget(LOCAL_SECONDS)  # what the local checks (systemctl) may still take
                 if name == "controller":
                     # no answer before the deadline: the run would fail the same way (69)
@@ -182,7 +182,7 @@ def run(world: World, build: Callable[[], Options], host: Host) -> tuple[list[Ch
                 else:
                     state.results[name] = Check(name, "skip", f"not checked: {deadline}")
             except Interrupted as exc:
-                stopped = exc.message.replace("; state saved", "")
+                stopped = exc.what
                 state.results[name] = Check(name, "skip", f"not checked: {stopped}")
     results = [state.results[name] for name in NAMES]
     failed = next((result.exit_code for result in results if result.status == "fail"), None)

@@ -178,7 +178,7 @@ class Registrar:
         if timeout < min(self.timeout, MIN_START):
             # started now it would be killed at once, perhaps half done: the next run starts it
             raise DeadlineError(
-                f"controller.run_deadline leaves {timeout:.1f} s, too little to start register_command `{command}`; state saved"
+                f"controller.run_deadline leaves {timeout:.1f} s, too little to start register_command `{command}`"
             )
         record = Request("EXEC", command, None)
         position = len(client.sent)
@@ -272,7 +272,7 @@ class Registrar:
         )
 
     def _no_time(self) -> DeadlineError:
-        return DeadlineError("controller.run_deadline reached before the controller could be read back; state saved")
+        return DeadlineError("controller.run_deadline reached before the controller could be read back")
 
 
 def registrar_for(

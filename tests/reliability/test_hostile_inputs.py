@@ -312,6 +312,28 @@ def test_an_argument_that_is_not_utf8_is_one_usage_line(flag, built, tmp_path, s
     assert not state_path.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([b"--node", b"n\xff1"], "--node n\\xff1: not UTF-8 text; give a node name that is"),
+        ([b"--node=n\xff1"], "--node=n\\xff1: not UTF-8 text; give a node name that is"),
+        ([b"--controller-url", b"http://h\xff"], "--controller-url http://h\\xff: not UTF-8 text; give a URL that is"),
+        ([b"--accept", b"ab\xffcd"], "--accept ab\\xffcd: not UTF-8 text; give the fingerprint's hex digits"),
+        ([b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is"),
+    ],
+    ids=["node", "node=", "controller-url", "accept", "state"],
+)
+def test_a_refused_argument_that_is_not_utf8_is_named_for_what_it_is(args, said, env):
+    """A node name is no path: the fix names what the argument is."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run([sys.executable, "-m", "spurinv", "refresh", *args], env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert ran.stderr.decode("utf-8") == f"spurinv: error: {said}\n"
+
+
 def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_path, env):
     import subprocess
     import sys
