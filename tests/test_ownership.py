@@ -7,7 +7,7 @@ import re
 
 import pytest
 from effort import examples
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from spurinv.controller import ownership
@@ -538,6 +538,8 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
 
 @settings(max_examples=examples(300))
 @given(value=st.dictionaries(st.sampled_from(sorted(ownership.RECORD_KEYS)), VALUES, max_size=4))
+@example(value={"fingerprint": "", "drain": None})  # a null entry is no drain spurinv wrote
+@example(value={"fingerprint": "", "lifted": None})
 def test_only_our_records_shape_is_ever_rewritten(value):
     """Whatever an admin puts under our key: rewritten only when it is a record we could have written."""
     extra = json.dumps({KEY: value})

@@ -345,7 +345,7 @@ def is_record(value: object) -> bool:
     if "node" not in value and not isinstance(value.get("fingerprint"), str):
         return False
     drain, lifted = value.get("drain"), value.get("lifted")
-    if drain is not None and not (
+    if "drain" in value and not (
         isinstance(drain, dict)
         and set(drain) <= _DRAIN_KEYS
         and isinstance(drain.get("id"), str)
@@ -355,7 +355,7 @@ def is_record(value: object) -> bool:
         and _typed(drain, "at", str)
     ):
         return False
-    return lifted is None or (
+    return "lifted" not in value or (
         isinstance(lifted, dict)
         and set(lifted) <= _LIFTED_KEYS
         and _typed(lifted, "id", str, type(None))
