@@ -46,7 +46,6 @@ from spurinv.controller.ownership import (
     amended,
     foreign_key,
     lift_blockers,
-    lifted_reason,
     owns,
     reason_for,
     reason_id,
@@ -413,14 +412,9 @@ def lift_body(view: NodeView, state: State, settings: Settings, now: datetime) -
     src/slurmctld/node_mgr.c); spur knows only ``RESUME`` (its nodes have no other flag to
     lose). The drain entry of our record in ``extra`` is retired in the same update, so the record
     never says "drain on" once it is gone (a record a crash left behind is retired later:
-    :func:`stale_record`). Slurm keeps the reason after ``UNDRAIN``: ours is replaced in the same
-    update by words that are never a drain of ours (:func:`spurinv.controller.ownership.lifted_reason`),
-    so a later drain without a reason of its own cannot show our drain's id."""
-    spur = view.dialect.startswith("spur")
-    body: dict[str, Any] = {"state": ["RESUME"] if spur else ["UNDRAIN"]}
+    :func:`stale_record`)."""
+    body: dict[str, Any] = {"state": ["RESUME"] if view.dialect.startswith("spur") else ["UNDRAIN"]}
     drain_id = reason_id(state["drain"]["reason"], view.name) if state["drain"] is not None else None
-    if not spur:
-        body["reason"] = lifted_reason(drain_id)
     value = retired_value(view.extra, view.name, drain_id, shape.stamp(int(now.timestamp())))
     extra = splice(view.extra, value, settings.max_extra) if value is not None else None
     if extra is not None:
@@ -679,8 +673,6 @@ def expected_view(view: NodeView, action: Action) -> NodeView:
     changes: dict[str, Any] = {}
     if action.kind == Do.RESUME:
         changes["flags"] = tuple(f for f in view.flags if f != "DRAIN")
-        if action.body is not None and "reason" in action.body:  # stamped anew, at a time we have not read
-            changes.update(reason=action.body["reason"], reason_changed_at=None)
     if action.kind in (Do.RESUME, Do.RETIRE) and action.body is not None and "extra" in action.body:
         changes["extra"] = action.body["extra"]
     return replace(view, **changes) if changes else view

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from spurinv import exitcode
 from spurinv.budget import Budget, Signals, shielded
 from spurinv.config.settings import Config, read_token
-from spurinv.controller.ownership import PREFIX, extra_record, is_lifted_reason, nonce_of, reason_id, skew_warning
+from spurinv.controller.ownership import PREFIX, extra_record, nonce_of, reason_id, skew_warning
 from spurinv.controller.transport import RegisterResult, extra_limit, recorded
 from spurinv.errors import (
     ConfigError,
@@ -706,8 +706,6 @@ def orphaned(view: NodeView, state: State) -> str | None:
     if isinstance(lifted, dict) and lifted.get("id") == reason_id(view.reason, view.name):
         # Slurm keeps the reason after our lift: a drain without a reason of its own shows it
         why = f"our record says we lifted that drain at {lifted.get('at')}: someone drained again without a reason"
-    elif is_lifted_reason(view.reason):
-        why = "the words our lift leaves in place of our drain's: someone drained again without a reason"
     return (
         f"node {view.name!r} is drained with a spurinv reason that is not this node's drain of ours "
         f"({view.reason[:80]!r}: {why}{whose}); "

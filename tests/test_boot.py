@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
 
-from spurinv.controller.ownership import drain_skew, extra_record, lifted_reason, reason_for
+from spurinv.controller.ownership import drain_skew, extra_record, reason_for
 from spurinv.inventory.root import BOOT_ID, boot_id
 from spurinv.report import fleet
 from spurinv.state import file as state_file
@@ -100,7 +100,7 @@ def test_a_copy_of_this_boot_restored_from_before_our_drain_does_not_strand_it(t
     assert [step["action"] for step in first["steps"]][:3] == ["read-view", "recover", "resume"], first["steps"]
     assert not first["notes"]  # not another boot: the copy is found by our record's time alone
     assert "DRAIN" not in node.controller["state"]
-    assert node.controller["reason"] == lifted_reason(reason[10:18])  # our lift replaced our words
+    assert node.controller["reason"] == reason  # Slurm keeps the words; the record says lifted
     assert extra_record(node.controller["extra"])["lifted"]["id"] == reason[10:18]
     assert node.state()["drain"] is None
     assert fleet.row({**node.controller, "name": "n1"}, int(node.epoch()))["drain_owner"] is None
@@ -271,5 +271,5 @@ def test_a_copy_restored_from_before_our_drain_over_scontrol_is_lifted(tmp_path,
 
     assert actions[:3] == ["read-view", "recover", "resume"], actions
     assert "DRAIN" not in slurm.node["state"]
-    assert slurm.node["reason"] == lifted_reason(reason[10:18])
+    assert slurm.node["reason"] == reason
     assert [refresh("mi300x-spx") for _ in range(2)] == [["none"], ["none"]]

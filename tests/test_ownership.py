@@ -363,44 +363,8 @@ def test_what_is_not_our_drain_is_never_ours(node, nonce, text, offset, later, s
         return
     assert not owns(drained, shown, shown_at, state_claim)
     claim = controller_claim(node, shown, extra)
-    # from the controller alone a re-drain keeping our text is told only by its time, against
-    # our record's: later than the skew a node can have
-    if seen != "re-drained" or shown_at - AT > ownership.SET_AGAIN:
+    if seen != "re-drained":  # from the controller alone a re-drain keeping our text cannot be told
         assert not owns(drained, shown, shown_at, claim)
-
-
-@pytest.mark.parametrize("source", ["controller-record", "intent", "state"])
-def test_our_text_set_again_hours_after_our_drain_is_not_ours(source):
-    """An operator resumed our drain, then drained the node again pasting our reason;
-    Slurm stamped a new reason time. With no pinned time (a lost state: our record in extra; a
-    killed drain run: its intent) the claim knows our time of the write: a reason time hours
-    after it is no clock skew. Within the skew the suite proves (±1 h, and the 400 s a node was
-    off), and with no time from the controller, it stays ours."""
-    reason = reason_for("n1", "3f9a", "mi300x 8→64; re-registers when idle")
-    recorded = controller_claim("n1", reason, our_extra("n1", reason))
-    claim = recorded if source == "controller-record" else Claim(reason, source, at=AT)
-    assert claim is not None
-    assert claim.at == AT
-
-    assert not owns(True, reason, AT + ownership.SET_AGAIN + 1, claim)
-    assert not owns(True, reason, AT + 3 * HOUR, claim)
-    assert not owns(True, reason, AT + 30 * 86400, claim)
-    for seen in (AT + ownership.SET_AGAIN, AT + HOUR + 5, AT + 400, AT - 400, AT - 30 * 86400, None):
-        assert owns(True, reason, seen, claim)
-    # a pinned claim is decided by its pinned time alone
-    assert owns(True, reason, AT + 3 * HOUR, Claim(reason, "state", at=AT, pinned=AT + 3 * HOUR))
-    assert ownership.SET_AGAIN > HOUR + 400
-
-
-def test_fleet_calls_our_text_set_again_hours_later_an_orphaned_drain():
-    reason = reason_for("n1", "3f9a", "mi300x 8→64; re-registers when idle")
-    node = {"name": "n1", "state": ["IDLE", "DRAIN"], "reason": reason, "extra": our_extra("n1", reason)}
-
-    ours = fleet.row({**node, "reason_changed_at": AT + 60}, AT + 4 * HOUR)
-    again = fleet.row({**node, "reason_changed_at": AT + 3 * HOUR}, AT + 4 * HOUR)
-
-    assert fleet.ORPHANED_DRAIN not in ours["attention"]
-    assert fleet.ORPHANED_DRAIN in again["attention"]
 
 
 def test_an_unpinned_claim_and_a_controller_that_does_not_say_when():
@@ -435,25 +399,6 @@ def test_a_claim_from_the_record_carries_its_time_and_cause():
     assert (claim.source, claim.at, claim.cause, claim.fingerprint) == ("controller-record", AT, "refused", "ab" * 8)
     assert bare is not None
     assert (bare.source, bare.at, bare.cause) == ("reason", None, "refused")  # from our own words
-
-
-@pytest.mark.parametrize("drain_id", ["3f9a1c07", None])
-def test_the_words_our_lift_leaves_are_never_a_claim(drain_id):
-    """Slurm keeps the reason after UNDRAIN: a drain without a reason of its own shows the words
-    our lift left, which carry no drain id, on any node, with or without a record."""
-    words = ownership.lifted_reason(drain_id)
-
-    assert words.startswith(PREFIX)
-    assert ownership.is_lifted_reason(words)
-    assert not ownership.is_lifted_reason(reason_for("n1", "3f9a", "x"))
-    assert len(words) <= MAX_REASON
-    for node in ("n1", "gpu-007"):
-        assert reason_id(words, node) is None
-        assert ownership.unamended(words, node) is None
-        assert controller_claim(node, words, "") is None
-        assert controller_claim(node, words, "rack=12 owner=bob") is None
-    row = fleet.row({"name": "n1", "state": ["IDLE", "DRAIN"], "reason": words, "extra": "rack=12 owner=bob"}, AT)
-    assert fleet.ORPHANED_DRAIN in row["attention"]
 
 
 def test_a_prefix_alone_is_no_claim():

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from spurinv import exitcode
 from spurinv.config.settings import Config, ControllerSection, render_default
 from spurinv.controller.nodeview import gpu_counts, parse_spur_nodes
-from spurinv.controller.ownership import lifted_reason
 from spurinv.controller.scontrol import Scontrol
 from spurinv.errors import ConfigError, ControllerError
 from spurinv.secret import blank as scrub
@@ -231,21 +230,6 @@ def test_a_reason_scontrol_would_alter_is_never_sent(tmp_path, reason):
         client.post({"state": ["DRAIN"], "reason": reason})
 
     assert not log.exists()
-
-
-def test_the_lift_replaces_our_reason_in_the_same_command_and_refuses_one_scontrol_would_alter():
-    # never run: the argv only
-    client = Scontrol(ControllerSection(transport="scontrol", scontrol=sys.executable), "n1", os.environ)
-    client.flavor = "slurm"
-    words = lifted_reason("3f9a1c07")
-
-    assert client._update_args({"state": ["UNDRAIN"], "reason": words, "extra": "{}"}) == [
-        "update", "NodeName=n1", "State=UNDRAIN", f"Reason={words}", "Extra={}"
-    ]  # fmt: skip
-    assert slurm_reason(f"Reason={words}") == words
-    assert client._update_args({"state": ["UNDRAIN"]}) == ["update", "NodeName=n1", "State=UNDRAIN"]
-    with pytest.raises(ControllerError):
-        client._update_args({"state": ["UNDRAIN"], "reason": '"spurinv: quoted'})
 
 
 def test_secrets_are_scrubbed_from_command_output():

@@ -24,9 +24,7 @@ reason was set, set at the time we first saw it (our text set again after the no
 has a new time and is not ours; an identical re-drain of a drained node is skipped by Slurm
 24.11's update_node(), reason time included, so nothing tells it apart: it stays ours).
 No clock window decides it: the controller's ``reason_changed_at`` far from our record's time is
-clock skew (:func:`skew`), reported, never "not ours" — except, where no time was pinned, one far
-*later* than our time of the write (:func:`set_again`): our text set again after a resume.
-Our lift replaces our reason, which Slurm keeps, with words that carry no id (:func:`lifted_reason`).
+clock skew (:func:`skew`), reported, never "not ours".
 """
 
 from __future__ import annotations
@@ -47,9 +45,6 @@ REPLACEMENT = "\ufffd"  # what answer.py made of text that was not valid UTF-8
 MAX_REASON = 240  # short enough for ``sinfo -R``
 MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestamp
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
-# Seconds past our time of a drain after which a reason time says the text was set again: twice
-# the skew the suite proves ownership through (±1 h), far beyond what munge lets a node keep (300 s)
-SET_AGAIN = 7200
 # Linux's MAX_ARG_STRLEN (32 pages): one argv word, its terminating NUL included, must fit.
 MAX_ARG_STRLEN = 131072
 _NONCE = 4  # hex digits drawn from the random source
@@ -470,29 +465,6 @@ def lift_blockers(base: str, flags: tuple[str, ...]) -> list[str]:
     return found + [flag for flag in flags if flag.upper() not in HARMLESS_FLAGS]
 
 
-def lifted_reason(drain_id: str | None) -> str:
-    """The reason our lift leaves on the node (Slurm; spur keeps no reason to mistake).
-
-    Slurm 24.11's ``UNDRAIN`` clears the DRAIN flag, not the reason: only an accounting storage
-    clears it (``clusteracct_storage_g_node_up()``). Without one, a later drain with no reason of
-    its own (``{"state":["DRAIN"]}`` over REST, drain_nodes()) showed our drain's words and valid
-    id, which a run with no state and no record (``extra`` that is not JSON) recovered and lifted.
-    These words carry our prefix and no id (:func:`reason_id`, :func:`unamended`): never a claim,
-    and ``fleet`` shows a drain that keeps them as an orphaned ``spurinv:`` drain."""
-    which = f"drain {drain_id}" if drain_id else "drain"
-    return f"{PREFIX} {which}{_LIFTED}"
-
-
-# no quote: scontrol's argv is logged shell-quoted, and Reason= must pass through unchanged
-_LIFTED = " lifted; a drain showing these words was not set by spurinv"
-
-
-def is_lifted_reason(reason: str) -> bool:
-    """Are these the words our lift leaves (:func:`lifted_reason`), for any drain id?"""
-    head = f"{PREFIX} drain"
-    return reason.startswith(head) and reason.endswith(_LIFTED)
-
-
 # --- the rule ---------------------------------------------------------------------------------------
 
 
@@ -524,25 +496,10 @@ class Claim:
         return f"Claim({self.reason!r}, {self.source!r}, at={self.at}, pinned={self.pinned})"
 
 
-def set_again(reason_changed_at: int | None, claim: Claim) -> bool:
-    """Was the claimed reason set again after our drain, by its time alone? Only for a claim
-    with no pinned reason time (a fresh state's, from our record in ``extra``; an unsettled
-    intent's) but with our time of the write: a reason time more than :data:`SET_AGAIN` later
-    is no clock skew a working Slurm node has (munge's credentials live 300 s), but someone
-    who resumed the node and drained it again with our text (Slurm stamped a new time).
-    An earlier time is never evidence: our words did not exist before we wrote them."""
-    if claim.pinned is not None or claim.at is None or reason_changed_at is None:
-        return False
-    return reason_changed_at - claim.at > SET_AGAIN
-
-
 def owns(drained: bool, reason: str, reason_changed_at: int | None, claim: Claim | None) -> bool:
     """Is the node's drain the one ``claim`` describes? DRAIN set, exactly the claimed reason,
-    and, when both the claim and the controller know when it was set, the same time; a claim
-    that knows only our time of the write refuses a reason time far later (:func:`set_again`)."""
+    and, when both the claim and the controller know when it was set, the same time."""
     if claim is None or not drained or reason != claim.reason:
-        return False
-    if set_again(reason_changed_at, claim):
         return False
     return claim.pinned is None or reason_changed_at is None or reason_changed_at == claim.pinned
 
@@ -602,7 +559,6 @@ __all__ = [
     "MAX_ARG_STRLEN",
     "MAX_REASON",
     "PREFIX",
-    "SET_AGAIN",
     "SKEW_WARNING",
     "Claim",
     "Extra",
@@ -613,17 +569,14 @@ __all__ = [
     "extra_fingerprint",
     "extra_record",
     "foreign_key",
-    "is_lifted_reason",
     "is_record",
     "lift_blockers",
-    "lifted_reason",
     "owns",
     "parse_extra",
     "reason_for",
     "reason_id",
     "record_value",
     "retired_value",
-    "set_again",
     "skew",
     "splice",
     "stale_drain",

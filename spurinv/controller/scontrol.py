@@ -271,11 +271,14 @@ class Scontrol:
         args = ["update", f"NodeName={self.node}"]
         state = body.get("state")
         if state == ["DRAIN"]:
-            args += ["State=DRAIN", _reason_arg(body.get("reason"), "drain")]
+            reason = str(body.get("reason") or "")
+            # Slurm's scontrol strips one leading and one trailing '"' from Reason= (update_node.c):
+            # a reason it would alter could never be recognised as ours again.
+            if not reason or reason[0] == '"' or reason[-1] == '"' or any(ord(c) < 32 for c in reason):
+                raise ControllerError("protocol", f"drain reason {reason[:60]!r} cannot pass through scontrol unchanged")
+            args += ["State=DRAIN", f"Reason={reason}"]
         elif state in (["RESUME"], ["UNDRAIN"]):
             args.append(f"State={state[0]}")
-            if body.get("reason"):  # the words our lift leaves in place of our drain's
-                args.append(_reason_arg(body["reason"], "lift"))
         elif state is None and "gres" in body:
             args.append(f"Gres={body['gres']}")
         elif state is not None or "extra" not in body:
@@ -319,13 +322,3 @@ class Scontrol:
                 self.log.warning(SPUR_CANNOT_REGISTER)
             return RegisterResult(False, view, SPUR_CANNOT_REGISTER, remedy=SPUR_REMEDY)
         return register_directly(self, body, models, fingerprint)
-
-
-def _reason_arg(value: object, what: str) -> str:
-    """``Reason=<value>``, refused when scontrol would not pass it on unchanged: it strips one
-    leading and one trailing '"' (update_node.c), and a reason it altered could never be
-    recognised as ours again."""
-    reason = str(value or "")
-    if not reason or reason[0] == '"' or reason[-1] == '"' or any(ord(c) < 32 for c in reason):
-        raise ControllerError("protocol", f"{what} reason {reason[:60]!r} cannot pass through scontrol unchanged")
-    return f"Reason={reason}"
