@@ -13,8 +13,6 @@ unchanged           our drain on                 resume (``{"state":["RESUME"]}`
                                                  only once the link is back
 unchanged           link degraded twice          drain with ``spurinv: 0000:05:00.0 PCIe x16→x8``, only
                                                  with drain_on_degraded_link
-unchanged           from a change, none ours     read the node: a drain of ours for that change,
-                                                 unknown to the state (a restored copy), is lifted
 unchanged           otherwise                    none, and no request at all
 change-confirmed    no baseline, gres agrees     adopt the reading as the baseline
 change-confirmed    idle                         register (complete gres + extra), read back

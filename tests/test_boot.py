@@ -242,34 +242,3 @@ def test_a_drain_recovered_from_the_record_still_reports_skew():
 
     assert drain_skew(drain) == 3600
     assert drain_skew({**drain, "recovered": "reason"}) is None
-
-
-def test_a_copy_restored_from_before_our_drain_over_scontrol_is_lifted(tmp_path, built, cli, monkeypatch):
-    """The attacker's steps over Slurm's ``scontrol`` (the fake): a job holds a GPU, SPX twice,
-    CPX once, the state copied, CPX again (our drain), the copy put back, the job ended, SPX: the
-    first SPX run reads the node, recovers our drain from its record and lifts it."""
-    from scontrolfake import Slurm
-
-    slurm = Slurm(tmp_path)
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(slurm.path))
-
-    def refresh(root: str) -> list[str]:
-        result = cli("refresh", "--root", built(root), "--state", slurm.state, "--config", slurm.config, "--json")
-        return [step["action"] for step in result.json()["steps"]]
-
-    refresh("mi300x-spx")
-    refresh("mi300x-spx")
-    slurm.update(state=["MIXED"], alloc_cpus=1, gres_used="gpu:mi300x:1(IDX:0)")
-    refresh("mi300x-cpx")
-    copy = slurm.state.read_bytes()
-    assert "drain" in refresh("mi300x-cpx")
-    reason = slurm.node["reason"]
-    slurm.state.write_bytes(copy)
-    slurm.update(state=["IDLE", "DRAIN"], alloc_cpus=0, gres_used="gpu:mi300x:0(IDX:N/A)")
-
-    actions = refresh("mi300x-spx")
-
-    assert actions[:3] == ["read-view", "recover", "resume"], actions
-    assert "DRAIN" not in slurm.node["state"]
-    assert slurm.node["reason"] == reason
-    assert [refresh("mi300x-spx") for _ in range(2)] == [["none"], ["none"]]

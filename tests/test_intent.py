@@ -948,22 +948,12 @@ KNOWN = new_drain(reason=REASON.replace("3f9a", "0000"), set_at=at(30), cause="b
         (written_at(60), recorded(120), True),  # a copy restored from before our drain
         (written_at(60, last=None), recorded(120), True),  # a state that never decided knows no drain
         (written_at(180), recorded(120), False),  # the state saw that drain and forgot it
-        (written_at(120), recorded(120), True),  # the same second: our record keeps no finer time
-        (written_at(121), recorded(120), False),  # a second later
+        (written_at(120), recorded(120), False),  # written by the run that drained: it knew it
         (written_at(60), "", False),  # no record: no time of ours, only a state that knows nothing takes it
         (written_at(60, fresh=True), "", True),  # ... as a lost state does
         (written_at(60, drain=KNOWN), recorded(120), False),  # a state that knows another drain: the policy decides
     ],
-    ids=[
-        "restored copy",
-        "never decided",
-        "forgot it",
-        "same second",
-        "a second later",
-        "no record",
-        "fresh, no record",
-        "knows a drain",
-    ],
+    ids=["restored copy", "never decided", "forgot it", "drained it", "no record", "fresh, no record", "knows a drain"],
 )
 def test_a_state_takes_from_the_controller_only_a_drain_it_cannot_know(state, extra, recovered):
     seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()), extra=extra)

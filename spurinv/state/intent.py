@@ -229,17 +229,10 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
 
 def _unknown_to(state: State, claim: Claim) -> bool:
     """Was the drain of ``claim`` set after ``state`` was last written? Both times are this
-    node's own (our record's ``at``, the state's last decision), never the controller's, compared
-    to the second our record keeps: runs a second apart (by hand, ``--confirm-interval 0``) write
-    the copy and the drain in one second, and a state that saw the drain and forgot it was
-    written by a later run than the one that set it. A state that never decided knows no drain;
-    a claim without our time (no record) is never after."""
+    node's own (our record's ``at``, the state's last decision), never the controller's. A state
+    that never decided knows no drain; a claim without our time (no record) is never after."""
     last = state["last"]
-    return (
-        claim.source == "controller-record"
-        and claim.at is not None
-        and (last is None or claim.at >= int(last["at"].timestamp()))
-    )
+    return claim.source == "controller-record" and claim.at is not None and (last is None or claim.at > last["at"].timestamp())
 
 
 KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {
