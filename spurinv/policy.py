@@ -213,7 +213,6 @@ def decide(
         or (outcome["kind"] == Kind.UNCHANGED and state["drain"] is not None)
         or state["intent"] is not None  # an unsettled write: the controller's view settles it
         or first_look
-        or (outcome["kind"] == Kind.UNCHANGED and state["drain"] is None and _reverted(state))
     )
     if not needs_view:
         # the view read for another reason this run (a drain just forgotten) shows a stale record
@@ -518,17 +517,6 @@ def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
 def _says(reason: str, words: str) -> bool:
     """Does our drain's ``reason`` already say ``words`` (whatever its id)?"""
     return text_of(reason) == text_of(drain_reason(words))
-
-
-def _reverted(state: State) -> bool:
-    """Is this reading back at the baseline from a change the previous one showed? A drain for
-    that change may be on the node although the state knows none: a run of ours after that
-    reading, which a state restored from a copy taken before it does not know of. The revert is
-    the one reading that lifts such a drain, so it reads the node (``intent.recover`` finds it)."""
-    readings, baseline = state["readings"], state["baseline"]
-    if baseline is None or len(readings) < 2 or not readings[-2]["ok"]:
-        return False
-    return readings[-2]["fingerprint"] != baseline["inventory"]["fingerprint"]
 
 
 def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) -> bool:

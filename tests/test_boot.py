@@ -17,9 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_intent import Node, adopted, busy_drain_scenario, settle_after_revert  # tests/ is on sys.path
 
-from spurinv.controller.ownership import drain_skew, extra_record, reason_for
+from spurinv.controller.ownership import drain_skew
 from spurinv.inventory.root import BOOT_ID, boot_id
-from spurinv.report import fleet
 from spurinv.state import file as state_file
 from spurinv.state import ledger
 
@@ -64,97 +63,6 @@ def test_a_state_restored_from_before_our_drain_does_not_hide_it(tmp_path, built
     actions += settle_after_revert(node)
     assert "resume" in actions
     assert "DRAIN" not in node.controller["state"]
-    assert node.state()["drain"] is None
-
-
-def restored_from_before_our_drain(node: Node) -> str:
-    """The attacker's steps on one boot: a job runs, the GPUs switch (one reading: pending), the
-    state file is copied, the switch is confirmed and spurinv drains; then the copy is put back
-    (a live snapshot reverted, a backup restored) and the job ends. Returns our drain's reason."""
-    busy_drain_scenario(node)
-    copy = node.state_path.read_bytes()
-    node.tick("cpx")
-    assert "DRAIN" in node.controller["state"]
-    assert extra_record(node.controller["extra"])["drain"]["reason"] == node.controller["reason"]
-    node.state_path.write_bytes(copy)
-    node.busy(0)
-    return node.controller["reason"]
-
-
-@pytest.mark.parametrize("booted", [False, True], ids=["no boot id", "same boot id"])
-def test_a_copy_of_this_boot_restored_from_before_our_drain_does_not_strand_it(tmp_path, built, booted):
-    """The same boot, so nothing says the file is stale; it knows the switch (pending) but not
-    the drain. The reading that goes back to the baseline reads the node, and the drain our
-    record says we set after the copy was written is recovered and lifted, as a lost state's
-    would be; fleet and refresh agree (before: unchanged, no request, drained for good)."""
-    node = adopted(tmp_path, built)
-    if booted:
-        boot(node, tmp_path)
-        node.tick("spx")
-    reason = restored_from_before_our_drain(node)
-    said = fleet.row({**node.controller, "name": "n1"}, int(node.epoch()))
-    assert (said["drain_owner"], said["drain_recorded"]) == ("spurinv", True)  # fleet: ours, lifted by spurinv
-
-    first = node.tick("spx")
-
-    assert [step["action"] for step in first["steps"]][:3] == ["read-view", "recover", "resume"], first["steps"]
-    assert not first["notes"]  # not another boot: the copy is found by our record's time alone
-    assert "DRAIN" not in node.controller["state"]
-    assert node.controller["reason"] == reason  # Slurm keeps the words; the record says lifted
-    assert extra_record(node.controller["extra"])["lifted"]["id"] == reason[10:18]
-    assert node.state()["drain"] is None
-    assert fleet.row({**node.controller, "name": "n1"}, int(node.epoch()))["drain_owner"] is None
-    for _ in range(2):
-        assert [step["action"] for step in node.tick("spx")["steps"]] == ["none"]  # and quiet again
-
-
-def test_a_copy_restored_keeps_our_drain_while_the_job_runs_and_lifts_it_after(tmp_path, built):
-    """The copy put back while the job still runs and the GPUs stay switched: the confirmed
-    change reads the node, finds our drain (never a second one) and holds; the job ends, the
-    GPUs go back, and it is lifted."""
-    node = adopted(tmp_path, built)
-    reason = restored_from_before_our_drain(node)
-    node.busy(2)
-
-    held = node.tick("cpx")
-
-    actions = [step["action"] for step in held["steps"]]
-    assert "recover" in actions, actions
-    assert "drain" not in actions, actions
-    assert node.controller["reason"] == reason
-    assert "resume" in settle_after_revert(node)
-    assert "DRAIN" not in node.controller["state"]
-
-
-@pytest.mark.parametrize("other", ["edited", "copied", "lifted", "unrecorded"])
-def test_a_copy_restored_never_takes_a_drain_that_is_not_ours(tmp_path, built, other):
-    """The rules that protect someone else's drain hold for a restored copy as for a lost state:
-    our words edited by an admin, our id for another node, a record that says that drain was
-    lifted (someone drained again without a reason); and a reason with no record of its time,
-    which only a state that knows nothing of the node may take."""
-    node = adopted(tmp_path, built)
-    ours = restored_from_before_our_drain(node)
-    record = extra_record(node.controller["extra"])
-    if other == "edited":
-        node.controller["reason"] = ours + " (do not resume: bad fan)"
-    elif other == "copied":
-        node.controller["reason"] = reason_for("n2", "3f9a", ours[20:])
-    elif other == "lifted":
-        lifted = {"node": "n1", "lifted": {"id": ours[10:18], "at": record["drain"]["at"]}}
-        node.controller["extra"] = json.dumps({"spurinv": lifted})
-    else:
-        del node.controller["extra"]
-    reason = node.controller["reason"]
-
-    actions = []
-    for _ in range(3):
-        actions += [step["action"] for step in node.tick("spx", minutes=61)["steps"]]
-
-    assert actions[0] == "read-view"  # the revert looked
-    assert "recover" not in actions, actions
-    assert "resume" not in actions, actions
-    assert "DRAIN" in node.controller["state"]
-    assert node.controller["reason"] == reason
     assert node.state()["drain"] is None
 
 

@@ -38,7 +38,7 @@ from faultserver import Gateway, Reply, _encode
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from spurinv import exitcode, shape
+from spurinv import exitcode
 from spurinv.config.settings import Config
 from spurinv.controller.nodeview import NodeView
 from spurinv.errors import StateError
@@ -809,7 +809,6 @@ def test_a_fresh_state_that_knows_the_controllers_drain_keeps_it_as_it_is():
     simply ours; nothing is rebuilt from the controller's word, and no recovery is reported."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     drain = new_drain(reason=reason, set_at=datetime(2026, 12, 1, tzinfo=UTC), cause="refused", reason_changed_at=1764547200)
@@ -828,7 +827,6 @@ def test_a_fresh_state_recovers_no_drain_from_a_node_that_is_not_drained(base, a
     behind; or DOWN, slurmctld's words appended): no drain to take back, whatever the reason says."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     view = NodeView(name="n1", dialect="slurm", base=base, flags=(), reason=reason + appended, reason_changed_at=1764547200)
@@ -843,7 +841,6 @@ def test_a_drain_recovered_from_the_id_in_its_reason_says_so():
     word of the controller it rests on, for the operator who reads the status."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547200)
@@ -875,7 +872,6 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
     says, for the record's cause and fingerprint, with the controller's reason time pinned."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for, reason_id
-    from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     entry = {"id": reason_id(reason, "n1"), "reason": reason, "cause": "suspicious", "fingerprint": "ab" * 8,
@@ -904,7 +900,6 @@ def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_tim
     slurmctld's, not ours, so none is pinned; the sentence says what was appended."""
     from spurinv.controller.nodeview import NodeView
     from spurinv.controller.ownership import reason_for
-    from spurinv.state.intent import recover
 
     reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
     view = NodeView(name="n1", dialect="slurm", base="DOWN", flags=("DRAIN",), reason=reason + " : Not responding",
@@ -920,48 +915,6 @@ def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_tim
         "drain recovered from the id in its reason (no record of ours in the node's extra): it is ours"
         "; slurmctld appended 'Not responding' to its reason"
     )
-
-
-# --- recover (pure): what a state cannot know ------------------------------------------------------
-
-
-def recorded(drain_at: int, reason: str = REASON) -> str:
-    """Our record in extra for a drain set at ``drain_at`` (seconds after START)."""
-    entry = {"id": reason[10:18], "reason": reason, "cause": "busy", "fingerprint": CPX["fingerprint"],
-             "at": shape.stamp(int(at(drain_at).timestamp()))}  # fmt: skip
-    return json.dumps({"spurinv": {"node": "n1", "drain": entry}})
-
-
-def written_at(seconds: int, **fields: Any) -> State:
-    """A state of this boot that knows no drain, last written ``seconds`` after START."""
-    last = state_file.decision({"at": at(seconds), "outcome": "change-pending", "action": "none", "reason": "", "exit_code": 0})
-    return new_state(**{**with_reading(new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="adopted")),
-                                       reading(CPX, seconds)), "last": last, **fields})  # fmt: skip
-
-
-KNOWN = new_drain(reason=REASON.replace("3f9a", "0000"), set_at=at(30), cause="busy", fingerprint=None)
-
-
-@pytest.mark.parametrize(
-    ("state", "extra", "recovered"),
-    [
-        (written_at(60), recorded(120), True),  # a copy restored from before our drain
-        (written_at(60, last=None), recorded(120), True),  # a state that never decided knows no drain
-        (written_at(180), recorded(120), False),  # the state saw that drain and forgot it
-        (written_at(120), recorded(120), False),  # written by the run that drained: it knew it
-        (written_at(60), "", False),  # no record: no time of ours, only a state that knows nothing takes it
-        (written_at(60, fresh=True), "", True),  # ... as a lost state does
-        (written_at(60, drain=KNOWN), recorded(120), False),  # a state that knows another drain: the policy decides
-    ],
-    ids=["restored copy", "never decided", "forgot it", "drained it", "no record", "fresh, no record", "knows a drain"],
-)
-def test_a_state_takes_from_the_controller_only_a_drain_it_cannot_know(state, extra, recovered):
-    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()), extra=extra)
-
-    after, note = recover(state, seen, at(300))
-
-    assert (after["drain"] is not None and after["drain"]["reason"] == REASON) == recovered, note
-    assert after["fresh"] is False
 
 
 # --- a drain that lands late --------------------------------------------------------------------------

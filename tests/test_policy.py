@@ -120,25 +120,12 @@ def outcome_for(state):
     return classify(state["baseline"]["inventory"] if state["baseline"] else None, previous, readings[-1])
 
 
-def test_back_at_the_baseline_after_a_failed_read_needs_no_request():
-    """Only a change the previous reading showed may have been drained for; a failed read was none."""
-    state = new_state(baseline=new_baseline(inventory=SPX, since=at(0), source="registered"))
-    state = with_reading(with_reading(with_reading(state, reading(CPX, 0)), reading(None, 30)), reading(SPX, 60))
-
-    assert decide(outcome_for(state), None, state, SLURM, NOW).kind == Do.NONE
-
-
 ROWS = [
     # name, baseline, previous, current, extras, settings, view, expected action
     ("failed read does nothing", SPX, SPX, None, {}, SLURM, None, Do.NONE),
     ("pending waits", SPX, SPX, CPX, {}, SLURM, None, Do.NONE),
     ("unchanged needs no request", SPX, SPX, SPX, {}, SLURM, None, Do.NONE),
     ("unchanged with our drain reads the node", SPX, SPX, SPX, {"drain": True}, SLURM, None, Do.READ_VIEW),
-    # a copy of the state restored from before a drain of ours knows the change, not the drain
-    ("back at the baseline after a change reads the node", SPX, CPX, SPX, {}, SLURM, None, Do.READ_VIEW),
-    ("the baseline with no reading before needs no request", SPX, None, SPX, {}, SLURM, None, Do.NONE),
-    ("back at the baseline, nothing on the node: no request", SPX, CPX, SPX, {}, SLURM, IDLE, Do.NONE),
-    ("back at the baseline, observed: no request", SPX, CPX, SPX, {}, OBSERVE, None, Do.NONE),
     ("unchanged with our drain resumes", SPX, SPX, SPX, {"drain": True}, SLURM, OURS_IDLE, Do.RESUME),
     ("our drain replaced by an operator: forget", SPX, SPX, SPX, {"drain": True}, SLURM, NHC_IDLE, Do.FORGET_DRAIN),
     ("our drain replaced by Slurm's INVAL: forget", SPX, CPX, CPX, {"drain": True}, SLURM, SLURM_INVAL, Do.FORGET_DRAIN),

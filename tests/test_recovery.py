@@ -258,32 +258,6 @@ def test_a_state_that_forgot_a_drain_never_takes_it_back_from_the_controller(tmp
     assert "DRAIN" in node.controller["state"]
 
 
-@pytest.mark.parametrize("extra", [True, False], ids=["record in extra", "id in the reason only"])
-def test_a_drain_this_state_forgot_is_never_taken_back_when_a_revert_reads_the_node(tmp_path, built, extra):
-    """Someone resumed our drain and drained again with our very words (a new reason time): the
-    state forgets it. A later switch seen once and reverted reads the node (a restored copy may
-    not know a drain of ours); our record still names those words, but the state was written
-    after that drain was set, so it saw it and forgot it: never recovered, never lifted."""
-    node = adopted(tmp_path, built)
-    if not extra:
-        del node.controller["extra"]
-    reason = drained_busy(node)
-    node.now += timedelta(hours=2)
-    node.controller["reason_changed_at"] = {"set": True, "infinite": False, "number": int(node.epoch())}
-    node.busy(0)
-    assert "forget-drain" in settle_after_revert(node)
-
-    node.tick("cpx")  # seen once: pending
-    reverted = node.tick("spx")
-
-    assert steps(reverted)[0] == "read-view"
-    assert "recover" not in steps(reverted)
-    assert "resume" not in steps(reverted)
-    assert node.controller["reason"] == reason
-    assert "DRAIN" in node.controller["state"]
-    assert node.state()["drain"] is None
-
-
 # --- the record in extra ---------------------------------------------------------------------------
 
 

@@ -183,18 +183,14 @@ def _pin(state: State, view: NodeView) -> tuple[State, str | None]:
 
 
 def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | None]:
-    """A drain the controller says is ours on this node
-    (:func:`spurinv.controller.ownership.controller_claim`) that the state cannot know becomes ours again.
+    """A state started afresh meets the controller for the first time: a drain the controller
+    says is ours on this node (:func:`spurinv.controller.ownership.controller_claim`) becomes ours again.
 
-    What a state cannot know: anything, for a state started afresh (no usable file, or one
-    written under another boot: a stale copy may hold another drain, or none); for any other
-    state that knows no drain, a drain our record in ``extra`` says we set after the state was
-    last written (a copy restored from before that drain, on the same boot). A drain set before
-    it is one the state saw and forgot (someone resumed, re-worded or re-set it): never taken
-    back from the controller's word, nor a reason without our record's time. Pure.
+    Only a fresh state asks (no usable file, or one written under another boot: a stale copy
+    may hold another drain, or none): one of this boot that knows the node and forgot a drain
+    (someone re-worded it) never takes it back from the controller's word. Pure.
     """
-    fresh = state["fresh"]
-    if not fresh and (state["drain"] is not None or not view.drained):
+    if not state["fresh"]:
         return state, None
     state = {**state, "fresh": False}
     known = state["drain"]
@@ -208,7 +204,7 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         claim, added = controller_claim(view.name, split[0], view.extra), split[1]
     elif claim is not None and not owns(view.drained, view.reason, view.reason_changed_at, claim):
         return state, None
-    if claim is None or not (fresh or _unknown_to(state, claim)):
+    if claim is None:
         return state, None
     drain = file.drain(
         reason=claim.reason,
@@ -225,14 +221,6 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
     )
     also = f"; slurmctld appended {added!r} to its reason" if added is not None else ""
     return {**state, "drain": drain}, f"drain recovered from {where}: it is ours{also}"
-
-
-def _unknown_to(state: State, claim: Claim) -> bool:
-    """Was the drain of ``claim`` set after ``state`` was last written? Both times are this
-    node's own (our record's ``at``, the state's last decision), never the controller's. A state
-    that never decided knows no drain; a claim without our time (no record) is never after."""
-    last = state["last"]
-    return claim.source == "controller-record" and claim.at is not None and (last is None or claim.at > last["at"].timestamp())
 
 
 KIND_CAUSES: dict[str, Literal["busy", "refused", "suspicious", "link"]] = {
