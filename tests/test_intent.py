@@ -354,6 +354,53 @@ def test_an_unanswered_drain_is_ours_whatever_the_clocks_say(offset):
     assert ours(seen, after)
 
 
+def _record(drain_id: str | None = None, lifted: str | None = None) -> str:
+    """Our record in extra for n1: naming drain ``drain_id`` as current, or ``lifted`` as lifted."""
+    value: dict[str, Any] = {"node": "n1"}
+    if drain_id is not None:
+        value["drain"] = {"id": drain_id, "reason": REASON if drain_id == REASON[10:18] else "spurinv: [00000000] x",
+                          "cause": "busy", "fingerprint": None, "at": "2026-12-03T09:02:00Z"}  # fmt: skip
+    if lifted is not None:
+        value["lifted"] = {"id": lifted, "at": "2026-12-03T09:05:00Z"}
+    return json.dumps({"rack": "r2", "spurinv": value})
+
+
+@pytest.mark.parametrize(
+    ("extra", "applied"),
+    [
+        (_record(REASON[10:18]), True),  # the drain and its record went in together: ours
+        ("", True),  # no record to ask (extra emptied meanwhile): the reason decides
+        ("rack=r2 owner=bob", True),  # extra no longer JSON: the reason decides
+        (_record("0badc0de"), False),  # our record names a later drain of ours: this one was replaced
+        (_record(lifted=REASON[10:18]), False),  # our record says we lifted it: these words are someone else's now
+        (_record(), False),  # our record for this node knows of no drain
+    ],
+    ids=["record names it", "extra empty", "extra not JSON", "record names another", "record says lifted", "no drain"],
+)
+def test_an_unanswered_drain_sent_with_our_record_is_ours_only_if_the_record_agrees(extra, applied):
+    """A state restored from a copy that held an unsettled drain intent, after that drain was
+    settled, lifted or replaced by later runs and an operator re-drained pasting its words: the
+    reason alone said ours and spurinv lifted the operator's drain. The drain was sent with our
+    record in the same update, so the record on the node says whether this drain is the one there."""
+    body = {**DRAIN_BODY, "extra": _record(REASON[10:18])}
+    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()), extra=extra)
+
+    after, note = reconcile(with_intent("drain", body), seen)
+
+    assert (after["drain"] is not None) == applied, note
+    assert after["intent"] is None
+
+
+def test_an_unanswered_drain_sent_without_a_record_is_judged_by_its_reason_alone():
+    """Where our record could not go with the drain (extra not ours to rewrite, too long for the
+    transport), an old record on the node says nothing about this drain."""
+    seen = view("DRAIN", reason=REASON, changed=int(at(121).timestamp()), extra=_record("0badc0de"))
+
+    after, _note = reconcile(with_intent("drain", DRAIN_BODY), seen)
+
+    assert after["drain"] is not None
+
+
 def test_a_pinned_drain_re_set_later_with_the_same_text_is_no_longer_ours():
     drain = new_drain(reason=REASON, set_at=at(120), cause="busy", reason_changed_at=int(at(121).timestamp()))
     state = new_state(drain=drain)
