@@ -281,17 +281,12 @@ def test_a_refresh_that_logs_with_an_unwritable_stderr_still_saves(tmp_path: Pat
     assert json.loads(state.read_text())["readings"]
 
 
-def test_a_full_disk_after_a_drain_exits_74_and_still_says_the_drain_was_sent(tmp_path, built, monkeypatch):
-    """The drain went out, then the disk filled: the run exits 74 as for any full disk, and its
-    document keeps the steps (the drain, sent) and says in the failed save what was sent."""
+def _full_once_drained(node: Any, monkeypatch: Any) -> None:
+    """The state directory's disk is full from the moment the controller shows the drain."""
     import errno
-
-    from test_intent import adopted, busy_drain_scenario  # tests/ is on sys.path
 
     from spurinv.state import file as state_file
 
-    node = adopted(tmp_path, built)
-    busy_drain_scenario(node)
     real_save = state_file.save
 
     def full_once_drained(path: str, state: Any) -> None:
@@ -300,6 +295,17 @@ def test_a_full_disk_after_a_drain_exits_74_and_still_says_the_drain_was_sent(tm
         real_save(path, state)
 
     monkeypatch.setattr(state_file, "save", full_once_drained)
+
+
+def test_a_full_disk_after_a_drain_exits_74_and_still_says_the_drain_was_sent(tmp_path, built, monkeypatch):
+    """The drain went out, then the disk filled: the run exits 74 as for any full disk, and its
+    document keeps the steps (the drain, sent) and says in the failed save what was sent."""
+
+    from test_intent import adopted, busy_drain_scenario  # tests/ is on sys.path
+
+    node = adopted(tmp_path, built)
+    busy_drain_scenario(node)
+    _full_once_drained(node, monkeypatch)
     document = node.tick("cpx")
 
     assert document["exit_code"] == exitcode.IOERR
@@ -315,13 +321,10 @@ def test_a_full_disk_after_a_drain_exits_74_and_still_says_the_drain_was_sent(tm
 def test_a_stop_after_a_drain_then_a_full_disk_never_says_state_saved(tmp_path, built, monkeypatch):
     """SIGTERM while the drain's answer is on its way, then the disk is full: the stop's step may
     not say "state saved" (it was not), and the failed save still names the drain sent."""
-    import errno
     import signal
     import threading
 
     from test_intent import Points, adopted, busy_drain_scenario  # tests/ is on sys.path
-
-    from spurinv.state import file as state_file
 
     class TermAfterPost(Points):
         def touch(self, label: str) -> None:
@@ -331,14 +334,7 @@ def test_a_stop_after_a_drain_then_a_full_disk_never_says_state_saved(tmp_path, 
 
     node = adopted(tmp_path, built)
     busy_drain_scenario(node)
-    real_save = state_file.save
-
-    def full_once_drained(path: str, state: Any) -> None:
-        if "DRAIN" in node.controller["state"]:
-            raise store.StoreError(f"cannot write {path}: No space left on device", errno.ENOSPC)
-        real_save(path, state)
-
-    monkeypatch.setattr(state_file, "save", full_once_drained)
+    _full_once_drained(node, monkeypatch)
     document = node.tick("cpx", TermAfterPost())
 
     assert document["exit_code"] == exitcode.IOERR
