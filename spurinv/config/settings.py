@@ -63,7 +63,10 @@ class ControllerSection(_Section):
     timeout: float = Field(5.0, gt=0, le=120, description="Seconds allowed per request (connect, read, whole body)")
     allow_plain_http_token: bool = Field(False, description="Send the token over plain HTTP to a non-loopback host")
     run_deadline: float = Field(
-        60.0, gt=0, le=120, description="Seconds a whole run may take; no request starts after it (then exit 75, state saved)"
+        60.0,
+        gt=0,
+        le=120,
+        description="Seconds a whole run may take; no request starts after it (then exit 75, state saved; not in a dry run)",
     )
     busy_recheck: int = Field(
         300, ge=60, le=86400, description="Least seconds between all-nodes queries confirming a busy node (jittered per node)"
