@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 
 MAX_STEPS = 8
 WOULD = "if the requests above were sent: "  # a dry run's step decided on a write it only described
+DRY_RUN_SAVES = "a dry run saves nothing"  # what a stop in a dry run says of the state
 _SHOWN = 300  # characters of a sent request named in the message of a save that failed after it
 _E = TypeVar("_E", bound=SpurinvError)
 
@@ -255,7 +256,7 @@ class _Progress:
 
     def unsaved(self, dry_run: bool) -> str:
         if dry_run:
-            return "a dry run saves nothing"
+            return DRY_RUN_SAVES
         if self.converging:
             return "the state was not saved after it (an intent saved before a write stays for the next run)"
         return "nothing saved"
@@ -446,7 +447,7 @@ def _stop_words(exc: _E, dry_run: bool, log: Log | None) -> _E:
     """``exc`` as the run's output words it, logged: a stop in a dry run saves nothing; otherwise
     its log line comes before the run saves ("saving"), its step, shown once saved, after."""
     if isinstance(exc, Stopped) and dry_run:
-        exc = exc.saving("a dry run saves nothing")
+        exc = exc.saving(DRY_RUN_SAVES)
     if log is not None:
         log.error(f"{exc.what}; saving the state" if isinstance(exc, Stopped) and not dry_run else exc.message)
     return exc

@@ -86,7 +86,7 @@ def reconcile(state: State, view: NodeView) -> tuple[State, str | None]:
         # sent with our record in the same update, the drain is the one there only if the node's
         # record agrees: a record naming a later drain of ours, none, or this one lifted says these
         # words were put back by someone (a restored state's old intent must not take them)
-        disowned = "extra" in intent["body"] and controller_claim(view.name, reason or "", view.extra) is None
+        disowned = reason is not None and "extra" in intent["body"] and controller_claim(view.name, reason, view.extra) is None
         if reason is not None and not disowned and owns(view.drained, view.reason, view.reason_changed_at, claim):
             drain = file.drain(
                 reason=reason,
