@@ -941,6 +941,37 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
     assert said == "drain recovered from the controller record: it is ours"
 
 
+@pytest.mark.parametrize(
+    ("at", "changed"),
+    [
+        ("9999-12-31T23:59:59Z", 1764547205),  # the future: the drain would never be old
+        ("0001-01-01T00:00:00Z", 1764547205),  # before 1970: the gauge below 0 reads as none
+        ("1970-01-01T00:00:00Z", 1764547205),  # 0: none
+        ("2026-12-04T02:00:00Z", None),  # two hours ahead of our clock, no reason time to go by
+    ],
+    ids=["year-9999", "year-1", "epoch", "ahead-no-reason-time"],
+)
+def test_a_drain_recovered_from_a_record_whose_time_is_none_we_wrote_starts_when_the_controller_set_it(at, changed):
+    """A record's drain time spurinv cannot have written would make the recovered drain never
+    old (the long-drain alert silent for good); the drain starts when the controller set its
+    reason, or, with no such time, when it is found: late, never silent."""
+    from spurinv.controller.nodeview import NodeView
+    from spurinv.controller.ownership import reason_for, reason_id
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    entry = {"id": reason_id(reason, "n1"), "reason": reason, "cause": "busy", "at": at}
+    extra = json.dumps({"spurinv": {"node": "n1", "drain": entry}})
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=changed,
+                    extra=extra)  # fmt: skip
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+
+    after, _said = recover(new_state(node="n1", fresh=True), view, now)
+
+    assert after["drain"] is not None
+    assert after["drain"]["recovered"] == "controller-record"
+    assert after["drain"]["set_at"] == (datetime.fromtimestamp(changed, UTC) if changed else now)
+
+
 def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_time():
     """slurmctld appended `` : Not responding`` to our reason: the drain recovered is our reason
     alone, set when it is found (no record of ours says when), and the reason time on the node is

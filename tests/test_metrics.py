@@ -181,7 +181,8 @@ TIMES = ("last_success", "partition_switch_since", "drain_since", "change_pendin
 @pytest.mark.parametrize("when", ["2026-12-02T20:00:00+02:00", "2026-12-02T18:00:00-00:00", "not a time", "", 1796234400])
 def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
     """spurinv writes its times in UTC (shape.stamp). Any other reads as 0, none: ``+02:00`` read
-    with its zone ignored was two hours off, and text that is no time stopped the metrics."""
+    with its zone ignored was two hours off, and text that is no time stopped the metrics. A
+    drain that is on reads as on since a time unknown, 1: none would keep its alert quiet."""
     state = {
         "last_success": when,
         "switching": {"since": when},
@@ -191,9 +192,29 @@ def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
     }
     samples = parse(metrics.render(state, 0.1, "n1", "0"))
 
-    assert dict.fromkeys(TIMES, 0) == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
+    unknown = {**dict.fromkeys(TIMES, 0), "drain_since": 1}
+    assert unknown == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
     utc = parse(metrics.render({**state, "last_success": "2026-12-02T18:00:00Z"}, 0.1, "n1", "0"))
     assert 1796234400 == value(utc, "spurinv_last_success_timestamp_seconds")
+
+
+@pytest.mark.parametrize(
+    "set_at",
+    ["2027-12-02T18:00:00Z", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "not a time"],
+    ids=["a-year-ahead", "year-1", "epoch", "unreadable"],
+)
+def test_a_drain_on_since_no_time_we_wrote_reads_as_since_a_time_unknown(set_at):
+    """A drain is on, but when it was set is no time: ahead of the last reading (a clock stepped
+    back), before 1970, or unreadable. 0 (none), a negative or a future time kept the long-drain
+    alert quiet for as long as the drain lasts; 1 is a start so old the alert fires."""
+    readings = [{"taken_at": "2026-12-02T18:00:00Z", "ok": False}]
+    state = {"readings": readings, "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}}
+
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert (value(samples, "spurinv_drain_active"), value(samples, "spurinv_drain_since_timestamp_seconds")) == (1, 1)
+    near = {**state, "drain": {**state["drain"], "set_at": "2026-12-02T18:30:00Z"}}  # within the skew allowance
+    assert 1796236200 == value(parse(metrics.render(near, 0.1, "n1", "0")), "spurinv_drain_since_timestamp_seconds")
 
 
 def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):

@@ -190,6 +190,40 @@ def test_a_drain_older_than_the_threshold_alerts(tmp_path):
 
 
 @needs_promtool
+def test_a_drain_set_at_no_time_we_wrote_still_alerts(tmp_path):
+    """A drain whose start is ahead of the node's clock (a clock stepped back, a bad record),
+    before 1970 or unreadable: the alert fires as for a drain of unknown age, never goes quiet."""
+
+    def drained(set_at: str) -> Scene:
+        def scene(minute: int) -> dict[str, Any]:
+            state = healthy(minute)
+            state["readings"] = [{"taken_at": stamp(minute * 60), "ok": True}]
+            state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}
+            return state
+
+        return scene
+
+    scenes = {
+        "ahead:9100": drained(stamp(86400 * 365)),
+        "year-1:9100": drained("0001-01-01T00:00:00Z"),
+        "epoch:9100": drained(stamp(0)),
+        "unreadable:9100": drained("yesterday"),
+    }
+    promtool(
+        tmp_path,
+        series(scenes, 480, step=10),
+        [
+            {
+                "eval_time": "7h",
+                "alertname": "SpurinvDrainTooLong",
+                "exp_alerts": [node("SpurinvDrainTooLong", instance) for instance in sorted(scenes)],
+            },
+        ],
+        interval="10m",
+    )
+
+
+@needs_promtool
 def test_a_stuck_change_a_refusal_and_refused_credentials_alert(tmp_path):
     def pending(minute: int) -> dict[str, Any]:
         return {**healthy(minute), "pending": {"fingerprint": "ab", "since": stamp(60)}}

@@ -45,6 +45,11 @@ REPLACEMENT = "\ufffd"  # what answer.py made of text that was not valid UTF-8
 MAX_REASON = 240  # short enough for ``sinfo -R``
 MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestamp
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
+# A drain's start that is no time spurinv wrote: before any record of ours existed (a node that
+# booted at 1970 without a clock), or further ahead of our clock than any sane skew (a clock
+# stepped back, a hand-edited record). Read as one, the long-drain alert never fires.
+EARLIEST = 1577836800  # 2020-01-01T00:00:00Z
+AHEAD = 3600
 # Linux's MAX_ARG_STRLEN (32 pages): one argv word, its terminating NUL included, must fit.
 MAX_ARG_STRLEN = 131072
 _NONCE = 4  # hex digits drawn from the random source
@@ -73,6 +78,11 @@ def changed_at(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < MAX_EPOCH:
         return None
     return value
+
+
+def plausible(seconds: int | None, now: int) -> bool:
+    """Can ``seconds`` be when spurinv set a drain, at ``now`` (both Unix seconds)?"""
+    return seconds is not None and EARLIEST <= seconds <= now + AHEAD
 
 
 def skew(controller_time: int | None, our_time: int | None) -> int | None:
@@ -573,6 +583,7 @@ __all__ = [
     "lift_blockers",
     "owns",
     "parse_extra",
+    "plausible",
     "reason_for",
     "reason_id",
     "record_value",

@@ -27,6 +27,7 @@ from spurinv.controller.ownership import (
     extra_record,
     nonce_of,
     owns,
+    plausible,
     reason_id,
     unamended,
 )
@@ -210,9 +211,16 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         return state, None
     if claim is None:
         return state, None
+    start = claim.at
+    if start is not None and not plausible(start, int(now.timestamp())):
+        # our record's time is none we wrote: one in the future or at 1970 silences the
+        # long-drain alert. When the controller set the reason (its clock) is near the truth;
+        # when we found it (an appended reason's time is slurmctld's) is late, never silent
+        pinned = view.reason_changed_at if added is None else None
+        start = pinned if plausible(pinned, int(now.timestamp())) else None
     drain = file.drain(
         reason=claim.reason,
-        set_at=datetime.fromtimestamp(claim.at, UTC) if claim.at is not None else now,
+        set_at=datetime.fromtimestamp(start, UTC) if start is not None else now,
         cause=KIND_CAUSES.get(claim.cause, "busy"),
         fingerprint=claim.fingerprint,
         reason_changed_at=view.reason_changed_at if added is None else None,  # an append is slurmctld's time
