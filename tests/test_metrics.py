@@ -207,13 +207,13 @@ def test_a_drain_on_since_no_time_we_wrote_reads_as_since_a_time_unknown(set_at)
     """A drain is on, but when it was set is no time: ahead of the last reading (a clock stepped
     back), before 1970, or unreadable. 0 (none), a negative or a future time kept the long-drain
     alert quiet for as long as the drain lasts; 1 is a start so old the alert fires."""
-    readings = [{"taken_at": "2026-12-02T18:00:00Z", "ok": False}]
-    state = {"readings": readings, "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}}
+    drain = {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}
+    state: dict[str, object] = {"readings": [{"taken_at": "2026-12-02T18:00:00Z", "ok": False}], "drain": drain}
 
     samples = parse(metrics.render(state, 0.1, "n1", "0"))
 
     assert (value(samples, "spurinv_drain_active"), value(samples, "spurinv_drain_since_timestamp_seconds")) == (1, 1)
-    near = {**state, "drain": {**state["drain"], "set_at": "2026-12-02T18:30:00Z"}}  # within the skew allowance
+    near = {**state, "drain": {**drain, "set_at": "2026-12-02T18:30:00Z"}}  # within the skew allowance
     assert 1796236200 == value(parse(metrics.render(near, 0.1, "n1", "0")), "spurinv_drain_since_timestamp_seconds")
 
 
