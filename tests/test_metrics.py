@@ -178,11 +178,11 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
 TIMES = ("last_success", "partition_switch_since", "drain_since", "change_pending_since", "refusal_since")
 
 
-@pytest.mark.parametrize("when", ["2026-12-02T20:00:00+02:00", "2026-12-02T18:00:00-00:00", "not a time", "", 1796234400])
+@pytest.mark.parametrize("when", ["2026-12-02T18:00:00.Z", "not a time", "", 1796234400])
 def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
-    """spurinv writes its times in UTC (shape.stamp). Any other reads as 0, none: ``+02:00`` read
-    with its zone ignored was two hours off, and text that is no time stopped the metrics. A
-    drain that is on reads as on since a time unknown, 1: none would keep its alert quiet."""
+    """spurinv writes its times as RFC 3339 (shape.stamp). Anything else reads as 0, none: text
+    that is no time stopped the metrics. A drain that is on reads as on since a time unknown, 1:
+    none would keep its alert quiet."""
     state = {
         "last_success": when,
         "switching": {"since": when},
@@ -196,6 +196,24 @@ def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
     assert unknown == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
     utc = parse(metrics.render({**state, "last_success": "2026-12-02T18:00:00Z"}, 0.1, "n1", "0"))
     assert 1796234400 == value(utc, "spurinv_last_success_timestamp_seconds")
+
+
+@pytest.mark.parametrize("when", ["2026-12-02T20:00:00+02:00", "2026-12-02T12:30:00-05:30", "2026-12-02T18:00:00-00:00"])
+def test_a_time_in_another_zone_reads_as_its_instant(when):
+    """A hand-edited state file in local time: the state's model reads ``+02:00`` as that
+    instant, and so do the metrics. Read as none, the drain that is on had no start (and the
+    long-drain alert went quiet), the last success none, the refusal none; its zone ignored, the
+    time was hours off."""
+    state = {
+        "last_success": when,
+        "switching": {"since": when},
+        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": when, "cause": "busy"},
+        "pending": {"fingerprint": "ab", "since": when},
+        "refusal": {"fingerprint": "ab", "at": when, "error": "no"},
+    }
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert dict.fromkeys(TIMES, 1796234400) == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
 
 
 @pytest.mark.parametrize(
