@@ -1206,6 +1206,37 @@ def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
     assert check._unit_paths("%h/x %") == ([], ["%h/x", "%"])
 
 
+@pytest.mark.parametrize(
+    ("value", "paths"),
+    [
+        ('"/srv/text', []),
+        ('"/srv/x /srv/text', []),
+        ('/srv/old" /srv/text', []),
+        ("/srv/a '/srv/text", ["/srv/a"]),
+        ('/srv/a /srv/te"xt /srv/b', ["/srv/a"]),
+        ('/srv/a "/srv/text" /srv/b', ["/srv/a", "/srv/text", "/srv/b"]),
+    ],
+)
+def test_unit_paths_end_at_an_unbalanced_quote_as_systemd_does(value, paths):
+    """systemd keeps the words before one with an unbalanced quote and ignores the rest ("Failed
+    to extract first word, ignoring", systemd-analyze verify on systemd 252); check split such a
+    line at blanks and counted paths the sandbox never opened."""
+    assert check._unit_paths(value) == (paths, [])
+
+
+def test_a_read_write_paths_line_with_an_unbalanced_quote_covers_nothing(node, tmp_path):
+    """The metrics directory after a stray quote: systemd ignores it, the run would exit 73."""
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    systemd_host(node)
+    unit_host(node, f'[Service]\nProtectSystem=strict\nReadWritePaths=/srv/old" {metrics}\n')
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+
+    found = run_checks(node, None)["metrics"]
+
+    assert (found.status, found.exit_code) == ("fail", exitcode.CANTCREAT), found
+
+
 @given(st.text(alphabet="/%SCLTthab-+\" \\'", max_size=30))
 def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
     paths, _unknown = check._unit_paths(value)

@@ -15,6 +15,7 @@ by ``controller.run_deadline`` and ends at once on SIGTERM/SIGINT (75, the rest 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shlex
@@ -991,10 +992,14 @@ def _unit_paths(value: str) -> tuple[list[str], list[str]]:
     expanded, normalised), and the words check cannot expand (an unknown specifier)."""
     import re
 
-    try:
-        words = shlex.split(value)
-    except ValueError:
-        words = value.split()
+    # systemd keeps the words before one with an unbalanced quote and ignores the rest of the
+    # line ("Failed to extract first word, ignoring"): a quote wraps a whole item up to its match,
+    # https://man7.org/linux/man-pages/man7/systemd.syntax.7.html#QUOTING
+    lexer = shlex.shlex(value, posix=True)
+    lexer.whitespace_split, lexer.commenters = True, ""
+    words: list[str] = []
+    with contextlib.suppress(ValueError):  # the words read before it stay in ``words``
+        words.extend(lexer)
     paths: list[str] = []
     unknown: list[str] = []
     for word in words:
