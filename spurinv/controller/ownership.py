@@ -47,7 +47,8 @@ MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestam
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
 # A drain's start that is no time spurinv wrote: before any record of ours existed (a node that
 # booted at 1970 without a clock), or further ahead of our clock than any sane skew (a clock
-# stepped back, a hand-edited record). Read as one, the long-drain alert never fires.
+# stepped back, a hand-edited record). Taken as the start, one to come keeps the long-drain
+# alert quiet and one at 1970 reads as none; an old one claims an age the drain does not have.
 EARLIEST = 1577836800  # 2020-01-01T00:00:00Z
 AHEAD = 3600
 # Linux's MAX_ARG_STRLEN (32 pages): one argv word, its terminating NUL included, must fit.
