@@ -23,11 +23,11 @@ from spurinv.controller.nodeview import NodeView, gres_agrees
 from spurinv.controller.ownership import (
     Claim,
     controller_claim,
+    drain_start,
     extra_fingerprint,
     extra_record,
     nonce_of,
     owns,
-    plausible,
     reason_id,
     unamended,
 )
@@ -211,13 +211,10 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         return state, None
     if claim is None:
         return state, None
-    start = claim.at
-    if start is not None and not plausible(start, int(now.timestamp())):
-        # our record's time is none we wrote: one in the future or at 1970 silences the
-        # long-drain alert. When the controller set the reason (its clock) is near the truth;
-        # when we found it (an appended reason's time is slurmctld's) is late, never silent
-        pinned = view.reason_changed_at if added is None else None
-        start = pinned if plausible(pinned, int(now.timestamp())) else None
+    # our record's time, unless the controller's reason time of the same update (its clock set
+    # both at once) says our clock was wrong, or it is no time we wrote (1970 silences the
+    # long-drain alert); never judged by this node's clock now, which may be hours behind
+    start = drain_start(claim.at, view.reason_changed_at if added is None else None)
     drain = file.drain(
         reason=claim.reason,
         set_at=datetime.fromtimestamp(start, UTC) if start is not None else now,
