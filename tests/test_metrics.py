@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.report import metrics
 
 FAMILIES = {
@@ -218,21 +218,36 @@ def test_a_time_in_another_zone_reads_as_its_instant(when):
 
 @pytest.mark.parametrize(
     "set_at",
-    ["2027-12-02T18:00:00Z", "0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "not a time"],
-    ids=["a-year-ahead", "year-1", "epoch", "unreadable"],
+    ["0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "not a time"],
+    ids=["year-1", "epoch", "unreadable"],
 )
 def test_a_drain_on_since_no_time_we_wrote_reads_as_since_a_time_unknown(set_at):
-    """A drain is on, but when it was set is no time: ahead of the last reading (a clock stepped
-    back), before 1970, or unreadable. 0 (none), a negative or a future time kept the long-drain
-    alert quiet for as long as the drain lasts; 1 is a start so old the alert fires."""
+    """A drain is on, but when it was set is no time: before 1970, or unreadable. 0 (none) or a
+    negative time kept the long-drain alert quiet for as long as the drain lasts; 1 is a start so
+    old the alert fires."""
     drain = {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}
     state: dict[str, object] = {"readings": [{"taken_at": "2026-12-02T18:00:00Z", "ok": False}], "drain": drain}
 
     samples = parse(metrics.render(state, 0.1, "n1", "0"))
 
     assert (value(samples, "spurinv_drain_active"), value(samples, "spurinv_drain_since_timestamp_seconds")) == (1, 1)
-    near = {**state, "drain": {**drain, "set_at": "2026-12-02T18:30:00Z"}}  # within the skew allowance
-    assert 1796236200 == value(parse(metrics.render(near, 0.1, "n1", "0")), "spurinv_drain_since_timestamp_seconds")
+
+
+@pytest.mark.parametrize("behind", [0, 1800, 3601, 7200, 86400 * 365])
+def test_a_drain_start_reads_as_written_whatever_the_readings_clock_says(behind):
+    """The drain was set at 18:00 by a right clock; then the node's clock stepped back and the
+    readings since are stamped ``behind`` seconds early. Judged by the last reading, the start
+    read as unknown (1) once over an hour ahead: the long-drain alert fired at once, resolved
+    when the clock caught up and fired again six hours later."""
+    set_at = 1796234400  # 2026-12-02T18:00:00Z
+    state: dict[str, object] = {
+        "readings": [{"taken_at": shape.stamp(set_at + 60 - behind), "ok": False}],
+        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": shape.stamp(set_at), "cause": "busy"},
+    }
+
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert value(samples, "spurinv_drain_since_timestamp_seconds") == set_at
 
 
 def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):
