@@ -1127,6 +1127,11 @@ def test_a_disabled_timer_with_cron_uses_crons_path_and_no_unit_sandbox(node, tm
         "ReadWritePaths=/nonexistent \\\n  {d}",
         "BindPaths={d}",
         "BindPaths=/elsewhere:{d}:rbind",
+        # a quoted source holding a blank is one word: quotes are read before the ':' split
+        "BindPaths='/srv/my dir':{d}",
+        'BindPaths="/srv/my dir":{d}',
+        "BindPaths=/srv/a:/var/x '/srv/my dir':{d}",
+        "BindPaths=-'/srv/my dir':{d}:rbind",
         "ReadWritePaths={link}",  # a symlink to the metrics directory: systemd follows it
     ],
 )

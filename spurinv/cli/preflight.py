@@ -990,8 +990,11 @@ def _unit_path(path: str) -> str:
 def _unit_paths(value: str) -> tuple[list[str], list[str]]:
     """The paths of a ReadWritePaths=-like value (quoted words, "-" and "+" prefixes, specifiers
     expanded, normalised), and the words check cannot expand (an unknown specifier)."""
-    import re
+    return _word_paths(_unit_words(value))
 
+
+def _unit_words(value: str) -> list[str]:
+    """The words of a unit setting's value, its quotes read as systemd reads them."""
     # systemd keeps the words before one with an unbalanced quote and ignores the rest of the
     # line ("Failed to extract first word, ignoring"): a quote wraps a whole item up to its match,
     # https://man7.org/linux/man-pages/man7/systemd.syntax.7.html#QUOTING
@@ -1000,6 +1003,13 @@ def _unit_paths(value: str) -> tuple[list[str], list[str]]:
     words: list[str] = []
     with contextlib.suppress(ValueError):  # the words read before it stay in ``words``
         words.extend(lexer)
+    return words
+
+
+def _word_paths(words: list[str]) -> tuple[list[str], list[str]]:
+    """:func:`_unit_paths` of words already read."""
+    import re
+
     paths: list[str] = []
     unknown: list[str] = []
     for word in words:
@@ -1034,9 +1044,10 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             if not value:  # an empty assignment resets the list
                 writable, unknown = [], []
                 continue
+            words = _unit_words(value)  # quotes first: '/srv/my dir':/x is one word
             if key == "BindPaths":  # SOURCE[:DESTINATION[:OPTIONS]]: the destination is writable
-                value = " ".join(_bind_destination(word) for word in value.split())  # noqa: PLW2901
-            paths, cannot = _unit_paths(value)
+                words = [_bind_destination(word) for word in words]
+            paths, cannot = _word_paths(words)
             writable += paths
             unknown += cannot
         elif key == "StateDirectory":
