@@ -880,10 +880,13 @@ def _write(
         if result.busy:  # nothing sent: decide again from the busy view (a drain), no refusal
             step = documents.step(action=action.kind.value, reason=action.reason, sent=False, error=result.error)
             return result.view, {**state, "intent": None}, step, False
+        request = result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client))
+        if result.record is not None:  # its own update, as a dry run describes it: a failed save names both
+            request = f"{request}; then {result.record}"
         step = documents.step(
             action=action.kind.value,
             reason=f"{action.reason} ({result.warning})" if result.warning else action.reason,
-            request=result.request or (client.sent[-2].line() if len(client.sent) > 1 else _last(client)),
+            request=request,
             sent=True,
             error=None if result.applied else result.error,
         )

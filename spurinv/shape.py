@@ -212,14 +212,19 @@ def stamp(seconds: int) -> str:
 
 
 def epoch(text: object) -> "int | None":
-    """A time as :func:`stamp` writes it (``2026-12-02T18:00:00Z``; a fraction of a second, dropped,
-    and ``+00:00`` for ``Z`` allowed) → Unix seconds; None for anything else: any other zone
-    (spurinv writes UTC only, and a time read with its zone ignored would be hours off) and what
-    :func:`timestamp_problem` refuses. The one reader of spurinv's times: ownership and the metrics.
-    Plain arithmetic: ``calendar`` and ``time.strptime`` import ``datetime``, ``re`` and ``locale``,
-    some 25 modules the tick would load for its metrics."""
-    if not isinstance(text, str) or not text.endswith(("Z", "+00:00")) or timestamp_problem(text) is not None:
+    """A time as :func:`stamp` writes it (``2026-12-02T18:00:00Z``; a fraction of a second, dropped)
+    → Unix seconds; None for what :func:`timestamp_problem` refuses. spurinv writes UTC only, but
+    a hand-edited state file may say ``+02:00``, which the state's model reads as that instant:
+    the offset is applied (``-00:00``, RFC 3339's "offset unknown", is UTC), never ignored (hours
+    off) nor read as none (the metrics said "no drain" of one that was on). The one reader of
+    spurinv's times: ownership and the metrics. Plain arithmetic: ``calendar`` and
+    ``time.strptime`` import ``datetime``, ``re`` and ``locale``, some 25 modules the tick would
+    load for its metrics."""
+    if not isinstance(text, str) or timestamp_problem(text) is not None:
         return None
+    offset = 0
+    if not text.endswith("Z"):  # timestamp_problem vouched for ``+hh:mm`` or ``-hh:mm``
+        offset = (int(text[-5:-3]) * 60 + int(text[-2:])) * 60 * (-1 if text[-6] == "-" else 1)
     # timestamp_problem vouched for the layout: ``YYYY-MM-DDTHH:MM:SS``, ASCII digits, a real date
     year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
     # days since 1970-01-01 in the proleptic Gregorian calendar, counted from March (the leap day
@@ -228,7 +233,7 @@ def epoch(text: object) -> "int | None":
     era, year_of_era = divmod(march, 400)
     day_of_year = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
     days = era * 146097 + year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year - 719468
-    return ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19])
+    return ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19]) - offset
 
 
 def _numbers(text: str, separator: str, widths: "tuple[int, ...]") -> "list[int]":

@@ -1127,6 +1127,11 @@ def test_a_disabled_timer_with_cron_uses_crons_path_and_no_unit_sandbox(node, tm
         "ReadWritePaths=/nonexistent \\\n  {d}",
         "BindPaths={d}",
         "BindPaths=/elsewhere:{d}:rbind",
+        # a quoted source holding a blank is one word: quotes are read before the ':' split
+        "BindPaths='/srv/my dir':{d}",
+        'BindPaths="/srv/my dir":{d}',
+        "BindPaths=/srv/a:/var/x '/srv/my dir':{d}",
+        "BindPaths=-'/srv/my dir':{d}:rbind",
         "ReadWritePaths={link}",  # a symlink to the metrics directory: systemd follows it
     ],
 )
@@ -1204,6 +1209,37 @@ def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
         [],
     )
     assert check._unit_paths("%h/x %") == ([], ["%h/x", "%"])
+
+
+@pytest.mark.parametrize(
+    ("value", "paths"),
+    [
+        ('"/srv/text', []),
+        ('"/srv/x /srv/text', []),
+        ('/srv/old" /srv/text', []),
+        ("/srv/a '/srv/text", ["/srv/a"]),
+        ('/srv/a /srv/te"xt /srv/b', ["/srv/a"]),
+        ('/srv/a "/srv/text" /srv/b', ["/srv/a", "/srv/text", "/srv/b"]),
+    ],
+)
+def test_unit_paths_end_at_an_unbalanced_quote_as_systemd_does(value, paths):
+    """systemd keeps the words before one with an unbalanced quote and ignores the rest ("Failed
+    to extract first word, ignoring", systemd-analyze verify on systemd 252); check split such a
+    line at blanks and counted paths the sandbox never opened."""
+    assert check._unit_paths(value) == (paths, [])
+
+
+def test_a_read_write_paths_line_with_an_unbalanced_quote_covers_nothing(node, tmp_path):
+    """The metrics directory after a stray quote: systemd ignores it, the run would exit 73."""
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    systemd_host(node)
+    unit_host(node, f'[Service]\nProtectSystem=strict\nReadWritePaths=/srv/old" {metrics}\n')
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+
+    found = run_checks(node, None)["metrics"]
+
+    assert (found.status, found.exit_code) == ("fail", exitcode.CANTCREAT), found
 
 
 @given(st.text(alphabet="/%SCLTthab-+\" \\'", max_size=30))

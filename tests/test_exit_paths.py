@@ -318,6 +318,36 @@ def test_a_full_disk_after_a_drain_exits_74_and_still_says_the_drain_was_sent(tm
     assert "already sent: drain (POST" in failed["error"]
 
 
+def test_a_full_disk_after_a_registration_names_its_record_write_too(tmp_path, built, monkeypatch):
+    """A re-registration is two writes: the GRES, then our record in ``extra`` as its own update
+    (``requests`` lists both). The failed save named only the first, so the message hid that
+    the node's extra was rewritten too."""
+    import errno
+
+    from test_intent import adopted  # tests/ is on sys.path
+
+    from spurinv.state import file as state_file
+
+    node = adopted(tmp_path, built, gres_policy="accept")
+    node.tick("cpx")  # first sighting: no request
+    real_save = state_file.save
+
+    def full_once_registered(path: str, state: Any) -> None:
+        if node.controller["gres"] != "gpu:mi300x:8":
+            raise store.StoreError(f"cannot write {path}: No space left on device", errno.ENOSPC)
+        real_save(path, state)
+
+    monkeypatch.setattr(state_file, "save", full_once_registered)
+    document = node.tick("cpx")
+
+    assert document["exit_code"] == exitcode.IOERR
+    assert [sorted(request["body"]) for request in document["requests"] if request["method"] == "POST"] == [["gres"], ["extra"]]
+    failed = document["steps"][-1]
+    assert failed["action"] == "save"
+    assert "already sent: register (POST" in failed["error"]
+    assert '; then POST /slurm/v0.0.42/node/n1 {"extra": ' in failed["error"]
+
+
 def test_a_stop_after_a_drain_then_a_full_disk_never_says_state_saved(tmp_path, built, monkeypatch):
     """SIGTERM while the drain's answer is on its way, then the disk is full: the stop's step may
     not say "state saved" (it was not), and the failed save still names the drain sent."""

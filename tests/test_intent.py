@@ -924,7 +924,7 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
     entry = {"id": reason_id(reason, "n1"), "reason": reason, "cause": "suspicious", "fingerprint": "ab" * 8,
              "at": "2026-12-01T00:00:00Z"}  # fmt: skip
     extra = json.dumps({"spurinv": {"node": "n1", "drain": entry}})
-    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1764547205,
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=1796083205,
                     extra=extra)  # fmt: skip
 
     after, said = recover(new_state(node="n1", fresh=True), view, datetime(2026, 12, 4, tzinfo=UTC))
@@ -934,11 +934,89 @@ def test_a_drain_recovered_from_the_controller_record_takes_the_records_time_cau
         reason, datetime(2026, 12, 1, tzinfo=UTC), "suspicious", "ab" * 8,
     )  # fmt: skip
     assert (after["drain"]["reason_changed_at"], after["drain"]["recovered"], after["fresh"]) == (
-        1764547205,
+        1796083205,  # 2026-12-01T00:00:05Z: the controller set the reason as we wrote the record
         "controller-record",
         False,
     )
     assert said == "drain recovered from the controller record: it is ours"
+
+
+def _recovered_start(at: str, changed: int | None, now: datetime) -> tuple[datetime, int | None]:
+    """The start of a drain recovered from our record (written ``at``) with the controller's
+    reason time ``changed``, on a node whose clock reads ``now``; and its skew."""
+    from spurinv.controller.ownership import reason_for, reason_id
+
+    reason = reason_for("n1", NONCE, "8 GPUs SPX→CPX; re-registers when idle")
+    entry = {"id": reason_id(reason, "n1"), "reason": reason, "cause": "busy", "fingerprint": "ab" * 8, "at": at}
+    extra = json.dumps({"spurinv": {"node": "n1", "drain": entry}})
+    view = NodeView(name="n1", dialect="slurm", base="IDLE", flags=("DRAIN",), reason=reason, reason_changed_at=changed,
+                    extra=extra)  # fmt: skip
+
+    after, _said = recover(new_state(node="n1", fresh=True), view, now)
+
+    assert after["drain"] is not None
+    assert after["drain"]["recovered"] == "controller-record"
+    set_at = after["drain"]["set_at"]
+    pinned = after["drain"]["reason_changed_at"]
+    return set_at, (pinned - int(set_at.timestamp()) if pinned is not None else None)
+
+
+NOW = datetime(2026, 12, 4, tzinfo=UTC)
+CHANGED = 1796083205  # 2026-12-01T00:00:05Z
+
+
+@pytest.mark.parametrize(
+    ("at", "changed", "start"),
+    [
+        ("9999-12-31T23:59:59Z", CHANGED, datetime.fromtimestamp(CHANGED, UTC)),  # never old: the controller's
+        ("0001-01-01T00:00:00Z", CHANGED, datetime.fromtimestamp(CHANGED, UTC)),  # below 0: none
+        ("1970-01-01T00:00:00Z", CHANGED, datetime.fromtimestamp(CHANGED, UTC)),  # 0: none
+        ("1970-01-01T00:00:00Z", None, NOW),  # no time to go by: when it was found, late, never silent
+        ("1970-01-01T00:00:00Z", 120, NOW),  # the controller's clock at 1970 is no time either
+        ("2026-12-01T02:00:00Z", CHANGED + 5400, datetime(2026, 12, 1, 2, tzinfo=UTC)),  # 30 min off: ours
+        ("2026-12-01T02:00:00Z", CHANGED, datetime.fromtimestamp(CHANGED, UTC)),  # our clock was 2 h ahead
+        ("2026-12-04T02:00:00Z", None, datetime(2026, 12, 4, 2, tzinfo=UTC)),  # ahead of the node's clock now
+    ],
+    ids=[
+        "year-9999",
+        "year-1",
+        "epoch",
+        "epoch-no-reason-time",
+        "epoch-reason-time-1970",
+        "near",
+        "our-clock-ahead",
+        "ahead-of-now-no-reason-time",
+    ],
+)
+def test_a_drain_recovered_from_a_record_starts_at_its_time_unless_the_controller_or_the_calendar_says_otherwise(
+    at, changed, start
+):
+    """The record's time stands unless it is no time we wrote (before 2020: the long-drain alert
+    would stay quiet; after the year 9999) or the controller's reason time for the same update is
+    over an hour from it (our clock was wrong when we wrote it): then the controller's, or when
+    it is found. The node's clock at recovery judges nothing: it may be hours behind."""
+    assert _recovered_start(at, changed, NOW)[0] == start
+
+
+@pytest.mark.parametrize(
+    "node_now",
+    [
+        datetime(2026, 12, 5, 20, 30, tzinfo=UTC),
+        datetime(2026, 12, 5, 17, 30, tzinfo=UTC),
+        datetime(1970, 1, 1, 0, 2, tzinfo=UTC),
+    ],
+    ids=["2h-behind", "5h-behind", "1970-before-ntp"],
+)
+def test_a_drain_recovered_on_a_node_whose_clock_is_wrong_keeps_the_time_the_controller_agrees_with(node_now):
+    """A node rebooted with its state lost and its clock hours behind, or at 1970 before NTP: the
+    record says 22:00 and the controller set the reason a second later. That record is right; the
+    node's wrong clock replaced it with "now" (a drain begun hours ahead, or at 1970: none, the
+    alert quiet) and reported a skew of hours that was the node's, not the controllers'."""
+    drained = datetime(2026, 12, 5, 22, tzinfo=UTC)
+
+    start, skew = _recovered_start("2026-12-05T22:00:00Z", int(drained.timestamp()) + 1, node_now)
+
+    assert (start, skew) == (drained, 1)
 
 
 def test_a_drain_slurmctld_appended_to_is_recovered_as_our_words_without_its_time():

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv import exitcode
+from spurinv import exitcode, shape
 from spurinv.report import metrics
 
 FAMILIES = {
@@ -178,10 +178,11 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
 TIMES = ("last_success", "partition_switch_since", "drain_since", "change_pending_since", "refusal_since")
 
 
-@pytest.mark.parametrize("when", ["2026-12-02T20:00:00+02:00", "2026-12-02T18:00:00-00:00", "not a time", "", 1796234400])
+@pytest.mark.parametrize("when", ["2026-12-02T18:00:00.Z", "not a time", "", 1796234400])
 def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
-    """spurinv writes its times in UTC (shape.stamp). Any other reads as 0, none: ``+02:00`` read
-    with its zone ignored was two hours off, and text that is no time stopped the metrics."""
+    """spurinv writes its times as RFC 3339 (shape.stamp). Anything else reads as 0, none: text
+    that is no time stopped the metrics. A drain that is on reads as on since a time unknown, 1:
+    none would keep its alert quiet."""
     state = {
         "last_success": when,
         "switching": {"since": when},
@@ -191,9 +192,62 @@ def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
     }
     samples = parse(metrics.render(state, 0.1, "n1", "0"))
 
-    assert dict.fromkeys(TIMES, 0) == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
+    unknown = {**dict.fromkeys(TIMES, 0), "drain_since": 1}
+    assert unknown == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
     utc = parse(metrics.render({**state, "last_success": "2026-12-02T18:00:00Z"}, 0.1, "n1", "0"))
     assert 1796234400 == value(utc, "spurinv_last_success_timestamp_seconds")
+
+
+@pytest.mark.parametrize("when", ["2026-12-02T20:00:00+02:00", "2026-12-02T12:30:00-05:30", "2026-12-02T18:00:00-00:00"])
+def test_a_time_in_another_zone_reads_as_its_instant(when):
+    """A hand-edited state file in local time: the state's model reads ``+02:00`` as that
+    instant, and so do the metrics. Read as none, the drain that is on had no start (and the
+    long-drain alert went quiet), the last success none, the refusal none; its zone ignored, the
+    time was hours off."""
+    state = {
+        "last_success": when,
+        "switching": {"since": when},
+        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": when, "cause": "busy"},
+        "pending": {"fingerprint": "ab", "since": when},
+        "refusal": {"fingerprint": "ab", "at": when, "error": "no"},
+    }
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert dict.fromkeys(TIMES, 1796234400) == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}
+
+
+@pytest.mark.parametrize(
+    "set_at",
+    ["0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "not a time"],
+    ids=["year-1", "epoch", "unreadable"],
+)
+def test_a_drain_on_since_no_time_we_wrote_reads_as_since_a_time_unknown(set_at):
+    """A drain is on, but when it was set is no time: before 1970, or unreadable. 0 (none) or a
+    negative time kept the long-drain alert quiet for as long as the drain lasts; 1 is a start so
+    old the alert fires."""
+    drain = {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}
+    state: dict[str, object] = {"readings": [{"taken_at": "2026-12-02T18:00:00Z", "ok": False}], "drain": drain}
+
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert (value(samples, "spurinv_drain_active"), value(samples, "spurinv_drain_since_timestamp_seconds")) == (1, 1)
+
+
+@pytest.mark.parametrize("behind", [0, 1800, 3601, 7200, 86400 * 365])
+def test_a_drain_start_reads_as_written_whatever_the_readings_clock_says(behind):
+    """The drain was set at 18:00 by a right clock; then the node's clock stepped back and the
+    readings since are stamped ``behind`` seconds early. Judged by the last reading, the start
+    read as unknown (1) once over an hour ahead: the long-drain alert fired at once, resolved
+    when the clock caught up and fired again six hours later."""
+    set_at = 1796234400  # 2026-12-02T18:00:00Z
+    state: dict[str, object] = {
+        "readings": [{"taken_at": shape.stamp(set_at + 60 - behind), "ok": False}],
+        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": shape.stamp(set_at), "cause": "busy"},
+    }
+
+    samples = parse(metrics.render(state, 0.1, "n1", "0"))
+
+    assert value(samples, "spurinv_drain_since_timestamp_seconds") == set_at
 
 
 def test_status_shows_the_real_exit_status_of_a_run_whose_metrics_write_failed(cli, built, state_path, tmp_path, env):

@@ -190,6 +190,68 @@ def test_a_drain_older_than_the_threshold_alerts(tmp_path):
 
 
 @needs_promtool
+def test_a_drain_set_at_no_time_we_wrote_still_alerts(tmp_path):
+    """A drain whose start is before 1970 or unreadable: the alert fires as for a drain of unknown
+    age, never goes quiet."""
+
+    def drained(set_at: str) -> Scene:
+        def scene(minute: int) -> dict[str, Any]:
+            state = healthy(minute)
+            state["readings"] = [{"taken_at": stamp(minute * 60), "ok": True}]
+            state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": set_at, "cause": "busy"}
+            return state
+
+        return scene
+
+    scenes = {
+        "year-1:9100": drained("0001-01-01T00:00:00Z"),
+        "epoch:9100": drained(stamp(0)),
+        "unreadable:9100": drained("yesterday"),
+    }
+    promtool(
+        tmp_path,
+        series(scenes, 480, step=10),
+        [
+            {
+                "eval_time": "7h",
+                "alertname": "SpurinvDrainTooLong",
+                "exp_alerts": [node("SpurinvDrainTooLong", instance) for instance in sorted(scenes)],
+            },
+        ],
+        interval="10m",
+    )
+
+
+@needs_promtool
+def test_a_drain_alerts_once_when_the_node_clock_steps_back(tmp_path):
+    """The drain was set at 7h by a right clock; from then on the node's clock runs 2 h behind, so
+    every reading is stamped before the drain. Judged by the readings, the start read as unknown:
+    the alert fired at once, resolved when the clock caught up and fired again at 13h."""
+
+    def stepped(minute: int) -> dict[str, Any]:
+        state = healthy(minute)
+        if minute >= 420:
+            state["readings"] = [{"taken_at": stamp(minute * 60 - 7200), "ok": False}]
+            state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": stamp(420 * 60), "cause": "busy"}
+        return state
+
+    promtool(
+        tmp_path,
+        series({"stepped:9100": stepped}, 840, step=10),
+        [
+            {"eval_time": "7h30m", "alertname": "SpurinvDrainTooLong", "exp_alerts": []},
+            {"eval_time": "12h50m", "alertname": "SpurinvDrainTooLong", "exp_alerts": []},
+            {
+                "eval_time": "13h30m",
+                "alertname": "SpurinvDrainTooLong",
+                "exp_alerts": [node("SpurinvDrainTooLong", "stepped:9100")],
+            },
+        ],
+        interval="10m",
+    )
+
+
+@needs_promtool
 def test_a_stuck_change_a_refusal_and_refused_credentials_alert(tmp_path):
     def pending(minute: int) -> dict[str, Any]:
         return {**healthy(minute), "pending": {"fingerprint": "ab", "since": stamp(60)}}

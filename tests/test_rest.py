@@ -337,7 +337,7 @@ def test_https_to_a_plain_http_port_says_so_in_one_line(cli, built, state_path, 
 def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_for_anything_else():
     """``describe``'s ``"gres" in body`` flipped survived; only a GRES
     body is the register command's, a drain is still its POST (and without a command the GRES is
-    a POST, then our record as its own)."""
+    a POST); our record follows either as its own update, as the real run sends it."""
     import io
 
     from spurinv.controller.registration import Registrar
@@ -349,7 +349,12 @@ def test_a_dry_run_shows_the_register_command_for_a_registration_and_the_post_fo
     without = Controller(settings, "n1", None)
     drain = {"state": ["DRAIN"], "reason": "spurinv: x"}
 
-    assert with_command.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == "EXEC /usr/bin/true n1"
+    # the record after the command, as the real run's step names it
+    assert (
+        with_command.describe({"gres": "gpu:mi300x:64", "extra": "{}"})
+        == f'EXEC /usr/bin/true n1; then POST {NODE} {{"extra": "{{}}"}}'
+    )
+    assert with_command.describe({"gres": "gpu:mi300x:64"}) == "EXEC /usr/bin/true n1"
     assert with_command.describe(drain) == f'POST {NODE} {{"reason": "spurinv: x", "state": ["DRAIN"]}}'
     assert without.describe({"gres": "gpu:mi300x:64", "extra": "{}"}) == (
         f'POST {NODE} {{"gres": "gpu:mi300x:64"}}; then POST {NODE} {{"extra": "{{}}"}}'

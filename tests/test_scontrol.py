@@ -472,6 +472,26 @@ def test_a_dry_run_shows_the_record_as_its_own_update_after_the_gres(tmp_path):
     assert alone == f"EXEC {program} update NodeName=n1 Gres=gpu:mi300x:64"
 
 
+def test_a_dry_run_shows_the_record_after_the_register_command_as_the_run_names_it(tmp_path):
+    """With ``controller.register_command`` the real run's step reads ``EXEC <command>; then EXEC
+    scontrol update … Extra=…`` (the record is written after the command); the dry run said only
+    ``EXEC <command>``."""
+    import io
+
+    from spurinv.controller.registration import Registrar
+    from spurinv.log import Log
+
+    registrar = Registrar(("/usr/bin/true", "n1"), 5, 1, {"PATH": "/usr/bin:/bin"}, Log({}, stream=io.StringIO()))
+    section = ControllerSection(transport="scontrol", scontrol=fake_scontrol(tmp_path, "exit 0"))
+    client = Scontrol(section, "n1", os.environ, registrar=registrar)
+
+    both = client.describe({"gres": "gpu:mi300x:64", "extra": '{"spurinv":{}}'})
+    alone = client.describe({"gres": "gpu:mi300x:64"})
+
+    assert both == f"EXEC /usr/bin/true n1; then EXEC {client.program} update NodeName=n1 'Extra={{\"spurinv\":{{}}}}'"
+    assert alone == "EXEC /usr/bin/true n1"
+
+
 @pytest.mark.parametrize(
     "body",
     [{}, {"reason": "spurinv: x"}, {"state": ["DOWN"]}, {"state": ["DOWN"], "extra": "{}"}, {"state": [], "extra": "{}"}],

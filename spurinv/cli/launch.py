@@ -161,10 +161,18 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 
     for position, word in enumerate(args):
         if escaped(word) != word:
-            flag = args[position - 1] if position and args[position - 1].startswith("-") else ""
-            named = shown(flag) + " " if flag else ""
-            if word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
-                flag = word.partition("=")[0]
+            # only a flag that takes a value owns the next word: after --force, --json or "--" it is
+            # PATH; after "--" every word is an operand, whatever it looks like
+            ended = "--" in args[:position]
+            before = args[position - 1] if position and not ended else ""
+            if before.startswith("-") and before in _WHAT:
+                flag, named = before, shown(before) + " "
+            elif not ended and word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
+                flag, named = word.partition("=")[0], ""
+            elif args[:2] == ["config", "init"]:
+                flag, named = "PATH", "PATH "
+            else:
+                flag, named = "", ""
             return _refuse(args, f"{named}{shown(word)}: {_why(word, _WHAT.get(flag, 'give an argument that is'))}", "usage")
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
         value = environ.get(name, "")
@@ -181,8 +189,11 @@ _WHAT = {
     "--metrics-file": "name a path that is",
     "--node": "give a node name that is",
     "--controller-url": "give a URL that is",
-    "--api": "give an API version that is",
     "--accept": "give the fingerprint's hex digits",
+    "--api": "give an API version that is",
+    "--format": "give table, json or slurm",
+    "--confirm-interval": "give the seconds in digits",
+    "PATH": "name a path that is",  # config init's one argument, named as its usage names it
 }
 
 

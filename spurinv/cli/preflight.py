@@ -15,6 +15,7 @@ by ``controller.run_deadline`` and ends at once on SIGTERM/SIGINT (75, the rest 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shlex
@@ -989,12 +990,26 @@ def _unit_path(path: str) -> str:
 def _unit_paths(value: str) -> tuple[list[str], list[str]]:
     """The paths of a ReadWritePaths=-like value (quoted words, "-" and "+" prefixes, specifiers
     expanded, normalised), and the words check cannot expand (an unknown specifier)."""
+    return _word_paths(_unit_words(value))
+
+
+def _unit_words(value: str) -> list[str]:
+    """The words of a unit setting's value, its quotes read as systemd reads them."""
+    # systemd keeps the words before one with an unbalanced quote and ignores the rest of the
+    # line ("Failed to extract first word, ignoring"): a quote wraps a whole item up to its match,
+    # https://man7.org/linux/man-pages/man7/systemd.syntax.7.html#QUOTING
+    lexer = shlex.shlex(value, posix=True)
+    lexer.whitespace_split, lexer.commenters = True, ""
+    words: list[str] = []
+    with contextlib.suppress(ValueError):  # the words read before it stay in ``words``
+        words.extend(lexer)
+    return words
+
+
+def _word_paths(words: list[str]) -> tuple[list[str], list[str]]:
+    """:func:`_unit_paths` of words already read."""
     import re
 
-    try:
-        words = shlex.split(value)
-    except ValueError:
-        words = value.split()
     paths: list[str] = []
     unknown: list[str] = []
     for word in words:
@@ -1029,9 +1044,10 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             if not value:  # an empty assignment resets the list
                 writable, unknown = [], []
                 continue
+            words = _unit_words(value)  # quotes first: '/srv/my dir':/x is one word
             if key == "BindPaths":  # SOURCE[:DESTINATION[:OPTIONS]]: the destination is writable
-                value = " ".join(_bind_destination(word) for word in value.split())  # noqa: PLW2901
-            paths, cannot = _unit_paths(value)
+                words = [_bind_destination(word) for word in words]
+            paths, cannot = _word_paths(words)
             writable += paths
             unknown += cannot
         elif key == "StateDirectory":

@@ -384,11 +384,17 @@ class Controller:
     def describe(self, body: dict[str, Any]) -> str:
         """The write as a report line (``--dry-run``)."""
         if "gres" in body and self.registrar is not None:
-            return self.registrar.line()
-        if "gres" in body and "extra" in body:  # the record follows the GRES, as its own update
-            first = Request("POST", self.node_path(), {"gres": body["gres"]}).line()
-            return f"{first}; then {Request('POST', self.node_path(), {'extra': body['extra']}).line()}"
+            return self.registrar.line() + self._then(body)
+        if "gres" in body and "extra" in body:
+            return Request("POST", self.node_path(), {"gres": body["gres"]}).line() + self._then(body)
         return Request("POST", self.node_path(), body).line()
+
+    def _then(self, body: dict[str, Any]) -> str:
+        """Our record after a registration (the command's, or the GRES POST): its own update, as
+        the real run's step names it (:func:`spurinv.controller.transport.recorded`)."""
+        if "extra" not in body:
+            return ""
+        return f"; then {Request('POST', self.node_path(), {'extra': body['extra']}).line()}"
 
     def post(self, body: dict[str, Any]) -> None:
         """``POST …/node/{name}``; success is 200 with no errors."""

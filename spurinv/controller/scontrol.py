@@ -289,13 +289,19 @@ class Scontrol:
 
     def describe(self, body: dict[str, Any]) -> str:
         if "gres" in body and self.registrar is not None:
-            return self.registrar.line()
+            return self.registrar.line() + self._then(body)
         if "gres" in body and self.detect() == "spur":
             return "none: " + SPUR_CANNOT_REGISTER
-        if "gres" in body and "extra" in body:  # the record follows the GRES, as its own update
-            first = shlex.join([self.program, *self._update_args({"gres": body["gres"]})])
-            return f"EXEC {first}; then EXEC {shlex.join([self.program, *self._update_args({'extra': body['extra']})])}"
+        if "gres" in body and "extra" in body:
+            return f"EXEC {shlex.join([self.program, *self._update_args({'gres': body['gres']})])}{self._then(body)}"
         return f"EXEC {shlex.join([self.program, *self._update_args(body)])}"
+
+    def _then(self, body: dict[str, Any]) -> str:
+        """Our record after a registration (the command's, or the GRES update): its own update, as
+        the real run's step names it (:func:`spurinv.controller.transport.recorded`)."""
+        if "extra" not in body:
+            return ""
+        return f"; then EXEC {shlex.join([self.program, *self._update_args({'extra': body['extra']})])}"
 
     def post(self, body: dict[str, Any]) -> None:
         """One ``scontrol update``; success is exit 0 and, from spur, no ignored key."""

@@ -75,6 +75,7 @@ class RegisterResult:
     remedy: str = SLURM_REMEDY
     busy: bool = False
     warning: str | None = None  # applied, but something an operator should know (our record not written)
+    record: str | None = None  # the line of our record's own update after it, when one was sent
 
 
 class Transport(Protocol):
@@ -188,5 +189,6 @@ def recorded(client: Transport, body: dict[str, Any], result: RegisterResult) ->
     except ControllerError as exc:
         if exc.kind != "refused":
             raise
-        return replace(result, warning=f"registered, but the controller refused our record in extra: {exc.message}")
-    return replace(result, view=replace(result.view, extra=text))
+        warning = f"registered, but the controller refused our record in extra: {exc.message}"
+        return replace(result, warning=warning, record=client.sent[-1].line())
+    return replace(result, view=replace(result.view, extra=text), record=client.sent[-1].line())

@@ -82,9 +82,10 @@ def render(state: "Mapping[str, Any]", tick_seconds: float, node: str, version: 
     # the ages an alert needs, as timestamps (node clock): rules compare them with time() with a
     # tolerance far above any sane skew (monitoring/spurinv.rules.yml)
     lines += [
-        "# HELP spurinv_drain_since_timestamp_seconds When spurinv set the drain that is on (Unix time; 0: none).",
+        "# HELP spurinv_drain_since_timestamp_seconds When spurinv set the drain that is on (Unix time; 0: none;"
+        " 1: on since a time unknown, its start unreadable or at or before 1970).",
         "# TYPE spurinv_drain_since_timestamp_seconds gauge",
-        f"spurinv_drain_since_timestamp_seconds {_since(drain, 'set_at')}",
+        f"spurinv_drain_since_timestamp_seconds {_drain_since(drain)}",
         "# HELP spurinv_change_pending_since_timestamp_seconds Since when a change seen once waits for its confirming"
         " reading (Unix time; 0: none, or confirmed: a confirmed change waiting for jobs or refused shows in"
         " spurinv_drain_since_timestamp_seconds and spurinv_refusal_since_timestamp_seconds).",
@@ -129,6 +130,17 @@ def _since(record: object, key: str) -> int:
     """The Unix time of ``record[key]`` (a state timestamp), 0 when there is none (or it is no
     time spurinv writes: a gauge hours off would be worse than none)."""
     return (shape.epoch(record.get(key)) if isinstance(record, dict) else None) or 0
+
+
+def _drain_since(drain: object) -> int:
+    """When the drain that is on was set; 1 when that is no time (unreadable, at or before 1970):
+    0 would read as none and keep the long-drain alert quiet for as long as the drain lasts. A
+    time is not judged by the readings' clock: one stepped back would make the alert fire,
+    resolve and fire again."""
+    if not isinstance(drain, dict):
+        return 0
+    since = shape.epoch(drain.get("set_at"))
+    return 1 if since is None or since <= 0 else since
 
 
 def _skew(drain: object) -> "int | None":

@@ -334,6 +334,35 @@ def test_a_refused_argument_that_is_not_utf8_is_named_for_what_it_is(args, said,
     assert ran.stderr.decode("utf-8") == f"spurinv: error: {said}\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([b"/x/c\xff.toml"], "PATH /x/c\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"--force", b"/x/c\xff.toml"], "PATH /x/c\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"--", b"/x/c\xff.toml"], "PATH /x/c\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"--config", b"/x/c\xff.toml"], "--config /x/c\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"--config=/x/c\xff.toml"], "--config=/x/c\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"--config", b"--x\xff=y"], "--config --x\\xff=y: not UTF-8 text; name a path that is"),
+        ([b"--", b"--x\xff=y"], "PATH --x\\xff=y: not UTF-8 text; name a path that is"),
+        ([b"--", b"--config=/x/c\xff.toml"], "PATH --config=/x/c\\xff.toml: not UTF-8 text; name a path that is"),
+    ],
+    ids=["PATH", "--force PATH", "-- PATH", "config", "config=", "config --x=y", "-- --x=y", "-- --config="],
+)
+def test_config_init_names_a_path_that_is_not_utf8_as_its_usage_does(args, said, env):
+    """A flag that takes no value (--force) or "--" does not own the word after it: that word
+    is config init's PATH, and the refusal named it as the flag's value or as an argument. A
+    value that looks like ``--x=y`` is still the value of the flag before it, and after "--"
+    a word is PATH whatever it looks like."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "spurinv", "config", "init", *args]
+    ran = subprocess.run(command, env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert ran.stderr.decode("utf-8") == f"spurinv: error: {said}\n"
+
+
 def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_path, env):
     import subprocess
     import sys
