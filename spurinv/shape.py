@@ -211,6 +211,10 @@ def stamp(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
+_FIRST_SECOND = -62135596800  # 0001-01-01T00:00:00Z
+_PAST_LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
+
+
 def epoch(text: object) -> "int | None":
     """A time as :func:`stamp` writes it (``2026-12-02T18:00:00Z``; a fraction of a second, dropped)
     → Unix seconds; None for what :func:`timestamp_problem` refuses. spurinv writes UTC only, but
@@ -233,7 +237,9 @@ def epoch(text: object) -> "int | None":
     era, year_of_era = divmod(march, 400)
     day_of_year = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
     days = era * 146097 + year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year - 719468
-    return ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19]) - offset
+    seconds = ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19]) - offset
+    # an offset may carry a time of the years 1 or 9999 past them: no ``datetime`` holds that
+    return seconds if _FIRST_SECOND <= seconds < _PAST_LAST_SECOND else None
 
 
 def _numbers(text: str, separator: str, widths: "tuple[int, ...]") -> "list[int]":

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import calendar
 import re
+from datetime import datetime
 from typing import Any, NotRequired, get_origin
 
 import pytest
 from factories import T0, device, inventory
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import get_type_hints, is_typeddict  # the ones that know its TypedDict (model.py's) on 3.11
@@ -179,6 +180,10 @@ FIRST, LAST = -30610224000, 253402300799  # 1000-01-01T00:00:00Z, 9999-12-31T23:
         ("2026-12-03T10:00:00+01:00", AT),  # another zone (a hand-edited state file): the offset applied
         ("2026-12-03T03:30:00-05:30", AT),
         ("2026-12-03T09:00:00-00:00", AT),  # RFC 3339's "offset unknown": the time is UTC
+        ("9999-12-31T22:59:59-01:00", 253402300799),  # the last second a datetime holds
+        ("9999-12-31T23:00:00-01:00", None),  # the year 10000: no datetime holds it (it raised)
+        ("0001-01-01T00:00:00+01:00", None),  # the year 0, likewise
+        ("0001-01-01T00:00:00-01:00", -62135593200),
         ("2026-12-03 09:00:00Z", None),
         ("2026-12-03t09:00:00Z", None),  # strptime matched case-insensitively
         ("2026-12-03T09:00:00", None),  # no zone at all
@@ -200,6 +205,8 @@ def test_every_second_we_write_reads_back_as_itself(seconds):
     assert shape.epoch(shape.stamp(seconds)) == seconds
 
 
+@example(datetime.min, "+02:00", "seconds")  # noqa: DTZ901  (naive, as the strategy draws them)
+@example(datetime.max.replace(microsecond=0), "-05:30", "seconds")  # noqa: DTZ901
 @given(
     st.datetimes(),  # naive, years 1 to 9999: the zone is the text's
     st.sampled_from(["Z", "+00:00", "+02:00", "-05:30", "-00:00"]),
@@ -211,5 +218,7 @@ def test_a_time_reads_as_the_standard_library_reads_it_in_its_zone(moment, zone,
     text = moment.isoformat(timespec=spelling) + zone
     assert shape.timestamp_problem(text) is None
     offset = {"+02:00": 7200, "-05:30": -19800}.get(zone, 0)
+    seconds = calendar.timegm(moment.timetuple()) - offset
 
-    assert shape.epoch(text) == calendar.timegm(moment.timetuple()) - offset
+    # past the years 1 and 9999 (an offset carries it there): no datetime holds it, so none
+    assert shape.epoch(text) == (seconds if -62135596800 <= seconds < 253402300800 else None)

@@ -45,15 +45,6 @@ REPLACEMENT = "\ufffd"  # what answer.py made of text that was not valid UTF-8
 MAX_REASON = 240  # short enough for ``sinfo -R``
 MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestamp
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
-# A drain's start that is no time spurinv wrote: before any record of ours existed (a node that
-# booted at 1970 without a clock) or past the year 9999. Taken as the start, one at 1970 reads
-# as none and keeps the long-drain alert quiet. Only absolute bounds: the node's clock at
-# recovery is no judge (after a reboot it may be hours behind, or at 1970 before NTP).
-EARLIEST = 1577836800  # 2020-01-01T00:00:00Z
-# How far our record's time may be from the controller's reason time for the same update before
-# the controller's is taken: skew far beyond any sane NTP, so one of the two clocks was wrong,
-# and the server's clock is the one NTP keeps.
-AHEAD = 3600
 # Linux's MAX_ARG_STRLEN (32 pages): one argv word, its terminating NUL included, must fit.
 MAX_ARG_STRLEN = 131072
 _NONCE = 4  # hex digits drawn from the random source
@@ -82,28 +73,6 @@ def changed_at(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < MAX_EPOCH:
         return None
     return value
-
-
-def plausible(seconds: int | None) -> bool:
-    """Can ``seconds`` (Unix) be when spurinv set a drain, whatever this node's clock says now?"""
-    return seconds is not None and EARLIEST <= seconds <= MAX_EPOCH
-
-
-def drain_start(at: int | None, reason_time: int | None) -> int | None:
-    """When a drain recovered from our record in ``extra`` started: the record's time ``at``,
-    unless the controller's reason time for the same update (``reason_time``; None when unknown,
-    or when it is not of that update: an appended reason's is slurmctld's) is plausible and more
-    than :data:`AHEAD` from it (our clock was wrong when we wrote it), or ``at`` is no time we
-    wrote (then the reason time if plausible). None: no time to go by (the caller uses when it
-    found the drain: late, never silent). The node's clock now plays no part."""
-    if at is None:
-        return None
-    known = reason_time if plausible(reason_time) else None
-    if not plausible(at):
-        return known
-    if known is not None and abs(known - at) > AHEAD:
-        return known
-    return at
 
 
 def skew(controller_time: int | None, our_time: int | None) -> int | None:
@@ -597,7 +566,6 @@ __all__ = [
     "changed_at",
     "controller_claim",
     "drain_skew",
-    "drain_start",
     "extra_fingerprint",
     "extra_record",
     "foreign_key",
@@ -605,7 +573,6 @@ __all__ = [
     "lift_blockers",
     "owns",
     "parse_extra",
-    "plausible",
     "reason_for",
     "reason_id",
     "record_value",

@@ -23,7 +23,6 @@ from spurinv.controller.nodeview import NodeView, gres_agrees
 from spurinv.controller.ownership import (
     Claim,
     controller_claim,
-    drain_start,
     extra_fingerprint,
     extra_record,
     nonce_of,
@@ -211,13 +210,9 @@ def recover(state: State, view: NodeView, now: datetime) -> tuple[State, str | N
         return state, None
     if claim is None:
         return state, None
-    # our record's time, unless the controller's reason time of the same update (its clock set
-    # both at once) says our clock was wrong, or it is no time we wrote (1970 silences the
-    # long-drain alert); never judged by this node's clock now, which may be hours behind
-    start = drain_start(claim.at, view.reason_changed_at if added is None else None)
     drain = file.drain(
         reason=claim.reason,
-        set_at=datetime.fromtimestamp(start, UTC) if start is not None else now,
+        set_at=datetime.fromtimestamp(claim.at, UTC) if claim.at is not None else now,
         cause=KIND_CAUSES.get(claim.cause, "busy"),
         fingerprint=claim.fingerprint,
         reason_changed_at=view.reason_changed_at if added is None else None,  # an append is slurmctld's time
