@@ -1248,6 +1248,46 @@ def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
     assert all(path.startswith("/") and path == os.path.normpath(path) for path in paths)
 
 
+@pytest.mark.parametrize(
+    ("value", "destinations"),
+    [
+        ("/a", ["/a"]),
+        ("/a:/b:norbind /c:/d", ["/b", "/d"]),
+        ("'/srv/my dir':/x", ["/x"]),
+        ("-'/srv/my dir':/x:rbind", ["/x"]),
+        ("'/srv/x:/var/lib/s'", ["/srv/x:/var/lib/s"]),  # one path, bound onto itself
+        ('/srv/x:"/var/lib/s:x"', ["/var/lib/s:x"]),
+        ("/srv/a\\:b:/var/lib/s", ["/var/lib/s"]),  # the colon taken as it is
+        ("/a:/b '/c", ["/b"]),  # from the unbalanced quote on, ignored
+        ("/a:'/b", []),  # the destination cannot be read: nothing bound
+        ("/a:/b /c\\", ["/b"]),  # a final backslash, likewise
+    ],
+)
+def test_bind_paths_split_at_colons_outside_quotes_as_systemd_does(value, destinations):
+    """systemd reads a BindPaths= field up to a colon or a blank outside quotes (extract_first_word
+    with ":" and blanks): check took the quotes off first and split at every colon, so
+    ``'/srv/x:/var/lib/s'`` (one path) counted /var/lib/s as bound and writable."""
+    assert check._bind_destinations(value) == destinations
+
+
+def test_a_quoted_colon_in_bind_paths_covers_nothing(node, tmp_path):
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    systemd_host(node)
+    unit_host(node, f"[Service]\nProtectSystem=strict\nBindPaths='/srv/x:{metrics}'\n")
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+
+    found = run_checks(node, None)["metrics"]
+
+    assert (found.status, found.exit_code) == ("fail", exitcode.CANTCREAT), found
+
+
+@given(st.text(alphabet="/:ab \"'\\-", max_size=30))
+def test_bind_destinations_never_raise_nor_give_an_empty_path(value):
+    destinations = check._bind_destinations(value)
+    assert all(destination for destination in destinations)
+
+
 # --- the state path the timer's runs use -------------------------------------------------------------
 
 

@@ -1023,9 +1023,54 @@ def _word_paths(words: list[str]) -> tuple[list[str], list[str]]:
     return paths, unknown
 
 
-def _bind_destination(word: str) -> str:
-    parts = word.split(":")
-    return parts[1] if len(parts) > 1 and parts[1] else parts[0]
+def _bind_destinations(value: str) -> list[str]:
+    """The destinations of a BindPaths= value, ``[-]SOURCE[:DESTINATION[:OPTIONS]]`` items (the
+    destination is the source when none is given). systemd reads each field up to a colon or a
+    blank outside quotes, quotes removed and a backslash taking the next character as it is
+    (``config_parse_bind_paths``, extract_first_word with ``":" WHITESPACE``, systemd's
+    src/core/load-fragment.c): ``'/srv/x:/y'`` is one path bound onto itself. From a field with
+    an unbalanced quote or a final backslash on, the line is ignored, as systemd ignores it."""
+    fields: list[tuple[str, str]] = []  # (field, what ended it: ":", " " or "" at the end)
+    text: list[str] = []
+    quote, escaped, started = "", False, False
+    for char in value:
+        if escaped:
+            text.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = started = True
+        elif quote:
+            if char == quote:
+                quote = ""
+            else:
+                text.append(char)
+        elif char in "'\"":
+            quote, started = char, True
+        elif char == ":" or char.isspace():
+            if started or char == ":":
+                fields.append(("".join(text), ":" if char == ":" else " "))
+            text, started = [], False
+        else:
+            text.append(char)
+            started = True
+    if not (quote or escaped) and started:
+        fields.append(("".join(text), ""))
+    destinations: list[str] = []
+    index = 0
+    while index < len(fields):
+        source, after = fields[index]
+        index += 1
+        destination = source
+        if after == ":":
+            if index >= len(fields):
+                break  # its destination is in the field systemd could not read: nothing bound
+            destination, after = fields[index]
+            index += 1
+            if after == ":":
+                index += 1  # the options
+        if source and destination:
+            destinations.append(destination)
+    return destinations
 
 
 def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
@@ -1044,9 +1089,8 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             if not value:  # an empty assignment resets the list
                 writable, unknown = [], []
                 continue
-            words = _unit_words(value)  # quotes first: '/srv/my dir':/x is one word
-            if key == "BindPaths":  # SOURCE[:DESTINATION[:OPTIONS]]: the destination is writable
-                words = [_bind_destination(word) for word in words]
+            # BindPaths=: the destination is writable ('/srv/my dir':/x, quotes read before colons)
+            words = _bind_destinations(value) if key == "BindPaths" else _unit_words(value)
             paths, cannot = _word_paths(words)
             writable += paths
             unknown += cannot
