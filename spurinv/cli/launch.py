@@ -162,8 +162,8 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     for position, word in enumerate(args):
         if escaped(word) != word:
             # only a flag that takes a value owns the next word: after --force, --json or "--" it is
-            # PATH; after "--" every word is an operand, whatever it looks like
-            ended = "--" in args[:position]
+            # PATH; after "--" (not a flag's value) every word is an operand, whatever it looks like
+            ended = any(seen == "--" and not (at and args[at - 1] in _WHAT) for at, seen in enumerate(args[:position]))
             before = args[position - 1] if position and not ended else ""
             if before.startswith("-") and before in _WHAT:
                 flag, named = before, shown(before) + " "

@@ -320,8 +320,10 @@ def test_an_argument_that_is_not_utf8_is_one_usage_line(flag, built, tmp_path, s
         ([b"--controller-url", b"http://h\xff"], "--controller-url http://h\\xff: not UTF-8 text; give a URL that is"),
         ([b"--accept", b"ab\xffcd"], "--accept ab\\xffcd: not UTF-8 text; give the fingerprint's hex digits"),
         ([b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is"),
+        # "--" as --node's value (typer takes it so) ends no options: the word after is --state's
+        ([b"--node", b"--", b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is"),
     ],
-    ids=["node", "node=", "controller-url", "accept", "state"],
+    ids=["node", "node=", "controller-url", "accept", "state", "node --"],
 )
 def test_a_refused_argument_that_is_not_utf8_is_named_for_what_it_is(args, said, env):
     """A node name is no path: the fix names what the argument is."""
