@@ -1203,6 +1203,22 @@ def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_
     assert "cannot verify" in found.detail
 
 
+def test_a_path_with_dot_dot_covers_nothing_as_systemd_ignores_it(node, tmp_path):
+    """systemd ignores a ReadWritePaths= or BindPaths= path with ".." ("path is not normalized"):
+    check normalised it and counted the directory writable."""
+    metrics = tmp_path / "ne"
+    metrics.mkdir()
+    (tmp_path / "x").mkdir()
+    systemd_host(node)
+    node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
+    for line in (f"ReadWritePaths={tmp_path}/x/../ne", f"BindPaths={tmp_path}/x/../ne"):
+        unit_host(node, f"[Service]\nProtectSystem=strict\n{line}\n")
+        found = run_checks(node, None)["metrics"]
+        assert (found.status, found.exit_code) == ("fail", exitcode.CANTCREAT), (line, found)
+    unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths=-+{metrics}\n")
+    assert run_checks(node, None)["metrics"].status == "ok"  # one "-", then one "+": systemd's prefixes
+
+
 def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
     assert check._unit_paths('%S/node_exporter/ "-%C/x/" +%L %T/a %t/b %%x /c/') == (
         ["/var/lib/node_exporter", "/var/cache/x", "/var/log", "/tmp/a", "/run/b", "/c"],
@@ -1261,6 +1277,17 @@ def test_unit_paths_never_raise_and_give_absolute_normal_paths(value):
         ("/a:/b '/c", ["/b"]),  # from the unbalanced quote on, ignored
         ("/a:'/b", []),  # the destination cannot be read: nothing bound
         ("/a:/b /c\\", ["/b"]),  # a final backslash, likewise
+        ("/a:/m\v", ["/m\v"]),  # a vertical tab is no separator to systemd: part of the path
+        # items systemd skips, or whose next field it takes for a new source: nothing from there on
+        ("/srv/x:/m:ro", []),  # "Invalid option string, ignoring setting: ro"
+        ("/srv/x:/m:rbind:x", []),
+        ("/srv/x:/m: /y", []),  # the option is /y
+        ('/srv/x:/m:"rbind', []),  # the option cannot be read: the item is dropped
+        ("/srv/x:-/m", []),  # a destination is absolute, no prefix
+        ("+/m", []),
+        ("/x/../m", []),  # "path is not normalized, ignoring"
+        ("rel:/m:/elsewhere", []),  # systemd binds /m onto /elsewhere
+        ("/c:/d /srv/x:/m:ro /e", ["/d"]),
     ],
 )
 def test_bind_paths_split_at_colons_outside_quotes_as_systemd_does(value, destinations):

@@ -161,12 +161,20 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 
     for position, word in enumerate(args):
         if escaped(word) != word:
-            # only a flag that takes a value owns the next word: after --force, --json or "--" it is
-            # PATH; after "--" (not a flag's value) every word is an operand, whatever it looks like
-            ended = any(seen == "--" and not (at and args[at - 1] in _WHAT) for at, seen in enumerate(args[:position]))
-            before = args[position - 1] if position and not ended else ""
-            if before.startswith("-") and before in _WHAT:
-                flag, named = before, shown(before) + " "
+            # only a flag that takes a value owns the next word (which may look like a flag, or be
+            # "--"): after --force, --json or "--" it is PATH, and after a "--" that is no flag's
+            # value every word is an operand, whatever it looks like. Read left to right, as click does.
+            owner, ended, at = "", False, 0
+            while at < position:
+                seen = args[at]
+                if not ended and seen == "--":
+                    ended = True
+                elif not ended and seen.startswith("-") and seen in _WHAT:
+                    owner = seen if at + 1 == position else ""
+                    at += 1  # its value, whatever it looks like
+                at += 1
+            if owner:
+                flag, named = owner, shown(owner) + " "
             elif not ended and word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
                 flag, named = word.partition("=")[0], ""
             elif args[:2] == ["config", "init"]:

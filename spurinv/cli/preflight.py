@@ -1006,31 +1006,34 @@ def _unit_words(value: str) -> list[str]:
     return words
 
 
-def _word_paths(words: list[str]) -> tuple[list[str], list[str]]:
-    """:func:`_unit_paths` of words already read."""
+def _word_paths(words: list[str], prefixes: bool = True) -> tuple[list[str], list[str]]:
+    """:func:`_unit_paths` of words already read; ``prefixes``: a word may start with ``-`` and
+    then ``+`` (ReadWritePaths=, once each, as systemd reads them), else it is the path itself. A
+    path with a ``..`` is none: systemd ignores it ("path is not normalized")."""
     import re
 
     paths: list[str] = []
     unknown: list[str] = []
     for word in words:
-        bare = word.lstrip("-+")
+        bare = word.removeprefix("-").removeprefix("+") if prefixes else word
         if any(letter not in SPECIFIERS for letter in re.findall(r"%(.?)", bare)):
             unknown.append(word)
             continue
         expanded = re.sub(r"%(.)", lambda match: SPECIFIERS[match.group(1)], bare)
-        if expanded.startswith("/"):
+        if expanded.startswith("/") and ".." not in expanded.split("/"):
             paths.append(os.path.normpath(expanded))
     return paths, unknown
 
 
-def _bind_destinations(value: str) -> list[str]:
-    """The destinations of a BindPaths= value, ``[-]SOURCE[:DESTINATION[:OPTIONS]]`` items (the
-    destination is the source when none is given). systemd reads each field up to a colon or a
-    blank outside quotes, quotes removed and a backslash taking the next character as it is
-    (``config_parse_bind_paths``, extract_first_word with ``":" WHITESPACE``, systemd's
-    src/core/load-fragment.c): ``'/srv/x:/y'`` is one path bound onto itself. From a field with
-    an unbalanced quote or a final backslash on, the line is ignored, as systemd ignores it."""
-    fields: list[tuple[str, str]] = []  # (field, what ended it: ":", " " or "" at the end)
+_WHITESPACE = " \t\n\r"  # systemd's separators: no other blank ends a word
+
+
+def _bind_fields(value: str) -> list[tuple[str, str]]:
+    """A BindPaths= value's fields as systemd reads them (extract_first_word with ``":"`` and
+    blanks, unquoting): each up to a colon or a blank outside quotes, quotes removed, a backslash
+    taking the next character as it is; with what ended it (``":"``, ``" "``, ``""`` at the end).
+    From a field with an unbalanced quote or a final backslash on, none (systemd ignores them)."""
+    fields: list[tuple[str, str]] = []
     text: list[str] = []
     quote, escaped, started = "", False, False
     for char in value:
@@ -1046,7 +1049,7 @@ def _bind_destinations(value: str) -> list[str]:
                 text.append(char)
         elif char in "'\"":
             quote, started = char, True
-        elif char == ":" or char.isspace():
+        elif char == ":" or char in _WHITESPACE:
             if started or char == ":":
                 fields.append(("".join(text), ":" if char == ":" else " "))
             text, started = [], False
@@ -1055,21 +1058,45 @@ def _bind_destinations(value: str) -> list[str]:
             started = True
     if not (quote or escaped) and started:
         fields.append(("".join(text), ""))
+    return fields
+
+
+def _bind_destinations(value: str) -> list[str]:
+    """The destinations a BindPaths= value makes writable: its ``[-]SOURCE[:DESTINATION[:OPTIONS]]``
+    items (the destination is the source when none is given), read as systemd reads them
+    (:func:`_bind_fields`; ``config_parse_bind_paths`` in systemd's src/core/load-fragment.c).
+    Counted only while each item is plainly one systemd binds: absolute paths with no ``..``, an
+    option of ``rbind`` or ``norbind`` or none. At the first that is not, the rest of the line
+    counts for nothing: systemd skips such an item, or takes its next field for a new source, and
+    a directory check counts as writable when the run's sandbox keeps it read-only is the one
+    mistake check must not make (it fails instead, and a plain ReadWritePaths= line fixes it)."""
+    fields = _bind_fields(value)
+
+    def plain(path: str) -> bool:
+        paths, unknown = _word_paths([path], prefixes=False)
+        return len(paths) == 1 and not unknown
+
     destinations: list[str] = []
     index = 0
     while index < len(fields):
         source, after = fields[index]
+        destination, options = source, ""
         index += 1
-        destination = source
         if after == ":":
             if index >= len(fields):
-                break  # its destination is in the field systemd could not read: nothing bound
+                break  # its destination is in a field systemd could not read: nothing bound
             destination, after = fields[index]
             index += 1
             if after == ":":
-                index += 1  # the options
-        if source and destination:
-            destinations.append(destination)
+                if index >= len(fields):
+                    break
+                options, after = fields[index]
+                index += 1
+                if after == ":":
+                    break  # an option with a colon in it: no option systemd knows
+        if options not in ("", "rbind", "norbind") or not plain(source.removeprefix("-")) or not plain(destination):
+            break
+        destinations.append(destination)
     return destinations
 
 
@@ -1095,7 +1122,11 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             writable += paths
             unknown += cannot
         elif key == "StateDirectory":
-            writable += [os.path.join("/var/lib", word.split(":")[0]) for word in value.split()] if value else []
+            # a relative path systemd puts under /var/lib; one with ".." it ignores (not normalized)
+            names = [word.split(":")[0] for word in value.split()] if value else []
+            writable += [
+                os.path.join("/var/lib", name) for name in names if not name.startswith("/") and ".." not in name.split("/")
+            ]
 
     def under(place: str, path: str) -> bool:
         return os.path.commonpath([place, path]) == place

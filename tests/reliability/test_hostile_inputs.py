@@ -322,8 +322,12 @@ def test_an_argument_that_is_not_utf8_is_one_usage_line(flag, built, tmp_path, s
         ([b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is"),
         # "--" as --node's value (typer takes it so) ends no options: the word after is --state's
         ([b"--node", b"--", b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is"),
+        # --state is --node's value, so that "--" ends the options: the word after is no flag's
+        ([b"--node", b"--state", b"--", b"--metrics-file", b"s\xff"], "s\\xff: not UTF-8 text; give an argument that is"),
+        ([b"--node", b"PATH", b"--", b"--state", b"s\xff"], "s\\xff: not UTF-8 text; give an argument that is"),
+        ([b"--node", b"--metrics-file", b"s\xff"], "s\\xff: not UTF-8 text; give an argument that is"),
     ],
-    ids=["node", "node=", "controller-url", "accept", "state", "node --"],
+    ids=["node", "node=", "controller-url", "accept", "state", "node --", "node --state --", "node PATH --", "node flag"],
 )
 def test_a_refused_argument_that_is_not_utf8_is_named_for_what_it_is(args, said, env):
     """A node name is no path: the fix names what the argument is."""
