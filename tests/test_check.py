@@ -2558,10 +2558,10 @@ def test_the_config_check_of_a_long_line_takes_linear_time():
         words = parse.shell_words(";".join(["spurinv refresh"] * count))
         assert words is not None
         best = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
+        for _ in range(5):  # this thread's CPU time: another process's load is not ours (wall time failed under it)
+            start = time.thread_time()
             assert len(parse.started_with(words)) == count
-            best = min(best, time.perf_counter() - start)
+            best = min(best, time.thread_time() - start)
         return best
 
     assert took(4000) < 80 * took(200)
