@@ -353,7 +353,8 @@ def test_register_command_replaces_gres_through_scontrol(clean_lab, tmp_path):
     (record,) = updates(document)
     assert ' update NodeName=n1 \'Extra={"spurinv":' in record
     assert document["fingerprint"] in node.controller()["extra"]
-    assert document["steps"][1]["request"] == f"EXEC {script} n1 → 0"
+    # the step names both writes, as a dry run describes them and a failed save must
+    assert document["steps"][1]["request"] == f"EXEC {script} n1 → 0; then EXEC {record} → 0"
     assert ["n1"] == log.read_text().split()
     assert "abc123" not in document["_stderr"]
     assert "re-registered" in document["_stderr"]
