@@ -1315,6 +1315,81 @@ def test_bind_destinations_never_raise_nor_give_an_empty_path(value):
     assert all(destination for destination in destinations)
 
 
+def sandbox(tmp_path, unit: str, *drop_ins: str, directory: str = "/var/lib/node_exporter/textfile"):
+    """What the unit's sandbox does to ``directory`` (check's verdict, or None: writable), the unit
+    and its drop-ins under a root of their own."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    units = tmp_path / "root" / "etc" / "systemd" / "system"
+    (units / f"{check.SERVICE}.d").mkdir(parents=True)
+    (units / check.SERVICE).write_text("[Service]\n" + unit, encoding="utf-8")
+    for number, text in enumerate(drop_ins):
+        (units / f"{check.SERVICE}.d" / f"{number:02}.conf").write_text("[Service]\n" + text, encoding="utf-8")
+    run = SimpleNamespace(world=SimpleNamespace(root=Root(str(tmp_path / "root"))))  # all the sandbox check reads
+    return check._sandbox_blocks(cast("check._Run", run), directory)
+
+
+@pytest.mark.parametrize(
+    ("unit", "drop_ins"),
+    [
+        ("StateDirectory=node_exporter/textfile\nProtectSystem=strict\n", ["StateDirectory=\n"]),  # reset
+        ("DynamicUser=yes\n", []),  # implies ProtectSystem=strict
+        ("DynamicUser=on\nReadWritePaths=/srv\n", []),
+        ("ProtectSystem=strict\n", ["ProtectSystem=Strict\n"]),  # no value systemd knows: the earlier one stays
+        ("ProtectSystem=strict\nReadWritePaths=\u00a0/var/lib/node_exporter/textfile\n", []),  # no blank to systemd
+        ("ProtectSystem=strict\n\u00a0ReadWritePaths=/var/lib/node_exporter/textfile\n", []),  # another key
+        ("ProtectSystem=strict\nStateDirectory=.\n", []),  # "not normalized, ignoring"
+        ("ProtectSystem=strict\nStateDirectory=x\u00a0node_exporter/textfile\n", []),  # one name to systemd
+        ("ProtectSystem=strict\nBindPaths=/srv/x:/var/lib/node_exporter/textfile:ro\n", []),
+    ],
+    ids=[
+        "state-directory-reset",
+        "dynamic-user",
+        "dynamic-user-on",
+        "unknown-value",
+        "nbsp-value",
+        "nbsp-key",
+        "state-directory-dot",
+        "state-directory-nbsp",
+        "bind-ro",
+    ],
+)
+def test_a_sandbox_systemd_keeps_read_only_is_never_taken_for_writable(tmp_path, unit, drop_ins):
+    """Each line a unit file holds here leaves the metrics directory read-only under systemd 252
+    (systemd-analyze verify, systemd.exec(5)); check counted it writable and said ok, and the run
+    then exits 73."""
+    assert sandbox(tmp_path, unit, *drop_ins) is not None
+
+
+@pytest.mark.parametrize(
+    ("unit", "drop_ins"),
+    [
+        ("ProtectSystem=strict\nStateDirectory=node_exporter/textfile\n", ["ReadWritePaths=\n"]),  # its own list
+        ("ProtectSystem=strict\nBindPaths=/srv/x:/var/lib/node_exporter/textfile\n", ["StateDirectory=\n"]),
+        ("DynamicUser=yes\nReadWritePaths=/var/lib/node_exporter\n", []),
+        ("ProtectSystem=TRUE\n", []),  # a boolean in any case: /usr, /boot and /efi read-only
+        ("ProtectSystem=strict\nStateDirectory=\tnode_exporter/textfile\n", []),
+    ],
+    ids=[
+        "read-write-reset-keeps-state-directory",
+        "state-directory-reset-keeps-bind",
+        "dynamic-user-covered",
+        "boolean-any-case",
+        "tab",
+    ],
+)
+def test_a_sandbox_systemd_lets_write_the_directory_is_taken_for_writable(tmp_path, unit, drop_ins):
+    assert sandbox(tmp_path, unit, *drop_ins) is None
+
+
+def test_protect_home_reads_booleans_as_systemd_does(tmp_path):
+    assert sandbox(tmp_path, "ProtectHome=true\n", directory="/home/metrics") is not None
+    assert check._setting("On", ()) == "yes"
+    assert check._setting("read-only", ("read-only", "tmpfs")) == "read-only"
+    assert check._setting("Read-Only", ("read-only", "tmpfs")) is None
+
+
 # --- the state path the timer's runs use -------------------------------------------------------------
 
 

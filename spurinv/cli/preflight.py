@@ -964,7 +964,7 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     for shown in files:
         section = ""
         for raw in schedule.unit_lines(_root_text(run, shown) or ""):
-            line = raw.strip()
+            line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
             if not line or line.startswith(("#", ";")):
                 continue
             if line.startswith("["):
@@ -973,7 +973,7 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
             key, equals, value = line.partition("=")
             # a NUL ends a C string: no value systemd reads holds one, and no path can
             if equals and section == "[Service]" and "\0" not in value:
-                found.append((key.strip(), value.strip(), shown))
+                found.append((key.strip(_WHITESPACE), value.strip(_WHITESPACE), shown))
     return found
 
 
@@ -1026,6 +1026,11 @@ def _word_paths(words: list[str], prefixes: bool = True) -> tuple[list[str], lis
 
 
 _WHITESPACE = " \t\n\r"  # systemd's separators: no other blank ends a word
+
+
+def _words(value: str) -> list[str]:
+    """``value`` split at systemd's blanks only (a no-break space is part of a word to systemd)."""
+    return value.translate(str.maketrans("\t\n\r", "   ")).split(" ")
 
 
 def _bind_fields(value: str) -> list[tuple[str, str]]:
@@ -1104,36 +1109,50 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
     ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
     certain (False: a path check cannot expand might cover it); None when the unit may write it."""
-    protect, home = "no", "no"
-    writable: list[str] = []
-    unknown: list[str] = []
+    protect: str | None = None
+    home, dynamic = "no", False
+    # each setting its own list: an empty assignment resets that setting's, not the others'
+    writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
+    unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
     for key, value, _where in _service_directives(run):
+        # a value systemd does not know is ignored, the earlier one kept ("Failed to parse")
         if key == "ProtectSystem":
-            protect = value or "no"
+            protect = "no" if not value else _setting(value, ("strict", "full")) or protect
         elif key == "ProtectHome":
-            home = value or "no"
-        elif key in ("ReadWritePaths", "BindPaths"):
+            home = "no" if not value else _setting(value, ("read-only", "tmpfs")) or home
+        elif key == "DynamicUser":
+            dynamic = {"yes": True, "no": False}.get(_setting(value, ()) or "", dynamic)
+        elif key in writable:
             if not value:  # an empty assignment resets the list
-                writable, unknown = [], []
+                writable[key], unknown[key] = [], []
+                continue
+            if key == "StateDirectory":
+                # a relative path systemd puts under /var/lib; "..", "." or an absolute one it ignores
+                names = [word.split(":")[0] for word in _words(value)]
+                writable[key] += [
+                    os.path.join("/var/lib", name)
+                    for name in names
+                    if name and not name.startswith("/") and not {".", ".."} & set(name.split("/"))
+                ]
                 continue
             # BindPaths=: the destination is writable ('/srv/my dir':/x, quotes read before colons)
             words = _bind_destinations(value) if key == "BindPaths" else _unit_words(value)
             paths, cannot = _word_paths(words)
-            writable += paths
-            unknown += cannot
-        elif key == "StateDirectory":
-            # a relative path systemd puts under /var/lib; one with ".." it ignores (not normalized)
-            names = [word.split(":")[0] for word in value.split()] if value else []
-            writable += [
-                os.path.join("/var/lib", name) for name in names if not name.startswith("/") and ".." not in name.split("/")
-            ]
+            writable[key] += paths
+            unknown[key] += cannot
+    if protect is None:  # DynamicUser= implies ProtectSystem=strict (systemd.exec(5))
+        protect = "strict" if dynamic else "no"
+    if dynamic and home == "no":  # and ProtectHome=read-only
+        home = "read-only"
+    places_given = [place for paths in writable.values() for place in paths]
+    cannot_expand = [word for words in unknown.values() for word in words]
 
     def under(place: str, path: str) -> bool:
         return os.path.commonpath([place, path]) == place
 
     # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
     targets = {os.path.normpath(directory), os.path.realpath(directory)}
-    places = {variant for place in writable for variant in (place, os.path.realpath(place))}
+    places = {variant for place in places_given for variant in (place, os.path.realpath(place))}
     if any(under(place, target) for place in places for target in targets):
         return None
     directory = os.path.normpath(directory)
@@ -1145,15 +1164,26 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             return None
         found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
     else:
-        read_only = {"yes": ("/usr", "/boot", "/efi"), "true": ("/usr", "/boot", "/efi"),
-                     "full": ("/usr", "/boot", "/efi", "/etc")}  # fmt: skip
+        read_only = {"yes": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
         for place in read_only.get(protect, ()):
             if under(place, directory):
                 found = f"ProtectSystem={protect} keeps {place} read-only"
                 break
     if found is None:
         return None
-    return found, not unknown
+    return found, not cannot_expand
+
+
+def _setting(value: str, words: tuple[str, ...]) -> str | None:
+    """A boolean setting as systemd reads it (1, yes, y, true, t, on and their opposites, any
+    case: parse_boolean) as ``yes`` or ``no``, or one of ``words`` as spelled; None for anything
+    else, which systemd ignores."""
+    lowered = value.lower()
+    if lowered in ("1", "yes", "y", "true", "t", "on"):
+        return "yes"
+    if lowered in ("0", "no", "n", "false", "f", "off"):
+        return "no"
+    return value if value in words else None
 
 
 def _timer(run: _Run) -> tuple[str, str | None, bool]:
