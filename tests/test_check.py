@@ -1342,6 +1342,9 @@ def sandbox(tmp_path, unit: str, *drop_ins: str, directory: str = "/var/lib/node
         ("ProtectSystem=strict\nStateDirectory=.\n", []),  # "not normalized, ignoring"
         ("ProtectSystem=strict\nStateDirectory=x\u00a0node_exporter/textfile\n", []),  # one name to systemd
         ("ProtectSystem=strict\nBindPaths=/srv/x:/var/lib/node_exporter/textfile:ro\n", []),
+        ("DynamicUser=yes\nProtectSystem=no\n", []),  # DynamicUser= forces strict whatever is said
+        ("ProtectSystem=full\nDynamicUser=yes\n", []),
+        ("ProtectSystem=strict\n", ["ProtectSystem=\n"]),  # empty: "Failed to parse", the earlier one stays
     ],
     ids=[
         "state-directory-reset",
@@ -1353,6 +1356,9 @@ def sandbox(tmp_path, unit: str, *drop_ins: str, directory: str = "/var/lib/node
         "state-directory-dot",
         "state-directory-nbsp",
         "bind-ro",
+        "dynamic-user-over-no",
+        "dynamic-user-over-full",
+        "empty-protect-system",
     ],
 )
 def test_a_sandbox_systemd_keeps_read_only_is_never_taken_for_writable(tmp_path, unit, drop_ins):
@@ -1383,8 +1389,18 @@ def test_a_sandbox_systemd_lets_write_the_directory_is_taken_for_writable(tmp_pa
     assert sandbox(tmp_path, unit, *drop_ins) is None
 
 
+def test_a_private_tmp_is_the_units_to_write(tmp_path):
+    """PrivateTmp= (or DynamicUser=, which forces it) gives the unit a /tmp of its own, writable
+    under ProtectSystem=strict: not a failure (the metrics check warns that node_exporter cannot
+    see it), as check said when DynamicUser= made it take ProtectSystem=strict."""
+    assert sandbox(tmp_path / "a", "DynamicUser=yes\n", directory="/tmp/metrics") is None
+    assert sandbox(tmp_path / "b", "ProtectSystem=strict\nPrivateTmp=yes\n", directory="/var/tmp/metrics") is None
+    assert sandbox(tmp_path / "c", "ProtectSystem=strict\nPrivateTmp=no\n", directory="/tmp/metrics") is not None
+
+
 def test_protect_home_reads_booleans_as_systemd_does(tmp_path):
     assert sandbox(tmp_path, "ProtectHome=true\n", directory="/home/metrics") is not None
+    assert sandbox(tmp_path / "e", "ProtectHome=yes\n", "ProtectHome=\n", directory="/home/metrics") is not None
     assert check._setting("On", ()) == "yes"
     assert check._setting("read-only", ("read-only", "tmpfs")) == "read-only"
     assert check._setting("Read-Only", ("read-only", "tmpfs")) is None

@@ -706,12 +706,7 @@ def _metrics(run: _Run) -> Check:
                 "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
-        private = [value for key, value, _where in _service_directives(run) if key == "PrivateTmp"]
-        if (
-            private
-            and private[-1] in ("yes", "true", "1", "on", "disconnected")
-            and any(os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP)
-        ):
+        if _private_tmp(run) and any(os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP):
             return Check(
                 "metrics", "warn", f"{path}: the unit's PrivateTmp= gives it a /tmp of its own; node_exporter never sees "
                 "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
@@ -1116,10 +1111,11 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
     for key, value, _where in _service_directives(run):
         # a value systemd does not know is ignored, the earlier one kept ("Failed to parse")
+        # (an empty one too: "Failed to parse protect system value, ignoring")
         if key == "ProtectSystem":
-            protect = "no" if not value else _setting(value, ("strict", "full")) or protect
+            protect = _setting(value, ("strict", "full")) or protect
         elif key == "ProtectHome":
-            home = "no" if not value else _setting(value, ("read-only", "tmpfs")) or home
+            home = _setting(value, ("read-only", "tmpfs")) or home
         elif key == "DynamicUser":
             dynamic = {"yes": True, "no": False}.get(_setting(value, ()) or "", dynamic)
         elif key in writable:
@@ -1140,10 +1136,12 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             paths, cannot = _word_paths(words)
             writable[key] += paths
             unknown[key] += cannot
-    if protect is None:  # DynamicUser= implies ProtectSystem=strict (systemd.exec(5))
-        protect = "strict" if dynamic else "no"
-    if dynamic and home == "no":  # and ProtectHome=read-only
+    # DynamicUser= forces ProtectSystem=strict whatever the unit says, ProtectHome=read-only over
+    # "no" and PrivateTmp= (systemd.exec(5); unit_patch_contexts in systemd's src/core/unit.c)
+    protect = "strict" if dynamic else protect or "no"
+    if dynamic and home == "no":
         home = "read-only"
+    writable_anyway = ("/dev", "/proc", "/sys") + (PRIVATE_TMP if _private_tmp(run) else ())
     places_given = [place for paths in writable.values() for place in paths]
     cannot_expand = [word for words in unknown.values() for word in words]
 
@@ -1160,7 +1158,7 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     if home in ("yes", "read-only", "tmpfs") and any(under(place, directory) for place in ("/home", "/root", "/run/user")):
         found = f"ProtectHome={home} hides {directory}"
     elif protect == "strict":
-        if any(under(place, directory) for place in ("/dev", "/proc", "/sys")):
+        if any(under(place, directory) for place in writable_anyway):  # a private /tmp is the unit's to write
             return None
         found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
     else:
@@ -1172,6 +1170,18 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     if found is None:
         return None
     return found, not cannot_expand
+
+
+def _private_tmp(run: _Run) -> bool:
+    """Whether the unit has a /tmp of its own: PrivateTmp= (a boolean, or "disconnected"; a value
+    systemd cannot parse keeps the earlier one) or DynamicUser=, which forces it."""
+    private, dynamic = False, False
+    for key, value, _where in _service_directives(run):
+        if key == "PrivateTmp":
+            private = {"yes": True, "disconnected": True, "no": False}.get(_setting(value, ("disconnected",)) or "", private)
+        elif key == "DynamicUser":
+            dynamic = {"yes": True, "no": False}.get(_setting(value, ()) or "", dynamic)
+    return private or dynamic
 
 
 def _setting(value: str, words: tuple[str, ...]) -> str | None:
