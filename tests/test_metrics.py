@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+from typing import Any
 
 import pytest
 import rootbuilder as rb
@@ -178,18 +179,23 @@ def test_the_ages_alerts_need_are_timestamps_from_the_state():
 TIMES = ("last_success", "partition_switch_since", "drain_since", "change_pending_since", "refusal_since")
 
 
-@pytest.mark.parametrize("when", ["2026-12-02T18:00:00.Z", "not a time", "", 1796234400])
-def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
-    """spurinv writes its times as RFC 3339 (shape.stamp). Anything else reads as 0, none: text
-    that is no time stopped the metrics. A drain that is on reads as on since a time unknown, 1:
-    none would keep its alert quiet."""
-    state = {
+def every_time_at(when: object) -> dict[str, Any]:
+    """A state whose every time the metrics show is ``when``, a drain on among them."""
+    return {
         "last_success": when,
         "switching": {"since": when},
         "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": when, "cause": "busy"},
         "pending": {"fingerprint": "ab", "since": when},
         "refusal": {"fingerprint": "ab", "at": when, "error": "no"},
     }
+
+
+@pytest.mark.parametrize("when", ["2026-12-02T18:00:00.Z", "not a time", "", 1796234400])
+def test_a_time_spurinv_did_not_write_is_no_time_not_a_wrong_one(when):
+    """spurinv writes its times as RFC 3339 (shape.stamp). Anything else reads as 0, none: text
+    that is no time stopped the metrics. A drain that is on reads as on since a time unknown, 1:
+    none would keep its alert quiet."""
+    state = every_time_at(when)
     samples = parse(metrics.render(state, 0.1, "n1", "0"))
 
     unknown = {**dict.fromkeys(TIMES, 0), "drain_since": 1}
@@ -204,13 +210,7 @@ def test_a_time_in_another_zone_reads_as_its_instant(when):
     instant, and so do the metrics. Read as none, the drain that is on had no start (and the
     long-drain alert went quiet), the last success none, the refusal none; its zone ignored, the
     time was hours off."""
-    state = {
-        "last_success": when,
-        "switching": {"since": when},
-        "drain": {"reason": "spurinv: [n1.ab12] x", "set_at": when, "cause": "busy"},
-        "pending": {"fingerprint": "ab", "since": when},
-        "refusal": {"fingerprint": "ab", "at": when, "error": "no"},
-    }
+    state = every_time_at(when)
     samples = parse(metrics.render(state, 0.1, "n1", "0"))
 
     assert dict.fromkeys(TIMES, 1796234400) == {name: value(samples, f"spurinv_{name}_timestamp_seconds") for name in TIMES}

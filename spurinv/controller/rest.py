@@ -383,18 +383,14 @@ class Controller:
 
     def describe(self, body: dict[str, Any]) -> str:
         """The write as a report line (``--dry-run``)."""
+        # our record after a registration (the command's, or the GRES POST) is its own update, as
+        # the real run's step names it (spurinv.controller.transport.recorded)
+        then = f"; then {self.describe({'extra': body['extra']})}" if "gres" in body and "extra" in body else ""
         if "gres" in body and self.registrar is not None:
-            return self.registrar.line() + self._then(body)
+            return self.registrar.line() + then
         if "gres" in body and "extra" in body:
-            return Request("POST", self.node_path(), {"gres": body["gres"]}).line() + self._then(body)
+            return Request("POST", self.node_path(), {"gres": body["gres"]}).line() + then
         return Request("POST", self.node_path(), body).line()
-
-    def _then(self, body: dict[str, Any]) -> str:
-        """Our record after a registration (the command's, or the GRES POST): its own update, as
-        the real run's step names it (:func:`spurinv.controller.transport.recorded`)."""
-        if "extra" not in body:
-            return ""
-        return f"; then {Request('POST', self.node_path(), {'extra': body['extra']}).line()}"
 
     def post(self, body: dict[str, Any]) -> None:
         """``POST …/node/{name}``; success is 200 with no errors."""

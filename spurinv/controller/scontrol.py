@@ -288,20 +288,16 @@ class Scontrol:
         return args
 
     def describe(self, body: dict[str, Any]) -> str:
+        # our record after a registration (the command's, or the GRES update) is its own update,
+        # as the real run's step names it (spurinv.controller.transport.recorded)
+        then = f"; then {self.describe({'extra': body['extra']})}" if "gres" in body and "extra" in body else ""
         if "gres" in body and self.registrar is not None:
-            return self.registrar.line() + self._then(body)
+            return self.registrar.line() + then
         if "gres" in body and self.detect() == "spur":
             return "none: " + SPUR_CANNOT_REGISTER
         if "gres" in body and "extra" in body:
-            return f"EXEC {shlex.join([self.program, *self._update_args({'gres': body['gres']})])}{self._then(body)}"
+            return f"EXEC {shlex.join([self.program, *self._update_args({'gres': body['gres']})])}{then}"
         return f"EXEC {shlex.join([self.program, *self._update_args(body)])}"
-
-    def _then(self, body: dict[str, Any]) -> str:
-        """Our record after a registration (the command's, or the GRES update): its own update, as
-        the real run's step names it (:func:`spurinv.controller.transport.recorded`)."""
-        if "extra" not in body:
-            return ""
-        return f"; then EXEC {shlex.join([self.program, *self._update_args({'extra': body['extra']})])}"
 
     def post(self, body: dict[str, Any]) -> None:
         """One ``scontrol update``; success is exit 0 and, from spur, no ignored key."""
