@@ -706,7 +706,9 @@ def _metrics(run: _Run) -> Check:
                 "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
-        if _private_tmp(run) and any(os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP):
+        if _private_tmp(_service_directives(run)) and any(
+            os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP
+        ):
             return Check(
                 "metrics", "warn", f"{path}: the unit's PrivateTmp= gives it a /tmp of its own; node_exporter never sees "
                 "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
@@ -1062,19 +1064,20 @@ def _bind_fields(value: str) -> list[tuple[str, str]]:
 
 
 def _bind_destinations(value: str) -> list[str]:
-    """The destinations a BindPaths= value makes writable: its ``[-]SOURCE[:DESTINATION[:OPTIONS]]``
-    items (the destination is the source when none is given), read as systemd reads them
-    (:func:`_bind_fields`; ``config_parse_bind_paths`` in systemd's src/core/load-fragment.c).
-    Counted only while each item is plainly one systemd binds: absolute paths with no ``..``, an
-    option of ``rbind`` or ``norbind`` or none. At the first that is not, the rest of the line
-    counts for nothing: systemd skips such an item, or takes its next field for a new source, and
-    a directory check counts as writable when the run's sandbox keeps it read-only is the one
-    mistake check must not make (it fails instead, and a plain ReadWritePaths= line fixes it)."""
+    """The paths a BindPaths= value makes writable (specifiers expanded, normalised): the
+    destinations of its ``[-]SOURCE[:DESTINATION[:OPTIONS]]`` items (the source when no destination
+    is given), read as systemd reads them (:func:`_bind_fields`; ``config_parse_bind_paths`` in
+    systemd's src/core/load-fragment.c). Counted only while each item is plainly one systemd
+    binds: absolute paths with no ``..``, an option of ``rbind`` or ``norbind`` or none. At the
+    first that is not, the rest of the line counts for nothing: systemd skips such an item, or
+    takes its next field for a new source, and a directory check counts as writable when the
+    run's sandbox keeps it read-only is the one mistake check must not make (it fails instead, and
+    a plain ReadWritePaths= line fixes it)."""
     fields = _bind_fields(value)
 
-    def plain(path: str) -> bool:
+    def plain(path: str) -> str | None:
         paths, unknown = _word_paths([path], prefixes=False)
-        return len(paths) == 1 and not unknown
+        return paths[0] if len(paths) == 1 and not unknown else None
 
     destinations: list[str] = []
     index = 0
@@ -1094,9 +1097,10 @@ def _bind_destinations(value: str) -> list[str]:
                 index += 1
                 if after == ":":
                     break  # an option with a colon in it: no option systemd knows
-        if options not in ("", "rbind", "norbind") or not plain(source.removeprefix("-")) or not plain(destination):
+        bound = plain(destination)
+        if options not in ("", "rbind", "norbind") or plain(source.removeprefix("-")) is None or bound is None:
             break
-        destinations.append(destination)
+        destinations.append(bound)
     return destinations
 
 
@@ -1105,19 +1109,18 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
     certain (False: a path check cannot expand might cover it); None when the unit may write it."""
     protect: str | None = None
-    home, dynamic = "no", False
+    home = "no"
     # each setting its own list: an empty assignment resets that setting's, not the others'
     writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
     unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    for key, value, _where in _service_directives(run):
+    directives = _service_directives(run)
+    for key, value, _where in directives:
         # a value systemd does not know is ignored, the earlier one kept ("Failed to parse")
         # (an empty one too: "Failed to parse protect system value, ignoring")
         if key == "ProtectSystem":
             protect = _setting(value, ("strict", "full")) or protect
         elif key == "ProtectHome":
             home = _setting(value, ("read-only", "tmpfs")) or home
-        elif key == "DynamicUser":
-            dynamic = {"yes": True, "no": False}.get(_setting(value, ()) or "", dynamic)
         elif key in writable:
             if not value:  # an empty assignment resets the list
                 writable[key], unknown[key] = [], []
@@ -1132,16 +1135,16 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
                 ]
                 continue
             # BindPaths=: the destination is writable ('/srv/my dir':/x, quotes read before colons)
-            words = _bind_destinations(value) if key == "BindPaths" else _unit_words(value)
-            paths, cannot = _word_paths(words)
+            paths, cannot = (_bind_destinations(value), []) if key == "BindPaths" else _unit_paths(value)
             writable[key] += paths
             unknown[key] += cannot
     # DynamicUser= forces ProtectSystem=strict whatever the unit says, ProtectHome=read-only over
     # "no" and PrivateTmp= (systemd.exec(5); unit_patch_contexts in systemd's src/core/unit.c)
+    dynamic = _switched_on(directives, "DynamicUser")
     protect = "strict" if dynamic else protect or "no"
     if dynamic and home == "no":
         home = "read-only"
-    writable_anyway = ("/dev", "/proc", "/sys") + (PRIVATE_TMP if _private_tmp(run) else ())
+    writable_anyway = ("/dev", "/proc", "/sys") + (PRIVATE_TMP if _private_tmp(directives) else ())
     places_given = [place for paths in writable.values() for place in paths]
     cannot_expand = [word for words in unknown.values() for word in words]
 
@@ -1172,16 +1175,20 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     return found, not cannot_expand
 
 
-def _private_tmp(run: _Run) -> bool:
-    """Whether the unit has a /tmp of its own: PrivateTmp= (a boolean, or "disconnected"; a value
-    systemd cannot parse keeps the earlier one) or DynamicUser=, which forces it."""
-    private, dynamic = False, False
-    for key, value, _where in _service_directives(run):
-        if key == "PrivateTmp":
-            private = {"yes": True, "disconnected": True, "no": False}.get(_setting(value, ("disconnected",)) or "", private)
-        elif key == "DynamicUser":
-            dynamic = {"yes": True, "no": False}.get(_setting(value, ()) or "", dynamic)
-    return private or dynamic
+def _private_tmp(directives: list[tuple[str, str, str]]) -> bool:
+    """Whether the unit (its :func:`_service_directives`) has a /tmp of its own: PrivateTmp= (a
+    boolean, or "disconnected") or DynamicUser=, which forces it."""
+    return _switched_on(directives, "PrivateTmp", ("yes", "disconnected")) or _switched_on(directives, "DynamicUser")
+
+
+def _switched_on(directives: list[tuple[str, str, str]], key: str, on: tuple[str, ...] = ("yes",)) -> bool:
+    """Whether the last value of ``key`` systemd can parse (:func:`_setting`) is one of ``on``; a
+    value it cannot parse keeps the earlier one, none at all is off."""
+    state = False
+    for name, value, _where in directives:
+        if name == key and (parsed := _setting(value, on)) is not None:
+            state = parsed in on
+    return state
 
 
 def _setting(value: str, words: tuple[str, ...]) -> str | None:

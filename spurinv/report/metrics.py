@@ -137,10 +137,7 @@ def _drain_since(drain: object) -> int:
     0 would read as none and keep the long-drain alert quiet for as long as the drain lasts. A
     time is not judged by the readings' clock: one stepped back would make the alert fire,
     resolve and fire again."""
-    if not isinstance(drain, dict):
-        return 0
-    since = shape.epoch(drain.get("set_at"))
-    return 1 if since is None or since <= 0 else since
+    return max(_since(drain, "set_at"), 1) if isinstance(drain, dict) else 0
 
 
 def _skew(drain: object) -> "int | None":
