@@ -486,10 +486,32 @@ def test_metrics_count_the_fleet_and_date_each_of_our_drains():
     assert [({}, 1)] == samples["spurinv_fleet_orphaned_drain_nodes"]  # n8, a drain from before drain ids
     assert [({}, 6)] == samples["spurinv_fleet_attention_nodes"]
     assert [({}, 3 * 86400 + 7200)] == samples["spurinv_fleet_oldest_drain_age_seconds"]
+    assert [({}, 0)] == samples["spurinv_fleet_undated_drain_nodes"]
     assert [({}, NOW)] == samples["spurinv_fleet_last_success_timestamp_seconds"]
     assert [({"node": HOSTILE_NAME}, NOW - 3 * 86400 - 7200), ({"node": "n8"}, NOW - 3600)] == samples[
         "spurinv_fleet_drain_since_timestamp_seconds"
     ]
+
+
+@pytest.mark.parametrize("changed", [None, {"set": False, "infinite": False, "number": 0}, "yesterday"])
+def test_a_drain_the_controller_does_not_date_is_counted_apart(changed):
+    """Without a start there is no age: the oldest-age gauge cannot see the drain, so a gauge of
+    its own counts it (SpurinvFleetUndatedDrain alerts on it held for a day)."""
+    fleet_nodes = table_fleet()
+    undated = copy.deepcopy(fleet_nodes[7])  # n8, our drain an hour old
+    undated["name"] = "n9"
+    if changed is None:
+        del undated["reason_changed_at"]
+    else:
+        undated["reason_changed_at"] = changed
+    summary = fleet.build([*fleet_nodes, undated], NOW)["summary"]
+
+    samples = families(metrics.render_fleet(summary, NOW))
+
+    assert [({}, 1)] == samples["spurinv_fleet_undated_drain_nodes"]
+    assert [({"by": "spurinv"}, 3), ({"by": "others"}, 2)] == samples["spurinv_fleet_drained_nodes"]
+    assert [({}, 3 * 86400 + 7200)] == samples["spurinv_fleet_oldest_drain_age_seconds"]
+    assert "n9" not in {labels.get("node") for labels, _ in samples["spurinv_fleet_drain_since_timestamp_seconds"]}
 
 
 @given(st.integers(1, ownership.MAX_EPOCH - 1), st.sampled_from(["int", "number"]))

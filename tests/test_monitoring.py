@@ -318,6 +318,36 @@ def test_the_fleet_rules_on_the_fleet_gauges(tmp_path):
     )  # fmt: skip
 
 
+@needs_promtool
+def test_a_drain_the_controller_does_not_date_alerts_after_a_day(tmp_path):
+    """SpurinvFleetOldDrain cannot see a drain with no start (its age gauge leaves it out); the
+    undated drain alerts once it has lasted a day, and not before."""
+    summary = {"nodes": 2, "managed": 1, "attention": 1, "gres_changed": 0, "orphaned_drained": 0, "spurinv_drained": 1,
+               "drained_by_others": 0, "spurinv_drains": [{"name": "n2", "since": None, "age_seconds": None}]}  # fmt: skip
+    text = metrics.render_fleet(summary, 60)
+    input_series = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = {**sample.labels, "instance": "up:9100", "job": "node"}
+            inner = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+            # every 10 minutes for 26 hours; the fleet's own time stays fresh so only the drain rules speak
+            value = "60+600x156" if sample.name == "spurinv_fleet_last_success_timestamp_seconds" else f"{sample.value}x156"
+            input_series.append({"series": f"{sample.name}{{{inner}}}", "values": value})
+
+    promtool(
+        tmp_path,
+        input_series,
+        [
+            {"eval_time": "23h", "alertname": "SpurinvFleetUndatedDrain", "exp_alerts": []},
+            {"eval_time": "25h", "alertname": "SpurinvFleetUndatedDrain",
+             "exp_alerts": [expected("SpurinvFleetUndatedDrain", instance="up:9100", job="node")]},
+            {"eval_time": "25h", "alertname": "SpurinvFleetOldDrain", "exp_alerts": []},
+        ],
+        interval="10m",
+        evaluation="10m",
+    )  # fmt: skip
+
+
 # --- every metric named exists ----------------------------------------------------------------------
 
 

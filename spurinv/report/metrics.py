@@ -180,6 +180,8 @@ def render_fleet(summary: "Mapping[str, Any] | None", taken_at: "int | None") ->
         ("orphaned_drain_nodes", "spurinv drains no id or record ties to their node (no spurinv lifts them by itself).",
          summary["orphaned_drained"]),
         ("oldest_drain_age_seconds", "Age of the oldest spurinv drain (0 when there is none).", oldest),
+        ("undated_drain_nodes", "spurinv drains whose start the controller does not give (no age to alert on).",
+         sum(1 for drain in drains if drain["age_seconds"] is None)),
     )  # fmt: skip
     for name, meaning, number in gauges:
         metric = f"spurinv_fleet_{name}"
