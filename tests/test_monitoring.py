@@ -190,6 +190,33 @@ def test_a_drain_older_than_the_threshold_alerts(tmp_path):
 
 
 @needs_promtool
+def test_a_drain_starting_in_the_future_alerts_once_it_has_lasted(tmp_path):
+    """A start a node clock ahead wrote (then corrected): SpurinvDrainTooLong cannot age it, so
+    SpurinvDrainStartAhead speaks once it has held 6 hours; a start a minute ahead never does."""
+
+    def drained(set_at: int) -> Scene:
+        def scene(minute: int) -> dict[str, Any]:
+            state = healthy(minute)
+            state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": stamp(set_at), "cause": "busy"}
+            return state
+
+        return scene
+
+    promtool(
+        tmp_path,
+        series({"ahead:9100": drained(30 * 86400), "minute:9100": drained(60), "ok:9100": healthy}, 480, step=10),
+        [
+            {"eval_time": "5h", "alertname": "SpurinvDrainStartAhead", "exp_alerts": []},
+            {"eval_time": "7h", "alertname": "SpurinvDrainStartAhead",
+             "exp_alerts": [node("SpurinvDrainStartAhead", "ahead:9100")]},
+            {"eval_time": "7h", "alertname": "SpurinvDrainTooLong", "exp_alerts": [node("SpurinvDrainTooLong", "minute:9100")]},
+        ],
+        interval="10m",
+        evaluation="10m",
+    )  # fmt: skip
+
+
+@needs_promtool
 def test_a_drain_set_at_no_time_we_wrote_still_alerts(tmp_path):
     """A drain whose start is before 1970 or unreadable: the alert fires as for a drain of unknown
     age, never goes quiet."""
