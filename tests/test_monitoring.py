@@ -385,7 +385,8 @@ def written() -> set[str]:
         "drain": {"reason": "r", "set_at": stamp(60), "cause": "busy", "reason_changed_at": 61},
     }
     summary = {"nodes": 1, "managed": 1, "attention": 0, "gres_changed": 0, "orphaned_drained": 0, "spurinv_drained": 1,
-               "drained_by_others": 0, "spurinv_drains": [{"name": "n1", "since": stamp(60), "age_seconds": 1}]}  # fmt: skip
+               "drained_by_others": 0, "spurinv_drains": [{"name": "n1", "since": stamp(60), "age_seconds": 1},
+                                                            {"name": "n2", "since": None, "age_seconds": None}]}  # fmt: skip
     names = set()
     for text in (metrics.render(state, 0.1, "n1", "0"), metrics.render_fleet(summary, 60)):
         names |= {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
