@@ -77,16 +77,24 @@ def test_a_start_ahead_pages_through_failed_scrapes(tmp_path):
 
 @needs_promtool
 def test_a_drain_set_again_is_a_new_drain(tmp_path):
-    """A drain lifted at 5 h and set again at 5h05 (both starts far ahead) is aged from 5h05."""
+    """A drain lifted at 5 h and set again at 5h05 (both starts far ahead) is aged from 5h05, also
+    when the second drain carries the first one's start (recovered from the same record)."""
     first, second = drained(60, 30 * HOUR, end=300), drained(305, 30 * HOUR)
+    same = drained(60, 30 * HOUR)
 
     def scene(minute: int) -> dict[str, Any] | None:
         return (first if minute < 305 else second)(minute)
 
+    def recovered(minute: int) -> dict[str, Any] | None:
+        return first(minute) if minute < 305 else same(minute)
+
     promtool(
         tmp_path,
-        series({"again:9100": scene}, 720),
-        [check("SpurinvDrainTooLong", "7h10m"), check("SpurinvDrainTooLong", "11h10m", "again:9100")],
+        series({"again:9100": scene, "recovered:9100": recovered}, 720),
+        [
+            check("SpurinvDrainTooLong", "7h10m"),
+            check("SpurinvDrainTooLong", "11h10m", "again:9100", "recovered:9100"),
+        ],
     )
 
 
