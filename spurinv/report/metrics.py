@@ -171,6 +171,13 @@ def render_fleet(summary: "Mapping[str, Any] | None", taken_at: "int | None") ->
         return "\n".join(lines) + "\n"
     drains = summary["spurinv_drains"]
     oldest = max((drain["age_seconds"] or 0 for drain in drains), default=0)
+    # a repeated series would make node_exporter drop the whole file; a node listed twice counts
+    # once, dated if either listing is (the dated come first)
+    dated: dict[str, str] = {}
+    for drain in drains:
+        if drain["since"] and drain["name"] not in dated:
+            dated[drain["name"]] = drain["since"]
+    undated = sorted({drain["name"] for drain in drains if not drain["since"]} - dated.keys())
     gauges = (
         ("last_success_timestamp_seconds", "When spurinv fleet last read the fleet (Unix time).", taken_at or 0),
         ("nodes", "Nodes the controller lists.", summary["nodes"]),
@@ -179,9 +186,11 @@ def render_fleet(summary: "Mapping[str, Any] | None", taken_at: "int | None") ->
         ("gres_changed_nodes", "Managed nodes whose gres differs from what spurinv registered.", summary["gres_changed"]),
         ("orphaned_drain_nodes", "spurinv drains no id or record ties to their node (no spurinv lifts them by itself).",
          summary["orphaned_drained"]),
-        ("oldest_drain_age_seconds", "Age of the oldest spurinv drain (0 when there is none).", oldest),
+        ("oldest_drain_age_seconds",
+         "Age of the oldest spurinv drain the controller dates (0: none, or only starts unknown or still to come).",
+         oldest),
         ("undated_drain_nodes", "spurinv drains whose start the controller does not give (no age to alert on).",
-         sum(1 for drain in drains if drain["age_seconds"] is None)),
+         len(undated)),
     )  # fmt: skip
     for name, meaning, number in gauges:
         metric = f"spurinv_fleet_{name}"
@@ -194,10 +203,14 @@ def render_fleet(summary: "Mapping[str, Any] | None", taken_at: "int | None") ->
         "# HELP spurinv_fleet_drain_since_timestamp_seconds When each spurinv drain's reason was set (Unix time).",
         "# TYPE spurinv_fleet_drain_since_timestamp_seconds gauge",
     ]
-    seen: set[str] = set()  # a repeated series would make node_exporter drop the whole file
-    for drain in drains:
-        if drain["since"] and drain["name"] not in seen:
-            seen.add(drain["name"])
-            label = _escape(drain["name"])
-            lines.append(f'spurinv_fleet_drain_since_timestamp_seconds{{node="{label}"}} {shape.epoch(drain["since"]) or 0}')
+    lines += [
+        f'spurinv_fleet_drain_since_timestamp_seconds{{node="{_escape(name)}"}} {shape.epoch(since) or 0}'
+        for name, since in dated.items()
+    ]
+    # per node, so that a rule can tell one drain lasting a day from two in turn
+    lines += [
+        "# HELP spurinv_fleet_drain_undated 1 for each spurinv drain whose start the controller does not give.",
+        "# TYPE spurinv_fleet_drain_undated gauge",
+        *(f'spurinv_fleet_drain_undated{{node="{_escape(name)}"}} 1' for name in undated),
+    ]
     return "\n".join(lines) + "\n"
