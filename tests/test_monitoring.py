@@ -23,7 +23,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from spurinv.report import metrics
+from spurinv.report import fleet, metrics
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "monitoring" / "spurinv.rules.yml"
@@ -575,3 +575,204 @@ def test_time_since_the_last_run_is_never_for_a_node_that_never_succeeded(tmp_pa
     assert PROMTOOL is not None
     ran = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+# --- a drain whose start is still to come (node rules) ----------------------------------------
+
+HOUR = 3600
+
+
+def drained(start: int, ahead: int, end: int | None = None) -> Scene:
+    """A drain on from minute ``start`` (until ``end``), its start recorded ``ahead`` seconds
+    after it was set (a node clock that was ahead, since corrected)."""
+
+    def scene(minute: int) -> dict[str, Any]:
+        state = healthy(minute)
+        if minute >= start and (end is None or minute < end):
+            state["drain"] = {"reason": "spurinv: [n1.ab12] x", "set_at": stamp(start * 60 + ahead), "cause": "busy"}
+        return state
+
+    return scene
+
+
+def failed_scrapes(input_series: list[dict[str, str]], minutes: list[int]) -> list[dict[str, str]]:
+    """node_exporter did not answer at these minutes: ``up`` is 0 and Prometheus marks every
+    series of the target stale."""
+    for entry in input_series:
+        values = entry["values"].split()
+        for minute in minutes:
+            values[minute] = "0" if entry["series"].startswith("up{") else "stale"
+        entry["values"] = " ".join(values)
+    return input_series
+
+
+def check(alert: str, at: str, *instances: str) -> dict[str, Any]:
+    return {"eval_time": at, "alertname": alert, "exp_alerts": [node(alert, instance) for instance in instances]}
+
+
+@needs_promtool
+def test_a_start_ahead_pages_once_and_stays_until_the_drain_ends(tmp_path):
+    """Starts 7 h and 30 days ahead: the drain pages once it has been seen for 6 h and stays
+    paged, also after the recorded start has come (7 h ahead: a second alert used to take over
+    only 6 h after that, with the drain unreported in between). 6 h ahead: it used to wait 12 h."""
+    scenes = {"ahead7h:9100": drained(60, 7 * HOUR), "ahead30d:9100": drained(60, 30 * 86400),
+              "ahead6h:9100": drained(60, 6 * HOUR)}  # fmt: skip
+    every = ("ahead6h:9100", "ahead30d:9100", "ahead7h:9100")
+    promtool(
+        tmp_path,
+        series(scenes, 900),
+        [
+            check("SpurinvDrainTooLong", "6h50m"),
+            *(check("SpurinvDrainTooLong", at, *every) for at in ("7h10m", "7h50m", "8h10m", "10h", "13h50m", "14h10m")),
+        ],
+    )
+
+
+@needs_promtool
+def test_a_start_ahead_pages_through_failed_scrapes(tmp_path):
+    """One failed scrape while the drain waits, and one after it paged: neither delays nor ends
+    the alert by 6 hours (a ``for: 6h`` started again after each)."""
+    input_series = failed_scrapes(series({"ahead:9100": drained(60, 30 * HOUR)}, 900), [240, 480])
+    promtool(
+        tmp_path,
+        input_series,
+        [
+            check("SpurinvDrainTooLong", "6h50m"),
+            *(check("SpurinvDrainTooLong", at, "ahead:9100") for at in ("7h10m", "8h10m", "12h", "14h10m")),
+        ],
+    )
+
+
+@needs_promtool
+def test_a_drain_set_again_is_a_new_drain(tmp_path):
+    """A drain lifted at 5 h and set again at 5h05 (both starts far ahead) is aged from 5h05, also
+    when the second drain carries the first one's start (recovered from the same record)."""
+    first, second = drained(60, 30 * HOUR, end=300), drained(305, 30 * HOUR)
+    same = drained(60, 30 * HOUR)
+
+    def scene(minute: int) -> dict[str, Any] | None:
+        return (first if minute < 305 else second)(minute)
+
+    def recovered(minute: int) -> dict[str, Any] | None:
+        return first(minute) if minute < 305 else same(minute)
+
+    promtool(
+        tmp_path,
+        series({"again:9100": scene, "recovered:9100": recovered}, 720),
+        [
+            check("SpurinvDrainTooLong", "7h10m"),
+            check("SpurinvDrainTooLong", "11h10m", "again:9100", "recovered:9100"),
+        ],
+    )
+
+
+@needs_promtool
+def test_a_drain_a_node_clock_a_minute_ahead_set_pages_once(tmp_path):
+    """A start a minute ahead: one alert from 6 h on, never two, never flapping."""
+    promtool(
+        tmp_path,
+        series({"minute:9100": drained(60, 60), "ok:9100": healthy}, 600),
+        [
+            check("SpurinvDrainTooLong", "6h50m"),
+            *(check("SpurinvDrainTooLong", at, "minute:9100") for at in ("7h02m", "7h30m", "10h")),
+        ],
+    )
+
+
+# --- the fleet's drain alerts, on what `spurinv fleet --metrics-file` writes each minute ------
+
+NOW = 1_800_000_000
+FleetScene = Callable[[int], list[dict[str, Any]] | None]  # minute -> the nodes (None: the controller failed)
+
+
+def drain(name: str, changed_at: object = ...) -> dict[str, Any]:
+    """A node under a spurinv drain; ``reason_changed_at`` as given (left out: ...)."""
+    node: dict[str, Any] = {"name": name, "state": ["IDLE", "DRAIN"], "reason": f"spurinv: [{name}.ab12] x"}
+    if changed_at is not ...:
+        node["reason_changed_at"] = changed_at
+    return node
+
+
+def fleet_series(scene: FleetScene, minutes: int) -> list[dict[str, str]]:
+    found: dict[str, list[str]] = {}
+    for minute in range(minutes + 1):
+        nodes = scene(minute)
+        now = minute * 60
+        text = metrics.render_fleet(None if nodes is None else fleet.build(nodes, now)["summary"], now)
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = {**sample.labels, "instance": "ctl:9100", "job": "node"}
+                inner = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+                found.setdefault(f"{sample.name}{{{inner}}}", ["_"] * (minutes + 1))[minute] = repr(float(sample.value))
+    for values in found.values():
+        for index in range(1, len(values)):
+            if values[index] == "_" and values[index - 1] not in ("_", "stale"):
+                values[index] = "stale"
+    return [{"series": name, "values": " ".join(values)} for name, values in found.items()]
+
+
+def fleet_check(alert: str, at: str, fires: bool) -> dict[str, Any]:
+    alerts = [expected(alert, instance="ctl:9100", job="node")] if fires else []
+    return {"eval_time": at, "alertname": alert, "exp_alerts": alerts}
+
+
+@needs_promtool
+def test_two_undated_drains_in_turn_are_not_one_a_day_long(tmp_path):
+    """Undated drains on a (0 to 14 h) and b (13 h to 27 h): the count stayed above 0 for 27 h,
+    but no drain lasted a day."""
+
+    def scene(minute: int) -> list[dict[str, Any]]:
+        return [drain(name) for name, start, end in (("a", 0, 840), ("b", 780, 1620)) if start <= minute < end]
+
+    promtool(
+        tmp_path, fleet_series(scene, 1620), [fleet_check("SpurinvFleetUndatedDrain", at, False) for at in ("24h10m", "26h")]
+    )
+
+
+@needs_promtool
+def test_an_undated_drain_pages_after_a_day_through_a_failed_fleet_run(tmp_path):
+    """One fleet run at 12 h could not read the controller: the drain still pages at a day."""
+
+    def scene(minute: int) -> list[dict[str, Any]] | None:
+        return None if minute == 720 else [drain("a")]
+
+    promtool(
+        tmp_path,
+        fleet_series(scene, 1800),
+        [fleet_check("SpurinvFleetUndatedDrain", "23h50m", False),
+         *(fleet_check("SpurinvFleetUndatedDrain", at, True) for at in ("24h10m", "30h"))],
+    )  # fmt: skip
+
+
+@needs_promtool
+def test_a_drain_the_controller_dated_ahead_pages_after_a_day(tmp_path):
+    """The controller's clock was 2 h ahead when it set the reason (since corrected): the drain
+    pages once it has been seen a day and stays paged as its start comes; one rightly dated
+    pages once, not once per rule clause."""
+    promtool(
+        tmp_path,
+        fleet_series(lambda minute: [drain("ahead", 7200)], 1620),
+        [fleet_check("SpurinvFleetOldDrain", "23h50m", False),
+         *(fleet_check("SpurinvFleetOldDrain", at, True) for at in ("24h10m", "25h", "26h10m", "27h"))],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "changed_at",
+    [..., None, 0, -5, 1.8e9, "1799910000", True, 253402300800,
+     {"set": False, "infinite": False, "number": NOW - 90000}, {"set": True, "infinite": True, "number": 0},
+     {"set": True, "infinite": False, "number": NOW - 90000}, NOW - 90000, NOW + 7200, 1, 253402300799],
+)  # fmt: skip
+def test_each_drain_is_dated_or_undated_once(changed_at):
+    """Every spurinv drain is in exactly one of the since series and the undated series, and the
+    undated gauge counts the latter; a node listed twice counts once."""
+    nodes = [drain("n1", changed_at), drain("n2"), drain("n2", NOW - 60)]
+    text = metrics.render_fleet(fleet.build(nodes, NOW)["summary"], NOW)
+    samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+    dated = {s.labels["node"] for s in samples if s.name == "spurinv_fleet_drain_since_timestamp_seconds"}
+    undated = {s.labels["node"] for s in samples if s.name == "spurinv_fleet_drain_undated"}
+    (count,) = (s.value for s in samples if s.name == "spurinv_fleet_undated_drain_nodes")
+    assert dated | undated == {"n1", "n2"}
+    assert not dated & undated
+    assert count == len(undated)
+    assert "n2" in dated
