@@ -21,8 +21,6 @@ Schema history (``schema_version``):
         is written back as version 2.
     3 — ``switching`` (a partition switch in progress, since when). Version 2 forbids the key,
         so it refuses a version 3 file instead of calling it corrupt.
-    4 — ``last.version`` (the spurinv release that made the decision). Version 3 forbids the key,
-        so it refuses a version 4 file instead of calling it corrupt.
 A file from a newer schema is refused and never overwritten; a corrupt one is moved aside.
 """
 
@@ -140,7 +138,6 @@ class Decision(TypedDict):
     exit_code: ReadOnly[int]
     requests: NotRequired[ReadOnly[int]]
     actions: NotRequired[ReadOnly[tuple[str, ...]]]
-    version: NotRequired[ReadOnly[str | None]]  # the spurinv release that made it (None: written before it was kept)
 
 
 @with_config(STRICT)
@@ -181,7 +178,7 @@ DEFAULTS: dict[type, dict[str, Any]] = {
     Drain: {"fingerprint": None, "reason_changed_at": None, "recovered": None, "held": False},
     Intent: {"fingerprint": None, "cause": None, "transport": "rest"},
     Refusal: {"remedy": None, "resumed": False},
-    Decision: {"requests": 0, "actions": (), "version": None},
+    Decision: {"requests": 0, "actions": ()},
     Steady: {"cdi_dirs": (), "ignore_pci": (), "metrics_file": None, "node": "", "observe": False, "drain_links": False},
 }
 

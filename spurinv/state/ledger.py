@@ -14,7 +14,7 @@ agree). Three things live here:
 import os
 import time
 
-from spurinv import __version__, shape
+from spurinv import shape
 from spurinv.inventory.sources import link
 from spurinv.shape import (
     KEEP_READINGS,
@@ -127,7 +127,6 @@ def decision(
         "exit_code": exit_code,
         "requests": requests,
         "actions": actions,
-        "version": __version__,
     }
 
 
