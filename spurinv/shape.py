@@ -22,7 +22,7 @@ The types of these dicts (TypedDicts: ``Device``, ``Inventory``, ``Discovery``â€
 
 from spurinv.inventory.fingerprint import fingerprint
 
-SCHEMA_VERSION = 4  # of the state file (history: spurinv/state/file.py)
+SCHEMA_VERSION = 3  # of the state file (history: spurinv/state/file.py)
 KEEP_READINGS = 2  # the readings a state file keeps: the last two, which confirm a change
 
 TYPE_CHECKING = False
@@ -263,5 +263,4 @@ def reading(discovery: "Mapping[str, Any]", taken_at: "Any") -> "dict[str, Any]"
         "inventory": inventory,
         "errors": list(discovery["errors"]),
         "flags": list(discovery["flags"]),
-        "kernel": discovery.get("kernel"),
     }

@@ -85,10 +85,8 @@ def inventory(devices: list[Device], cpus: int = 192, memory_mb: int = 1_500_000
 def reading(inv: Inventory | None, when: int = 0, errors: list[str] | None = None) -> Reading:
     if inv is None:
         problems: list[Problem] = [{"source": "kfd", "path": "/sys/class/kfd", "reason": r} for r in (errors or ["torn read"])]
-        return {"taken_at": at(when), "ok": False, "fingerprint": None, "inventory": None, "errors": problems, "flags": [],
-                "kernel": None}  # fmt: skip
-    return {"taken_at": at(when), "ok": True, "fingerprint": inv["fingerprint"], "inventory": inv, "errors": [], "flags": [],
-            "kernel": None}  # fmt: skip
+        return {"taken_at": at(when), "ok": False, "fingerprint": None, "inventory": None, "errors": problems, "flags": []}
+    return {"taken_at": at(when), "ok": True, "fingerprint": inv["fingerprint"], "inventory": inv, "errors": [], "flags": []}
 
 
 # The state and its records, every key present as validation would fill it in

@@ -109,7 +109,7 @@ def discover(
         reports["pci"].fail(root.join(places.PCI_DEVICES), reason)
     _mig_only_in_spec(nvidia, mig, cdi, reports["nvidia"])
     _cross_check_cdi(devices, cdi, caps, reports["cdi"])
-    return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci], places.kernel_release(root))
+    return _result(reports, cpus, memory, devices, [function["bdf"] for function in pci])
 
 
 def _read_nvidia(root: "Root", report: "Report") -> "list[NvidiaGpu]":
@@ -133,7 +133,6 @@ def _result(
     memory: "int | None",
     devices: "list[Device]",
     pci_functions: "list[str]",
-    kernel: "str | None" = None,
 ) -> "Discovery":
     listed = [report.listed() for report in reports.values()]
     # a switch in progress explains the rest: its evidence comes first (the reading's headline)
@@ -144,7 +143,7 @@ def _result(
     if errors or cpus is None or memory is None:
         if not errors:  # unreachable by construction; keeps the invariant local and explicit
             errors = [{"source": "discovery", "path": "", "reason": "incomplete reading"}]
-        return {"ok": False, "inventory": None, "sources": sources, "errors": errors, "flags": flags, "kernel": kernel}
+        return {"ok": False, "inventory": None, "sources": sources, "errors": errors, "flags": flags}
     inventory: Inventory = {
         "cpus": cpus,
         "memory_mb": memory,
@@ -152,7 +151,7 @@ def _result(
         "devices": devices,
         "pci_functions": pci_functions,
     }
-    return {"ok": True, "inventory": inventory, "sources": sources, "errors": [], "flags": flags, "kernel": kernel}
+    return {"ok": True, "inventory": inventory, "sources": sources, "errors": [], "flags": flags}
 
 
 def _check_drm_on_bus(drm: "list[DrmNode]", bus: "frozenset[str]", ignore: "frozenset[str]", report: "Report") -> None:

@@ -148,10 +148,9 @@ class Discovery(TypedDict):
     sources: dict[str, SourceStatus]
     errors: list[Problem]
     flags: NotRequired[list[Problem]]
-    kernel: NotRequired[str | None]  # the running kernel's release (uname -r), None when unreadable
 
 
-ValidDiscovery = Annotated[Discovery, _defaults(flags=[], kernel=None), _rule(shape.discovery_problem)]
+ValidDiscovery = Annotated[Discovery, _defaults(flags=[]), _rule(shape.discovery_problem)]
 
 
 @with_config(STRICT)
@@ -164,10 +163,9 @@ class Reading(TypedDict):
     inventory: ValidInventory | None
     errors: NotRequired[list[Problem]]
     flags: NotRequired[list[Problem]]
-    kernel: NotRequired[str | None]  # the running kernel's release (uname -r), None when unreadable
 
 
-ValidReading = Annotated[Reading, _defaults(errors=[], flags=[], kernel=None), _rule(shape.reading_problem)]
+ValidReading = Annotated[Reading, _defaults(errors=[], flags=[]), _rule(shape.reading_problem)]
 
 
 # The classifier's values: spurinv/inventory/classify.py builds them (every key, always), policy and

@@ -19,7 +19,6 @@ NUMA_NODES = "sys/devices/system/node"
 SYS = "sys"
 MEMINFO = "proc/meminfo"
 CPUINFO = "proc/cpuinfo"
-OSRELEASE = "proc/sys/kernel/osrelease"  # the running kernel's release (uname -r)
 BOOT_ID = "proc/sys/kernel/random/boot_id"  # a new random UUID at every boot (proc(5))
 NVIDIA_GPUS = "proc/driver/nvidia/gpus"
 NVIDIA_ABSENT = "NVIDIA driver not loaded"  # NVIDIA_GPUS missing: what discovery says without its reader
@@ -219,24 +218,3 @@ def boot_id(root: str) -> str:
         os.close(fd)
     hexdigits = text.replace("-", "")
     return text if len(text) == 36 and len(hexdigits) == 32 and all(c in "0123456789abcdef" for c in hexdigits) else ""
-
-
-def kernel_release(root: "Root") -> "str | None":
-    """The running kernel's release under ``root`` (None when there is none to read: a fixture
-    root, or anything that is not a small regular file of printable ASCII). Reported with each
-    reading, never fingerprinted: a kernel update is no change of the hardware."""
-    import stat
-
-    try:
-        fd = os.open(root.join(OSRELEASE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        text = os.read(fd, 256).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return text if text and text.isprintable() and "\ufffd" not in text and len(text) < 256 else None

@@ -21,8 +21,6 @@ Schema history (``schema_version``):
         is written back as version 2.
     3 — ``switching`` (a partition switch in progress, since when). Version 2 forbids the key,
         so it refuses a version 3 file instead of calling it corrupt.
-    4 — ``kernel`` in each reading (the running kernel's release). Version 3 forbids the key,
-        so it refuses a version 4 file instead of calling it corrupt.
 A file from a newer schema is refused and never overwritten; a corrupt one is moved aside.
 """
 
