@@ -39,7 +39,7 @@ UNCHANGED_REASON = "matches the reported baseline"  # classify's reason for an u
 QUIET = "unchanged; no controller request needed"  # policy's reason for doing nothing
 QUIET_OBSERVE = "unchanged (observe mode)"  # the same, in observe mode
 
-SWITCH = "switch"  # the source of a partition switch's evidence (spurinv.inventory.sources.report)
+SWITCH = "switch"  # the source of a partition switch's evidence (spurinv.inventory.sources.status)
 
 HEX = frozenset("0123456789abcdef")
 DIGITS = frozenset("0123456789")
