@@ -1,4 +1,4 @@
-"""The benchmark behind issue #6: ``bench/run`` builds the roots, measures, prints one table.
+"""spurinv's benchmark (bench/README.md): ``bench/run`` builds the roots, measures, prints one table.
 
 Modules: :mod:`bench.roots` (fixture roots from ``tests/rootbuilder.py``, including the
 transient states of a driver reload), :mod:`bench.measure` (whole-process timing and peak RSS),

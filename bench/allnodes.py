@@ -1,4 +1,4 @@
-"""The largest all-nodes answer spurinv accepts, in the unit's memory (issue #21): peak RSS.
+"""The largest all-nodes answer spurinv accepts, in the unit's memory: peak RSS.
 
 A busy node whose view has no GPU usage data is confirmed busy with ``GET …/nodes``
 (docs/busy.md), an answer the size of the cluster, read by the systemd unit's run under
@@ -18,7 +18,7 @@ switched to CPX and seen once; the measured run confirms the change, reads the n
 (bench/measure.py says why not ``ru_maxrss``), from the same saved state every time. Then
 ``spurinv fleet --json`` on the same answer.
 
-**Hostile shapes** (issue #21 follow-up): the same 64 MiB as no real answer is — a node nested
+**Hostile shapes**: the same 64 MiB as no real answer is — a node nested
 ``[[],[],…]`` (objects cost 22 times their text), the same under another top-level key, an
 answer that is not an object, one 64 MiB string of raw Latin-1 bytes, 21 million ``{}`` nodes,
 a node of 32 million zeros — each read in a fresh process through ``answer.Reader`` as the

@@ -1,4 +1,4 @@
-"""The per-node figures of issue #6, measured as whole processes (and one in-process slope).
+"""The per-node figures and budgets (bench/README.md), measured as whole processes (and one in-process slope).
 
 Every command runs ``warmup`` times first (so ``__pycache__`` holds the bytecode and the page
 cache holds the roots), then ``runs`` times round-robin with the others, so a burst of load on

@@ -1,4 +1,4 @@
-"""``spurinv fleet`` at scale (issue #15): a 10,000-node all-nodes response, parsed and rendered.
+"""``spurinv fleet`` at scale: a 10,000-node all-nodes response, parsed and rendered.
 
 **The response** is built from the real slurmrestd 24.11.5 capture
 ``tests/fixtures/slurm/responses/24.11/v0.0.42/nodes-n1-idle-n2-drained.json``: its two nodes
@@ -12,7 +12,7 @@ chunks to :class:`spurinv.controller.answer.Reader` keeping :func:`spurinv.repor
 (what the REST client does with the answer as it arrives) → :func:`spurinv.report.fleet.build` → the JSON document
 (``documents.dumps``) → the table (default: the nodes needing attention) and the table with
 ``--all``, each timed; the process's peak RSS is its ``VmHWM`` (the exec'd image's own
-high-water mark; see measure.py for why ``ru_maxrss`` would not do). The budget (issue #15) is
+high-water mark; see measure.py for why ``ru_maxrss`` would not do). The budget is
 ≤ 1 s for parse + build + render and ≤ 200 MiB: checked on the slowest rendering (``--all``)
 and on the JSON document.
 

@@ -24,7 +24,7 @@ def _positive(text: str) -> int:
 
 
 def options(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench/run", description="spurinv's performance figures and budgets (issue #6)")
+    parser = argparse.ArgumentParser(prog="bench/run", description="spurinv's performance figures and budgets")
     parser.add_argument("--quick", action="store_true", help="5 runs per command, 1,000 simulated nodes, 10 e2e nodes")
     parser.add_argument("--runs", type=_positive, help="timed runs per command (default 15)")
     parser.add_argument("--nodes", type=_positive, help="nodes in the in-memory fleet simulation (default 10,000)")
@@ -35,7 +35,7 @@ def options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--tick-ratio",
         action="store_true",
-        help="only the no-change tick against python -c pass, paired, and their ratio (issue #22)",
+        help="only the no-change tick against python -c pass, paired, and their ratio",
     )
     parser.add_argument("--importtime", action="store_true", help="with --tick-ratio: what the tick imports, -X importtime")
     parser.add_argument(

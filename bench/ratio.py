@@ -1,4 +1,4 @@
-"""The no-change tick against an empty interpreter, paired (issue #22): ``bench/run --tick-ratio``.
+"""The no-change tick against an empty interpreter, paired: ``bench/run --tick-ratio``.
 
 Measured the way the timer pays it: spurinv installed as README.md's "Install on a node" does it
 (a venv of its own made from the system interpreter, ``/usr/bin/python3``, pip upgraded, then
@@ -28,7 +28,7 @@ from bench.figures import PYTHON, SPURINV, _starts, _steady_state, clean_env
 from bench.measure import Sample, run_once
 from bench.roots import REPO
 
-GOAL = 2.0  # issue #22: the tick within 2× an empty interpreter (CPU)
+GOAL = 2.0  # the tick within 2× an empty interpreter (CPU), bench/README.md
 SYSTEM_PYTHON = "/usr/bin/python3"  # README.md, "Install on a node": the venv is made from it
 
 
@@ -136,7 +136,7 @@ def measure(work: Path, runs: int, importtime: bool = False, base: str | None = 
     judged = sides[0]
     cpu = judged.medians("cpu_ms")
     verdict = "met" if cpu[1] / cpu[0] <= GOAL else "not met"
-    print(f"goal (issue #22): CPU ratio ≤ {GOAL:.1f}× for the {judged.label.split(' (')[0]} tick — {verdict}")
+    print(f"goal: CPU ratio ≤ {GOAL:.1f}× for the {judged.label.split(' (')[0]} tick — {verdict}")
     for side in sides:
         if "\nimport re\n" in Path(side.spurinv).read_text(errors="replace"):
             # pip before 25.2 writes console scripts that import re first (pypa/pip#13166): README.md's install upgrades pip

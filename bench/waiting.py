@@ -1,4 +1,4 @@
-"""The controller's cost of nodes that wait for their jobs (issue #10): requests and bytes per minute.
+"""The controller's cost of nodes that wait for their jobs: requests and bytes per minute.
 
 A rolling partition change on a share of a 10,000-node fleet leaves those nodes drained by
 spurinv, each waiting for a GPU job to end, one timer tick a minute. Sampled nodes run the real

@@ -1,6 +1,6 @@
 # ruff: noqa: T201  (a command-line report)
 """Mutation testing of spurinv's decision core, its parsers and the modules that write to the
-controller (issues #16, #26). Run it as ``scripts/mutate``.
+controller (docs/mutation.md). Run it as ``scripts/mutate``.
 
 Each mutant is one small AST change to one module (a flipped comparison, ``and``↔``or``, ±1 on an
 int constant, a dropped ``not``, swapped ``if``/``else`` branches, a statement replaced by
@@ -60,7 +60,7 @@ CORE_MODULES = (
     "spurinv/controller/nodeview.py",
     "spurinv/inventory/sources/attribute.py",
 )
-# the modules that decide or perform a write to the controller (issue #26)
+# the modules that decide or perform a write to the controller
 WRITER_MODULES = (
     # ownership decides whether spurinv may resume a node or rewrite its `extra`; answer makes the
     # controller's text that decision compares

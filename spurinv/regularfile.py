@@ -106,7 +106,7 @@ def read_bounded(fd: int, limit: int, size: int = 0) -> "bytes | None":
     asked, the file ended there (a regular file's read comes up short only at its end), and the
     empty read that would say so is not made (one system call of five an attribute on a disk
     root). Anything else, such as sysfs's size of a page for an attribute of a few bytes or
-    procfs's 0, reads on until the empty read, as without it."""
+    procfs's 0, reads on until the empty read."""
     chunks = []
     total = 0
     first = size + 1 if 0 < size <= limit else 0
@@ -120,5 +120,5 @@ def read_bounded(fd: int, limit: int, size: int = 0) -> "bytes | None":
         chunks.append(chunk)
         if first and total == size:
             break  # the whole file, read in one short read
-        first = 0  # later reads are the old loop's, whatever their size (65535 + 1 is 64 KiB too)
+        first = 0  # later reads take 64 KiB chunks, whatever the first asked for
     return b"".join(chunks)

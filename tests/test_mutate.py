@@ -1,4 +1,4 @@
-"""``scripts/mutate``'s choice of tests for a mutant (issue #26)."""
+"""``scripts/mutate``'s choice of tests for a mutant (docs/mutation.md)."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ def _view(node: dict[str, Any], name: str) -> NodeView:
     reason = str(node.get("reason") or "")
     when = changed_at(node.get("reason_changed_at"))
     cpus, memory = _count(node, "alloc_cpus"), _count(node, "alloc_memory")
-    # after every other field's check, where the model checked it: one answer, one error, as before
+    # checked last: a node with several bad fields is reported by the first of the others, one error a node
     set_by = _set_by(node.get("reason_set_by_user"))
     return NodeView(
         name=name,
@@ -228,7 +228,7 @@ def split_gres(text: str) -> list[str]:
 def unbound(entry: str) -> str:
     """One GRES entry without its binding: ``gpu:mi300x:8(S:0-1)`` → ``gpu:mi300x:8``,
     ``gpu:(null):2(IDX:0-1)`` → ``gpu:(null):2``."""
-    return _BINDING.sub("", entry.strip()).rstrip()  # "fpga:4 (S:0)" is "fpga:4", as before
+    return _BINDING.sub("", entry.strip()).rstrip()  # "fpga:4 (S:0)" is "fpga:4": a blank before the binding
 
 
 def parse_gres(text: str) -> list[Gres]:

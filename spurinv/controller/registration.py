@@ -125,7 +125,7 @@ def inventory_file(document: Mapping[str, object]) -> Iterator[str]:
             os.unlink(path)
 
 
-@dataclass(eq=False, repr=False)  # an object as before: compared by identity, environ never shown
+@dataclass(eq=False, repr=False)  # compared by identity; repr would show environ, which may hold a token
 class Registrar:
     """Runs ``controller.register_command`` for one transport and reads the result back.
 

@@ -98,8 +98,8 @@ class RealPaths:
         """``resolve(path)`` when it leads to a directory, proven so by the same three system calls
         (:func:`_kernel_path` with ``O_DIRECTORY``): an ``os.path.isdir`` of the answer would say
         True, and a walk that needs a directory makes no fourth (one for each of ~65 DRM devices
-        a tick). None when it cannot tell so (not a directory, missing, a loop): then ``resolve``
-        and ``isdir`` answer as before. A directory outside the root is refused as ``resolve``
+        a tick). None when it cannot tell so (not a directory, missing, a loop): then the caller
+        asks ``resolve`` and ``isdir``. A directory outside the root is refused as ``resolve``
         refuses it."""
         real = _kernel_path(path, _O_DIRECTORY) if _O_DIRECTORY else None
         return None if real is None else self._within(real)

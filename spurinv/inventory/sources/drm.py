@@ -42,7 +42,7 @@ def _device(paths: "RealPaths", link: str, directories: "dict[str, bool]") -> st
         if not os.path.lexists(link):
             raise ReadError(link, "missing") from None
         raise
-    if device not in directories:  # the first verdict on a device holds for the walk, as before
+    if device not in directories:  # the first verdict on a device holds for the walk: one answer per device
         directories[device] = proven or os.path.isdir(device)
     if not directories[device]:
         raise ReadError(link, "dangling link" if os.path.lexists(link) else "missing")
