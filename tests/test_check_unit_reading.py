@@ -233,6 +233,24 @@ def test_the_state_path_under_the_unit_is_read_from_its_state_directory_as_syste
     assert check._state_directories(directives) == (["spur inv", "other"], [])
 
 
+def test_the_state_path_checked_under_the_timer_is_the_unquoted_state_directory(node):
+    """check took the first word of the first StateDirectory= line as written, quotes and all, and
+    checked /var/lib/"spurinv-q"/state.json; a drop-in's reset was not applied either."""
+    from test_check import SPURINV, run_unflagged, systemd_host, unit_host
+
+    systemd_host(node)
+    unit_host(
+        node,
+        f"[Service]\nExecStart={SPURINV} refresh --quiet\nStateDirectory=old\n",
+        drop_ins={"10-state.conf": '[Service]\nStateDirectory=\nStateDirectory="spurinv-q" other\n'},
+    )
+    node.config()
+
+    state = run_unflagged(node)["state"]
+
+    assert "/var/lib/spurinv-q (from the unit's StateDirectory=spurinv-q)" in state.detail, state
+
+
 # --- the same files, read by systemd-analyze ------------------------------------------------------
 
 
