@@ -415,3 +415,45 @@ def test_show_completion_in_this_process_returns_its_status(monkeypatch, capsys)
     printed = capsys.readouterr()
     assert code == 0, printed
     assert "complete -o default -F _spurinv_completion spurinv" in printed.out
+
+
+def test_the_launchers_reading_of_a_command_line_knows_the_real_command_tree():
+    """launch.parsed reads argv without importing click: its groups and its flags that take a value
+    are the CLI's, or a "--" or a value would be read where click reads a command or a flag."""
+    from spurinv.cli import launch
+    from spurinv.cli.app import _command
+
+    groups: set[tuple[str, ...]] = set()
+    valued: set[str] = set()
+    flags: set[str] = set()
+
+    def walk(command, path):
+        if hasattr(command, "commands"):
+            groups.add(path)
+        for parameter in command.params:
+            for name in [*parameter.opts, *parameter.secondary_opts]:
+                if name.startswith("-"):
+                    (flags if getattr(parameter, "is_flag", False) else valued).add(name)
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, (*path, name))
+
+    walk(_command(), ())
+    assert groups == launch._GROUPS
+    assert valued == set(launch._WHAT) - {"PATH"}
+    assert not flags & set(launch._WHAT)
+
+
+@pytest.mark.parametrize(
+    ("args", "path", "parts"),
+    [
+        (["--", "discover", "--format", "json"], ("discover",), ["--", "command", "flag", "--format"]),
+        (["config", "--", "init", "--", "--force"], ("config", "init"), ["command", "--", "command", "--", ""]),
+        (["--", "--", "status"], ("--",), ["--", "command", ""]),
+        (["refresh", "--node", "--", "--json", "-"], ("refresh",), ["command", "flag", "--node", "flag", ""]),
+        (["--help", "status", "--node"], ("status",), ["flag", "command", "flag"]),
+    ],
+)
+def test_the_launcher_reads_a_command_line_as_click_does(args, path, parts):
+    from spurinv.cli import launch
+
+    assert launch.parsed(args) == (path, parts)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from spurinv import __version__, exitcode
+from spurinv.cli.launch import FLAG, parsed
 from spurinv.cli.streams import OutputError
 from spurinv.errors import ConfigError, SpurinvError, StateError, UsageError
 from spurinv.inventory.root import Root, RootError
@@ -667,8 +668,10 @@ def version() -> None:
 
 
 def _wants_json(args: list[str]) -> bool:
-    words = args[: args.index("--")] if "--" in args else args
-    return "--json" in words
+    """``--json`` where click reads it as the flag: not after the command's "--" nor as a flag's
+    value (``--node --json``), and after a "--" before the command (``spurinv -- status --json``)."""
+    _, parts = parsed(args)
+    return any(word == "--json" and part == FLAG for word, part in zip(args, parts, strict=True))
 
 
 def _plain(exc: Exception) -> str:
@@ -697,7 +700,7 @@ def _named(command: Any, args: list[str]) -> str:
     """The command ``args`` name (``spurinv config init``), for an error click raised without its
     context (a flag missing its value: ``spurinv refresh --node``)."""
     path = ["spurinv"]
-    for word in args:
+    for word in parsed(args)[0]:  # a "--" before the command is none of its names
         command = getattr(command, "commands", {}).get(word)
         if command is None:
             break

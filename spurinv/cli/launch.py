@@ -151,7 +151,9 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     nor UTF-8 output can hold; every argument spurinv is given is one an operator typed, so the
     fix is to give one that is text (the refusal says what the argument is: a path, a node
     name, ...), or, for UTF-8 that an ASCII locale could not decode (``LC_ALL=C
-    PYTHONUTF8=0``), to run under a UTF-8 locale."""
+    PYTHONUTF8=0``), to run under a UTF-8 locale. What the argument is comes from where click
+    reads it (:func:`parsed`): the value of the flag before it, config init's PATH, or an operand.
+    Every such argument is refused, wherever it stands: none reaches click as a path or a value."""
     from spurinv.inventory.sources.status import escaped
 
     def shown(text: str) -> str:  # its bytes spelled out, and its control characters: a terminal reads the line
@@ -161,23 +163,13 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 
     for position, word in enumerate(args):
         if escaped(word) != word:
-            # only a flag that takes a value owns the next word (which may look like a flag, or be
-            # "--"): after --force, --json or "--" it is PATH, and after a "--" that is no flag's
-            # value every word is an operand, whatever it looks like. Read left to right, as click does.
-            owner, ended, at = "", False, 0
-            while at < position:
-                seen = args[at]
-                if not ended and seen == "--":
-                    ended = True
-                elif not ended and seen.startswith("-") and seen in _WHAT:
-                    owner = seen if at + 1 == position else ""
-                    at += 1  # its value, whatever it looks like
-                at += 1
-            if owner:
-                flag, named = owner, shown(owner) + " "
-            elif not ended and word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
+            path, parts = parsed(args)  # only for a refusal: the tick reads nothing it need not
+            part = parts[position]
+            if part in _WHAT:  # the value of the flag before it, whatever it looks like
+                flag, named = part, shown(part) + " "
+            elif part == FLAG and word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
                 flag, named = word.partition("=")[0], ""
-            elif args[:2] == ["config", "init"]:
+            elif path == ("config", "init") and part in (OPERAND, FLAG):
                 flag, named = "PATH", "PATH "
             else:
                 flag, named = "", ""
@@ -187,6 +179,54 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
         if escaped(value) != value:
             return _refuse(args, f"${name} ({shown(value)}): {_why(value, _WHAT['--state'])}", "config")
     return None
+
+
+# What click makes of each word of a command line (parsed): a command's name, "--" ending the
+# options, an option (a flag, a flag taking a value, --flag=value, an unknown one), an operand;
+# the value of a flag is marked with the flag's name.
+COMMAND, END, FLAG, OPERAND = "command", "--", "flag", ""
+_GROUPS = frozenset({(), ("config",)})  # the commands that hold commands: spurinv, spurinv config
+
+
+def parsed(args: "Sequence[str]") -> "tuple[tuple[str, ...], list[str]]":
+    """The command ``args`` name (``("config", "init")``) and each word's part, read as click reads
+    them. A group (``spurinv``, ``spurinv config``) reads its options up to its first other word,
+    which names the command; a "--" there ends only the group's options, and the word after it
+    names the command whatever it looks like: ``spurinv -- discover --format json`` is discover's
+    --format. The command then reads the rest from the start: a flag that takes a value owns the
+    next word, whatever it looks like (``--node --``), and after a "--" that is no flag's value
+    every word is an operand. ``tests/test_cli.py`` holds this to the real command tree."""
+    path: tuple[str, ...] = ()
+    parts: list[str] = []
+    at = 0
+    while at < len(args) and path in _GROUPS:
+        word = args[at]
+        if word == "--" and at + 1 < len(args):
+            parts += [END, COMMAND]
+            path += (args[at + 1],)
+            at += 2
+        elif word.startswith("-") and len(word) > 1:
+            parts.append(FLAG)  # the groups' own options (--help, --install-completion) take no value
+            at += 1
+        else:
+            parts.append(COMMAND if word != "--" else END)
+            path += (word,) if word != "--" else ()
+            at += 1
+    ended = False
+    while at < len(args):
+        word = args[at]
+        if ended or word == "-" or not word.startswith("-"):
+            parts.append(OPERAND)
+        elif word == "--":
+            parts.append(END)
+            ended = True
+        elif word in _WHAT and at + 1 < len(args):
+            parts += [FLAG, word]
+            at += 1
+        else:
+            parts.append(FLAG)
+        at += 1
+    return path, parts
 
 
 # The fix for a flag's value that is not text, in the words of what the value is
@@ -223,7 +263,7 @@ def _refuse(args: "list[str]", message: str, code: str) -> int:
 
     status = exitcode.USAGE if code == "usage" else exitcode.CONFIG
     sys.stderr.write(f"spurinv: error: {message}\n")
-    if "--json" in args:  # the full CLI decides (after "--" it is no flag), and speaks JSON
+    if "--json" in args:  # the full CLI decides, reading the line as click does, and speaks JSON
         from spurinv.cli.app import emit_error
 
         emit_error(args, status, code, message)

@@ -66,6 +66,14 @@ SERVICE = "spurinv-refresh.service"
 # systemd.unit(5)'s system unit search path, first wins (/lib: a Debian without merged /usr)
 UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system", "lib/systemd/system",
              "usr/lib/systemd/system")  # fmt: skip
+# where systemd 252 looks for a system unit's drop-in directories, highest priority first:
+# systemd.unit(5) "Unit File Load Path" (Table 1, with the .attached portable-service directories
+# `systemd-analyze verify` lists); a drop-in file masks one of the same name further down
+DROP_IN_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/systemd/transient",
+                "run/systemd/generator.early", "etc/systemd/system", "etc/systemd/system.attached",
+                "run/systemd/system", "run/systemd/system.attached", "run/systemd/generator",
+                "usr/local/lib/systemd/system", "lib/systemd/system", "usr/lib/systemd/system",
+                "run/systemd/generator.late")  # fmt: skip
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
@@ -556,8 +564,7 @@ def _follow_unit_state(run: _Run) -> None:
     if environment.get("SPURINV_STATE"):
         path, origin = os.path.abspath(environment["SPURINV_STATE"]), "from the unit's Environment=SPURINV_STATE="
     else:
-        directories = [value.split()[0].split(":")[0] for key, value, _where in _service_directives(run)
-                       if key == "StateDirectory" and value.split()]  # fmt: skip
+        directories = _state_directories(_service_directives(run))[0]  # $STATE_DIRECTORY's first
         if directories:
             path = os.path.join("/var/lib", directories[0], "state.json")
             origin = f"from the unit's StateDirectory={directories[0]}"
@@ -938,40 +945,102 @@ def _glob_match(pattern: str, name: str) -> bool:
 
 def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     """``(key, value, file)`` for each assignment in the unit's [Service] section, the unit file
-    first, then its drop-ins (``spurinv-refresh.service.d/*.conf``, by file name, a later
-    directory's file masked by an earlier one's of the same name); comments and other sections
-    left out. The file is shown as on the checked system (``/etc/...``)."""
+    first, then its drop-ins in the order systemd 252 applies them (:func:`_drop_in_files`);
+    comments, other sections and lines systemd ignores left out (:func:`_unit_assignments`). The
+    file is shown as on the checked system (``/etc/...``)."""
+    return _service_reading(run)[0]
+
+
+def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, str] | None]:
+    """:func:`_service_directives`, and the first line for which systemd refuses to load the unit
+    at all, with its file (:func:`_unit_assignments`)."""
     files: list[str] = []
     for directory in UNIT_DIRS:
         if os.path.lexists(run.world.root.join(directory, SERVICE)):
             files.append("/" + directory + "/" + SERVICE)
             break
-    drop_ins: dict[str, str] = {}
-    for directory in UNIT_DIRS:
-        folder = run.world.root.join(directory, SERVICE + ".d")
+    found: list[tuple[str, str, str]] = []
+    refused: tuple[str, str] | None = None
+    for shown in files + _drop_in_files(run):
+        assignments, problem = _unit_assignments(_root_text(run, shown, errors="surrogateescape"))
+        found += [(key, value, shown) for key, value in assignments]
+        if problem is not None and refused is None:
+            refused = (shown, problem)
+    return found, refused
+
+
+def _drop_in_names(unit: str) -> list[str]:
+    """The drop-in directories of ``unit``, its own first: ``spurinv-refresh.service.d`` and, for
+    each dash in its name, the prefix's (``spurinv-.service.d``), as unit_file_find_dirs in
+    systemd's src/shared/dropin.c derives them (a trailing dash is chopped once, a leading one
+    ends it). The type-wide ``service.d`` comes after all of them, in :func:`_drop_in_files`."""
+    names = [unit + ".d"]
+    prefix, dot, kind = unit.rpartition(".")
+    chopped = False
+    while True:
+        dash = prefix.rfind("-")
+        if dash <= 0:  # none, or a leading one: done
+            return names
+        if dash + 1 < len(prefix) or chopped:
+            prefix = prefix[: dash + 1]
+            names.append(f"{prefix}{dot}{kind}.d")
+            chopped = False
+            continue
+        prefix, chopped = prefix[:dash], True  # a trailing dash: chop it, once
+
+
+def _drop_in_files(run: _Run) -> list[str]:
+    """The unit's drop-in files as systemd 252 reads them (unit_file_find_dropin_paths): the
+    ``*.conf`` files, not hidden ones, of ``spurinv-refresh.service.d/``, then
+    ``spurinv-.service.d/``, in each directory of :data:`DROP_IN_DIRS`, then the type-wide
+    ``service.d/`` in each; a name seen earlier masks a later file of that name; the files are
+    applied sorted by name, whichever directory holds them (systemd.unit(5) "Drop-in")."""
+    folders = [f"{place}/{name}" for place in DROP_IN_DIRS for name in _drop_in_names(SERVICE)]
+    folders += [f"{place}/{SERVICE.rpartition('.')[2]}.d" for place in DROP_IN_DIRS]
+    chosen: dict[str, str] = {}
+    for folder in folders:
         try:
-            names = sorted(os.listdir(folder))
-        except OSError:
+            names = os.listdir(_follow(run, run.world.root.join(folder)))
+        except (OSError, ValueError):
             continue
         for name in names:
-            if name.endswith(".conf"):
-                drop_ins.setdefault(name, "/" + directory + "/" + SERVICE + ".d/" + name)
-    files += [drop_ins[name] for name in sorted(drop_ins)]
-    found: list[tuple[str, str, str]] = []
-    for shown in files:
-        section = ""
-        for raw in schedule.unit_lines(_root_text(run, shown) or ""):
-            line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
-            if not line or line.startswith(("#", ";")):
-                continue
-            if line.startswith("["):
-                section = line
-                continue
-            key, equals, value = line.partition("=")
-            # a NUL ends a C string: no value systemd reads holds one, and no path can
-            if equals and section == "[Service]" and "\0" not in value:
-                found.append((key.strip(_WHITESPACE), value.strip(_WHITESPACE), shown))
-    return found
+            if name.endswith(".conf") and not name.startswith("."):  # FOREACH_DIRENT skips hidden files
+                chosen.setdefault(name, "/" + folder + "/" + name)
+    return [chosen[name] for name in sorted(chosen, key=os.fsencode)]  # strcmp order
+
+
+def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | None]:
+    """``(key, value)`` of each assignment in a unit file's [Service] section, read as systemd's
+    config_parse reads it: lines split as read_line splits them (a lone CR or a NUL ends one too)
+    and joined as :func:`schedule.unit_lines` joins them, keys and values stripped of systemd's
+    blanks only. With them, the first line for which systemd 252 refuses the whole file, and so
+    loads no unit: one that is not UTF-8 ("String is not UTF-8 clean"; ``text`` is decoded with
+    surrogateescape to tell), or a section header without its "]" ("Invalid section header")."""
+    from spurinv.inventory.sources.status import escaped
+    from spurinv.secret import printable
+
+    found: list[tuple[str, str]] = []
+    problem: str | None = None
+    section = ""
+    for raw in schedule.unit_lines(text or ""):
+        line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
+        if not line or line.startswith(("#", ";")):
+            continue
+        refused = "is not UTF-8" if _has_surrogate(line) else "is a section header without its ]"
+        if _has_surrogate(line) or (line.startswith("[") and not line.endswith("]")):
+            problem = problem or f"the line `{printable(escaped(line))[:80]}` {refused}"
+            continue
+        if line.startswith("["):
+            section = line
+            continue
+        key, equals, value = line.partition("=")
+        if equals and section == "[Service]":
+            found.append((key.strip(_WHITESPACE), value.strip(_WHITESPACE)))
+    return found, problem
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\udc80" <= char <= "\udcff" for char in text)
 
 
 # the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
@@ -1104,6 +1173,170 @@ def _bind_destinations(value: str) -> list[str]:
     return destinations
 
 
+def _state_directories(directives: list[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+    """The unit's StateDirectory= names (relative to /var/lib), in order, as systemd 252 reads
+    them (config_parse_exec_directories in src/core/load-fragment.c): an empty assignment resets
+    the list; each item is one word (quotes removed, a backslash kept for the next step) split at
+    a colon into a name and an optional symlink (C escapes such as ``\\x2f`` and ``\\:`` read
+    there); a name with a specifier is expanded, then must be relative, without ``..``, and not
+    under ``private``, else it is ignored; a word systemd cannot read ends the line. With them,
+    what check cannot read as systemd would (a specifier it does not know): ``StateDirectory=X in
+    FILE``, to be said when the verdict is a failure, since that item may be the one that
+    covers the directory."""
+    names: list[str] = []
+    unread: list[str] = []
+    for key, value, where in directives:
+        if key != "StateDirectory":
+            continue
+        if not value:
+            names, unread = [], []
+            continue
+        rest: str | None = value
+        while rest is not None:
+            word, rest = _first_word(rest)
+            if word is None:
+                break  # the end, or "Invalid syntax ..., ignoring": the rest of the line is lost
+            fields = _cunescaped_fields(word)
+            if fields is None:
+                break  # "Invalid syntax in StateDirectory=, ignoring": so is the rest of the line
+            source, link = fields
+            name = _relative(source)
+            if name is not None and link is not None and _relative(link) is None:
+                continue  # a link systemd cannot make: the whole item is ignored
+            if name is None:
+                if _unknown_specifier(source) and _relative(source, specifiers=False) is not None:
+                    unread.append(f"StateDirectory={word} in {where}")
+                continue
+            names.append(name)
+    return names, unread
+
+
+def _first_word(text: str) -> tuple[str | None, str | None]:
+    """extract_first_word(..., NULL, EXTRACT_UNQUOTE|EXTRACT_RETAIN_ESCAPE) of systemd's
+    src/basic/extract-word.c: the first word of ``text`` at systemd's blanks, quotes removed and
+    backslashes kept as they are (a backslash escapes nothing here, not even a quote), and the
+    text after it (None at the end). ``(None, None)`` when there is no word, or when a quote is
+    not closed, which systemd refuses."""
+    at = 0
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    if at == len(text):
+        return None, None
+    word: list[str] = []
+    quote = ""
+    while at < len(text):
+        char = text[at]
+        if quote:
+            if char == quote:
+                quote = ""
+            else:
+                word.append(char)
+        elif char in "'\"":
+            quote = char
+        elif char in _WHITESPACE:
+            while at < len(text) and text[at] in _WHITESPACE:
+                at += 1
+            return "".join(word), (text[at:] if at < len(text) else None)
+        else:
+            word.append(char)
+        at += 1
+    if quote:
+        return None, None
+    return "".join(word), None
+
+
+_C_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34, "'": 39, "s": 32}
+
+
+def _cunescaped_fields(word: str) -> tuple[str, str | None] | None:
+    """extract_many_words(word, ":", EXTRACT_CUNESCAPE|EXTRACT_UNESCAPE_SEPARATORS) for two
+    fields: the source and the optional link, split at colons (a run of them is one), C escapes
+    read (``\\xHH`` and ``\\ooo`` give a byte, ``\\uHHHH`` and ``\\UHHHHHHHH`` a character) and
+    ``\\:`` a colon kept (a field after the second is never read). None where systemd fails: no
+    field at all, an escape it does not know, a final backslash. Where this reading and systemd's might differ
+    (a ``\\U`` escape beyond the plain planes), None too: the item and the rest of the line
+    then count for nothing, which can only make check fail a line that works."""
+    fields: list[bytes] = []
+    current = bytearray()
+    started = False
+    at = 0
+    while at < len(word) and len(fields) < 2:
+        char = word[at]
+        if char == ":":
+            if started:
+                fields.append(bytes(current))
+                current, started = bytearray(), False
+            at += 1
+            continue
+        started = True
+        if char != "\\":
+            current += char.encode("utf-8", "surrogatepass")
+            at += 1
+            continue
+        if at + 1 >= len(word):
+            return None  # a final backslash
+        escape = word[at + 1]
+        digits = word[at + 2 :]
+        if escape in _C_ESCAPES:
+            current.append(_C_ESCAPES[escape])
+            at += 2
+        elif escape == "x" and len(digits) >= 2 and _hex(digits[:2]) and int(digits[:2], 16):
+            current.append(int(digits[:2], 16))
+            at += 4
+        elif escape in "01234567" and len(word) >= at + 4 and all(d in "01234567" for d in word[at + 1 : at + 4]):
+            code = int(word[at + 1 : at + 4], 8)
+            if not 0 < code <= 255:
+                return None
+            current.append(code)
+            at += 4
+        elif escape == "u" and len(digits) >= 4 and _hex(digits[:4]) and int(digits[:4], 16):
+            current += chr(int(digits[:4], 16)).encode("utf-8", "surrogatepass")
+            at += 6
+        elif escape == ":":
+            current += b":"
+            at += 2
+        else:
+            return None  # unknown, or \U: refused (or, for \U, not read here)
+    if started and len(fields) < 2:
+        fields.append(bytes(current))
+    if not fields:
+        return None
+    # bytes that are not UTF-8 stay lone surrogates, which _relative refuses as systemd does
+    decoded = [field.decode("utf-8", "surrogateescape") for field in fields]
+    return decoded[0], (decoded[1] if len(decoded) > 1 else None)
+
+
+def _unknown_specifier(path: str) -> bool:
+    import re
+
+    return any(letter not in SPECIFIERS for letter in re.findall(r"%(.?)", path))
+
+
+def _hex(text: str) -> bool:
+    return all(char in "0123456789abcdefABCDEF" for char in text)
+
+
+def _relative(path: str, specifiers: bool = True) -> str | None:
+    """A StateDirectory= name as systemd keeps it (unit_path_printf, then path_simplify_and_warn
+    with PATH_CHECK_RELATIVE, then the "private" check), or None where it ignores the item: an
+    absolute path (the path specifiers such as %S give one), a ``..``, nothing left, a name under
+    ``private``, one that is not UTF-8 once unescaped, a component longer than NAME_MAX. A
+    specifier check does not know gives None too (``specifiers``: False reads the name as if it
+    had none, to tell such an item apart)."""
+    import re
+
+    if specifiers:
+        if _unknown_specifier(path):
+            return None
+        path = re.sub(r"%(.)", lambda match: SPECIFIERS[match.group(1)], path)
+    if path.startswith("/") or _has_surrogate(path):  # not UTF-8: "not UTF-8 clean, ignoring"
+        return None
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts or parts[0] == "private" or any(len(os.fsencode(part)) > 255 for part in parts):
+        return None
+    return "/".join(parts)
+
+
 def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
     ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
@@ -1126,18 +1359,13 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
                 writable[key], unknown[key] = [], []
                 continue
             if key == "StateDirectory":
-                # a relative path systemd puts under /var/lib; "..", "." or an absolute one it ignores
-                names = [word.split(":")[0] for word in _words(value)]
-                writable[key] += [
-                    os.path.join("/var/lib", name)
-                    for name in names
-                    if name and not name.startswith("/") and not {".", ".."} & set(name.split("/"))
-                ]
-                continue
+                continue  # read as a whole below: its items are read as systemd reads them
             # BindPaths=: the destination is writable ('/srv/my dir':/x, quotes read before colons)
             paths, cannot = (_bind_destinations(value), []) if key == "BindPaths" else _unit_paths(value)
             writable[key] += paths
             unknown[key] += cannot
+    state_names, unread = _state_directories(directives)
+    writable["StateDirectory"] = [os.path.join("/var/lib", name) for name in state_names]
     # DynamicUser= forces ProtectSystem=strict whatever the unit says, ProtectHome=read-only over
     # "no" and PrivateTmp= (systemd.exec(5); unit_patch_contexts in systemd's src/core/unit.c)
     dynamic = _switched_on(directives, "DynamicUser")
@@ -1172,6 +1400,8 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
                 break
     if found is None:
         return None
+    if unread:  # systemd may read one of them as a name that covers it: say which, and fail
+        found += f" (check cannot read {', '.join(unread)})"
     return found, not cannot_expand
 
 
@@ -1433,9 +1663,10 @@ def _which(run: _Run, program: str, path: str) -> str | None:
 # --- how it is scheduled -------------------------------------------------------------------------
 
 
-def _read_text(path: str) -> str | None:
+def _read_text(path: str, errors: str = "replace") -> str | None:
     """A regular file's first 64 KiB as text, or None: never blocks on a FIFO (O_NONBLOCK), and
-    follows symlinks (unit files often are ones)."""
+    follows symlinks (unit files often are ones). ``errors``: how bytes that are not UTF-8 are
+    decoded (a reader that must tell them apart asks for ``surrogateescape``)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):  # ValueError: a NUL in a path a unit or cron file names
@@ -1443,17 +1674,17 @@ def _read_text(path: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, MAX_TEXT).decode("utf-8", "replace")
+        return os.read(fd, MAX_TEXT).decode("utf-8", errors)
     except OSError:
         return None
     finally:
         os.close(fd)
 
 
-def _root_text(run: _Run, name: str) -> str | None:
+def _root_text(run: _Run, name: str, errors: str = "replace") -> str | None:
     """:func:`_read_text` of ``name`` on the checked root; a symlink's absolute target is taken on
     that root too, as its systemd or cron reads it, not on the system running check (--root)."""
-    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))))
+    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))), errors)
 
 
 def _unit_text(run: _Run, unit: str) -> str | None:
@@ -1695,6 +1926,12 @@ def _schedule(run: _Run) -> Check:
     found = _schedule_found(run)
     if found.status not in ("ok", "warn"):
         return found
+    if "systemd" in _schedulers(run) and (refused := _service_reading(run)[1]) is not None:
+        where, what = refused
+        return Check(
+            "schedule", "fail", f"systemd does not load {SERVICE}: in {where}, {what}, so the timer starts nothing",
+            f"fix that line of {where}, then systemctl daemon-reload", exitcode.CONFIG,
+        )  # fmt: skip
     for scheduler in _schedulers(run):
         problem = _program_problem(run, scheduler) or (_cron_file_problem(run) if scheduler == "cron" else None)
         if problem is not None and (problem.status == "fail" or found.status == "ok"):

@@ -49,24 +49,47 @@ def assignments(text: str) -> dict[str, str]:
 def unit_lines(text: str) -> list[str]:
     """A unit file's lines as systemd.syntax(7) reads them: a line ending in a backslash goes on in
     the next one (the backslash a space), and a comment line among them is left out, not made part
-    of the value; a comment line's own backslash continues nothing."""
+    of the value; a comment line's own backslash continues nothing. A backslash that is itself
+    escaped (``\\\\``) continues nothing either, as systemd's config_parse counts them. A byte
+    order mark starting a line that is no comment is dropped, the first time only (config_parse's
+    bom_seen)."""
     found: list[str] = []
     pending: str | None = None  # the continued line so far
-    for raw in lines(text):
-        comment = raw.strip().startswith(("#", ";"))
-        line = raw
-        if pending is not None:
-            if comment:
-                continue
-            line, pending = pending + " " + raw, None
-        elif comment:
-            found.append(raw)
+    bom_seen = False
+    for raw in systemd_lines(text):
+        comment = raw.lstrip(" \t\n\r").startswith(("#", ";"))
+        if comment:
+            if pending is None:
+                found.append(raw)
             continue
-        if line.endswith("\\"):
-            pending = line[:-1]
+        read = raw
+        if not bom_seen and raw.startswith("\ufeff"):
+            read, bom_seen = raw[1:], True
+        line = read if pending is None else pending + read
+        pending = None
+        if _continues(line):
+            pending = line[:-1] + " "
             continue
         found.append(line)
     return [*found, *([pending] if pending is not None else [])]
+
+
+def systemd_lines(text: str) -> list[str]:
+    """``text`` split into lines as systemd's read_line (src/basic/fileio.c) splits a unit file:
+    at a LF, a lone CR or a NUL, a run of them one line end while no marker repeats and none
+    follows a NUL (CRLF, LFCR, CRLF NUL ... are one; LF LF is two). A CR alone ends a line, so
+    ``ProtectSystem=strict\rReadWritePaths=/x`` is two settings to systemd, not one value."""
+    import re  # only for check: the timer's tick never reads a unit file
+
+    parts = re.split(r"\n\r?\x00?|\r\n?\x00?|\x00", text)
+    if parts and parts[-1] == "":  # a final line end starts no line
+        parts.pop()
+    return parts
+
+
+def _continues(line: str) -> bool:
+    """Whether ``line`` ends in a backslash that no backslash before it escapes."""
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
 def started_with(words: list[str], *, shell: bool = True) -> list[tuple[str | None, dict[str, str]] | None]:

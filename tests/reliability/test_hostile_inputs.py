@@ -369,6 +369,72 @@ def test_config_init_names_a_path_that_is_not_utf8_as_its_usage_does(args, said,
     assert ran.stderr.decode("utf-8") == f"spurinv: error: {said}\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([b"--", b"discover", b"--format", b"j\xff"], "--format j\\xff: not UTF-8 text; give table, json or slurm"),
+        ([b"--", b"refresh", b"--node", b"--", b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is"),
+        ([b"--", b"refresh", b"--", b"--state", b"s\xff"], "s\\xff: not UTF-8 text; give an argument that is"),
+        ([b"--", b"config", b"init", b"/x/c\xff.toml"], "PATH /x/c\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"config", b"--", b"init", b"--config", b"/x/c\xff"], "--config /x/c\\xff: not UTF-8 text; name a path that is"),
+    ],
+    ids=["-- discover --format", "-- refresh --node --", "-- refresh --", "-- config init PATH", "config -- init --config"],
+)  # fmt: skip
+def test_a_dash_dash_before_the_command_ends_only_the_groups_options(args, said, env):
+    """click reads ``spurinv -- discover --format X`` as discover's --format: a "--" before the
+    command ends the options of ``spurinv`` (or ``spurinv config``), and the command reads its own
+    from the start. The refusal took every word after it for an operand."""
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert ran.stderr.decode("utf-8") == f"spurinv: error: {said}\n"
+    assert ran.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("args", "document"),
+    [
+        ([b"--", b"status", b"--json", b"--state", b"s\xff"], True),
+        ([b"status", b"--state", b"--", b"--json", b"s\xff"], True),  # "--" is --state's value
+        ([b"status", b"--", b"--json", b"s\xff"], False),  # an operand, as click reads it
+        ([b"refresh", b"--node", b"--json", b"--state", b"s\xff"], False),  # --node's value
+    ],
+    ids=["-- status --json", "--state -- --json", "status -- --json", "--node --json"],
+)
+def test_a_refusal_is_a_json_document_where_click_reads_json_as_the_flag(args, document, env):
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert ran.stderr.decode("utf-8").count("\n") == 1, ran
+    if document:
+        parsed = json.loads(ran.stdout)
+        assert (parsed["command"], parsed["error"]["code"], parsed["exit_code"]) == ("status", "usage", 64)
+    else:
+        assert ran.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [(["--", "status", "--json", "--bogus"], "status"), (["--", "config", "show", "--json", "--bogus"], "config")],
+    ids=["-- status", "-- config show"],
+)
+def test_a_usage_error_after_a_dash_dash_before_the_command_is_a_json_document(args, command, env):
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, text=True, check=False)
+
+    assert ran.returncode == 64, ran
+    parsed = json.loads(ran.stdout)
+    assert (parsed["command"], parsed["error"]["code"]) == (command, "usage")
+    assert "No such option: --bogus" in parsed["error"]["message"]
+
+
+def test_a_flag_missing_its_value_after_a_dash_dash_names_the_command(env):
+    command = [sys.executable, "-m", "spurinv", "--", "config", "init", "--config"]
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert ran.stderr.startswith("spurinv config init: Option '--config' requires an argument."), ran.stderr
+
+
 def test_a_state_path_variable_that_is_not_utf8_is_a_config_error(built, tmp_path, env):
     import subprocess
     import sys
