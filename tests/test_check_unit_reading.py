@@ -13,12 +13,11 @@ that matters (the run then exits 73): most rows are such cases, each of which ch
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
+import analyzer
 import pytest
 
 from spurinv.cli import preflight as check
@@ -254,30 +253,13 @@ def test_the_state_path_checked_under_the_timer_is_the_unquoted_state_directory(
 # --- the same files, read by systemd-analyze ------------------------------------------------------
 
 
-# systemd-analyze's manager touches /run/systemd/systemd-units-load, whatever --root says: it runs
-# in a mount namespace of its own with a tmpfs there, so the host's /run is never written
-PRIVATE_RUN = 'mount -t tmpfs tmpfs /run/systemd || exit 125; exec "$@"'
-
-
 def analyze(tmp_path: Path, files: dict[str, str | bytes], *args: str) -> str:
-    if shutil.which("systemd-analyze") is None or shutil.which("unshare") is None:
-        pytest.skip("systemd-analyze or unshare is not installed (scripts/test-setup installs systemd, util-linux)")
     root = tmp_path / "analyzed"
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    command = ["systemd-analyze", *args, f"--root={root}", "--no-pager", check.SERVICE]
-    ran = subprocess.run(
-        ["unshare", "-m", "-r", "sh", "-c", PRIVATE_RUN, "sh", *command],
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=60,
-        check=False,
-    )
-    if ran.returncode == 125 or ran.stderr.startswith("unshare:"):
-        pytest.skip(f"no private mount namespace for systemd-analyze here: {ran.stderr.strip()[:200]}")
+    ran = analyzer.analyze(*args, f"--root={root}", "--no-pager", check.SERVICE)
     return ran.stdout + ran.stderr
 
 
