@@ -87,8 +87,11 @@ class ControllerError(SpurinvError):
         "protocol": exitcode.PROTOCOL,
     }
 
-    def __init__(self, kind: ControllerKind, message: str) -> None:
+    def __init__(self, kind: ControllerKind, message: str, *, sent: bool = True) -> None:
         super().__init__(message)
         self.kind: ControllerKind = kind
+        # False when the request never reached the controller (a refused or timed-out connection):
+        # the run's output must not say it was sent
+        self.sent = sent
         self.code = f"controller-{kind}"
         self.exit_code = self.KINDS[kind]

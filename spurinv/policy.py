@@ -243,7 +243,9 @@ def decide(
                 exit_code=exitcode.TEMPFAIL,
             )
         if first_look:
-            return Action(kind=Do.READ_VIEW, reason="no state yet: read the node from the controller, and any drain of ours")
+            # the state may hold readings (observe mode, a file from another boot): what it
+            # lacks is the controller's view
+            return Action(kind=Do.READ_VIEW, reason="the controller not read yet: read the node from it, and any drain of ours")
         return Action(kind=Do.READ_VIEW, reason="read the node's state from the controller")
 
     drained_by_us = ours(view, state)

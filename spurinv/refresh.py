@@ -583,7 +583,8 @@ def _would(steps: list[Step]) -> list[Step]:
     would leave ("drained by spurinv"): their reasons say so, never that it happened."""
     said: list[Step] = []
     for step in steps:
-        described = any(earlier.get("request") and not earlier.get("sent") for earlier in said)
+        # a request that failed unsent (its error says why) was not only described
+        described = any(earlier.get("request") and not earlier.get("sent") and not earlier.get("error") for earlier in said)
         said.append({**step, "reason": f"{WOULD}{step['reason']}"} if described else step)
     return said
 
@@ -644,7 +645,8 @@ def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Co
         client.view()
     except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
         exc = _stop_words(exc, True, log)
-        step = documents.step(action="read", reason=reason, request=_last(client), sent=client is not None, error=exc.message)
+        sent = client is not None and not _unsent(exc)
+        step = documents.step(action="read", reason=reason, request=_last(client), sent=sent, error=exc.message)
         code = result.exit_code or exc.exit_code
         return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
     step = documents.step(action="read", reason=reason, request=_last(client), sent=True)
@@ -841,9 +843,15 @@ def _remember_api(state: State, client: Controller, now: datetime) -> State:
 def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError | StateError) -> Step:
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
-    sent = bool(mine) or isinstance(exc, ControllerError)
+    sent = (bool(mine) or isinstance(exc, ControllerError)) and not _unsent(exc)
     return documents.step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
                 error=exc.message)  # fmt: skip
+
+
+def _unsent(exc: BaseException) -> bool:
+    """The controller error of a request that never left (a refused connection): its step says
+    "not sent", never "sent"."""
+    return isinstance(exc, ControllerError) and not exc.sent
 
 
 def _last(client: Controller | None) -> str | None:

@@ -152,7 +152,8 @@ def gpu_counts(inventory: "Mapping[str, Any] | None") -> "dict[str, int]":
 def summary(inventory: "Mapping[str, Any]") -> str:
     """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB``."""
     models = ", ".join(f"{model} {count}" for model, count in sorted(gpu_counts(inventory).items()))
-    devices = f"{len(inventory['devices'])} devices ({models})" if inventory["devices"] else "no GPUs"
+    count = len(inventory["devices"])
+    devices = f"{count} device{'' if count == 1 else 's'} ({models})" if count else "no GPUs"
     return f"{devices}, {inventory['cpus']} CPUs, {inventory['memory_mb']} MiB"
 
 

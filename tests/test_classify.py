@@ -10,7 +10,7 @@ from factories import inventory, packages, reading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spurinv.inventory.classify import Kind, classify, compare, diff_empty, diff_summary, package_line
+from spurinv.inventory.classify import Kind, classify, compare, diff_empty, diff_summary, package_line, package_lines
 from spurinv.inventory.model import Device, FieldChange, InventoryDiff, Outcome, PackageChange
 from spurinv.report.models import adapter
 
@@ -91,6 +91,39 @@ def test_memory_mode_change_is_a_field_change_not_added_or_removed():
     assert not diff["removed"]
     assert {c["field"] for c in diff["changed"]} == {"partition"}
     assert "NPS1→NPS4 on 8 devices" in diff_summary(diff)  # the modes, as SPX→CPX
+
+
+def test_a_memory_mode_switched_with_the_compute_mode_is_named_with_it():
+    """CPX/NPS1 → SPX/NPS4: the summary, the drain reason's text, names both modes."""
+    before = inventory(packages(8, "CPX", per=8))
+    after = inventory(packages(8, "SPX", memory_mode="NPS4"))
+
+    diff = compare(before, after)
+
+    assert diff_summary(diff) == "8 GPUs CPX/NPS1→SPX/NPS4 (8→1 each); mi300x 64→8"
+    assert package_lines(diff)[0] == "0000:05:00.0 CPX/NPS1→SPX/NPS4: 8 → 1 devices"
+    assert package_line(diff["packages"][0]) == "0000:05:00.0 CPX→SPX: 8 → 1 devices"  # the modes not given
+
+
+def test_a_memory_mode_switched_on_partitions_that_stay_is_said_once():
+    """DPX/NPS2 → CPX/NPS4: p0 and p1 keep their identity (changed), p2-p7 are new; the package's
+    line names the memory switch, not again as "NPS2→NPS4 on 2 devices"."""
+    before = inventory(packages(1, "DPX", per=2, memory_mode="NPS2"))
+    after = inventory(packages(1, "CPX", per=8, memory_mode="NPS4"))
+
+    diff = compare(before, after)
+
+    assert diff_summary(diff) == "1 GPU DPX/NPS2→CPX/NPS4 (2→8); mi300x 2→8"
+    assert package_lines(diff) == ["0000:05:00.0 DPX/NPS2→CPX/NPS4: 2 → 8 devices"]
+
+
+def test_a_memory_mode_only_switch_is_named():
+    """Compute mode and count unchanged (CPX/NPS1 → CPX/NPS4): no package change, the memory
+    switch is still named; a compute switch with the memory mode kept names no memory mode."""
+    nps1, nps4 = inventory(packages(8, "CPX", per=8)), inventory(packages(8, "CPX", per=8, memory_mode="NPS4"))
+
+    assert diff_summary(compare(nps1, nps4)) == "NPS1→NPS4 on 64 devices"
+    assert diff_summary(compare(SPX, CPX)) == "8 GPUs SPX→CPX (1→8 each); mi300x 8→64"
 
 
 # ---------------------------------------------------------------- properties

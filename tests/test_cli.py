@@ -175,6 +175,18 @@ def test_discover_on_a_gpu_less_host_says_so(cli, built):
     assert "no GPU or accelerator on this node" in result.out
 
 
+def test_discover_says_switch_once_and_counts_in_the_singular(cli, built):
+    """A switch's evidence is labelled "switch" once (not "switch switch: …"); one CDI spec is
+    "1 spec", not "1 specs"."""
+    switching = cli("discover", "--root", built("amd-cpx-switching")).out
+    cpx = cli("discover", "--root", built("mi300x-cpx")).out
+
+    assert "switch switch" not in switching
+    assert any(line.startswith("switch ") and ": kfd: " in line for line in switching.splitlines()), switching
+    assert "1 spec, 65 devices" in cpx
+    assert "1 specs" not in cpx
+
+
 def test_discover_format_slurm_prints_node_and_gres_lines(cli, built):
     result = cli("discover", "--root", built("mi300x-cpx"), "--format", "slurm", "--node", "n1")
 

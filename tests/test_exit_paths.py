@@ -372,3 +372,23 @@ def test_a_stop_after_a_drain_then_a_full_disk_never_says_state_saved(tmp_path, 
     drain = next(step for step in document["steps"] if step["action"] == "drain")
     assert drain["error"] == "stopped by SIGTERM; the state was not saved"
     assert "already sent: drain (POST" in document["steps"][-1]["error"]
+
+
+def test_a_refused_connection_says_nothing_was_sent(cli, built, tmp_path):
+    """The controller's port is closed: the request never left, and neither output says "sent";
+    the state holds readings (observe mode) but has never read the controller, and says that."""
+    scene = Scene(cli, built, tmp_path)
+    scene.prime()
+    config = scene.controller(f"http://127.0.0.1:{closed_port()}")
+
+    document = scene.refresh("--config", config).json()
+    human = scene.cli("refresh", "--root", built("mi300x-spx"), "--state", scene.state, "--config", config, "--ignore-backoff")
+
+    step = document["steps"][0]
+    assert (step["request"], step["sent"]) == (f"GET {NODE_PATH}", False)
+    assert "Connection refused" in step["error"]
+    assert step["reason"].startswith("the controller not read yet")
+    lines = [line.strip() for line in human.out.splitlines()]
+    assert f"not sent: GET {NODE_PATH}" in lines
+    assert not any(line.startswith(("sent:", "would send:")) for line in lines), human.out
+    assert "no state yet" not in human.out

@@ -683,8 +683,21 @@ def test_a_fresh_state_reads_the_controller_once_even_for_a_first_reading():
     observing = decide(outcome, None, state, OBSERVE, NOW)
 
     assert first.kind == Do.READ_VIEW
-    assert "no state yet" in first.reason
+    assert "the controller not read yet" in first.reason
     assert (then.kind, settled.kind, observing.kind) == (Do.NONE, Do.NONE, Do.NONE)
+
+
+def test_a_state_with_readings_that_never_read_the_controller_says_so_not_no_state():
+    """Readings recorded in observe mode, then a controller configured: the state is there, the
+    controller's view is what it lacks."""
+    state = with_reading(with_reading(new_state(fresh=True), reading(SPX, 0)), reading(SPX, 60))
+    state = {**state, "baseline": new_baseline(SPX, at(60), "observed")}
+
+    first = decide(outcome_for(state), None, state, SLURM, NOW)
+
+    assert first.kind == Do.READ_VIEW
+    assert "no state" not in first.reason
+    assert first.reason.startswith("the controller not read yet")
 
 
 @settings(max_examples=examples(200))
@@ -870,6 +883,21 @@ def test_a_busy_drain_with_a_huge_diff_stays_within_the_cap():
 
     assert action.kind == Do.DRAIN
     assert len(action.body["reason"]) <= MAX_REASON
+
+
+def test_a_busy_drain_names_a_memory_mode_switch_and_keeps_its_id():
+    """CPX/NPS1 → SPX/NPS4 on a busy node: the drain reason says NPS4 too, within the cap,
+    behind spurinv's prefix and an id that is the node's."""
+    state = confirmed(inventory(packages(8, "CPX", per=8)), inventory(packages(8, "SPX", memory_mode="NPS4")))
+
+    action = decide(outcome_of(state), node_view("MIXED", used="gpu:mi300x:2(IDX:0-1)"), state, SLURM, NOW, nonce="3f9a")
+
+    reason = action.body["reason"]
+    assert action.kind == Do.DRAIN
+    assert reason.startswith(f"{PREFIX} [3f9a")
+    assert len(reason) <= MAX_REASON
+    assert reason_id(reason, "n1") is not None
+    assert "8 GPUs CPX/NPS1→SPX/NPS4 (8→1 each)" in reason
 
 
 def _refused_registration(state: State, policy: Settings, now) -> State:

@@ -267,6 +267,19 @@ def test_a_refused_connection_is_unreachable_in_the_operating_systems_words():
     assert caught.value.message == f"GET {NODE}: cannot connect to 127.0.0.1:{port}: Connection refused"
 
 
+def test_a_refused_connection_sent_nothing_and_an_answered_request_was_sent():
+    """The run's output says "sent" only for a request that left: not for a refused connection,
+    still for one the controller answered with an error."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        with pytest.raises(ControllerError) as refused:
+            Controller(ControllerSection(url=f"http://127.0.0.1:{port}", api="slurm/v0.0.42", timeout=5), "n1", None).view()
+
+    assert refused.value.sent is False
+    assert ControllerError("protocol", "GET x: HTTP 500").sent is True
+
+
 def self_signed(tmp_path: Path, name: str, alt: str) -> Path:
     """A certificate for ``name`` (subjectAltName ``alt``), its key beside it as ``key.pem``."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"

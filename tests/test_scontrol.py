@@ -200,6 +200,25 @@ def test_update_failures_map_by_scontrols_words(tmp_path, stderr, kind, code):
     assert (caught.value.kind, caught.value.exit_code) == (kind, code)
 
 
+@pytest.mark.parametrize(
+    ("stderr", "sent"),
+    [
+        ("slurm_update error: Unable to contact slurm controller (connect failure)", False),
+        ('scontrol: error: Munge encode failed: Failed to access "/run/munge/munge.socket.2": No such file', False),
+        ("slurm_update error: Socket timed out on send/recv operation", True),  # it may have arrived
+        ("slurm_update error: Invalid generic resource (gres) specification", True),
+    ],
+)
+def test_an_update_that_never_reached_the_controller_is_not_sent(tmp_path, stderr, sent):
+    fake = fake_scontrol(tmp_path, f"cat >&2 <<'EOF'\n{stderr}\nEOF\nexit 1")
+    client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)
+
+    with pytest.raises(ControllerError) as caught:
+        client.post({"state": ["DRAIN"], "reason": "spurinv: x"})
+
+    assert caught.value.sent is sent
+
+
 def test_a_show_that_is_not_json_is_76(tmp_path):
     fake = fake_scontrol(tmp_path, "echo '{nope'")
     client = Scontrol(ControllerSection(transport="scontrol", scontrol=fake), "n1", os.environ)

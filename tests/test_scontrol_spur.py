@@ -240,6 +240,7 @@ def test_controller_down_is_69_and_the_state_is_kept(cli, adopted, built):
 
     assert exitcode.UNAVAILABLE == code, document
     assert "failed to connect to spurctld" in document["steps"][-1]["error"]
+    assert document["steps"][-1]["sent"] is False  # scontrol ran; nothing reached spurctld
     status = cli("status", "--state", adopted.state, "--json").json()
     assert (status["backoff"]["kind"], status["baseline"]["devices"]) == ("unreachable", 8)
 

@@ -23,7 +23,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from spurinv.inventory.classify import diff_empty, diff_summary, package_line
+from spurinv.inventory.classify import diff_empty, diff_summary, package_lines
 from spurinv.inventory.model import Device, Discovery, InventoryDiff
 from spurinv.report.fleet import age_text
 from spurinv.secret import printable
@@ -185,8 +185,11 @@ def discover(out: Console, discovery: Discovery, root: str, per_device: bool = F
             _print(out, device_table(inventory["devices"], per_device))
         out.print(Text(f"fingerprint {inventory['fingerprint']}"))
     sources(out, discovery)
+    # a switch's evidence names its own source in the reason ("kfd: …"): the label says "switch" once
     rows: list[Row] = [
-        ("switch", problem_line(error), "yellow") if error["source"] == SWITCH else ("error", problem_line(error), "red")
+        ("switch", f"{error['path']}: {error['reason']}" if error["path"] else error["reason"], "yellow")
+        if error["source"] == SWITCH
+        else ("error", problem_line(error), "red")
         for error in discovery["errors"]
     ]
     rows.extend(("flag", problem_line(flag), "yellow") for flag in discovery["flags"])
@@ -219,8 +222,8 @@ def diff(out: Console, title: str, change: InventoryDiff | None) -> None:
     if diff_empty(change):
         out.print(Text("  no difference"))
         return
-    for package in change["packages"]:
-        out.print(Text(printable(f"  {package_line(package)}"), style="yellow"))
+    for line in package_lines(change):
+        out.print(Text(printable(f"  {line}"), style="yellow"))
     # the baseline's text is the state file's (a hand edit's control characters, lone surrogates):
     # printable, as the status screen shows it
     # a GPU whose partitions changed is the line above, not 8 added and 1 removed rows (--json lists them)
@@ -262,14 +265,16 @@ def refresh(out: Console, document: RefreshDocument) -> None:
     rows.append(("outcome", f"{outcome['kind']}: {outcome['reason']}", None))
     diff = outcome["diff"]
     if diff is not None and not diff_empty(diff):  # its lines are the classifier's
-        rows.extend(("", package_line(package), None) for package in diff["packages"])
+        rows.extend(("", line, None) for line in package_lines(diff))
         rows.append(("", diff_summary(diff), None))
     if outcome["release"]:
         rows.append(("release", outcome["release"], None))
     for number, step in enumerate(document["steps"], start=1):
         rows.append((f"step {number}", f"{step['action']}: {step['reason']}", None))
         if step.get("request"):
-            rows.append(("", f"{'sent' if step.get('sent') else 'would send'}: {step['request']}", "cyan"))
+            # not sent with an error: the request never left (a refused connection), not a dry run's
+            said = "sent" if step.get("sent") else "not sent" if step.get("error") else "would send"
+            rows.append(("", f"{said}: {step['request']}", "cyan"))
         if step.get("error"):
             rows.append(("", f"error: {step['error']}", "red"))
     rows.extend(("note", note, "yellow") for note in document["notes"])

@@ -123,8 +123,9 @@ def _tick(
         return 0
     inventory = after["readings"][-1]["inventory"]
     narrow = "".join(f"; degraded PCIe link {link.line(found)}" for found in link.confirmed(after["readings"]))
+    count = len(inventory["devices"])
     stdout.write(
-        f"unchanged: {len(inventory['devices'])} devices, fingerprint {inventory['fingerprint'][:12]}{narrow}"
+        f"unchanged: {count} device{'' if count == 1 else 's'}, fingerprint {inventory['fingerprint'][:12]}{narrow}"
         " (no controller request)\n"
     )
     return 0

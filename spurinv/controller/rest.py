@@ -199,12 +199,16 @@ class Controller:
         except requests.exceptions.SSLError as exc:
             where = urlsplit(self.settings.url).netloc
             raise ControllerError("unreachable", f"{method} {path}: TLS with {where} failed: {_tls_reason(exc)}") from None
-        except requests.exceptions.Timeout:
+        except requests.exceptions.Timeout as exc:
             self._cut(method, path, timeout)
-            raise ControllerError("unreachable", f"{method} {path}: timed out after {timeout:g} s") from None
+            raise ControllerError(
+                "unreachable", f"{method} {path}: timed out after {timeout:g} s", sent=not _unsent(exc)
+            ) from None
         except requests.exceptions.ConnectionError as exc:
             where = urlsplit(self.settings.url).netloc
-            raise ControllerError("unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}") from None
+            raise ControllerError(
+                "unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}", sent=not _unsent(exc)
+            ) from None
         except requests.exceptions.RequestException as exc:
             raise ControllerError("unreachable", f"{method} {path}: {_first_line(exc)}") from None
         self.sent[-1] = record = replace(record, status=response.status_code)
@@ -471,6 +475,15 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         pending.extend([*current.args, current.__cause__, current.__context__, getattr(current, "reason", None)])
+
+
+def _unsent(exc: BaseException) -> bool:
+    """Whether the request never left: the connection itself failed (refused, no route, a name
+    that does not resolve, no connection within the timeout). urllib3 raises these before it
+    writes a byte of the request; any later failure may follow a request the controller got."""
+    from urllib3.exceptions import ConnectTimeoutError  # NewConnectionError's base too
+
+    return any(isinstance(current, ConnectTimeoutError) for current in _chain(exc))
 
 
 def _os_reason(exc: BaseException) -> str:

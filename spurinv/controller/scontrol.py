@@ -67,6 +67,9 @@ _SPUR_ERRORS: tuple[tuple[ControllerKind, tuple[str, ...]], ...] = (
     ("auth", ("PermissionDenied", "Unauthenticated", "requires cluster admin", "permission denied")),
     ("unknown-node", ("NotFound", "not found")),
 )
+# scontrol's words for a call that never reached the controller: no connection (Slurm's
+# SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR, spur's tonic connect error) or no credential to send
+_NOT_SENT = ("Unable to contact slurm controller (connect failure)", "failed to connect to spurctld", "Munge encode failed")
 SPUR_CANNOT_REGISTER = (
     "spur's scontrol cannot change a node's GRES (it ignores Gres=) and controller.register_command is not set: "
     "this controller cannot re-register the node; set controller.register_command "
@@ -155,7 +158,8 @@ class Scontrol:
             if any(needle.lower() in lowered for needle in needles):
                 if kind == "unknown-node":
                     return ControllerError(kind, f"the controller does not know node {self.node!r} ({text})")
-                return ControllerError(kind, f"scontrol: {text}")
+                sent = not any(needle.lower() in lowered for needle in _NOT_SENT)
+                return ControllerError(kind, f"scontrol: {text}", sent=sent)
         if write and self.flavor == "spur" and "node update failed" in lowered and self._last is not None:
             # spur prints only "node update failed" (scontrol.rs drops the gRPC status). For a node
             # it lists, spurctld's update_node fails in require_admin, or with no raft leader or a

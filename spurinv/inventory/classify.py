@@ -47,16 +47,58 @@ def verdict(
     return {"kind": kind, "reason": reason, "fingerprint": fingerprint, "diff": diff, "release": release}
 
 
-def package_line(package: PackageChange) -> str:
-    """``0000:05:00.0 SPX→CPX: 1 → 8 devices``."""
+def package_line(package: PackageChange, memory: tuple[str, str] | None = None) -> str:
+    """``0000:05:00.0 SPX→CPX: 1 → 8 devices``; with the package's memory modes (``memory``, from
+    :func:`package_memory`) when they changed too: ``0000:05:00.0 CPX/NPS1→SPX/NPS4: 8 → 1 devices``."""
     old_mode, new_mode = package["old_mode"], package["new_mode"]
-    modes = _switch(old_mode, new_mode) if old_mode != new_mode else ""
+    modes = _switch(old_mode, new_mode, memory) if old_mode != new_mode or memory else ""
     return f"{package['pci_bdf']}{modes}: {package['old_count']} → {package['new_count']} devices"
 
 
-def _switch(old_mode: str | None, new_mode: str | None) -> str:
-    """`` SPX→CPX``; ``-`` for a mode not known on that side."""
-    return f" {old_mode or '-'}→{new_mode or '-'}"
+def package_lines(diff: InventoryDiff) -> list[str]:
+    """:func:`package_line` for each changed package of ``diff``, memory modes included."""
+    memory = package_memory(diff)
+    return [package_line(package, memory.get(package["pci_bdf"])) for package in diff["packages"]]
+
+
+def _switch(old_mode: str | None, new_mode: str | None, memory: tuple[str, str] | None = None) -> str:
+    """`` SPX→CPX``, or `` CPX/NPS1→SPX/NPS4`` with the memory modes; ``-`` for a mode not known on that side."""
+    if memory is None:
+        return f" {old_mode or '-'}→{new_mode or '-'}"
+    return f" {old_mode or '-'}/{memory[0]}→{new_mode or '-'}/{memory[1]}"
+
+
+def package_memory(diff: InventoryDiff) -> dict[str, tuple[str, str]]:
+    """``{pci_bdf: (old, new)}``: the memory mode (NPS) of each changed package whose memory mode
+    changed with it. Read from the devices the diff holds (a changed package's devices are added,
+    removed or changed ones), so a package change keeps its documented shape."""
+    bdfs = {package["pci_bdf"] for package in diff["packages"]}
+    before: dict[str, set[str | None]] = {}
+    after: dict[str, set[str | None]] = {}
+    for devices, side in ((diff["removed"], before), (diff["added"], after)):
+        for device in devices:
+            if device["pci_bdf"] in bdfs and device["partition"] is not None:
+                side.setdefault(device["pci_bdf"], set()).add(device["partition"]["memory"])
+    for change in diff["changed"]:
+        bdf = _package_of(change["id"], bdfs)
+        old, new = change["old"], change["new"]
+        if change["field"] == "partition" and bdf is not None and isinstance(old, dict) and isinstance(new, dict):
+            before.setdefault(bdf, set()).add(old.get("memory"))
+            after.setdefault(bdf, set()).add(new.get("memory"))
+    result: dict[str, tuple[str, str]] = {}
+    for bdf in sorted(bdfs):
+        old_modes, new_modes = before.get(bdf, set()), after.get(bdf, set())
+        # one mode on each side, or it is not one switch to name (a package half read is no package change)
+        if len(old_modes) == 1 and len(new_modes) == 1 and old_modes != new_modes:
+            result[bdf] = (str(next(iter(old_modes)) or "-"), str(next(iter(new_modes)) or "-"))
+    return result
+
+
+def _package_of(ident: str, bdfs: set[str]) -> str | None:
+    """The changed package a device identity belongs to: discovery names a device by its PCI
+    function, or a partition of it as ``<function>/<partition>`` (``0000:05:00.0/p3``)."""
+    bdf = ident.split("/", 1)[0]
+    return bdf if bdf in bdfs else None
 
 
 def diff_empty(diff: InventoryDiff) -> bool:
@@ -65,16 +107,22 @@ def diff_empty(diff: InventoryDiff) -> bool:
 
 
 def diff_summary(diff: InventoryDiff) -> str:
-    """One line for a drain reason or a log: ``8 GPUs SPX→CPX (1→8 each); mi300x 8→64``."""
+    """One line for a drain reason or a log: ``8 GPUs SPX→CPX (1→8 each); mi300x 8→64``; a memory
+    mode that changed with the compute mode is named with it: ``8 GPUs CPX/NPS1→SPX/NPS4 (8→1 each)``."""
     parts = []
-    groups: dict[tuple[str | None, str | None, int, int], int] = {}
+    memory = package_memory(diff)
+    groups: dict[tuple[str | None, str | None, tuple[str, str] | None, int, int], int] = {}
     for package in diff["packages"]:
-        key = (package["old_mode"], package["new_mode"], package["old_count"], package["new_count"])
+        switched = memory.get(package["pci_bdf"])
+        key = (package["old_mode"], package["new_mode"], switched, package["old_count"], package["new_count"])
         groups[key] = groups.get(key, 0) + 1
-    for (old_mode, new_mode, old_count, new_count), number in sorted(groups.items(), key=str):
+    for (old_mode, new_mode, switched, old_count, new_count), number in sorted(groups.items(), key=str):
         gpus = f"{number} GPU{'s' if number > 1 else ''}"
         # Same mode, other count (a MIG layout: "MIG (7→3 each)"): the mode still says what moved.
-        modes = _switch(old_mode, new_mode) if old_mode != new_mode else f" {old_mode}" if old_mode else ""
+        if old_mode != new_mode or switched:
+            modes = _switch(old_mode, new_mode, switched)
+        else:
+            modes = f" {old_mode}" if old_mode else ""
         parts.append(
             f"{gpus}{modes} ({old_count}→{new_count} each)" if number > 1 else f"{gpus}{modes} ({old_count}→{new_count})"
         )
@@ -84,13 +132,14 @@ def diff_summary(diff: InventoryDiff) -> str:
         if old != new:
             parts.append(f"{model} {old}→{new}")
     fields: dict[str, int] = {}
-    memory: dict[tuple[str, str], int] = {}
+    switches: dict[tuple[str, str], int] = {}
     for change in diff["changed"]:
         if switched := _memory_modes(change):  # a memory-mode switch says which (NPS1→NPS4), as SPX→CPX does
-            memory[switched] = memory.get(switched, 0) + 1
+            if _package_of(change["id"], set(memory)) is None:  # else its package's line above names it
+                switches[switched] = switches.get(switched, 0) + 1
             continue
         fields[change["field"]] = fields.get(change["field"], 0) + 1
-    parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(memory.items()))
+    parts.extend(f"{old}→{new} on {count} device{'s' if count > 1 else ''}" for (old, new), count in sorted(switches.items()))
     parts.extend(f"{field} changed on {count} device{'s' if count > 1 else ''}" for field, count in sorted(fields.items()))
     parts.extend(f"{change['field']} {change['old']}→{change['new']}" for change in diff["node"])
     return "; ".join(parts) or "no schedulable difference"

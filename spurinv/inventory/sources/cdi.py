@@ -15,7 +15,7 @@ import stat
 from spurinv import __version__, jsontext
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, decoded, read_bytes
-from spurinv.inventory.sources.status import Report
+from spurinv.inventory.sources.status import Report, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class _Bounds:
             self.stopped = True
             self.report.flag(
                 file_path,
-                f"not read, nor any spec after it: {self.files} specs of {self.read} bytes were read "
+                f"not read, nor any spec after it: {counted(self.files, 'spec')} of {self.read} bytes were read "
                 f"(at most {MAX_SPECS} specs and {MAX_SPEC_BYTES >> 20} MiB a run); remove stale ones",
             )
             return False
@@ -284,5 +284,5 @@ def read_cdi(
     if not directories:
         report.absent("no CDI spec directory")
     else:
-        report.detail = f"{bounds.files} specs, {len(found)} devices"
+        report.detail = f"{counted(bounds.files, 'spec')}, {counted(len(found), 'device')}"
     return list(found.values())

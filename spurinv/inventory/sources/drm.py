@@ -11,7 +11,7 @@ import os
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, parse_keyed_lines, read_optional, sysfs_names
 from spurinv.inventory.sources.pci import canonical, spelled
-from spurinv.inventory.sources.status import Report
+from spurinv.inventory.sources.status import Report, counted
 from spurinv.shape import bdf_key
 
 TYPE_CHECKING = False
@@ -122,5 +122,5 @@ def read_drm(root: "Root", report: "Report") -> "list[DrmNode]":
             }
         )
     cards = sum(1 for node in nodes if node["kind"] == "card")
-    report.detail = f"{cards} cards, {len(nodes) - cards} render nodes"
+    report.detail = f"{counted(cards, 'card')}, {counted(len(nodes) - cards, 'render node')}"
     return nodes

@@ -11,7 +11,7 @@ import os
 
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, parse_int, read_properties, read_text
-from spurinv.inventory.sources.status import Report
+from spurinv.inventory.sources.status import Report, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def read_kfd(root: "Root", report: "Report", *, topology: bool = False) -> "list
             return []
         if before == after:
             gpus = sum(1 for node in nodes if is_gpu(node["properties"]))
-            report.detail = f"{len(nodes) - gpus} CPU nodes, {gpus} GPU nodes (generation {after})"
+            report.detail = f"{counted(len(nodes) - gpus, 'CPU node')}, {counted(gpus, 'GPU node')} (generation {after})"
             return nodes
         last = f"generation_id moved from {before} to {after} during the walk"
     # KFD renumbers and rebuilds its tree on every add and remove: a partition switch (§2.2)

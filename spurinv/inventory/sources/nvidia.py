@@ -12,7 +12,7 @@ import os
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, parse_int, parse_keyed_lines, read_text
 from spurinv.inventory.sources.pci import canonical, sort_key
-from spurinv.inventory.sources.status import Report
+from spurinv.inventory.sources.status import Report, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,5 +82,5 @@ def read_nvidia(root: Root, report: Report) -> list[NvidiaGpu]:
             continue
         minors[gpu["minor"]] = bdf
         gpus.append(gpu)
-    report.detail = f"{len(gpus)} GPUs"
+    report.detail = counted(len(gpus), "GPU")
     return gpus

@@ -19,7 +19,7 @@ from spurinv.inventory.sources.attribute import (
     sysfs_names,
 )
 from spurinv.inventory.sources.link import read_link
-from spurinv.inventory.sources.status import Report
+from spurinv.inventory.sources.status import Report, counted
 from spurinv.shape import UNPARSED, bdf_key
 
 TYPE_CHECKING = False
@@ -130,9 +130,9 @@ def read_pci(
         counts[function["vendor"]] = counts.get(function["vendor"], 0) + 1
     summary = ", ".join(f"{vendor} {count}" for vendor, count in sorted(counts.items()))
     report.detail = (
-        f"{len(functions)} accelerator functions ({summary})"
+        f"{counted(len(functions), 'accelerator function')} ({summary})"
         if functions
-        else (f"{len(names)} functions, no GPU or accelerator")
+        else (f"{counted(len(names), 'function')}, no GPU or accelerator")
     )
     return functions, frozenset(spelled)
 

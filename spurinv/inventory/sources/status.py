@@ -25,6 +25,11 @@ MAX_TEXT = 1024  # characters of a problem's path or reason
 _SURROGATES = "[\ud800-\udfff]"
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 spec``, ``2 specs``: a count and its noun, plural unless one (a source's detail)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def has_surrogate(text: str) -> bool:
     """``re.search("[\\ud800-\\udfff]", text)``: strict UTF-8 encodes every code point but these."""
     if text.isascii():
@@ -124,11 +129,15 @@ class Report:
         errors, flags = list(self.errors), list(self.flags)
         if self.unlisted_errors:
             errors.append(
-                self._problem(self.unlisted_path, f"{self.unlisted_errors} more errors not listed, the last of them here")
+                self._problem(
+                    self.unlisted_path, f"{counted(self.unlisted_errors, 'more error')} not listed, the last of them here"
+                )
             )
         if self.unlisted_flags:
             flags.append(
-                self._problem(self.unlisted_path, f"{self.unlisted_flags} more flags not listed, the last of them here")
+                self._problem(
+                    self.unlisted_path, f"{counted(self.unlisted_flags, 'more flag')} not listed, the last of them here"
+                )
             )
         return errors, flags
 
