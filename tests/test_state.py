@@ -395,7 +395,7 @@ def test_the_structure_digest_reads_what_loads_and_nothing_else():
         copy["$defs"]["Intent"]["properties"]["kind"]["enum"].reverse()
 
     def key_added(copy: dict[str, Any]) -> None:
-        copy["$defs"]["Decision"]["properties"]["version"] = {"type": "string"}
+        copy["$defs"]["Decision"]["properties"]["added_by_this_test"] = {"type": "string"}
 
     def type_widened(copy: dict[str, Any]) -> None:
         copy["properties"]["fresh"] = {"anyOf": [{"type": "boolean"}, {"type": "null"}]}
