@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+from spurinv import shape
 from spurinv.inventory.fingerprint import fingerprint
-from spurinv.inventory.model import Device, Inventory, Problem, Reading, Vendor
+from spurinv.inventory.model import Device, Discovery, Inventory, Problem, Reading, Vendor
 from spurinv.inventory.sources.pci import sort_key
 from spurinv.state import file
 from spurinv.state.file import Backoff, Baseline, State
@@ -83,10 +84,15 @@ def inventory(devices: list[Device], cpus: int = 192, memory_mb: int = 1_500_000
 
 
 def reading(inv: Inventory | None, when: int = 0, errors: list[str] | None = None) -> Reading:
-    if inv is None:
-        problems: list[Problem] = [{"source": "kfd", "path": "/sys/class/kfd", "reason": r} for r in (errors or ["torn read"])]
-        return {"taken_at": at(when), "ok": False, "fingerprint": None, "inventory": None, "errors": problems, "flags": []}
-    return {"taken_at": at(when), "ok": True, "fingerprint": inv["fingerprint"], "inventory": inv, "errors": [], "flags": []}
+    """A reading of ``inv`` (None: a failed one, with ``errors``) taken ``when`` seconds after
+    ``T0``, through the shape's own builder (:func:`spurinv.shape.reading`, the one every run
+    records with): a reading field derived from a discovery needs no edit here."""
+    problems: list[Problem] = [
+        {"source": "kfd", "path": "/sys/class/kfd", "reason": r} for r in ([] if inv is not None else errors or ["torn read"])
+    ]
+    discovery: Discovery = {"ok": inv is not None, "inventory": inv, "sources": {}, "errors": problems, "flags": []}
+    built: Reading = shape.reading(discovery, at(when))  # type: ignore[assignment]
+    return built
 
 
 # The state and its records, every key present as validation would fill it in

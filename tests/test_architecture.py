@@ -7,6 +7,7 @@ import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,6 +115,67 @@ def test_the_package_layout_is_the_documented_one():
     missing = [name for name in documented if name not in text]
 
     assert not missing, missing
+
+
+# In the first diagram: ``state/file.State``, ``policy.settle(state, action, now, *, applied, …)``
+# (a module as the code map spells it, then a name in it and maybe its parameters), and a bare
+# ``report/documents`` or ``inventory/sources/*``; ``state.json`` is the file.
+DIAGRAM_NAME = re.compile(r"(?<![\w/.-])((?:[a-z_]+/)*[a-z_]+)\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(\([^)]*\))?")
+DIAGRAM_PATH = re.compile(r"(?<![\w/.-])((?:[a-z_]+/)+[a-z_]+)(?:/\*)?(?![\w/.])")
+
+
+def test_the_first_diagram_names_the_code_as_it_is():
+    """Every module, name and signature ARCHITECTURE.md's first diagram gives is the code's: the
+    parameters in order, ``*`` where the keyword-only ones start, ``…`` for the rest."""
+    import importlib
+
+    diagram = (PACKAGE.parent / "ARCHITECTURE.md").read_text().split("```")[1]
+    wrong: list[str] = []
+    named = [found for found in DIAGRAM_NAME.findall(diagram) if found[:2] != ("state", "json")]
+    for path in DIAGRAM_PATH.findall(diagram):
+        if not (PACKAGE / f"{path}.py").is_file() and not (PACKAGE / path / "__init__.py").is_file():
+            wrong.append(f"{path}: no such module")
+    for path, name, given in named:
+        try:
+            thing: object = importlib.import_module(f"spurinv.{path.replace('/', '.')}")
+            for part in name.split("."):
+                thing = getattr(thing, part)
+        except (ImportError, AttributeError) as exc:
+            wrong.append(f"{path}.{name}: {exc}")
+            continue
+        if not given:
+            continue
+        said = [word.strip() for word in given[1:-1].split(",")] if given != "()" else []
+        code = _parameters(thing)
+        if not _same_parameters(said, code):
+            wrong.append(f"{path}.{name}{given}: the code's is ({', '.join(code)})")
+
+    assert not wrong, wrong
+    assert len(named) >= 15, named
+
+
+def _parameters(function: Any) -> list[str]:
+    """``function``'s parameters as the diagram writes them: ``*`` before the keyword-only ones."""
+    import inspect
+
+    parameters = [each for each in inspect.signature(function).parameters.values() if each.name != "self"]
+    words: list[str] = []
+    for index, each in enumerate(parameters):
+        before = parameters[index - 1].kind if index else None
+        if each.kind == each.KEYWORD_ONLY and before not in (each.KEYWORD_ONLY, each.VAR_POSITIONAL):
+            words.append("*")
+        words.append(("*" if each.kind == each.VAR_POSITIONAL else "**" if each.kind == each.VAR_KEYWORD else "") + each.name)
+    return words
+
+
+def _same_parameters(said: list[str], code: list[str]) -> bool:
+    """``said`` (the diagram's, ``…`` ending it early) against the code's, ``*`` a parameter of its own."""
+    for index, name in enumerate(said):
+        if name == "…":
+            return True
+        if index >= len(code) or code[index] != name:
+            return False
+    return len(said) == len(code)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -1,13 +1,17 @@
 """The state file: round trip, two readings, atomic writes (never past what the loader reads),
-the lock, corrupt and newer files."""
+the lock, corrupt and newer files; each structure of the file pinned to its schema_version."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from effort import examples
@@ -17,8 +21,9 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from spurinv.inventory import model
+from spurinv.shape import SCHEMA_VERSION
 from spurinv.state import file as state_file
-from spurinv.state import store
+from spurinv.state import store, vouch
 from spurinv.state.ledger import now_text
 
 SPX = inventory(packages(2, "SPX"))
@@ -282,3 +287,134 @@ def test_the_policy_and_the_journal_never_change_a_state_in_place():
             assert state == before
             checked += 1
     assert checked == 35
+
+
+# --- a change of the file's structure is a new schema_version ----------------------------------
+
+# What the structure digest reads of a JSON Schema: what a file must be to load. The words for
+# people are left out (they stay free to change); a keyword named nowhere here fails the digest
+# rather than being skipped unseen.
+PROSE = frozenset({"title", "description", "default", "examples", "$comment"})
+KINDS = ("type", "format", "enum", "const", "maxItems", "minItems", "maxLength", "minLength", "pattern", "minimum",
+         "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "uniqueItems")  # fmt: skip
+WALKED = frozenset({"$defs", "$ref", "anyOf", "properties", "required", "additionalProperties", "items", "prefixItems"})
+HISTORY = re.compile(r"^    (\d+) (?:\(structure ([0-9a-f]{16})\) )?— ", re.MULTILINE)
+
+
+def structure(schema: dict[str, Any]) -> list[str]:
+    """The key paths of a file ``schema`` describes and what each may hold, one line each
+    (``$.last.at {"format": "date-time", "type": "string"}``, ``$.last.at required``), sorted:
+    ``$ref`` followed (a TypedDict renamed is the same file), ``anyOf``'s alternatives as lines of
+    the same path, an enum's values sorted (neither order changes what loads)."""
+    lines: set[str] = set()
+
+    def walk(node: dict[str, Any], path: str, within: tuple[str, ...]) -> None:
+        unknown = set(node) - PROSE - WALKED - set(KINDS)
+        if unknown:
+            raise ValueError(f"{path}: {sorted(unknown)}: say in tests/test_state.py what they mean to a file's structure")
+        if "$ref" in node:
+            name = node["$ref"].removeprefix("#/$defs/")
+            if name in within:
+                lines.add(f"{path} recursive {len(within) - within.index(name)}")
+            else:
+                walk(schema["$defs"][name], path, (*within, name))
+        for alternative in node.get("anyOf", ()):
+            walk(alternative, path, within)
+        kind = {key: node[key] for key in KINDS if key in node}
+        if "enum" in kind:
+            kind["enum"] = sorted(kind["enum"], key=json.dumps)
+        if kind:
+            lines.add(f"{path} {json.dumps(kind, sort_keys=True)}")
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, f"{path}.*", within)
+        elif extra is not None:
+            lines.add(f"{path} additionalProperties {json.dumps(extra)}")
+        for name, child in node.get("properties", {}).items():
+            walk(child, f"{path}.{name}", within)
+        lines.update(f"{path}.{name} required" for name in node.get("required", ()))
+        if "items" in node:
+            walk(node["items"], f"{path}[]", within)
+        for index, item in enumerate(node.get("prefixItems", ())):
+            walk(item, f"{path}[{index}]", within)
+
+    walk(schema, "$", ())
+    return sorted(lines)
+
+
+def structure_digest(schema: dict[str, Any]) -> str:
+    return hashlib.sha256("\n".join(structure(schema)).encode()).hexdigest()[:16]
+
+
+def test_the_state_files_structure_is_the_one_its_schema_version_pins():
+    """A key an older spurinv does not know (or a type, a value, a bound it does not accept) makes
+    it call the file corrupt and move it aside, its drain and baseline with it; a newer
+    ``schema_version`` makes it refuse the file untouched (65). So each structure is a version:
+    the schema history in ``state/file.py`` pins the current one's digest."""
+    digest = structure_digest(json.loads(Path(vouch.SCHEMA_FILE).read_text()))
+    pinned = {int(version): pin for version, pin in HISTORY.findall(state_file.__doc__ or "")}
+    line = f"`{SCHEMA_VERSION + 1} (structure {digest}) — <what changed>`"
+
+    assert max(pinned, default=0) <= SCHEMA_VERSION, (
+        f"state/file.py's schema history goes past shape.SCHEMA_VERSION {SCHEMA_VERSION}"
+    )
+    assert pinned.get(SCHEMA_VERSION), (
+        f"schema_version {SCHEMA_VERSION} pins no structure in state/file.py's schema history: its line must begin "
+        f"`{SCHEMA_VERSION} (structure {digest}) — `"
+    )
+    assert pinned[SCHEMA_VERSION] == digest, (
+        f"the state file's structure changed (digest {digest}, pinned {pinned[SCHEMA_VERSION]} for schema_version "
+        f"{SCHEMA_VERSION}): bump shape.SCHEMA_VERSION, add {line} to the schema history in state/file.py, run "
+        "scripts/schemas; else an older spurinv calls the new file corrupt and moves it aside (a key it does not "
+        "know), where a newer schema_version makes it refuse the file untouched"
+    )
+
+
+def test_the_structure_digest_reads_what_loads_and_nothing_else():
+    """Words for people and the names of the schema's definitions may change; any key, type, value
+    or bound a file may hold changes the digest."""
+    schema = json.loads(Path(vouch.SCHEMA_FILE).read_text())
+    digest = structure_digest(schema)
+
+    def changed(edit: Callable[[dict[str, Any]], None]) -> str:
+        copy = json.loads(json.dumps(schema))
+        edit(copy)
+        return structure_digest(copy)
+
+    def reworded(copy: dict[str, Any]) -> None:
+        copy["description"] = "Everything spurinv remembers between runs."
+        copy["$defs"]["Decision"]["title"] = "Decision"
+        copy["$defs"]["Decision"]["properties"]["at"]["description"] = "when"
+
+    def renamed(copy: dict[str, Any]) -> None:
+        copy["$defs"]["LastDecision"] = copy["$defs"].pop("Decision")
+        copy["properties"]["last"]["anyOf"][0]["$ref"] = "#/$defs/LastDecision"
+
+    def alternatives_swapped(copy: dict[str, Any]) -> None:
+        copy["properties"]["last"]["anyOf"].reverse()
+        copy["$defs"]["Intent"]["properties"]["kind"]["enum"].reverse()
+
+    def key_added(copy: dict[str, Any]) -> None:
+        copy["$defs"]["Decision"]["properties"]["added_by_this_test"] = {"type": "string"}
+
+    def type_widened(copy: dict[str, Any]) -> None:
+        copy["properties"]["fresh"] = {"anyOf": [{"type": "boolean"}, {"type": "null"}]}
+
+    def value_added(copy: dict[str, Any]) -> None:
+        copy["$defs"]["Intent"]["properties"]["kind"]["enum"].append("delete")
+
+    def bound_raised(copy: dict[str, Any]) -> None:
+        copy["properties"]["readings"]["maxItems"] = 3
+
+    def key_required(copy: dict[str, Any]) -> None:
+        copy["$defs"]["Decision"]["required"].append("actions")
+
+    def unknown_keyword(copy: dict[str, Any]) -> None:
+        copy["$defs"]["Decision"]["properties"]["at"]["oneOf"] = []
+
+    assert [changed(edit) for edit in (reworded, renamed, alternatives_swapped)] == [digest] * 3
+    moved = [changed(edit) for edit in (key_added, type_widened, value_added, bound_raised, key_required)]
+    assert digest not in moved
+    assert len(set(moved)) == len(moved)
+    with pytest.raises(ValueError, match=r"\$\.last\.at: \['oneOf'\]"):
+        changed(unknown_keyword)

@@ -4,14 +4,15 @@ drains, refusals and backoff. Loading and saving go through :mod:`spurinv.state.
 Plain dicts, as :mod:`spurinv.inventory.model`'s are: the TypedDicts here (with those of the
 readings and the inventory they hold) are the one statement of the state file's JSON. The full run
 works on the dicts as they are, through the same :mod:`spurinv.state.ledger` the timer's tick keeps
-the books with; pydantic validates a file once, where it is loaded (:func:`parse`, over
+the books with; pydantic validates a file where it is loaded (:func:`parse`, over
 :data:`ValidState`), filling in the keys an older file lacks, so every dict the full run holds has
 every key. ``scripts/schemas`` generates ``state.schema.json`` from them
 (:mod:`spurinv.state.vouch` checks raw files against it); a new field is written here and where
 it is used, then ``scripts/schemas`` is run. The records are never changed in place (each step
 builds new dicts: the items are ``ReadOnly`` and the arrays tuples, which mypy holds the code to).
 
-Schema history (``schema_version``):
+Schema history (``schema_version``; from 3 on, the digest of the structure it names: the key
+paths and types of ``state.schema.json``, which ``tests/test_state.py`` holds the current one to):
     1 — first version.
     2 — ``drain.recovered`` (a drain rebuilt from the controller) and ``fresh`` (a state started
         afresh that has not yet read the controller). Version 1 lacked them: its model forbids
@@ -19,9 +20,11 @@ Schema history (``schema_version``):
         the drain it records; it refuses a newer version instead, untouched. A version 1 file
         loads as it is (no drain in it carries an id: it is ours by its exact reason alone) and
         is written back as version 2.
-    3 — ``switching`` (a partition switch in progress, since when). Version 2 forbids the key,
-        so it refuses a version 3 file instead of calling it corrupt.
-A file from a newer schema is refused and never overwritten; a corrupt one is moved aside.
+    3 (structure a4068a2fe72ba258) — ``switching`` (a partition switch in progress, since
+        when). Version 2 forbids the key, so it refuses a version 3 file instead of calling it
+        corrupt.
+A file from a newer schema is refused and never overwritten; a corrupt one is moved aside. So a
+change of structure is a new version: its line here, with its digest, and ``shape.SCHEMA_VERSION``.
 """
 
 import os
