@@ -185,3 +185,34 @@ def test_a_refusal_drain_in_the_old_wording_is_not_rewritten_after_an_upgrade(cl
     assert "drain" not in [step["action"] for step in document["steps"]], document["steps"]
     assert [call for call in lab.calls()[before:] if call[:1] == ["update"]] == []
     assert lab.node["reason"] == old
+
+
+def test_a_drain_said_not_sent_that_the_controller_applied_is_settled_by_the_next_run(cli, built, tmp_path, monkeypatch):
+    """A stand-in scontrol applies the drain, then says it could not connect: the step reads "not
+    sent", but the write-ahead intent stays and the next run finds the drain and takes it as ours."""
+    lab = Slurm(tmp_path)
+    scontrol = program(tmp_path / "scontrol-liar", "attackfake_main")
+    lab.config.write_text(lab.config.read_text().replace(str(tmp_path / "scontrol"), str(scontrol)))
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(lab.path))
+    for _ in range(2):
+        assert _refresh(cli, lab.state, lab.config, built("mi300x-spx"))[0] == exitcode.OK
+    lab.update(state=["MIXED"], alloc_cpus=2, gres_used="gpu:mi300x:2(IDX:0-1)")
+    _refresh(cli, lab.state, lab.config, built("mi300x-cpx"))
+    Path(f"{lab.path}.applies-then-fails").touch()
+
+    code, document = _refresh(cli, lab.state, lab.config, built("mi300x-cpx"))
+
+    assert code == exitcode.UNAVAILABLE, document
+    drain = document["steps"][-1]
+    assert (drain["action"], drain["sent"]) == ("drain", False)  # what the words say; the controller did it
+    assert "DRAIN" in lab.node["state"]
+    assert json.loads(lab.state.read_text())["intent"]["kind"] == "drain"
+    Path(f"{lab.path}.applies-then-fails").unlink()
+
+    code, document = _refresh(cli, lab.state, lab.config, built("mi300x-cpx"), "--ignore-backoff")
+
+    assert code == exitcode.OK, document
+    assert ["read-view", "reconcile", "hold"] == [step["action"] for step in document["steps"]]
+    saved = json.loads(lab.state.read_text())
+    assert saved["intent"] is None
+    assert saved["drain"]["reason"] == lab.node["reason"]
