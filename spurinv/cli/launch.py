@@ -153,7 +153,12 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     name, ...), or, for UTF-8 that an ASCII locale could not decode (``LC_ALL=C
     PYTHONUTF8=0``), to run under a UTF-8 locale. What the argument is comes from where click
     reads it (:func:`parsed`): the value of the flag before it, config init's PATH, or an operand.
-    Every such argument is refused, wherever it stands: none reaches click as a path or a value."""
+    Every such argument is refused, wherever it stands: none reaches click as a path or a value.
+
+    The rule is the argument's bytes, not how this locale decoded them: an encoding that decodes
+    every byte (ISO-8859-1, ``LANG=en_US`` on Debian) hands ``s\xff`` over as ``"sÿ"``, without
+    surrogates; accepted, it named a file whose bytes no message, JSON document or state file
+    spells (they said ``sÿ``, UTF-8 ``c3 bf``). Refused here, it is said as in a UTF-8 locale."""
     from spurinv.inventory.sources.status import escaped
 
     def shown(text: str) -> str:  # its bytes spelled out, and its control characters: a terminal reads the line
@@ -161,8 +166,9 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 
         return printable(escaped(text))
 
+    decoded = _as_utf8_would()
     for position, word in enumerate(args):
-        if escaped(word) != word:
+        if escaped(word := decoded(word)) != word:  # the argument as a UTF-8 locale says it
             path, parts = parsed(args)  # only for a refusal: the tick reads nothing it need not
             part = parts[position]
             if part in _WHAT:  # the value of the flag before it, whatever it looks like
@@ -175,10 +181,31 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
                 flag, named = "", ""
             return _refuse(args, f"{named}{shown(word)}: {_why(word, _WHAT.get(flag, 'give an argument that is'))}", "usage")
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
-        value = environ.get(name, "")
+        value = decoded(environ.get(name, ""))
         if escaped(value) != value:
             return _refuse(args, f"${name} ({shown(value)}): {_why(value, _WHAT['--state'])}", "config")
     return None
+
+
+def _as_utf8_would() -> "Callable[[str], str]":
+    """A word of argv or environ as a UTF-8 locale would have decoded its bytes: a byte that is
+    not UTF-8 a lone surrogate. Under UTF-8 the word itself (the tick's case: no work); under an
+    ASCII locale too when it holds surrogates, as every byte past 0x7f there does, so that the
+    refusal says what the locale could not decode; under any other, its bytes decoded again."""
+    if sys.getfilesystemencoding().replace("-", "").lower() == "utf8":
+        return lambda word: word
+
+    def decoded(word: str) -> str:
+        from spurinv.inventory.sources.status import has_surrogate
+
+        if has_surrogate(word):
+            return word
+        try:
+            return os.fsencode(word).decode("utf-8", "surrogateescape")
+        except UnicodeError:  # a caller in this process passed a character this encoding has not
+            return word
+
+    return decoded
 
 
 # What click makes of each word of a command line (parsed): a command's name, "--" ending the
