@@ -115,17 +115,6 @@ def test_the_state_check_says_why_it_cannot_tell(tmp_path):
     assert state["status"] != "ok" or "ReadWritePaths" in state["detail"]
 
 
-@pytest.mark.xfail(strict=True, reason="venv --clear follows a .venv symlink and empties its target")
-def test_a_venv_that_is_a_symlink_leaves_its_target_alone(copy):  # noqa: F811
-    other = copy.parent / "other-venv"
-    (other / "bin").mkdir(parents=True)
-    (other / "bin" / "python").symlink_to("/nonexistent/python3")
-    (other / "precious").write_text("not test-setup's to remove\n")
-    (copy / ".venv").symlink_to(other)
-    setup(copy)
-    assert (other / "precious").exists()
-
-
 MISSING = "/var/lib/spurinv-left20-missing"
 
 
