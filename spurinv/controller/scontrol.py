@@ -128,7 +128,7 @@ class Scontrol:
         timeout = self.settings.timeout
         if self.budget is not None:  # checked before the record: a command never started is not "sent"
             timeout = self.budget.allow(timeout, f"`{shlex.join(argv[:4])}`")
-        record = Request("EXEC", shlex.join(argv), None)
+        record = Request("EXEC", shlex.join(argv), None, write=write)
         self.sent.append(record)
         try:
             outcome = process.run(argv, self.environ, timeout, limit=limit, stop_over=True)
@@ -139,6 +139,7 @@ class Scontrol:
                 "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
             ) from None
         except OSError as exc:
+            self.sent[-1] = replace(record, left=False)  # the exec failed: nothing ran
             if exc.errno == errno.E2BIG:  # what we would pass, not how spurinv is configured
                 raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {exc.strerror}; not run") from None
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
@@ -146,7 +147,10 @@ class Scontrol:
         if outcome.truncated:
             raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {limit} bytes")
         if outcome.status != 0:
-            raise self._fail(outcome, write)
+            error = self._fail(outcome, write)
+            if not error.sent:  # scontrol's words: its call never reached the controller
+                self.sent[-1] = replace(self.sent[-1], left=False)
+            raise error
         return outcome
 
     def _fail(self, outcome: process.Finished, write: bool) -> ControllerError:
