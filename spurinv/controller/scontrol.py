@@ -115,7 +115,7 @@ class Scontrol:
         argv = [self.program, *args]
         for word in args:
             if "\0" in word:  # exec refuses the whole argv (ValueError: embedded null byte)
-                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {process.nul_entry(word)}; not run")
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {process.nul_entry(word)}; not run", sent=False)
             # the kernel refuses the whole exec (E2BIG) for one argument beyond MAX_ARG_STRLEN; the
             # policy keeps our record out of an extra that long, so this is what the controller holds
             if len(word.encode("utf-8", "surrogateescape")) >= MAX_ARG_STRLEN:
@@ -124,6 +124,7 @@ class Scontrol:
                     "protocol",
                     f"`{shlex.join(argv[:3])} …`: {key}= would be {len(word.encode('utf-8', 'surrogateescape'))} bytes, "
                     f"beyond Linux's {MAX_ARG_STRLEN}-byte limit for one argument (MAX_ARG_STRLEN); not run",
+                    sent=False,
                 )
         timeout = self.settings.timeout
         if self.budget is not None:  # checked before the record: a command never started is not "sent"
@@ -141,7 +142,7 @@ class Scontrol:
         except OSError as exc:
             self.sent[-1] = replace(record, left=False)  # the exec failed: nothing ran
             if exc.errno == errno.E2BIG:  # what we would pass, not how spurinv is configured
-                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {exc.strerror}; not run") from None
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {exc.strerror}; not run", sent=False) from None
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
         self.sent[-1] = replace(record, status=outcome.status)
         if outcome.truncated:
