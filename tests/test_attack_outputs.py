@@ -131,26 +131,3 @@ def test_a_write_after_a_kept_alive_read_is_sent_exactly_when_the_server_got_it(
 
     assert seen.count("POST") == posts
     assert failed.value.sent is sent, failed.value.message
-
-
-# --- a memory mode's text in the drain reason ---------------------------------------------------
-
-
-@pytest.mark.xfail(strict=True, reason="ownership.reason_for folds whitespace only: a mode's ESC reaches sinfo -R")
-def test_a_memory_mode_with_control_characters_reaches_the_drain_reason_printable():
-    """The mode is a sysfs file's text (``current_memory_partition``, stripped, never checked): a
-    root whose file holds an escape sequence puts it in the reason every ``sinfo -R`` prints."""
-    from factories import device, inventory
-
-    from spurinv.inventory.classify import compare, diff_summary
-    from spurinv.policy import drain_reason
-
-    bdf = "0000:05:00.0"
-    old = inventory([device(bdf, mode="CPX", index=i, split=True, memory_mode="NPS1") for i in range(8)])
-    new = inventory([device(bdf, mode="SPX", memory_mode="NPS4\x1b[2J\x1b]0;owned\x07")])
-
-    reason = drain_reason(f"{diff_summary(compare(old, new))}; re-registers when idle", "n1", "abcd")
-
-    assert reason.startswith("spurinv: [abcd")
-    assert len(reason) <= 240
-    assert not any(ord(char) < 0x20 or ord(char) == 0x7F for char in reason), repr(reason)
