@@ -645,8 +645,8 @@ def _probe(result: Converged, connect: Callable[[], Controller], log: Log) -> Co
         client.view()
     except (ControllerError, DeadlineError, Interrupted, ConfigError, TokenError) as exc:
         exc = _stop_words(exc, True, log)
-        sent = client is not None and not _unsent(exc)
-        step = documents.step(action="read", reason=reason, request=_last(client), sent=sent, error=exc.message)
+        request, sent = _said(client.sent if client else [], exc)
+        step = documents.step(action="read", reason=reason, request=request, sent=sent, error=exc.message)
         code = result.exit_code or exc.exit_code
         return Converged(result.state, result.outcome, [*result.steps, step], code, client, result.notes)
     step = documents.step(action="read", reason=reason, request=_last(client), sent=True)
@@ -843,9 +843,25 @@ def _remember_api(state: State, client: Controller, now: datetime) -> State:
 def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrupted | DeadlineError | StateError) -> Step:
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
-    sent = (bool(mine) or isinstance(exc, ControllerError)) and not _unsent(exc)
-    return documents.step(action=action.kind.value, reason=action.reason, request=mine[-1].line() if mine else None, sent=sent,
-                error=exc.message)  # fmt: skip
+    request, sent = _said(mine, exc)
+    return documents.step(action=action.kind.value, reason=action.reason, request=request, sent=sent, error=exc.message)
+
+
+def _said(mine: list[Request], exc: BaseException) -> tuple[str | None, bool]:
+    """The request line and the "sent" of a step that ``exc`` ended, ``mine`` its requests.
+
+    Sent when a write of the step left (applied perhaps: a GRES update before a read-back that
+    cannot connect), or its last request did; a read that left before a request that never did
+    changed nothing. The line names that write, then the last request as it went ("; not sent:"
+    when it never left), so neither is hidden behind the other."""
+    if not mine:
+        return None, isinstance(exc, ControllerError) and exc.sent
+    last = mine[-1]
+    went = last.left and not _unsent(exc)
+    wrote = next((request for request in reversed(mine[:-1]) if request.left and request.write), None)
+    if wrote is None:
+        return last.line(), went
+    return f"{wrote.line()}; {'then' if went else 'not sent:'} {last.line()}", True
 
 
 def _unsent(exc: BaseException) -> bool:

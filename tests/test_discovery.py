@@ -247,3 +247,36 @@ def test_a_numa_directory_spelled_with_a_superscript_digit_is_no_numa_node(tmp_p
         (nodes / odd / "cpulist").write_text("0\n")
     cores, _why = read_numa_cores(Root(str(root)))
     assert all(0 <= node < 1024 for node in cores)
+
+
+MODES = "sys/bus/pci/devices/0000:85:00.0"
+
+
+@pytest.mark.parametrize("attribute", ["current_compute_partition", "current_memory_partition"])
+@pytest.mark.parametrize("text", ["NPS4\x1b[2J\x1b]0;owned\x07", "SPX NPS1", "\x07", "NPS\u0664", "N" * 17])
+def test_a_partition_mode_that_is_not_a_plain_word_fails_the_reading_naming_its_file(root_copy, attribute, text):
+    """The mode goes into the change summary and from there into the drain reason every `sinfo -R`
+    prints: a file that holds anything but a word (an escape sequence) is a failed reading."""
+    root = root_copy("mi300x-spx")
+    (root / MODES / attribute).write_text(text + "\n")
+
+    result = run(root)
+
+    assert not result["ok"]
+    assert result["inventory"] is None
+    error = next(error for error in result["errors"] if error["path"].endswith(f"0000:85:00.0/{attribute}"))
+    assert "not a partition mode" in error["reason"]
+    assert not any(ord(char) < 0x20 for char in error["reason"] + error["path"])
+
+
+@pytest.mark.parametrize("mode", ["NPS6", "NPS16", "OPX"])
+def test_a_memory_mode_a_newer_kernel_adds_is_read(root_copy, mode):
+    root = root_copy("mi300x-spx")
+    (root / MODES / "current_memory_partition").write_text(mode + "\n")
+
+    result = run(root)
+
+    assert result["ok"], result["errors"]
+    device = next(device for device in result["inventory"]["devices"] if device["id"] == "0000:85:00.0")
+    assert device["partition"] is not None
+    assert device["partition"]["memory"] == mode

@@ -341,7 +341,9 @@ def test_age_text(seconds, text):
 
 HOSTILE_NAME = "gpu-[bold red]x[/]../../etc"
 HOSTILE_TEXT = "8→7 GPUs \x1b[31mred\x1b[0m ../../etc/passwd [link=file:///etc]x[/link]\u202eevil"
-HOSTILE_REASON = ownership.reason_for(HOSTILE_NAME, "3f9a", HOSTILE_TEXT)
+# spurinv sends a reason printable (ownership.reason_for); another writer, or a spurinv before,
+# may have set one that holds control characters, with an id that checks: the table escapes it
+HOSTILE_REASON = f"{ownership.PREFIX} [3f9a{ownership._tag(HOSTILE_NAME, '3f9a', HOSTILE_TEXT)}] {HOSTILE_TEXT}"
 
 
 def table_fleet() -> list[dict[str, Any]]:

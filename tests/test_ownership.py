@@ -122,6 +122,39 @@ def test_an_id_is_valid_only_for_its_node_and_its_text(node, other, nonce, text)
 
 
 @DIGEST
+@given(node=NODES, nonce=NONCES, text=TEXTS)
+@example(node="n1", nonce="abcd", text="SPX/NPS4\x1b[2J\x1b]0;owned\x07 (8→1)")
+def test_a_reason_holds_no_control_character_and_its_id_covers_it_as_sent(node, nonce, text):
+    """Every `sinfo -R` prints the reason: an escape sequence in what it is given (a sysfs
+    file's text in the change summary) would reach the admin's terminal."""
+    reason = reason_for(node, nonce, text)
+
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", reason), repr(reason)
+    assert len(reason) <= MAX_REASON
+    assert reason_id(reason, node) is not None
+
+
+def test_a_memory_mode_with_control_characters_reaches_the_drain_reason_printable():
+    """The summary the drain reason is made of, with a mode no discovery passes now (it reads
+    such a mode as a failure): the reason is printable all the same."""
+    from factories import device, inventory
+
+    from spurinv.inventory.classify import compare, diff_summary
+    from spurinv.policy import drain_reason
+
+    bdf = "0000:05:00.0"
+    old = inventory([device(bdf, mode="CPX", index=i, split=True, memory_mode="NPS1") for i in range(8)])
+    new = inventory([device(bdf, mode="SPX", memory_mode="NPS4\x1b[2J\x1b]0;owned\x07")])
+
+    reason = drain_reason(f"{diff_summary(compare(old, new))}; re-registers when idle", "n1", "abcd")
+
+    assert reason.startswith("spurinv: [abcd")
+    assert len(reason) <= 240
+    assert not any(ord(char) < 0x20 or ord(char) == 0x7F for char in reason), repr(reason)
+    assert "CPX/NPS1→SPX/NPS4\\x1b[2J" in reason
+
+
+@DIGEST
 @given(node=NODES, nonce=NONCES, text=TEXTS.filter(lambda t: t.strip()), edit=st.text(min_size=1, max_size=20))
 def test_an_edited_reason_carries_no_valid_id(node, nonce, text, edit):
     reason = reason_for(node, nonce, text)

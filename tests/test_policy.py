@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import FrozenInstanceError, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from effort import examples
@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from spurinv import exitcode, shape
 from spurinv.config.settings import Config
 from spurinv.controller.nodeview import NodeView, parse_gres
-from spurinv.controller.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_id
+from spurinv.controller.ownership import MAX_REASON, PREFIX, extra_fingerprint, reason_for, reason_id, text_of
+from spurinv.controller.transport import COMMAND_REMEDY, SLURM_REMEDY
 from spurinv.inventory.classify import Kind, classify, diff_summary
 from spurinv.policy import (
     WRITES,
@@ -48,7 +49,8 @@ from spurinv.policy import (
     when,
     with_backoff,
 )
-from spurinv.state.file import State
+from spurinv.secret import printable
+from spurinv.state.file import Drain, Refusal, State
 
 SPX = inventory(packages(8, "SPX"))
 CPX = inventory(packages(8, "CPX", per=8))
@@ -870,7 +872,7 @@ def test_a_drain_reason_is_always_one_line_within_the_cap_and_ours(text, node):
     assert "\n" not in reason
     assert reason == " ".join(reason.split())
     assert reason_id(reason, node) == reason[HEAD - 10 : HEAD - 2]  # carries a valid id for its node
-    words = " ".join(text.split())
+    words = printable(" ".join(text.split()))  # a control character shown escaped, never sent
     if len(words) <= MAX_REASON - HEAD:
         assert reason[HEAD:].strip() == words  # nothing is cut that fits
 
@@ -1316,3 +1318,137 @@ def test_without_a_baseline_a_model_the_controller_lists_at_zero_and_we_do_not_h
     eight = inventory(packages(8))
     assert against(view(gres="gpu:mi300x:8,gpu:h100:0"), eight).startswith("as the controller lists: ")
     assert against(view(gres="gpu:mi300x:7,gpu:h100:0"), eight) == "mi300x 7→8 (vs the controller's gres)"
+
+
+# --- our refusal drain, in the words of another version -------------------------------------
+
+
+def _drained_for_refusal(baseline, current, **refused: Any) -> tuple[State, Action]:
+    """Our drain for the refusal of ``current``, as decide() sets it (nonce ``abcd``), during the
+    refusal's backoff; ``refused``: the refusal's keys (``remedy``)."""
+    state = state_for(baseline, current, current, refusal=True, backoff=9999)
+    assert state["refusal"] is not None
+    state = {**state, "refusal": cast("Refusal", {**state["refusal"], **refused})}
+    action = decide(outcome_for(state), view(gres="gpu:mi300x:8"), state, SLURM, NOW, nonce="abcd")
+    assert action.kind == Do.DRAIN
+    assert action.cause == "refused"
+    return settle(state, action, NOW, settings=SLURM), action
+
+
+def _reworded(state: State, text: str, **drain: Any) -> tuple[State, NodeView]:
+    """``state``'s drain of ours, its reason worded ``text`` (as another version wrote it)."""
+    assert state["drain"] is not None
+    reason = drain_reason(text, "n1", "abcd")
+    state = {**state, "drain": cast("Drain", {**state["drain"], "reason": reason, **drain})}
+    return state, view("IDLE", "DRAIN", reason=reason, gres="gpu:mi300x:8")
+
+
+def _older_words(reason: str) -> str:
+    """The same drain, with the summary in other words (the remedy as it was)."""
+    text = text_of(reason)
+    assert "8 GPUs SPX→CPX (1→8 each)" in text or text.endswith("…"), text
+    return text.replace("8 GPUs SPX→CPX (1→8 each)", "8 packages SPX→CPX")
+
+
+def test_our_refusal_drain_in_older_words_is_kept_its_time_too():
+    """An upgrade rewords the summary (a memory mode in it): the drain for the same refusal, for
+    the same reading, with the same remedy, stays as it is: a rewrite would restart its time."""
+    state, first = _drained_for_refusal(SPX, CPX)
+    state, drained = _reworded(state, _older_words(first.body["reason"]))
+
+    action = decide(outcome_for(state), drained, state, SLURM, NOW, nonce="ef01")
+
+    assert action.kind == Do.HOLD, action
+    assert action.exit_code == exitcode.PROTOCOL
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"remedy": COMMAND_REMEDY}, "the remedy changed: the drain must say the new one"),
+        ({"cause": "busy"}, "our drain for busy must now say what is wrong"),
+        ({"fingerprint": None}, "a drain recovered from its reason alone: no fingerprint to match"),
+        ({"fingerprint": "f" * 64}, "our drain for another reading"),
+    ],
+)
+def test_our_drain_in_other_words_is_redrained_unless_it_is_for_this_very_refusal(change, why):
+    state, first = _drained_for_refusal(SPX, CPX)
+    refusal = state["refusal"]
+    assert refusal is not None
+    remedy = change.pop("remedy", None)
+    if remedy is not None:
+        state = {**state, "refusal": {**refusal, "remedy": remedy}}
+    state, drained = _reworded(state, _older_words(first.body["reason"]), **change)
+
+    action = decide(outcome_for(state), drained, state, SLURM, NOW, nonce="ef01")
+
+    assert action.kind == Do.DRAIN, why
+    assert text_of(action.body["reason"]).endswith(remedy or SLURM_REMEDY)
+    # then it says it: the next run keeps it
+    state = settle(state, action, NOW, settings=SLURM)
+    again = view("IDLE", "DRAIN", reason=action.body["reason"], gres="gpu:mi300x:8")
+    assert decide(outcome_for(state), again, state, SLURM, NOW).kind == Do.HOLD
+
+
+def test_without_a_baseline_our_refusal_drain_follows_the_controllers_gres():
+    """With no baseline the summary is against the controller's GRES, which someone may change
+    without the reading changing: word for word then."""
+    state, first = _drained_for_refusal(None, CPX)
+    state, drained = _reworded(state, text_of(first.body["reason"]).replace("controller refused", "controller refused, was"))
+
+    action = decide(outcome_for(state), drained, state, SLURM, NOW, nonce="ef01")
+
+    assert action.kind == Do.DRAIN
+
+
+def test_a_refusal_drain_whose_remedy_is_cut_off_is_compared_word_for_word_and_settles():
+    long = f"{SLURM_REMEDY}, {'then check sinfo -R on every node of the partition, ' * 4}and run spurinv refresh"
+    state, first = _drained_for_refusal(SPX, CPX, remedy=long)
+    text = text_of(first.body["reason"])
+    assert text.endswith("…")
+    assert long not in text
+    older, drained = _reworded(state, _older_words(first.body["reason"]))
+
+    action = decide(outcome_for(older), drained, older, SLURM, NOW, nonce="ef01")
+    assert action.kind == Do.DRAIN  # the remedy does not show: only the words can tell
+
+    # as this version words it, it stays
+    assert decide(outcome_for(state), view("IDLE", "DRAIN", reason=first.body["reason"]), state, SLURM, NOW).kind == Do.HOLD
+
+
+def test_a_refusal_drain_in_the_old_wording_is_not_rewritten_after_an_upgrade(cli, built, tmp_path, monkeypatch):
+    """Through the CLI and a stand-in scontrol: the drain that says the same refusal in the words
+    before the NPS summary is not rewritten (no update), and keeps its time."""
+    from scontrolfake import Slurm
+
+    def _refresh(*extra: Any) -> tuple[int, dict[str, Any]]:
+        result = cli("refresh", "--state", lab.state, "--config", lab.config, "--json", *extra)
+        return result.code, result.json()
+
+    lab = Slurm(tmp_path, refuse_gres=True)
+    lab.update(gres="gpu:mi300x:64")
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(lab.path))
+    for _ in range(2):
+        assert _refresh("--root", built("mi300x-cpx"))[0] == exitcode.OK
+    _refresh("--root", built("mi300x-spx-nps4"))
+    code, document = _refresh("--root", built("mi300x-spx-nps4"))
+    assert code == exitcode.PROTOCOL, document
+    new = lab.node["reason"]
+    assert "CPX/NPS1→SPX/NPS4" in new
+    # what the code before the merge wrote for the same switch (its summary had no memory mode)
+    old_text = new.split("] ", 1)[1].replace("CPX/NPS1→SPX/NPS4", "CPX→SPX")
+    old = reason_for("n1", new[len("spurinv: [") :][:4], old_text)
+    saved = json.loads(lab.state.read_text())
+    saved["drain"]["reason"] = old
+    lab.state.write_text(json.dumps(saved))
+    extra = json.loads(lab.node["extra"])
+    extra["spurinv"]["drain"].update(reason=old, id=old[len("spurinv: [") :][:8])
+    lab.update(reason=old, extra=json.dumps(extra))
+    before = len(lab.calls())
+
+    code, document = _refresh("--root", built("mi300x-spx-nps4"))
+
+    assert code == exitcode.PROTOCOL, document
+    assert "drain" not in [step["action"] for step in document["steps"]], document["steps"]
+    assert [call for call in lab.calls()[before:] if call[:1] == ["update"]] == []
+    assert lab.node["reason"] == old

@@ -623,6 +623,7 @@ def test_an_argument_of_131072_bytes_is_refused_before_exec_and_131071_runs(tmp_
         f"`{program} update NodeName=n1 …`: Reason= would be 131072 bytes, "
         "beyond Linux's 131072-byte limit for one argument (MAX_ARG_STRLEN); not run",
     )
+    assert caught.value.sent is False  # never ran: its step says "not sent"
     assert client.sent == []
     assert not ran.exists()
 
@@ -649,6 +650,7 @@ def test_a_nul_in_an_argument_is_refused_naming_the_command_by_its_first_three_w
         "which no command line can carry; not run",
     )
     assert caught.value.exit_code == exitcode.PROTOCOL  # 76, never 70 (the exec's ValueError)
+    assert caught.value.sent is False
     assert client.sent == []
     assert not ran.exists()
 
@@ -866,6 +868,8 @@ def test_a_command_line_linux_refuses_as_too_long_is_named_by_its_first_three_wo
         "protocol",
         f"`{program} update NodeName=n1 …`: Argument list too long; not run",
     )
+    assert caught.value.sent is False
+    assert [request.left for request in client.sent] == [False]  # the exec failed: nothing ran
     assert not ran.exists()
 
 

@@ -34,6 +34,7 @@ import json
 import math
 
 from spurinv import shape
+from spurinv.secret import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -121,9 +122,10 @@ def nonce_of(entropy: bytes) -> str:
 
 
 def reason_for(node: str, nonce: str, text: str) -> str:
-    """``spurinv: [<id>] <text>`` on one line, at most :data:`MAX_REASON` characters; the id
-    covers the node's name and the text as sent (after shortening)."""
-    line = " ".join(text.split())
+    """``spurinv: [<id>] <text>`` on one line, printable, at most :data:`MAX_REASON` characters;
+    the id covers the node's name and the text as sent (after shortening)."""
+    # every `sinfo -R` prints the reason: no control character reaches a terminal from it
+    line = printable(" ".join(text.split()))
     room = MAX_REASON - len(_OPEN) - _NONCE - _TAG - 2
     if len(line) > room:
         line = line[: room - 1] + "…"

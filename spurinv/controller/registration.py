@@ -180,7 +180,7 @@ class Registrar:
             raise DeadlineError(
                 f"controller.run_deadline leaves {timeout:.1f} s, too little to start register_command `{command}`"
             )
-        record = Request("EXEC", command, None)
+        record = Request("EXEC", command, None, write=True)
         position = len(client.sent)
         client.sent.append(record)
         started = self.monotonic()
@@ -196,6 +196,7 @@ class Registrar:
             self.log.error(f"{message}; its output: {self._tail(exc.output or '', exc.stderr or '')}")
             raise ControllerError("unreachable", message) from None
         except OSError as exc:
+            client.sent[position] = replace(record, left=False)
             raise ConfigError(f"controller.register_command: cannot run {program}: {exc.strerror or exc}") from None
         client.sent[position] = record = replace(record, status=outcome.status)
         tail = self._tail(outcome.stdout, outcome.stderr)

@@ -175,7 +175,7 @@ class Controller:
         timeout = self.settings.timeout
         if self.budget is not None:  # no request starts after the run's deadline, none runs past it
             timeout = self.budget.allow(timeout, f"{method} {path}")
-        record = Request(method, path, body)
+        record = Request(method, path, body, write=method != "GET")
         self.sent.append(record)
         verify: bool | str = self.settings.ca_file or self.settings.verify
         try:
@@ -201,11 +201,13 @@ class Controller:
             raise ControllerError("unreachable", f"{method} {path}: TLS with {where} failed: {_tls_reason(exc)}") from None
         except requests.exceptions.Timeout as exc:
             self._cut(method, path, timeout)
+            self._mark(record, exc)
             raise ControllerError(
                 "unreachable", f"{method} {path}: timed out after {timeout:g} s", sent=not _unsent(exc)
             ) from None
         except requests.exceptions.ConnectionError as exc:
             where = urlsplit(self.settings.url).netloc
+            self._mark(record, exc)
             raise ControllerError(
                 "unreachable", f"{method} {path}: cannot connect to {where}: {_os_reason(exc)}", sent=not _unsent(exc)
             ) from None
@@ -216,6 +218,11 @@ class Controller:
             where = self._scrub(response.headers.get("Location", "?"))
             raise ControllerError("protocol", f"{method} {path}: redirect to {where} refused (spurinv never follows redirects)")
         return response.status_code, parsed
+
+    def _mark(self, record: Request, exc: BaseException) -> None:
+        """The record of a request whose connection failed says it never left."""
+        if _unsent(exc) and self.sent and self.sent[-1] is record:
+            self.sent[-1] = replace(record, left=False)
 
     def _cut(self, method: str, path: str, timeout: float) -> None:
         """A request that ran out of time because the run's deadline cut its timeout short is

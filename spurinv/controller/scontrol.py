@@ -115,7 +115,7 @@ class Scontrol:
         argv = [self.program, *args]
         for word in args:
             if "\0" in word:  # exec refuses the whole argv (ValueError: embedded null byte)
-                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {process.nul_entry(word)}; not run")
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {process.nul_entry(word)}; not run", sent=False)
             # the kernel refuses the whole exec (E2BIG) for one argument beyond MAX_ARG_STRLEN; the
             # policy keeps our record out of an extra that long, so this is what the controller holds
             if len(word.encode("utf-8", "surrogateescape")) >= MAX_ARG_STRLEN:
@@ -124,11 +124,12 @@ class Scontrol:
                     "protocol",
                     f"`{shlex.join(argv[:3])} …`: {key}= would be {len(word.encode('utf-8', 'surrogateescape'))} bytes, "
                     f"beyond Linux's {MAX_ARG_STRLEN}-byte limit for one argument (MAX_ARG_STRLEN); not run",
+                    sent=False,
                 )
         timeout = self.settings.timeout
         if self.budget is not None:  # checked before the record: a command never started is not "sent"
             timeout = self.budget.allow(timeout, f"`{shlex.join(argv[:4])}`")
-        record = Request("EXEC", shlex.join(argv), None)
+        record = Request("EXEC", shlex.join(argv), None, write=write)
         self.sent.append(record)
         try:
             outcome = process.run(argv, self.environ, timeout, limit=limit, stop_over=True)
@@ -139,14 +140,18 @@ class Scontrol:
                 "unreachable", f"`{shlex.join(argv[:4])} …` did not answer within {timeout:g} s; killed"
             ) from None
         except OSError as exc:
+            self.sent[-1] = replace(record, left=False)  # the exec failed: nothing ran
             if exc.errno == errno.E2BIG:  # what we would pass, not how spurinv is configured
-                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {exc.strerror}; not run") from None
+                raise ControllerError("protocol", f"`{shlex.join(argv[:3])} …`: {exc.strerror}; not run", sent=False) from None
             raise ConfigError(f"controller.scontrol: cannot run {self.program}: {exc.strerror or exc}") from None
         self.sent[-1] = replace(record, status=outcome.status)
         if outcome.truncated:
             raise ControllerError("protocol", f"`{shlex.join(argv[:4])} …` printed more than {limit} bytes")
         if outcome.status != 0:
-            raise self._fail(outcome, write)
+            error = self._fail(outcome, write)
+            if not error.sent:  # scontrol's words: its call never reached the controller
+                self.sent[-1] = replace(self.sent[-1], left=False)
+            raise error
         return outcome
 
     def _fail(self, outcome: process.Finished, write: bool) -> ControllerError:

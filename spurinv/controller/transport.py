@@ -36,12 +36,20 @@ class Request:
 
     For a command (``scontrol``, ``register_command``) ``method`` is ``EXEC``, ``path`` the
     command line and ``status`` its exit status.
+
+    ``left``: whether it left for the controller, as far as spurinv can tell; False when the
+    connection itself failed or the command was refused before it ran (a step whose write left is
+    "sent" even when a later request of it never did). ``write``: it may change the controller
+    (a POST, an ``scontrol update``, the register command), not a read. Neither is in
+    :meth:`as_dict`: ``refresh --json``'s requests keep their keys.
     """
 
     method: str
     path: str
     body: dict[str, Any] | None
     status: int | None = None
+    left: bool = True
+    write: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"method": self.method, "path": self.path, "body": self.body, "status": self.status}

@@ -288,6 +288,13 @@ def _package(
         if mode == "UNKNOWN":  # the hardware reports no valid mode: mid-switch (docs/partitions.md §2.4)
             reports["pci"].switching(os.path.join(function["path"], attribute), f"{function['bdf']} reports UNKNOWN")
             return []
+        if mode is not None and not _mode(mode):
+            # the mode goes into the summary, and so into the drain reason every `sinfo -R` prints
+            reports["pci"].fail(
+                os.path.join(function["path"], attribute),
+                f"{function['bdf']} reports {mode[:40]!r}, not a partition mode (a word of letters and digits, as SPX or NPS4)",
+            )
+            return []
     model = catalog.model_for("amd", function["device_id"], function["product"])
     expected = catalog.expected_partitions(compute, model)
     if expected is not None and len(members) != expected:
@@ -353,6 +360,13 @@ def _link_peers(devices: "list[Device]", kfd: "list[KfdNode]", kfd_ids: "dict[in
 
 def _word(text: "str | None") -> "str | None":
     return (text.strip() or None) if text is not None else None
+
+
+def _mode(word: str) -> bool:
+    """Whether ``word`` reads as a partition mode: amdgpu prints SPX, DPX, TPX, QPX or CPX, and
+    NPS1 to NPS8 (amdgpu_gfx.c, amdgpu_gmc.c ``nps_desc``); any ASCII word of letters and digits
+    up to 16 long passes, so a mode a newer kernel adds is read, not an error."""
+    return len(word) <= 16 and word.isascii() and word.isalnum()
 
 
 def _nvidia_devices(

@@ -1,4 +1,5 @@
-"""Doubles for tests/test_attack_outputs.py, run as programs that tests/doubles.py wrote.
+"""Doubles of a controller that becomes unreachable (tests/test_refresh_sent.py), run as programs
+that tests/doubles.py wrote.
 
 ``scontrol``: tests/scontrolfake_main.py's, but while ``<FAKE_SLURM_STATE>.down`` exists every
 call but ``--version`` prints Slurm 24.11's words for a controller it cannot connect to
