@@ -43,16 +43,6 @@ def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = T
     return check._sandbox_blocks(_run(tmp_path, files), directory)
 
 
-@pytest.mark.xfail(strict=True, reason="_read_text stops at MAX_TEXT (64 KiB); systemd reads the whole file")
-def test_a_setting_past_64_kib_of_a_drop_in_is_read(tmp_path):
-    comment = "#" + "x" * 70000 + "\n"
-    files = {
-        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
-        f"{SERVICE_D}/a.conf": f"[Service]\n{comment}ProtectSystem=strict\n",
-    }
-    assert verdict(tmp_path, files) is not None
-
-
 @pytest.mark.xfail(strict=True, reason="UNIT_DIRS leaves out system.control, transient, generators, .attached")
 def test_a_unit_earlier_on_the_load_path_is_the_one_read(tmp_path):
     files = {

@@ -13,6 +13,7 @@ that matters (the run then exits 73): most rows are such cases, each of which ch
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -28,7 +29,7 @@ TEXTFILE = "/var/lib/node_exporter/textfile"
 UNITS = "etc/systemd/system"
 
 
-def verdict(tmp_path: Path, files: dict[str, str | bytes], directory: str = TEXTFILE):
+def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = TEXTFILE):
     """check's verdict on ``directory`` (None: the unit may write it) for a root holding
     ``files`` (paths under the root; the unit itself is ``etc/systemd/system/<service>``)."""
     root = tmp_path / "root"
@@ -42,6 +43,61 @@ def verdict(tmp_path: Path, files: dict[str, str | bytes], directory: str = TEXT
 
 def unit(text: str | bytes) -> dict[str, str | bytes]:
     return {f"{UNITS}/{check.SERVICE}": text}
+
+
+SERVICE_D = f"{UNITS}/{check.SERVICE}.d"
+
+
+def reading(tmp_path: Path, files: Mapping[str, str | bytes]):
+    """check's :func:`_service_reading` of a root holding ``files``: the [Service] assignments, the
+    line for which the unit does not load, the file too large to check."""
+    verdict(tmp_path, files)  # writes the files
+    run = SimpleNamespace(world=SimpleNamespace(root=Root(str(tmp_path / "root"))))
+    return check._service_reading(cast("check._Run", run))
+
+
+# --- how much of a file is read ------------------------------------------------------------------
+
+
+def test_a_setting_past_64_kib_of_a_drop_in_is_read(tmp_path):
+    """systemd reads a unit file or drop-in whole: check stopped at 64 KiB and missed this."""
+    comment = "#" + "x" * 70000 + "\n"
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
+        f"{SERVICE_D}/a.conf": f"[Service]\n{comment}ProtectSystem=strict\n",
+    }
+    assert verdict(tmp_path, files) is not None
+
+
+def test_a_character_across_64_kib_is_utf_8_to_check(tmp_path):
+    """An "é" whose two bytes sit either side of the old 64 KiB cut: the unit loads."""
+    text = "[Service]\n#" + "x" * ((1 << 16) - 27) + "\nEnvironment=A=\u00e9\nExecStart=/usr/bin/spurinv refresh\n"
+    assert text.encode().index("\u00e9".encode()) == (1 << 16) - 1
+    found, refused, too_large = reading(tmp_path, unit(text))
+    assert (refused, too_large) == (None, None)
+    assert ("Environment", "A=\u00e9", f"/{UNITS}/{check.SERVICE}") in found
+
+
+def test_a_file_too_large_to_check_fails_naming_it(tmp_path):
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
+        f"{SERVICE_D}/big.conf": "[Service]\n" + ("#" + "x" * 1000 + "\n") * (check.MAX_UNIT_TEXT // 1000),
+    }
+    assert reading(tmp_path, files)[2] == f"/{SERVICE_D}/big.conf"
+    blocked = verdict(tmp_path, files)
+    assert blocked is not None
+    assert blocked[1]
+    assert "big.conf is too large to check" in blocked[0]
+
+
+def test_a_line_of_1_mib_ends_the_file_as_systemd_does(tmp_path):
+    """read_line fails at LONG_LINE_MAX bytes ("Line too long"): config_parse stops there, so in
+    the unit file the unit does not load and nothing after the line is read."""
+    text = "[Service]\nExecStart=/usr/bin/spurinv refresh\nEnvironment=A=" + "x" * check.LONG_LINE_MAX + "\n"
+    found, refused, _too_large = reading(tmp_path, unit(text + "ProtectSystem=strict\n"))
+    assert refused is not None
+    assert "Line too long" in refused[1]
+    assert [key for key, _value, _where in found] == ["ExecStart"]
 
 
 # --- where a line ends ---------------------------------------------------------------------------

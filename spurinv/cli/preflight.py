@@ -89,7 +89,12 @@ LOCAL = ("register_command", "schedule", "udev")
 LOCAL_SECONDS = 10.0
 PRIVATE_TMP = ("/tmp", "/var/tmp")  # noqa: S108 (what PrivateTmp= replaces, compared with, never written)
 LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
-MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
+MAX_TEXT = 1 << 16  # a crontab or cron.d file is a few kB
+# systemd reads a unit file or drop-in whole, refusing only a line of LONG_LINE_MAX bytes or more
+# (config_parse: "Line too long"); check reads one whole up to this bound and past it says it
+# cannot check the unit
+MAX_UNIT_TEXT = 8 << 20
+LONG_LINE_MAX = 1 << 20  # src/basic/def.h: read_line fails at this many bytes without the line end
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
 INSTALL_TIMER = f"systemctl enable --now {TIMER}"
 INSTALL_CRON = "install -m 0644 systemd/spurinv.cron /etc/cron.d/spurinv"
@@ -951,9 +956,10 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     return _service_reading(run)[0]
 
 
-def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, str] | None]:
-    """:func:`_service_directives`, and the first line for which systemd refuses to load the unit
-    at all, with its file (:func:`_unit_assignments`)."""
+def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, str] | None, str | None]:
+    """:func:`_service_directives`; the first line for which systemd refuses to load the unit at
+    all, with its file (:func:`_unit_assignments`); and the first file too large for check to read
+    whole (:data:`MAX_UNIT_TEXT`), whose settings are then unknown."""
     files: list[str] = []
     for directory in UNIT_DIRS:
         if os.path.lexists(run.world.root.join(directory, SERVICE)):
@@ -961,12 +967,17 @@ def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, 
             break
     found: list[tuple[str, str, str]] = []
     refused: tuple[str, str] | None = None
+    too_large: str | None = None
     for shown in files + _drop_in_files(run):
-        assignments, problem = _unit_assignments(_root_text(run, shown, errors="surrogateescape"))
+        text = _root_text(run, shown, errors="surrogateescape", limit=MAX_UNIT_TEXT + 1)
+        if text is not None and len(text) > MAX_UNIT_TEXT // 4 and len(os.fsencode(text)) > MAX_UNIT_TEXT:
+            too_large = too_large or shown
+            continue
+        assignments, problem = _unit_assignments(text)
         found += [(key, value, shown) for key, value in assignments]
         if problem is not None and refused is None:
             refused = (shown, problem)
-    return found, refused
+    return found, refused, too_large
 
 
 def _drop_in_names(unit: str) -> list[str]:
@@ -1022,6 +1033,12 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
     found: list[tuple[str, str]] = []
     problem: str | None = None
     section = ""
+    raws = schedule.systemd_lines(text or "")
+    for number, raw in enumerate(raws, 1):
+        if len(raw) >= LONG_LINE_MAX // 4 and len(os.fsencode(raw)) >= LONG_LINE_MAX:
+            # systemd stops reading the file there: only the lines before it count
+            text, problem = "\n".join(raws[: number - 1]), f"line {number} is 1 MiB or longer (Line too long)"
+            break
     for raw in schedule.unit_lines(text or ""):
         line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
         if not line or line.startswith(("#", ";")):
@@ -1346,7 +1363,9 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     # each setting its own list: an empty assignment resets that setting's, not the others'
     writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
     unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    directives = _service_directives(run)
+    directives, _refused, too_large = _service_reading(run)
+    if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
+        return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
     for key, value, _where in directives:
         # a value systemd does not know is ignored, the earlier one kept ("Failed to parse")
         # (an empty one too: "Failed to parse protect system value, ignoring")
@@ -1663,10 +1682,10 @@ def _which(run: _Run, program: str, path: str) -> str | None:
 # --- how it is scheduled -------------------------------------------------------------------------
 
 
-def _read_text(path: str, errors: str = "replace") -> str | None:
-    """A regular file's first 64 KiB as text, or None: never blocks on a FIFO (O_NONBLOCK), and
-    follows symlinks (unit files often are ones). ``errors``: how bytes that are not UTF-8 are
-    decoded (a reader that must tell them apart asks for ``surrogateescape``)."""
+def _read_text(path: str, errors: str = "replace", limit: int = MAX_TEXT) -> str | None:
+    """A regular file's first ``limit`` bytes as text, or None: never blocks on a FIFO
+    (O_NONBLOCK), and follows symlinks (unit files often are ones). ``errors``: how bytes that are
+    not UTF-8 are decoded (a reader that must tell them apart asks for ``surrogateescape``)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):  # ValueError: a NUL in a path a unit or cron file names
@@ -1674,17 +1693,22 @@ def _read_text(path: str, errors: str = "replace") -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, MAX_TEXT).decode("utf-8", errors)
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0 and (chunk := os.read(fd, left)):  # a read may return less than asked
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks).decode("utf-8", errors)
     except OSError:
         return None
     finally:
         os.close(fd)
 
 
-def _root_text(run: _Run, name: str, errors: str = "replace") -> str | None:
+def _root_text(run: _Run, name: str, errors: str = "replace", limit: int = MAX_TEXT) -> str | None:
     """:func:`_read_text` of ``name`` on the checked root; a symlink's absolute target is taken on
     that root too, as its systemd or cron reads it, not on the system running check (--root)."""
-    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))), errors)
+    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))), errors, limit)
 
 
 def _unit_text(run: _Run, unit: str) -> str | None:
@@ -1926,7 +1950,13 @@ def _schedule(run: _Run) -> Check:
     found = _schedule_found(run)
     if found.status not in ("ok", "warn"):
         return found
-    if "systemd" in _schedulers(run) and (refused := _service_reading(run)[1]) is not None:
+    _directives, refused, too_large = _service_reading(run) if "systemd" in _schedulers(run) else ([], None, None)
+    if too_large is not None:
+        return Check(
+            "schedule", "fail", f"{too_large}: too large to check (over {MAX_UNIT_TEXT >> 20} MiB), so check cannot "
+            f"say how systemd runs {SERVICE}", f"shorten {too_large}, then systemctl daemon-reload", exitcode.CONFIG,
+        )  # fmt: skip
+    if refused is not None:
         where, what = refused
         return Check(
             "schedule", "fail", f"systemd does not load {SERVICE}: in {where}, {what}, so the timer starts nothing",
