@@ -48,12 +48,51 @@ def unit(text: str | bytes) -> dict[str, str | bytes]:
 SERVICE_D = f"{UNITS}/{check.SERVICE}.d"
 
 
+def _run(tmp_path: Path, files: Mapping[str, str | bytes]) -> check._Run:
+    """All the unit reading needs of a run: a root holding ``files``."""
+    verdict(tmp_path, files)  # writes the files
+    return cast("check._Run", SimpleNamespace(world=SimpleNamespace(root=Root(str(tmp_path / "root")))))
+
+
 def reading(tmp_path: Path, files: Mapping[str, str | bytes]):
     """check's :func:`_service_reading` of a root holding ``files``: the [Service] assignments, the
     line for which the unit does not load, the file too large to check."""
-    verdict(tmp_path, files)  # writes the files
-    run = SimpleNamespace(world=SimpleNamespace(root=Root(str(tmp_path / "root"))))
-    return check._service_reading(cast("check._Run", run))
+    return check._service_reading(_run(tmp_path, files))
+
+
+# --- section headers ---------------------------------------------------------------------------
+
+
+def test_a_section_header_with_bad_characters_stops_the_file(tmp_path):
+    """systemd 252's config_parse refuses a section name that is not string_is_safe ("Bad
+    characters in section header"): in the unit file it loads no unit (systemd-analyze verify:
+    "failed to load properly: Bad message"), in a drop-in it ends that drop-in, so its
+    ReadWritePaths= below is not in force. check took both as plain headers and said ok."""
+    unit_file = {f"{UNITS}/{check.SERVICE}": '[Unit "x"]\n[Service]\nExecStart=/usr/bin/spurinv refresh\n'}
+    assert check._service_reading(_run(tmp_path / "unit", unit_file))[1] is not None
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": f"[X-Note\t]\n[Service]\nReadWritePaths={TEXTFILE}\n",
+    }
+    assert verdict(tmp_path / "drop-in", files) is not None
+
+
+@pytest.mark.parametrize("bad", ['"', "'", "\\", "\x7f", "\x01", "\t", "\x1b"])
+def test_each_character_systemd_refuses_in_a_section_name_ends_the_drop_in(tmp_path, bad):
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": f"[X-No{bad}te]\n[Service]\nReadWritePaths={TEXTFILE}\n",
+    }
+    assert verdict(tmp_path, files) is not None
+
+
+def test_a_section_name_of_other_characters_is_a_section(tmp_path):
+    """Only control characters, quotes, backslash and DEL are refused: an "é" or a blank is not."""
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": f"[X-Not\u00e9 d]\n[Service]\nReadWritePaths={TEXTFILE}\n",
+    }
+    assert verdict(tmp_path, files) is None
 
 
 # --- how much of a file is read ------------------------------------------------------------------
@@ -337,6 +376,8 @@ LAYOUTS = {
     },
     "hidden": {**unit("[Service]\nExecStart=/bin/true\n"), f"{UNITS}/{check.SERVICE}.d/.x.conf": STRICT},
     "control": {**unit("[Service]\nExecStart=/bin/true\n"), f"etc/systemd/system.control/{check.SERVICE}.d/x.conf": STRICT},
+    "past-64-kib": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": "#" + "x" * 70000 + "\n" + STRICT},
+    "bad-header": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": '[X-"a"]\n' + STRICT},
 }
 
 

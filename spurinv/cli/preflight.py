@@ -1024,36 +1024,44 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
     """``(key, value)`` of each assignment in a unit file's [Service] section, read as systemd's
     config_parse reads it: lines split as read_line splits them (a lone CR or a NUL ends one too)
     and joined as :func:`schedule.unit_lines` joins them, keys and values stripped of systemd's
-    blanks only. With them, the first line for which systemd 252 refuses the whole file, and so
-    loads no unit: one that is not UTF-8 ("String is not UTF-8 clean"; ``text`` is decoded with
-    surrogateescape to tell), or a section header without its "]" ("Invalid section header")."""
+    blanks only. With them, the first line at which systemd 252's config_parse stops reading the
+    file (it returns there: no line after it counts): one that is not UTF-8 ("String is not UTF-8
+    clean"; ``text`` is decoded with surrogateescape to tell), a section header without its "]"
+    ("Invalid section header") or with a control character, quote, backslash or DEL in its name
+    ("Bad characters in section header", string_is_safe), a line of 1 MiB or more ("Line too
+    long"). In the unit file that loads no unit."""
     from spurinv.inventory.sources.status import escaped
     from spurinv.secret import printable
 
     found: list[tuple[str, str]] = []
-    problem: str | None = None
+    too_long: str | None = None
     section = ""
     raws = schedule.systemd_lines(text or "")
     for number, raw in enumerate(raws, 1):
         if len(raw) >= LONG_LINE_MAX // 4 and len(os.fsencode(raw)) >= LONG_LINE_MAX:
             # systemd stops reading the file there: only the lines before it count
-            text, problem = "\n".join(raws[: number - 1]), f"line {number} is 1 MiB or longer (Line too long)"
+            text, too_long = "\n".join(raws[: number - 1]), f"line {number} is 1 MiB or longer (Line too long)"
             break
     for raw in schedule.unit_lines(text or ""):
         line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
         if not line or line.startswith(("#", ";")):
             continue
-        refused = "is not UTF-8" if _has_surrogate(line) else "is a section header without its ]"
-        if _has_surrogate(line) or (line.startswith("[") and not line.endswith("]")):
-            problem = problem or f"the line `{printable(escaped(line))[:80]}` {refused}"
-            continue
+        refused: str | None = None
+        if _has_surrogate(line):
+            refused = "is not UTF-8"
+        elif line.startswith("[") and not line.endswith("]"):
+            refused = "is a section header without its ]"
+        elif line.startswith("[") and any(char < " " or char in "\"'\\\x7f" for char in line[1:-1]):
+            refused = "is a section header with a control character, quote or backslash in its name"
+        if refused is not None:
+            return found, f"the line `{printable(escaped(line))[:80]}` {refused}"  # config_parse returns here
         if line.startswith("["):
             section = line
             continue
         key, equals, value = line.partition("=")
         if equals and section == "[Service]":
             found.append((key.strip(_WHITESPACE), value.strip(_WHITESPACE)))
-    return found, problem
+    return found, too_long
 
 
 def _has_surrogate(text: str) -> bool:
