@@ -52,19 +52,6 @@ def test_a_unit_earlier_on_the_load_path_is_the_one_read(tmp_path):
     assert verdict(tmp_path, files) is not None
 
 
-@pytest.mark.xfail(strict=True, reason="a drop-in's bad line is taken as the unit not loading; its later lines applied")
-def test_a_drop_in_stops_at_its_bad_line_and_the_unit_still_loads(tmp_path):
-    # systemd-analyze verify: "a.conf:3: String is not UTF-8 clean" and the unit loads; the
-    # lines of a.conf after that one are not applied (a ProtectSystem=strict there is not in force)
-    files: dict[str, str | bytes] = {
-        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
-        f"{SERVICE_D}/a.conf": b"[Service]\n#x\nEnvironment=A=\xff\nReadWritePaths=" + TEXTFILE.encode() + b"\n",
-    }
-    run = _run(tmp_path, files)
-    assert check._service_reading(run)[1] is None
-    assert check._sandbox_blocks(run, TEXTFILE) is not None
-
-
 @pytest.mark.xfail(strict=True, reason="ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= are not read")
 @pytest.mark.parametrize(
     "setting",

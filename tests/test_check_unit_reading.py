@@ -95,6 +95,48 @@ def test_a_section_name_of_other_characters_is_a_section(tmp_path):
     assert verdict(tmp_path, files) is None
 
 
+# --- a drop-in's bad line ------------------------------------------------------------------------
+
+
+def test_a_drop_in_stops_at_its_bad_line_and_the_unit_still_loads(tmp_path):
+    # systemd-analyze verify: "a.conf:3: String is not UTF-8 clean" and the unit loads; the
+    # lines of a.conf after that one are not applied (a ProtectSystem=strict there is not in force)
+    files: dict[str, str | bytes] = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": b"[Service]\n#x\nEnvironment=A=\xff\nReadWritePaths=" + TEXTFILE.encode() + b"\n",
+    }
+    run = _run(tmp_path, files)
+    assert check._service_reading(run)[1] is None
+    assert check._sandbox_blocks(run, TEXTFILE) is not None
+
+
+@pytest.mark.parametrize(
+    "bad", [b"[Service\n", b"[X-\x7f]\n", b"Environment=A=\xff\n"], ids=["no-bracket", "bad-name", "not-utf-8"]
+)
+def test_a_drop_in_bad_line_ends_that_drop_in_only(tmp_path, bad):
+    """The unit loads; a.conf's lines before the bad one apply, its lines after it do not, and a
+    later drop-in applies whole (unit_load_dropin ignores config_parse's error)."""
+    files: dict[str, str | bytes] = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/bin/true\n",
+        f"{SERVICE_D}/a.conf": b"[Service]\nNice=1\n" + bad + b"[Service]\nNice=2\n",
+        f"{SERVICE_D}/b.conf": "[Service]\nNice=3\n",
+    }
+    found, refused, _too_large = reading(tmp_path, files)
+    assert refused is None
+    assert [value for key, value, _where in found if key == "Nice"] == ["1", "3"]
+
+
+def test_the_schedule_check_warns_of_a_drop_in_systemd_stops_reading(tmp_path):
+    files: dict[str, str | bytes] = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/bin/true\n",
+        f"{SERVICE_D}/a.conf": b"[Service]\nEnvironment=A=\xff\n",
+    }
+    stopped = check._drop_in_stops(_run(tmp_path, files))
+    assert stopped is not None
+    assert stopped[0] == f"/{SERVICE_D}/a.conf"
+    assert "is not UTF-8" in stopped[1]
+
+
 # --- how much of a file is read ------------------------------------------------------------------
 
 
@@ -180,22 +222,41 @@ def test_an_escaped_backslash_at_the_end_continues_nothing(tmp_path):
     assert schedule.unit_lines("a\\\\\nb\\\nc\n") == ["a\\\\", "b c"]
 
 
-@pytest.mark.parametrize(
-    ("name", "text", "said"),
-    [
-        (
-            f"{UNITS}/{check.SERVICE}.d/10-paths.conf",
-            b"[Service]\nReadWritePaths=/var/lib/node_exporter/textfile /srv/\xff\n",
-            "the line `ReadWritePaths=/var/lib/node_exporter/textfile /srv/\\xff` is not UTF-8",
-        ),
-        (f"{UNITS}/service.d/10-x.conf", b"[Service\nProtectSystem=strict\n", "the line `[Service` is a section header"),
-    ],
-    ids=["not-utf8", "section-header"],
-)
-def test_a_unit_systemd_does_not_load_fails_the_schedule_naming_the_file_and_line(node, name, text, said):
-    """systemd 252 loads no unit from a file with a line that is not UTF-8 or a broken section
-    header ("failed to load properly"): the timer starts nothing. check read the line with U+FFFD
-    for the byte (and counted the directory writable), or skipped the header, and said ok."""
+BAD_LINES = [
+    (
+        b"[Service]\nReadWritePaths=/var/lib/node_exporter/textfile /srv/\xff\n",
+        "the line `ReadWritePaths=/var/lib/node_exporter/textfile /srv/\\xff` is not UTF-8",
+    ),
+    (b"[Service\nProtectSystem=strict\n", "the line `[Service` is a section header"),
+]
+
+
+@pytest.mark.parametrize(("text", "said"), BAD_LINES, ids=["not-utf8", "section-header"])
+def test_a_unit_systemd_does_not_load_fails_the_schedule_naming_the_file_and_line(node, text, said):
+    """systemd 252 loads no unit from a unit file with a line that is not UTF-8 or a broken
+    section header ("failed to load properly"): the timer starts nothing. check read the line with
+    U+FFFD for the byte (and counted the directory writable), or skipped the header, and said ok."""
+    from test_check import SPURINV, run_checks, systemd_host, unit_host
+
+    systemd_host(node)
+    name = f"{UNITS}/{check.SERVICE}"
+    unit_host(node, "")
+    (node.host / name).write_bytes(f"[Service]\nExecStart={SPURINV} refresh --quiet\n".encode() + text)
+    node.config()
+
+    found = run_checks(node, None)["schedule"]
+
+    assert (found.status, found.exit_code) == ("fail", 78), found
+    assert f"systemd does not load {check.SERVICE}: in /{name}, {said}" in found.detail, found.detail
+    assert f"/{name}" in found.fix
+
+
+@pytest.mark.parametrize(("text", "said"), BAD_LINES, ids=["not-utf8", "section-header"])
+@pytest.mark.parametrize("name", [f"{UNITS}/{check.SERVICE}.d/10-x.conf", f"{UNITS}/service.d/10-x.conf"])
+def test_a_drop_in_systemd_stops_reading_warns_naming_the_file_and_line(node, name, text, said):
+    """In a drop-in the same line does not stop the unit loading (unit_load_dropin ignores
+    config_parse's error; systemd-analyze verify logs the line and goes on): systemd only stops
+    reading that drop-in there. check said the unit does not load."""
     from test_check import SPURINV, run_checks, systemd_host, unit_host
 
     systemd_host(node)
@@ -207,9 +268,9 @@ def test_a_unit_systemd_does_not_load_fails_the_schedule_naming_the_file_and_lin
 
     found = run_checks(node, None)["schedule"]
 
-    assert (found.status, found.exit_code) == ("fail", 78), found
-    assert f"systemd does not load {check.SERVICE}: in /{name}, {said}" in found.detail, found.detail
-    assert f"/{name}" in found.fix
+    assert found.status == "warn", found
+    assert f"in /{name}, {said}" in found.detail, found.detail
+    assert "systemd applies none of its lines from there on" in found.detail
 
 
 @pytest.fixture
@@ -377,6 +438,16 @@ LAYOUTS = {
     "hidden": {**unit("[Service]\nExecStart=/bin/true\n"), f"{UNITS}/{check.SERVICE}.d/.x.conf": STRICT},
     "control": {**unit("[Service]\nExecStart=/bin/true\n"), f"etc/systemd/system.control/{check.SERVICE}.d/x.conf": STRICT},
     "past-64-kib": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": "#" + "x" * 70000 + "\n" + STRICT},
+    "drop-in-not-utf-8": {
+        **unit("[Service]\nExecStart=/bin/true\n"),
+        f"{SERVICE_D}/x.conf": b"[Service]\nEnvironment=A=\xff\nProtectSystem=strict\n",
+        f"{SERVICE_D}/y.conf": "[Service]\nType=oneshot\n",
+    },
+    "drop-in-bad-then-strict": {
+        **unit("[Service]\nExecStart=/bin/true\n"),
+        f"{SERVICE_D}/x.conf": "[Service\nProtectSystem=no\n",
+        f"{SERVICE_D}/y.conf": STRICT,
+    },
     "bad-header": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": '[X-"a"]\n' + STRICT},
 }
 

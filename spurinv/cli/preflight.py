@@ -957,27 +957,54 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
 
 
 def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, str] | None, str | None]:
-    """:func:`_service_directives`; the first line for which systemd refuses to load the unit at
-    all, with its file (:func:`_unit_assignments`); and the first file too large for check to read
-    whole (:data:`MAX_UNIT_TEXT`), whose settings are then unknown."""
-    files: list[str] = []
-    for directory in UNIT_DIRS:
-        if os.path.lexists(run.world.root.join(directory, SERVICE)):
-            files.append("/" + directory + "/" + SERVICE)
-            break
+    """:func:`_service_directives`; the first line of the unit file for which systemd refuses to
+    load the unit at all, with its file (:func:`_unit_assignments`); and the first file too large
+    for check to read whole (:data:`MAX_UNIT_TEXT`), whose settings are then unknown. A drop-in's
+    bad line does not stop the unit loading: systemd reads that drop-in up to it, and the next
+    drop-ins (unit_load_dropin ignores config_parse's error); :func:`_drop_in_stops` names it."""
     found: list[tuple[str, str, str]] = []
     refused: tuple[str, str] | None = None
     too_large: str | None = None
-    for shown in files + _drop_in_files(run):
-        text = _root_text(run, shown, errors="surrogateescape", limit=MAX_UNIT_TEXT + 1)
-        if text is not None and len(text) > MAX_UNIT_TEXT // 4 and len(os.fsencode(text)) > MAX_UNIT_TEXT:
+    for shown, problem, assignments in _service_files(run):
+        if problem is None and assignments is None:
             too_large = too_large or shown
             continue
-        assignments, problem = _unit_assignments(text)
-        found += [(key, value, shown) for key, value in assignments]
-        if problem is not None and refused is None:
+        found += [(key, value, shown) for key, value in assignments or []]
+        if problem is not None and refused is None and shown == _unit_file(run):
             refused = (shown, problem)
     return found, refused, too_large
+
+
+def _unit_file(run: _Run) -> str | None:
+    """The unit file systemd loads, as on the checked system: the first on the load path."""
+    for directory in UNIT_DIRS:
+        if os.path.lexists(run.world.root.join(directory, SERVICE)):
+            return "/" + directory + "/" + SERVICE
+    return None
+
+
+def _service_files(run: _Run) -> list[tuple[str, str | None, list[tuple[str, str]] | None]]:
+    """Each file of the unit (its unit file, then its drop-ins) with the line systemd stops
+    reading it at and the assignments before that; assignments None: too large to read."""
+    unit_file = _unit_file(run)
+    read: list[tuple[str, str | None, list[tuple[str, str]] | None]] = []
+    for shown in ([unit_file] if unit_file else []) + _drop_in_files(run):
+        text = _root_text(run, shown, errors="surrogateescape", limit=MAX_UNIT_TEXT + 1)
+        if text is not None and len(text) > MAX_UNIT_TEXT // 4 and len(os.fsencode(text)) > MAX_UNIT_TEXT:
+            read.append((shown, None, None))
+            continue
+        assignments, problem = _unit_assignments(text)
+        read.append((shown, problem, assignments))
+    return read
+
+
+def _drop_in_stops(run: _Run) -> tuple[str, str] | None:
+    """The first drop-in systemd stops reading before its end, and the line it stops at."""
+    unit_file = _unit_file(run)
+    for shown, problem, _assignments in _service_files(run):
+        if problem is not None and shown != unit_file:
+            return shown, problem
+    return None
 
 
 def _drop_in_names(unit: str) -> list[str]:
@@ -1974,6 +2001,13 @@ def _schedule(run: _Run) -> Check:
         problem = _program_problem(run, scheduler) or (_cron_file_problem(run) if scheduler == "cron" else None)
         if problem is not None and (problem.status == "fail" or found.status == "ok"):
             return problem
+    stopped = _drop_in_stops(run) if "systemd" in _schedulers(run) else None
+    if stopped is not None and found.status == "ok":  # the unit loads, without that drop-in's rest
+        where, what = stopped
+        return Check(
+            "schedule", "warn", f"in {where}, {what}: systemd applies none of its lines from there on",
+            f"fix that line of {where}, then systemctl daemon-reload",
+        )  # fmt: skip
     return found
 
 
