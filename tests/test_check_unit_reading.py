@@ -60,6 +60,26 @@ def reading(tmp_path: Path, files: Mapping[str, str | bytes]):
     return check._service_reading(_run(tmp_path, files))
 
 
+# --- which unit file ------------------------------------------------------------------------------
+
+
+def test_a_unit_earlier_on_the_load_path_is_the_one_read(tmp_path):
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
+        f"etc/systemd/system.control/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+    }
+    assert verdict(tmp_path, files) is not None
+
+
+def test_the_unit_is_looked_up_on_systemds_load_path():
+    """UNIT_DIRS is `systemd-analyze unit-paths`, in its order."""
+    said = analyzer.analyze("unit-paths", "--no-pager")
+    paths = [line.strip().lstrip("/") for line in said.stdout.splitlines() if line.strip()]
+    if not paths:
+        pytest.skip(f"this systemd-analyze listed no unit paths: {said.stderr[-300:]}")
+    assert list(check.UNIT_DIRS) == paths
+
+
 # --- section headers ---------------------------------------------------------------------------
 
 
@@ -447,6 +467,10 @@ LAYOUTS = {
         **unit("[Service]\nExecStart=/bin/true\n"),
         f"{SERVICE_D}/x.conf": "[Service\nProtectSystem=no\n",
         f"{SERVICE_D}/y.conf": STRICT,
+    },
+    "unit-in-control": {
+        **unit("[Service]\nExecStart=/bin/true\n"),
+        f"etc/systemd/system.control/{check.SERVICE}": "[Service]\nExecStart=/bin/true\nProtectSystem=strict\n",
     },
     "bad-header": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": '[X-"a"]\n' + STRICT},
 }

@@ -63,17 +63,16 @@ NAMES: tuple[CheckName, ...] = (
 )
 TIMER = "spurinv-refresh.timer"
 SERVICE = "spurinv-refresh.service"
-# systemd.unit(5)'s system unit search path, first wins (/lib: a Debian without merged /usr)
-UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system", "lib/systemd/system",
-             "usr/lib/systemd/system")  # fmt: skip
-# where systemd 252 looks for a system unit's drop-in directories, highest priority first:
-# systemd.unit(5) "Unit File Load Path" (Table 1, with the .attached portable-service directories
-# `systemd-analyze verify` lists); a drop-in file masks one of the same name further down
-DROP_IN_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/systemd/transient",
-                "run/systemd/generator.early", "etc/systemd/system", "etc/systemd/system.attached",
-                "run/systemd/system", "run/systemd/system.attached", "run/systemd/generator",
-                "usr/local/lib/systemd/system", "lib/systemd/system", "usr/lib/systemd/system",
-                "run/systemd/generator.late")  # fmt: skip
+# systemd 252's system unit load path, highest priority first (lookup_paths_init in
+# src/basic/path-lookup.c, as `systemd-analyze unit-paths` lists it; /lib: a Debian without
+# merged /usr): the first directory holding the unit file is the one loaded, and a drop-in file
+# masks one of the same name further down
+UNIT_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/systemd/transient",
+             "run/systemd/generator.early", "etc/systemd/system", "etc/systemd/system.attached",
+             "run/systemd/system", "run/systemd/system.attached", "run/systemd/generator",
+             "usr/local/lib/systemd/system", "lib/systemd/system", "usr/lib/systemd/system",
+             "run/systemd/generator.late")  # fmt: skip
+DROP_IN_DIRS = UNIT_DIRS  # the drop-in directories are looked for on the same path
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
