@@ -100,19 +100,3 @@ def test_a_venv_that_is_a_symlink_leaves_its_target_alone(copy):  # noqa: F811
     (copy / ".venv").symlink_to(other)
     setup(copy)
     assert (other / "precious").exists()
-
-
-MISSING = "/var/lib/spurinv-left20-missing"
-
-
-@pytest.mark.xfail(strict=True, reason="a ReadWritePaths= entry that does not exist is counted as covering it")
-@pytest.mark.parametrize("prefix", ["", "-"], ids=["plain: the unit cannot start (226/NAMESPACE)", "dash: ignored"])
-def test_a_read_write_path_that_does_not_exist_covers_nothing(tmp_path, prefix):
-    """check's own fix for a state directory under ProtectSystem=strict is ReadWritePaths=DIR;
-    before the first run DIR does not exist: systemd then fails the namespace (plain) or drops
-    the entry and keeps /var/lib read-only (``-``), and the run never writes DIR. check said ok
-    ("the first run creates it")."""
-    if os.path.lexists(MISSING):
-        pytest.skip(f"{MISSING} exists here")
-    files = {f"{UNITS}/{check.SERVICE}": f"[Service]\nProtectSystem=strict\nReadWritePaths={prefix}{MISSING}\n"}
-    assert verdict(tmp_path, files, MISSING) is not None

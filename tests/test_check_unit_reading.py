@@ -29,10 +29,13 @@ TEXTFILE = "/var/lib/node_exporter/textfile"
 UNITS = "etc/systemd/system"
 
 
-def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = TEXTFILE):
+def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = TEXTFILE, exists: bool = True):
     """check's verdict on ``directory`` (None: the unit may write it) for a root holding
-    ``files`` (paths under the root; the unit itself is ``etc/systemd/system/<service>``)."""
+    ``files`` (paths under the root; the unit itself is ``etc/systemd/system/<service>``) and,
+    with ``exists``, the directory (a ReadWritePaths= entry that does not exist covers nothing)."""
     root = tmp_path / "root"
+    if exists:
+        (root / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,6 +81,60 @@ def test_the_unit_is_looked_up_on_systemds_load_path():
     if not paths:
         pytest.skip(f"this systemd-analyze listed no unit paths: {said.stderr[-300:]}")
     assert list(check.UNIT_DIRS) == paths
+
+
+# --- ReadWritePaths= entries that do not exist ------------------------------------------------------
+
+
+MISSING = "/var/lib/spurinv-left20-missing"
+
+
+@pytest.mark.parametrize("prefix", ["", "-"], ids=["plain: the unit cannot start (226/NAMESPACE)", "dash: ignored"])
+def test_a_read_write_path_that_does_not_exist_covers_nothing(tmp_path, prefix):
+    """check's own fix for a state directory under ProtectSystem=strict is ReadWritePaths=DIR;
+    before the first run DIR does not exist: systemd then fails the namespace (plain) or drops
+    the entry and keeps /var/lib read-only (``-``), and the run never writes DIR. check said ok
+    ("the first run creates it")."""
+    files = {f"{UNITS}/{check.SERVICE}": f"[Service]\nProtectSystem=strict\nReadWritePaths={prefix}{MISSING}\n"}
+    assert verdict(tmp_path, files, MISSING, exists=False) is not None
+
+
+def test_a_dash_entry_that_exists_covers_and_a_plain_missing_one_fails_naming_it(tmp_path):
+    strict = "[Service]\nProtectSystem=strict\n"
+    assert verdict(tmp_path / "a", unit(f"{strict}ReadWritePaths=-{TEXTFILE}\n")) is None
+    blocked = verdict(tmp_path / "b", unit(f"{strict}ReadWritePaths=-/srv/gone {TEXTFILE} /srv/missing\n"))
+    assert blocked is not None
+    assert (
+        blocked[0]
+        == f"ReadWritePaths=/srv/missing (/{UNITS}/{check.SERVICE}) does not exist, so the unit does not start (226/NAMESPACE)"
+    )
+    # a plain missing entry fails the namespace whatever it was meant for, the sandbox or not
+    assert verdict(tmp_path / "c", unit("[Service]\nReadWritePaths=/srv/missing\n")) is not None
+    # an empty assignment drops it with the rest of the list
+    assert (
+        verdict(tmp_path / "d", unit(f"{strict}ReadWritePaths=/srv/missing\nReadWritePaths=\nReadWritePaths={TEXTFILE}\n"))
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("directory", "fix"),
+    [
+        ("/var/lib/spurinv", "StateDirectory=spurinv and StateDirectoryMode=0700"),
+        ("/var/lib/a/b", "StateDirectory=a/b and StateDirectoryMode=0700"),
+        ("/srv/state", "ReadWritePaths=/srv/state"),
+        ("/var/lib/x y", 'ReadWritePaths="/var/lib/x y"'),
+        ("/var/lib/private/x", "ReadWritePaths=/var/lib/private/x"),
+    ],
+)
+def test_the_state_fix_prefers_a_state_directory(tmp_path, directory, fix):
+    """ReadWritePaths=DIR for a state directory not made yet fails the unit (226/NAMESPACE):
+    StateDirectory= has systemd create it. A fix written as told lets the unit write it."""
+    told = check._state_fix(directory)
+    assert told.endswith(f"add [Service] {fix}"), told
+    line = fix.replace(" and ", "\n")
+    exists = not fix.startswith("StateDirectory=")  # the mkdir the fix starts with, else systemd's
+    assert verdict(tmp_path, unit(f"[Service]\nProtectSystem=strict\n{line}\n"), directory, exists) is None
 
 
 # --- section headers ---------------------------------------------------------------------------
@@ -224,7 +281,7 @@ def test_a_line_end_systemd_sees_is_one_check_sees(tmp_path, text):
 @pytest.mark.parametrize(
     "text",
     [
-        "[Service]\nProtectSystem=strict\nReadWritePaths=/srv \\\n\r/var/lib/node_exporter/textfile\n",  # LF CR: one end
+        "[Service]\nProtectSystem=strict\nReadWritePaths=-/srv \\\n\r/var/lib/node_exporter/textfile\n",  # LF CR: one end
         "[Service]\r\nProtectSystem=strict\r\nReadWritePaths=/var/lib/node_exporter/textfile\r\n",  # CRLF
         "\ufeff[Service]\nProtectSystem=strict\nReadWritePaths=/var/lib/node_exporter/textfile\n",  # a BOM first
     ],

@@ -93,6 +93,7 @@ MAX_TEXT = 1 << 16  # a crontab or cron.d file is a few kB
 # (config_parse: "Line too long"); check reads one whole up to this bound and past it says it
 # cannot check the unit
 MAX_UNIT_TEXT = 8 << 20
+NAMESPACE_FAILS = "does not start (226/NAMESPACE)"
 LONG_LINE_MAX = 1 << 20  # src/basic/def.h: read_line fails at this many bytes without the line end
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
 INSTALL_TIMER = f"systemctl enable --now {TIMER}"
@@ -470,9 +471,8 @@ def _state(run: _Run) -> Check:
         blocked = _sandbox_blocks(run, directory)
         if blocked is not None and blocked[1]:
             return Check(
-                "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (or StateDirectory=)",
-                exitcode.CANTCREAT,
+                "state", "fail", f"state directory {directory}: under the unit {blocked[0]}{_outcome(blocked[0])}",
+                _state_fix(directory), exitcode.CANTCREAT,
             )  # fmt: skip
     if missing:
         existing = directory
@@ -511,6 +511,26 @@ def _state(run: _Run) -> Check:
     last = run.state["last"]
     told = f"; last run {last['at']:%Y-%m-%d %H:%M:%SZ} exit {last['exit_code']}" if last is not None else ""
     return _cache_checked(path, f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+
+
+def _outcome(blocked: str) -> str:
+    """What a run makes of the sandbox :func:`_sandbox_blocks` describes: one that does not start
+    says so itself."""
+    return "" if NAMESPACE_FAILS in blocked else ", so refresh would exit 73"
+
+
+def _state_fix(directory: str) -> str:
+    """The unit line that lets the run write the state directory: StateDirectory= for one under
+    /var/lib (systemd creates it before each start; a ReadWritePaths= entry that does not exist
+    yet fails the unit's namespace), ReadWritePaths= after a mkdir for any other."""
+    import re
+
+    name = os.path.relpath(directory, "/var/lib")
+    # a name StateDirectory= reads back as spelled: no quote, escape, specifier, ":" or blank
+    if re.fullmatch(r"[A-Za-z0-9_.@+-]+(/[A-Za-z0-9_.@+-]+)*", name) and _relative(name) == name:
+        return f"systemctl edit {SERVICE}: add [Service] StateDirectory={name} and StateDirectoryMode=0700"
+    line = f"ReadWritePaths={_unit_path(directory)}"
+    return f"mkdir -p -m 0700 {_word(directory)}, then systemctl edit {SERVICE}: add [Service] {line}"
 
 
 def _cache_checked(path: str, found: str) -> Check:
@@ -714,7 +734,7 @@ def _metrics(run: _Run) -> Check:
             )  # fmt: skip
         if blocked is not None:
             return Check(
-                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}{_outcome(blocked[0])}",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
         if _private_tmp(_service_directives(run)) and any(
@@ -1394,9 +1414,6 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     certain (False: a path check cannot expand might cover it); None when the unit may write it."""
     protect: str | None = None
     home = "no"
-    # each setting its own list: an empty assignment resets that setting's, not the others'
-    writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
     directives, _refused, too_large = _service_reading(run)
     if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
         return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
@@ -1407,16 +1424,10 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             protect = _setting(value, ("strict", "full")) or protect
         elif key == "ProtectHome":
             home = _setting(value, ("read-only", "tmpfs")) or home
-        elif key in writable:
-            if not value:  # an empty assignment resets the list
-                writable[key], unknown[key] = [], []
-                continue
-            if key == "StateDirectory":
-                continue  # read as a whole below: its items are read as systemd reads them
-            # BindPaths=: the destination is writable ('/srv/my dir':/x, quotes read before colons)
-            paths, cannot = (_bind_destinations(value), []) if key == "BindPaths" else _unit_paths(value)
-            writable[key] += paths
-            unknown[key] += cannot
+    writable, unknown, missing = _path_lists(run, directives)
+    if missing:
+        word, where = missing[0]
+        return f"ReadWritePaths={word} ({where}) does not exist, so the unit {NAMESPACE_FAILS}", True
     state_names, unread = _state_directories(directives)
     writable["StateDirectory"] = [os.path.join("/var/lib", name) for name in state_names]
     # DynamicUser= forces ProtectSystem=strict whatever the unit says, ProtectHome=read-only over
@@ -1456,6 +1467,52 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     if unread:  # systemd may read one of them as a name that covers it: say which, and fail
         found += f" (check cannot read {', '.join(unread)})"
     return found, not cannot_expand
+
+
+def _path_lists(
+    run: _Run, directives: list[tuple[str, str, str]]
+) -> tuple[dict[str, list[str]], dict[str, list[str]], list[tuple[str, str]]]:
+    """The paths ReadWritePaths= and BindPaths= make writable (StateDirectory='s are read apart,
+    :func:`_state_directories`), the words check cannot expand, and the plain ReadWritePaths=
+    entries that do not exist with their file (:func:`_existing_paths`)."""
+    # each setting its own list: an empty assignment resets that setting's, not the others'
+    writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
+    unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
+    missing: list[tuple[str, str]] = []
+    for key, value, where in directives:
+        if key not in writable or key == "StateDirectory":
+            continue
+        if not value:  # an empty assignment resets the list
+            writable[key], unknown[key] = [], []
+            if key == "ReadWritePaths":
+                missing = []
+            continue
+        if key == "BindPaths":  # the destination is writable ('/srv/my dir':/x, quotes read before colons)
+            writable[key] += _bind_destinations(value)
+            continue
+        paths, cannot, absent = _existing_paths(run, value)
+        writable[key] += paths
+        unknown[key] += cannot
+        missing += [(word, where) for word in absent]
+    return writable, unknown, missing
+
+
+def _existing_paths(run: _Run, value: str) -> tuple[list[str], list[str], list[str]]:
+    """:func:`_unit_paths` of a ReadWritePaths= value, only those that exist on the checked root;
+    and the plain words naming one that does not. namespace.c: such a path fails the unit's
+    namespace (226/NAMESPACE), one with "-" is dropped, its directory left as ProtectSystem= has it."""
+    paths: list[str] = []
+    unknown: list[str] = []
+    missing: list[str] = []
+    for word in _unit_words(value):
+        found, cannot = _word_paths([word])
+        unknown += cannot
+        for path in found:
+            if os.path.exists(_follow(run, run.world.root.join(path.lstrip("/")))):
+                paths.append(path)
+            elif not word.startswith("-"):
+                missing.append(word)
+    return paths, unknown, missing
 
 
 def _private_tmp(directives: list[tuple[str, str, str]]) -> bool:
