@@ -1213,7 +1213,7 @@ def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_
     metrics = tmp_path / "ne"
     metrics.mkdir()
     systemd_host(node)
-    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=%h/metrics\n")
+    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=%H/metrics\n")  # %H: the host name
     node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
     found = run_checks(node, None)["metrics"]
     assert found.status == "warn", found
@@ -1242,7 +1242,7 @@ def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
         ["/var/lib/node_exporter", "/var/cache/x", "/var/log", "/tmp/a", "/run/b", "/c"],
         [],
     )
-    assert check._unit_paths("%h/x %") == ([], ["%h/x", "%"])
+    assert check._unit_paths("%H/x %") == ([], ["%H/x", "%"])
 
 
 @pytest.mark.parametrize(

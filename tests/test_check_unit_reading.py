@@ -13,6 +13,10 @@ that matters (the run then exits 73): most rows are such cases, each of which ch
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -135,6 +139,50 @@ def test_the_state_fix_prefers_a_state_directory(tmp_path, directory, fix):
     line = fix.replace(" and ", "\n")
     exists = not fix.startswith("StateDirectory=")  # the mkdir the fix starts with, else systemd's
     assert verdict(tmp_path, unit(f"[Service]\nProtectSystem=strict\n{line}\n"), directory, exists) is None
+
+
+# --- a verdict check cannot be sure of -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["%V/spurinv", "%H/spurinv"])
+def test_the_state_check_says_why_it_cannot_tell(tmp_path, entry):
+    """ProtectSystem=strict and only a ReadWritePaths= with a specifier check did not expand
+    (%V is /var/tmp; %H, the host name, it still does not): systemd keeps /var/lib read-only;
+    the metrics check warned, the state check said ok."""
+    if os.path.lexists("/var/lib/spurinv"):
+        pytest.skip("this machine has a /var/lib/spurinv: the state check would read it")
+    root = tmp_path / "root"
+    (root / "run/systemd/system").mkdir(parents=True)
+    (root / UNITS).mkdir(parents=True)
+    (root / UNITS / check.SERVICE).write_text(
+        f"[Service]\nExecStart=/usr/bin/spurinv refresh\nProtectSystem=strict\nReadWritePaths={entry}\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "SPURINV_STATE": str(home / "state" / "state.json"),
+        "SPURINV_CONFIG": str(home / "config.toml"),
+        "LANG": "C.UTF-8",
+    }
+    ran = subprocess.run(
+        [sys.executable, "-m", "spurinv", "check", "--root", str(root), "--json"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    state = next(item for item in json.loads(ran.stdout)["checks"] if item["name"] == "state")
+    assert state["status"] != "ok" or "ReadWritePaths" in state["detail"]
+    if entry.startswith("%V"):  # /var/tmp/spurinv, not on the root: the unit does not start
+        assert state["status"] == "fail", state
+        assert "ReadWritePaths=%V/spurinv" in state["detail"]
+    else:
+        assert state["status"] == "warn", state
+        assert "cannot verify" in state["detail"]
+
+
+def test_the_system_managers_specifiers_are_expanded():
+    assert check._unit_paths("%V/a %E/b %h/c %T/d") == (["/var/tmp/a", "/etc/b", "/root/c", "/tmp/d"], [])
 
 
 # --- section headers ---------------------------------------------------------------------------
