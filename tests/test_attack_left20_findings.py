@@ -39,16 +39,6 @@ def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = T
     return check._sandbox_blocks(_run(tmp_path, files), directory)
 
 
-@pytest.mark.xfail(strict=True, reason="ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= are not read")
-@pytest.mark.parametrize(
-    "setting",
-    [f"ReadOnlyPaths={TEXTFILE}", "InaccessiblePaths=/var/lib", "TemporaryFileSystem=/var/lib:ro"],
-)
-def test_a_path_the_unit_makes_read_only_is_not_writable(tmp_path, setting):
-    files = {f"{UNITS}/{check.SERVICE}": f"[Service]\n{setting}\n"}
-    assert verdict(tmp_path, files) is not None
-
-
 @pytest.mark.xfail(strict=True, reason="parsed() reads every command's value flags into every command")
 def test_a_flag_the_command_does_not_have_takes_no_value():
     """status has no --node: click stops at it (No such option), so --json is no value of it;

@@ -185,6 +185,71 @@ def test_the_system_managers_specifiers_are_expanded():
     assert check._unit_paths("%V/a %E/b %h/c %T/d") == (["/var/tmp/a", "/etc/b", "/root/c", "/tmp/d"], [])
 
 
+# --- read-only, inaccessible and tmpfs paths --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [f"ReadOnlyPaths={TEXTFILE}", "InaccessiblePaths=/var/lib", "TemporaryFileSystem=/var/lib:ro"],
+)
+def test_a_path_the_unit_makes_read_only_is_not_writable(tmp_path, setting):
+    """systemd.exec(5): each keeps the directory from being written; check read none of them."""
+    files = {f"{UNITS}/{check.SERVICE}": f"[Service]\n{setting}\n"}
+    assert verdict(tmp_path, files) is not None
+
+
+@pytest.mark.parametrize(
+    ("lines", "writable"),
+    [
+        (f"ReadOnlyPaths=/var/lib\nReadWritePaths={TEXTFILE}", True),  # the most specific path wins
+        (f"ReadWritePaths=/var/lib\nReadOnlyPaths={TEXTFILE}", False),
+        (f"ReadWritePaths={TEXTFILE}\nReadOnlyPaths={TEXTFILE}", False),  # one path: read-only first
+        (f"InaccessiblePaths=/var/lib\nReadWritePaths={TEXTFILE}", False),  # hides all below it
+        (f"InaccessiblePaths=/var/lib\nBindPaths=/srv:{TEXTFILE}", False),
+        (f"ReadOnlyPaths={TEXTFILE}\nReadOnlyPaths=", True),  # an empty assignment resets the list
+        ("ReadOnlyPaths=-/srv/missing", True),  # "-": dropped
+        ("ReadOnlyPaths=/srv/missing", False),  # plain: the namespace fails (226/NAMESPACE)
+        ("TemporaryFileSystem=/var/lib", False),  # an empty tmpfs: what the run writes there is gone
+        (f"TemporaryFileSystem=/var/lib:ro\nReadWritePaths={TEXTFILE}", False),  # nothing to bind there
+        (f"TemporaryFileSystem=/var/lib:ro\nBindPaths={TEXTFILE}", True),  # a bind mount reaches it
+        ("TemporaryFileSystem=/srv:ro", True),
+        (f"ProtectSystem=strict\nReadOnlyPaths=/var\nReadWritePaths={TEXTFILE}", True),
+        (f"ProtectHome=tmpfs\nReadWritePaths={TEXTFILE}", True),
+    ],
+)
+def test_the_most_specific_path_decides_as_namespace_c_does(tmp_path, lines, writable):
+    blocked = verdict(tmp_path, unit(f"[Service]\n{lines}\n"))
+    assert (blocked is None) == writable, blocked
+
+
+@pytest.mark.parametrize(
+    ("lines", "writable"),
+    [
+        ("ProtectHome=read-only\nReadWritePaths=/root/x", True),  # more specific than /root
+        ("ProtectHome=yes\nReadWritePaths=/root/x", False),  # inaccessible: drop_inaccessible drops it
+        ("ProtectHome=tmpfs\nReadWritePaths=/root/x", False),  # nothing to bind in the empty tmpfs
+        ("ProtectHome=tmpfs\nBindPaths=/root/x", True),  # systemd.exec(5): what BindPaths= is for
+    ],
+)
+def test_protect_home_is_read_as_namespace_c_reads_it(tmp_path, lines, writable):
+    blocked = verdict(tmp_path, unit(f"[Service]\n{lines}\n"), "/root/x")
+    assert (blocked is None) == writable, blocked
+
+
+def test_a_read_only_path_check_cannot_expand_is_not_taken_for_writable(tmp_path):
+    blocked = verdict(tmp_path, unit("[Service]\nReadOnlyPaths=%H\n"))
+    assert blocked is not None
+    assert not blocked[1]  # not certain: a warning
+    assert "ReadOnlyPaths=%H" in blocked[0]
+
+
+def test_the_messages_name_the_setting_and_its_file(tmp_path):
+    said = verdict(tmp_path / "a", unit(f"[Service]\nReadOnlyPaths={TEXTFILE}\n"))
+    assert said == (f"ReadOnlyPaths={TEXTFILE} (/{UNITS}/{check.SERVICE}) keeps {TEXTFILE} read-only", True)
+    said = verdict(tmp_path / "b", unit("[Service]\nInaccessiblePaths=/var\n"))
+    assert said == (f"InaccessiblePaths=/var (/{UNITS}/{check.SERVICE}) hides {TEXTFILE}", True)
+
+
 # --- section headers ---------------------------------------------------------------------------
 
 

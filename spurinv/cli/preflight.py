@@ -474,8 +474,7 @@ def _state(run: _Run) -> Check:
     found = _state_found(run, path, directory, missing)
     if blocked is not None and found.status == "ok":  # not certain: say so, as the metrics check does
         return Check(
-            "state", "warn", f"{found.detail}; but under the unit {blocked[0]}, unless a ReadWritePaths= entry check "
-            "cannot expand (an unknown %-specifier) covers it: cannot verify", _state_fix(directory),
+            "state", "warn", f"{found.detail}; but under the unit {blocked[0]}: cannot verify", _state_fix(directory),
         )  # fmt: skip
     return found
 
@@ -741,8 +740,7 @@ def _metrics(run: _Run) -> Check:
         blocked = _sandbox_blocks(run, directory)
         if blocked is not None and not blocked[1]:
             return Check(
-                "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
-                "expand (an unknown %-specifier) covers it: cannot verify",
+                "metrics", "warn", f"{path}: under the unit {blocked[0]}: cannot verify",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (spelled out)",
             )  # fmt: skip
         if blocked is not None:
@@ -1424,15 +1422,87 @@ def _relative(path: str, specifiers: bool = True) -> str | None:
     return "/".join(parts)
 
 
+# namespace.c's MountMode, in its order of priority (the first wins among entries of one path)
+INACCESSIBLE, BIND, PRIVATE, READONLY, READWRITE, TMPFS, IMPLICIT = range(7)
+# the settings that list paths, the mode each gives them (TemporaryFileSystem= read apart)
+PATH_SETTINGS = {"InaccessiblePaths": INACCESSIBLE, "ReadOnlyPaths": READONLY, "ReadWritePaths": READWRITE}
+_Mount = tuple[str, int, str]  # a path, its MountMode, the setting that gave it (for the message)
+
+
 def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
-    """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
+    """Why the unit's sandbox keeps ``directory`` from being written (ProtectSystem=,
+    ProtectHome=, ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= against
     ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
     certain (False: a path check cannot expand might cover it); None when the unit may write it."""
-    protect: str | None = None
-    home = "no"
     directives, _refused, too_large = _service_reading(run)
     if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
         return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
+    mounts, unknown, missing, unsure = _path_lists(run, directives)
+    if missing:
+        return f"{missing[0]} does not exist, so the unit {NAMESPACE_FAILS}", True
+    state_names, unread = _state_directories(directives)
+    mounts += [(os.path.join("/var/lib", name), IMPLICIT, "StateDirectory=") for name in state_names]
+    mounts += _protections(directives)
+    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
+    resolved = [(os.path.realpath(path), mode, said) for path, mode, said in mounts if os.path.realpath(path) != path]
+    mounts += resolved
+    found: str | None = None
+    for target in dict.fromkeys((os.path.normpath(directory), os.path.realpath(directory))):
+        found = _mount_verdict(mounts, target)
+        if found is None:
+            break
+    if found is None:  # writable, unless a read-only path check cannot expand covers it
+        if unsure:
+            return f"{unsure[0]} may cover {directory}, and check cannot expand it", False
+        return None
+    if unread:  # systemd may read one of them as a name that covers it: say which, and fail
+        found += f" (check cannot read {', '.join(unread)})"
+    if unknown:
+        found += f", unless {unknown[0]} (a ReadWritePaths= entry check cannot expand) covers it"
+    return found, not unknown
+
+
+def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
+    """Why ``directory`` is not writable under ``mounts``, or None, as namespace.c sets them up:
+    sorted by path, an inaccessible path hides all below it (drop_inaccessible), else the most
+    specific path decides (a read-only one is remounted so but for the writable ones below it),
+    the first MountMode among those of one path (drop_duplicates); below a tmpfs only a bind
+    mount reaches the real directory (ReadWritePaths= finds nothing there to bind)."""
+
+    def under(place: str, path: str) -> bool:
+        return os.path.commonpath([place, path]) == place
+
+    above = sorted(
+        ((path, mode, said) for path, mode, said in mounts if under(path, directory)),
+        key=lambda mount: (len(mount[0].rstrip("/").split("/")), -mount[1]),
+    )
+    hidden = next((said for _path, mode, said in above if mode == INACCESSIBLE), None)
+    if hidden is not None:
+        return f"{hidden} hides {directory}"
+    if not above:
+        return None
+    place, mode, said = above[-1]  # the most specific path, and of its entries the first mode
+    if said.startswith("ProtectHome=") and mode != BIND:
+        return f"{said} hides {directory}"
+    if mode == READONLY:
+        if said == "ProtectSystem=strict":
+            return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+        if said.startswith("ProtectSystem="):
+            return f"{said} keeps {place} read-only"
+        return f"{said} keeps {directory} read-only"
+    if mode == TMPFS:
+        return f"{said} puts an empty tmpfs over {directory}: what a run writes there is gone after it"
+    tmpfs = next((said for _path, mode, said in reversed(above) if mode in (TMPFS, BIND)), None)
+    if mode in (READWRITE, IMPLICIT) and tmpfs is not None and tmpfs.startswith(("TemporaryFileSystem", "ProtectHome")):
+        return f"{tmpfs} puts an empty tmpfs over {directory}, and only BindPaths= reaches below it"
+    return None
+
+
+def _protections(directives: list[tuple[str, str, str]]) -> list[_Mount]:
+    """The mounts ProtectSystem=, ProtectHome=, PrivateTmp= and DynamicUser= give the unit
+    (namespace.c's append_protect_system and append_protect_home)."""
+    protect: str | None = None
+    home = "no"
     for key, value, _where in directives:
         # a value systemd does not know is ignored, the earlier one kept ("Failed to parse")
         # (an empty one too: "Failed to parse protect system value, ignoring")
@@ -1440,84 +1510,73 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             protect = _setting(value, ("strict", "full")) or protect
         elif key == "ProtectHome":
             home = _setting(value, ("read-only", "tmpfs")) or home
-    writable, unknown, missing = _path_lists(run, directives)
-    if missing:
-        word, where = missing[0]
-        return f"ReadWritePaths={word} ({where}) does not exist, so the unit {NAMESPACE_FAILS}", True
-    state_names, unread = _state_directories(directives)
-    writable["StateDirectory"] = [os.path.join("/var/lib", name) for name in state_names]
     # DynamicUser= forces ProtectSystem=strict whatever the unit says, ProtectHome=read-only over
     # "no" and PrivateTmp= (systemd.exec(5); unit_patch_contexts in systemd's src/core/unit.c)
     dynamic = _switched_on(directives, "DynamicUser")
     protect = "strict" if dynamic else protect or "no"
     if dynamic and home == "no":
         home = "read-only"
-    writable_anyway = ("/dev", "/proc", "/sys") + (PRIVATE_TMP if _private_tmp(directives) else ())
-    places_given = [place for paths in writable.values() for place in paths]
-    cannot_expand = [word for words in unknown.values() for word in words]
-
-    def under(place: str, path: str) -> bool:
-        return os.path.commonpath([place, path]) == place
-
-    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
-    targets = {os.path.normpath(directory), os.path.realpath(directory)}
-    places = {variant for place in places_given for variant in (place, os.path.realpath(place))}
-    if any(under(place, target) for place in places for target in targets):
-        return None
-    directory = os.path.normpath(directory)
-    found: str | None = None
-    if home in ("yes", "read-only", "tmpfs") and any(under(place, directory) for place in ("/home", "/root", "/run/user")):
-        found = f"ProtectHome={home} hides {directory}"
-    elif protect == "strict":
-        if any(under(place, directory) for place in writable_anyway):  # a private /tmp is the unit's to write
-            return None
-        found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    mounts: list[_Mount] = []
+    if protect == "strict":
+        mounts.append(("/", READONLY, "ProtectSystem=strict"))
+        mounts += [(place, PRIVATE, "API file systems") for place in ("/dev", "/proc", "/sys")]
     else:
         read_only = {"yes": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
-        for place in read_only.get(protect, ()):
-            if under(place, directory):
-                found = f"ProtectSystem={protect} keeps {place} read-only"
-                break
-    if found is None:
-        return None
-    if unread:  # systemd may read one of them as a name that covers it: say which, and fail
-        found += f" (check cannot read {', '.join(unread)})"
-    return found, not cannot_expand
+        mounts += [(place, READONLY, f"ProtectSystem={protect}") for place in read_only.get(protect, ())]
+    home_mode = {"yes": INACCESSIBLE, "read-only": READONLY, "tmpfs": TMPFS}.get(home)
+    if home_mode is not None:
+        mounts += [(place, home_mode, f"ProtectHome={home}") for place in ("/home", "/root", "/run/user")]
+    if _private_tmp(directives):  # a /tmp of its own: the unit's to write
+        mounts += [(place, PRIVATE, "PrivateTmp=") for place in PRIVATE_TMP]
+    return mounts
 
 
-def _path_lists(
-    run: _Run, directives: list[tuple[str, str, str]]
-) -> tuple[dict[str, list[str]], dict[str, list[str]], list[tuple[str, str]]]:
-    """The paths ReadWritePaths= and BindPaths= make writable (StateDirectory='s are read apart,
-    :func:`_state_directories`), the words check cannot expand, and the plain ReadWritePaths=
-    entries that do not exist with their file (:func:`_existing_paths`)."""
+def _path_lists(run: _Run, directives: list[tuple[str, str, str]]) -> tuple[list[_Mount], list[str], list[str], list[str]]:
+    """The mounts ReadWritePaths=, ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= and
+    BindPaths= make (StateDirectory='s are read apart, :func:`_state_directories`); the
+    ReadWritePaths= words check cannot expand; the entries that do not exist and fail the unit's
+    namespace, each with its file (:func:`_existing_paths`); and the entries of the others check
+    cannot expand, with theirs."""
     # each setting its own list: an empty assignment resets that setting's, not the others'
-    writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    missing: list[tuple[str, str]] = []
+    mounts: dict[str, list[_Mount]] = {key: [] for key in (*PATH_SETTINGS, "TemporaryFileSystem", "BindPaths")}
+    unknown: dict[str, list[str]] = {key: [] for key in mounts}
+    missing: dict[str, list[str]] = {key: [] for key in mounts}
     for key, value, where in directives:
-        if key not in writable or key == "StateDirectory":
+        if key not in mounts:
             continue
         if not value:  # an empty assignment resets the list
-            writable[key], unknown[key] = [], []
-            if key == "ReadWritePaths":
-                missing = []
+            mounts[key], unknown[key], missing[key] = [], [], []
             continue
         if key == "BindPaths":  # the destination is writable ('/srv/my dir':/x, quotes read before colons)
-            writable[key] += _bind_destinations(value)
+            mounts[key] += [(path, BIND, "BindPaths=") for path in _bind_destinations(value)]
             continue
-        paths, cannot, absent = _existing_paths(run, value)
-        writable[key] += paths
-        unknown[key] += cannot
-        missing += [(word, where) for word in absent]
-    return writable, unknown, missing
+        if key == "TemporaryFileSystem":  # PATH[:OPTIONS]; a tmpfs is made whether PATH exists or not
+            for word in _unit_words(value):
+                spelled, _colon, options = word.partition(":")
+                paths, cannot = _word_paths([spelled], prefixes=False)
+                unknown[key] += [f"{key}={word} ({where})" for _word in cannot]
+                mounts[key] += [(path, TMPFS, f"TemporaryFileSystem={word} ({where})") for path in paths]
+                if "ro" in options.split(","):  # an empty tmpfs, read-only: nothing can be written there
+                    mounts[key] += [(path, READONLY, f"TemporaryFileSystem={word} ({where})") for path in paths]
+            continue
+        existing, cannot, absent = _existing_paths(run, value)
+        unknown[key] += cannot if key == "ReadWritePaths" else [f"{key}={word} ({where})" for word in cannot]
+        mounts[key] += [(path, PATH_SETTINGS[key], f"{key}={word} ({where})") for word, path in existing]
+        missing[key] += [f"{key}={word} ({where})" for word in absent]
+    return (
+        [mount for found in mounts.values() for mount in found],
+        unknown["ReadWritePaths"],
+        [entry for entries in missing.values() for entry in entries],
+        [entry for key, entries in unknown.items() if key != "ReadWritePaths" for entry in entries],
+    )
 
 
-def _existing_paths(run: _Run, value: str) -> tuple[list[str], list[str], list[str]]:
-    """:func:`_unit_paths` of a ReadWritePaths= value, only those that exist on the checked root;
-    and the plain words naming one that does not. namespace.c: such a path fails the unit's
-    namespace (226/NAMESPACE), one with "-" is dropped, its directory left as ProtectSystem= has it."""
-    paths: list[str] = []
+def _existing_paths(run: _Run, value: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The words of a ReadWritePaths=-like value with their paths (:func:`_unit_paths`), only
+    those that exist on the checked root; the words check cannot expand; and the plain words
+    naming one that does not. namespace.c: such a path fails the unit's namespace
+    (226/NAMESPACE), one with "-" is dropped."""
+    paths: list[tuple[str, str]] = []
     unknown: list[str] = []
     missing: list[str] = []
     for word in _unit_words(value):
@@ -1525,7 +1584,7 @@ def _existing_paths(run: _Run, value: str) -> tuple[list[str], list[str], list[s
         unknown += cannot
         for path in found:
             if os.path.exists(_follow(run, run.world.root.join(path.lstrip("/")))):
-                paths.append(path)
+                paths.append((word, path))
             elif not word.startswith("-"):
                 missing.append(word)
     return paths, unknown, missing
