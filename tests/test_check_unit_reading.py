@@ -2,7 +2,11 @@
 CR or a NUL ends one too), which drop-in files apply and in what order (the prefix
 ``spurinv-.service.d/`` and the type-wide ``service.d/`` as well as the unit's own, across the whole
 load path, a name seen first masking the rest, hidden files skipped), lines that are not UTF-8
-(ignored), and ``StateDirectory=`` items (quotes, C escapes, a ``:link``, a word that ends the line).
+(the file stops there), and ``StateDirectory=`` items (quotes, C escapes, a ``:link``, a word that ends the line);
+which unit file (the whole load path), how much of each file (all of it, up to a bound), where a
+file stops (a bad line or section header: the unit file loads no unit, a drop-in ends there),
+and the sandbox as namespace.c builds it (ReadWritePaths= entries that do not exist,
+ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem=, the most specific path deciding).
 
 Each verdict here is the one systemd gives: the comparisons at the end run ``systemd-analyze
 verify`` and ``systemd-analyze security --offline=yes`` on the same files under a temporary
