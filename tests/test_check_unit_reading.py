@@ -125,6 +125,15 @@ def test_a_dash_entry_that_exists_covers_and_a_plain_missing_one_fails_naming_it
     )
 
 
+def test_a_state_directory_makes_its_read_write_path_exist(tmp_path):
+    """systemd makes the StateDirectory= directories before the namespace: a ReadWritePaths= of
+    one (or of its parent) then exists, and the fix check gives on top of such an entry works."""
+    lines = "ProtectSystem=strict\nReadWritePaths=/var/lib/spurinv /var/lib\nStateDirectory=spurinv\n"
+    assert verdict(tmp_path / "a", unit(f"[Service]\n{lines}"), "/var/lib/spurinv", exists=False) is None
+    lines = "ProtectSystem=strict\nReadWritePaths=/var/lib/spurinv/sub\nStateDirectory=spurinv\n"
+    assert verdict(tmp_path / "b", unit(f"[Service]\n{lines}"), "/var/lib/spurinv", exists=False) is not None
+
+
 @pytest.mark.parametrize(
     ("directory", "fix"),
     [

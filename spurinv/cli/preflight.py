@@ -1437,10 +1437,12 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     directives, _refused, too_large = _service_reading(run)
     if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
         return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
-    mounts, unknown, missing, unsure = _path_lists(run, directives)
+    state_names, unread = _state_directories(directives)
+    # systemd makes the StateDirectory= directories before it sets up the namespace
+    made = {os.path.join("/var/lib", name) for name in state_names}
+    mounts, unknown, missing, unsure = _path_lists(run, directives, made)
     if missing:
         return f"{missing[0]} does not exist, so the unit {NAMESPACE_FAILS}", True
-    state_names, unread = _state_directories(directives)
     mounts += [(os.path.join("/var/lib", name), IMPLICIT, "StateDirectory=") for name in state_names]
     mounts += _protections(directives)
     # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
@@ -1531,12 +1533,14 @@ def _protections(directives: list[tuple[str, str, str]]) -> list[_Mount]:
     return mounts
 
 
-def _path_lists(run: _Run, directives: list[tuple[str, str, str]]) -> tuple[list[_Mount], list[str], list[str], list[str]]:
+def _path_lists(
+    run: _Run, directives: list[tuple[str, str, str]], made: set[str]
+) -> tuple[list[_Mount], list[str], list[str], list[str]]:
     """The mounts ReadWritePaths=, ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= and
     BindPaths= make (StateDirectory='s are read apart, :func:`_state_directories`); the
     ReadWritePaths= words check cannot expand; the entries that do not exist and fail the unit's
-    namespace, each with its file (:func:`_existing_paths`); and the entries of the others check
-    cannot expand, with theirs."""
+    namespace, each with its file (:func:`_existing_paths`; ``made``: the directories systemd
+    makes first, and so exist); and the entries of the others check cannot expand, with theirs."""
     # each setting its own list: an empty assignment resets that setting's, not the others'
     mounts: dict[str, list[_Mount]] = {key: [] for key in (*PATH_SETTINGS, "TemporaryFileSystem", "BindPaths")}
     unknown: dict[str, list[str]] = {key: [] for key in mounts}
@@ -1559,7 +1563,7 @@ def _path_lists(run: _Run, directives: list[tuple[str, str, str]]) -> tuple[list
                 if "ro" in options.split(","):  # an empty tmpfs, read-only: nothing can be written there
                     mounts[key] += [(path, READONLY, f"TemporaryFileSystem={word} ({where})") for path in paths]
             continue
-        existing, cannot, absent = _existing_paths(run, value)
+        existing, cannot, absent = _existing_paths(run, value, made)
         unknown[key] += cannot if key == "ReadWritePaths" else [f"{key}={word} ({where})" for word in cannot]
         mounts[key] += [(path, PATH_SETTINGS[key], f"{key}={word} ({where})") for word, path in existing]
         missing[key] += [f"{key}={word} ({where})" for word in absent]
@@ -1571,7 +1575,7 @@ def _path_lists(run: _Run, directives: list[tuple[str, str, str]]) -> tuple[list
     )
 
 
-def _existing_paths(run: _Run, value: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+def _existing_paths(run: _Run, value: str, made: set[str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """The words of a ReadWritePaths=-like value with their paths (:func:`_unit_paths`), only
     those that exist on the checked root; the words check cannot expand; and the plain words
     naming one that does not. namespace.c: such a path fails the unit's namespace
@@ -1583,7 +1587,9 @@ def _existing_paths(run: _Run, value: str) -> tuple[list[tuple[str, str]], list[
         found, cannot = _word_paths([word])
         unknown += cannot
         for path in found:
-            if os.path.exists(_follow(run, run.world.root.join(path.lstrip("/")))):
+            if any(os.path.commonpath([path, place]) == path for place in made) or os.path.exists(
+                _follow(run, run.world.root.join(path.lstrip("/")))
+            ):
                 paths.append((word, path))
             elif not word.startswith("-"):
                 missing.append(word)
