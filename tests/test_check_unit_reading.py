@@ -374,6 +374,18 @@ def test_a_file_too_large_to_check_fails_naming_it(tmp_path):
     assert "big.conf is too large to check" in blocked[0]
 
 
+def test_lines_continued_past_1_mib_end_the_file_as_systemd_does(tmp_path):
+    """config_parse: "Continuation line too long" past LONG_LINE_MAX bytes, each part shorter."""
+    half = "x" * (check.LONG_LINE_MAX // 2)
+    text = f"[Service]\nExecStart=/bin/true\nEnvironment=A={half} \\\n{half}\nProtectSystem=strict\n"
+    found, refused, _too_large = reading(tmp_path, unit(text))
+    assert refused is not None
+    assert "Continuation line too long" in refused[1]
+    assert [key for key, _value, _where in found] == ["ExecStart"]
+    said = analyze(tmp_path, unit(text), "verify")  # -ENOBUFS, the unit not loaded
+    assert "failed to load properly" in said, said[-300:]
+
+
 def test_a_line_of_1_mib_ends_the_file_as_systemd_does(tmp_path):
     """read_line fails at LONG_LINE_MAX bytes ("Line too long"): config_parse stops there, so in
     the unit file the unit does not load and nothing after the line is read."""
@@ -382,6 +394,8 @@ def test_a_line_of_1_mib_ends_the_file_as_systemd_does(tmp_path):
     assert refused is not None
     assert "Line too long" in refused[1]
     assert [key for key, _value, _where in found] == ["ExecStart"]
+    said = analyze(tmp_path, unit(text), "verify")
+    assert "failed to load properly" in said, said[-300:]
 
 
 # --- where a line ends ---------------------------------------------------------------------------

@@ -1086,7 +1086,8 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
     clean"; ``text`` is decoded with surrogateescape to tell), a section header without its "]"
     ("Invalid section header") or with a control character, quote, backslash or DEL in its name
     ("Bad characters in section header", string_is_safe), a line of 1 MiB or more ("Line too
-    long"). In the unit file that loads no unit."""
+    long") or lines continued past 1 MiB ("Continuation line too long"). In the unit file that
+    loads no unit."""
     from spurinv.inventory.sources.status import escaped
     from spurinv.secret import printable
 
@@ -1100,6 +1101,8 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
             text, too_long = "\n".join(raws[: number - 1]), f"line {number} is 1 MiB or longer (Line too long)"
             break
     for raw in schedule.unit_lines(text or ""):
+        if len(raw) > LONG_LINE_MAX // 4 and len(os.fsencode(raw)) > LONG_LINE_MAX:  # joined: each part was shorter
+            return found, "a continued line is longer than 1 MiB (Continuation line too long)"
         line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
         if not line or line.startswith(("#", ";")):
             continue
