@@ -8,6 +8,8 @@ import sys
 
 import pytest
 from faultserver import FaultServer, Gateway
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reliability.hostile import TOKEN, controller_config, write_private
 
 from spurinv import exitcode
@@ -436,8 +438,8 @@ def test_the_launchers_reading_of_a_command_line_knows_the_real_command_tree():
     from spurinv.cli.app import _command
 
     groups: set[tuple[str, ...]] = set()
-    valued: set[str] = set()
-    flags: set[str] = set()
+    valued: dict[tuple[str, ...], set[str]] = {}
+    flags: dict[tuple[str, ...], set[str]] = {}
 
     def walk(command, path):
         if hasattr(command, "commands"):
@@ -445,14 +447,16 @@ def test_the_launchers_reading_of_a_command_line_knows_the_real_command_tree():
         for parameter in command.params:
             for name in [*parameter.opts, *parameter.secondary_opts]:
                 if name.startswith("-"):
-                    (flags if getattr(parameter, "is_flag", False) else valued).add(name)
+                    (flags if getattr(parameter, "is_flag", False) else valued).setdefault(path, set()).add(name)
         for name, sub in getattr(command, "commands", {}).items():
             walk(sub, (*path, name))
 
     walk(_command(), ())
     assert groups == launch._GROUPS
-    assert valued == set(launch._WHAT) - {"PATH"}
-    assert not flags & set(launch._WHAT)
+    assert valued == {path: set(names) for path, names in launch._VALUED.items()}
+    assert {path for path, names in flags.items() if "--json" in names} == set(launch._JSON)
+    assert set().union(*valued.values()) == set(launch._WHAT) - {"PATH"}
+    assert not set().union(*flags.values()) & set(launch._WHAT)
 
 
 @pytest.mark.parametrize(
@@ -463,9 +467,105 @@ def test_the_launchers_reading_of_a_command_line_knows_the_real_command_tree():
         (["--", "--", "status"], ("--",), ["--", "command", ""]),
         (["refresh", "--node", "--", "--json", "-"], ("refresh",), ["command", "flag", "--node", "flag", ""]),
         (["--help", "status", "--node"], ("status",), ["flag", "command", "flag"]),
+        (["check", "--format", "x"], ("check",), ["command", "flag", ""]),
+        (["status", "--root", "/x", "--json"], ("status",), ["command", "flag", "", "flag"]),
+        (["config", "init", "--json", "x"], ("config", "init"), ["command", "command", "flag", ""]),
     ],
 )
 def test_the_launcher_reads_a_command_line_as_click_does(args, path, parts):
     from spurinv.cli import launch
 
     assert launch.parsed(args) == (path, parts)
+
+
+def test_a_flag_the_command_does_not_have_takes_no_value():
+    """status has no --node: click stops at it (No such option), so --json is no value of it;
+    the refusal of ``status --node <not UTF-8>`` named a node name the command never takes."""
+    from spurinv.cli import launch
+
+    assert launch.parsed(["status", "--node", "--json"])[1] == ["command", "flag", "flag"]
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["status", "--json"], True),
+        (["--json", "status"], False),  # the group has no --json: click says "No such option"
+        (["config", "init", "--json"], False),
+        (["config", "show", "--json"], True),
+        (["config", "--json", "show"], False),
+        (["version", "--json"], False),
+        (["bogus", "--json"], False),
+        (["status", "--node", "--json"], True),  # an option status lacks takes no value
+        (["refresh", "--node", "--json"], False),  # refresh's --node does
+        (["--", "status", "--json"], True),
+    ],
+)
+def test_json_is_wanted_where_the_command_has_it(args, wanted):
+    from spurinv.cli import launch
+
+    assert launch.wants_json(args) is wanted
+
+
+WORDS = ["--", "-", "-q", "-qx", "--json", "--bogus", "--bogus=v", "---", "v", "-v", "--=v"]
+
+
+def _click_reading(args: list[str]) -> tuple[tuple[str, ...], list[tuple[str, str]], bool]:
+    """What click's own parser makes of ``args``, an option the command lacks taking no value
+    (click stops there; the launcher reads on, as click would had it been a flag): the command,
+    each option's (name, value) in order, and whether --json is read as the command's flag."""
+    from typer._click import Context  # typer's own click, the one that reads spurinv's argv
+
+    from spurinv.cli.app import _command
+
+    command, rest = _command(), list(args)
+    path: tuple[str, ...] = ()
+    while hasattr(command, "commands"):  # a group: its parser, as click runs it, up to the command's name
+        context = Context(command, info_name="spurinv", resilient_parsing=True)
+        _, largs, _ = command.make_parser(context).parse_args(list(rest))
+        rest = largs  # resilient: an unknown option of the group leaves what follows it unread
+        if not rest or rest[0] not in command.commands:
+            return ((*path, rest[0]) if rest else path), [], False
+        command, path, rest = command.commands[rest[0]], (*path, rest[0]), rest[1:]
+    context = Context(command, info_name=path[-1], ignore_unknown_options=True, resilient_parsing=True)
+    parser = command.make_parser(context)
+    read: list[tuple[str, str]] = []
+    for option in {id(o): o for o in parser._long_opt.values()}.values():
+
+        def process(value, state, option=option, process=option.process):
+            read.append((option._long_opts[0], value))
+            process(value, state)
+
+        option.process = process
+    parser.parse_args(list(rest))
+    valued = [(name, value) for name, value in read if value is not None]
+    return path, valued, any(name == "--json" for name, _ in read)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    before=st.lists(st.sampled_from(["--", "--bogus", "--help"]), max_size=2),
+    path=st.sampled_from([("status",), ("refresh",), ("check",), ("discover",), ("config", "init"), ("config", "show"),
+                          ("fleet",), ("diff",), ("version",)]),
+    words=st.lists(st.sampled_from([*WORDS, "--node", "--state", "--root", "--format", "--config", "--node=v",
+                                    "--state=v", "--accept", "--api=v", "--metrics-file"]), max_size=7),
+)  # fmt: skip
+def test_the_launchers_reading_is_clicks_own(before, path, words):
+    """launch.parsed against click's parser, on the real command tree: the command, the values
+    of its options, and whether --json is its flag."""
+    from spurinv.cli import launch
+
+    args = [*before, *path, *words]
+    clicks_path, clicks_values, clicks_json = _click_reading(args)
+    if clicks_path != path:  # click stops before the command (an option the group lacks)
+        return
+    got_path, parts = launch.parsed(args)
+    start = len(parts) - parts[::-1].index(launch.COMMAND)
+    values = []
+    for at in range(start, len(args)):
+        if parts[at] in launch._WHAT:
+            values.append((parts[at], args[at]))
+        elif parts[at] == launch.FLAG and "=" in args[at] and args[at].partition("=")[0] in launch._VALUED.get(path, ()):
+            values.append(tuple(args[at].split("=", 1)))
+    # click reads a flag that takes a value at the very end as a missing value (its error)
+    assert (got_path, values, launch.wants_json(args)) == (path, clicks_values, clicks_json), parts

@@ -52,9 +52,10 @@ def stand_in(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def setup(repo: Path) -> subprocess.CompletedProcess[str]:
+def setup(repo: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     bin_dir = repo.parent / "bin"
     env = {
+        **extra,
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(repo.parent),
         "PYTHON": str(bin_dir / "python-stand-in"),
@@ -87,9 +88,7 @@ def test_a_venv_whose_python_does_not_run_is_said_and_made_anew(plant, copy):
 
     assert ran.returncode == 0, ran
     said = [line for line in ran.stderr.splitlines() if ".venv" in line]
-    assert said == [
-        "test-setup: .venv/bin/python does not run (its interpreter was removed or upgraded?): making .venv anew"
-    ], ran.stderr
+    assert said == ["test-setup: .venv/bin/python does not run or is older than 3.11: making .venv anew"], ran.stderr
     assert runs(python)
     assert not (copy / ".venv" / "leftover").exists()
     pip_log = Path(
@@ -124,3 +123,56 @@ def test_the_stand_in_checkout_holds_what_test_setup_reads():
     assert "lab/slurm/ensure-slurm.sh" in text
     assert "requirements/test.lock" in text
     assert os.access(REPO / "lab" / "slurm" / "ensure-slurm.sh", os.X_OK)
+
+
+LEFT_ALONE = "left as it is; remove it to rebuild"
+
+
+@pytest.mark.parametrize("shape", ["a link to another venv", "a file"])
+def test_a_venv_that_is_no_directory_of_its_own_is_left_alone(shape, copy):
+    """``venv --clear`` through a link empties the link's target (a worktree's .venv linking to
+    another checkout's), and over a file it fails with an errno: test-setup says so and stops."""
+    other = copy.parent / "other-venv"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python").symlink_to("/nonexistent/python3")
+    (other / "precious").write_text("not test-setup's to remove\n")
+    if shape == "a file":
+        (copy / ".venv").write_text("not a venv\n")
+    else:
+        (copy / ".venv").symlink_to(other)
+
+    ran = setup(copy)
+
+    assert ran.returncode == 1, ran
+    assert [line for line in ran.stderr.splitlines() if "test-setup" in line] == [
+        "test-setup: .venv is a link or not a directory and its python does not run (or is older than 3.11): " + LEFT_ALONE
+    ]
+    assert (other / "precious").exists()
+    assert (copy / ".venv").is_symlink() if shape != "a file" else (copy / ".venv").read_text() == "not a venv\n"
+
+
+def test_a_venv_whose_python_hangs_is_left_alone(copy):
+    """A check that never answers says nothing of what .venv holds: stop, never wipe it."""
+    python = copy / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    stand_in(python, "exec sleep 30")
+    (copy / ".venv" / "mine").write_text("kept\n")
+
+    ran = setup(copy, TEST_SETUP_TIMEOUT="1")
+
+    assert ran.returncode == 1, ran
+    assert ran.stderr.strip() == f"test-setup: .venv/bin/python did not answer within 1 s: .venv {LEFT_ALONE}"
+    assert (copy / ".venv" / "mine").exists()
+
+
+def test_a_venv_older_than_the_project_is_made_anew(copy):
+    """A venv of Python 3.9 runs ``-c pass`` but cannot install spurinv (requires-python)."""
+    python = copy / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    stand_in(python, 'case "$*" in *version_info*) exit 1 ;; esac; exit 0')
+
+    ran = setup(copy)
+
+    assert ran.returncode == 0, ran
+    assert "making .venv anew" in ran.stderr
+    assert runs(python)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from spurinv import __version__, exitcode
-from spurinv.cli.launch import FLAG, parsed
+from spurinv.cli.launch import parsed, wants_json
 from spurinv.cli.streams import OutputError
 from spurinv.errors import ConfigError, SpurinvError, StateError, UsageError
 from spurinv.inventory.root import Root, RootError
@@ -668,10 +668,8 @@ def version() -> None:
 
 
 def _wants_json(args: list[str]) -> bool:
-    """``--json`` where click reads it as the flag: not after the command's "--" nor as a flag's
-    value (``--node --json``), and after a "--" before the command (``spurinv -- status --json``)."""
-    _, parts = parsed(args)
-    return any(word == "--json" and part == FLAG for word, part in zip(args, parts, strict=True))
+    """``--json`` where click reads it as the command's flag (:func:`spurinv.cli.launch.wants_json`)."""
+    return wants_json(args)
 
 
 def _plain(exc: Exception) -> str:

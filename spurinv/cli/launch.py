@@ -153,7 +153,12 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
     name, ...), or, for UTF-8 that an ASCII locale could not decode (``LC_ALL=C
     PYTHONUTF8=0``), to run under a UTF-8 locale. What the argument is comes from where click
     reads it (:func:`parsed`): the value of the flag before it, config init's PATH, or an operand.
-    Every such argument is refused, wherever it stands: none reaches click as a path or a value."""
+    Every such argument is refused, wherever it stands: none reaches click as a path or a value.
+
+    The rule is the argument's bytes, not how this locale decoded them: an encoding that decodes
+    every byte (ISO-8859-1, ``LANG=en_US`` on Debian) hands ``s\xff`` over as ``"sÿ"``, without
+    surrogates; accepted, it named a file whose bytes no message, JSON document or state file
+    spells (they said ``sÿ``, UTF-8 ``c3 bf``). Refused here, it is said as in a UTF-8 locale."""
     from spurinv.inventory.sources.status import escaped
 
     def shown(text: str) -> str:  # its bytes spelled out, and its control characters: a terminal reads the line
@@ -161,13 +166,14 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 
         return printable(escaped(text))
 
+    decoded = _as_utf8_would()
     for position, word in enumerate(args):
-        if escaped(word) != word:
+        if escaped(word := decoded(word)) != word:  # the argument as a UTF-8 locale says it
             path, parts = parsed(args)  # only for a refusal: the tick reads nothing it need not
             part = parts[position]
             if part in _WHAT:  # the value of the flag before it, whatever it looks like
                 flag, named = part, shown(part) + " "
-            elif part == FLAG and word.startswith("--") and "=" in word:  # --node=VALUE: the flag is in the word
+            elif part == FLAG and "=" in word and word.partition("=")[0] in _VALUED.get(path, ()):  # --node=VALUE
                 flag, named = word.partition("=")[0], ""
             elif path == ("config", "init") and part in (OPERAND, FLAG):
                 flag, named = "PATH", "PATH "
@@ -175,10 +181,31 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
                 flag, named = "", ""
             return _refuse(args, f"{named}{shown(word)}: {_why(word, _WHAT.get(flag, 'give an argument that is'))}", "usage")
     for name in ("SPURINV_STATE", "SPURINV_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY"):
-        value = environ.get(name, "")
+        value = decoded(environ.get(name, ""))
         if escaped(value) != value:
             return _refuse(args, f"${name} ({shown(value)}): {_why(value, _WHAT['--state'])}", "config")
     return None
+
+
+def _as_utf8_would() -> "Callable[[str], str]":
+    """A word of argv or environ as a UTF-8 locale would have decoded its bytes: a byte that is
+    not UTF-8 a lone surrogate. Under UTF-8 the word itself (the tick's case: no work); under an
+    ASCII locale too when it holds surrogates, as every byte past 0x7f there does, so that the
+    refusal says what the locale could not decode; under any other, its bytes decoded again."""
+    if sys.getfilesystemencoding().replace("-", "").lower() == "utf8":
+        return lambda word: word
+
+    def decoded(word: str) -> str:
+        from spurinv.inventory.sources.status import has_surrogate
+
+        if has_surrogate(word):
+            return word
+        try:
+            return os.fsencode(word).decode("utf-8", "surrogateescape")
+        except UnicodeError:  # a caller in this process passed a character this encoding has not
+            return word
+
+    return decoded
 
 
 # What click makes of each word of a command line (parsed): a command's name, "--" ending the
@@ -186,6 +213,22 @@ def _not_utf8(args: "list[str]", environ: "Mapping[str, str]") -> "int | None":
 # the value of a flag is marked with the flag's name.
 COMMAND, END, FLAG, OPERAND = "command", "--", "flag", ""
 _GROUPS = frozenset({(), ("config",)})  # the commands that hold commands: spurinv, spurinv config
+# Each command's options that take a value, and the commands that have --json: a command's own,
+# never another's. An option the command does not have takes no value here: click stops at it
+# ("No such option"), so no word after it is its value, and --json after it is the flag click
+# would have read next. tests/test_cli.py holds both to the real command tree.
+_VALUED: "dict[tuple[str, ...], tuple[str, ...]]" = {
+    ("discover",): ("--config", "--format", "--node", "--root"),
+    ("refresh",): ("--accept", "--api", "--config", "--confirm-interval", "--controller-url", "--metrics-file", "--node",
+                   "--root", "--state"),
+    ("check",): ("--config", "--metrics-file", "--node", "--root", "--state"),
+    ("diff",): ("--config", "--root", "--state"),
+    ("status",): ("--state",),
+    ("fleet",): ("--config", "--controller-url", "--metrics-file"),
+    ("config", "init"): ("--config",),
+    ("config", "show"): ("--config",),
+}  # fmt: skip
+_JSON = (("discover",), ("refresh",), ("check",), ("diff",), ("status",), ("fleet",), ("config", "show"))
 
 
 def parsed(args: "Sequence[str]") -> "tuple[tuple[str, ...], list[str]]":
@@ -195,7 +238,9 @@ def parsed(args: "Sequence[str]") -> "tuple[tuple[str, ...], list[str]]":
     names the command whatever it looks like: ``spurinv -- discover --format json`` is discover's
     --format. The command then reads the rest from the start: a flag that takes a value owns the
     next word, whatever it looks like (``--node --``), and after a "--" that is no flag's value
-    every word is an operand. ``tests/test_cli.py`` holds this to the real command tree."""
+    every word is an operand. A flag takes a value only where the command has it: status has no
+    --node, so in ``status --node --json`` both are flags. ``tests/test_cli.py`` holds this to
+    the real command tree, and to click's own parser."""
     path: tuple[str, ...] = ()
     parts: list[str] = []
     at = 0
@@ -213,6 +258,7 @@ def parsed(args: "Sequence[str]") -> "tuple[tuple[str, ...], list[str]]":
             path += (word,) if word != "--" else ()
             at += 1
     ended = False
+    valued = _VALUED.get(path, ())
     while at < len(args):
         word = args[at]
         if ended or word == "-" or not word.startswith("-"):
@@ -220,13 +266,24 @@ def parsed(args: "Sequence[str]") -> "tuple[tuple[str, ...], list[str]]":
         elif word == "--":
             parts.append(END)
             ended = True
-        elif word in _WHAT and at + 1 < len(args):
+        elif word in valued and at + 1 < len(args):
             parts += [FLAG, word]
             at += 1
         else:
             parts.append(FLAG)
         at += 1
     return path, parts
+
+
+def wants_json(args: "Sequence[str]") -> bool:
+    """``--json`` where click reads it as the flag: the command has one, and it stands among the
+    command's options, not before the command (``spurinv --json status``: the group has none),
+    after the command's "--", nor as a flag's value (``refresh --node --json``)."""
+    path, parts = parsed(args)
+    if path not in _JSON:
+        return False
+    start = len(parts) - parts[::-1].index(COMMAND)  # the command's own words
+    return any(word == "--json" and part == FLAG for word, part in zip(args[start:], parts[start:], strict=True))
 
 
 # The fix for a flag's value that is not text, in the words of what the value is
@@ -263,7 +320,7 @@ def _refuse(args: "list[str]", message: str, code: str) -> int:
 
     status = exitcode.USAGE if code == "usage" else exitcode.CONFIG
     sys.stderr.write(f"spurinv: error: {message}\n")
-    if "--json" in args:  # the full CLI decides, reading the line as click does, and speaks JSON
+    if wants_json(args):  # the full CLI speaks JSON
         from spurinv.cli.app import emit_error
 
         emit_error(args, status, code, message)

@@ -130,6 +130,52 @@ def test_a_latin1_locale_changes_no_byte_of_plain_output(latin1, env, args: tupl
     assert (local.returncode, local.stdout) == (plain.returncode, plain.stdout)
 
 
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        ([b"refresh", b"--state", b"{tmp}/s\xff.json"], 64, "--state {tmp}/s\\xff.json: not UTF-8 text; name a path that is"),
+        ([b"refresh", b"--json", b"--state={tmp}/s\xff.json"], 64,
+         "--state={tmp}/s\\xff.json: not UTF-8 text; name a path that is"),
+        ([b"refresh", b"--metrics-file", b"{tmp}/m\xff.prom"], 64,
+         "--metrics-file {tmp}/m\\xff.prom: not UTF-8 text; name a path that is"),
+        ([b"refresh", b"--node", b"n\xff1"], 64, "--node n\\xff1: not UTF-8 text; give a node name that is"),
+        ([b"refresh", b"--controller-url", b"http://h\xff:1"], 64,
+         "--controller-url http://h\\xff:1: not UTF-8 text; give a URL that is"),
+        ([b"config", b"init", b"{tmp}/c\xc3\xbc\xff.toml"], 64,
+         "PATH {tmp}/c\u00fc\\xff.toml: not UTF-8 text; name a path that is"),
+        ([b"status", b"--json"], 78, "$SPURINV_STATE ({tmp}/e\\xff.json): not UTF-8 text; name a path that is"),
+    ],
+    ids=["--state", "--state= --json", "--metrics-file", "--node", "--controller-url", "config init PATH", "$SPURINV_STATE"],
+)  # fmt: skip
+def test_a_latin1_locale_refuses_an_argument_that_is_not_utf8_as_a_utf8_one_does(latin1, env, tmp_path, args, code, said):
+    """ISO-8859-1 decodes every byte, so ``s\\xff`` arrived as ``"sÿ"``, no surrogate to refuse:
+    refresh wrote ``s\\xff.json`` and said ``sÿ.json`` (UTF-8 ``c3 bf``, a name no file has), config
+    init wrote its file under one name and reported another, --controller-url looked up ``hÿ``,
+    $SPURINV_STATE was used as given. The bytes decide: the same line, document and exit code as
+    under a UTF-8 locale, and nothing written."""
+    (tmp_path / "home").mkdir()
+    tmp = os.fsencode(tmp_path / "home")
+    argv = [word.replace(b"{tmp}", tmp) for word in args]
+    outcomes = []
+    for locale in ({"LANG": "C.UTF-8"}, latin1):
+        local = {key.encode(): value.encode() for key, value in {**env, **locale}.items()}
+        if code == 78:
+            local[b"SPURINV_STATE"] = tmp + b"/e\xff.json"
+        local = {k: v for k, v in local.items() if not k.startswith((b"LC_", b"PYTHONIOENCODING", b"PYTHONUTF8"))}
+        ran = subprocess.run([sys.executable, "-m", "spurinv", *argv], env=local, capture_output=True, timeout=120,
+                             check=False)  # fmt: skip
+        outcomes.append((ran.returncode, ran.stdout, ran.stderr))
+    expected = said.replace("{tmp}", str(tmp_path / "home"))
+
+    assert outcomes[0] == outcomes[1], outcomes  # the UTF-8 locale's, byte for byte
+    assert (outcomes[1][0], outcomes[1][2].decode("utf-8")) == (code, f"spurinv: error: {expected}\n")
+    if b"--json" in argv:
+        assert json.loads(outcomes[1][1])["error"]["message"] == expected
+    else:
+        assert outcomes[1][1] == b""
+    assert os.listdir(tmp) == []
+
+
 @pytest.mark.parametrize(("locale", "why"), [("C", "run spurinv under a UTF-8 locale (LANG=C.UTF-8)"), ("C.UTF-8", None)])
 def test_utf8_an_ascii_locale_could_not_decode_says_so_and_json_gets_a_document(locale, why, tmp_path, env):
     """``LC_ALL=C PYTHONUTF8=0``: the interpreter decodes argv as ASCII, so a UTF-8 node name

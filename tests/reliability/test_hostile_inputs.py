@@ -414,6 +414,52 @@ def test_a_refusal_is_a_json_document_where_click_reads_json_as_the_flag(args, d
 
 
 @pytest.mark.parametrize(
+    ("args", "said", "document"),
+    [
+        ([b"status", b"--node", b"n\xff"], "n\\xff: not UTF-8 text; give an argument that is", None),
+        ([b"status", b"--node=n\xff"], "--node=n\\xff: not UTF-8 text; give an argument that is", None),
+        ([b"check", b"--format", b"j\xff"], "j\\xff: not UTF-8 text; give an argument that is", None),
+        ([b"status", b"--node", b"--json", b"n\xff"], "n\\xff: not UTF-8 text; give an argument that is", "status"),
+        ([b"status", b"--root", b"/x", b"--json", b"n\xff"], "n\\xff: not UTF-8 text; give an argument that is", "status"),
+        ([b"config", b"init", b"--json", b"/x/c\xff"], "PATH /x/c\\xff: not UTF-8 text; name a path that is", None),
+        ([b"--json", b"status", b"--state", b"s\xff"], "--state s\\xff: not UTF-8 text; name a path that is", None),
+        ([b"refresh", b"--node", b"--json", b"n\xff"], "n\\xff: not UTF-8 text; give an argument that is", None),
+    ],
+    ids=["status --node", "status --node=", "check --format", "status --node --json", "status --root --json",
+         "config init --json", "--json status", "refresh --node --json"],
+)  # fmt: skip
+def test_a_refusal_reads_only_the_options_the_command_has(args, said, document, env):
+    """status has no --node, check no --format, config init and the group no --json: click stops
+    at such an option ("No such option"), so the word after it is no value of it, and --json
+    there is no flag click reads. The refusal named a node name or a format the command never
+    takes, and gave a JSON document for ``config init --json`` and ``spurinv --json status`` but
+    none for ``status --node --json`` (while ``status --root /x --json`` got one)."""
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert ran.stderr.decode("utf-8") == f"spurinv: error: {said}\n"
+    if document is None:
+        assert ran.stdout == b""
+    else:
+        parsed = json.loads(ran.stdout)
+        assert (parsed["command"], parsed["error"]["message"]) == (document, said)
+
+
+@pytest.mark.parametrize(
+    ("args", "document"),
+    [(["status", "--node", "--json"], True), (["status", "--root", "/x", "--json"], True),
+     (["--json", "status"], False), (["config", "init", "--json", "--bogus"], False)],
+    ids=["status --node --json", "status --root /x --json", "--json status", "config init --json --bogus"],
+)  # fmt: skip
+def test_a_usage_error_is_a_json_document_only_where_the_command_has_json(args, document, env):
+    ran = subprocess.run([sys.executable, "-m", "spurinv", *args], env=env, capture_output=True, text=True, check=False)
+
+    assert ran.returncode == 64, ran
+    assert "No such option" in ran.stderr
+    assert (json.loads(ran.stdout)["error"]["code"] == "usage") if document else ran.stdout == "", ran
+
+
+@pytest.mark.parametrize(
     ("args", "command"),
     [(["--", "status", "--json", "--bogus"], "status"), (["--", "config", "show", "--json", "--bogus"], "config")],
     ids=["-- status", "-- config show"],
