@@ -353,6 +353,16 @@ def test_a_setting_past_64_kib_of_a_drop_in_is_read(tmp_path):
     assert verdict(tmp_path, files) is not None
 
 
+def test_an_environment_file_is_read_past_64_kib(tmp_path):
+    """systemd reads an EnvironmentFile= whole: the state path the unit's runs use may be past
+    64 KiB, where check stopped (and so checked another state directory)."""
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nEnvironmentFile=/etc/spurinv.env\n",
+        "etc/spurinv.env": "#" + "x" * 70000 + "\nSPURINV_STATE=/srv/spurinv/state.json\n",
+    }
+    assert check._unit_environment(_run(tmp_path, files)).get("SPURINV_STATE") == "/srv/spurinv/state.json"
+
+
 def test_a_character_across_64_kib_is_utf_8_to_check(tmp_path):
     """An "é" whose two bytes sit either side of the old 64 KiB cut: the unit loads."""
     text = "[Service]\n#" + "x" * ((1 << 16) - 27) + "\nEnvironment=A=\u00e9\nExecStart=/usr/bin/spurinv refresh\n"

@@ -641,7 +641,7 @@ def _unit_environment(run: _Run) -> dict[str, str]:
                 found[name] = setting
     for name in files:
         if name.startswith("/"):
-            found.update(schedule.assignments(_root_text(run, name) or ""))
+            found.update(schedule.assignments(_root_text(run, name, limit=MAX_UNIT_TEXT) or ""))  # read whole
     for word in unset:  # a bare name drops the variable, NAME=VALUE only that exact assignment
         name, equals, setting = word.partition("=")
         if not equals or found.get(name) == setting:
