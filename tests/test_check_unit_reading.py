@@ -226,6 +226,11 @@ def test_a_path_the_unit_makes_read_only_is_not_writable(tmp_path, setting):
         (f"TemporaryFileSystem=/var/lib:ro\nReadWritePaths={TEXTFILE}", False),  # nothing to bind there
         (f"TemporaryFileSystem=/var/lib:ro\nBindPaths={TEXTFILE}", True),  # a bind mount reaches it
         ("TemporaryFileSystem=/srv:ro", True),
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}", False),  # a read-only bind mount over it
+        (f"BindReadOnlyPaths=/srv:/var/lib\nReadWritePaths={TEXTFILE}", True),  # more specific
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}\nBindPaths=/srv:{TEXTFILE}", False),  # one path: read-only kept
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}\nReadWritePaths={TEXTFILE}", False),
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}\nBindReadOnlyPaths=", True),  # reset
         (f"ProtectSystem=strict\nReadOnlyPaths=/var\nReadWritePaths={TEXTFILE}", True),
         (f"ProtectHome=tmpfs\nReadWritePaths={TEXTFILE}", True),
     ],

@@ -1426,7 +1426,8 @@ def _relative(path: str, specifiers: bool = True) -> str | None:
 
 
 # namespace.c's MountMode, in its order of priority (the first wins among entries of one path)
-INACCESSIBLE, BIND, PRIVATE, READONLY, READWRITE, TMPFS, IMPLICIT = range(7)
+# (a read-only bind mount first among bind mounts: drop_duplicates keeps the read-only flag)
+INACCESSIBLE, BIND_RO, BIND, PRIVATE, READONLY, READWRITE, TMPFS, IMPLICIT = range(8)
 # the settings that list paths, the mode each gives them (TemporaryFileSystem= read apart)
 PATH_SETTINGS = {"InaccessiblePaths": INACCESSIBLE, "ReadOnlyPaths": READONLY, "ReadWritePaths": READWRITE}
 _Mount = tuple[str, int, str]  # a path, its MountMode, the setting that gave it (for the message)
@@ -1489,6 +1490,8 @@ def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
     place, mode, said = above[-1]  # the most specific path, and of its entries the first mode
     if said.startswith("ProtectHome=") and mode != BIND:
         return f"{said} hides {directory}"
+    if mode == BIND_RO:
+        return f"{said} binds {place} read-only over {directory}"
     if mode == READONLY:
         if said == "ProtectSystem=strict":
             return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
@@ -1497,7 +1500,7 @@ def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
         return f"{said} keeps {directory} read-only"
     if mode == TMPFS:
         return f"{said} puts an empty tmpfs over {directory}: what a run writes there is gone after it"
-    tmpfs = next((said for _path, mode, said in reversed(above) if mode in (TMPFS, BIND)), None)
+    tmpfs = next((said for _path, mode, said in reversed(above) if mode in (TMPFS, BIND, BIND_RO)), None)
     if mode in (READWRITE, IMPLICIT) and tmpfs is not None and tmpfs.startswith(("TemporaryFileSystem", "ProtectHome")):
         return f"{tmpfs} puts an empty tmpfs over {directory}, and only BindPaths= reaches below it"
     return None
@@ -1545,7 +1548,9 @@ def _path_lists(
     namespace, each with its file (:func:`_existing_paths`; ``made``: the directories systemd
     makes first, and so exist); and the entries of the others check cannot expand, with theirs."""
     # each setting its own list: an empty assignment resets that setting's, not the others'
-    mounts: dict[str, list[_Mount]] = {key: [] for key in (*PATH_SETTINGS, "TemporaryFileSystem", "BindPaths")}
+    mounts: dict[str, list[_Mount]] = {
+        key: [] for key in (*PATH_SETTINGS, "TemporaryFileSystem", "BindPaths", "BindReadOnlyPaths")
+    }
     unknown: dict[str, list[str]] = {key: [] for key in mounts}
     missing: dict[str, list[str]] = {key: [] for key in mounts}
     for key, value, where in directives:
@@ -1556,6 +1561,9 @@ def _path_lists(
             continue
         if key == "BindPaths":  # the destination is writable ('/srv/my dir':/x, quotes read before colons)
             mounts[key] += [(path, BIND, "BindPaths=") for path in _bind_destinations(value)]
+            continue
+        if key == "BindReadOnlyPaths":  # the same, read-only
+            mounts[key] += [(path, BIND_RO, f"BindReadOnlyPaths= ({where})") for path in _bind_destinations(value)]
             continue
         if key == "TemporaryFileSystem":  # PATH[:OPTIONS]; a tmpfs is made whether PATH exists or not
             for word in _unit_words(value):
