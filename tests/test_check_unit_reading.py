@@ -254,6 +254,13 @@ def test_protect_home_is_read_as_namespace_c_reads_it(tmp_path, lines, writable)
     assert (blocked is None) == writable, blocked
 
 
+def test_a_tmpfs_over_the_directory_is_not_said_to_exit_73():
+    """A writable tmpfs takes the run's writes and drops them after it: a failure, not exit 73."""
+    blocked = f"TemporaryFileSystem=/var/lib (/x) puts an empty tmpfs over /var/lib/x: {check.TMPFS_LOST}"
+    assert check._outcome(blocked) == ""
+    assert check._outcome("ProtectSystem=strict keeps /x read-only") == ", so refresh would exit 73"
+
+
 def test_a_read_only_path_check_cannot_expand_is_not_taken_for_writable(tmp_path):
     blocked = verdict(tmp_path, unit("[Service]\nReadOnlyPaths=%H\n"))
     assert blocked is not None

@@ -94,6 +94,7 @@ MAX_TEXT = 1 << 16  # a crontab or cron.d file is a few kB
 # cannot check the unit
 MAX_UNIT_TEXT = 8 << 20
 NAMESPACE_FAILS = "does not start (226/NAMESPACE)"
+TMPFS_LOST = "what a run writes there is gone after it"
 LONG_LINE_MAX = 1 << 20  # src/basic/def.h: read_line fails at this many bytes without the line end
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
 INSTALL_TIMER = f"systemctl enable --now {TIMER}"
@@ -526,9 +527,9 @@ def _state_found(run: _Run, path: str, directory: str, missing: bool) -> Check:
 
 
 def _outcome(blocked: str) -> str:
-    """What a run makes of the sandbox :func:`_sandbox_blocks` describes: one that does not start
-    says so itself."""
-    return "" if NAMESPACE_FAILS in blocked else ", so refresh would exit 73"
+    """What a run makes of the sandbox :func:`_sandbox_blocks` describes: one that does not start,
+    or writes into a tmpfs of its own, says so itself."""
+    return "" if NAMESPACE_FAILS in blocked or TMPFS_LOST in blocked else ", so refresh would exit 73"
 
 
 def _state_fix(directory: str) -> str:
@@ -1499,7 +1500,7 @@ def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
             return f"{said} keeps {place} read-only"
         return f"{said} keeps {directory} read-only"
     if mode == TMPFS:
-        return f"{said} puts an empty tmpfs over {directory}: what a run writes there is gone after it"
+        return f"{said} puts an empty tmpfs over {directory}: {TMPFS_LOST}"
     tmpfs = next((said for _path, mode, said in reversed(above) if mode in (TMPFS, BIND, BIND_RO)), None)
     if mode in (READWRITE, IMPLICIT) and tmpfs is not None and tmpfs.startswith(("TemporaryFileSystem", "ProtectHome")):
         return f"{tmpfs} puts an empty tmpfs over {directory}, and only BindPaths= reaches below it"
