@@ -683,6 +683,18 @@ def test_without_a_token_file_the_units_credential_source_is_read_and_used(cli, 
 # --- the token the scheduler's runs read -----------------------------------------------------------
 
 
+def on_root(node: Node, *paths: Path) -> None:
+    """``paths`` of this system on the checked root too, as a node has them (a ReadWritePaths=
+    entry counts only where it exists on the root): a directory as a directory, a link as a link."""
+    for path in paths:
+        mirror = node.host / str(path).lstrip("/")
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            mirror.symlink_to(os.readlink(path))
+        else:
+            mirror.mkdir(exist_ok=True)
+
+
 def unit_host(node: Node, service: str, *, cron: bool = False, drop_ins: dict[str, str] | None = None) -> Path:
     """systemd as PID 1 with the service unit (and drop-ins); the cron file only with ``cron``."""
     units = node.host / "etc" / "systemd" / "system"
@@ -853,6 +865,7 @@ def test_a_commented_read_write_paths_does_not_cover_the_metrics_directory(node)
     ReadWritePaths= covers it: refresh would exit 73, so check fails; a drop-in fixes it."""
     textfile = node.tmp / "textfile"
     textfile.mkdir()
+    on_root(node, textfile)
     unit_host(node, f"[Service]\nProtectSystem=strict\nStateDirectory=spurinv\n# ReadWritePaths={textfile}\n")
     node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
     metrics = run_checks(node, None)["metrics"]
@@ -1061,6 +1074,7 @@ def test_a_metrics_file_in_the_units_private_tmp_warns(node, tmp_path):
         pytest.skip("tmp_path is not under /tmp here")
     textfile = node.tmp / "textfile"
     textfile.mkdir()
+    on_root(node, textfile)
     unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={textfile}\nPrivateTmp=yes\n")
     node.config(extra=f'[metrics]\nfile = "{textfile}/spurinv.prom"\n')
     metrics = run_checks(node, None)["metrics"]
@@ -1124,7 +1138,7 @@ def test_a_disabled_timer_with_cron_uses_crons_path_and_no_unit_sandbox(node, tm
         'ReadWritePaths="{d}"',
         "ReadWritePaths=-{d}",
         "ReadWritePaths=+{d}/",
-        "ReadWritePaths=/nonexistent \\\n  {d}",
+        "ReadWritePaths=-/nonexistent \\\n  {d}",  # "-": a path that does not exist is dropped
         "BindPaths={d}",
         "BindPaths=/elsewhere:{d}:rbind",
         # a quoted source holding a blank is one word: quotes are read before the ':' split
@@ -1139,6 +1153,7 @@ def test_valid_read_write_paths_spellings_cover_the_metrics_directory(node, tmp_
     metrics = tmp_path / "ne" / "textfile"
     metrics.mkdir(parents=True)
     (tmp_path / "link").symlink_to(metrics)
+    on_root(node, metrics, tmp_path / "link")
     systemd_host(node)
     line = lines.format(d=metrics, link=tmp_path / "link")
     unit_host(node, f"[Service]\nProtectSystem=strict\n{line}\n")
@@ -1153,6 +1168,7 @@ def test_the_metrics_directory_reached_through_a_symlink_is_covered_by_its_targe
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "ne").symlink_to(real)
+    on_root(node, real)
     systemd_host(node)
     unit_host(node, f"[Service]\nProtectSystem=strict\nReadWritePaths={real}\n")
     node.config(extra=f'[metrics]\nfile = "{tmp_path}/ne/spurinv.prom"\n')
@@ -1166,6 +1182,7 @@ def test_the_read_write_paths_fix_as_given_covers_the_directory(node, tmp_path, 
     DIR is one word of the unit now (quoted, "%%"), as check itself reads it back."""
     metrics = tmp_path / name
     metrics.mkdir()
+    on_root(node, metrics)
     systemd_host(node)
     service = "[Service]\nProtectSystem=strict\nStateDirectory=spurinv\n"
     unit_host(node, service)
@@ -1185,7 +1202,7 @@ def test_the_read_write_paths_fix_as_given_covers_the_directory(node, tmp_path, 
     found = run_checks(node, None)["state"]
     assert "fail" == found.status, found
     told = re.fullmatch(
-        rf"systemctl edit {check.SERVICE}: add \[Service\] (ReadWritePaths=.+) \(or StateDirectory=\)", found.fix
+        rf"mkdir -p -m 0700 .+, then systemctl edit {check.SERVICE}: add \[Service\] (ReadWritePaths=.+)", found.fix
     )
     assert told, found.fix
     unit_host(node, "[Service]\nProtectSystem=strict\n", drop_ins={"state.conf": f"[Service]\n{told[1]}\n"})
@@ -1196,7 +1213,7 @@ def test_an_unknown_specifier_in_read_write_paths_warns_cannot_verify(node, tmp_
     metrics = tmp_path / "ne"
     metrics.mkdir()
     systemd_host(node)
-    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=%h/metrics\n")
+    unit_host(node, "[Service]\nProtectSystem=strict\nReadWritePaths=%H/metrics\n")  # %H: the host name
     node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
     found = run_checks(node, None)["metrics"]
     assert found.status == "warn", found
@@ -1209,6 +1226,7 @@ def test_a_path_with_dot_dot_covers_nothing_as_systemd_ignores_it(node, tmp_path
     metrics = tmp_path / "ne"
     metrics.mkdir()
     (tmp_path / "x").mkdir()
+    on_root(node, metrics, tmp_path / "x")
     systemd_host(node)
     node.config(extra=f'[metrics]\nfile = "{metrics}/spurinv.prom"\n')
     for line in (f"ReadWritePaths={tmp_path}/x/../ne", f"BindPaths={tmp_path}/x/../ne"):
@@ -1224,7 +1242,7 @@ def test_unit_paths_expand_the_specifiers_a_system_unit_uses():
         ["/var/lib/node_exporter", "/var/cache/x", "/var/log", "/tmp/a", "/run/b", "/c"],
         [],
     )
-    assert check._unit_paths("%h/x %") == ([], ["%h/x", "%"])
+    assert check._unit_paths("%H/x %") == ([], ["%H/x", "%"])
 
 
 @pytest.mark.parametrize(
@@ -1309,10 +1327,11 @@ def test_bind_destinations_never_raise_nor_give_an_empty_path(value):
 
 def sandbox(tmp_path, unit: str, *drop_ins: str, directory: str = "/var/lib/node_exporter/textfile"):
     """What the unit's sandbox does to ``directory`` (check's verdict, or None: writable), the unit
-    and its drop-ins under a root of their own."""
+    and its drop-ins under a root of their own, which holds the directory."""
     from types import SimpleNamespace
     from typing import cast
 
+    (tmp_path / "root" / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
     units = tmp_path / "root" / "etc" / "systemd" / "system"
     (units / f"{check.SERVICE}.d").mkdir(parents=True)
     (units / check.SERVICE).write_text("[Service]\n" + unit, encoding="utf-8")
@@ -1422,6 +1441,7 @@ def test_under_the_timer_the_units_spurinv_state_is_the_state_checked(node, tmp_
     assert state.status == "fail", state  # its directory must exist, as refresh requires
     assert str(unit_state) in state.detail
     unit_state.mkdir(mode=0o700)
+    on_root(node, unit_state)
     state = run_unflagged(node)["state"]
     assert state.status == "ok", state
     assert f"{unit_state}" in state.detail

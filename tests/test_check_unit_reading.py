@@ -2,7 +2,11 @@
 CR or a NUL ends one too), which drop-in files apply and in what order (the prefix
 ``spurinv-.service.d/`` and the type-wide ``service.d/`` as well as the unit's own, across the whole
 load path, a name seen first masking the rest, hidden files skipped), lines that are not UTF-8
-(ignored), and ``StateDirectory=`` items (quotes, C escapes, a ``:link``, a word that ends the line).
+(the file stops there), and ``StateDirectory=`` items (quotes, C escapes, a ``:link``, a word that ends the line);
+which unit file (the whole load path), how much of each file (all of it, up to a bound), where a
+file stops (a bad line or section header: the unit file loads no unit, a drop-in ends there),
+and the sandbox as namespace.c builds it (ReadWritePaths= entries that do not exist,
+ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem=, the most specific path deciding).
 
 Each verdict here is the one systemd gives: the comparisons at the end run ``systemd-analyze
 verify`` and ``systemd-analyze security --offline=yes`` on the same files under a temporary
@@ -13,6 +17,11 @@ that matters (the run then exits 73): most rows are such cases, each of which ch
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -28,10 +37,13 @@ TEXTFILE = "/var/lib/node_exporter/textfile"
 UNITS = "etc/systemd/system"
 
 
-def verdict(tmp_path: Path, files: dict[str, str | bytes], directory: str = TEXTFILE):
+def verdict(tmp_path: Path, files: Mapping[str, str | bytes], directory: str = TEXTFILE, exists: bool = True):
     """check's verdict on ``directory`` (None: the unit may write it) for a root holding
-    ``files`` (paths under the root; the unit itself is ``etc/systemd/system/<service>``)."""
+    ``files`` (paths under the root; the unit itself is ``etc/systemd/system/<service>``) and,
+    with ``exists``, the directory (a ReadWritePaths= entry that does not exist covers nothing)."""
     root = tmp_path / "root"
+    if exists:
+        (root / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,6 +54,370 @@ def verdict(tmp_path: Path, files: dict[str, str | bytes], directory: str = TEXT
 
 def unit(text: str | bytes) -> dict[str, str | bytes]:
     return {f"{UNITS}/{check.SERVICE}": text}
+
+
+SERVICE_D = f"{UNITS}/{check.SERVICE}.d"
+
+
+def _run(tmp_path: Path, files: Mapping[str, str | bytes]) -> check._Run:
+    """All the unit reading needs of a run: a root holding ``files``."""
+    verdict(tmp_path, files)  # writes the files
+    return cast("check._Run", SimpleNamespace(world=SimpleNamespace(root=Root(str(tmp_path / "root")))))
+
+
+def reading(tmp_path: Path, files: Mapping[str, str | bytes]):
+    """check's :func:`_service_reading` of a root holding ``files``: the [Service] assignments, the
+    line for which the unit does not load, the file too large to check."""
+    return check._service_reading(_run(tmp_path, files))
+
+
+# --- which unit file ------------------------------------------------------------------------------
+
+
+def test_a_unit_earlier_on_the_load_path_is_the_one_read(tmp_path):
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
+        f"etc/systemd/system.control/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+    }
+    assert verdict(tmp_path, files) is not None
+
+
+def test_the_unit_is_looked_up_on_systemds_load_path():
+    """UNIT_DIRS is `systemd-analyze unit-paths`, in its order."""
+    said = analyzer.analyze("unit-paths", "--no-pager")
+    paths = [line.strip().lstrip("/") for line in said.stdout.splitlines() if line.strip()]
+    if not paths:
+        pytest.skip(f"this systemd-analyze listed no unit paths: {said.stderr[-300:]}")
+    assert list(check.UNIT_DIRS) == paths
+
+
+# --- ReadWritePaths= entries that do not exist ------------------------------------------------------
+
+
+MISSING = "/var/lib/spurinv-left20-missing"
+
+
+@pytest.mark.parametrize("prefix", ["", "-"], ids=["plain: the unit cannot start (226/NAMESPACE)", "dash: ignored"])
+def test_a_read_write_path_that_does_not_exist_covers_nothing(tmp_path, prefix):
+    """check's own fix for a state directory under ProtectSystem=strict is ReadWritePaths=DIR;
+    before the first run DIR does not exist: systemd then fails the namespace (plain) or drops
+    the entry and keeps /var/lib read-only (``-``), and the run never writes DIR. check said ok
+    ("the first run creates it")."""
+    files = {f"{UNITS}/{check.SERVICE}": f"[Service]\nProtectSystem=strict\nReadWritePaths={prefix}{MISSING}\n"}
+    assert verdict(tmp_path, files, MISSING, exists=False) is not None
+
+
+def test_a_dash_entry_that_exists_covers_and_a_plain_missing_one_fails_naming_it(tmp_path):
+    strict = "[Service]\nProtectSystem=strict\n"
+    assert verdict(tmp_path / "a", unit(f"{strict}ReadWritePaths=-{TEXTFILE}\n")) is None
+    blocked = verdict(tmp_path / "b", unit(f"{strict}ReadWritePaths=-/srv/gone {TEXTFILE} /srv/missing\n"))
+    assert blocked is not None
+    assert (
+        blocked[0]
+        == f"ReadWritePaths=/srv/missing (/{UNITS}/{check.SERVICE}) does not exist, so the unit does not start (226/NAMESPACE)"
+    )
+    # a plain missing entry fails the namespace whatever it was meant for, the sandbox or not
+    assert verdict(tmp_path / "c", unit("[Service]\nReadWritePaths=/srv/missing\n")) is not None
+    # an empty assignment drops it with the rest of the list
+    assert (
+        verdict(tmp_path / "d", unit(f"{strict}ReadWritePaths=/srv/missing\nReadWritePaths=\nReadWritePaths={TEXTFILE}\n"))
+        is None
+    )
+
+
+def test_a_state_directory_makes_its_read_write_path_exist(tmp_path):
+    """systemd makes the StateDirectory= directories before the namespace: a ReadWritePaths= of
+    one (or of its parent) then exists, and the fix check gives on top of such an entry works."""
+    lines = "ProtectSystem=strict\nReadWritePaths=/var/lib/spurinv /var/lib\nStateDirectory=spurinv\n"
+    assert verdict(tmp_path / "a", unit(f"[Service]\n{lines}"), "/var/lib/spurinv", exists=False) is None
+    lines = "ProtectSystem=strict\nReadWritePaths=/var/lib/spurinv/sub\nStateDirectory=spurinv\n"
+    assert verdict(tmp_path / "b", unit(f"[Service]\n{lines}"), "/var/lib/spurinv", exists=False) is not None
+
+
+@pytest.mark.parametrize(
+    ("directory", "fix"),
+    [
+        ("/var/lib/spurinv", "StateDirectory=spurinv and StateDirectoryMode=0700"),
+        ("/var/lib/a/b", "StateDirectory=a/b and StateDirectoryMode=0700"),
+        ("/srv/state", "ReadWritePaths=/srv/state"),
+        ("/var/lib/x y", 'ReadWritePaths="/var/lib/x y"'),
+        ("/var/lib/private/x", "ReadWritePaths=/var/lib/private/x"),
+    ],
+)
+def test_the_state_fix_prefers_a_state_directory(tmp_path, directory, fix):
+    """ReadWritePaths=DIR for a state directory not made yet fails the unit (226/NAMESPACE):
+    StateDirectory= has systemd create it. A fix written as told lets the unit write it."""
+    told = check._state_fix(directory)
+    assert told.endswith(f"add [Service] {fix}"), told
+    line = fix.replace(" and ", "\n")
+    exists = not fix.startswith("StateDirectory=")  # the mkdir the fix starts with, else systemd's
+    assert verdict(tmp_path, unit(f"[Service]\nProtectSystem=strict\n{line}\n"), directory, exists) is None
+
+
+# --- a verdict check cannot be sure of -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["%V/spurinv", "%H/spurinv"])
+def test_the_state_check_says_why_it_cannot_tell(tmp_path, entry):
+    """ProtectSystem=strict and only a ReadWritePaths= with a specifier check did not expand
+    (%V is /var/tmp; %H, the host name, it still does not): systemd keeps /var/lib read-only;
+    the metrics check warned, the state check said ok."""
+    if os.path.lexists("/var/lib/spurinv"):
+        pytest.skip("this machine has a /var/lib/spurinv: the state check would read it")
+    root = tmp_path / "root"
+    (root / "run/systemd/system").mkdir(parents=True)
+    (root / UNITS).mkdir(parents=True)
+    (root / UNITS / check.SERVICE).write_text(
+        f"[Service]\nExecStart=/usr/bin/spurinv refresh\nProtectSystem=strict\nReadWritePaths={entry}\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "SPURINV_STATE": str(home / "state" / "state.json"),
+        "SPURINV_CONFIG": str(home / "config.toml"),
+        "LANG": "C.UTF-8",
+    }
+    ran = subprocess.run(
+        [sys.executable, "-m", "spurinv", "check", "--root", str(root), "--json"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    state = next(item for item in json.loads(ran.stdout)["checks"] if item["name"] == "state")
+    assert state["status"] != "ok" or "ReadWritePaths" in state["detail"]
+    if entry.startswith("%V"):  # /var/tmp/spurinv, not on the root: the unit does not start
+        assert state["status"] == "fail", state
+        assert "ReadWritePaths=%V/spurinv" in state["detail"]
+    else:
+        assert state["status"] == "warn", state
+        assert "cannot verify" in state["detail"]
+
+
+def test_the_system_managers_specifiers_are_expanded():
+    assert check._unit_paths("%V/a %E/b %h/c %T/d") == (["/var/tmp/a", "/etc/b", "/root/c", "/tmp/d"], [])
+
+
+# --- read-only, inaccessible and tmpfs paths --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [f"ReadOnlyPaths={TEXTFILE}", "InaccessiblePaths=/var/lib", "TemporaryFileSystem=/var/lib:ro"],
+)
+def test_a_path_the_unit_makes_read_only_is_not_writable(tmp_path, setting):
+    """systemd.exec(5): each keeps the directory from being written; check read none of them."""
+    files = {f"{UNITS}/{check.SERVICE}": f"[Service]\n{setting}\n"}
+    assert verdict(tmp_path, files) is not None
+
+
+@pytest.mark.parametrize(
+    ("lines", "writable"),
+    [
+        (f"ReadOnlyPaths=/var/lib\nReadWritePaths={TEXTFILE}", True),  # the most specific path wins
+        (f"ReadWritePaths=/var/lib\nReadOnlyPaths={TEXTFILE}", False),
+        (f"ReadWritePaths={TEXTFILE}\nReadOnlyPaths={TEXTFILE}", False),  # one path: read-only first
+        (f"InaccessiblePaths=/var/lib\nReadWritePaths={TEXTFILE}", False),  # hides all below it
+        (f"InaccessiblePaths=/var/lib\nBindPaths=/srv:{TEXTFILE}", False),
+        (f"ReadOnlyPaths={TEXTFILE}\nReadOnlyPaths=", True),  # an empty assignment resets the list
+        ("ReadOnlyPaths=-/srv/missing", True),  # "-": dropped
+        ("ReadOnlyPaths=/srv/missing", False),  # plain: the namespace fails (226/NAMESPACE)
+        ("TemporaryFileSystem=/var/lib", False),  # an empty tmpfs: what the run writes there is gone
+        (f"TemporaryFileSystem=/var/lib:ro\nReadWritePaths={TEXTFILE}", False),  # nothing to bind there
+        (f"TemporaryFileSystem=/var/lib:ro\nBindPaths={TEXTFILE}", True),  # a bind mount reaches it
+        ("TemporaryFileSystem=/srv:ro", True),
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}", False),  # a read-only bind mount over it
+        (f"BindReadOnlyPaths=/srv:/var/lib\nReadWritePaths={TEXTFILE}", True),  # more specific
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}\nBindPaths=/srv:{TEXTFILE}", False),  # one path: read-only kept
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}\nReadWritePaths={TEXTFILE}", False),
+        (f"BindReadOnlyPaths=/srv:{TEXTFILE}\nBindReadOnlyPaths=", True),  # reset
+        (f"ProtectSystem=strict\nReadOnlyPaths=/var\nReadWritePaths={TEXTFILE}", True),
+        (f"ProtectHome=tmpfs\nReadWritePaths={TEXTFILE}", True),
+    ],
+)
+def test_the_most_specific_path_decides_as_namespace_c_does(tmp_path, lines, writable):
+    blocked = verdict(tmp_path, unit(f"[Service]\n{lines}\n"))
+    assert (blocked is None) == writable, blocked
+
+
+@pytest.mark.parametrize(
+    ("lines", "writable"),
+    [
+        ("ProtectHome=read-only\nReadWritePaths=/root/x", True),  # more specific than /root
+        ("ProtectHome=yes\nReadWritePaths=/root/x", False),  # inaccessible: drop_inaccessible drops it
+        ("ProtectHome=tmpfs\nReadWritePaths=/root/x", False),  # nothing to bind in the empty tmpfs
+        ("ProtectHome=tmpfs\nBindPaths=/root/x", True),  # systemd.exec(5): what BindPaths= is for
+    ],
+)
+def test_protect_home_is_read_as_namespace_c_reads_it(tmp_path, lines, writable):
+    blocked = verdict(tmp_path, unit(f"[Service]\n{lines}\n"), "/root/x")
+    assert (blocked is None) == writable, blocked
+
+
+def test_a_tmpfs_over_the_directory_is_not_said_to_exit_73():
+    """A writable tmpfs takes the run's writes and drops them after it: a failure, not exit 73."""
+    blocked = f"TemporaryFileSystem=/var/lib (/x) puts an empty tmpfs over /var/lib/x: {check.TMPFS_LOST}"
+    assert check._outcome(blocked) == ""
+    assert check._outcome("ProtectSystem=strict keeps /x read-only") == ", so refresh would exit 73"
+
+
+def test_a_read_only_path_check_cannot_expand_is_not_taken_for_writable(tmp_path):
+    blocked = verdict(tmp_path, unit("[Service]\nReadOnlyPaths=%H\n"))
+    assert blocked is not None
+    assert not blocked[1]  # not certain: a warning
+    assert "ReadOnlyPaths=%H" in blocked[0]
+
+
+def test_the_messages_name_the_setting_and_its_file(tmp_path):
+    said = verdict(tmp_path / "a", unit(f"[Service]\nReadOnlyPaths={TEXTFILE}\n"))
+    assert said == (f"ReadOnlyPaths={TEXTFILE} (/{UNITS}/{check.SERVICE}) keeps {TEXTFILE} read-only", True)
+    said = verdict(tmp_path / "b", unit("[Service]\nInaccessiblePaths=/var\n"))
+    assert said == (f"InaccessiblePaths=/var (/{UNITS}/{check.SERVICE}) hides {TEXTFILE}", True)
+
+
+# --- section headers ---------------------------------------------------------------------------
+
+
+def test_a_section_header_with_bad_characters_stops_the_file(tmp_path):
+    """systemd 252's config_parse refuses a section name that is not string_is_safe ("Bad
+    characters in section header"): in the unit file it loads no unit (systemd-analyze verify:
+    "failed to load properly: Bad message"), in a drop-in it ends that drop-in, so its
+    ReadWritePaths= below is not in force. check took both as plain headers and said ok."""
+    unit_file = {f"{UNITS}/{check.SERVICE}": '[Unit "x"]\n[Service]\nExecStart=/usr/bin/spurinv refresh\n'}
+    assert check._service_reading(_run(tmp_path / "unit", unit_file))[1] is not None
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": f"[X-Note\t]\n[Service]\nReadWritePaths={TEXTFILE}\n",
+    }
+    assert verdict(tmp_path / "drop-in", files) is not None
+
+
+@pytest.mark.parametrize("bad", ['"', "'", "\\", "\x7f", "\x01", "\t", "\x1b"])
+def test_each_character_systemd_refuses_in_a_section_name_ends_the_drop_in(tmp_path, bad):
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": f"[X-No{bad}te]\n[Service]\nReadWritePaths={TEXTFILE}\n",
+    }
+    assert verdict(tmp_path, files) is not None
+
+
+def test_a_section_name_of_other_characters_is_a_section(tmp_path):
+    """Only control characters, quotes, backslash and DEL are refused: an "é" or a blank is not."""
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": f"[X-Not\u00e9 d]\n[Service]\nReadWritePaths={TEXTFILE}\n",
+    }
+    assert verdict(tmp_path, files) is None
+
+
+# --- a drop-in's bad line ------------------------------------------------------------------------
+
+
+def test_a_drop_in_stops_at_its_bad_line_and_the_unit_still_loads(tmp_path):
+    # systemd-analyze verify: "a.conf:3: String is not UTF-8 clean" and the unit loads; the
+    # lines of a.conf after that one are not applied (a ProtectSystem=strict there is not in force)
+    files: dict[str, str | bytes] = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nProtectSystem=strict\n",
+        f"{SERVICE_D}/a.conf": b"[Service]\n#x\nEnvironment=A=\xff\nReadWritePaths=" + TEXTFILE.encode() + b"\n",
+    }
+    run = _run(tmp_path, files)
+    assert check._service_reading(run)[1] is None
+    assert check._sandbox_blocks(run, TEXTFILE) is not None
+
+
+@pytest.mark.parametrize(
+    "bad", [b"[Service\n", b"[X-\x7f]\n", b"Environment=A=\xff\n"], ids=["no-bracket", "bad-name", "not-utf-8"]
+)
+def test_a_drop_in_bad_line_ends_that_drop_in_only(tmp_path, bad):
+    """The unit loads; a.conf's lines before the bad one apply, its lines after it do not, and a
+    later drop-in applies whole (unit_load_dropin ignores config_parse's error)."""
+    files: dict[str, str | bytes] = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/bin/true\n",
+        f"{SERVICE_D}/a.conf": b"[Service]\nNice=1\n" + bad + b"[Service]\nNice=2\n",
+        f"{SERVICE_D}/b.conf": "[Service]\nNice=3\n",
+    }
+    found, refused, _too_large = reading(tmp_path, files)
+    assert refused is None
+    assert [value for key, value, _where in found if key == "Nice"] == ["1", "3"]
+
+
+def test_the_schedule_check_warns_of_a_drop_in_systemd_stops_reading(tmp_path):
+    files: dict[str, str | bytes] = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/bin/true\n",
+        f"{SERVICE_D}/a.conf": b"[Service]\nEnvironment=A=\xff\n",
+    }
+    stopped = check._drop_in_stops(_run(tmp_path, files))
+    assert stopped is not None
+    assert stopped[0] == f"/{SERVICE_D}/a.conf"
+    assert "is not UTF-8" in stopped[1]
+
+
+# --- how much of a file is read ------------------------------------------------------------------
+
+
+def test_a_setting_past_64_kib_of_a_drop_in_is_read(tmp_path):
+    """systemd reads a unit file or drop-in whole: check stopped at 64 KiB and missed this."""
+    comment = "#" + "x" * 70000 + "\n"
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
+        f"{SERVICE_D}/a.conf": f"[Service]\n{comment}ProtectSystem=strict\n",
+    }
+    assert verdict(tmp_path, files) is not None
+
+
+def test_an_environment_file_is_read_past_64_kib(tmp_path):
+    """systemd reads an EnvironmentFile= whole: the state path the unit's runs use may be past
+    64 KiB, where check stopped (and so checked another state directory)."""
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nEnvironmentFile=/etc/spurinv.env\n",
+        "etc/spurinv.env": "#" + "x" * 70000 + "\nSPURINV_STATE=/srv/spurinv/state.json\n",
+    }
+    assert check._unit_environment(_run(tmp_path, files)).get("SPURINV_STATE") == "/srv/spurinv/state.json"
+
+
+def test_a_character_across_64_kib_is_utf_8_to_check(tmp_path):
+    """An "é" whose two bytes sit either side of the old 64 KiB cut: the unit loads."""
+    text = "[Service]\n#" + "x" * ((1 << 16) - 27) + "\nEnvironment=A=\u00e9\nExecStart=/usr/bin/spurinv refresh\n"
+    assert text.encode().index("\u00e9".encode()) == (1 << 16) - 1
+    found, refused, too_large = reading(tmp_path, unit(text))
+    assert (refused, too_large) == (None, None)
+    assert ("Environment", "A=\u00e9", f"/{UNITS}/{check.SERVICE}") in found
+
+
+def test_a_file_too_large_to_check_fails_naming_it(tmp_path):
+    files = {
+        f"{UNITS}/{check.SERVICE}": "[Service]\nExecStart=/usr/bin/spurinv refresh\n",
+        f"{SERVICE_D}/big.conf": "[Service]\n" + ("#" + "x" * 1000 + "\n") * (check.MAX_UNIT_TEXT // 1000),
+    }
+    assert reading(tmp_path, files)[2] == f"/{SERVICE_D}/big.conf"
+    blocked = verdict(tmp_path, files)
+    assert blocked is not None
+    assert blocked[1]
+    assert "big.conf is too large to check" in blocked[0]
+
+
+def test_lines_continued_past_1_mib_end_the_file_as_systemd_does(tmp_path):
+    """config_parse: "Continuation line too long" past LONG_LINE_MAX bytes, each part shorter."""
+    half = "x" * (check.LONG_LINE_MAX // 2)
+    text = f"[Service]\nExecStart=/bin/true\nEnvironment=A={half} \\\n{half}\nProtectSystem=strict\n"
+    found, refused, _too_large = reading(tmp_path, unit(text))
+    assert refused is not None
+    assert "Continuation line too long" in refused[1]
+    assert [key for key, _value, _where in found] == ["ExecStart"]
+    said = analyze(tmp_path, unit(text), "verify")  # -ENOBUFS, the unit not loaded
+    assert "failed to load properly" in said, said[-300:]
+
+
+def test_a_line_of_1_mib_ends_the_file_as_systemd_does(tmp_path):
+    """read_line fails at LONG_LINE_MAX bytes ("Line too long"): config_parse stops there, so in
+    the unit file the unit does not load and nothing after the line is read."""
+    text = "[Service]\nExecStart=/usr/bin/spurinv refresh\nEnvironment=A=" + "x" * check.LONG_LINE_MAX + "\n"
+    found, refused, _too_large = reading(tmp_path, unit(text + "ProtectSystem=strict\n"))
+    assert refused is not None
+    assert "Line too long" in refused[1]
+    assert [key for key, _value, _where in found] == ["ExecStart"]
+    said = analyze(tmp_path, unit(text), "verify")
+    assert "failed to load properly" in said, said[-300:]
 
 
 # --- where a line ends ---------------------------------------------------------------------------
@@ -67,7 +443,7 @@ def test_a_line_end_systemd_sees_is_one_check_sees(tmp_path, text):
 @pytest.mark.parametrize(
     "text",
     [
-        "[Service]\nProtectSystem=strict\nReadWritePaths=/srv \\\n\r/var/lib/node_exporter/textfile\n",  # LF CR: one end
+        "[Service]\nProtectSystem=strict\nReadWritePaths=-/srv \\\n\r/var/lib/node_exporter/textfile\n",  # LF CR: one end
         "[Service]\r\nProtectSystem=strict\r\nReadWritePaths=/var/lib/node_exporter/textfile\r\n",  # CRLF
         "\ufeff[Service]\nProtectSystem=strict\nReadWritePaths=/var/lib/node_exporter/textfile\n",  # a BOM first
     ],
@@ -85,22 +461,41 @@ def test_an_escaped_backslash_at_the_end_continues_nothing(tmp_path):
     assert schedule.unit_lines("a\\\\\nb\\\nc\n") == ["a\\\\", "b c"]
 
 
-@pytest.mark.parametrize(
-    ("name", "text", "said"),
-    [
-        (
-            f"{UNITS}/{check.SERVICE}.d/10-paths.conf",
-            b"[Service]\nReadWritePaths=/var/lib/node_exporter/textfile /srv/\xff\n",
-            "the line `ReadWritePaths=/var/lib/node_exporter/textfile /srv/\\xff` is not UTF-8",
-        ),
-        (f"{UNITS}/service.d/10-x.conf", b"[Service\nProtectSystem=strict\n", "the line `[Service` is a section header"),
-    ],
-    ids=["not-utf8", "section-header"],
-)
-def test_a_unit_systemd_does_not_load_fails_the_schedule_naming_the_file_and_line(node, name, text, said):
-    """systemd 252 loads no unit from a file with a line that is not UTF-8 or a broken section
-    header ("failed to load properly"): the timer starts nothing. check read the line with U+FFFD
-    for the byte (and counted the directory writable), or skipped the header, and said ok."""
+BAD_LINES = [
+    (
+        b"[Service]\nReadWritePaths=/var/lib/node_exporter/textfile /srv/\xff\n",
+        "the line `ReadWritePaths=/var/lib/node_exporter/textfile /srv/\\xff` is not UTF-8",
+    ),
+    (b"[Service\nProtectSystem=strict\n", "the line `[Service` is a section header"),
+]
+
+
+@pytest.mark.parametrize(("text", "said"), BAD_LINES, ids=["not-utf8", "section-header"])
+def test_a_unit_systemd_does_not_load_fails_the_schedule_naming_the_file_and_line(node, text, said):
+    """systemd 252 loads no unit from a unit file with a line that is not UTF-8 or a broken
+    section header ("failed to load properly"): the timer starts nothing. check read the line with
+    U+FFFD for the byte (and counted the directory writable), or skipped the header, and said ok."""
+    from test_check import SPURINV, run_checks, systemd_host, unit_host
+
+    systemd_host(node)
+    name = f"{UNITS}/{check.SERVICE}"
+    unit_host(node, "")
+    (node.host / name).write_bytes(f"[Service]\nExecStart={SPURINV} refresh --quiet\n".encode() + text)
+    node.config()
+
+    found = run_checks(node, None)["schedule"]
+
+    assert (found.status, found.exit_code) == ("fail", 78), found
+    assert f"systemd does not load {check.SERVICE}: in /{name}, {said}" in found.detail, found.detail
+    assert f"/{name}" in found.fix
+
+
+@pytest.mark.parametrize(("text", "said"), BAD_LINES, ids=["not-utf8", "section-header"])
+@pytest.mark.parametrize("name", [f"{UNITS}/{check.SERVICE}.d/10-x.conf", f"{UNITS}/service.d/10-x.conf"])
+def test_a_drop_in_systemd_stops_reading_warns_naming_the_file_and_line(node, name, text, said):
+    """In a drop-in the same line does not stop the unit loading (unit_load_dropin ignores
+    config_parse's error; systemd-analyze verify logs the line and goes on): systemd only stops
+    reading that drop-in there. check said the unit does not load."""
     from test_check import SPURINV, run_checks, systemd_host, unit_host
 
     systemd_host(node)
@@ -112,9 +507,9 @@ def test_a_unit_systemd_does_not_load_fails_the_schedule_naming_the_file_and_lin
 
     found = run_checks(node, None)["schedule"]
 
-    assert (found.status, found.exit_code) == ("fail", 78), found
-    assert f"systemd does not load {check.SERVICE}: in /{name}, {said}" in found.detail, found.detail
-    assert f"/{name}" in found.fix
+    assert found.status == "warn", found
+    assert f"in /{name}, {said}" in found.detail, found.detail
+    assert "systemd applies none of its lines from there on" in found.detail
 
 
 @pytest.fixture
@@ -281,6 +676,22 @@ LAYOUTS = {
     },
     "hidden": {**unit("[Service]\nExecStart=/bin/true\n"), f"{UNITS}/{check.SERVICE}.d/.x.conf": STRICT},
     "control": {**unit("[Service]\nExecStart=/bin/true\n"), f"etc/systemd/system.control/{check.SERVICE}.d/x.conf": STRICT},
+    "past-64-kib": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": "#" + "x" * 70000 + "\n" + STRICT},
+    "drop-in-not-utf-8": {
+        **unit("[Service]\nExecStart=/bin/true\n"),
+        f"{SERVICE_D}/x.conf": b"[Service]\nEnvironment=A=\xff\nProtectSystem=strict\n",
+        f"{SERVICE_D}/y.conf": "[Service]\nType=oneshot\n",
+    },
+    "drop-in-bad-then-strict": {
+        **unit("[Service]\nExecStart=/bin/true\n"),
+        f"{SERVICE_D}/x.conf": "[Service\nProtectSystem=no\n",
+        f"{SERVICE_D}/y.conf": STRICT,
+    },
+    "unit-in-control": {
+        **unit("[Service]\nExecStart=/bin/true\n"),
+        f"etc/systemd/system.control/{check.SERVICE}": "[Service]\nExecStart=/bin/true\nProtectSystem=strict\n",
+    },
+    "bad-header": {**unit("[Service]\nExecStart=/bin/true\n"), f"{SERVICE_D}/x.conf": '[X-"a"]\n' + STRICT},
 }
 
 

@@ -63,17 +63,16 @@ NAMES: tuple[CheckName, ...] = (
 )
 TIMER = "spurinv-refresh.timer"
 SERVICE = "spurinv-refresh.service"
-# systemd.unit(5)'s system unit search path, first wins (/lib: a Debian without merged /usr)
-UNIT_DIRS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system", "lib/systemd/system",
-             "usr/lib/systemd/system")  # fmt: skip
-# where systemd 252 looks for a system unit's drop-in directories, highest priority first:
-# systemd.unit(5) "Unit File Load Path" (Table 1, with the .attached portable-service directories
-# `systemd-analyze verify` lists); a drop-in file masks one of the same name further down
-DROP_IN_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/systemd/transient",
-                "run/systemd/generator.early", "etc/systemd/system", "etc/systemd/system.attached",
-                "run/systemd/system", "run/systemd/system.attached", "run/systemd/generator",
-                "usr/local/lib/systemd/system", "lib/systemd/system", "usr/lib/systemd/system",
-                "run/systemd/generator.late")  # fmt: skip
+# systemd 252's system unit load path, highest priority first (lookup_paths_init in
+# src/basic/path-lookup.c, as `systemd-analyze unit-paths` lists it; /lib: a Debian without
+# merged /usr): the first directory holding the unit file is the one loaded, and a drop-in file
+# masks one of the same name further down
+UNIT_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/systemd/transient",
+             "run/systemd/generator.early", "etc/systemd/system", "etc/systemd/system.attached",
+             "run/systemd/system", "run/systemd/system.attached", "run/systemd/generator",
+             "usr/local/lib/systemd/system", "lib/systemd/system", "usr/lib/systemd/system",
+             "run/systemd/generator.late")  # fmt: skip
+DROP_IN_DIRS = UNIT_DIRS  # the drop-in directories are looked for on the same path
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
@@ -89,7 +88,14 @@ LOCAL = ("register_command", "schedule", "udev")
 LOCAL_SECONDS = 10.0
 PRIVATE_TMP = ("/tmp", "/var/tmp")  # noqa: S108 (what PrivateTmp= replaces, compared with, never written)
 LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
-MAX_TEXT = 1 << 16  # a unit, crontab or cron.d file is a few kB
+MAX_TEXT = 1 << 16  # a crontab or cron.d file is a few kB
+# systemd reads a unit file or drop-in whole, refusing only a line of LONG_LINE_MAX bytes or more
+# (config_parse: "Line too long"); check reads one whole up to this bound and past it says it
+# cannot check the unit
+MAX_UNIT_TEXT = 8 << 20
+NAMESPACE_FAILS = "does not start (226/NAMESPACE)"
+TMPFS_LOST = "what a run writes there is gone after it"
+LONG_LINE_MAX = 1 << 20  # src/basic/def.h: read_line fails at this many bytes without the line end
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
 INSTALL_TIMER = f"systemctl enable --now {TIMER}"
 INSTALL_CRON = "install -m 0644 systemd/spurinv.cron /etc/cron.d/spurinv"
@@ -445,8 +451,6 @@ def _node(run: _Run) -> Check:
 
 
 def _state(run: _Run) -> Check:
-    from spurinv.refresh import check_node
-    from spurinv.state import file as state_file
 
     if (skipped := _needs(run, "state", "config", "node")) is not None:
         return skipped
@@ -462,14 +466,27 @@ def _state(run: _Run) -> Check:
         if isinstance(exc, store.Unsafe):
             fix = f"chown root {word} && chmod 0700 {word}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
-    if "systemd" in _schedulers(run):
-        blocked = _sandbox_blocks(run, directory)
-        if blocked is not None and blocked[1]:
-            return Check(
-                "state", "fail", f"state directory {directory}: under the unit {blocked[0]}, so refresh would exit 73",
-                f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (or StateDirectory=)",
-                exitcode.CANTCREAT,
-            )  # fmt: skip
+    blocked = _sandbox_blocks(run, directory) if "systemd" in _schedulers(run) else None
+    if blocked is not None and blocked[1]:
+        return Check(
+            "state", "fail", f"state directory {directory}: under the unit {blocked[0]}{_outcome(blocked[0])}",
+            _state_fix(directory), exitcode.CANTCREAT,
+        )  # fmt: skip
+    found = _state_found(run, path, directory, missing)
+    if blocked is not None and found.status == "ok":  # not certain: say so, as the metrics check does
+        return Check(
+            "state", "warn", f"{found.detail}; but under the unit {blocked[0]}: cannot verify", _state_fix(directory),
+        )  # fmt: skip
+    return found
+
+
+def _state_found(run: _Run, path: str, directory: str, missing: bool) -> Check:
+    """The state check past the sandbox: the directory and the state file in it."""
+    from spurinv.refresh import check_node
+    from spurinv.state import file as state_file
+
+    assert run.options is not None
+    assert run.node is not None
     if missing:
         existing = directory
         while not os.path.lexists(existing):
@@ -507,6 +524,26 @@ def _state(run: _Run) -> Check:
     last = run.state["last"]
     told = f"; last run {last['at']:%Y-%m-%d %H:%M:%SZ} exit {last['exit_code']}" if last is not None else ""
     return _cache_checked(path, f"{path} (directory mode {_mode(directory)}; {origin}){told}")
+
+
+def _outcome(blocked: str) -> str:
+    """What a run makes of the sandbox :func:`_sandbox_blocks` describes: one that does not start,
+    or writes into a tmpfs of its own, says so itself."""
+    return "" if NAMESPACE_FAILS in blocked or TMPFS_LOST in blocked else ", so refresh would exit 73"
+
+
+def _state_fix(directory: str) -> str:
+    """The unit line that lets the run write the state directory: StateDirectory= for one under
+    /var/lib (systemd creates it before each start; a ReadWritePaths= entry that does not exist
+    yet fails the unit's namespace), ReadWritePaths= after a mkdir for any other."""
+    import re
+
+    name = os.path.relpath(directory, "/var/lib")
+    # a name StateDirectory= reads back as spelled: no quote, escape, specifier, ":" or blank
+    if re.fullmatch(r"[A-Za-z0-9_.@+-]+(/[A-Za-z0-9_.@+-]+)*", name) and _relative(name) == name:
+        return f"systemctl edit {SERVICE}: add [Service] StateDirectory={name} and StateDirectoryMode=0700"
+    line = f"ReadWritePaths={_unit_path(directory)}"
+    return f"mkdir -p -m 0700 {_word(directory)}, then systemctl edit {SERVICE}: add [Service] {line}"
 
 
 def _cache_checked(path: str, found: str) -> Check:
@@ -605,7 +642,7 @@ def _unit_environment(run: _Run) -> dict[str, str]:
                 found[name] = setting
     for name in files:
         if name.startswith("/"):
-            found.update(schedule.assignments(_root_text(run, name) or ""))
+            found.update(schedule.assignments(_root_text(run, name, limit=MAX_UNIT_TEXT) or ""))  # read whole
     for word in unset:  # a bare name drops the variable, NAME=VALUE only that exact assignment
         name, equals, setting = word.partition("=")
         if not equals or found.get(name) == setting:
@@ -704,13 +741,12 @@ def _metrics(run: _Run) -> Check:
         blocked = _sandbox_blocks(run, directory)
         if blocked is not None and not blocked[1]:
             return Check(
-                "metrics", "warn", f"{path}: under the unit {blocked[0]}, unless a ReadWritePaths= entry check cannot "
-                "expand (an unknown %-specifier) covers it: cannot verify",
+                "metrics", "warn", f"{path}: under the unit {blocked[0]}: cannot verify",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)} (spelled out)",
             )  # fmt: skip
         if blocked is not None:
             return Check(
-                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}, so refresh would exit 73",
+                "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}{_outcome(blocked[0])}",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
         if _private_tmp(_service_directives(run)) and any(
@@ -951,22 +987,55 @@ def _service_directives(run: _Run) -> list[tuple[str, str, str]]:
     return _service_reading(run)[0]
 
 
-def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, str] | None]:
-    """:func:`_service_directives`, and the first line for which systemd refuses to load the unit
-    at all, with its file (:func:`_unit_assignments`)."""
-    files: list[str] = []
-    for directory in UNIT_DIRS:
-        if os.path.lexists(run.world.root.join(directory, SERVICE)):
-            files.append("/" + directory + "/" + SERVICE)
-            break
+def _service_reading(run: _Run) -> tuple[list[tuple[str, str, str]], tuple[str, str] | None, str | None]:
+    """:func:`_service_directives`; the first line of the unit file for which systemd refuses to
+    load the unit at all, with its file (:func:`_unit_assignments`); and the first file too large
+    for check to read whole (:data:`MAX_UNIT_TEXT`), whose settings are then unknown. A drop-in's
+    bad line does not stop the unit loading: systemd reads that drop-in up to it, and the next
+    drop-ins (unit_load_dropin ignores config_parse's error); :func:`_drop_in_stops` names it."""
     found: list[tuple[str, str, str]] = []
     refused: tuple[str, str] | None = None
-    for shown in files + _drop_in_files(run):
-        assignments, problem = _unit_assignments(_root_text(run, shown, errors="surrogateescape"))
-        found += [(key, value, shown) for key, value in assignments]
-        if problem is not None and refused is None:
+    too_large: str | None = None
+    for shown, problem, assignments in _service_files(run):
+        if problem is None and assignments is None:
+            too_large = too_large or shown
+            continue
+        found += [(key, value, shown) for key, value in assignments or []]
+        if problem is not None and refused is None and shown == _unit_file(run):
             refused = (shown, problem)
-    return found, refused
+    return found, refused, too_large
+
+
+def _unit_file(run: _Run) -> str | None:
+    """The unit file systemd loads, as on the checked system: the first on the load path."""
+    for directory in UNIT_DIRS:
+        if os.path.lexists(run.world.root.join(directory, SERVICE)):
+            return "/" + directory + "/" + SERVICE
+    return None
+
+
+def _service_files(run: _Run) -> list[tuple[str, str | None, list[tuple[str, str]] | None]]:
+    """Each file of the unit (its unit file, then its drop-ins) with the line systemd stops
+    reading it at and the assignments before that; assignments None: too large to read."""
+    unit_file = _unit_file(run)
+    read: list[tuple[str, str | None, list[tuple[str, str]] | None]] = []
+    for shown in ([unit_file] if unit_file else []) + _drop_in_files(run):
+        text = _root_text(run, shown, errors="surrogateescape", limit=MAX_UNIT_TEXT + 1)
+        if text is not None and len(text) > MAX_UNIT_TEXT // 4 and len(os.fsencode(text)) > MAX_UNIT_TEXT:
+            read.append((shown, None, None))
+            continue
+        assignments, problem = _unit_assignments(text)
+        read.append((shown, problem, assignments))
+    return read
+
+
+def _drop_in_stops(run: _Run) -> tuple[str, str] | None:
+    """The first drop-in systemd stops reading before its end, and the line it stops at."""
+    unit_file = _unit_file(run)
+    for shown, problem, _assignments in _service_files(run):
+        if problem is not None and shown != unit_file:
+            return shown, problem
+    return None
 
 
 def _drop_in_names(unit: str) -> list[str]:
@@ -1013,38 +1082,58 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
     """``(key, value)`` of each assignment in a unit file's [Service] section, read as systemd's
     config_parse reads it: lines split as read_line splits them (a lone CR or a NUL ends one too)
     and joined as :func:`schedule.unit_lines` joins them, keys and values stripped of systemd's
-    blanks only. With them, the first line for which systemd 252 refuses the whole file, and so
-    loads no unit: one that is not UTF-8 ("String is not UTF-8 clean"; ``text`` is decoded with
-    surrogateescape to tell), or a section header without its "]" ("Invalid section header")."""
+    blanks only. With them, the first line at which systemd 252's config_parse stops reading the
+    file (it returns there: no line after it counts): one that is not UTF-8 ("String is not UTF-8
+    clean"; ``text`` is decoded with surrogateescape to tell), a section header without its "]"
+    ("Invalid section header") or with a control character, quote, backslash or DEL in its name
+    ("Bad characters in section header", string_is_safe), a line of 1 MiB or more ("Line too
+    long") or lines continued past 1 MiB ("Continuation line too long"). In the unit file that
+    loads no unit."""
     from spurinv.inventory.sources.status import escaped
     from spurinv.secret import printable
 
     found: list[tuple[str, str]] = []
-    problem: str | None = None
+    too_long: str | None = None
     section = ""
+    raws = schedule.systemd_lines(text or "")
+    for number, raw in enumerate(raws, 1):
+        if len(raw) >= LONG_LINE_MAX // 4 and len(os.fsencode(raw)) >= LONG_LINE_MAX:
+            # systemd stops reading the file there: only the lines before it count
+            text, too_long = "\n".join(raws[: number - 1]), f"line {number} is 1 MiB or longer (Line too long)"
+            break
     for raw in schedule.unit_lines(text or ""):
+        if len(raw) > LONG_LINE_MAX // 4 and len(os.fsencode(raw)) > LONG_LINE_MAX:  # joined: each part was shorter
+            return found, "a continued line is longer than 1 MiB (Continuation line too long)"
         line = raw.strip(_WHITESPACE)  # systemd's blanks: U+00A0 before a key is part of it
         if not line or line.startswith(("#", ";")):
             continue
-        refused = "is not UTF-8" if _has_surrogate(line) else "is a section header without its ]"
-        if _has_surrogate(line) or (line.startswith("[") and not line.endswith("]")):
-            problem = problem or f"the line `{printable(escaped(line))[:80]}` {refused}"
-            continue
+        refused: str | None = None
+        if _has_surrogate(line):
+            refused = "is not UTF-8"
+        elif line.startswith("[") and not line.endswith("]"):
+            refused = "is a section header without its ]"
+        elif line.startswith("[") and any(char < " " or char in "\"'\\\x7f" for char in line[1:-1]):
+            refused = "is a section header with a control character, quote or backslash in its name"
+        if refused is not None:
+            return found, f"the line `{printable(escaped(line))[:80]}` {refused}"  # config_parse returns here
         if line.startswith("["):
             section = line
             continue
         key, equals, value = line.partition("=")
         if equals and section == "[Service]":
             found.append((key.strip(_WHITESPACE), value.strip(_WHITESPACE)))
-    return found, problem
+    return found, too_long
 
 
 def _has_surrogate(text: str) -> bool:
     return any("\udc80" <= char <= "\udcff" for char in text)
 
 
-# the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"); "%%" is a "%"
-SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "t": "/run", "%": "%"}  # noqa: S108
+# the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"), as the system
+# manager expands them (src/shared/specifier.c: %T and %V without $TMPDIR, PID 1 has none; %h the
+# manager's own home, root's); "%%" is a "%"
+SPECIFIERS = {"S": "/var/lib", "C": "/var/cache", "L": "/var/log", "T": "/tmp", "V": "/var/tmp", "t": "/run",  # noqa: S108
+              "E": "/etc", "h": "/root", "%": "%"}  # fmt: skip
 
 
 def _unit_path(path: str) -> str:
@@ -1337,16 +1426,92 @@ def _relative(path: str, specifiers: bool = True) -> str | None:
     return "/".join(parts)
 
 
+# namespace.c's MountMode, in its order of priority (the first wins among entries of one path)
+# (a read-only bind mount first among bind mounts: drop_duplicates keeps the read-only flag)
+INACCESSIBLE, BIND_RO, BIND, PRIVATE, READONLY, READWRITE, TMPFS, IMPLICIT = range(8)
+# the settings that list paths, the mode each gives them (TemporaryFileSystem= read apart)
+PATH_SETTINGS = {"InaccessiblePaths": INACCESSIBLE, "ReadOnlyPaths": READONLY, "ReadWritePaths": READWRITE}
+_Mount = tuple[str, int, str]  # a path, its MountMode, the setting that gave it (for the message)
+
+
 def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
-    """Why the unit's sandbox keeps ``directory`` read-only (ProtectSystem=, ProtectHome= against
+    """Why the unit's sandbox keeps ``directory`` from being written (ProtectSystem=,
+    ProtectHome=, ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= against
     ReadWritePaths=, BindPaths= and StateDirectory=, systemd.exec(5)), and whether that is
     certain (False: a path check cannot expand might cover it); None when the unit may write it."""
+    directives, _refused, too_large = _service_reading(run)
+    if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
+        return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
+    state_names, unread = _state_directories(directives)
+    # systemd makes the StateDirectory= directories before it sets up the namespace
+    made = {os.path.join("/var/lib", name) for name in state_names}
+    mounts, unknown, missing, unsure = _path_lists(run, directives, made)
+    if missing:
+        return f"{missing[0]} does not exist, so the unit {NAMESPACE_FAILS}", True
+    mounts += [(os.path.join("/var/lib", name), IMPLICIT, "StateDirectory=") for name in state_names]
+    mounts += _protections(directives)
+    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
+    resolved = [(os.path.realpath(path), mode, said) for path, mode, said in mounts if os.path.realpath(path) != path]
+    mounts += resolved
+    found: str | None = None
+    for target in dict.fromkeys((os.path.normpath(directory), os.path.realpath(directory))):
+        found = _mount_verdict(mounts, target)
+        if found is None:
+            break
+    if found is None:  # writable, unless a read-only path check cannot expand covers it
+        if unsure:
+            return f"{unsure[0]} may cover {directory}, and check cannot expand it", False
+        return None
+    if unread:  # systemd may read one of them as a name that covers it: say which, and fail
+        found += f" (check cannot read {', '.join(unread)})"
+    if unknown:
+        found += f", unless {unknown[0]} (a ReadWritePaths= entry check cannot expand) covers it"
+    return found, not unknown
+
+
+def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
+    """Why ``directory`` is not writable under ``mounts``, or None, as namespace.c sets them up:
+    sorted by path, an inaccessible path hides all below it (drop_inaccessible), else the most
+    specific path decides (a read-only one is remounted so but for the writable ones below it),
+    the first MountMode among those of one path (drop_duplicates); below a tmpfs only a bind
+    mount reaches the real directory (ReadWritePaths= finds nothing there to bind)."""
+
+    def under(place: str, path: str) -> bool:
+        return os.path.commonpath([place, path]) == place
+
+    above = sorted(
+        ((path, mode, said) for path, mode, said in mounts if under(path, directory)),
+        key=lambda mount: (len(mount[0].rstrip("/").split("/")), -mount[1]),
+    )
+    hidden = next((said for _path, mode, said in above if mode == INACCESSIBLE), None)
+    if hidden is not None:
+        return f"{hidden} hides {directory}"
+    if not above:
+        return None
+    place, mode, said = above[-1]  # the most specific path, and of its entries the first mode
+    if said.startswith("ProtectHome=") and mode != BIND:
+        return f"{said} hides {directory}"
+    if mode == BIND_RO:
+        return f"{said} binds {place} read-only over {directory}"
+    if mode == READONLY:
+        if said == "ProtectSystem=strict":
+            return f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+        if said.startswith("ProtectSystem="):
+            return f"{said} keeps {place} read-only"
+        return f"{said} keeps {directory} read-only"
+    if mode == TMPFS:
+        return f"{said} puts an empty tmpfs over {directory}: {TMPFS_LOST}"
+    tmpfs = next((said for _path, mode, said in reversed(above) if mode in (TMPFS, BIND, BIND_RO)), None)
+    if mode in (READWRITE, IMPLICIT) and tmpfs is not None and tmpfs.startswith(("TemporaryFileSystem", "ProtectHome")):
+        return f"{tmpfs} puts an empty tmpfs over {directory}, and only BindPaths= reaches below it"
+    return None
+
+
+def _protections(directives: list[tuple[str, str, str]]) -> list[_Mount]:
+    """The mounts ProtectSystem=, ProtectHome=, PrivateTmp= and DynamicUser= give the unit
+    (namespace.c's append_protect_system and append_protect_home)."""
     protect: str | None = None
     home = "no"
-    # each setting its own list: an empty assignment resets that setting's, not the others'
-    writable: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    unknown: dict[str, list[str]] = {"ReadWritePaths": [], "BindPaths": [], "StateDirectory": []}
-    directives = _service_directives(run)
     for key, value, _where in directives:
         # a value systemd does not know is ignored, the earlier one kept ("Failed to parse")
         # (an empty one too: "Failed to parse protect system value, ignoring")
@@ -1354,55 +1519,93 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
             protect = _setting(value, ("strict", "full")) or protect
         elif key == "ProtectHome":
             home = _setting(value, ("read-only", "tmpfs")) or home
-        elif key in writable:
-            if not value:  # an empty assignment resets the list
-                writable[key], unknown[key] = [], []
-                continue
-            if key == "StateDirectory":
-                continue  # read as a whole below: its items are read as systemd reads them
-            # BindPaths=: the destination is writable ('/srv/my dir':/x, quotes read before colons)
-            paths, cannot = (_bind_destinations(value), []) if key == "BindPaths" else _unit_paths(value)
-            writable[key] += paths
-            unknown[key] += cannot
-    state_names, unread = _state_directories(directives)
-    writable["StateDirectory"] = [os.path.join("/var/lib", name) for name in state_names]
     # DynamicUser= forces ProtectSystem=strict whatever the unit says, ProtectHome=read-only over
     # "no" and PrivateTmp= (systemd.exec(5); unit_patch_contexts in systemd's src/core/unit.c)
     dynamic = _switched_on(directives, "DynamicUser")
     protect = "strict" if dynamic else protect or "no"
     if dynamic and home == "no":
         home = "read-only"
-    writable_anyway = ("/dev", "/proc", "/sys") + (PRIVATE_TMP if _private_tmp(directives) else ())
-    places_given = [place for paths in writable.values() for place in paths]
-    cannot_expand = [word for words in unknown.values() for word in words]
-
-    def under(place: str, path: str) -> bool:
-        return os.path.commonpath([place, path]) == place
-
-    # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
-    targets = {os.path.normpath(directory), os.path.realpath(directory)}
-    places = {variant for place in places_given for variant in (place, os.path.realpath(place))}
-    if any(under(place, target) for place in places for target in targets):
-        return None
-    directory = os.path.normpath(directory)
-    found: str | None = None
-    if home in ("yes", "read-only", "tmpfs") and any(under(place, directory) for place in ("/home", "/root", "/run/user")):
-        found = f"ProtectHome={home} hides {directory}"
-    elif protect == "strict":
-        if any(under(place, directory) for place in writable_anyway):  # a private /tmp is the unit's to write
-            return None
-        found = f"ProtectSystem=strict keeps {directory} read-only and no ReadWritePaths= covers it"
+    mounts: list[_Mount] = []
+    if protect == "strict":
+        mounts.append(("/", READONLY, "ProtectSystem=strict"))
+        mounts += [(place, PRIVATE, "API file systems") for place in ("/dev", "/proc", "/sys")]
     else:
         read_only = {"yes": ("/usr", "/boot", "/efi"), "full": ("/usr", "/boot", "/efi", "/etc")}
-        for place in read_only.get(protect, ()):
-            if under(place, directory):
-                found = f"ProtectSystem={protect} keeps {place} read-only"
-                break
-    if found is None:
-        return None
-    if unread:  # systemd may read one of them as a name that covers it: say which, and fail
-        found += f" (check cannot read {', '.join(unread)})"
-    return found, not cannot_expand
+        mounts += [(place, READONLY, f"ProtectSystem={protect}") for place in read_only.get(protect, ())]
+    home_mode = {"yes": INACCESSIBLE, "read-only": READONLY, "tmpfs": TMPFS}.get(home)
+    if home_mode is not None:
+        mounts += [(place, home_mode, f"ProtectHome={home}") for place in ("/home", "/root", "/run/user")]
+    if _private_tmp(directives):  # a /tmp of its own: the unit's to write
+        mounts += [(place, PRIVATE, "PrivateTmp=") for place in PRIVATE_TMP]
+    return mounts
+
+
+def _path_lists(
+    run: _Run, directives: list[tuple[str, str, str]], made: set[str]
+) -> tuple[list[_Mount], list[str], list[str], list[str]]:
+    """The mounts ReadWritePaths=, ReadOnlyPaths=, InaccessiblePaths=, TemporaryFileSystem= and
+    BindPaths= make (StateDirectory='s are read apart, :func:`_state_directories`); the
+    ReadWritePaths= words check cannot expand; the entries that do not exist and fail the unit's
+    namespace, each with its file (:func:`_existing_paths`; ``made``: the directories systemd
+    makes first, and so exist); and the entries of the others check cannot expand, with theirs."""
+    # each setting its own list: an empty assignment resets that setting's, not the others'
+    mounts: dict[str, list[_Mount]] = {
+        key: [] for key in (*PATH_SETTINGS, "TemporaryFileSystem", "BindPaths", "BindReadOnlyPaths")
+    }
+    unknown: dict[str, list[str]] = {key: [] for key in mounts}
+    missing: dict[str, list[str]] = {key: [] for key in mounts}
+    for key, value, where in directives:
+        if key not in mounts:
+            continue
+        if not value:  # an empty assignment resets the list
+            mounts[key], unknown[key], missing[key] = [], [], []
+            continue
+        if key == "BindPaths":  # the destination is writable ('/srv/my dir':/x, quotes read before colons)
+            mounts[key] += [(path, BIND, "BindPaths=") for path in _bind_destinations(value)]
+            continue
+        if key == "BindReadOnlyPaths":  # the same, read-only
+            mounts[key] += [(path, BIND_RO, f"BindReadOnlyPaths= ({where})") for path in _bind_destinations(value)]
+            continue
+        if key == "TemporaryFileSystem":  # PATH[:OPTIONS]; a tmpfs is made whether PATH exists or not
+            for word in _unit_words(value):
+                spelled, _colon, options = word.partition(":")
+                paths, cannot = _word_paths([spelled], prefixes=False)
+                unknown[key] += [f"{key}={word} ({where})" for _word in cannot]
+                mounts[key] += [(path, TMPFS, f"TemporaryFileSystem={word} ({where})") for path in paths]
+                if "ro" in options.split(","):  # an empty tmpfs, read-only: nothing can be written there
+                    mounts[key] += [(path, READONLY, f"TemporaryFileSystem={word} ({where})") for path in paths]
+            continue
+        existing, cannot, absent = _existing_paths(run, value, made)
+        unknown[key] += cannot if key == "ReadWritePaths" else [f"{key}={word} ({where})" for word in cannot]
+        mounts[key] += [(path, PATH_SETTINGS[key], f"{key}={word} ({where})") for word, path in existing]
+        missing[key] += [f"{key}={word} ({where})" for word in absent]
+    return (
+        [mount for found in mounts.values() for mount in found],
+        unknown["ReadWritePaths"],
+        [entry for entries in missing.values() for entry in entries],
+        [entry for key, entries in unknown.items() if key != "ReadWritePaths" for entry in entries],
+    )
+
+
+def _existing_paths(run: _Run, value: str, made: set[str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The words of a ReadWritePaths=-like value with their paths (:func:`_unit_paths`), only
+    those that exist on the checked root; the words check cannot expand; and the plain words
+    naming one that does not. namespace.c: such a path fails the unit's namespace
+    (226/NAMESPACE), one with "-" is dropped."""
+    paths: list[tuple[str, str]] = []
+    unknown: list[str] = []
+    missing: list[str] = []
+    for word in _unit_words(value):
+        found, cannot = _word_paths([word])
+        unknown += cannot
+        for path in found:
+            if any(os.path.commonpath([path, place]) == path for place in made) or os.path.exists(
+                _follow(run, run.world.root.join(path.lstrip("/")))
+            ):
+                paths.append((word, path))
+            elif not word.startswith("-"):
+                missing.append(word)
+    return paths, unknown, missing
 
 
 def _private_tmp(directives: list[tuple[str, str, str]]) -> bool:
@@ -1663,10 +1866,10 @@ def _which(run: _Run, program: str, path: str) -> str | None:
 # --- how it is scheduled -------------------------------------------------------------------------
 
 
-def _read_text(path: str, errors: str = "replace") -> str | None:
-    """A regular file's first 64 KiB as text, or None: never blocks on a FIFO (O_NONBLOCK), and
-    follows symlinks (unit files often are ones). ``errors``: how bytes that are not UTF-8 are
-    decoded (a reader that must tell them apart asks for ``surrogateescape``)."""
+def _read_text(path: str, errors: str = "replace", limit: int = MAX_TEXT) -> str | None:
+    """A regular file's first ``limit`` bytes as text, or None: never blocks on a FIFO
+    (O_NONBLOCK), and follows symlinks (unit files often are ones). ``errors``: how bytes that are
+    not UTF-8 are decoded (a reader that must tell them apart asks for ``surrogateescape``)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):  # ValueError: a NUL in a path a unit or cron file names
@@ -1674,17 +1877,22 @@ def _read_text(path: str, errors: str = "replace") -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return os.read(fd, MAX_TEXT).decode("utf-8", errors)
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0 and (chunk := os.read(fd, left)):  # a read may return less than asked
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks).decode("utf-8", errors)
     except OSError:
         return None
     finally:
         os.close(fd)
 
 
-def _root_text(run: _Run, name: str, errors: str = "replace") -> str | None:
+def _root_text(run: _Run, name: str, errors: str = "replace", limit: int = MAX_TEXT) -> str | None:
     """:func:`_read_text` of ``name`` on the checked root; a symlink's absolute target is taken on
     that root too, as its systemd or cron reads it, not on the system running check (--root)."""
-    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))), errors)
+    return _read_text(_follow(run, run.world.root.join(name.lstrip("/"))), errors, limit)
 
 
 def _unit_text(run: _Run, unit: str) -> str | None:
@@ -1926,7 +2134,13 @@ def _schedule(run: _Run) -> Check:
     found = _schedule_found(run)
     if found.status not in ("ok", "warn"):
         return found
-    if "systemd" in _schedulers(run) and (refused := _service_reading(run)[1]) is not None:
+    _directives, refused, too_large = _service_reading(run) if "systemd" in _schedulers(run) else ([], None, None)
+    if too_large is not None:
+        return Check(
+            "schedule", "fail", f"{too_large}: too large to check (over {MAX_UNIT_TEXT >> 20} MiB), so check cannot "
+            f"say how systemd runs {SERVICE}", f"shorten {too_large}, then systemctl daemon-reload", exitcode.CONFIG,
+        )  # fmt: skip
+    if refused is not None:
         where, what = refused
         return Check(
             "schedule", "fail", f"systemd does not load {SERVICE}: in {where}, {what}, so the timer starts nothing",
@@ -1936,6 +2150,13 @@ def _schedule(run: _Run) -> Check:
         problem = _program_problem(run, scheduler) or (_cron_file_problem(run) if scheduler == "cron" else None)
         if problem is not None and (problem.status == "fail" or found.status == "ok"):
             return problem
+    stopped = _drop_in_stops(run) if "systemd" in _schedulers(run) else None
+    if stopped is not None and found.status == "ok":  # the unit loads, without that drop-in's rest
+        where, what = stopped
+        return Check(
+            "schedule", "warn", f"in {where}, {what}: systemd applies none of its lines from there on",
+            f"fix that line of {where}, then systemctl daemon-reload",
+        )  # fmt: skip
     return found
 
 
