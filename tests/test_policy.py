@@ -1452,3 +1452,53 @@ def test_a_refusal_drain_in_the_old_wording_is_not_rewritten_after_an_upgrade(cl
     assert "drain" not in [step["action"] for step in document["steps"]], document["steps"]
     assert [call for call in lab.calls()[before:] if call[:1] == ["update"]] == []
     assert lab.node["reason"] == old
+
+
+# --- review: our refusal drain after the baseline was replaced ----------------------------------------
+
+EIGHT = inventory(packages(8))
+SEVEN = inventory(packages(7))
+SIX = inventory(packages(6))
+
+
+def _reading_twice(state: State, inv, when: int) -> State:
+    return new_state(**with_reading(with_reading(state, reading(inv, when)), reading(inv, when + 60)))
+
+
+@pytest.mark.xfail(strict=True, reason="_says_refusal keeps a summary written against an older baseline")
+def test_our_refusal_drain_is_rewritten_when_the_baseline_it_was_written_against_was_replaced():
+    """A GPU drops (8→7): refused, drained "controller refused mi300x 8→7". Another drops (6),
+    that registers (baseline 6) but the lift of our drain never lands (the controller went
+    away). The GPU comes back (7): refused again, for the same reading's fingerprint and remedy.
+    The drain must now say 6→7, what the controller holds against what the node has; it kept
+    saying 8→7, a GRES the controller has not listed since."""
+    state = _reading_twice(new_state(baseline=new_baseline(EIGHT, at(0), "registered")), SEVEN, 0)
+    node = node_view(gres="gpu:mi300x:8")
+    register = decide(outcome_of(state), node, state, SLURM, at(120))
+    assert register.kind == Do.REGISTER
+    state = settle(state, register, at(120), applied=False, error="2072 Invalid gres", settings=SLURM, remedy=SLURM_REMEDY)
+    drain = decide(outcome_of(state), node, state, SLURM, at(120))
+    assert drain.kind == Do.DRAIN
+    assert "mi300x 8→7" in drain.body["reason"]
+    state = settle(state, drain, at(120), settings=SLURM)
+    node = expected_view(node, drain)
+    assert ours(node, state)
+
+    # the second GPU goes: registered as 6, our drain not lifted (the resume never arrived)
+    state = _reading_twice(state, SIX, 1000)
+    register = decide(outcome_of(state), node, state, SLURM, at(1200))
+    assert register.kind == Do.REGISTER
+    state = settle(state, register, at(1200), settings=SLURM)
+    node = replace(node, gres="gpu:mi300x:6")
+    assert state["baseline"] is not None
+    assert state["refusal"] is None
+    assert ours(node, state)
+
+    # it comes back: 7 again, refused again (the backoff of the first refusal long over)
+    state = _reading_twice(state, SEVEN, 100_000)
+    register = decide(outcome_of(state), node, state, SLURM, at(100_200))
+    assert register.kind == Do.REGISTER
+    state = settle(state, register, at(100_200), applied=False, error="2072 Invalid gres", settings=SLURM, remedy=SLURM_REMEDY)
+    after = decide(outcome_of(state), node, state, SLURM, at(100_200))
+    assert after.kind == Do.DRAIN, (after.kind, node.reason)
+    assert "mi300x 6→7" in after.body["reason"]
