@@ -1502,3 +1502,48 @@ def test_our_refusal_drain_is_rewritten_when_the_baseline_it_was_written_against
     after = decide(outcome_of(state), node, state, SLURM, at(100_200))
     assert after.kind == Do.DRAIN, (after.kind, node.reason)
     assert "mi300x 6→7" in after.body["reason"]
+
+
+@pytest.mark.xfail(strict=True, reason="_says_refusal keeps a summary written against an older baseline")
+def test_a_full_run_rewrites_our_refusal_drain_once_the_baseline_moved(cli, built, tmp_path):
+    """The CLI against the fault server: SPX (8) adopted; CPX (64) refused and drained "8 GPUs
+    SPX→CPX …; mi300x 8→64"; DPX (16) registers, but the lift of our drain that follows fails
+    (a 500); CPX again is refused against the DPX baseline. The drain must say what this
+    refusal is (DPX→CPX, 16→64, as the run's own register step says), not 8→64 with the
+    controller listing 16. Passes before 04c3b7c6 (word for word)."""
+    from faultserver import FaultServer, Gateway, Late, Reply
+
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    config = tmp_path / "c.toml"
+    with FaultServer(gateway=gateway) as server:
+        config.write_text(
+            f'[node]\nname = "n1"\n[controller]\nurl = "{server.url}"\napi = "slurm/v0.0.42"\ntimeout = 2\n'
+            "[policy]\nconfirm_interval = 0\n"
+        )
+        config.chmod(0o600)
+
+        def run(root: str) -> int:
+            return cli("refresh", "--root", built(root), "--state", state, "--config", config, "--ignore-backoff").code
+
+        for root in ("mi300x-spx", "mi300x-spx", "mi300x-cpx", "mi300x-cpx"):
+            run(root)
+        node = gateway.nodes["n1"]
+        assert "mi300x 8→64" in node["reason"]
+        gateway.gres_policy = "any"
+        run("mi300x-dpx")
+        # the registration applies (its GRES, then its record), the lift after it is answered 500
+        server.script("POST", server.node_path("n1"), Late(0), Late(0), Reply(500, {"errors": [{"error": "boom"}]}))
+        run("mi300x-dpx")
+        server.unscript()
+        assert node["gres"] == "gpu:mi300x:16"
+        assert "mi300x 8→64" in node["reason"]  # our drain is still on
+        gateway.gres_policy = "slurm"
+        codes = [run(root) for root in ("mi300x-cpx", "mi300x-cpx")]
+
+    assert codes == [exitcode.OK, exitcode.PROTOCOL]  # a first sighting, then the refusal
+
+    assert "DPX→CPX" in node["reason"], node["reason"]
+    assert "mi300x 16→64" in node["reason"], node["reason"]
