@@ -1452,3 +1452,98 @@ def test_a_refusal_drain_in_the_old_wording_is_not_rewritten_after_an_upgrade(cl
     assert "drain" not in [step["action"] for step in document["steps"]], document["steps"]
     assert [call for call in lab.calls()[before:] if call[:1] == ["update"]] == []
     assert lab.node["reason"] == old
+
+
+# --- review: our refusal drain after the baseline was replaced ----------------------------------------
+
+EIGHT = inventory(packages(8))
+SEVEN = inventory(packages(7))
+SIX = inventory(packages(6))
+
+
+def _reading_twice(state: State, inv, when: int) -> State:
+    return new_state(**with_reading(with_reading(state, reading(inv, when)), reading(inv, when + 60)))
+
+
+@pytest.mark.xfail(strict=True, reason="_says_refusal keeps a summary written against an older baseline")
+def test_our_refusal_drain_is_rewritten_when_the_baseline_it_was_written_against_was_replaced():
+    """A GPU drops (8→7): refused, drained "controller refused mi300x 8→7". Another drops (6),
+    that registers (baseline 6) but the lift of our drain never lands (the controller went
+    away). The GPU comes back (7): refused again, for the same reading's fingerprint and remedy.
+    The drain must now say 6→7, what the controller holds against what the node has; it kept
+    saying 8→7, a GRES the controller has not listed since."""
+    state = _reading_twice(new_state(baseline=new_baseline(EIGHT, at(0), "registered")), SEVEN, 0)
+    node = node_view(gres="gpu:mi300x:8")
+    register = decide(outcome_of(state), node, state, SLURM, at(120))
+    assert register.kind == Do.REGISTER
+    state = settle(state, register, at(120), applied=False, error="2072 Invalid gres", settings=SLURM, remedy=SLURM_REMEDY)
+    drain = decide(outcome_of(state), node, state, SLURM, at(120))
+    assert drain.kind == Do.DRAIN
+    assert "mi300x 8→7" in drain.body["reason"]
+    state = settle(state, drain, at(120), settings=SLURM)
+    node = expected_view(node, drain)
+    assert ours(node, state)
+
+    # the second GPU goes: registered as 6, our drain not lifted (the resume never arrived)
+    state = _reading_twice(state, SIX, 1000)
+    register = decide(outcome_of(state), node, state, SLURM, at(1200))
+    assert register.kind == Do.REGISTER
+    state = settle(state, register, at(1200), settings=SLURM)
+    node = replace(node, gres="gpu:mi300x:6")
+    assert state["baseline"] is not None
+    assert state["refusal"] is None
+    assert ours(node, state)
+
+    # it comes back: 7 again, refused again (the backoff of the first refusal long over)
+    state = _reading_twice(state, SEVEN, 100_000)
+    register = decide(outcome_of(state), node, state, SLURM, at(100_200))
+    assert register.kind == Do.REGISTER
+    state = settle(state, register, at(100_200), applied=False, error="2072 Invalid gres", settings=SLURM, remedy=SLURM_REMEDY)
+    after = decide(outcome_of(state), node, state, SLURM, at(100_200))
+    assert after.kind == Do.DRAIN, (after.kind, node.reason)
+    assert "mi300x 6→7" in after.body["reason"]
+
+
+@pytest.mark.xfail(strict=True, reason="_says_refusal keeps a summary written against an older baseline")
+def test_a_full_run_rewrites_our_refusal_drain_once_the_baseline_moved(cli, built, tmp_path):
+    """The CLI against the fault server: SPX (8) adopted; CPX (64) refused and drained "8 GPUs
+    SPX→CPX …; mi300x 8→64"; DPX (16) registers, but the lift of our drain that follows fails
+    (a 500); CPX again is refused against the DPX baseline. The drain must say what this
+    refusal is (DPX→CPX, 16→64, as the run's own register step says), not 8→64 with the
+    controller listing 16. Passes before 04c3b7c6 (word for word)."""
+    from faultserver import FaultServer, Gateway, Late, Reply
+
+    gateway = Gateway()
+    gateway.add_node("n1", gres="gpu:mi300x:8")
+    state = tmp_path / "state" / "state.json"
+    state.parent.mkdir(mode=0o700)
+    config = tmp_path / "c.toml"
+    with FaultServer(gateway=gateway) as server:
+        config.write_text(
+            f'[node]\nname = "n1"\n[controller]\nurl = "{server.url}"\napi = "slurm/v0.0.42"\ntimeout = 2\n'
+            "[policy]\nconfirm_interval = 0\n"
+        )
+        config.chmod(0o600)
+
+        def run(root: str) -> int:
+            return cli("refresh", "--root", built(root), "--state", state, "--config", config, "--ignore-backoff").code
+
+        for root in ("mi300x-spx", "mi300x-spx", "mi300x-cpx", "mi300x-cpx"):
+            run(root)
+        node = gateway.nodes["n1"]
+        assert "mi300x 8→64" in node["reason"]
+        gateway.gres_policy = "any"
+        run("mi300x-dpx")
+        # the registration applies (its GRES, then its record), the lift after it is answered 500
+        server.script("POST", server.node_path("n1"), Late(0), Late(0), Reply(500, {"errors": [{"error": "boom"}]}))
+        run("mi300x-dpx")
+        server.unscript()
+        assert node["gres"] == "gpu:mi300x:16"
+        assert "mi300x 8→64" in node["reason"]  # our drain is still on
+        gateway.gres_policy = "slurm"
+        codes = [run(root) for root in ("mi300x-cpx", "mi300x-cpx")]
+
+    assert codes == [exitcode.OK, exitcode.PROTOCOL]  # a first sighting, then the refusal
+
+    assert "DPX→CPX" in node["reason"], node["reason"]
+    assert "mi300x 16→64" in node["reason"], node["reason"]
