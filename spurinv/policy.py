@@ -60,7 +60,7 @@ from spurinv.inventory.model import Inventory, Outcome
 from spurinv.inventory.sources import link
 from spurinv.secret import printable
 from spurinv.state import file
-from spurinv.state.file import Backoff, Baseline, Drain, Refusal, State
+from spurinv.state.file import Backoff, Baseline, State
 
 
 class Do(StrEnum):
@@ -308,9 +308,7 @@ def decide(
         words = f"controller refused {summary}; {remedy}"
         # our own drain for busy said "re-registers when idle": now it must say what is wrong
         if (not view.drained and not refusal["resumed"]) or (
-            drained_by_us
-            and state["drain"] is not None
-            and not _says_refusal(state["drain"], refusal, words, remedy, baseline=state["baseline"] is not None)
+            drained_by_us and state["drain"] is not None and not _says(state["drain"]["reason"], words)
         ):
             if blocked := _not_over(view, f"the controller refused {summary}"):
                 return Action(kind=Do.HOLD, reason=f"{blocked}; {remedy}", exit_code=exitcode.PROTOCOL)
@@ -521,23 +519,6 @@ def _unrecorded(view: NodeView, body: dict[str, Any]) -> str:
 def _says(reason: str, words: str) -> bool:
     """Does our drain's ``reason`` already say ``words`` (whatever its id)?"""
     return text_of(reason) == text_of(drain_reason(words))
-
-
-def _says_refusal(drain: Drain, refusal: Refusal, words: str, remedy: str, *, baseline: bool) -> bool:
-    """Does our ``drain`` already say ``refusal`` (``words``: what a drain for it says now)?
-
-    Our drain for this very refusal (its cause, the refusal's fingerprint, a summary against a
-    baseline, not the controller's GRES) says it while it names the same ``remedy``: only the
-    summary's wording can differ then (an upgrade's), and rewriting it would restart the drain's
-    time, ours and the controller's. Any other drain of ours (for busy, for another reading, or
-    one whose fingerprint is unknown) says it only word for word."""
-    if drain["cause"] != "refused" or not baseline or drain.get("fingerprint") != refusal["fingerprint"]:
-        return _says(drain["reason"], words)
-    expected = text_of(drain_reason(words))
-    ending = f"; {text_of(drain_reason(remedy))}"
-    if not expected.endswith(ending):  # cut short, the remedy does not show: word for word
-        return text_of(drain["reason"]) == expected
-    return text_of(drain["reason"]).endswith(ending)
 
 
 def recheck_due(last: datetime | None, node: str, interval: int, now: datetime) -> bool:

@@ -844,6 +844,8 @@ def _failed(action: Action, mine: list[Request], exc: ControllerError | Interrup
     """The step an error ended; ``mine`` are the requests this step sent (never an earlier step's
     request shown as "would send")."""
     request, sent = _said(mine, exc)
+    if action.kind in WRITES and mine and not any(made.write and made.left for made in mine):
+        sent = False  # only reads left (an idle look, a version): the step wrote nothing
     return documents.step(action=action.kind.value, reason=action.reason, request=request, sent=sent, error=exc.message)
 
 

@@ -230,7 +230,6 @@ def _register_step(mine: list[Any], exc: Exception) -> dict[str, Any]:
     return dict(_failed(action, mine, exc))  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(strict=True, reason="_said: a read that left as the last request makes a write step sent")
 def test_a_register_whose_command_never_started_after_its_idle_look_is_not_sent():
     """Registrar.register reads the node (is it idle?), then finds the run's deadline too close
     to start register_command and raises before the command's record: only a read left. The
@@ -247,7 +246,6 @@ def test_a_register_whose_command_never_started_after_its_idle_look_is_not_sent(
     assert _changed([step]) == []  # type: ignore[list-item]
 
 
-@pytest.mark.xfail(strict=True, reason="_said: a read that left as the last request makes a write step sent")
 def test_a_register_whose_idle_look_failed_is_not_sent():
     """The idle look before register_command answered 500: the command never ran."""
     from spurinv.controller.transport import Request
@@ -260,7 +258,6 @@ def test_a_register_whose_idle_look_failed_is_not_sent():
     assert _changed([step]) == []  # type: ignore[list-item]
 
 
-@pytest.mark.xfail(strict=True, reason="scontrol's _update_args errors keep the default sent=True")
 def test_a_drain_scontrol_refused_to_run_is_not_sent(tmp_path, monkeypatch):
     """Scontrol.post refuses a reason scontrol would alter (a trailing '"') before anything
     runs (its `--version` look aside): unlike its other refusals to run (a NUL, an argument
@@ -287,7 +284,6 @@ def test_a_drain_scontrol_refused_to_run_is_not_sent(tmp_path, monkeypatch):
     assert _changed([step]) == []  # type: ignore[list-item]
 
 
-@pytest.mark.xfail(strict=True, reason="_said: a read that left as the last request makes a write step sent")
 def test_a_register_command_the_deadline_never_let_start_is_not_sent(cli, built, tmp_path, env, monkeypatch):
     """The CLI with spur's scontrol and a register_command (tests/spurstandin.py): the run's
     deadline leaves too little to start the command after its idle look. Nothing was written,

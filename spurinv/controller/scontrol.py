@@ -284,14 +284,16 @@ class Scontrol:
             # Slurm's scontrol strips one leading and one trailing '"' from Reason= (update_node.c):
             # a reason it would alter could never be recognised as ours again.
             if not reason or reason[0] == '"' or reason[-1] == '"' or any(ord(c) < 32 for c in reason):
-                raise ControllerError("protocol", f"drain reason {reason[:60]!r} cannot pass through scontrol unchanged")
+                raise ControllerError(
+                    "protocol", f"drain reason {reason[:60]!r} cannot pass through scontrol unchanged", sent=False
+                )
             args += ["State=DRAIN", f"Reason={reason}"]
         elif state in (["RESUME"], ["UNDRAIN"]):
             args.append(f"State={state[0]}")
         elif state is None and "gres" in body:
             args.append(f"Gres={body['gres']}")
         elif state is not None or "extra" not in body:
-            raise ControllerError("protocol", f"no scontrol update for {sorted(body)}")
+            raise ControllerError("protocol", f"no scontrol update for {sorted(body)}", sent=False)
         if "extra" in body:  # our record: with a drain, or on its own after a registration
             args.append(f"Extra={body['extra']}")
         return args
