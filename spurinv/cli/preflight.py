@@ -1188,6 +1188,18 @@ def _words(value: str) -> list[str]:
     return value.translate(str.maketrans("\t\n\r", "   ")).split(" ")
 
 
+def _quoted(char: str, quote: str, word: list[str]) -> str | None:
+    """One character under systemd's quoting (extract_first_word's EXTRACT_UNQUOTE): the quote
+    state after it, the character added to ``word`` when it is text inside quotes; None for a
+    character outside quotes that opens none, which the caller reads by its own grammar."""
+    if quote:
+        if char == quote:
+            return ""
+        word.append(char)
+        return quote
+    return char if char in "'\"" else None
+
+
 def _bind_fields(value: str) -> list[tuple[str, str]]:
     """A BindPaths= value's fields as systemd reads them (extract_first_word with ``":"`` and
     blanks, unquoting): each up to a colon or a blank outside quotes, quotes removed, a backslash
@@ -1202,13 +1214,8 @@ def _bind_fields(value: str) -> list[tuple[str, str]]:
             escaped = False
         elif char == "\\":
             escaped = started = True
-        elif quote:
-            if char == quote:
-                quote = ""
-            else:
-                text.append(char)
-        elif char in "'\"":
-            quote, started = char, True
+        elif (after := _quoted(char, quote, text)) is not None:
+            quote, started = after, started or bool(after)
         elif char == ":" or char in _WHITESPACE:
             if started or char == ":":
                 fields.append(("".join(text), ":" if char == ":" else " "))
@@ -1315,13 +1322,8 @@ def _first_word(text: str) -> tuple[str | None, str | None]:
     quote = ""
     while at < len(text):
         char = text[at]
-        if quote:
-            if char == quote:
-                quote = ""
-            else:
-                word.append(char)
-        elif char in "'\"":
-            quote = char
+        if (after := _quoted(char, quote, word)) is not None:
+            quote = after
         elif char in _WHITESPACE:
             while at < len(text) and text[at] in _WHITESPACE:
                 at += 1
