@@ -54,7 +54,9 @@ def unit_lines(text: str) -> list[str]:
     order mark starting a line that is no comment is dropped, the first time only (config_parse's
     bom_seen)."""
     found: list[str] = []
-    pending: str | None = None  # the continued line so far
+    # the continued line so far, in parts joined once at its end: joining as it grew copied it
+    # again at each part (a unit of continued lines took minutes to check)
+    pending: list[str] | None = None
     bom_seen = False
     for raw in systemd_lines(text):
         comment = raw.lstrip(" \t\n\r").startswith(("#", ";"))
@@ -65,13 +67,16 @@ def unit_lines(text: str) -> list[str]:
         read = raw
         if not bom_seen and raw.startswith("\ufeff"):
             read, bom_seen = raw[1:], True
-        line = read if pending is None else pending + read
-        pending = None
-        if _continues(line):
-            pending = line[:-1] + " "
+        # a part before ends in the space its backslash became: the backslashes that end the
+        # line are all this part's
+        if _continues(read):
+            pending = pending if pending is not None else []
+            pending.append(read[:-1] + " ")
             continue
-        found.append(line)
-    return [*found, *([pending] if pending is not None else [])]
+        if pending is not None:
+            read, pending = "".join([*pending, read]), None
+        found.append(read)
+    return [*found, *(["".join(pending)] if pending is not None else [])]
 
 
 def systemd_lines(text: str) -> list[str]:
