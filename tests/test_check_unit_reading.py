@@ -900,12 +900,18 @@ def test_a_file_the_sandbox_bind_mounts_cannot_be_written_by_a_run(tmp_path, nam
     assert said in ran.stdout, (ran.stdout, ran.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="review: check does not read User= (it takes the run for root's)")
 def test_a_run_as_another_user_cannot_write_roots_state_directory(node):
     """The state directory is root's, mode 0700 (check's own fix says so): a run as another user
     cannot create a file in it (DynamicUser='s uid neither)."""
     found = sandboxed(node, "User=nobody")
-    assert found["state"].status != "ok", found["state"]
+    assert found["state"].status == "fail", found["state"]
+    assert "User=nobody in " in found["state"].detail
+
+
+@pytest.mark.parametrize("lines", ["User=root", "User=0", "User=nobody\nUser=", ""])
+def test_a_run_as_root_is_no_block(node, lines):
+    found = sandboxed(node, lines)
+    assert "User=" not in found["state"].detail, found["state"]
 
 
 def test_continued_lines_are_joined_in_linear_time():

@@ -1444,6 +1444,8 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     directives, _refused, too_large = _service_reading(run)
     if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
         return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
+    if (user := _run_as(directives)) is not None:
+        return f"{user} (spurinv keeps its state and lock in a directory only root writes: it runs as root)", True
     state_names, unread = _state_directories(directives)
     # systemd makes the StateDirectory= directories before it sets up the namespace
     made = {os.path.join("/var/lib", name) for name in state_names}
@@ -1469,6 +1471,18 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     if unknown:
         found += f", unless {unknown[0]} (a ReadWritePaths= entry check cannot expand) covers it"
     return found, not unknown
+
+
+def _run_as(directives: list[tuple[str, str, str]]) -> str | None:
+    """``User=NAME in FILE`` when the unit runs spurinv as another user than root (the last
+    ``User=``; an empty one resets it, as systemd reads it); None for root, or none set."""
+    user: tuple[str, str] | None = None
+    for name, value, where in directives:
+        if name == "User":
+            user = (value.strip(), where) if value.strip() else None
+    if user is None or user[0] in ("root", "0"):
+        return None
+    return f"User={user[0]} in {user[1]}"
 
 
 def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
