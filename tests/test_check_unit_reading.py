@@ -813,7 +813,6 @@ def test_an_entry_naming_the_file_itself_keeps_the_run_from_writing_it(node, set
     assert found[which].status != "ok", found[which]
 
 
-@pytest.mark.xfail(strict=True, reason=SANDBOXED)
 @pytest.mark.parametrize(
     "lines",
     [
@@ -827,7 +826,6 @@ def test_a_bind_mount_at_a_read_only_path_is_read_only(tmp_path, lines):
     assert verdict(tmp_path, unit(f"[Service]\n{lines}\n")) is not None
 
 
-@pytest.mark.xfail(strict=True, reason=SANDBOXED)
 def test_protect_home_read_only_keeps_a_bind_mount_of_root_read_only(tmp_path):
     assert verdict(tmp_path, unit("[Service]\nProtectHome=read-only\nBindPaths=/root\n"), "/root") is not None
 
@@ -852,7 +850,6 @@ def test_a_state_directory_under_a_private_tmp_is_not_kept(tmp_path):
     assert verdict(tmp_path, unit("[Service]\nPrivateTmp=yes\n"), "/tmp/spurinv") is not None
 
 
-@pytest.mark.xfail(strict=True, reason="review: the tmpfs at the same path is dropped (a false fail)")
 def test_a_read_write_path_at_a_writable_tmpfs_path_is_the_real_directory(tmp_path):
     """READWRITE sorts before TMPFS in MountMode: drop_duplicates drops the tmpfs, which is not read-only."""
     assert verdict(tmp_path, unit(f"[Service]\nTemporaryFileSystem={TEXTFILE}\nReadWritePaths={TEXTFILE}\n")) is None

@@ -1505,6 +1505,10 @@ def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
     if not above:
         return None
     place, mode, said = above[-1]  # the most specific path, and of its entries the first mode
+    # drop_duplicates keeps that entry but carries a dropped one's read-only flag over to it
+    carried = next((by for path, kind, by in above if path == place and _read_only(kind, by)), None)
+    if carried is not None and not _read_only(mode, said):
+        return f"{carried} keeps {place} read-only (a read-only entry at the same path makes {said} read-only)"
     if said.startswith("ProtectHome=") and mode != BIND:
         return f"{said} hides {directory}"
     if mode == BIND_RO:
@@ -1517,10 +1521,17 @@ def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
         return f"{said} keeps {directory} read-only"
     if mode == TMPFS:
         return f"{said} puts an empty tmpfs over {directory}: {TMPFS_LOST}"
-    tmpfs = next((said for _path, mode, said in reversed(above) if mode in (TMPFS, BIND, BIND_RO)), None)
+    # a tmpfs at the directory's own path was dropped for the entry that decided (drop_duplicates)
+    tmpfs = next((by for path, kind, by in reversed(above) if kind in (TMPFS, BIND, BIND_RO) and path != place), None)
     if mode in (READWRITE, IMPLICIT) and tmpfs is not None and tmpfs.startswith(("TemporaryFileSystem", "ProtectHome")):
         return f"{tmpfs} puts an empty tmpfs over {directory}, and only BindPaths= reaches below it"
     return None
+
+
+def _read_only(mode: int, said: str) -> bool:
+    """namespace.c's mount_entry_read_only for an entry: a read-only path or bind mount, or the
+    read-only tmpfs of ProtectHome=tmpfs (TemporaryFileSystem=...:ro comes with a READONLY entry)."""
+    return mode in (READONLY, BIND_RO) or (mode == TMPFS and said == "ProtectHome=tmpfs")
 
 
 def _protections(directives: list[tuple[str, str, str]]) -> list[_Mount]:
