@@ -843,11 +843,15 @@ def test_a_read_only_entry_at_a_symlinks_target_covers_the_path_through_the_link
     assert found[which].status != "ok", found[which]
 
 
-@pytest.mark.xfail(strict=True, reason=SANDBOXED)
-def test_a_state_directory_under_a_private_tmp_is_not_kept(tmp_path):
-    """PrivateTmp= gives the run an empty /tmp, removed when the unit stops: the state written
-    there is gone before the next run (the metrics check warns of the same)."""
-    assert verdict(tmp_path, unit("[Service]\nPrivateTmp=yes\n"), "/tmp/spurinv") is not None
+@pytest.mark.parametrize("lines", ["PrivateTmp=yes", "DynamicUser=yes\nReadWritePaths=-@"])
+def test_a_state_directory_under_a_private_tmp_is_not_kept(node, lines):
+    """PrivateTmp= (DynamicUser= forces it) gives the run an empty /tmp, removed when the unit
+    stops: the state written there is gone before the next run (the metrics check warns of the
+    same). The node's state directory is under the test's temporary directory, in /tmp."""
+    assert os.path.commonpath(["/tmp", str(node.state)]) == "/tmp"
+    found = sandboxed(node, lines)
+    assert found["state"].status == "fail", found["state"]
+    assert "PrivateTmp= gives each run a /tmp of its own" in found["state"].detail
 
 
 def test_a_read_write_path_at_a_writable_tmpfs_path_is_the_real_directory(tmp_path):

@@ -466,11 +466,18 @@ def _state(run: _Run) -> Check:
         if isinstance(exc, store.Unsafe):
             fix = f"chown root {word} && chmod 0700 {word}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
-    blocked = _sandbox_blocks(run, directory) if "systemd" in _schedulers(run) else None
+    systemd = "systemd" in _schedulers(run)
+    blocked = _sandbox_blocks(run, directory) if systemd else None
     if blocked is not None and blocked[1]:
         return Check(
             "state", "fail", f"state directory {directory}: under the unit {blocked[0]}{_outcome(blocked[0])}",
             _state_fix(directory), exitcode.CANTCREAT,
+        )  # fmt: skip
+    if systemd and _private_tmp(_service_directives(run)) and any(_under(place, directory) for place in PRIVATE_TMP):
+        return Check(
+            "state", "fail", f"state directory {directory}: the unit's PrivateTmp= gives each run a /tmp of its own, "
+            f"removed when it ends: {TMPFS_LOST}, readings and drain record with it",
+            "keep the state under /var/lib: unset SPURINV_STATE and --state in the unit", exitcode.CANTCREAT,
         )  # fmt: skip
     found = _state_found(run, path, directory, missing)
     if blocked is not None and found.status == "ok":  # not certain: say so, as the metrics check does
@@ -749,9 +756,7 @@ def _metrics(run: _Run) -> Check:
                 "metrics", "fail", f"{path}: writable here, but under the unit {blocked[0]}{_outcome(blocked[0])}",
                 f"systemctl edit {SERVICE}: add [Service] ReadWritePaths={_unit_path(directory)}", exitcode.CANTCREAT,
             )  # fmt: skip
-        if _private_tmp(_service_directives(run)) and any(
-            os.path.commonpath([place, directory]) == place for place in PRIVATE_TMP
-        ):
+        if _private_tmp(_service_directives(run)) and any(_under(place, directory) for place in PRIVATE_TMP):
             return Check(
                 "metrics", "warn", f"{path}: the unit's PrivateTmp= gives it a /tmp of its own; node_exporter never sees "
                 "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
@@ -1633,6 +1638,11 @@ def _existing_paths(run: _Run, value: str, made: set[str]) -> tuple[list[tuple[s
             elif not word.startswith("-"):
                 missing.append(word)
     return paths, unknown, missing
+
+
+def _under(place: str, path: str) -> bool:
+    """Whether ``path`` is ``place`` or below it."""
+    return os.path.commonpath([place, path]) == place
 
 
 def _private_tmp(directives: list[tuple[str, str, str]]) -> bool:
