@@ -473,6 +473,8 @@ def _state(run: _Run) -> Check:
             "state", "fail", f"state directory {directory}: under the unit {blocked[0]}{_outcome(blocked[0])}",
             _state_fix(directory), exitcode.CANTCREAT,
         )  # fmt: skip
+    if systemd and (over := _mounted_over(run, path)) is not None:
+        return Check("state", "fail", over, f"systemctl edit {SERVICE}: remove that entry", exitcode.CANTCREAT)
     if systemd and _private_tmp(_service_directives(run)) and any(_under(place, directory) for place in PRIVATE_TMP):
         return Check(
             "state", "fail", f"state directory {directory}: the unit's PrivateTmp= gives each run a /tmp of its own, "
@@ -684,6 +686,8 @@ def _lock(run: _Run) -> Check:
         return skipped
     assert run.options is not None
     path = run.options.state_path + ".lock"
+    if (over := _mounted_over(run, path, writable_ok=True)) is not None:
+        return Check("lock", "fail", over, f"systemctl edit {SERVICE}: remove that entry", exitcode.CANTCREAT)
     try:
         fd = regularfile.open_fd(path)  # read-only: a check never creates or writes the lock
     except FileNotFoundError:
@@ -745,6 +749,8 @@ def _metrics(run: _Run) -> Check:
     if not path.endswith(".prom"):
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
     if "systemd" in _schedulers(run):
+        if (over := _mounted_over(run, path)) is not None:
+            return Check("metrics", "fail", over, f"systemctl edit {SERVICE}: remove that entry", exitcode.CANTCREAT)
         blocked = _sandbox_blocks(run, directory)
         if blocked is not None and not blocked[1]:
             return Check(
@@ -1488,6 +1494,27 @@ def _run_as(directives: list[tuple[str, str, str]]) -> str | None:
     if user is None or user[0] in ("root", "0"):
         return None
     return f"User={user[0]} in {user[1]}"
+
+
+def _mounted_over(run: _Run, path: str, *, writable_ok: bool = False) -> str | None:
+    """The unit's entry that names the file ``path`` itself, when it keeps a run from writing it:
+    namespace.c bind-mounts each entry onto itself, and a mount point is not replaced by a rename
+    (EBUSY), nor opened for writing when read-only (EROFS). ``writable_ok``: a writable mount there
+    does no harm (the lock is opened and locked, never replaced). None without one, or no unit."""
+    if "systemd" not in _schedulers(run):
+        return None
+    directives, _refused, too_large = _service_reading(run)
+    if too_large is not None:
+        return None  # the directory's own check fails on it already
+    mounts = _path_lists(run, directives, set())[0]
+    spelled = {os.path.normpath(path), os.path.realpath(path)}
+    for place, mode, said in mounts:
+        if place in spelled or os.path.realpath(place) in spelled:
+            if writable_ok and mode in (READWRITE, BIND):
+                continue
+            why = "read-only or hidden" if mode in (READONLY, BIND_RO, INACCESSIBLE) else "a mount point"
+            return f"{said} names {path} itself: the run finds it {why} and cannot write it"
+    return None
 
 
 def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
