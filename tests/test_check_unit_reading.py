@@ -839,7 +839,6 @@ def test_protect_home_read_only_keeps_a_bind_mount_of_root_read_only(tmp_path):
     assert verdict(tmp_path, unit("[Service]\nProtectHome=read-only\nBindPaths=/root\n"), "/root") is not None
 
 
-@pytest.mark.xfail(strict=True, reason=SANDBOXED)
 @pytest.mark.parametrize("which", ["state", "metrics"])
 def test_a_read_only_entry_at_a_symlinks_target_covers_the_path_through_the_link(node, which):
     real = node.tmp / "real" / "st"
@@ -942,3 +941,31 @@ def test_continued_lines_are_joined_in_linear_time():
         return best
 
     assert took(32000) < 64 * took(2000)
+
+
+def test_a_link_under_a_hidden_path_does_not_reach_its_writable_target(tmp_path):
+    """The run walks the spelled path: a link inside ProtectHome=yes's hidden /home is not there
+    for it, whatever its target's mounts say; a link on a read-only path is (its target decides)."""
+    root = tmp_path / "root"
+    home, target = root / "home" / "x", tmp_path / "srv-y"
+    target.mkdir()
+    home.parent.mkdir(parents=True)
+    (root / str(target).lstrip("/")).mkdir(parents=True)  # the entry exists under --root, as the unit sees it
+    files = unit(f"[Service]\nProtectHome=yes\nProtectSystem=strict\nReadWritePaths={target}\n")
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(str(content))
+    link = tmp_path / "home-x"
+    link.symlink_to(target)
+    run = SimpleNamespace(world=SimpleNamespace(root=Root(str(root))))
+    assert check._sandbox_blocks(cast("check._Run", run), str(link)) is None  # a link on a read-only path: its target decides
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (root / str(hidden).lstrip("/")).mkdir(parents=True)
+    (hidden / "x").symlink_to(target)
+    files = unit(f"[Service]\nInaccessiblePaths={hidden}\nProtectSystem=strict\nReadWritePaths={target}\n")
+    for name, content in files.items():
+        (root / name).write_text(str(content))
+    blocked = check._sandbox_blocks(cast("check._Run", run), str(hidden / "x"))
+    assert blocked is not None
+    assert " hides " in blocked[0]

@@ -1468,11 +1468,12 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     # systemd follows symlinks in these paths: compare the resolved paths as well as the spelled ones
     resolved = [(os.path.realpath(path), mode, said) for path, mode, said in mounts if os.path.realpath(path) != path]
     mounts += resolved
-    found: str | None = None
-    for target in dict.fromkeys((os.path.normpath(directory), os.path.realpath(directory))):
-        found = _mount_verdict(mounts, target)
-        if found is None:
-            break
+    # the run reaches the directory through its links, at the real one systemd mounted over (the
+    # entries' own resolved paths are among the mounts): that one decides whether it is writable;
+    # the spelling only when the walk cannot get there (a link under a hidden path or a tmpfs)
+    found = _mount_verdict(mounts, os.path.realpath(directory))
+    if found is None and (spelled := _mount_verdict(mounts, os.path.normpath(directory))) is not None:
+        found = spelled if " hides " in spelled or " tmpfs " in spelled else None
     if found is None:  # writable, unless a read-only path check cannot expand covers it
         if unsure:
             return f"{unsure[0]} may cover {directory}, and check cannot expand it", False
