@@ -95,6 +95,8 @@ MAX_TEXT = 1 << 16  # a crontab or cron.d file is a few kB
 MAX_UNIT_TEXT = 8 << 20
 NAMESPACE_FAILS = "does not start (226/NAMESPACE)"
 TMPFS_LOST = "what a run writes there is gone after it"
+# spurinv runs as root (README.md): its config is 0640 and its token 0600, both root's
+RUN_AS_ROOT = "spurinv runs as root; another user cannot read its config and token, nor write its state"
 LONG_LINE_MAX = 1 << 20  # src/basic/def.h: read_line fails at this many bytes without the line end
 DEFAULT_DEADLINE = 60.0  # controller.run_deadline's default, for a config that did not load
 INSTALL_TIMER = f"systemctl enable --now {TIMER}"
@@ -467,6 +469,9 @@ def _state(run: _Run) -> Check:
             fix = f"chown root {word} && chmod 0700 {word}"
         return Check("state", "fail", str(exc), fix, exc.exit_code)
     systemd = "systemd" in _schedulers(run)
+    if systemd and (user := _run_as(_service_directives(run))) is not None:
+        return Check("state", "fail", f"under the unit {user}: {RUN_AS_ROOT}", f"systemctl edit {SERVICE}: remove it",
+                     exitcode.CANTCREAT)  # fmt: skip
     blocked = _sandbox_blocks(run, directory) if systemd else None
     if blocked is not None and blocked[1]:
         return Check(
@@ -475,7 +480,7 @@ def _state(run: _Run) -> Check:
         )  # fmt: skip
     if systemd and (over := _mounted_over(run, path)) is not None:
         return Check("state", "fail", over, f"systemctl edit {SERVICE}: remove that entry", exitcode.CANTCREAT)
-    if systemd and _private_tmp(_service_directives(run)) and any(_under(place, directory) for place in PRIVATE_TMP):
+    if systemd and _in_private_tmp(run, directory):
         return Check(
             "state", "fail", f"state directory {directory}: the unit's PrivateTmp= gives each run a /tmp of its own, "
             f"removed when it ends: {TMPFS_LOST}, readings and drain record with it",
@@ -749,6 +754,9 @@ def _metrics(run: _Run) -> Check:
     if not path.endswith(".prom"):
         return Check("metrics", "warn", f"{key} {path}: node_exporter reads only *.prom files", f"name it {path}.prom")
     if "systemd" in _schedulers(run):
+        if (user := _run_as(_service_directives(run))) is not None:
+            return Check("metrics", "fail", f"under the unit {user}: {RUN_AS_ROOT}", f"systemctl edit {SERVICE}: remove it",
+                         exitcode.CANTCREAT)  # fmt: skip
         if (over := _mounted_over(run, path)) is not None:
             return Check("metrics", "fail", over, f"systemctl edit {SERVICE}: remove that entry", exitcode.CANTCREAT)
         blocked = _sandbox_blocks(run, directory)
@@ -1455,8 +1463,6 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
     directives, _refused, too_large = _service_reading(run)
     if too_large is not None:  # its settings are unknown: any of them may keep the directory read-only
         return f"{too_large} is too large to check (over {MAX_UNIT_TEXT >> 20} MiB)", True
-    if (user := _run_as(directives)) is not None:
-        return f"{user} (spurinv keeps its state and lock in a directory only root writes: it runs as root)", True
     state_names, unread = _state_directories(directives)
     # systemd makes the StateDirectory= directories before it sets up the namespace
     made = {os.path.join("/var/lib", name) for name in state_names}
@@ -1486,12 +1492,18 @@ def _sandbox_blocks(run: _Run, directory: str) -> tuple[str, bool] | None:
 
 
 def _run_as(directives: list[tuple[str, str, str]]) -> str | None:
-    """``User=NAME in FILE`` when the unit runs spurinv as another user than root (the last
-    ``User=``; an empty one resets it, as systemd reads it); None for root, or none set."""
+    """``User=NAME in FILE`` (or ``DynamicUser=yes in FILE``) when the unit runs spurinv as another
+    user than root (the last ``User=``; an empty one resets it, as systemd reads it); None for
+    root, or none set."""
     user: tuple[str, str] | None = None
+    dynamic: str | None = None
     for name, value, where in directives:
         if name == "User":
             user = (value.strip(), where) if value.strip() else None
+        elif name == "DynamicUser" and (parsed := _setting(value, ("yes",))) is not None:
+            dynamic = where if parsed == "yes" else None
+    if dynamic is not None:  # a uid of its own, never root's
+        return f"DynamicUser=yes in {dynamic}"
     if user is None or user[0] in ("root", "0"):
         return None
     return f"User={user[0]} in {user[1]}"
@@ -1507,7 +1519,8 @@ def _mounted_over(run: _Run, path: str, *, writable_ok: bool = False) -> str | N
     directives, _refused, too_large = _service_reading(run)
     if too_large is not None:
         return None  # the directory's own check fails on it already
-    mounts = _path_lists(run, directives, set())[0]
+    # a file the first run makes (the lock, the state, the metrics) makes a "-" entry on it apply
+    mounts = _path_lists(run, directives, {os.path.normpath(path)})[0]
     spelled = {os.path.normpath(path), os.path.realpath(path)}
     for place, mode, said in mounts:
         if place in spelled or os.path.realpath(place) in spelled:
@@ -1666,6 +1679,16 @@ def _existing_paths(run: _Run, value: str, made: set[str]) -> tuple[list[tuple[s
             elif not word.startswith("-"):
                 missing.append(word)
     return paths, unknown, missing
+
+
+def _in_private_tmp(run: _Run, directory: str) -> bool:
+    """Whether ``directory`` is in the unit's /tmp of its own (:func:`_private_tmp`), and no
+    ``BindPaths=`` brings the host's directory there (its writes are then kept)."""
+    directives = _service_directives(run)
+    if not _private_tmp(directives) or not any(_under(place, directory) for place in PRIVATE_TMP):
+        return False
+    mounts = _path_lists(run, directives, set())[0]
+    return not any(mode == BIND and _under(place, directory) for place, mode, _said in mounts)
 
 
 def _under(place: str, path: str) -> bool:
