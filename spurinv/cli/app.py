@@ -667,11 +667,6 @@ def version() -> None:
     sys.stdout.write(f"spurinv {__version__}\n")
 
 
-def _wants_json(args: list[str]) -> bool:
-    """``--json`` where click reads it as the command's flag (:func:`spurinv.cli.launch.wants_json`)."""
-    return wants_json(args)
-
-
 def _plain(exc: Exception) -> str:
     """click's message, with its wording for a bad number (``Invalid value for '--confirm-interval':
     'abc' is not a valid float.``) said as an operator would. The value quoted is the one click
@@ -688,7 +683,7 @@ def _plain(exc: Exception) -> str:
 def emit_error(args: list[str], exit_code: int, code: str, message: str) -> None:
     """Under ``--json``, the error document of a run refused before its command ran
     (:mod:`spurinv.cli.launch`)."""
-    if not _wants_json(args):
+    if not wants_json(args):
         return
     path = _named(_command(), args).split()
     _emit_json(documents.error_document(path[1] if len(path) > 1 else "spurinv", exit_code, code, message))
@@ -743,7 +738,7 @@ def run(args: list[str], *, confirm_wait: Callable[[float], None] | None = None)
         path = exc.ctx.command_path if exc.ctx is not None else _named(command, args)
         name = path.split()[1] if len(path.split()) > 1 else "spurinv"
         message = _plain(exc)
-        if _wants_json(args):
+        if wants_json(args):
             _emit_json(documents.error_document(name, exitcode.USAGE, "usage", message))
         sys.stderr.write(f"{path}: {message}\n(see {path} --help)\n")
         return exitcode.USAGE
