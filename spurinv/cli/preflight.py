@@ -38,6 +38,7 @@ from spurinv.errors import (
     TokenError,
 )
 from spurinv.inventory.sources.attribute import decimal
+from spurinv.inventory.sources.status import has_surrogate
 from spurinv.state import store
 from spurinv.state.locations import CDI_CACHE, DEFAULT_STATE, same_file
 
@@ -776,7 +777,7 @@ def _metrics(run: _Run) -> Check:
                 "the file", f"set {key} to a *.prom file in node_exporter's --collector.textfile.directory",
             )  # fmt: skip
     state_directory = os.path.dirname(run.options.state_path)
-    if os.path.commonpath([state_directory, directory]) == state_directory:
+    if _under(state_directory, directory):
         return Check(
             "metrics", "warn", f"{path} is inside the state directory {state_directory} (mode 0700): node_exporter, "
             "another user, cannot read it",
@@ -1127,7 +1128,7 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
         if not line or line.startswith(("#", ";")):
             continue
         refused: str | None = None
-        if _has_surrogate(line):
+        if has_surrogate(line):
             refused = "is not UTF-8"
         elif line.startswith("[") and not line.endswith("]"):
             refused = "is a section header without its ]"
@@ -1142,10 +1143,6 @@ def _unit_assignments(text: str | None) -> tuple[list[tuple[str, str]], str | No
         if equals and section == "[Service]":
             found.append((key.strip(_WHITESPACE), value.strip(_WHITESPACE)))
     return found, too_long
-
-
-def _has_surrogate(text: str) -> bool:
-    return any("\udc80" <= char <= "\udcff" for char in text)
 
 
 # the specifiers a system unit's paths may use (systemd.unit(5) "Specifiers"), as the system
@@ -1439,7 +1436,7 @@ def _relative(path: str, specifiers: bool = True) -> str | None:
         if _unknown_specifier(path):
             return None
         path = re.sub(r"%(.)", lambda match: SPECIFIERS[match.group(1)], path)
-    if path.startswith("/") or _has_surrogate(path):  # not UTF-8: "not UTF-8 clean, ignoring"
+    if path.startswith("/") or has_surrogate(path):  # not UTF-8: "not UTF-8 clean, ignoring"
         return None
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if not parts or ".." in parts or parts[0] == "private" or any(len(os.fsencode(part)) > 255 for part in parts):
@@ -1537,12 +1534,8 @@ def _mount_verdict(mounts: list[_Mount], directory: str) -> str | None:
     specific path decides (a read-only one is remounted so but for the writable ones below it),
     the first MountMode among those of one path (drop_duplicates); below a tmpfs only a bind
     mount reaches the real directory (ReadWritePaths= finds nothing there to bind)."""
-
-    def under(place: str, path: str) -> bool:
-        return os.path.commonpath([place, path]) == place
-
     above = sorted(
-        ((path, mode, said) for path, mode, said in mounts if under(path, directory)),
+        ((path, mode, said) for path, mode, said in mounts if _under(path, directory)),
         key=lambda mount: (len(mount[0].rstrip("/").split("/")), -mount[1]),
     )
     hidden = next((said for _path, mode, said in above if mode == INACCESSIBLE), None)
@@ -1672,7 +1665,7 @@ def _existing_paths(run: _Run, value: str, made: set[str]) -> tuple[list[tuple[s
         found, cannot = _word_paths([word])
         unknown += cannot
         for path in found:
-            if any(os.path.commonpath([path, place]) == path for place in made) or os.path.exists(
+            if any(_under(path, place) for place in made) or os.path.exists(
                 _follow(run, run.world.root.join(path.lstrip("/")))
             ):
                 paths.append((word, path))
@@ -2280,9 +2273,7 @@ def _program_problem(run: _Run, scheduler: str) -> Check | None:
                 home
                 and home[-1] in ("yes", "true", "tmpfs")
                 and program.startswith("/")  # first: commonpath raises on a bare name (systemd searches its own PATH)
-                and any(
-                    os.path.commonpath([place, os.path.normpath(program)]) == place for place in ("/home", "/root", "/run/user")
-                )
+                and any(_under(place, os.path.normpath(program)) for place in ("/home", "/root", "/run/user"))
             ):
                 return Check(
                     "schedule", "fail", f"{told}, but ProtectHome={home[-1]} hides it from the unit (every run fails 203/EXEC)",
