@@ -149,6 +149,9 @@ class _Run:
     # the cron files' entries, read once a run: cron reads every file of /etc/cron.d, and the
     # schedule, config, PATH and program checks each ask for them
     cron: dict[str, Any] = field(default_factory=dict)
+    # the unit's files as read (:func:`_service_files`), once a run: the state, lock, metrics,
+    # token and schedule checks each read its settings, some of them several times
+    unit_files: list[tuple[str, str | None, list[tuple[str, str]] | None]] | None = None
 
     @property
     def config(self) -> Config:
@@ -1037,6 +1040,9 @@ def _unit_file(run: _Run) -> str | None:
 def _service_files(run: _Run) -> list[tuple[str, str | None, list[tuple[str, str]] | None]]:
     """Each file of the unit (its unit file, then its drop-ins) with the line systemd stops
     reading it at and the assignments before that; assignments None: too large to read."""
+    cached = getattr(run, "unit_files", None)  # a run of the checks reads them once
+    if cached is not None:
+        return cached
     unit_file = _unit_file(run)
     read: list[tuple[str, str | None, list[tuple[str, str]] | None]] = []
     for shown in ([unit_file] if unit_file else []) + _drop_in_files(run):
@@ -1046,6 +1052,7 @@ def _service_files(run: _Run) -> list[tuple[str, str | None, list[tuple[str, str
             continue
         assignments, problem = _unit_assignments(text)
         read.append((shown, problem, assignments))
+    run.unit_files = read
     return read
 
 
@@ -1734,13 +1741,12 @@ def _schedulers(run: _Run) -> tuple[str, ...]:
     timer runs the unit, "cron" when a cron entry names it, both when both do; with neither, the
     unit when its file is there (the one being installed), else nothing. The token, PATH and
     sandbox checks follow every scheduler this returns (the worst verdict wins)."""
-    service = _unit_text(run, SERVICE) is not None
     cron = _cron(run) is not None
     timer = _systemd(run) and _timer(run)[2]
     found = tuple(name for name, runs in (("systemd", timer), ("cron", cron)) if runs)
     if found:
         return found
-    return ("systemd",) if service else ()
+    return ("systemd",) if _unit_text(run, SERVICE) is not None else ()  # read only when neither runs it
 
 
 def _scheduler(run: _Run) -> str | None:
