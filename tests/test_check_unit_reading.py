@@ -967,6 +967,7 @@ def test_a_link_under_a_hidden_path_does_not_reach_its_writable_target(tmp_path)
     files = unit(f"[Service]\nInaccessiblePaths={hidden}\nProtectSystem=strict\nReadWritePaths={target}\n")
     for name, content in files.items():
         (root / name).write_text(str(content))
+    run = SimpleNamespace(world=SimpleNamespace(root=Root(str(root))))  # a run reads the unit once: a new one
     blocked = check._sandbox_blocks(cast("check._Run", run), str(hidden / "x"))
     assert blocked is not None
     assert " hides " in blocked[0]

@@ -1040,7 +1040,7 @@ def _unit_file(run: _Run) -> str | None:
 def _service_files(run: _Run) -> list[tuple[str, str | None, list[tuple[str, str]] | None]]:
     """Each file of the unit (its unit file, then its drop-ins) with the line systemd stops
     reading it at and the assignments before that; assignments None: too large to read."""
-    cached = getattr(run, "unit_files", None)  # a run of the checks reads them once
+    cached: list[tuple[str, str | None, list[tuple[str, str]] | None]] | None = getattr(run, "unit_files", None)
     if cached is not None:
         return cached
     unit_file = _unit_file(run)
