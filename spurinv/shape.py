@@ -213,7 +213,7 @@ def stamp(seconds: int) -> str:
 
 
 _FIRST_SECOND = -62135596800  # 0001-01-01T00:00:00Z
-_PAST_LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
+PAST_LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z: no RFC 3339 time is this late
 
 
 def epoch(text: object) -> "int | None":
@@ -240,7 +240,7 @@ def epoch(text: object) -> "int | None":
     days = era * 146097 + year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year - 719468
     seconds = ((days * 24 + int(text[11:13])) * 60 + int(text[14:16])) * 60 + int(text[17:19]) - offset
     # an offset may carry a time of the years 1 or 9999 past them: no ``datetime`` holds that
-    return seconds if _FIRST_SECOND <= seconds < _PAST_LAST_SECOND else None
+    return seconds if _FIRST_SECOND <= seconds < PAST_LAST_SECOND else None
 
 
 def _numbers(text: str, separator: str, widths: "tuple[int, ...]") -> "list[int]":

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from spurinv import exitcode, regularfile
+from spurinv import exitcode, regularfile, shape
 from spurinv.budget import Budget, Signals
 from spurinv.cli import schedule
 from spurinv.errors import (
@@ -88,7 +88,7 @@ TOKEN_WARN_DAYS = 7
 LOCAL = ("register_command", "schedule", "udev")
 LOCAL_SECONDS = 10.0
 PRIVATE_TMP = ("/tmp", "/var/tmp")  # noqa: S108 (what PrivateTmp= replaces, compared with, never written)
-LAST_SECOND = 253402300800  # 10000-01-01T00:00:00Z
+LAST_SECOND = shape.PAST_LAST_SECOND  # a JWT's exp this late is no time
 MAX_TEXT = 1 << 16  # a crontab or cron.d file is a few kB
 # systemd reads a unit file or drop-in whole, refusing only a line of LONG_LINE_MAX bytes or more
 # (config_parse: "Line too long"); check reads one whole up to this bound and past it says it

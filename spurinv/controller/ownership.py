@@ -44,7 +44,7 @@ PREFIX = "spurinv:"
 KEY = "spurinv"  # our key in the node's ``extra`` JSON object
 REPLACEMENT = "\ufffd"  # what answer.py made of text that was not valid UTF-8
 MAX_REASON = 240  # short enough for ``sinfo -R``
-MAX_EPOCH = 253402300800  # 10000-01-01T00:00:00Z: anything later is no timestamp
+MAX_EPOCH = shape.PAST_LAST_SECOND  # anything later is no timestamp
 SKEW_WARNING = 300  # seconds between the controller's reason time and ours worth a warning
 # Linux's MAX_ARG_STRLEN (32 pages): one argv word, its terminating NUL included, must fit.
 MAX_ARG_STRLEN = 131072
