@@ -149,11 +149,15 @@ def gpu_counts(inventory: "Mapping[str, Any] | None") -> "dict[str, int]":
     return counts
 
 
+def counted(count: int, noun: str) -> str:
+    """``1 spec``, ``2 specs``: a count and its noun, plural unless one."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def summary(inventory: "Mapping[str, Any]") -> str:
     """One line: ``64 devices (mi300x 64), 192 CPUs, 1547 GiB``."""
     models = ", ".join(f"{model} {count}" for model, count in sorted(gpu_counts(inventory).items()))
-    count = len(inventory["devices"])
-    devices = f"{count} device{'' if count == 1 else 's'} ({models})" if count else "no GPUs"
+    devices = f"{counted(len(inventory['devices']), 'device')} ({models})" if inventory["devices"] else "no GPUs"
     return f"{devices}, {inventory['cpus']} CPUs, {inventory['memory_mb']} MiB"
 
 

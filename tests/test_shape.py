@@ -225,10 +225,12 @@ def test_a_time_reads_as_the_standard_library_reads_it_in_its_zone(moment, zone,
 
 
 def test_counts_are_singular_for_one():
-    from spurinv.inventory.sources.status import counted
-
     one = inventory([device()])
 
     assert shape.summary(one).startswith("1 device (mi300x 1), ")
     assert shape.summary(inventory([device(), device("0000:27:00.0")])).startswith("2 devices (mi300x 2), ")
-    assert (counted(1, "spec"), counted(0, "spec"), counted(3, "render node")) == ("1 spec", "0 specs", "3 render nodes")
+    assert (shape.counted(1, "spec"), shape.counted(0, "spec"), shape.counted(3, "render node")) == (
+        "1 spec",
+        "0 specs",
+        "3 render nodes",
+    )

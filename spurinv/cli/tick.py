@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from spurinv import __version__, jsontext
+from spurinv import __version__, jsontext, shape
 from spurinv.inventory.discovery import discover
 from spurinv.inventory.root import Root, RootError, boot_id
 from spurinv.inventory.sources import link
@@ -123,9 +123,8 @@ def _tick(
         return 0
     inventory = after["readings"][-1]["inventory"]
     narrow = "".join(f"; degraded PCIe link {link.line(found)}" for found in link.confirmed(after["readings"]))
-    count = len(inventory["devices"])
     stdout.write(
-        f"unchanged: {count} device{'' if count == 1 else 's'}, fingerprint {inventory['fingerprint'][:12]}{narrow}"
+        f"unchanged: {shape.counted(len(inventory['devices']), 'device')}, fingerprint {inventory['fingerprint'][:12]}{narrow}"
         " (no controller request)\n"
     )
     return 0

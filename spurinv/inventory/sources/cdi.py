@@ -15,7 +15,8 @@ import stat
 from spurinv import __version__, jsontext
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, decoded, read_bytes
-from spurinv.inventory.sources.status import Report, counted
+from spurinv.inventory.sources.status import Report
+from spurinv.shape import counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import os
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, parse_keyed_lines, read_optional, sysfs_names
 from spurinv.inventory.sources.pci import canonical, spelled
-from spurinv.inventory.sources.status import Report, counted
-from spurinv.shape import bdf_key
+from spurinv.inventory.sources.status import Report
+from spurinv.shape import bdf_key, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

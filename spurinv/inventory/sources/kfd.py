@@ -11,7 +11,8 @@ import os
 
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, parse_int, read_properties, read_text
-from spurinv.inventory.sources.status import Report, counted
+from spurinv.inventory.sources.status import Report
+from spurinv.shape import counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ import os
 from spurinv.inventory import root as places
 from spurinv.inventory.sources.attribute import ReadError, is_bdf, parse_int, parse_keyed_lines, read_text
 from spurinv.inventory.sources.pci import canonical, sort_key
-from spurinv.inventory.sources.status import Report, counted
+from spurinv.inventory.sources.status import Report
+from spurinv.shape import counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from spurinv.inventory.sources.attribute import (
     sysfs_names,
 )
 from spurinv.inventory.sources.link import read_link
-from spurinv.inventory.sources.status import Report, counted
-from spurinv.shape import UNPARSED, bdf_key
+from spurinv.inventory.sources.status import Report
+from spurinv.shape import UNPARSED, bdf_key, counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ the reading is *switching*, not failed, and its problems carry the source ``swit
 Plain classes and dicts: this runs on the timer's hot path.
 """
 
-from spurinv.shape import SWITCH  # the source of a switch-in-progress problem (its evidence)
+from spurinv.shape import SWITCH, counted  # SWITCH: the source of a switch-in-progress problem (its evidence)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,11 +23,6 @@ MAX_PROBLEMS = 100
 MAX_TEXT = 1024  # characters of a problem's path or reason
 
 _SURROGATES = "[\ud800-\udfff]"
-
-
-def counted(count: int, noun: str) -> str:
-    """``1 spec``, ``2 specs``: a count and its noun, plural unless one (a source's detail)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def has_surrogate(text: str) -> bool:
