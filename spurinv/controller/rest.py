@@ -26,7 +26,7 @@ from spurinv.budget import Budget
 from spurinv.config.settings import ControllerSection
 from spurinv.controller import answer
 from spurinv.controller.nodeview import NodeView, gpu_counts, parse_node, slurm_errors, used_count
-from spurinv.controller.transport import RegisterResult, Request, recorded, register_directly
+from spurinv.controller.transport import RegisterResult, Request, recorded, register_directly, then_recorded
 from spurinv.errors import ConfigError, ControllerError, TokenError
 from spurinv.secret import Secret, printable
 
@@ -394,9 +394,7 @@ class Controller:
 
     def describe(self, body: dict[str, Any]) -> str:
         """The write as a report line (``--dry-run``)."""
-        # our record after a registration (the command's, or the GRES POST) is its own update, as
-        # the real run's step names it (spurinv.controller.transport.recorded)
-        then = f"; then {self.describe({'extra': body['extra']})}" if "gres" in body and "extra" in body else ""
+        then = then_recorded(self, body)
         if "gres" in body and self.registrar is not None:
             return self.registrar.line() + then
         if "gres" in body and "extra" in body:

@@ -40,7 +40,7 @@ from spurinv.controller import answer, process
 from spurinv.controller.answer import holds_replacement
 from spurinv.controller.nodeview import NodeView, gpu_counts, gres_agrees, parse_node, parse_spur_nodes, used_count
 from spurinv.controller.ownership import MAX_ARG_STRLEN
-from spurinv.controller.transport import SPUR_REMEDY, RegisterResult, Request, recorded, register_directly
+from spurinv.controller.transport import SPUR_REMEDY, RegisterResult, Request, recorded, register_directly, then_recorded
 from spurinv.errors import ConfigError, ControllerError, ControllerKind
 from spurinv.secret import printable
 
@@ -299,9 +299,7 @@ class Scontrol:
         return args
 
     def describe(self, body: dict[str, Any]) -> str:
-        # our record after a registration (the command's, or the GRES update) is its own update,
-        # as the real run's step names it (spurinv.controller.transport.recorded)
-        then = f"; then {self.describe({'extra': body['extra']})}" if "gres" in body and "extra" in body else ""
+        then = then_recorded(self, body)
         if "gres" in body and self.registrar is not None:
             return self.registrar.line() + then
         if "gres" in body and self.detect() == "spur":

@@ -177,6 +177,13 @@ def register_directly(
     return recorded(client, body, RegisterResult(True, after, None, line))
 
 
+def then_recorded(client: Transport, body: dict[str, Any]) -> str:
+    """``; then <the record's own update>`` to follow a registration's line in a description: our
+    record after a registration is its own update (:func:`recorded`), and a dry run names it as the
+    real run's step does; "" for a body that registers nothing."""
+    return f"; then {client.describe({'extra': body['extra']})}" if "gres" in body and "extra" in body else ""
+
+
 def recorded(client: Transport, body: dict[str, Any], result: RegisterResult) -> RegisterResult:
     """After a registration the controller confirmed: our record (the value of our key in
     ``body["extra"]``) spliced into the ``extra`` the controller now holds, as its own update.
