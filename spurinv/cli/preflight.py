@@ -73,7 +73,6 @@ UNIT_DIRS = ("etc/systemd/system.control", "run/systemd/system.control", "run/sy
              "run/systemd/system", "run/systemd/system.attached", "run/systemd/generator",
              "usr/local/lib/systemd/system", "lib/systemd/system", "usr/lib/systemd/system",
              "run/systemd/generator.late")  # fmt: skip
-DROP_IN_DIRS = UNIT_DIRS  # the drop-in directories are looked for on the same path
 # the unit directives that pass the token as a credential (systemd.exec(5) "Credentials")
 CREDENTIAL_KEYS = ("LoadCredential", "LoadCredentialEncrypted", "ImportCredential", "SetCredential", "SetCredentialEncrypted")
 UDEV_DIRS = ("etc/udev/rules.d", "lib/udev/rules.d", "usr/lib/udev/rules.d")
@@ -1088,11 +1087,11 @@ def _drop_in_names(unit: str) -> list[str]:
 def _drop_in_files(run: _Run) -> list[str]:
     """The unit's drop-in files as systemd 252 reads them (unit_file_find_dropin_paths): the
     ``*.conf`` files, not hidden ones, of ``spurinv-refresh.service.d/``, then
-    ``spurinv-.service.d/``, in each directory of :data:`DROP_IN_DIRS`, then the type-wide
+    ``spurinv-.service.d/``, in each directory of :data:`UNIT_DIRS` (the load path), then the type-wide
     ``service.d/`` in each; a name seen earlier masks a later file of that name; the files are
     applied sorted by name, whichever directory holds them (systemd.unit(5) "Drop-in")."""
-    folders = [f"{place}/{name}" for place in DROP_IN_DIRS for name in _drop_in_names(SERVICE)]
-    folders += [f"{place}/{SERVICE.rpartition('.')[2]}.d" for place in DROP_IN_DIRS]
+    folders = [f"{place}/{name}" for place in UNIT_DIRS for name in _drop_in_names(SERVICE)]
+    folders += [f"{place}/{SERVICE.rpartition('.')[2]}.d" for place in UNIT_DIRS]
     chosen: dict[str, str] = {}
     for folder in folders:
         try:
